@@ -1,0 +1,86 @@
+"""Init schemes: how fresh weights are drawn. Each returns ``init(model)``.
+
+Models are built on the meta device and materialised with uninitialised memory, so an
+init scheme must cover every parameter: linear layers and embeddings are drawn here,
+and any other module with parameters of its own is reset with its
+``reset_parameters()``; a module with neither is an error, never garbage weights.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from torch import Tensor, nn
+
+from zoo.contracts import is_residual_output
+from zoo.errors import ConfigError
+from zoo.hookspecs import hookimpl
+
+
+def init_all(model: nn.Module, draw: Callable[[nn.Module, Tensor], None], scheme: str) -> None:
+    """Draw every linear/embedding weight with ``draw``, zero biases, reset the rest.
+
+    Tied weights are drawn once.
+    """
+    done: set[int] = set()
+    for name, module in model.named_modules():
+        own = list(module.parameters(recurse=False))
+        if not own:
+            continue
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            if id(module.weight) not in done:
+                draw(module, module.weight)
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
+        elif hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+        else:
+            raise ConfigError(
+                f"init {scheme!r} cannot initialise {name or 'the model'} "
+                f"({type(module).__name__}): give that module a reset_parameters() method"
+            )
+        done.update(id(p) for p in own)
+
+
+class Gpt2InitOptions(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    std: float = Field(0.02, gt=0.0, description="std of weight draws")
+    scale_residual: bool = Field(True, description="divide residual outputs' std by sqrt(2 * n_layers)")
+
+
+def gpt2(builder: Any, options: Gpt2InitOptions) -> Callable[[nn.Module], None]:
+    """N(0, 0.02) weights, zero biases, norms 1/0, residual outputs N(0, 0.02/sqrt(2L))."""
+    residual_std = options.std / math.sqrt(2 * builder.config.n_layers) if options.scale_residual else options.std
+
+    def draw(module: nn.Module, weight: Tensor) -> None:
+        nn.init.normal_(weight, 0.0, residual_std if is_residual_output(module) else options.std)
+
+    return lambda model: init_all(model, draw, "gpt2")
+
+
+def xavier(builder: Any, options: Any) -> Callable[[nn.Module], None]:
+    """Xavier-uniform weights and zero biases: the 2017 Transformer's reference code."""
+    return lambda model: init_all(model, lambda module, weight: nn.init.xavier_uniform_(weight), "xavier")
+
+
+def torch_defaults(builder: Any, options: Any) -> Callable[[nn.Module], None]:
+    """Each module's own default (``reset_parameters``), as plain torch would give."""
+
+    def init(model: nn.Module) -> None:
+        for module in model.modules():
+            if hasattr(module, "reset_parameters"):
+                module.reset_parameters()
+        if hasattr(model, "tie_weights"):
+            model.tie_weights()
+
+    return init
+
+
+@hookimpl
+def zoo_register_components(register: Any) -> None:
+    register("init", "gpt2", gpt2, Gpt2InitOptions)
+    register("init", "xavier", xavier)
+    register("init", "torch", torch_defaults)

@@ -1,0 +1,1 @@
+"""Built-in presets: one TOML file per preset, registered by ``zoo.plugins.presets``."""

@@ -1,0 +1,91 @@
+"""zoo: a plugin-based model zoo for transformer language models.
+
+    import zoo
+    model = zoo.build("gpt2-small")                     # exactly GPT-2 Small
+    model = zoo.build("gpt2-small", placement="post",   # ... moved toward 2017
+                      position="sinusoidal", activation="relu")
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+from zoo.builder import build
+from zoo.config import ModelConfig, get_config
+from zoo.contracts import AttentionContext, Placement, PositionEncoding, residual_output
+from zoo.errors import (
+    CheckpointError,
+    ConfigError,
+    DuplicateComponentError,
+    InputError,
+    InteropError,
+    PluginError,
+    PresetError,
+    RegistryError,
+    UnknownComponentError,
+    ZooError,
+)
+from zoo.hookspecs import hookimpl
+from zoo.model import DecoderLM
+from zoo.registry import KINDS, Component, Registry, default_registry
+
+
+def list_models(pattern: str = "*", *, registry: Registry | None = None) -> list[str]:
+    """Names of the presets matching an fnmatch ``pattern`` (``"gpt2-*"``), sorted."""
+    return (registry or default_registry()).preset_names(pattern)
+
+
+def components(kind: str | None = None, *, registry: Registry | None = None) -> list[Component]:
+    """Registered components (of one ``kind``, or all), with who provided each."""
+    return (registry or default_registry()).components(kind)
+
+
+# Heavier parts load on first use, so `import zoo` stays quick.
+_LAZY = {
+    "save": "zoo.checkpoint",
+    "load": "zoo.checkpoint",
+    "versions": "zoo.checkpoint",
+    "from_hf": "zoo.interop.hf",
+    "to_hf": "zoo.interop.hf",
+    "generate_text": "zoo.generate",
+    "tokenizer": "zoo.tokenizer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'zoo' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "__version__",
+    "build",
+    "get_config",
+    "list_models",
+    "components",
+    "ModelConfig",
+    "DecoderLM",
+    "Registry",
+    "KINDS",
+    "hookimpl",
+    "AttentionContext",
+    "PositionEncoding",
+    "Placement",
+    "residual_output",
+    *_LAZY,
+    "ZooError",
+    "ConfigError",
+    "InputError",
+    "PresetError",
+    "RegistryError",
+    "UnknownComponentError",
+    "DuplicateComponentError",
+    "PluginError",
+    "CheckpointError",
+    "InteropError",
+]

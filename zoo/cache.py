@@ -1,0 +1,80 @@
+"""Key/value caches for incremental decoding.
+
+Each attention layer gets a ``LayerCache`` through ``AttentionContext.cache`` and calls
+``keys, values = cache.update(k, v)`` with its new keys and values. The cache stores
+whatever shapes it is given, so an attention with fewer key/value heads (GQA) stores
+only those. Buffers are preallocated and grow by doubling, so a new token costs one
+copy of one position, not a copy of the prefix.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+
+class LayerCache:
+    """Keys and values of one attention layer: (B, H_kv, length, d) each."""
+
+    def __init__(self, capacity: int = 0) -> None:
+        self.capacity_hint = capacity
+        self.keys: Tensor | None = None
+        self.values: Tensor | None = None
+        self.length = 0
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append (B, H_kv, S, d) keys and values; return all of them so far."""
+        end = self.length + k.shape[2]
+        keys, values = self.keys, self.values
+        if keys is None or values is None or end > keys.shape[2]:
+            keys, values = self._grow(k, v, end)
+        keys[:, :, self.length : end] = k
+        values[:, :, self.length : end] = v
+        self.length = end
+        return keys[:, :, :end], values[:, :, :end]
+
+    def contents(self) -> tuple[Tensor, Tensor]:
+        """All keys and values stored so far (for cross-attention's fixed memory)."""
+        if self.keys is None or self.values is None:
+            raise RuntimeError("the cache is empty")
+        return self.keys[:, :, : self.length], self.values[:, :, : self.length]
+
+    def _grow(self, k: Tensor, v: Tensor, needed: int) -> tuple[Tensor, Tensor]:
+        old = 0 if self.keys is None else self.keys.shape[2]
+        capacity = max(needed, self.capacity_hint, 2 * old)
+        batch, heads, _, _ = k.shape
+        keys = k.new_empty(batch, heads, capacity, k.shape[3])
+        values = v.new_empty(batch, v.shape[1], capacity, v.shape[3])
+        if self.keys is not None and self.values is not None and self.length:
+            keys[:, :, : self.length] = self.keys[:, :, : self.length]
+            values[:, :, : self.length] = self.values[:, :, : self.length]
+        self.keys, self.values = keys, values
+        return keys, values
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the keys and values stored so far (not the spare capacity)."""
+        if self.keys is None or self.values is None:
+            return 0
+        per_position = (self.keys[:, :, :1].numel() + self.values[:, :, :1].numel()) * self.keys.element_size()
+        return per_position * self.length
+
+
+class KVCache:
+    """One ``LayerCache`` per layer; ``length`` is how many positions are cached."""
+
+    def __init__(self, n_layers: int, capacity: int = 0) -> None:
+        self.layers = [LayerCache(capacity) for _ in range(n_layers)]
+
+    def __getitem__(self, index: int) -> LayerCache:
+        return self.layers[index]
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length if self.layers else 0
+
+    @property
+    def nbytes(self) -> int:
+        return sum(layer.nbytes for layer in self.layers)

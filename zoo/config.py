@@ -1,0 +1,343 @@
+"""Model configs: a frozen pydantic model naming one component of each kind.
+
+A component spec is its registered name plus that component's own options, side by
+side: ``"sdpa"`` or ``{"name": "gqa", "n_kv_heads": 2}``. Names and options are checked
+against the registry at validation time, and the validated config records every
+option with its default filled in, so a saved config rebuilds the same model later.
+
+Presets are TOML files of config fields; a ``[preset]`` table may name a preset it
+``extends`` and a ``description``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema
+
+from zoo.errors import ConfigError, PresetError
+from zoo.registry import KINDS, Registry, default_registry
+
+# Upper bounds that refuse an absurd config before anything is allocated.
+MAX_VOCAB = 1 << 21
+MAX_SEQ_LEN = 1 << 20
+MAX_D_MODEL = 1 << 15
+MAX_D_FF = 1 << 18
+MAX_LAYERS = 1 << 10
+MAX_HEADS = 1 << 10
+MAX_PARAMETERS = 200_000_000_000
+
+
+class ComponentSpec(BaseModel):
+    """A component by registered name, with its options beside the name."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    kind: ClassVar[str] = ""
+
+    name: str = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        return {"name": data} if isinstance(data, str) else data
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The component's own options (everything but ``name``)."""
+        return dict(self.model_extra or {})
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """One alternative per installed component of this kind, with its options."""
+        choices: list[dict[str, Any]] = []
+        for component in default_registry().components(cls.kind):
+            options = component.options_model.model_json_schema()
+            properties = {"name": {"const": component.name}, **options.get("properties", {})}
+            choice = {
+                "type": "object",
+                "title": f"{cls.kind}: {component.name}",
+                "description": component.description,
+                "properties": properties,
+                "required": ["name", *options.get("required", [])],
+                "additionalProperties": False,
+            }
+            if "$defs" in options:
+                choice["$defs"] = options["$defs"]
+            choices.append(choice)
+        names = [c.name for c in default_registry().components(cls.kind)]
+        return {"anyOf": [{"type": "string", "enum": names}, *choices], "title": f"{cls.kind} component"}
+
+
+def _spec_class(kind: str) -> type[ComponentSpec]:
+    return type(f"{kind.capitalize()}Spec", (ComponentSpec,), {"kind": kind, "__module__": __name__})
+
+
+AttentionSpec = _spec_class("attention")
+NormSpec = _spec_class("norm")
+PlacementSpec = _spec_class("placement")
+ActivationSpec = _spec_class("activation")
+PositionSpec = _spec_class("position")
+MlpSpec = _spec_class("mlp")
+InitSpec = _spec_class("init")
+
+
+class Dropout(BaseModel):
+    """Dropout probabilities; a single number sets all three."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    embedding: float = Field(0.0, ge=0.0, lt=1.0, description="after token + position embedding")
+    attention: float = Field(0.0, ge=0.0, lt=1.0, description="on the attention weights")
+    residual: float = Field(0.0, ge=0.0, lt=1.0, description="on each sub-layer's output")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_number(cls, data: Any) -> Any:
+        if isinstance(data, (int, float)) and not isinstance(data, bool):
+            return {"embedding": data, "attention": data, "residual": data}
+        return data
+
+
+class ModelConfig(BaseModel):
+    """Everything needed to build a model: sizes, switches, and one component per kind."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    architecture: Literal["decoder"] = "decoder"
+    vocab_size: int = Field(gt=0, le=MAX_VOCAB)
+    max_seq_len: int = Field(gt=0, le=MAX_SEQ_LEN, description="longest sequence the model accepts")
+    d_model: int = Field(gt=0, le=MAX_D_MODEL)
+    n_layers: int = Field(gt=0, le=MAX_LAYERS)
+    n_heads: int = Field(gt=0, le=MAX_HEADS)
+    # None in the input means 4 * d_model; always an int once validated.
+    d_ff: int | None = Field(None, gt=0, le=MAX_D_FF, description="MLP hidden size (default 4*d_model)")
+    dropout: Dropout = Dropout()
+    bias: bool = Field(True, description="biases in linear layers and norms")
+    tie_embeddings: bool = Field(True, description="output head shares the token embedding")
+    embedding_scale: Literal["none", "sqrt_d_model"] = "none"
+    head_output: Literal["logits", "log_softmax"] = "logits"
+    norm_eps: float = Field(1e-5, gt=0.0, lt=1.0)
+    final_norm: bool | None = Field(None, description="norm after the last block (default: as the placement says)")
+
+    attention: AttentionSpec = AttentionSpec(name="sdpa")
+    norm: NormSpec = NormSpec(name="layernorm")
+    placement: PlacementSpec = PlacementSpec(name="pre")
+    activation: ActivationSpec = ActivationSpec(name="gelu")
+    position: PositionSpec = PositionSpec(name="learned")
+    mlp: MlpSpec = MlpSpec(name="standard")
+    init: InitSpec = InitSpec(name="gpt2")
+
+    @model_validator(mode="after")
+    def _check(self, info: ValidationInfo) -> ModelConfig:
+        if self.d_ff is None:
+            object.__setattr__(self, "d_ff", 4 * self.d_model)  # derived: stays out of fields_set
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
+                f"pick n_heads among {_divisors(self.d_model)}"
+            )
+        if self.estimated_parameters() > MAX_PARAMETERS:
+            raise ValueError(
+                f"this config has about {self.estimated_parameters():,} parameters, over the "
+                f"limit of {MAX_PARAMETERS:,}; reduce d_model, n_layers, d_ff or vocab_size"
+            )
+        registry = (info.context or {}).get("registry") or default_registry()
+        for kind in KINDS:
+            spec: ComponentSpec = getattr(self, kind)
+            component = registry.get(kind, spec.name)  # UnknownComponentError passes through
+            try:
+                options = component.options_model.model_validate(spec.options)
+            except ValidationError as err:
+                raise ValueError(
+                    f"{kind} {spec.name!r} options: {_describe(err, prefix=kind)}"
+                ) from None
+            if component.check is not None:
+                component.check(self, options)
+            filled = type(spec)(name=spec.name, **options.model_dump())
+            object.__setattr__(self, kind, filled)
+        return self
+
+    def estimated_parameters(self) -> int:
+        """A quick upper estimate, used to refuse absurd sizes before allocating."""
+        d_ff = self.d_ff or 4 * self.d_model
+        per_layer = 4 * self.d_model**2 + 3 * self.d_model * d_ff
+        embeddings = (self.vocab_size + self.max_seq_len) * self.d_model
+        return self.n_layers * per_layer + embeddings * (1 if self.tie_embeddings else 2)
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    def options(self, kind: str) -> dict[str, Any]:
+        """The options of the component of ``kind`` (everything but its name)."""
+        return getattr(self, kind).options
+
+
+def _divisors(n: int) -> str:
+    small = [d for d in range(1, min(n, 64) + 1) if n % d == 0]
+    return ", ".join(map(str, small))
+
+
+def _describe(err: ValidationError, prefix: str = "") -> str:
+    """One line per pydantic error: ``field.path: message (got value)``."""
+    lines = []
+    for item in err.errors():
+        where = ".".join(str(p) for p in (prefix, *item["loc"]) if p != "")
+        got = item.get("input")
+        shown = f" (got {got!r})" if got is not None and not isinstance(got, dict) else ""
+        message = item["msg"].removeprefix("Value error, ")
+        lines.append(f"{where or 'config'}: {message}{shown}")
+    return "; ".join(lines)
+
+
+# -- building configs from presets and overrides ---------------------------------------
+
+
+def validate_config(data: Mapping[str, Any], *, registry: Registry | None = None, source: str = "config") -> ModelConfig:
+    """Validate ``data`` into a ``ModelConfig``, raising ``ConfigError`` with every problem."""
+    try:
+        return ModelConfig.model_validate(dict(data), context={"registry": registry})
+    except ValidationError as err:
+        raise ConfigError(f"invalid {source}: {_describe(err)}") from None
+
+
+def apply_overrides(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``overrides`` applied; a component swap drops the old one's options.
+
+    ``placement="post"`` swaps the component; ``attention={"n_kv_heads": 2}`` changes an
+    option of the current one; ``dropout=0.1`` or ``dropout={"attention": 0.0}`` set
+    dropouts.
+    """
+    merged = dict(base)
+    for key, value in overrides.items():
+        if key in KINDS:
+            old = _spec_dict(merged.get(key, ModelConfig.model_fields[key].default))
+            new = _spec_dict(value)
+            same = new.get("name", old["name"]) == old["name"]
+            merged[key] = {**old, **new} if same else new
+        elif key == "dropout" and isinstance(value, Mapping):
+            old = merged.get("dropout", {})
+            old = Dropout.model_validate(old).model_dump() if not isinstance(old, Mapping) else dict(old)
+            merged[key] = {**old, **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+def _spec_dict(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        return {"name": value}
+    if isinstance(value, ComponentSpec):
+        return value.model_dump()
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise ConfigError(
+        f"a component must be given as a name or a mapping with 'name', got {value!r}"
+    )
+
+
+def config_dict(config: ModelConfig) -> dict[str, Any]:
+    """The fields a user set (derived ones like a default ``d_ff`` stay derived)."""
+    return config.model_dump(exclude_unset=True)
+
+
+def resolve_config(
+    name_or_config: str | ModelConfig | Mapping[str, Any],
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    registry: Registry | None = None,
+) -> ModelConfig:
+    """A preset name, a config or a mapping, with overrides, validated into a config."""
+    registry = registry or default_registry()
+    if isinstance(name_or_config, str):
+        base, source = preset_dict(name_or_config, registry), f"config for preset {name_or_config!r}"
+    elif isinstance(name_or_config, ModelConfig):
+        if not overrides:
+            return name_or_config
+        base, source = config_dict(name_or_config), "config"
+    elif isinstance(name_or_config, Mapping):
+        base, source = dict(name_or_config), "config"
+    else:
+        raise ConfigError(
+            f"expected a preset name, a ModelConfig or a mapping, got {type(name_or_config).__name__}"
+        )
+    if overrides:
+        base, source = apply_overrides(base, overrides), f"{source} with overrides {sorted(overrides)}"
+    return validate_config(base, registry=registry, source=source)
+
+
+def preset_dict(name: str, registry: Registry | None = None, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The raw config fields of preset ``name``, with ``extends`` resolved."""
+    registry = registry or default_registry()
+    if name in _seen:
+        raise PresetError(f"presets extend each other in a cycle: {' -> '.join((*_seen, name))}")
+    preset = registry.preset(name)
+    source = preset.source
+    if isinstance(source, ModelConfig):
+        return config_dict(source)
+    if isinstance(source, Mapping):
+        data, where = dict(source), f"preset {name!r} from plugin {preset.plugin.name!r}"
+    else:
+        path = Path(source) if isinstance(source, (str, os.PathLike)) else source  # or a Traversable
+        where = f"preset {name!r} ({path})"
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+            raise PresetError(f"cannot read {where}: {err}. Fix the TOML file.") from err
+    meta = data.pop("preset", {})
+    if not isinstance(meta, Mapping) or set(meta) - {"extends", "description"}:
+        raise PresetError(f"{where}: the [preset] table may only hold 'extends' and 'description'")
+    parent = meta.get("extends")
+    if parent is None:
+        return data
+    try:
+        base = preset_dict(parent, registry, (*_seen, name))
+    except PresetError as err:
+        raise PresetError(f"{where} extends {parent!r}: {err}") from err
+    return apply_overrides(base, data)
+
+
+def preset_description(name: str, registry: Registry | None = None) -> str:
+    registry = registry or default_registry()
+    preset = registry.preset(name)
+    if preset.description or isinstance(preset.source, (ModelConfig, Mapping)):
+        return preset.description
+    source = Path(preset.source) if isinstance(preset.source, (str, os.PathLike)) else preset.source
+    try:
+        data = tomllib.loads(source.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return ""
+    return str(data.get("preset", {}).get("description", ""))
+
+
+def get_config(name: str, *, registry: Registry | None = None, **overrides: Any) -> ModelConfig:
+    """The validated config of preset ``name``, with optional overrides."""
+    return resolve_config(name, overrides, registry=registry)
+
+
+__all__ = [
+    "ModelConfig",
+    "ComponentSpec",
+    "Dropout",
+    "validate_config",
+    "apply_overrides",
+    "resolve_config",
+    "preset_dict",
+    "get_config",
+]

@@ -1,0 +1,114 @@
+"""What each kind of component promises, and what the model hands to attention.
+
+Components are plain ``nn.Module``s; these base classes hold the defaults so a plugin
+overrides only what its scheme needs.
+
+- attention: ``forward(x, ctx) -> y`` with ``x, y`` of shape (B, S, d_model). It owns its
+  projections, asks ``ctx.position`` to rotate q/k, stores keys/values in ``ctx.cache``
+  and gets its mask from ``ctx.attention_bias``. Set ``records_weights = True`` and
+  append (B, H, S, S_k) weights to ``ctx.weights`` when it is a list, to support
+  ``model.attention_maps``.
+- position: a ``PositionEncoding``: adds to embeddings, rotates q/k, and/or biases scores.
+- placement: a ``Placement``: joins a sub-layer to the residual stream, owning its norms.
+- norm, activation, mlp: modules from (B, S, d) to (B, S, d).
+- init: a callable ``init(model)`` that draws fresh weights in place.
+
+Modules that keep derived buffers (tables of sines, say) implement
+``reset_buffers()``; the model calls it whenever it materialises weights from the meta
+device, since those buffers are then uninitialised memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from zoo.cache import LayerCache
+
+
+class PositionEncoding(nn.Module):
+    """Base of position components; each method defaults to doing nothing."""
+
+    #: Longest position this encoding can represent, or ``None`` for no limit.
+    max_positions: int | None = None
+
+    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
+        """Token embeddings (B, S, d) plus position information; ``positions`` is (B|1, S)."""
+        return x
+
+    def rotate(self, q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """Queries and new keys, (B, H, S, dk), transformed by their ``positions`` (B|1, S)."""
+        return q, k
+
+    def score_bias(self, n_heads: int, q_len: int, k_len: int) -> Tensor | None:
+        """An additive (n_heads, q_len, k_len) bias on attention scores, or ``None``.
+
+        Queries are the last ``q_len`` of ``k_len`` slots (earlier ones are cached).
+        """
+        return None
+
+
+class Placement(nn.Module):
+    """Joins a sub-layer to the residual stream: ``forward(x, sublayer, *args)``."""
+
+    #: Whether a model of blocks placed like this wants a norm after the last block.
+    final_norm: ClassVar[bool] = True
+
+    def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
+        raise NotImplementedError
+
+
+def residual_output(layer: nn.Linear) -> nn.Linear:
+    """Mark ``layer`` as a projection that writes into the residual stream.
+
+    Init schemes (GPT-2's) scale these down by sqrt(2 * n_layers).
+    """
+    layer.zoo_residual_output = True  # type: ignore[assignment]
+    return layer
+
+
+def is_residual_output(module: nn.Module) -> bool:
+    return bool(getattr(module, "zoo_residual_output", False))
+
+
+@dataclass(frozen=True)
+class AttentionContext:
+    """What one attention call needs beyond its input: positions, cache and masks."""
+
+    positions: Tensor  # (B|1, S) position of each query token
+    position: PositionEncoding | None  # the model's position component; None: no positions
+    cache: LayerCache | None = None  # this layer's keys and values so far
+    key_padding: Tensor | None = None  # (B, S_k) True where a key is a real token
+    causal: bool = True
+    memory: Tensor | None = None  # (B, S_m, d) encoder output, for cross-attention
+    weights: list[Tensor] | None = None  # when a list, attention appends its weights
+
+    def for_layer(self, cache: LayerCache | None) -> AttentionContext:
+        return replace(self, cache=cache) if cache is not self.cache else self
+
+    def attention_bias(
+        self, n_heads: int, q_len: int, k_len: int, *, dtype: torch.dtype, device: torch.device
+    ) -> tuple[Tensor | None, bool]:
+        """``(bias, is_causal)`` for ``scaled_dot_product_attention``.
+
+        ``bias`` is ``None`` or additive of shape (B|1, H|1, q_len, k_len), with a large
+        finite negative where attention is forbidden (finite, so rows of padding stay
+        free of NaN). ``is_causal`` is True only when a plain causal mask suffices.
+        """
+        score = self.position.score_bias(n_heads, q_len, k_len) if self.position is not None else None
+        causal = self.causal and q_len > 1  # one new query may see every cached key
+        if score is None and self.key_padding is None:
+            return None, causal and q_len == k_len and k_len > 1
+        neg = torch.finfo(dtype).min
+        bias = (score.to(dtype)[None] if score is not None else torch.zeros(1, 1, q_len, k_len, dtype=dtype, device=device))
+        if causal:
+            future = torch.ones(q_len, k_len, dtype=torch.bool, device=device).triu(k_len - q_len + 1)
+            bias = bias.masked_fill(future, neg)
+        if self.key_padding is not None:
+            padding = ~self.key_padding[:, None, None, -k_len:].to(device=device, dtype=torch.bool)
+            bias = bias.masked_fill(padding, neg)  # (B, H|1, q_len, k_len)
+        return bias, False

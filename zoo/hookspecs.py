@@ -1,0 +1,101 @@
+"""The hooks a zoo plugin implements.
+
+A plugin is any module or object with functions named like the hooks below, decorated
+with ``zoo.hookimpl``. Built-in components (``zoo.plugins.*``) use exactly these hooks;
+a third-party package exposes its plugin module under the entry-point group ``zoo``::
+
+    [project.entry-points.zoo]
+    my_plugin = "my_pkg.zoo_plugin"
+
+Registration uses callbacks, as in pytest and llm: the host passes ``register`` and the
+plugin calls it once per thing it contributes. The host knows which plugin is calling,
+so every component and preset records the distribution that provided it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pluggy
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from zoo.config import ModelConfig
+
+PROJECT = "zoo"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+class RegisterComponent(Protocol):
+    """``register(kind, name, factory, options_model=None, *, check=None)``.
+
+    - ``kind``: one of ``zoo.KINDS`` (attention, norm, placement, activation, position,
+      mlp, init).
+    - ``factory(builder, options)``: returns the component (an ``nn.Module``, or for
+      ``init`` a callable ``init(model)``). ``builder.config`` is the ``ModelConfig``;
+      ``builder.norm()`` and friends build the other configured components.
+    - ``options_model``: a pydantic model for this component's own options (they sit
+      beside ``name`` in the config, e.g. ``{"name": "gqa", "n_kv_heads": 2}``).
+    - ``check(config, options)``: optional cross-field check; raise ``ValueError`` with
+      a message naming the field and the fix.
+    """
+
+    def __call__(
+        self,
+        kind: str,
+        name: str,
+        factory: Callable[..., Any],
+        options_model: type[BaseModel] | None = None,
+        *,
+        check: Callable[[ModelConfig, Any], None] | None = None,
+    ) -> None: ...
+
+
+class RegisterPreset(Protocol):
+    """``register(name, source, *, description="")``.
+
+    ``source`` is a TOML file path, a mapping of config fields, or a ``ModelConfig``.
+    Presets are validated when first used, so a broken one fails alone, naming its file.
+    """
+
+    def __call__(
+        self, name: str, source: Path | dict[str, Any] | ModelConfig, *, description: str = ""
+    ) -> None: ...
+
+
+class ZooSpec:
+    """Hook specifications; see each method for when it is called."""
+
+    @hookspec
+    def zoo_register_components(self, register: RegisterComponent) -> None:
+        """Register components. Called once per plugin when a ``Registry`` is created.
+
+        Call ``register`` for each component the plugin provides. Registering a
+        (kind, name) that another plugin already registered is a
+        ``DuplicateComponentError`` naming both; that plugin is then not loaded.
+        Returns nothing; all results of all plugins are collected.
+        """
+
+    @hookspec
+    def zoo_register_presets(self, register: RegisterPreset) -> None:
+        """Register presets (named, validated configs). Called once per plugin, after
+        every plugin's components are registered. Returns nothing."""
+
+    @hookspec
+    def zoo_migrate_checkpoint(
+        self, metadata: dict[str, str], tensors: dict[str, Any], from_format: int
+    ) -> tuple[dict[str, str], dict[str, Any]] | None:
+        """Upgrade a checkpoint written in layout ``from_format`` by one step.
+
+        Called by ``zoo.load`` for each format step from the file's ``zoo.format`` up to
+        the current one, for every plugin (not firstresult). A plugin that knows how to
+        migrate this step returns ``(metadata, tensors)`` upgraded to
+        ``from_format + 1``; one that does not returns ``None``. Plugins may also use it
+        to migrate their own component options inside ``metadata["zoo.config"]``.
+        ``tensors`` maps names to tensors (or lazy handles) and must not be mutated in
+        place; return new mappings instead.
+        """

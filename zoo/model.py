@@ -1,0 +1,156 @@
+"""The assembled model: a decoder-only language model built from registered parts.
+
+Reads like nanoGPT's GPT: token embedding (+ position), dropout, N blocks, an optional
+final norm, and a head tied to the token embedding. Every part with a choice behind it
+(attention, norm, placement, activation, position, MLP) comes from the registry.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from zoo.builder import Builder
+from zoo.cache import KVCache
+from zoo.config import ModelConfig
+from zoo.contracts import AttentionContext, PositionEncoding
+from zoo.errors import ConfigError, InputError
+from zoo.registry import Registry
+
+
+class Block(nn.Module):
+    """One layer: attention then MLP, each joined to the residual stream by the placement."""
+
+    def __init__(self, builder: Builder) -> None:
+        super().__init__()
+        self.attn_residual = builder.placement()  # owns the norm(s) around attention
+        self.attn = builder.attention()
+        self.mlp_residual = builder.placement()  # owns the norm(s) around the MLP
+        self.mlp = builder.mlp()
+
+    def forward(self, x: Tensor, ctx: AttentionContext) -> Tensor:
+        x = self.attn_residual(x, self.attn, ctx)
+        x = self.mlp_residual(x, self.mlp)
+        return x
+
+
+class DecoderLM(nn.Module):
+    """A causal language model: ``model(idx) -> logits`` of shape (B, S, vocab_size).
+
+    With ``head_output = "log_softmax"`` (the 2017 design) it returns log-probabilities.
+    """
+
+    def __init__(self, config: ModelConfig, registry: Registry | None = None) -> None:
+        super().__init__()
+        self.config = config
+        builder = Builder(config, registry)
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        self.position: PositionEncoding = builder.position()
+        self.drop = nn.Dropout(config.dropout.embedding)
+        self.blocks = nn.ModuleList(Block(builder) for _ in range(config.n_layers))
+        wants_final_norm = self.blocks[0].attn_residual.final_norm if config.final_norm is None else config.final_norm
+        self.final_norm = builder.norm() if wants_final_norm else nn.Identity()
+        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.embed_scale = math.sqrt(config.d_model) if config.embedding_scale == "sqrt_d_model" else 1.0
+        self.tie_weights()
+
+    def tie_weights(self) -> None:
+        """Share the token embedding with the head, when configured."""
+        if self.config.tie_embeddings:
+            self.head.weight = self.tok_emb.weight
+
+    def forward(
+        self,
+        idx: Tensor,
+        *,
+        attention_mask: Tensor | None = None,
+        positions: Tensor | None = None,
+        cache: KVCache | None = None,
+        record_weights: list[Tensor] | None = None,
+    ) -> Tensor:
+        """Logits (B, S, V) for token ids ``idx`` (B, S).
+
+        ``attention_mask`` (B, cached + S), 1 for real tokens and 0 for padding;
+        ``positions`` (B|1, S) overrides the default ``offset .. offset+S-1``;
+        ``cache`` holds keys and values of earlier calls and is extended in place.
+        """
+        batch, seq = idx.shape
+        offset = cache.length if cache is not None else 0
+        self._check_input(idx, offset + seq)
+        if positions is None:
+            positions = torch.arange(offset, offset + seq, device=idx.device)[None]  # (1, S)
+        x = self.tok_emb(idx)  # (B, S, d)
+        if self.embed_scale != 1.0:
+            x = x * self.embed_scale
+        x = self.drop(self.position.embed(x, positions))
+        padding = attention_mask.bool() if attention_mask is not None else None
+        ctx = AttentionContext(positions, self.position, key_padding=padding, weights=record_weights)
+        for i, block in enumerate(self.blocks):
+            x = block(x, ctx.for_layer(cache[i] if cache is not None else None))
+        logits = self.head(self.final_norm(x))  # (B, S, V)
+        if self.config.head_output == "log_softmax":
+            return F.log_softmax(logits, dim=-1)
+        return logits
+
+    def _check_input(self, idx: Tensor, length: int) -> None:
+        if idx.dim() != 2 or idx.dtype not in (torch.long, torch.int32, torch.int64):
+            raise InputError(
+                f"token ids must be an integer tensor of shape (batch, seq), got {idx.dtype} "
+                f"of shape {tuple(idx.shape)}; add a batch dimension with idx[None]"
+            )
+        limit = self.position.max_positions
+        if limit is not None and length > limit:
+            raise ConfigError(
+                f"{length} positions do not fit: position {self.config.position.name!r} holds "
+                f"max_seq_len={limit}; shorten the input to at most {limit} tokens (prompt "
+                f"plus new tokens), or use a position encoding without a limit"
+            )
+        if idx.numel() and not idx.is_meta:
+            low, high = int(idx.min()), int(idx.max())
+            if low < 0 or high >= self.config.vocab_size:
+                raise InputError(
+                    f"token id {low if low < 0 else high} is outside the vocabulary "
+                    f"[0, {self.config.vocab_size}); check the tokenizer matches the model"
+                )
+
+    def new_cache(self, capacity: int = 0) -> KVCache:
+        """An empty KV cache for this model; ``capacity`` preallocates positions."""
+        return KVCache(self.config.n_layers, capacity)
+
+    @torch.no_grad()
+    def attention_maps(self, idx: Tensor) -> list[Tensor]:
+        """Attention weights of every layer, each (B, H, S, S), for inspection.
+
+        Needs an attention that can return its weights, such as ``eager``.
+        """
+        if not all(getattr(b.attn, "records_weights", False) for b in self.blocks):
+            raise ConfigError(
+                f"attention {self.config.attention.name!r} cannot return its weights; "
+                f"build the model with attention='eager' to inspect them"
+            )
+        weights: list[Tensor] = []
+        self(idx, record_weights=weights)
+        return weights
+
+    def num_parameters(self, *, trainable_only: bool = False) -> int:
+        """Number of parameters, tied weights counted once."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
+
+    def generate(self, input_ids: Tensor, max_new_tokens: int, **kwargs: Any) -> Tensor:
+        """KV-cached decoding; see ``zoo.generate.generate`` for the options."""
+        from zoo.generate import generate
+
+        return generate(self, input_ids, max_new_tokens, **kwargs)
+
+    def extra_repr(self) -> str:
+        c = self.config
+        return (
+            f"layers={c.n_layers}, d_model={c.d_model}, heads={c.n_heads}, d_ff={c.d_ff}, "
+            f"vocab={c.vocab_size}, attention={c.attention.name}, norm={c.norm.name}, "
+            f"placement={c.placement.name}, activation={c.activation.name}, "
+            f"position={c.position.name}, mlp={c.mlp.name}"
+        )

@@ -1,0 +1,330 @@
+"""The component registry: a pluggy plugin manager plus what its plugins registered.
+
+Plugins load one at a time: the built-ins (``zoo.plugins.*``) first, then the
+entry points of group ``zoo``. A plugin that fails to import or to register is
+recorded as a failure (a ``PluginError`` naming its distribution) and everything it
+registered is rolled back; the others still work. ``Registry`` objects are
+independent, so tests create fresh ones instead of reloading modules.
+
+Plugin control, for ruling out a misbehaving plugin:
+
+- ``ZOO_PLUGINS=name1,name2`` loads only these third-party plugins;
+  ``ZOO_PLUGINS=none`` loads none (built-ins only).
+- ``ZOO_DISABLE_PLUGINS=name1,name2`` skips these.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import importlib
+import importlib.metadata as metadata
+import os
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pluggy
+from pydantic import BaseModel, ConfigDict
+
+from zoo.errors import DuplicateComponentError, PluginError, PresetError, UnknownComponentError
+from zoo.hookspecs import PROJECT, ZooSpec
+
+KINDS: tuple[str, ...] = ("attention", "norm", "placement", "activation", "position", "mlp", "init")
+
+BUILTIN_PLUGINS: tuple[str, ...] = (
+    "zoo.plugins.attention",
+    "zoo.plugins.norms",
+    "zoo.plugins.placement",
+    "zoo.plugins.activations",
+    "zoo.plugins.positions",
+    "zoo.plugins.mlp",
+    "zoo.plugins.init",
+    "zoo.plugins.presets",
+)
+BUILTIN_DISTRIBUTION = "zoo"
+ENTRY_POINT_GROUP = "zoo"
+
+
+class NoOptions(BaseModel):
+    """The options of a component that takes none."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """One plugin the registry saw: loaded, skipped by plugin control, or failed."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    status: str  # "loaded" | "skipped" | "failed"
+    error: PluginError | None = None
+    builtin: bool = False
+
+
+@dataclass(frozen=True)
+class Component:
+    """A registered component: its factory, its options model and who provided it."""
+
+    kind: str
+    name: str
+    factory: Callable[..., Any]
+    options_model: type[BaseModel]
+    check: Callable[..., None] | None
+    plugin: PluginInfo
+
+    @property
+    def description(self) -> str:
+        doc = (self.factory.__doc__ or "").strip()
+        return doc.splitlines()[0] if doc else ""
+
+    @property
+    def provider(self) -> str:
+        """``distribution version`` (or the plugin name for an unpackaged plugin)."""
+        plugin = self.plugin
+        if plugin.distribution:
+            return f"{plugin.distribution} {plugin.version or ''}".strip()
+        return plugin.name
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A registered preset; its source is validated into a config when first used."""
+
+    name: str
+    source: Any
+    description: str
+    plugin: PluginInfo
+
+
+@dataclass
+class _Staged:
+    """What one plugin registered, held back until the whole plugin succeeds."""
+
+    components: list[Component] = field(default_factory=list)
+    presets: list[Preset] = field(default_factory=list)
+
+
+def _env_list(name: str) -> list[str] | None:
+    raw = os.environ.get(name)
+    if raw is None:
+        return None
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+class Registry:
+    """Holds the components and presets of a set of plugins.
+
+    Args:
+        builtins: load the built-in plugins (``zoo.plugins.*``).
+        entry_points: load third-party plugins from the entry-point group ``zoo``.
+        plugins: extra plugin objects (modules or instances), loaded after the others;
+            handy for tests and notebooks.
+        allow: names of third-party plugins to load (default: ``$ZOO_PLUGINS`` or all).
+        deny: names of third-party plugins to skip (default: ``$ZOO_DISABLE_PLUGINS``).
+        strict: raise the first plugin failure instead of recording it.
+    """
+
+    def __init__(
+        self,
+        *,
+        builtins: bool = True,
+        entry_points: bool = True,
+        plugins: Iterable[object] = (),
+        allow: Iterable[str] | None = None,
+        deny: Iterable[str] | None = None,
+        strict: bool = False,
+    ) -> None:
+        self.pm = pluggy.PluginManager(PROJECT)
+        self.pm.add_hookspecs(ZooSpec)
+        self._components: dict[tuple[str, str], Component] = {}
+        self._presets: dict[str, Preset] = {}
+        self._configs: dict[str, Any] = {}
+        self.plugins: list[PluginInfo] = []
+        self.strict = strict
+        allow = _env_list("ZOO_PLUGINS") if allow is None else list(allow)
+        if allow is not None and [a.lower() for a in allow] in (["none"], ["builtins"]):
+            allow = []
+        deny = _env_list("ZOO_DISABLE_PLUGINS") if deny is None else list(deny)
+
+        if builtins:
+            for module_name in BUILTIN_PLUGINS:
+                info = PluginInfo(module_name, BUILTIN_DISTRIBUTION, _version(), "loaded", builtin=True)
+                self._load(info, lambda m=module_name: importlib.import_module(m))
+        if entry_points:
+            for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+                dist = getattr(ep, "dist", None)
+                info = PluginInfo(ep.name, dist.name if dist else None, dist.version if dist else None, "loaded")
+                if (allow is not None and ep.name not in allow) or (deny and ep.name in deny):
+                    self.plugins.append(replace(info, status="skipped"))
+                    continue
+                self._load(info, ep.load)
+        for index, obj in enumerate(plugins):
+            name = getattr(obj, "__name__", None) or f"{type(obj).__name__}-{index}"
+            self._load(PluginInfo(name, None, None, "loaded"), lambda o=obj: o)
+
+    # -- loading -----------------------------------------------------------------
+
+    def _load(self, info: PluginInfo, importer: Callable[[], object]) -> None:
+        """Import and register one plugin; on any failure roll it back and record why."""
+        staged = _Staged()
+        plugin: object | None = None
+        try:
+            try:
+                plugin = importer()
+            except Exception as err:
+                raise PluginError(
+                    f"plugin {info.name!r} ({_origin(info)}) failed to import: "
+                    f"{type(err).__name__}: {err}. Fix or uninstall it, or skip it with "
+                    f"ZOO_DISABLE_PLUGINS={info.name}."
+                ) from err
+            try:
+                self.pm.register(plugin, name=info.name)
+                others = [p for p in self.pm.get_plugins() if p is not plugin]
+                self.pm.subset_hook_caller("zoo_register_components", others)(
+                    register=self._component_registrar(info, staged)
+                )
+                self.pm.subset_hook_caller("zoo_register_presets", others)(
+                    register=self._preset_registrar(info, staged)
+                )
+            except DuplicateComponentError:
+                raise
+            except Exception as err:
+                raise PluginError(
+                    f"plugin {info.name!r} ({_origin(info)}) failed to register: "
+                    f"{type(err).__name__}: {err}. Fix or uninstall it, or skip it with "
+                    f"ZOO_DISABLE_PLUGINS={info.name}."
+                ) from err
+        except (PluginError, DuplicateComponentError) as err:
+            if plugin is not None and self.pm.is_registered(plugin):
+                self.pm.unregister(plugin)
+            failure = err if isinstance(err, PluginError) else PluginError(str(err))
+            if failure is not err:
+                failure.__cause__ = err
+            self.plugins.append(replace(info, status="failed", error=failure))
+            if self.strict:
+                raise err
+            warnings.warn(str(err), RuntimeWarning, stacklevel=3)
+            return
+        for component in staged.components:
+            self._components[(component.kind, component.name)] = component
+        for preset in staged.presets:
+            self._presets[preset.name] = preset
+        self.plugins.append(info)
+
+    def _component_registrar(self, info: PluginInfo, staged: _Staged) -> Callable[..., None]:
+        def register(
+            kind: str,
+            name: str,
+            factory: Callable[..., Any],
+            options_model: type[BaseModel] | None = None,
+            *,
+            check: Callable[..., None] | None = None,
+        ) -> None:
+            if kind not in KINDS:
+                raise ValueError(f"unknown component kind {kind!r}; kinds are {', '.join(KINDS)}")
+            if not name or not isinstance(name, str):
+                raise ValueError(f"a {kind} component needs a non-empty string name, got {name!r}")
+            if not callable(factory):
+                raise ValueError(f"the factory of {kind} {name!r} is not callable")
+            if options_model is not None and "name" in options_model.model_fields:
+                raise ValueError(f"the options of {kind} {name!r} may not have a field called 'name'")
+            clash = self._components.get((kind, name)) or next(
+                (c for c in staged.components if (c.kind, c.name) == (kind, name)), None
+            )
+            if clash is not None:
+                raise DuplicateComponentError(
+                    f"{kind} component {name!r} is registered twice: by plugin "
+                    f"{clash.plugin.name!r} ({_origin(clash.plugin)}) and by plugin "
+                    f"{info.name!r} ({_origin(info)}). The second was not loaded; rename "
+                    f"its component or disable one with ZOO_DISABLE_PLUGINS."
+                )
+            staged.components.append(
+                Component(kind, name, factory, options_model or NoOptions, check, info)
+            )
+
+        return register
+
+    def _preset_registrar(self, info: PluginInfo, staged: _Staged) -> Callable[..., None]:
+        def register(name: str, source: Any, *, description: str = "") -> None:
+            clash = self._presets.get(name) or next((p for p in staged.presets if p.name == name), None)
+            if clash is not None:
+                raise DuplicateComponentError(
+                    f"preset {name!r} is registered twice: by plugin {clash.plugin.name!r} "
+                    f"({_origin(clash.plugin)}) and by plugin {info.name!r} ({_origin(info)})."
+                )
+            staged.presets.append(Preset(name, source, description, info))
+
+        return register
+
+    # -- lookups -----------------------------------------------------------------
+
+    def get(self, kind: str, name: str) -> Component:
+        """The component ``kind``/``name``, or ``UnknownComponentError`` with suggestions."""
+        component = self._components.get((kind, name))
+        if component is None:
+            failed = [p for p in self.plugins if p.status == "failed"]
+            hint = ""
+            if failed:
+                hint = " Note: plugin(s) " + ", ".join(repr(p.name) for p in failed) + " failed to load (see `zoo plugins`)."
+            raise UnknownComponentError(kind, name, (n for k, n in self._components if k == kind), hint)
+        return component
+
+    def components(self, kind: str | None = None) -> list[Component]:
+        """Registered components, sorted by kind (in ``KINDS`` order) then name."""
+        if kind is not None and kind not in KINDS:
+            raise UnknownComponentError("kind", kind, KINDS)
+        found = [c for c in self._components.values() if kind is None or c.kind == kind]
+        return sorted(found, key=lambda c: (KINDS.index(c.kind), c.name))
+
+    def preset_names(self, pattern: str = "*") -> list[str]:
+        """Preset names matching an fnmatch ``pattern``, sorted."""
+        return sorted(n for n in self._presets if fnmatch.fnmatchcase(n, pattern))
+
+    def preset(self, name: str) -> Preset:
+        try:
+            return self._presets[name]
+        except KeyError:
+            close = difflib.get_close_matches(name, self._presets, n=3, cutoff=0.5)
+            guess = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise PresetError(
+                f"unknown preset {name!r}.{guess} Available presets: {', '.join(self.preset_names())}."
+            ) from None
+
+    @property
+    def hook(self) -> Any:
+        """The pluggy hook relay, e.g. ``registry.hook.zoo_migrate_checkpoint(...)``."""
+        return self.pm.hook
+
+
+def _origin(info: PluginInfo) -> str:
+    if info.distribution:
+        return f"distribution {info.distribution} {info.version or ''}".strip()
+    return "not from an installed distribution"
+
+
+def _version() -> str:
+    from zoo import __version__
+
+    return __version__
+
+
+_default: Registry | None = None
+
+
+def default_registry() -> Registry:
+    """The registry of all installed plugins, created on first use."""
+    global _default
+    if _default is None:
+        _default = Registry()
+    return _default
+
+
+def set_default_registry(registry: Registry | None) -> Registry | None:
+    """Replace the default registry (``None``: rebuild on next use); returns the old one."""
+    global _default
+    old, _default = _default, registry
+    return old
