@@ -8,11 +8,13 @@ TORCH  ?= torch==2.13.0
 
 .PHONY: demo test test-all bench clean
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile $(wildcard examples/*/pyproject.toml)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	# The example third-party plugin, installed the way a user installs any plugin.
+	if [ -f examples/zoo-modern/pyproject.toml ]; then $(BIN)/python -m pip install --quiet -e examples/zoo-modern; fi
 	touch $(STAMP)
 
 demo: $(STAMP)
