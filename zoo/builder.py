@@ -71,6 +71,16 @@ def materialize(model: nn.Module, device: torch.device | str | None = None) -> n
     return model
 
 
+def model_for(config: ModelConfig, registry: Registry | None = None) -> nn.Module:
+    """The model class for ``config.architecture``, constructed on the current device.
+
+    ``build`` and ``zoo.load`` call this under ``torch.device("meta")``.
+    """
+    from zoo.model import DecoderLM
+
+    return DecoderLM(config, registry=registry)
+
+
 def build(
     name_or_config: str | ModelConfig | Mapping[str, Any],
     *,
@@ -85,11 +95,9 @@ def build(
     activation="relu")`` swaps components; ``attention={"name": "eager"}`` passes a
     component with options. ``device="meta"`` builds the structure only.
     """
-    from zoo.model import DecoderLM
-
     config = resolve_config(name_or_config, overrides, registry=registry)
     with torch.device("meta"):
-        model = DecoderLM(config, registry=registry)
+        model = model_for(config, registry)
     if dtype is not None:
         model.to(dtype)
     if str(device) == "meta":
