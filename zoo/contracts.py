@@ -101,8 +101,8 @@ class AttentionContext:
         """
         score = self.position.score_bias(n_heads, q_len, k_len) if self.position is not None else None
         causal = self.causal and q_len > 1  # one new query may see every cached key
-        if score is None and self.key_padding is None:
-            return None, causal and q_len == k_len and k_len > 1
+        if score is None and self.key_padding is None and (not causal or q_len == k_len):
+            return None, causal
         neg = torch.finfo(dtype).min
         bias = (score.to(dtype)[None] if score is not None else torch.zeros(1, 1, q_len, k_len, dtype=dtype, device=device))
         if causal:

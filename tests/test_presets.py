@@ -1,0 +1,89 @@
+"""Every preset validates, builds on the meta device, and has its exact size."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+import zoo
+from conftest import TINY, tiny
+
+EXPECTED_PARAMETERS = {
+    "gpt2-small": 124_439_808,
+    "gpt2-medium": 354_823_168,
+    "gpt2-large": 774_030_080,
+    "gpt2-xl": 1_557_611_200,
+    "transformer-2017": 44_645_888,
+}
+
+
+@pytest.mark.parametrize("name", zoo.list_models())
+def test_every_preset_validates_and_builds_on_meta(name: str) -> None:
+    config = zoo.get_config(name)
+    model = zoo.build(name, device="meta")
+    assert model.config == config
+    assert all(p.is_meta for p in model.parameters())
+    if name in EXPECTED_PARAMETERS:
+        assert model.num_parameters() == EXPECTED_PARAMETERS[name]
+
+
+@pytest.mark.parametrize("name", zoo.list_models())
+def test_every_preset_runs_at_tiny_size(name: str) -> None:
+    model = tiny(name)
+    out = model(torch.randint(0, TINY["vocab_size"], (2, 8)))
+    assert out.shape[-1] == TINY["vocab_size"] and torch.isfinite(out).all()
+
+
+def test_builtin_presets_are_all_known() -> None:
+    assert set(EXPECTED_PARAMETERS) <= set(zoo.list_models())
+
+
+def test_gpt2_small_is_gpt2() -> None:
+    c = zoo.get_config("gpt2-small")
+    assert (c.vocab_size, c.max_seq_len, c.d_model, c.n_layers, c.n_heads, c.d_ff) == (50257, 1024, 768, 12, 12, 3072)
+    assert (c.placement.name, c.position.name, c.activation.name, c.norm.name) == ("pre", "learned", "gelu_tanh", "layernorm")
+    assert c.tie_embeddings and c.head_output == "logits" and c.embedding_scale == "none"
+    model = zoo.build("gpt2-small", device="meta")
+    assert model.head.weight is model.tok_emb.weight
+
+
+def test_transformer_2017_is_the_chapter_01_decoder() -> None:
+    c = zoo.get_config("transformer-2017")
+    assert (c.d_model, c.n_layers, c.n_heads, c.d_ff, c.vocab_size) == (512, 6, 8, 2048, 50257)
+    assert (c.placement.name, c.position.name, c.activation.name, c.init.name) == ("post", "sinusoidal", "relu", "xavier")
+    assert c.embedding_scale == "sqrt_d_model" and c.head_output == "log_softmax"
+    model = zoo.build("transformer-2017", device="meta")
+    assert isinstance(model.final_norm, torch.nn.Identity)  # post-norm: no final norm
+
+
+def test_log_softmax_head_returns_log_probabilities() -> None:
+    out = tiny("transformer-2017")(torch.randint(0, TINY["vocab_size"], (2, 6)))
+    torch.testing.assert_close(out.exp().sum(-1), torch.ones(2, 6))
+
+
+def test_embedding_scale_multiplies_by_sqrt_d_model() -> None:
+    scaled = tiny("gpt2-small", embedding_scale="sqrt_d_model", position="none", n_layers=1)
+    assert scaled.embed_scale == pytest.approx(TINY["d_model"] ** 0.5)
+
+
+def test_swapping_gpt2_toward_2017() -> None:
+    model = zoo.build("gpt2-small", device="meta", placement="post", position="sinusoidal", activation="relu")
+    c = model.config
+    assert (c.placement.name, c.position.name, c.activation.name) == ("post", "sinusoidal", "relu")
+    # Learned positions are gone (1024 x 768) and so is the final norm (2 x 768).
+    assert model.num_parameters() == 124_439_808 - 1024 * 768 - 2 * 768
+
+
+def test_meta_build_is_quick_even_for_xl() -> None:
+    zoo.build("gpt2-xl", device="meta")  # warm imports
+    start = time.perf_counter()
+    zoo.build("gpt2-xl", device="meta")
+    assert time.perf_counter() - start < 2.0  # generous: typically ~0.1 s
+
+
+def test_build_with_dtype_and_device() -> None:
+    model = zoo.build("gpt2-small", dtype=torch.bfloat16, **TINY)
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    assert model.head.weight is model.tok_emb.weight
