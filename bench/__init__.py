@@ -1,0 +1,1 @@
+"""Benchmarks: each prints ratios against peers measured in the same run."""
