@@ -70,11 +70,15 @@ def torch_defaults(builder: Any, options: Any) -> Callable[[nn.Module], None]:
     """Each module's own default (``reset_parameters``), as plain torch would give."""
 
     def init(model: nn.Module) -> None:
-        for module in model.modules():
-            if hasattr(module, "reset_parameters"):
-                module.reset_parameters()
-        if hasattr(model, "tie_weights"):
-            model.tie_weights()
+        for name, module in model.named_modules():
+            if not list(module.parameters(recurse=False)):
+                continue
+            if not hasattr(module, "reset_parameters"):
+                raise ConfigError(
+                    f"init 'torch' cannot initialise {name or 'the model'} "
+                    f"({type(module).__name__}): give that module a reset_parameters() method"
+                )
+            module.reset_parameters()
 
     return init
 
