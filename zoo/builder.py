@@ -76,6 +76,10 @@ def model_for(config: ModelConfig, registry: Registry | None = None) -> nn.Modul
 
     ``build`` and ``zoo.load`` call this under ``torch.device("meta")``.
     """
+    if config.architecture == "encoder_decoder":
+        from zoo.seq2seq import EncoderDecoder
+
+        return EncoderDecoder(config, registry=registry)
     from zoo.model import DecoderLM
 
     return DecoderLM(config, registry=registry)

@@ -119,12 +119,18 @@ class ModelConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    architecture: Literal["decoder"] = "decoder"
+    architecture: Literal["decoder", "encoder_decoder"] = Field(
+        "decoder", description="decoder-only language model, or the 2017 encoder-decoder"
+    )
     vocab_size: int = Field(gt=0, le=MAX_VOCAB)
     max_seq_len: int = Field(gt=0, le=MAX_SEQ_LEN, description="longest sequence the model accepts")
     d_model: int = Field(gt=0, le=MAX_D_MODEL)
     n_layers: int = Field(gt=0, le=MAX_LAYERS)
     n_heads: int = Field(gt=0, le=MAX_HEADS)
+    # Encoder-decoder only; None in the input means n_layers there, and stays None for a decoder.
+    n_encoder_layers: int | None = Field(
+        None, gt=0, le=MAX_LAYERS, description="encoder layers (encoder_decoder only; default n_layers)"
+    )
     # None in the input means 4 * d_model; always an int once validated.
     d_ff: int | None = Field(None, gt=0, le=MAX_D_FF, description="MLP hidden size (default 4*d_model)")
     dropout: Dropout = Dropout()
@@ -147,6 +153,14 @@ class ModelConfig(BaseModel):
     def _check(self, info: ValidationInfo) -> ModelConfig:
         if self.d_ff is None:
             object.__setattr__(self, "d_ff", 4 * self.d_model)  # derived: stays out of fields_set
+        if self.architecture == "encoder_decoder":
+            if self.n_encoder_layers is None:
+                object.__setattr__(self, "n_encoder_layers", self.n_layers)  # derived, like d_ff
+        elif self.n_encoder_layers is not None:
+            raise ValueError(
+                f"n_encoder_layers={self.n_encoder_layers} is set, but a {self.architecture!r} "
+                f"model has no encoder; drop n_encoder_layers or set architecture='encoder_decoder'"
+            )
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
@@ -178,7 +192,10 @@ class ModelConfig(BaseModel):
         d_ff = self.d_ff or 4 * self.d_model
         per_layer = 4 * self.d_model**2 + 3 * self.d_model * d_ff
         embeddings = (self.vocab_size + self.max_seq_len) * self.d_model
-        return self.n_layers * per_layer + embeddings * (1 if self.tie_embeddings else 2)
+        layers = self.n_layers * per_layer
+        if self.architecture == "encoder_decoder":  # encoder layers, and cross-attention per decoder layer
+            layers += (self.n_encoder_layers or self.n_layers) * per_layer + self.n_layers * 4 * self.d_model**2
+        return layers + embeddings * (1 if self.tie_embeddings else 2)
 
     @property
     def head_dim(self) -> int:
