@@ -1,0 +1,819 @@
+"""The ``zoo`` command: look at presets and components, build, inspect, convert,
+generate, ablate and benchmark. The only module of the zoo that prints (with rich).
+
+Every subcommand maps onto the library: ``zoo info gpt2-small --set n_layers=2`` is
+``zoo.get_config("gpt2-small", n_layers=2)`` plus ``zoo.summary.summarize``. Errors
+the zoo raises on purpose (``ZooError``) print as one red line and exit 1; ``--debug``
+shows the traceback. ``--json`` prints machine-readable output instead of tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import json
+import math
+import re
+import subprocess
+import sys
+import tomllib
+import traceback
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+import zoo
+from zoo.config import ModelConfig, resolve_config
+from zoo.errors import ConfigError, InputError, ZooError
+from zoo.registry import KINDS, default_registry
+
+# -- parsing --set ---------------------------------------------------------------------
+
+
+def parse_value(raw: str) -> Any:
+    """A ``--set`` value as JSON, else as a TOML value, else the text itself.
+
+    ``2`` -> 2, ``0.1`` -> 0.1, ``false`` -> False, ``[1, 2]`` -> [1, 2],
+    ``{"n_kv_heads": 2}`` -> a dict, ``eager`` -> "eager".
+    """
+    text = raw.strip()
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        value = tomllib.loads(f"value = {text}")["value"]
+    except tomllib.TOMLDecodeError:
+        return text
+    return value if isinstance(value, (str, int, float, bool, list, dict)) else text
+
+
+def parse_sets(items: Iterable[str]) -> dict[str, Any]:
+    """``["n_layers=2", "attention.name=eager", "attention.n_kv_heads=2"]`` as overrides.
+
+    Dotted keys reach into components and dropout: the example gives
+    ``{"n_layers": 2, "attention": {"name": "eager", "n_kv_heads": 2}}``, which
+    ``zoo.get_config`` applies like keyword overrides.
+    """
+    overrides: dict[str, Any] = {}
+    fields = list(ModelConfig.model_fields)
+    for item in items:
+        key, sep, raw = item.partition("=")
+        path = key.strip().split(".")
+        if not sep or not all(path):
+            raise ConfigError(
+                f"--set {item!r}: expected KEY=VALUE, e.g. --set n_layers=2, "
+                f"--set attention.name=eager or --set dropout=0"
+            )
+        if path[0] not in fields:
+            close = difflib.get_close_matches(path[0], fields, n=2, cutoff=0.6)
+            guess = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise ConfigError(
+                f"--set {item!r}: {path[0]!r} is not a config field.{guess} "
+                f"Fields: {', '.join(fields)}."
+            )
+        value = parse_value(raw)
+        target = overrides
+        for depth, part in enumerate(path[:-1]):
+            current = target.get(part)
+            if current is None:
+                current = target[part] = {}
+            elif isinstance(current, str) and depth == 0 and part in KINDS:
+                current = target[part] = {"name": current}  # attention=eager, then attention.x=1
+            elif not isinstance(current, dict):
+                raise ConfigError(
+                    f"--set {item!r}: {'.'.join(path[: depth + 1])} is already set to "
+                    f"{current!r} by an earlier --set; set it once, as a whole or by its keys"
+                )
+            target = current
+        leaf = path[-1]
+        if len(path) == 1 and leaf in KINDS and isinstance(value, str) and isinstance(target.get(leaf), dict):
+            target[leaf] = {**target[leaf], "name": value}  # attention.x=1, then attention=eager
+        else:
+            target[leaf] = value
+    return overrides
+
+
+def load_config(name: str, sets: Iterable[str] = ()) -> tuple[ModelConfig, str]:
+    """The config named by ``name`` (a preset, or a checkpoint file or folder) with ``--set``s.
+
+    Returns the config and a label for it.
+    """
+    overrides = parse_sets(sets)
+    if Path(name).exists():
+        from zoo.checkpoint import inspect
+
+        info = inspect(name, verify=False)
+        return resolve_config(info.config, overrides), name
+    return zoo.get_config(name, **overrides), name
+
+
+# -- formatting ------------------------------------------------------------------------
+
+
+def fmt_int(n: int | None) -> str:
+    return "-" if n is None else f"{n:,}"
+
+
+def fmt_flops(x: float) -> str:
+    """``284812800`` -> ``284.8 M``: FLOPs with an SI prefix."""
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.1f} {prefix}"
+    return f"{x:.0f}"
+
+
+def fmt_value(value: Any) -> str:
+    """A config value in a table: component specs as ``name(option=value, ...)``."""
+    if isinstance(value, Mapping):
+        value = dict(value)
+        name = value.pop("name", None)
+        inner = ", ".join(f"{k}={fmt_value(v)}" for k, v in value.items())
+        if name is None:
+            return inner
+        return f"{name}({inner})" if inner else str(name)
+    if hasattr(value, "model_dump"):
+        return fmt_value(value.model_dump())
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return "(" + ", ".join(fmt_value(v) for v in value) + ")"
+    return str(value)
+
+
+def jsonable(value: Any) -> Any:
+    """Dataclasses, pydantic models, paths and tuples as plain JSON values."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+class Ui:
+    """Where output goes: rich tables on stdout, JSON on stdout, errors on stderr."""
+
+    def __init__(self, *, json_mode: bool = False) -> None:
+        self.out = Console(highlight=False)
+        self.err = Console(stderr=True, highlight=False)
+        self.json_mode = json_mode
+
+    def json(self, data: Any) -> None:
+        sys.stdout.write(json.dumps(jsonable(data), indent=2) + "\n")
+        sys.stdout.flush()
+
+    def print(self, *things: Any, **kwargs: Any) -> None:
+        self.out.print(*things, **kwargs)
+
+    def line(self, text: str, style: str = "") -> None:
+        """One line of plain text (no markup), never wrapped."""
+        self.out.print(Text(text, style=style), soft_wrap=True)
+
+    def error(self, message: str) -> None:
+        """One red line on stderr."""
+        message = " ".join(message.split("\n"))
+        self.err.print(Text("error: ", style="bold red") + Text(message, style="red"), soft_wrap=True)
+
+    def warn(self, message: str) -> None:
+        message = " ".join(message.split("\n"))
+        self.err.print(Text("warning: ", style="bold yellow") + Text(message, style="yellow"), soft_wrap=True)
+
+
+def new_table(title: str | None = None, *columns: str, right: Iterable[str] = ()) -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", title_style="bold")
+    right = set(right)
+    for index, column in enumerate(columns):
+        # The first column names the row: keep it on one line; the others may fold.
+        table.add_column(column, justify="right" if column in right else "left", overflow="fold", no_wrap=index == 0)
+    return table
+
+
+def config_table(config: ModelConfig, title: str = "config", *, providers: bool = True) -> Table:
+    """Each config field and its value; with ``providers``, who provides each component."""
+    table = new_table(title, "field", "value", *(["provided by"] if providers else []))
+    for field, value in config.model_dump().items():
+        if value is None:
+            continue
+        row = [field, fmt_value(value)]
+        if providers:
+            row.append(default_registry().get(field, value["name"]).provider if field in KINDS else "")
+        table.add_row(*row)
+    return table
+
+
+def layers_label(config: ModelConfig) -> str:
+    encoder = getattr(config, "n_encoder_layers", None)
+    return f"{encoder}+{config.n_layers}" if encoder else str(config.n_layers)
+
+
+# -- subcommands -----------------------------------------------------------------------
+
+
+def cmd_list(args: argparse.Namespace, ui: Ui) -> int:
+    from zoo.config import preset_description
+    from zoo.summary import count_parameters, meta_model
+
+    names = zoo.list_models(args.pattern)
+    if not names:
+        raise zoo.PresetError(
+            f"no preset matches {args.pattern!r}; available presets: {', '.join(zoo.list_models())}"
+        )
+    entries = []
+    for name in names:
+        entry: dict[str, Any] = {"name": name, "description": preset_description(name)}
+        try:
+            config = zoo.get_config(name)
+            counts, _ = count_parameters(*meta_model(config))
+        except ZooError as err:  # one broken preset (say, a plugin's) does not hide the others
+            entry["error"] = str(err)
+        else:
+            entry.update(
+                architecture=config.architecture,
+                layers=layers_label(config),
+                d_model=config.d_model,
+                n_heads=config.n_heads,
+                d_ff=config.d_ff,
+                vocab_size=config.vocab_size,
+                parameters=sum(counts.values()),
+                config=config,
+            )
+        entries.append(entry)
+    if ui.json_mode:
+        ui.json(entries)
+        return 0
+    table = new_table(
+        None, "preset", "layers", "d_model", "heads", "d_ff", "vocab", "parameters", "description",
+        right=("layers", "d_model", "heads", "d_ff", "vocab", "parameters"),
+    )
+    for e in entries:
+        if "error" in e:
+            table.add_row(e["name"], *[""] * 6, Text(e["error"], style="red"))
+            continue
+        table.add_row(
+            e["name"], e["layers"], str(e["d_model"]), str(e["n_heads"]), str(e["d_ff"]),
+            fmt_int(e["vocab_size"]), fmt_int(e["parameters"]), e["description"],
+        )
+    ui.print(table)
+    return 0
+
+
+def option_defaults(options_model: Any) -> str:
+    parts = []
+    for name, field in options_model.model_fields.items():
+        parts.append(f"{name}={fmt_value(field.default)}" if not field.is_required() else f"{name} (required)")
+    return ", ".join(parts)
+
+
+def cmd_components(args: argparse.Namespace, ui: Ui) -> int:
+    if args.kind is not None and args.kind not in KINDS:
+        close = difflib.get_close_matches(args.kind, KINDS, n=1, cutoff=0.6)
+        guess = f" Did you mean {close[0]!r}?" if close else ""
+        raise zoo.RegistryError(f"unknown component kind {args.kind!r}.{guess} Kinds: {', '.join(KINDS)}.")
+    found = zoo.components(args.kind)
+    if ui.json_mode:
+        ui.json(
+            [
+                {
+                    "kind": c.kind,
+                    "name": c.name,
+                    "description": c.description,
+                    "options": c.options_model.model_json_schema().get("properties", {}),
+                    "provider": c.provider,
+                    "plugin": c.plugin.name,
+                    "distribution": c.plugin.distribution,
+                    "version": c.plugin.version,
+                }
+                for c in found
+            ]
+        )
+        return 0
+    table = new_table(None, "kind", "name", "options", "provided by", "description")
+    for c in found:
+        table.add_row(c.kind, c.name, option_defaults(c.options_model), c.provider, c.description)
+    ui.print(table)
+    return 0
+
+
+def cmd_plugins(args: argparse.Namespace, ui: Ui) -> int:
+    plugins = default_registry().plugins
+    if ui.json_mode:
+        ui.json(
+            [
+                {
+                    "name": p.name,
+                    "distribution": p.distribution,
+                    "version": p.version,
+                    "status": p.status,
+                    "builtin": p.builtin,
+                    "error": str(p.error) if p.error else None,
+                }
+                for p in plugins
+            ]
+        )
+        return 0
+    styles = {"loaded": "green", "skipped": "yellow", "failed": "bold red"}
+    table = new_table(None, "plugin", "distribution", "version", "status", "note")
+    for p in plugins:
+        if p.error:
+            note = Text(str(p.error), style="red")
+        elif p.status == "skipped":
+            note = Text("skipped by ZOO_PLUGINS / ZOO_DISABLE_PLUGINS")
+        else:
+            note = Text("built-in" if p.builtin else "")
+        table.add_row(p.name, p.distribution or "-", p.version or "-", Text(p.status, style=styles.get(p.status, "")), note)
+    ui.print(table)
+    failed = sum(p.status == "failed" for p in plugins)
+    third = sum(not p.builtin for p in plugins)
+    ui.line(f"{len(plugins) - third} built-in, {third} third-party plugin(s), {failed} failed", "dim")
+    return 0
+
+
+def summary_table(summary: Any, title: str = "parameters and forward FLOPs per token") -> Table:
+    table = new_table(title, "group", "parameters", "share", f"FLOPs/token (ctx {summary.context})", right=("parameters", "share", f"FLOPs/token (ctx {summary.context})"))
+    total = summary.total_parameters or 1
+    tied = {name for name, _ in summary.tied}
+    for group, count in summary.parameters.items():
+        label = group
+        if group == "head" and count == 0 and any(name.startswith("head") for name in tied):
+            label = "head (tied to embeddings)"
+        table.add_row(label, fmt_int(count), f"{100 * count / total:.1f}%", fmt_flops(summary.flops_per_token.get(group, 0.0)))
+    table.add_section()
+    table.add_row(Text("total", style="bold"), Text(fmt_int(summary.total_parameters), style="bold"), "", Text(fmt_flops(summary.total_flops_per_token), style="bold"))
+    table.caption = (
+        f"FLOPs: matmuls of one forward pass, 2 per multiply-add; of them attention scores "
+        f"(q·kᵀ and weights·v over {summary.context} tokens): {fmt_flops(summary.score_flops_per_token)}"
+    )
+    return table
+
+
+def cmd_info(args: argparse.Namespace, ui: Ui) -> int:
+    from zoo.summary import summarize
+
+    config, label = load_config(args.name, args.set)
+    summary = summarize(config, context=args.context)
+    if ui.json_mode:
+        ui.json({"name": label, **summary.to_dict()})
+        return 0
+    description = ""
+    if not Path(args.name).exists():
+        from zoo.config import preset_description
+
+        description = preset_description(args.name)
+    ui.line(label + (f": {description}" if description else ""), "bold")
+    if args.set:
+        ui.line("with " + " ".join(f"--set {s}" for s in args.set), "dim")
+    ui.print(config_table(config))
+    ui.print(summary_table(summary))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace, ui: Ui) -> int:
+    from zoo.ablate import diff_configs
+    from zoo.summary import summarize
+
+    config_a, label_a = load_config(args.a, [*args.set, *args.set_a])
+    config_b, label_b = load_config(args.b, [*args.set, *args.set_b])
+    context = args.context or min(config_a.max_seq_len, config_b.max_seq_len)
+    summary_a = summarize(config_a, context=context)
+    summary_b = summarize(config_b, context=context)
+    differences = diff_configs(config_a, config_b)
+    if ui.json_mode:
+        ui.json(
+            {
+                "a": {"name": label_a, "parameters": summary_a.total_parameters, "flops_per_token": summary_a.total_flops_per_token},
+                "b": {"name": label_b, "parameters": summary_b.total_parameters, "flops_per_token": summary_b.total_flops_per_token},
+                "context": context,
+                "differences": [{"axis": axis, "a": a, "b": b} for axis, a, b in differences],
+            }
+        )
+        return 0
+    table = new_table(f"{label_a} vs {label_b}", "axis", label_a, label_b)
+    for axis, a, b in differences:
+        table.add_row(axis, fmt_value(a), fmt_value(b))
+    if not differences:
+        table.add_row(Text("(no component or size differs)", style="dim"), "", "")
+    table.add_section()
+    table.add_row("parameters", fmt_int(summary_a.total_parameters), fmt_int(summary_b.total_parameters))
+    table.add_row(f"FLOPs/token (ctx {context})", fmt_flops(summary_a.total_flops_per_token), fmt_flops(summary_b.total_flops_per_token))
+    ui.print(table)
+    return 0
+
+
+def parse_metadata(items: Iterable[str]) -> dict[str, str]:
+    metadata = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--metadata {item!r}: expected KEY=VALUE, e.g. --metadata note=baseline")
+        metadata[key.strip()] = value
+    return metadata
+
+
+def cmd_build(args: argparse.Namespace, ui: Ui) -> int:
+    import torch
+
+    config, label = load_config(args.name, args.set)
+    metadata = parse_metadata(args.metadata)
+    with ui.out.status(f"building {label} and drawing its weights (seed {args.seed})"):
+        torch.manual_seed(args.seed)
+        model = zoo.build(config)
+    with ui.out.status(f"saving to {args.output}"):
+        written = zoo.save(model, args.output, metadata=metadata or None)
+    where = written if written is not None else args.output
+    ui.line(f"built {label} ({fmt_int(model.num_parameters())} parameters), saved to {where}", "green")
+    return 0
+
+
+def tensor_rows(tensors: Iterable[Any]) -> list[tuple[str, str, str, int]]:
+    """(name, dtype, shape, count) with layer numbers folded: ``blocks.*.attn.qkv.weight`` x12."""
+    folded: dict[tuple[str, str, str], int] = {}
+    for tensor in tensors:
+        shape = "(" + ", ".join(str(n) for n in tensor.shape) + ")"
+        key = (re.sub(r"\.\d+\.", ".*.", tensor.name), tensor.dtype, shape)
+        folded[key] = folded.get(key, 0) + 1
+    return [(name, dtype, shape, n) for (name, dtype, shape), n in folded.items()]
+
+
+def fmt_bytes(n: int) -> str:
+    for scale, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def cmd_inspect(args: argparse.Namespace, ui: Ui) -> int:
+    from zoo.checkpoint import inspect
+
+    with ui.out.status(f"reading {args.path}" + ("" if args.no_verify else " and checking its digest")):
+        info = inspect(args.path, version=args.version, verify=not args.no_verify)
+    if ui.json_mode:
+        ui.json(info)
+        return 0
+    elements = sum(math.prod(t.shape) for t in info.tensors)
+    head = new_table(str(info.path), "", "")
+    head.show_header = False
+    head.add_row("format", str(info.format))
+    head.add_row("written by", f"zoo {info.zoo_version}" if info.zoo_version else "-")
+    head.add_row("created", info.created.isoformat(timespec="seconds") if info.created else "-")
+    if info.version is not None:
+        head.add_row("version", str(info.version))
+    head.add_row("size", f"{fmt_bytes(info.file_size)}, {len(info.tensors)} tensors, {fmt_int(elements)} parameters")
+    if info.ties:
+        head.add_row("tied", ", ".join(f"{a} = {b}" for a, b in info.ties.items()))
+    head.add_row(
+        "digest",
+        Text("not checked (--no-verify)", style="yellow") if info.digest_ok is None
+        else Text("ok", style="green") if info.digest_ok else Text("MISMATCH", style="bold red"),
+    )
+    ui.print(head)
+    if info.versions:
+        table = new_table("versions", "version", "file", "created", "zoo", "metadata")
+        for v in info.versions:
+            table.add_row(
+                str(v.version), v.path.name, v.created.isoformat(timespec="seconds") if v.created else "-",
+                v.zoo_version or "-", ", ".join(f"{k}={val}" for k, val in v.metadata.items()),
+            )
+        ui.print(table)
+    if isinstance(info.config, ModelConfig):
+        ui.print(config_table(info.config, providers=False))
+    else:  # a component's plugin is missing: the raw fields as saved
+        table = new_table("config (not validated: a component's plugin is missing)", "field", "value")
+        for field, value in info.config.items():
+            table.add_row(str(field), fmt_value(value))
+        ui.print(table)
+    if info.components:
+        installed = {(c.kind, c.name) for c in zoo.components()}
+        table = new_table("components, and who provided them when saved", "kind", "component", "provided by", "installed now")
+        for kind, record in info.components.items():
+            who = " ".join(x for x in (record.distribution, record.version) if x) or record.plugin or "-"
+            here = (kind, record.name) in installed
+            table.add_row(kind, record.name, who, Text("yes", style="green") if here else Text("no", style="bold red"))
+        ui.print(table)
+    if info.metadata:
+        table = new_table("user metadata", "key", "value")
+        for key, value in info.metadata.items():
+            table.add_row(str(key), fmt_value(value))
+        ui.print(table)
+    table = new_table("tensors", "name", "dtype", "shape", "count", right=("count",))
+    for name, dtype, shape, n in tensor_rows(info.tensors):
+        table.add_row(name, dtype, shape, f"x{n}" if n > 1 else "")
+    ui.print(table)
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
+    if args.from_hf:
+        with ui.out.status(f"reading the Hugging Face GPT-2 in {args.from_hf}"):
+            model = zoo.from_hf(args.from_hf)
+        with ui.out.status(f"saving to {args.output}"):
+            written = zoo.save(model, args.output)
+        where = written if written is not None else args.output
+        ui.line(f"converted {args.from_hf} ({fmt_int(model.num_parameters())} parameters) to the zoo checkpoint {where}", "green")
+    else:
+        with ui.out.status(f"loading {args.to_hf}"):
+            model = zoo.load(args.to_hf)
+        with ui.out.status(f"writing a Hugging Face GPT-2 to {args.output}"):
+            zoo.to_hf(model, args.output)
+        ui.line(f"converted {args.to_hf} to the Hugging Face folder {args.output}", "green")
+    return 0
+
+
+def is_hf_folder(path: str) -> bool:
+    return (Path(path) / "config.json").is_file()
+
+
+def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
+    from zoo.generate import generate_text
+
+    source: Any = args.model
+    if is_hf_folder(args.model):
+        with ui.out.status(f"reading the Hugging Face GPT-2 in {args.model}"):
+            source = zoo.from_hf(args.model)
+    options = {
+        key: getattr(args, key)
+        for key in ("max_new_tokens", "temperature", "top_k", "top_p", "repetition_penalty", "seed")
+        if getattr(args, key) is not None
+    }
+    if args.greedy:
+        options["do_sample"] = False
+    elif args.sample:
+        options["do_sample"] = True
+    if not args.no_echo:
+        ui.out.print(Text(args.prompt, style="bold"), end="", soft_wrap=True)
+
+    def on_text(piece: str) -> None:
+        ui.out.print(Text(piece), end="", soft_wrap=True)
+        ui.out.file.flush()
+
+    generate_text(source, args.prompt, on_text=on_text, **options)
+    ui.out.print()
+    return 0
+
+
+def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
+    from zoo.ablate import run_ablation
+
+    options: dict[str, Any] = {
+        key: getattr(args, key)
+        for key in ("d_model", "layers", "heads", "seq_len", "steps", "batch", "lr", "eval_every", "seed", "tokenizer", "max_chars")
+        if getattr(args, key) is not None
+    }
+    if args.data is not None:
+        options["data"] = Path(args.data)
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[loss]}"),
+        TimeElapsedColumn(),
+        console=ui.err if ui.json_mode else ui.out,
+    )
+    tasks: dict[str, Any] = {}
+    last_loss: dict[str, float | None] = {}
+
+    def finish(run: str) -> None:
+        # The last loss a run reports is its final validation loss.
+        loss = last_loss.get(run)
+        progress.update(tasks[run], loss="" if loss is None else f"val loss {loss:.3f}")
+
+    def on_progress(run: str, step: int, total: int, loss: float | None) -> None:
+        if run not in tasks:
+            if tasks:
+                finish(next(reversed(tasks)))
+            tasks[run] = progress.add_task(run, total=total, loss="")
+        if loss is not None:
+            last_loss[run] = loss
+            progress.update(tasks[run], loss=f"train loss {loss:.3f}")
+        progress.update(tasks[run], completed=step, total=total)
+
+    with progress:
+        result = run_ablation(base=args.base, target=args.target, out_dir=Path(args.out), on_progress=on_progress, **options)
+        if tasks:
+            finish(next(reversed(tasks)))
+    if ui.json_mode:
+        ui.json({**result.to_dict(), "results_path": str(result.results_path)})
+        return 0
+    table = new_table(
+        f"ablation {args.base} -> {args.target}: validation after {result.settings.steps} steps",
+        "run", "val loss", "perplexity", "parameters", "tokens/s", "Δ vs base",
+        right=("val loss", "perplexity", "parameters", "tokens/s", "Δ vs base"),
+    )
+    for run in result.runs:
+        delta = run.delta_vs_base
+        table.add_row(
+            Text(run.name, style="bold" if run.axis in ("base", "target") else ""),
+            f"{run.final_val_loss:.3f}",
+            f"{run.perplexity:.1f}",
+            fmt_int(run.parameters),
+            f"{run.tokens_per_second:,.0f}",
+            "" if run.axis == "base" else Text(f"{delta:+.3f}", style="green" if delta < 0 else "red"),
+        )
+    ui.print(table)
+    for note in result.notes:
+        ui.line(note, "yellow")
+    ui.line(f"curves: {result.results_path}")
+    if result.plot_path:
+        ui.line(f"plot: {result.plot_path}")
+    ui.line(f"checkpoints: {', '.join(run.checkpoint.name for run in result.runs)} in {Path(args.out)}", "dim")
+    return 0
+
+
+def bench_folder() -> Path:
+    """The source checkout's ``bench/`` folder (benchmarks are not installed with zoo)."""
+    for root in (Path.cwd(), Path(zoo.__file__).resolve().parent.parent):
+        if (root / "bench" / "__init__.py").is_file():
+            return root / "bench"
+    raise ZooError(
+        "the benchmarks live in bench/ of the zoo source checkout, and neither the current "
+        f"folder nor {Path(zoo.__file__).resolve().parent.parent} has one; run `zoo bench` from a "
+        "clone of the repository"
+    )
+
+
+def bench_scripts(folder: Path) -> dict[str, Path]:
+    """Benchmark name (``forward``) to script (``bench/bench_forward.py``)."""
+    return {p.stem.removeprefix("bench_"): p for p in sorted(folder.glob("bench_*.py"))}
+
+
+def cmd_bench(args: argparse.Namespace, ui: Ui) -> int:
+    folder = bench_folder()
+    scripts = bench_scripts(folder)
+    if args.list:
+        table = new_table(f"benchmarks in {folder}", "name", "what it measures")
+        for name, path in scripts.items():
+            doc = path.read_text(encoding="utf-8").split('"""')
+            table.add_row(name, doc[1].strip().splitlines()[0] if len(doc) > 2 else "")
+        ui.print(table)
+        return 0
+    if args.name is None:
+        if (folder / "__main__.py").is_file():
+            modules = ["bench"]  # the suite's own runner
+        else:
+            modules = [f"bench.{path.stem}" for path in scripts.values()]
+    else:
+        key = args.name.removesuffix(".py").removeprefix("bench_")
+        if key not in scripts:
+            raise ZooError(
+                f"no benchmark {args.name!r} in {folder}; available: {', '.join(scripts) or 'none'} "
+                f"(see `zoo bench --list`)"
+            )
+        modules = [f"bench.{scripts[key].stem}"]
+    for module in modules:
+        ui.line(f"$ python -m {module} {' '.join(args.args)}".rstrip(), "dim")
+        code = subprocess.run([sys.executable, "-m", module, *args.args], cwd=folder.parent, check=False).returncode
+        if code:
+            return code
+    return 0
+
+
+# -- the parser ------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks of errors")
+    json_flag = argparse.ArgumentParser(add_help=False)
+    json_flag.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    sets = argparse.ArgumentParser(add_help=False)
+    sets.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="override a config field; dotted keys reach into components (attention.name=eager); repeatable",
+    )
+    context = argparse.ArgumentParser(add_help=False)
+    context.add_argument("--context", type=int, default=None, metavar="N", help="sequence length for FLOPs/token (default: max_seq_len)")
+
+    parser = argparse.ArgumentParser(
+        prog="zoo", description="A plugin-based model zoo for transformer language models.",
+    )
+    parser.add_argument("--version", action="version", version=f"zoo {zoo.__version__}")
+    parser.add_argument("--debug", action="store_true", default=False, help="show tracebacks of errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(name: str, handler: Callable[..., int], help: str, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help, parents=[common, *parents])
+        p.set_defaults(handler=handler)
+        return p
+
+    p = add("list", cmd_list, "list presets (PATTERN may use wildcards: 'gpt2-*')", [json_flag])
+    p.add_argument("pattern", nargs="?", default="*")
+
+    p = add("components", cmd_components, "list registered components and the plugin that provides each", [json_flag])
+    p.add_argument("kind", nargs="?", choices=None, help=f"one of {', '.join(KINDS)}")
+
+    add("plugins", cmd_plugins, "list plugins: loaded, skipped, and failed (with why)", [json_flag])
+
+    p = add("info", cmd_info, "a config, its parameters by group and its forward FLOPs per token", [json_flag, sets, context])
+    p.add_argument("name", help="preset name, or a checkpoint file or folder")
+
+    p = add("compare", cmd_compare, "what differs between two configs, with parameters and FLOPs/token", [json_flag, sets, context])
+    p.add_argument("a", help="preset name or checkpoint")
+    p.add_argument("b", help="preset name or checkpoint")
+    p.add_argument("--set-a", action="append", default=[], metavar="KEY=VALUE", help="override for A only")
+    p.add_argument("--set-b", action="append", default=[], metavar="KEY=VALUE", help="override for B only")
+
+    p = add("build", cmd_build, "build a model with its init and save it as a checkpoint", [sets])
+    p.add_argument("name", help="preset name, or a checkpoint whose config to reuse")
+    p.add_argument("-o", "--output", required=True, metavar="PATH", help="a .safetensors file, or a folder for numbered versions")
+    p.add_argument("--seed", type=int, default=0, help="seed of the weight draws (default 0)")
+    p.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE", help="user metadata to store; repeatable")
+
+    p = add("inspect", cmd_inspect, "format, config, providers, versions, tensors and digest of a checkpoint", [json_flag])
+    p.add_argument("path", help="a checkpoint file or a folder of versions")
+    p.add_argument("--version", type=int, default=None, help="a version of a checkpoint folder (default: newest)")
+    p.add_argument("--no-verify", action="store_true", help="skip the digest check")
+
+    p = add("convert", cmd_convert, "convert between Hugging Face GPT-2 folders and zoo checkpoints")
+    direction = p.add_mutually_exclusive_group(required=True)
+    direction.add_argument("--from-hf", metavar="DIR", help="a Hugging Face GPT-2 folder to import")
+    direction.add_argument("--to-hf", metavar="CHECKPOINT", help="a zoo checkpoint to export")
+    p.add_argument("-o", "--output", required=True, metavar="PATH", help="where to write the result")
+
+    p = add("generate", cmd_generate, "generate text from a checkpoint or a Hugging Face folder, streaming")
+    p.add_argument("model", metavar="PATH_OR_HF_DIR")
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--max-new-tokens", type=int, default=None)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--greedy", action="store_true", help="always take the most likely token")
+    mode.add_argument("--sample", action="store_true", help="sample (with --temperature, --top-k, --top-p)")
+    p.add_argument("--temperature", type=float, default=None)
+    p.add_argument("--top-k", type=int, default=None)
+    p.add_argument("--top-p", type=float, default=None)
+    p.add_argument("--repetition-penalty", type=float, default=None)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--no-echo", action="store_true", help="print only the generated text, not the prompt")
+
+    p = add("ablate", cmd_ablate, "train the base, each single component swap, and the target at one small scale", [json_flag])
+    p.add_argument("--from", dest="base", default="transformer-2017", metavar="PRESET")
+    p.add_argument("--to", dest="target", default="gpt2-small", metavar="PRESET")
+    for flag in ("--d-model", "--layers", "--heads", "--seq-len", "--steps", "--batch", "--eval-every", "--seed"):
+        p.add_argument(flag, type=int, default=None)
+    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--data", default=None, metavar="FILE", help="a text file to train on (default: the bundled corpus)")
+    p.add_argument("--tokenizer", choices=("auto", "gpt2", "bytes"), default=None, help="auto: GPT-2 tokens when available, else bytes")
+    p.add_argument("--max-chars", type=int, default=None, metavar="N", help="train on the first N characters of the text only")
+    p.add_argument("--out", default="runs/ablation", metavar="DIR", help="output folder (default runs/ablation)")
+
+    p = add("bench", cmd_bench, "run the benchmarks of bench/ (all, or one by name), forwarding arguments")
+    p.add_argument("--list", action="store_true", help="list the benchmarks")
+    p.add_argument("name", nargs="?", help="a benchmark, e.g. forward (bench/bench_forward.py)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the benchmark")
+    return parser
+
+
+def load_plugins(ui: Ui, *, quiet: bool) -> None:
+    """Load the plugins now; each that failed is one warning line (``zoo plugins`` says more)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the registry's own warnings, said below
+        registry = default_registry()
+    if not quiet:
+        for plugin in registry.plugins:
+            if plugin.status == "failed":
+                ui.warn(f"{plugin.error} (see `zoo plugins`)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``zoo`` command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    ui = Ui(json_mode=getattr(args, "json", False))
+    try:
+        load_plugins(ui, quiet=args.handler is cmd_plugins)
+        return args.handler(args, ui)
+    except ZooError as err:
+        if args.debug:
+            ui.err.print(Text("".join(traceback.format_exception(err)), style="dim"), soft_wrap=True)
+        ui.error(str(err))
+        return 1
+    except KeyboardInterrupt:
+        ui.error("interrupted")
+        return 130
+    except Exception as err:  # a bug, not a user error: say so, keep it to one line
+        if args.debug:
+            raise
+        ui.error(f"unexpected {type(err).__name__}: {err} (rerun with --debug for the traceback, and please report it)")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
