@@ -447,6 +447,123 @@ def test_build_errors_are_one_line(cli: Any, tmp_path: Path) -> None:
     assert not (tmp_path / "x.safetensors").exists()
 
 
+# -- convert and generate --------------------------------------------------------------------
+
+
+def hf_folder(path: Path, vocab_size: int = 97, **fields: Any) -> Any:
+    """A seeded random GPT2LMHeadModel of transformers, saved with save_pretrained."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    fields = {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64, **fields}
+    config = transformers.GPT2Config(vocab_size=vocab_size, **fields)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    model.save_pretrained(path)
+    return model
+
+
+def test_convert_from_and_to_hugging_face_keeps_the_logits(cli: Any, tmp_path: Path) -> None:
+    reference = hf_folder(tmp_path / "hf", activation_function="gelu_new")
+    idx = torch.randint(0, 97, (2, 16), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = reference(idx).logits
+    checkpoint = tmp_path / "imported.safetensors"
+    result = cli("convert", "--from-hf", str(tmp_path / "hf"), "-o", str(checkpoint))
+    assert result.code == 0, result.err
+    assert str(checkpoint) in result.out
+    model = zoo.load(checkpoint).eval()
+    assert model.config.activation.name == "gelu_tanh" and model.config.n_layers == 2
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx), expected, atol=1e-4, rtol=0)
+    result = cli("convert", "--to-hf", str(checkpoint), "-o", str(tmp_path / "exported"))
+    assert result.code == 0, result.err
+    import transformers
+
+    exported = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "exported").eval()
+    with torch.no_grad():
+        torch.testing.assert_close(exported(idx).logits, expected, atol=1e-4, rtol=0)
+
+
+def test_convert_errors_are_one_line(cli: Any, tmp_path: Path, checkpoint: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    assert_one_error_line(cli("convert", "--from-hf", str(tmp_path / "empty"), "-o", str(tmp_path / "x.safetensors")), "no config.json")
+    post = tmp_path / "post.safetensors"
+    zoo.save(zoo.build("gpt2-small", placement="post", **TINY), post)
+    assert_one_error_line(cli("convert", "--to-hf", str(post), "-o", str(tmp_path / "out")), "placement")
+    assert_one_error_line(cli("convert", "--to-hf", str(tmp_path / "missing.safetensors"), "-o", str(tmp_path / "out")), "missing.safetensors")
+    assert not (tmp_path / "out" / "model.safetensors").exists()
+
+
+@pytest.fixture
+def gpt2_vocab_checkpoint(tmp_path: Path) -> Path:
+    """A small model over GPT-2's vocabulary, so the GPT-2 tokenizer fits it."""
+    pytest.importorskip("tiktoken")
+    torch.manual_seed(0)
+    path = tmp_path / "tiny-gpt2.safetensors"
+    zoo.save(zoo.build("gpt2-small", n_layers=1, d_model=16, n_heads=2, max_seq_len=64, dropout=0.0), path)
+    return path
+
+
+def test_generate_streams_what_generate_text_returns(
+    cli: Any, gpt2_vocab_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zoo import generate
+
+    path, prompt = str(gpt2_vocab_checkpoint), "The quick brown fox"
+    expected = generate.generate_text(path, prompt, max_new_tokens=12)
+    real, pieces = generate.generate_text, []
+
+    def spy(*args: Any, on_text: Any, **kwargs: Any) -> str:
+        def seen(piece: str) -> None:
+            on_text(piece)
+            pieces.append(piece)
+            # each piece is on stdout before the next token is generated
+            assert sys.stdout.getvalue().endswith(piece)  # type: ignore[attr-defined]
+
+        return real(*args, on_text=seen, **kwargs)
+
+    monkeypatch.setattr(generate, "generate_text", spy)
+    import io
+
+    buffer = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", buffer)
+    assert main(["generate", path, "--prompt", prompt, "--max-new-tokens", "12", "--greedy"]) == 0
+    assert len(pieces) > 1 and "".join(pieces) == expected
+    assert buffer.getvalue() == prompt + expected + "\n"
+
+
+def test_generate_sampling_flags_and_seed(cli: Any, gpt2_vocab_checkpoint: Path) -> None:
+    from zoo.generate import generate_text
+
+    path = str(gpt2_vocab_checkpoint)
+    flags = ["--temperature", "0.9", "--top-k", "50", "--top-p", "0.95", "--repetition-penalty", "1.2", "--seed", "7"]
+    first = cli("generate", path, "--prompt", "Once", "--max-new-tokens", "10", "--no-echo", *flags)
+    again = cli("generate", path, "--prompt", "Once", "--max-new-tokens", "10", "--no-echo", *flags)
+    assert first.code == 0, first.err
+    expected = generate_text(path, "Once", max_new_tokens=10, do_sample=True, temperature=0.9, top_k=50, top_p=0.95,
+                             repetition_penalty=1.2, seed=7)
+    assert first.out == again.out == expected + "\n"
+    greedy = generate_text(path, "Once", max_new_tokens=10)
+    assert expected != greedy  # the flags did make it sample
+
+
+def test_generate_from_a_hugging_face_folder(cli: Any, tmp_path: Path) -> None:
+    pytest.importorskip("tiktoken")
+    hf_folder(tmp_path / "hf", vocab_size=50257, n_layer=1, n_embd=16, n_head=2)
+    from zoo.generate import generate_text
+
+    result = cli("generate", str(tmp_path / "hf"), "--prompt", "Hello", "--max-new-tokens", "6")
+    assert result.code == 0, result.err
+    assert result.out == "Hello" + generate_text(str(tmp_path / "hf"), "Hello", max_new_tokens=6) + "\n"
+
+
+def test_generate_errors_are_one_line(cli: Any, tmp_path: Path, checkpoint: Path, gpt2_vocab_checkpoint: Path) -> None:
+    assert_one_error_line(cli("generate", str(tmp_path / "nope"), "--prompt", "hi"), "nope")
+    # TINY's 97-token vocabulary cannot take GPT-2's tokens
+    assert_one_error_line(cli("generate", str(checkpoint), "--prompt", "hi"), "50257", "97")
+    too_long = cli("generate", str(gpt2_vocab_checkpoint), "--prompt", "hi", "--max-new-tokens", "500")
+    assert_one_error_line(too_long, "max_seq_len=64")
+
+
 # -- ablate ----------------------------------------------------------------------------------
 
 

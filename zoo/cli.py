@@ -539,35 +539,28 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
     return 0
 
 
-def is_hf_folder(path: str) -> bool:
-    return (Path(path) / "config.json").is_file()
-
-
 def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
     from zoo.generate import generate_text
 
-    source: Any = args.model
-    if is_hf_folder(args.model):
-        with ui.out.status(f"reading the Hugging Face GPT-2 in {args.model}"):
-            source = zoo.from_hf(args.model)
     options = {
         key: getattr(args, key)
         for key in ("max_new_tokens", "temperature", "top_k", "top_p", "repetition_penalty", "seed")
         if getattr(args, key) is not None
     }
-    if args.greedy:
-        options["do_sample"] = False
-    elif args.sample:
-        options["do_sample"] = True
-    if not args.no_echo:
-        ui.out.print(Text(args.prompt, style="bold"), end="", soft_wrap=True)
+    # Greedy unless asked to sample; a sampling flag (temperature, top-k, top-p) asks.
+    sampling_flags = any(getattr(args, key) is not None for key in ("temperature", "top_k", "top_p"))
+    options["do_sample"] = args.sample or (sampling_flags and not args.greedy)
+
+    echo = [] if args.no_echo else [Text(args.prompt, style="bold")]  # shown once text starts coming
 
     def on_text(piece: str) -> None:
-        ui.out.print(Text(piece), end="", soft_wrap=True)
+        ui.out.print(*echo, Text(piece), sep="", end="", soft_wrap=True)
         ui.out.file.flush()
+        echo.clear()
 
-    generate_text(source, args.prompt, on_text=on_text, **options)
-    ui.out.print()
+    # A Hugging Face folder (config.json) or a zoo checkpoint; generate_text tells them apart.
+    generate_text(args.model, args.prompt, on_text=on_text, **options)
+    ui.out.print(*echo, soft_wrap=True)
     return 0
 
 
@@ -754,8 +747,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt", required=True)
     p.add_argument("--max-new-tokens", type=int, default=None)
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--greedy", action="store_true", help="always take the most likely token")
-    mode.add_argument("--sample", action="store_true", help="sample (with --temperature, --top-k, --top-p)")
+    mode.add_argument("--greedy", action="store_true", help="always take the most likely token (the default)")
+    mode.add_argument("--sample", action="store_true", help="sample (implied by --temperature, --top-k, --top-p); --seed repeats a sample")
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--top-k", type=int, default=None)
     p.add_argument("--top-p", type=float, default=None)
