@@ -71,12 +71,15 @@ class DecoderLM(nn.Module):
         positions: Tensor | None = None,
         cache: KVCache | None = None,
         record_weights: list[Tensor] | None = None,
+        last_only: bool = False,
     ) -> Tensor:
         """Logits (B, S, V) for token ids ``idx`` (B, S).
 
         ``attention_mask`` (B, cached + S), 1 for real tokens and 0 for padding;
         ``positions`` (B|1, S) overrides the default ``offset .. offset+S-1``;
-        ``cache`` holds keys and values of earlier calls and is extended in place.
+        ``cache`` holds keys and values of earlier calls and is extended in place;
+        ``last_only`` computes the head for the last position only, (B, 1, V), which is
+        all decoding needs (the head is the largest matmul of a small model).
         """
         batch, seq = idx.shape
         offset = cache.length if cache is not None else 0
@@ -91,6 +94,8 @@ class DecoderLM(nn.Module):
         ctx = AttentionContext(positions, self.position, key_padding=padding, weights=record_weights)
         for i, block in enumerate(self.blocks):
             x = block(x, ctx.for_layer(cache[i] if cache is not None else None))
+        if last_only:
+            x = x[:, -1:]  # (B, 1, d)
         logits = self.head(self.final_norm(x))  # (B, S, V)
         if self.config.head_output == "log_softmax":
             return F.log_softmax(logits, dim=-1)
