@@ -10,6 +10,9 @@ pip-installed plugin goes through.
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import json
+import os
+import subprocess
 import sys
 import textwrap
 import warnings
@@ -193,3 +196,40 @@ def test_a_plugin_clashing_with_another_plugin_fails_whole(site: MakeDist) -> No
         registry.get("activation", "clash_identity")  # rolled back with the rest of the plugin
     plugins = by_name(quiet_registry(deny=["zz-clash"]))
     assert plugins["zz-clash"].status == "skipped"
+
+
+# -- the `zoo` command shows the same -----------------------------------------------------
+
+
+def zoo_command(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the installed ``zoo`` console script (wide, so rich does not wrap the tables)."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ZOO_")}
+    environment |= {"COLUMNS": "250", **(env or {})}
+    command = [str(Path(sys.executable).with_name("zoo")), *args]
+    result = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_zoo_components_shows_the_external_distribution() -> None:
+    version = metadata.version("zoo-modern")
+    rows = [line.split() for line in zoo_command("components").stdout.splitlines()]
+    for kind, name in [("position", "rotary"), ("position", "alibi"), ("mlp", "swiglu"),
+                       ("attention", "gqa"), ("placement", "sandwich")]:
+        row = next(r for r in rows if r[:2] == [kind, name])
+        assert " ".join(row).count(f"zoo-modern {version}") == 1, row
+    assert any(r[:2] == ["attention", "sdpa"] and "zoo" in r for r in rows)
+
+
+def test_zoo_plugins_shows_loaded_skipped_and_failed(site: MakeDist, broken: None) -> None:
+    site("zoo-squareplus", "2.1", "squareplus", "zoo_squareplus_plugin", SQUAREPLUS)
+    env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "ZOO_DISABLE_PLUGINS": "squareplus"}
+    listed = {p["name"]: p for p in json.loads(zoo_command("plugins", "--json", env=env).stdout)}
+    assert (listed["modern"]["status"], listed["modern"]["distribution"]) == ("loaded", "zoo-modern")
+    assert (listed["squareplus"]["status"], listed["squareplus"]["distribution"]) == ("skipped", "zoo-squareplus")
+    assert listed["broken"]["status"] == "failed" and "RuntimeError: boom on import" in listed["broken"]["error"]
+    text = zoo_command("plugins", env=env).stdout
+    lines = {line.split()[0]: line for line in text.splitlines() if line.split()}
+    assert "zoo-modern" in lines["modern"] and "loaded" in lines["modern"]
+    assert "skipped" in lines["squareplus"] and "zoo-squareplus" in lines["squareplus"]
+    assert "failed" in lines["broken"] and "ZOO_DISABLE_PLUGINS=broken" in text
