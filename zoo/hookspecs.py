@@ -91,11 +91,18 @@ class ZooSpec:
     ) -> tuple[dict[str, str], dict[str, Any]] | None:
         """Upgrade a checkpoint written in layout ``from_format`` by one step.
 
-        Called by ``zoo.load`` for each format step from the file's ``zoo.format`` up to
-        the current one, for every plugin (not firstresult). A plugin that knows how to
-        migrate this step returns ``(metadata, tensors)`` upgraded to
-        ``from_format + 1``; one that does not returns ``None``. Plugins may also use it
-        to migrate their own component options inside ``metadata["zoo.config"]``.
-        ``tensors`` maps names to tensors (or lazy handles) and must not be mutated in
-        place; return new mappings instead.
+        Called by ``zoo.load`` (and ``zoo.checkpoint.inspect``) for a file whose
+        ``zoo.format`` is older than the current one, once per step from the file's
+        format up to the current one, after the file's digest is verified. At each step
+        the plugins are asked in load order (built-ins, entry points, extra plugins),
+        each receiving what the previous one returned, so the zoo's own layout change
+        and a plugin's upgrade of its component options can share a step. Not
+        firstresult.
+
+        ``metadata`` holds the header's strings (``zoo.config`` is JSON); ``tensors``
+        maps names to memory-mapped tensors, read only when touched. Return
+        ``(metadata, tensors)`` upgraded to ``from_format + 1`` as new mappings (never
+        mutate the arguments), or ``None`` when this plugin has nothing to do at this
+        step. ``zoo.format`` is set by the zoo. A step that no plugin handles is a
+        ``CheckpointError``; so is an exception raised here, naming the plugin.
         """
