@@ -178,6 +178,12 @@ def softsign(builder, options):
 @zoo.hookimpl
 def zoo_register_components(register):
     register("activation", "softsign", softsign)
+
+
+@zoo.hookimpl
+def zoo_register_presets(register):
+    register("cli-test-broken", {"vocab_size": 0, "max_seq_len": 8, "d_model": 8, "n_layers": 1, "n_heads": 2},
+             description="a preset whose config does not validate")
 '''
 
 
@@ -228,6 +234,12 @@ def test_plugins_show_the_failed_plugin_and_why(cli: Any, with_plugins: None) ->
     assert ("softsign", "zoo-cli-good 1.2.3") in [(c["name"], c["provider"]) for c in components.json()]
     warning, = components.err.strip().splitlines()
     assert warning.startswith("warning: plugin 'broken'") and "see `zoo plugins`" in warning
+    # A preset that does not validate is listed with why; the others are unaffected.
+    entries = {e["name"]: e for e in cli("list", "--json").json()}
+    assert "vocab_size" in entries["cli-test-broken"]["error"]
+    assert entries["gpt2-small"]["parameters"] == 124_439_808
+    listing = cli("list", "cli-*")
+    assert listing.code == 0 and "vocab_size" in listing.out
 
 
 def test_the_zoo_script_with_installed_plugins(plugin_site: Path) -> None:

@@ -200,13 +200,27 @@ class Ui:
         self.err.print(Text("warning: ", style="bold yellow") + Text(message, style="yellow"), soft_wrap=True)
 
 
-def new_table(title: str | None = None, *columns: str, right: Iterable[str] = ()) -> Table:
-    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", title_style="bold")
-    right = set(right)
+def new_table(title: str | None = None, *columns: str, right: Iterable[str] = (), clip: Iterable[str] = ()) -> Table:
+    """A table; ``right`` columns are right-aligned.
+
+    Without ``clip``, the first column stays on one line and the others may fold. With
+    it, only the ``clip`` columns give way when the terminal is narrow: they take the
+    width the others leave, and ``clipped`` text in them is cut with "…".
+    """
+    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", title_style="bold", caption_justify="left")
+    right, clip = set(right), set(clip)
     for index, column in enumerate(columns):
-        # The first column names the row: keep it on one line; the others may fold.
-        table.add_column(column, justify="right" if column in right else "left", overflow="fold", no_wrap=index == 0)
+        justify = "right" if column in right else "left"
+        if clip:
+            table.add_column(column, justify=justify, no_wrap=column not in clip, overflow="ellipsis")
+        else:
+            table.add_column(column, justify=justify, overflow="fold", no_wrap=index == 0)
     return table
+
+
+def clipped(text: str) -> Text:
+    """Text shown on one line, cut with "…" where the column is too narrow."""
+    return Text(text, no_wrap=True, overflow="ellipsis")
 
 
 def config_table(config: ModelConfig, title: str = "config", *, providers: bool = True) -> Table:
@@ -264,15 +278,15 @@ def cmd_list(args: argparse.Namespace, ui: Ui) -> int:
         return 0
     table = new_table(
         None, "preset", "layers", "d_model", "heads", "d_ff", "vocab", "parameters", "description",
-        right=("layers", "d_model", "heads", "d_ff", "vocab", "parameters"),
+        right=("layers", "d_model", "heads", "d_ff", "vocab", "parameters"), clip=("description",),
     )
     for e in entries:
         if "error" in e:
-            table.add_row(e["name"], *[""] * 6, Text(e["error"], style="red"))
+            table.add_row(e["name"], *[""] * 6, Text(e["error"], style="red", overflow="fold"))
             continue
         table.add_row(
             e["name"], e["layers"], str(e["d_model"]), str(e["n_heads"]), str(e["d_ff"]),
-            fmt_int(e["vocab_size"]), fmt_int(e["parameters"]), e["description"],
+            fmt_int(e["vocab_size"]), fmt_int(e["parameters"]), clipped(e["description"]),
         )
     ui.print(table)
     return 0
@@ -308,9 +322,9 @@ def cmd_components(args: argparse.Namespace, ui: Ui) -> int:
             ]
         )
         return 0
-    table = new_table(None, "kind", "name", "options", "provided by", "description")
+    table = new_table(None, "kind", "name", "options", "provided by", "description", clip=("description",))
     for c in found:
-        table.add_row(c.kind, c.name, option_defaults(c.options_model), c.provider, c.description)
+        table.add_row(c.kind, c.name, option_defaults(c.options_model), c.provider, clipped(c.description))
     ui.print(table)
     return 0
 
