@@ -10,6 +10,7 @@ shows the traceback. ``--json`` prints machine-readable output instead of tables
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import difflib
 import json
@@ -104,17 +105,21 @@ def parse_sets(items: Iterable[str]) -> dict[str, Any]:
 
 
 def load_config(name: str, sets: Iterable[str] = ()) -> tuple[ModelConfig, str]:
-    """The config named by ``name`` (a preset, or a checkpoint file or folder) with ``--set``s.
+    """The config of a preset, or of a checkpoint file or folder, with ``--set`` overrides.
 
-    Returns the config and a label for it.
+    Returns the config and what to call it: the preset with its description, or the path.
     """
     overrides = parse_sets(sets)
-    if Path(name).exists():
+    if name not in zoo.list_models() and Path(name).exists():
         from zoo.checkpoint import inspect
 
         info = inspect(name, verify=False)
         return resolve_config(info.config, overrides), name
-    return zoo.get_config(name, **overrides), name
+    from zoo.config import preset_description
+
+    config = zoo.get_config(name, **overrides)  # PresetError for an unknown name
+    description = preset_description(name)
+    return config, f"{name}: {description}" if description else name
 
 
 # -- formatting ------------------------------------------------------------------------
@@ -200,14 +205,18 @@ class Ui:
         self.err.print(Text("warning: ", style="bold yellow") + Text(message, style="yellow"), soft_wrap=True)
 
 
-def new_table(title: str | None = None, *columns: str, right: Iterable[str] = (), clip: Iterable[str] = ()) -> Table:
+def new_table(
+    title: str | None = None, *columns: str, right: Iterable[str] = (), clip: Iterable[str] = ()
+) -> Table:
     """A table; ``right`` columns are right-aligned.
 
     Without ``clip``, the first column stays on one line and the others may fold. With
     it, only the ``clip`` columns give way when the terminal is narrow: they take the
     width the others leave, and ``clipped`` text in them is cut with "…".
     """
-    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", title_style="bold", caption_justify="left")
+    table = Table(
+        title=title, box=box.SIMPLE_HEAD, title_justify="left", title_style="bold", caption_justify="left"
+    )
     right, clip = set(right), set(clip)
     for index, column in enumerate(columns):
         justify = "right" if column in right else "left"
@@ -237,7 +246,8 @@ def config_table(config: ModelConfig, title: str = "config", *, providers: bool 
 
 
 def layers_label(config: ModelConfig) -> str:
-    encoder = getattr(config, "n_encoder_layers", None)
+    """``12``, or ``6+6`` for an encoder-decoder."""
+    encoder = config.n_encoder_layers
     return f"{encoder}+{config.n_layers}" if encoder else str(config.n_layers)
 
 
@@ -355,7 +365,8 @@ def cmd_plugins(args: argparse.Namespace, ui: Ui) -> int:
             note = Text("skipped by ZOO_PLUGINS / ZOO_DISABLE_PLUGINS")
         else:
             note = Text("built-in" if p.builtin else "")
-        table.add_row(p.name, p.distribution or "-", p.version or "-", Text(p.status, style=styles.get(p.status, "")), note)
+        status = Text(p.status, style=styles.get(p.status, ""))
+        table.add_row(p.name, p.distribution or "-", p.version or "-", status, note)
     ui.print(table)
     failed = sum(p.status == "failed" for p in plugins)
     third = sum(not p.builtin for p in plugins)
@@ -364,16 +375,19 @@ def cmd_plugins(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def summary_table(summary: Any, title: str = "parameters and forward FLOPs per token") -> Table:
-    table = new_table(title, "group", "parameters", "share", f"FLOPs/token (ctx {summary.context})", right=("parameters", "share", f"FLOPs/token (ctx {summary.context})"))
+    flops = f"FLOPs/token (ctx {summary.context})"
+    table = new_table(title, "group", "parameters", "share", flops, right=("parameters", "share", flops))
     total = summary.total_parameters or 1
     tied = {name for name, _ in summary.tied}
     for group, count in summary.parameters.items():
         label = group
         if group == "head" and count == 0 and any(name.startswith("head") for name in tied):
             label = "head (tied to embeddings)"
-        table.add_row(label, fmt_int(count), f"{100 * count / total:.1f}%", fmt_flops(summary.flops_per_token.get(group, 0.0)))
+        share = f"{100 * count / total:.1f}%"
+        table.add_row(label, fmt_int(count), share, fmt_flops(summary.flops_per_token.get(group, 0.0)))
     table.add_section()
-    table.add_row(Text("total", style="bold"), Text(fmt_int(summary.total_parameters), style="bold"), "", Text(fmt_flops(summary.total_flops_per_token), style="bold"))
+    bold = [Text(fmt_int(summary.total_parameters)), Text(fmt_flops(summary.total_flops_per_token))]
+    table.add_row(Text("total"), bold[0], "", bold[1], style="bold")
     table.caption = (
         f"FLOPs: matmuls of one forward pass, 2 per multiply-add; of them attention scores "
         f"(q·kᵀ and weights·v over {summary.context} tokens): {fmt_flops(summary.score_flops_per_token)}"
@@ -387,14 +401,9 @@ def cmd_info(args: argparse.Namespace, ui: Ui) -> int:
     config, label = load_config(args.name, args.set)
     summary = summarize(config, context=args.context)
     if ui.json_mode:
-        ui.json({"name": label, **summary.to_dict()})
+        ui.json({"name": args.name, **summary.to_dict()})
         return 0
-    description = ""
-    if not Path(args.name).exists():
-        from zoo.config import preset_description
-
-        description = preset_description(args.name)
-    ui.line(label + (f": {description}" if description else ""), "bold")
+    ui.line(label, "bold")
     if args.set:
         ui.line("with " + " ".join(f"--set {s}" for s in args.set), "dim")
     ui.print(config_table(config))
@@ -406,17 +415,20 @@ def cmd_compare(args: argparse.Namespace, ui: Ui) -> int:
     from zoo.ablate import diff_configs
     from zoo.summary import summarize
 
-    config_a, label_a = load_config(args.a, [*args.set, *args.set_a])
-    config_b, label_b = load_config(args.b, [*args.set, *args.set_b])
-    context = args.context or min(config_a.max_seq_len, config_b.max_seq_len)
+    config_a, _ = load_config(args.a, [*args.set, *args.set_a])
+    config_b, _ = load_config(args.b, [*args.set, *args.set_b])
+    label_a, label_b = args.a, args.b
+    context = args.context if args.context is not None else min(config_a.max_seq_len, config_b.max_seq_len)
     summary_a = summarize(config_a, context=context)
     summary_b = summarize(config_b, context=context)
     differences = diff_configs(config_a, config_b)
     if ui.json_mode:
         ui.json(
             {
-                "a": {"name": label_a, "parameters": summary_a.total_parameters, "flops_per_token": summary_a.total_flops_per_token},
-                "b": {"name": label_b, "parameters": summary_b.total_parameters, "flops_per_token": summary_b.total_flops_per_token},
+                **{
+                    side: {"name": label, "parameters": s.total_parameters, "flops_per_token": s.total_flops_per_token}
+                    for side, label, s in (("a", label_a, summary_a), ("b", label_b, summary_b))
+                },
                 "context": context,
                 "differences": [{"axis": axis, "a": a, "b": b} for axis, a, b in differences],
             }
@@ -429,7 +441,11 @@ def cmd_compare(args: argparse.Namespace, ui: Ui) -> int:
         table.add_row(Text("(no component or size differs)", style="dim"), "", "")
     table.add_section()
     table.add_row("parameters", fmt_int(summary_a.total_parameters), fmt_int(summary_b.total_parameters))
-    table.add_row(f"FLOPs/token (ctx {context})", fmt_flops(summary_a.total_flops_per_token), fmt_flops(summary_b.total_flops_per_token))
+    table.add_row(
+        f"FLOPs/token (ctx {context})",
+        fmt_flops(summary_a.total_flops_per_token),
+        fmt_flops(summary_b.total_flops_per_token),
+    )
     ui.print(table)
     return 0
 
@@ -447,15 +463,14 @@ def parse_metadata(items: Iterable[str]) -> dict[str, str]:
 def cmd_build(args: argparse.Namespace, ui: Ui) -> int:
     import torch
 
-    config, label = load_config(args.name, args.set)
+    config, _ = load_config(args.name, args.set)
     metadata = parse_metadata(args.metadata)
-    with ui.out.status(f"building {label} and drawing its weights (seed {args.seed})"):
+    with ui.out.status(f"building {args.name} and drawing its weights (seed {args.seed})"):
         torch.manual_seed(args.seed)
         model = zoo.build(config)
     with ui.out.status(f"saving to {args.output}"):
-        written = zoo.save(model, args.output, metadata=metadata or None)
-    where = written if written is not None else args.output
-    ui.line(f"built {label} ({fmt_int(model.num_parameters())} parameters), saved to {where}", "green")
+        written = zoo.save(model, args.output, metadata=metadata or None)  # a folder: its new version
+    ui.line(f"built {args.name} ({fmt_int(model.num_parameters())} parameters), saved to {written}", "green")
     return 0
 
 
@@ -518,11 +533,14 @@ def cmd_inspect(args: argparse.Namespace, ui: Ui) -> int:
         ui.print(table)
     if info.components:
         installed = {(c.kind, c.name) for c in zoo.components()}
-        table = new_table("components, and who provided them when saved", "kind", "component", "provided by", "installed now")
+        table = new_table(
+            "components, and who provided them when saved", "kind", "component", "provided by", "installed now"
+        )
         for kind, record in info.components.items():
             who = " ".join(x for x in (record.distribution, record.version) if x) or record.plugin or "-"
             here = (kind, record.name) in installed
-            table.add_row(kind, record.name, who, Text("yes", style="green") if here else Text("no", style="bold red"))
+            now = Text("yes", style="green") if here else Text("no", style="bold red")
+            table.add_row(kind, record.name, who, now)
         ui.print(table)
     if info.metadata:
         table = new_table("user metadata", "key", "value")
@@ -542,8 +560,8 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
             model = zoo.from_hf(args.from_hf)
         with ui.out.status(f"saving to {args.output}"):
             written = zoo.save(model, args.output)
-        where = written if written is not None else args.output
-        ui.line(f"converted {args.from_hf} ({fmt_int(model.num_parameters())} parameters) to the zoo checkpoint {where}", "green")
+        count = fmt_int(model.num_parameters())
+        ui.line(f"converted {args.from_hf} ({count} parameters) to the zoo checkpoint {written}", "green")
     else:
         with ui.out.status(f"loading {args.to_hf}"):
             model = zoo.load(args.to_hf)
@@ -578,12 +596,18 @@ def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
     return 0
 
 
+# Flags of `zoo ablate` passed to run_ablation when given (its defaults rule otherwise).
+ABLATE_OPTIONS = (
+    "d_model", "layers", "heads", "seq_len", "steps", "batch", "lr", "eval_every", "seed", "tokenizer", "max_chars",
+)
+
+
 def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
     from zoo.ablate import run_ablation
 
     options: dict[str, Any] = {
         key: getattr(args, key)
-        for key in ("d_model", "layers", "heads", "seq_len", "steps", "batch", "lr", "eval_every", "seed", "tokenizer", "max_chars")
+        for key in ABLATE_OPTIONS
         if getattr(args, key) is not None
     }
     if args.data is not None:
@@ -615,7 +639,9 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
         progress.update(tasks[run], completed=step, total=total)
 
     with progress:
-        result = run_ablation(base=args.base, target=args.target, out_dir=Path(args.out), on_progress=on_progress, **options)
+        result = run_ablation(
+            base=args.base, target=args.target, out_dir=Path(args.out), on_progress=on_progress, **options
+        )
         if tasks:
             finish(next(reversed(tasks)))
     if ui.json_mode:
@@ -669,8 +695,8 @@ def cmd_bench(args: argparse.Namespace, ui: Ui) -> int:
     if args.list:
         table = new_table(f"benchmarks in {folder}", "name", "what it measures")
         for name, path in scripts.items():
-            doc = path.read_text(encoding="utf-8").split('"""')
-            table.add_row(name, doc[1].strip().splitlines()[0] if len(doc) > 2 else "")
+            doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+            table.add_row(name, doc.split("\n\n")[0].replace("\n", " "))
         ui.print(table)
         return 0
     if args.name is None:
@@ -708,7 +734,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a config field; dotted keys reach into components (attention.name=eager); repeatable",
     )
     context = argparse.ArgumentParser(add_help=False)
-    context.add_argument("--context", type=int, default=None, metavar="N", help="sequence length for FLOPs/token (default: max_seq_len)")
+    context.add_argument(
+        "--context", type=int, default=None, metavar="N", help="sequence length for FLOPs/token (default: max_seq_len)"
+    )
 
     parser = argparse.ArgumentParser(
         prog="zoo", description="A plugin-based model zoo for transformer language models.",
@@ -717,7 +745,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", default=False, help="show tracebacks of errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    def add(name: str, handler: Callable[..., int], help: str, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
+    def add(
+        name: str, handler: Callable[..., int], help: str, parents: Sequence[argparse.ArgumentParser] = ()
+    ) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help, parents=[common, *parents])
         p.set_defaults(handler=handler)
         return p
@@ -725,15 +755,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("list", cmd_list, "list presets (PATTERN may use wildcards: 'gpt2-*')", [json_flag])
     p.add_argument("pattern", nargs="?", default="*")
 
-    p = add("components", cmd_components, "list registered components and the plugin that provides each", [json_flag])
+    p = add("components", cmd_components, "list components and the plugin that provides each", [json_flag])
     p.add_argument("kind", nargs="?", choices=None, help=f"one of {', '.join(KINDS)}")
 
     add("plugins", cmd_plugins, "list plugins: loaded, skipped, and failed (with why)", [json_flag])
 
-    p = add("info", cmd_info, "a config, its parameters by group and its forward FLOPs per token", [json_flag, sets, context])
+    p = add("info", cmd_info, "a config, its parameters by group, its FLOPs per token", [json_flag, sets, context])
     p.add_argument("name", help="preset name, or a checkpoint file or folder")
 
-    p = add("compare", cmd_compare, "what differs between two configs, with parameters and FLOPs/token", [json_flag, sets, context])
+    p = add("compare", cmd_compare, "what differs between two configs; parameters, FLOPs", [json_flag, sets, context])
     p.add_argument("a", help="preset name or checkpoint")
     p.add_argument("b", help="preset name or checkpoint")
     p.add_argument("--set-a", action="append", default=[], metavar="KEY=VALUE", help="override for A only")
@@ -741,11 +771,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("build", cmd_build, "build a model with its init and save it as a checkpoint", [sets])
     p.add_argument("name", help="preset name, or a checkpoint whose config to reuse")
-    p.add_argument("-o", "--output", required=True, metavar="PATH", help="a .safetensors file, or a folder for numbered versions")
+    p.add_argument(
+        "-o", "--output", required=True, metavar="PATH", help="a .safetensors file, or a folder for numbered versions"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the weight draws (default 0)")
-    p.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE", help="user metadata to store; repeatable")
+    p.add_argument(
+        "--metadata", action="append", default=[], metavar="KEY=VALUE", help="user metadata to store; repeatable"
+    )
 
-    p = add("inspect", cmd_inspect, "format, config, providers, versions, tensors and digest of a checkpoint", [json_flag])
+    p = add("inspect", cmd_inspect, "a checkpoint: format, config, providers, versions, tensors, digest", [json_flag])
     p.add_argument("path", help="a checkpoint file or a folder of versions")
     p.add_argument("--version", type=int, default=None, help="a version of a checkpoint folder (default: newest)")
     p.add_argument("--no-verify", action="store_true", help="skip the digest check")
@@ -762,7 +796,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=None)
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--greedy", action="store_true", help="always take the most likely token (the default)")
-    mode.add_argument("--sample", action="store_true", help="sample (implied by --temperature, --top-k, --top-p); --seed repeats a sample")
+    mode.add_argument(
+        "--sample", action="store_true", help="sample (implied by --temperature, --top-k, --top-p); --seed repeats one"
+    )
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--top-k", type=int, default=None)
     p.add_argument("--top-p", type=float, default=None)
@@ -770,15 +806,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--no-echo", action="store_true", help="print only the generated text, not the prompt")
 
-    p = add("ablate", cmd_ablate, "train the base, each single component swap, and the target at one small scale", [json_flag])
+    p = add("ablate", cmd_ablate, "train a base, each single swap toward a target, and the target", [json_flag])
     p.add_argument("--from", dest="base", default="transformer-2017", metavar="PRESET")
     p.add_argument("--to", dest="target", default="gpt2-small", metavar="PRESET")
     for flag in ("--d-model", "--layers", "--heads", "--seq-len", "--steps", "--batch", "--eval-every", "--seed"):
         p.add_argument(flag, type=int, default=None)
     p.add_argument("--lr", type=float, default=None)
-    p.add_argument("--data", default=None, metavar="FILE", help="a text file to train on (default: the bundled corpus)")
-    p.add_argument("--tokenizer", choices=("auto", "gpt2", "bytes"), default=None, help="auto: GPT-2 tokens when available, else bytes")
-    p.add_argument("--max-chars", type=int, default=None, metavar="N", help="train on the first N characters of the text only")
+    p.add_argument("--data", default=None, metavar="FILE", help="a text file to train on (default: Shakespeare)")
+    p.add_argument(
+        "--tokenizer", choices=("auto", "gpt2", "bytes"), default=None, help="auto: GPT-2 if installed, else bytes"
+    )
+    p.add_argument("--max-chars", type=int, default=None, metavar="N", help="train on the first N characters only")
     p.add_argument("--out", default="runs/ablation", metavar="DIR", help="output folder (default runs/ablation)")
 
     p = add("bench", cmd_bench, "run the benchmarks of bench/ (all, or one by name), forwarding arguments")
@@ -818,7 +856,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # a bug, not a user error: say so, keep it to one line
         if args.debug:
             raise
-        ui.error(f"unexpected {type(err).__name__}: {err} (rerun with --debug for the traceback, and please report it)")
+        ui.error(
+            f"unexpected {type(err).__name__}: {err} (rerun with --debug for the traceback, and please report it)"
+        )
         return 2
 
 
