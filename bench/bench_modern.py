@@ -55,7 +55,9 @@ def hf_decoder(model: torch.nn.Module, prompt: torch.Tensor, new: int) -> Decode
 def hf_peers(small: zoo.ModelConfig, modern: zoo.ModelConfig) -> dict[str, torch.nn.Module]:
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
-    gpt2 = GPT2LMHeadModel(GPT2Config(n_positions=small.max_seq_len, n_embd=small.d_model, n_layer=small.n_layers, n_head=small.n_heads))
+    gpt2 = GPT2LMHeadModel(
+        GPT2Config(n_positions=small.max_seq_len, n_embd=small.d_model, n_layer=small.n_layers, n_head=small.n_heads)
+    )
     mlp = zoo.build(modern, device="meta").blocks[0].mlp
     llama = LlamaForCausalLM(
         LlamaConfig(
@@ -102,12 +104,15 @@ def main(argv: list[str] | None = None) -> None:
     for name in runs:
         rows.append((f"{name} decode", f"{speed[name]:.1f} tok/s", f"{seconds[name] / args.new * 1e3:.0f} ms per step"))
     for name in runs:
-        rows.append((f"{name} KV cache", f"{cache_bytes[name] / 2**20:.2f} MiB", f"{cache_bytes[name] / positions / 1024:.0f} KiB per position"))
+        per_position = cache_bytes[name] / positions / 1024
+        rows.append((f"{name} KV cache", f"{cache_bytes[name] / 2**20:.2f} MiB", f"{per_position:.0f} KiB per position"))
+    small_speed, modern_speed = speed["gpt2-small"], speed["gpt2-small-modern"]
+    kv_ratio = cache_bytes["gpt2-small-modern"] / cache_bytes["gpt2-small"]
     rows += [
-        ("modern / small speed", f"{speed['gpt2-small-modern'] / speed['gpt2-small']:.2f}x", "zoo, GQA + SwiGLU + rotary vs GPT-2"),
-        ("modern / small KV cache", f"{cache_bytes['gpt2-small-modern'] / cache_bytes['gpt2-small']:.3f}x", "n_kv_heads / n_heads = 4 / 12"),
-        ("zoo / transformers, small", f"{speed['gpt2-small'] / speed[hf_small]:.2f}x", "decode speed ratio"),
-        ("zoo / transformers, modern", f"{speed['gpt2-small-modern'] / speed[hf_modern]:.2f}x", "decode speed ratio"),
+        ("modern / small speed", f"{modern_speed / small_speed:.2f}x", "zoo, GQA + SwiGLU + rotary vs GPT-2"),
+        ("modern / small KV cache", f"{kv_ratio:.3f}x", "n_kv_heads / n_heads = 4 / 12"),
+        ("zoo / transformers, small", f"{small_speed / speed[hf_small]:.2f}x", "decode speed ratio"),
+        ("zoo / transformers, modern", f"{modern_speed / speed[hf_modern]:.2f}x", "decode speed ratio"),
     ]
     title = (
         f"KV-cached greedy decoding, batch {args.batch}, prompt {args.prompt} + {args.new} new tokens, "

@@ -20,7 +20,9 @@ import torch
 import zoo
 from conftest import TINY, tiny
 
-MODERN = {("position", "rotary"), ("position", "alibi"), ("mlp", "swiglu"), ("attention", "gqa"), ("placement", "sandwich")}
+MODERN = {
+    ("position", "rotary"), ("position", "alibi"), ("mlp", "swiglu"), ("attention", "gqa"), ("placement", "sandwich")
+}
 PACKAGE = Path(__file__).resolve().parents[1] / "examples" / "zoo-modern"
 
 

@@ -38,7 +38,8 @@ class GroupedQueryAttention(nn.Module):
     def __init__(self, builder: Any, options: GqaOptions) -> None:
         super().__init__()
         c = builder.config
-        self.n_heads, self.n_kv_heads, self.head_dim, self.d_model = c.n_heads, options.n_kv_heads, c.head_dim, c.d_model
+        self.n_heads, self.n_kv_heads = c.n_heads, options.n_kv_heads
+        self.head_dim, self.d_model = c.head_dim, c.d_model
         self.kernel = options.kernel
         self.records_weights = options.kernel == "eager"  # model.attention_maps works with eager
         kv_dim = self.n_kv_heads * self.head_dim
