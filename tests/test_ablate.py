@@ -173,3 +173,10 @@ def test_a_data_file_is_used(tmp_path: Path) -> None:
     assert result.data["source"] == str(text) and result.data["train_tokens"] == 4320
     assert result.runs[0].final_val_loss < math.log(4)  # it learned this text: 4 symbols, mostly predictable
     assert zoo.load(result.runs[0].checkpoint).config.vocab_size == 256
+
+
+def test_an_unusable_output_folder_is_refused(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(zoo.InputError, match="cannot create the output folder"):
+        ablate(blocker / "out")

@@ -186,3 +186,9 @@ def test_data_the_model_cannot_hold_is_refused(corpus: Any) -> None:
         train(small_lm(vocab=100), corpus.train, corpus.val, SETTINGS)
     with pytest.raises(zoo.InputError, match="fewer than seq_len"):
         train(small_lm(), corpus.train, corpus.val[:20], SETTINGS)
+
+
+def test_divergence_stops_training_with_advice(corpus: Any) -> None:
+    settings = TrainSettings(**{**SETTINGS.__dict__, "lr": 1e30, "warmup_steps": 0})
+    with pytest.raises(zoo.ConfigError, match=r"training diverged; lower the learning rate \(lr=1e\+30\)"):
+        train(small_lm(), corpus.train, corpus.val, settings)

@@ -7,10 +7,10 @@ two configs (``diff_configs``), then trains at one small scale shared by every r
 - the base with each single difference swapped to the target's choice,
 - the target design,
 
-all with the same seed, the same data in the same order, and the same token budget. Sizes (d_model, layers, heads, d_ff,
-vocabulary, context) are set by the shared scale, so they are reported as
-differences but never swapped. Each run is saved as a zoo checkpoint; the curves go to
-a JSON file and, with matplotlib installed, to a PNG plot.
+all with the same seed, the same data in the same order, and the same token budget.
+Sizes (d_model, layers, heads, d_ff, vocabulary, context) are set by the shared scale,
+so they are reported as differences but never swapped. Each run is saved as a zoo
+checkpoint; the curves go to a JSON file and, with matplotlib installed, to a PNG plot.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import torch
 
 from zoo.builder import build
 from zoo.config import ModelConfig, resolve_config
-from zoo.errors import ConfigError, ZooError
+from zoo.errors import ConfigError, InputError, ZooError
 from zoo.registry import KINDS, Registry, default_registry
 from zoo.train import Corpus, CurvePoint, TrainSettings, bundled_corpus, load_corpus, read_text, train
 
@@ -60,8 +60,8 @@ AXES: tuple[str, ...] = (
 #: Differences the shared training scale overrides, so an ablation never swaps them.
 SIZE_AXES = frozenset({"vocab_size", "max_seq_len", "d_model", "n_layers", "n_encoder_layers", "n_heads", "d_ff"})
 
-#: The default scale: nine runs of transformer-2017 -> gpt2-small in about a minute on
-#: 2 CPU cores (bytes; the GPT-2 vocabulary of the bundled text is larger and slower).
+#: The default scale: the nine runs of transformer-2017 -> gpt2-small take about a
+#: minute of one CPU core (GPT-2 tokens with a 1024 + 256 vocabulary, or bytes).
 DEFAULT_SCALE: dict[str, Any] = dict(
     d_model=64, layers=2, heads=4, seq_len=64, steps=150, batch=16, lr=3e-3, eval_every=25
 )
@@ -121,6 +121,7 @@ class AblationResult:
     differences: list[tuple[str, Any, Any]]
     runs: list[AblationRun]
     settings: TrainSettings
+    scale: dict[str, int]  # d_model, layers, heads shared by every run
     data: dict[str, Any]
     results_path: Path
     plot_path: Path | None
@@ -141,6 +142,7 @@ class AblationResult:
                 {"axis": axis, "base": a, "target": b, "swapped": axis not in SIZE_AXES}
                 for axis, a, b in self.differences
             ],
+            "scale": self.scale,
             "settings": {**self.settings.__dict__, "betas": list(self.settings.betas)},
             "data": self.data,
             "runs": [run.to_dict() for run in self.runs],
@@ -162,7 +164,7 @@ def diff_configs(a: ModelConfig, b: ModelConfig, *, registry: Registry | None = 
     """
     registry = registry or default_registry()
     rows = []
-    for axis in AXES:
+    for axis in (*AXES, *(name for name in ModelConfig.model_fields if name not in AXES)):
         value_a, value_b = _shown(a, axis, registry), _shown(b, axis, registry)
         if value_a != value_b:
             rows.append((axis, value_a, value_b))
@@ -223,13 +225,13 @@ def run_ablation(
     ``text`` extra is installed, else bytes), ``"gpt2"`` or ``"bytes"``; with GPT-2,
     ``vocab_limit`` keeps the most frequent tokens and spells the rest as bytes (see
     ``zoo.train.load_corpus``; None keeps every token); ``max_chars`` keeps only the
-    start of the text. ``threads``: torch CPU threads
-    while training (default 1: models this small run fastest on one thread, notably on
-    a busy machine, and the curves then do not depend on the core count; None leaves
-    torch's setting). ``on_progress(run_name, step,
-    steps, loss)`` is called with ``step=0, loss=None`` when a run starts, after every
-    update with its training loss, and once more with ``step=steps`` and the final
-    validation loss when the run is done.
+    start of the text. ``threads``: torch CPU threads while training (default 1: models
+    this small run fastest on one thread, notably on a busy machine, and the curves
+    then do not depend on the core count; None leaves torch's setting).
+
+    ``on_progress(run_name, step, steps, loss)`` is called with ``step=0, loss=None``
+    when a run starts, after every update with its training loss, and once more with
+    ``step=steps`` and the final validation loss when the run is done.
 
     Writes ``<out_dir>/NN-<run>.safetensors`` per run, ``ablation.json`` and
     ``ablation.png``.
@@ -264,8 +266,8 @@ def run_ablation(
         kept = corpus.vocab_size - (256 if corpus.byte_fallback else 0)
         spelled = f", the rarer {corpus.byte_fallback:.0%} of tokens spelled out as bytes" if corpus.byte_fallback else ""
         notes.append(f"GPT-2 tokens: the {kept} most frequent in the text, renumbered{spelled}")
-    else:
-        notes.append("byte tokens (vocabulary 256): install zoo[text] for GPT-2 tokens")
+    elif tokenizer == "auto":
+        notes.append("byte tokens (vocabulary 256): the GPT-2 tokenizer is not installed; `pip install 'zoo[text]'` adds it")
     plan: list[tuple[str, str, ModelConfig]] = [(base, "base", small_base)]
     for axis, _, value in differences:
         if axis in SIZE_AXES or axis == "architecture":
@@ -279,7 +281,10 @@ def run_ablation(
     plan.append((target, "target", small_target))
 
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"cannot create the output folder {out_dir}: {err.strerror}; pick another out_dir") from err
     runs: list[AblationRun] = []
     for index, (name, axis, config) in enumerate(plan):
         runs.append(_train_one(index, name, axis, config, corpus, settings, out_dir, on_progress, registry))
@@ -288,7 +293,16 @@ def run_ablation(
 
     plot_path = plot_curves(runs, out_dir / "ablation.png", title=f"{base} -> {target}", notes=notes)
     result = AblationResult(
-        base, target, differences, runs, settings, corpus.describe(), out_dir / "ablation.json", plot_path, notes
+        base=base,
+        target=target,
+        differences=differences,
+        runs=runs,
+        settings=settings,
+        scale={"d_model": d_model, "layers": layers, "heads": heads},
+        data=corpus.describe(),
+        results_path=out_dir / "ablation.json",
+        plot_path=plot_path,
+        notes=notes,
     )
     _write_json(result)
     return result

@@ -23,7 +23,7 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -103,9 +103,6 @@ class TrainResult:
     @property
     def final_val_loss(self) -> float:
         return self.curve[-1].val_loss
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "final_val_loss": self.final_val_loss}
 
 
 # -- data ----------------------------------------------------------------------------
@@ -335,6 +332,8 @@ def train(
     ``on_step(step, train_loss)`` is called after every update. The model is left in
     eval mode.
     """
+    _check_length(train_tokens, settings.seq_len, "training")
+    _check_length(val_tokens, settings.seq_len, "validation")
     device = next(model.parameters()).device
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
     if vocab is not None and max(int(train_tokens.max()), int(val_tokens.max())) >= vocab:
@@ -365,9 +364,9 @@ def train(
             value = loss.item()
             seconds += time.perf_counter() - start
             if not math.isfinite(value):
-                raise InputError(
-                    f"the training loss became {value} at step {step + 1}; lower the learning "
-                    f"rate (lr={settings.lr}) or raise warmup_steps"
+                raise ConfigError(
+                    f"the training loss became {value} at step {step + 1}: training diverged; "
+                    f"lower the learning rate (lr={settings.lr}) or raise warmup_steps"
                 )
             since_eval.append(value)
             done = step + 1
