@@ -152,11 +152,28 @@ class ScaledActivation(nn.Module):
         nn.init.ones_(self.scale)
 
 
+class GatedPreNorm(zoo.Placement):
+    """x + gate * f(norm(x)), with a learned scalar gate: a parameter of the placement
+    itself besides its norm (grouped with the norms: both shape the residual stream)."""
+
+    def __init__(self, builder: Any) -> None:
+        super().__init__()
+        self.norm = builder.norm()
+        self.gate = nn.Parameter(torch.ones(()))
+
+    def forward(self, x: torch.Tensor, sublayer: nn.Module, *args: object) -> torch.Tensor:
+        return x + self.gate * sublayer(self.norm(x), *args)
+
+    def reset_parameters(self) -> None:
+        nn.init.ones_(self.gate)
+
+
 class CountingTestPlugin:
     @zoo.hookimpl
     def zoo_register_components(self, register: Any) -> None:
         register("mlp", "gated", lambda builder, options: GatedMLP(builder))
         register("activation", "scaled_relu", lambda builder, options: ScaledActivation(builder), ScaleOptions)
+        register("placement", "gated_pre", lambda builder, options: GatedPreNorm(builder))
 
 
 def test_plugin_components_are_counted_as_built() -> None:
@@ -169,6 +186,9 @@ def test_plugin_components_are_counted_as_built() -> None:
     assert s.flops_per_token["mlp"] == layers * 2 * 3 * d * f
     assert s.parameters["attention"] == base.parameters["attention"]
     assert s.flops_per_token["attention"] == base.flops_per_token["attention"]
+    gated = summarize("gpt2-small", registry=registry, context=8, placement="gated_pre", **TINY)
+    assert gated.parameters["norms"] == base.parameters["norms"] + 2 * layers  # a gate per sub-layer
+    assert gated.total_parameters == base.total_parameters + 2 * layers
 
 
 @pytest.mark.skipif("transformer-2017-base" not in PRESETS, reason="the encoder-decoder preset is not registered")
