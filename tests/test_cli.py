@@ -405,6 +405,20 @@ def test_build_into_a_folder_keeps_versions(cli: Any, tmp_path: Path) -> None:
     assert "versions" in table
 
 
+@pytest.mark.skipif("transformer-2017-base" not in PRESETS, reason="the encoder-decoder preset is not registered")
+def test_build_inspect_and_info_of_an_encoder_decoder(cli: Any, tmp_path: Path) -> None:
+    path = tmp_path / "seq2seq.safetensors"
+    sets = [*TINY_SETS, "--set", "n_encoder_layers=1"]
+    assert cli("build", "transformer-2017-base", *sets, "-o", str(path)).code == 0
+    config = zoo.get_config("transformer-2017-base", **TINY, n_encoder_layers=1)
+    info = cli("inspect", str(path), "--json").json()
+    assert info["digest_ok"] is True and info["config"] == config.model_dump(mode="json")
+    assert any(t["name"].startswith("encoder.0.") for t in info["tensors"])
+    table = cli("info", str(path)).out
+    assert "encoder_decoder" in table and "n_encoder_layers" in table
+    assert cli("info", str(path), "--json").json()["parameters"]["total"] == zoo.load(path).num_parameters()
+
+
 @pytest.fixture
 def checkpoint(tmp_path: Path) -> Path:
     torch.manual_seed(0)
