@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from zoo.builder import build
+from zoo.checkpoint import save
 from zoo.config import ModelConfig, resolve_config
 from zoo.errors import ConfigError, InputError, ZooError
 from zoo.registry import KINDS, Registry, default_registry
@@ -329,8 +330,6 @@ def _train_one(
     on_progress: ProgressCallback | None,
     registry: Registry,
 ) -> AblationRun:
-    from zoo.checkpoint import save
-
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(settings.seed)
         model = build(config, registry=registry)
