@@ -628,6 +628,33 @@ def test_ablate_table(cli: Any, tmp_path: Path) -> None:
         assert text in result.out, text
 
 
+def test_ablate_flags_reach_run_ablation(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+
+    def spy(**kwargs: Any) -> None:
+        seen.update(kwargs)
+        raise zoo.ConfigError("stopped by the test")
+
+    monkeypatch.setattr("zoo.ablate.run_ablation", spy)
+    flags = ["--from", "gpt2-small", "--to", "transformer-2017", "--d-model", "40", "--layers", "3", "--heads", "5",
+             "--seq-len", "24", "--steps", "7", "--batch", "6", "--lr", "0.01", "--eval-every", "2", "--seed", "4",
+             "--tokenizer", "gpt2", "--vocab-limit", "all", "--max-chars", "999", "--threads", "2",
+             "--data", "corpus.txt", "--out", "somewhere"]
+    assert_one_error_line(cli("ablate", *flags), "stopped by the test")
+    on_progress = seen.pop("on_progress")
+    assert callable(on_progress)
+    assert seen == dict(
+        base="gpt2-small", target="transformer-2017", d_model=40, layers=3, heads=5, seq_len=24, steps=7, batch=6,
+        lr=0.01, eval_every=2, seed=4, tokenizer="gpt2", vocab_limit=None, max_chars=999, threads=2,
+        data=Path("corpus.txt"), out_dir=Path("somewhere"),
+    )
+    seen.clear()
+    cli("ablate", "--vocab-limit", "300")
+    assert seen["vocab_limit"] == 300 and "steps" not in seen  # unset flags leave run_ablation's defaults
+    with pytest.raises(SystemExit):
+        main(["ablate", "--vocab-limit", "many"])
+
+
 def test_ablate_errors_are_one_line(cli: Any, tmp_path: Path) -> None:
     assert_one_error_line(cli("ablate", "--from", "gpt2-smal", "--out", str(tmp_path)), "unknown preset 'gpt2-smal'")
     assert_one_error_line(

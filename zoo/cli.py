@@ -137,21 +137,22 @@ def fmt_flops(x: float) -> str:
     return f"{x:.0f}"
 
 
-def fmt_value(value: Any) -> str:
-    """A config value in a table: component specs as ``name(option=value, ...)``."""
+def fmt_value(value: Any, *, nested: bool = False) -> str:
+    """A config value in a table: component specs as ``name(option=value, ...)``, other
+    mappings as ``key=value, ...`` (in braces when nested)."""
+    if hasattr(value, "model_dump"):
+        value = value.model_dump()
     if isinstance(value, Mapping):
         value = dict(value)
         name = value.pop("name", None)
-        inner = ", ".join(f"{k}={fmt_value(v)}" for k, v in value.items())
-        if name is None:
-            return inner
-        return f"{name}({inner})" if inner else str(name)
-    if hasattr(value, "model_dump"):
-        return fmt_value(value.model_dump())
+        inner = ", ".join(f"{k}={fmt_value(v, nested=True)}" for k, v in value.items())
+        if name is not None:
+            return f"{name}({inner})" if inner else str(name)
+        return f"{{{inner}}}" if nested else inner
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, (list, tuple)):
-        return "(" + ", ".join(fmt_value(v) for v in value) + ")"
+        return "(" + ", ".join(fmt_value(v, nested=True) for v in value) + ")"
     return str(value)
 
 
@@ -598,7 +599,8 @@ def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
 
 # Flags of `zoo ablate` passed to run_ablation when given (its defaults rule otherwise).
 ABLATE_OPTIONS = (
-    "d_model", "layers", "heads", "seq_len", "steps", "batch", "lr", "eval_every", "seed", "tokenizer", "max_chars",
+    "d_model", "layers", "heads", "seq_len", "steps", "batch", "lr", "eval_every", "seed",
+    "tokenizer", "vocab_limit", "max_chars", "threads",
 )
 
 
@@ -612,6 +614,8 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
     }
     if args.data is not None:
         options["data"] = Path(args.data)
+    if options.get("vocab_limit") == "all":
+        options["vocab_limit"] = None
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -723,6 +727,16 @@ def cmd_bench(args: argparse.Namespace, ui: Ui) -> int:
 # -- the parser ------------------------------------------------------------------------
 
 
+def vocab_limit(text: str) -> int | str:
+    """``--vocab-limit``: a count, or ``all`` for every GPT-2 token in the text."""
+    if text == "all":
+        return "all"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of tokens or 'all', got {text!r}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks of errors")
@@ -816,7 +830,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--tokenizer", choices=("auto", "gpt2", "bytes"), default=None, help="auto: GPT-2 if installed, else bytes"
     )
+    p.add_argument(
+        "--vocab-limit", type=vocab_limit, default=None, metavar="N|all",
+        help="GPT-2 tokens: keep the N most frequent, spell the rest as bytes (default 1024)",
+    )
     p.add_argument("--max-chars", type=int, default=None, metavar="N", help="train on the first N characters only")
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads while training (default 1)")
     p.add_argument("--out", default="runs/ablation", metavar="DIR", help="output folder (default runs/ablation)")
 
     p = add("bench", cmd_bench, "run the benchmarks of bench/ (all, or one by name), forwarding arguments")
