@@ -821,11 +821,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-echo", action="store_true", help="print only the generated text, not the prompt")
 
     p = add("ablate", cmd_ablate, "train a base, each single swap toward a target, and the target", [json_flag])
-    p.add_argument("--from", dest="base", default="transformer-2017", metavar="PRESET")
-    p.add_argument("--to", dest="target", default="gpt2-small", metavar="PRESET")
-    for flag in ("--d-model", "--layers", "--heads", "--seq-len", "--steps", "--batch", "--eval-every", "--seed"):
-        p.add_argument(flag, type=int, default=None)
-    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--from", dest="base", default="transformer-2017", metavar="PRESET", help="default transformer-2017")
+    p.add_argument("--to", dest="target", default="gpt2-small", metavar="PRESET", help="default gpt2-small")
+    from zoo.ablate import DEFAULT_SCALE
+
+    for flag in ("--d-model", "--layers", "--heads", "--seq-len", "--steps", "--batch", "--eval-every"):
+        default = DEFAULT_SCALE[flag.removeprefix("--").replace("-", "_")]
+        p.add_argument(flag, type=int, default=None, metavar="N", help=f"default {default}")
+    p.add_argument("--lr", type=float, default=None, help=f"peak learning rate (default {DEFAULT_SCALE['lr']})")
+    p.add_argument("--seed", type=int, default=None, metavar="N", help="seed of init and data order (default 0)")
     p.add_argument("--data", default=None, metavar="FILE", help="a text file to train on (default: Shakespeare)")
     p.add_argument(
         "--tokenizer", choices=("auto", "gpt2", "bytes"), default=None, help="auto: GPT-2 if installed, else bytes"
@@ -835,7 +839,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="GPT-2 tokens: keep the N most frequent, spell the rest as bytes (default 1024)",
     )
     p.add_argument("--max-chars", type=int, default=None, metavar="N", help="train on the first N characters only")
-    p.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads while training (default 1)")
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads for training (default 1)")
     p.add_argument("--out", default="runs/ablation", metavar="DIR", help="output folder (default runs/ablation)")
 
     p = add("bench", cmd_bench, "run the benchmarks of bench/ (all, or one by name), forwarding arguments")
