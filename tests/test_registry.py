@@ -148,7 +148,7 @@ def test_plugin_allow_list_and_deny_list_skip_entry_points(monkeypatch: pytest.M
 
 
 def test_unknown_kind_in_components_lookup() -> None:
-    with pytest.raises(zoo.UnknownComponentError, match="Did you mean 'norm'"):
+    with pytest.raises(zoo.RegistryError, match="unknown component kind 'norms'. Did you mean 'norm'"):
         zoo.components("norms")
 
 

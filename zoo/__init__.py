@@ -52,6 +52,7 @@ _LAZY = {
     "to_hf": "zoo.interop.hf",
     "generate_text": "zoo.generate",
     "tokenizer": "zoo.tokenizer",
+    "summarize": "zoo.summary",
 }
 
 

@@ -43,13 +43,18 @@ class RegistryError(ZooError):
     """A component lookup or registration failed."""
 
 
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """`` Did you mean 'x' or 'y'?`` for the choices close to ``name``, else ``""``."""
+    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.5)
+    return f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
 class UnknownComponentError(RegistryError):
     """No component of this kind has this name; the message suggests close names."""
 
     def __init__(self, kind: str, name: str, available: Iterable[str], hint: str = "") -> None:
         names = sorted(available)
-        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
-        guess = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        guess = did_you_mean(name, names)
         listing = ", ".join(names) if names else "none are registered"
         super().__init__(
             f"unknown {kind} component {name!r}.{guess} Available {kind} components: {listing}."

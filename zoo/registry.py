@@ -15,7 +15,6 @@ Plugin control, for ruling out a misbehaving plugin:
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import importlib
 import importlib.metadata as metadata
@@ -28,7 +27,14 @@ from typing import Any
 import pluggy
 from pydantic import BaseModel, ConfigDict
 
-from zoo.errors import DuplicateComponentError, PluginError, PresetError, UnknownComponentError
+from zoo.errors import (
+    DuplicateComponentError,
+    PluginError,
+    PresetError,
+    RegistryError,
+    UnknownComponentError,
+    did_you_mean,
+)
 from zoo.hookspecs import PROJECT, ZooSpec
 
 KINDS: tuple[str, ...] = ("attention", "norm", "placement", "activation", "position", "mlp", "init")
@@ -276,7 +282,7 @@ class Registry:
     def components(self, kind: str | None = None) -> list[Component]:
         """Registered components, sorted by kind (in ``KINDS`` order) then name."""
         if kind is not None and kind not in KINDS:
-            raise UnknownComponentError("kind", kind, KINDS)
+            raise RegistryError(f"unknown component kind {kind!r}.{did_you_mean(kind, KINDS)} Kinds are: {', '.join(KINDS)}.")
         found = [c for c in self._components.values() if kind is None or c.kind == kind]
         return sorted(found, key=lambda c: (KINDS.index(c.kind), c.name))
 
@@ -288,10 +294,8 @@ class Registry:
         try:
             return self._presets[name]
         except KeyError:
-            close = difflib.get_close_matches(name, self._presets, n=3, cutoff=0.5)
-            guess = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
             raise PresetError(
-                f"unknown preset {name!r}.{guess} Available presets: {', '.join(self.preset_names())}."
+                f"unknown preset {name!r}.{did_you_mean(name, self._presets)} Available presets: {', '.join(self.preset_names())}."
             ) from None
 
     @property
