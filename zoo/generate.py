@@ -122,7 +122,6 @@ class Step:
     finished: Tensor
 
 
-@torch.inference_mode()
 def stream(
     model: DecoderLM,
     input_ids: Tensor,
@@ -135,51 +134,90 @@ def stream(
 ) -> Iterator[Step]:
     """Decode step by step, yielding each ``Step``; stops when every sequence is finished.
 
-    The model runs in eval mode (no dropout) and is put back as it was afterwards.
+    The model runs in eval mode (no dropout) and is put back as it was afterwards; a
+    model left in eval mode keeps the faster weight layout of
+    ``DecoderLM.use_decoding_layout`` (same values), one returned to training does not.
     """
     sampling = sampling or Sampling()
     ids, mask = _check_inputs(model, input_ids, max_new_tokens, attention_mask)
-    batch, prompt_len = ids.shape
     if max_new_tokens == 0:
         return
-    eos = _eos_tensor(eos_token_id, ids.device)
-    pad = int(eos[0]) if eos is not None else 0
-    seen = None
-    if sampling.repetition_penalty != 1.0:  # which tokens each sequence holds, padding excluded
-        counts = torch.zeros(batch, model.config.vocab_size, device=ids.device)
-        real = mask.float() if mask is not None else torch.ones_like(ids, dtype=torch.float)
-        seen = counts.scatter_add_(1, ids, real) > 0
-    finished = torch.zeros(batch, dtype=torch.bool, device=ids.device)
-    total = prompt_len + max_new_tokens
-    cache = model.new_cache(total)
-    positions = None
-    full_mask = None
-    if mask is not None:
-        full_mask = torch.ones(batch, total, dtype=torch.bool, device=ids.device)
-        full_mask[:, :prompt_len] = mask
-        positions = (mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, S): padding counts as 0
+    decoding = _Decoding(model, ids, mask, max_new_tokens, sampling, _eos_tensor(eos_token_id, ids.device), generator)
     was_training = model.training
     model.eval()
+    layout = getattr(model, "use_decoding_layout", None)
+    if layout is not None:
+        layout()  # kept while the model stays in eval mode; train() undoes it
     try:
-        scores = model(ids, attention_mask=mask, positions=positions, cache=cache, last_only=True)[:, -1]
+        scores = decoding.prefill()
         for step in range(max_new_tokens):
-            tokens = sampling.choose(scores, seen, generator)  # (B,)
-            if eos is not None:
-                tokens = tokens.masked_fill(finished, pad)
-                finished = finished | torch.isin(tokens, eos)
+            tokens, finished = decoding.choose(scores)
             yield Step(tokens, scores, finished)
-            if step == max_new_tokens - 1 or (eos is not None and bool(finished.all())):
+            if step == max_new_tokens - 1 or decoding.all_finished():
                 return
-            if seen is not None:
-                seen[torch.arange(batch, device=ids.device), tokens] = True
-            if full_mask is not None and positions is not None:
-                positions = positions[:, -1:] + 1  # (B, 1)
-                step_mask = full_mask[:, : prompt_len + step + 1]
-            else:
-                step_mask = None
-            scores = model(tokens[:, None], attention_mask=step_mask, positions=positions, cache=cache, last_only=True)[:, -1]
+            scores = decoding.advance(tokens)
     finally:
         model.train(was_training)
+
+
+class _Decoding:
+    """One batch being decoded: its cache, mask, positions, seen tokens, finished rows."""
+
+    def __init__(
+        self,
+        model: DecoderLM,
+        ids: Tensor,
+        mask: Tensor | None,
+        max_new_tokens: int,
+        sampling: Sampling,
+        eos: Tensor | None,
+        generator: torch.Generator | None,
+    ) -> None:
+        self.model, self.ids, self.sampling, self.eos, self.generator = model, ids, sampling, eos, generator
+        batch, self.prompt_len = ids.shape
+        self.pad = int(eos[0]) if eos is not None else 0
+        self.finished = torch.zeros(batch, dtype=torch.bool, device=ids.device)
+        self.cache = model.new_cache(self.prompt_len + max_new_tokens)
+        self.mask = self.full_mask = self.positions = None
+        if mask is not None:  # left padding: positions count real tokens only
+            self.mask = mask
+            self.full_mask = torch.ones(batch, self.prompt_len + max_new_tokens, dtype=torch.bool, device=ids.device)
+            self.full_mask[:, : self.prompt_len] = mask
+            self.positions = (mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, S)
+        self.seen = None
+        if sampling.repetition_penalty != 1.0:  # the tokens each row holds, padding excluded
+            real = mask.float() if mask is not None else torch.ones_like(ids, dtype=torch.float)
+            counts = torch.zeros(batch, model.config.vocab_size, device=ids.device)
+            self.seen = counts.scatter_add_(1, ids, real) > 0
+
+    @torch.inference_mode()
+    def prefill(self) -> Tensor:
+        """Run the prompt, filling the cache; the scores (B, V) for the first new token."""
+        out = self.model(self.ids, attention_mask=self.mask, positions=self.positions, cache=self.cache, last_only=True)
+        return out[:, -1]
+
+    @torch.inference_mode()
+    def choose(self, scores: Tensor) -> tuple[Tensor, Tensor]:
+        tokens = self.sampling.choose(scores, self.seen, self.generator)  # (B,)
+        if self.eos is not None:
+            tokens = tokens.masked_fill(self.finished, self.pad)
+            self.finished = self.finished | torch.isin(tokens, self.eos)
+        return tokens, self.finished
+
+    def all_finished(self) -> bool:
+        return self.eos is not None and bool(self.finished.all())
+
+    @torch.inference_mode()
+    def advance(self, tokens: Tensor) -> Tensor:
+        """Feed the new tokens (B,) through the model; the scores (B, V) for the next ones."""
+        if self.seen is not None:
+            self.seen[torch.arange(tokens.shape[0], device=tokens.device), tokens] = True
+        step_mask = None
+        if self.full_mask is not None and self.positions is not None:
+            self.positions = self.positions[:, -1:] + 1  # (B, 1)
+            step_mask = self.full_mask[:, : self.cache.length + 1]
+        out = self.model(tokens[:, None], attention_mask=step_mask, positions=self.positions, cache=self.cache, last_only=True)
+        return out[:, -1]
 
 
 def generate(
