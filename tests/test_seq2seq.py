@@ -16,6 +16,15 @@ V = TINY["vocab_size"]
 COMPONENTS = [(c.kind, c.name) for c in zoo.components()]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread() -> Any:
+    """Tiny models run fastest on one thread; two spin-wait badly on a busy machine."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 def tiny_seq2seq(**overrides: Any) -> EncoderDecoder:
     torch.manual_seed(0)
     return zoo.build("transformer-2017-base", **{**TINY, "n_encoder_layers": 2, **overrides}).eval()
