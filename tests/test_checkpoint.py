@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import os
 import pickle
 import struct
 import sys
@@ -179,6 +180,7 @@ def test_loaded_weights_are_memory_mapped_not_copied(tmp_path: Path) -> None:
     assert converted.tok_emb.weight.untyped_storage().resizable()  # a real copy
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # torch's own imports
 def test_compiled_and_ddp_models_save_under_plain_names(tmp_path: Path) -> None:
     model = tiny()
     compiled = torch.compile(model)
@@ -198,6 +200,17 @@ def test_compiled_and_ddp_models_save_under_plain_names(tmp_path: Path) -> None:
         dist.destroy_process_group()
     assert all(not t.name.startswith(("_orig_mod.", "module.")) for t in inspect(path).tensors)
     assert_same_model(model, zoo.load(path))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_models_save_and_load_on_a_device(tmp_path: Path) -> None:
+    model = tiny().cuda()
+    path = zoo.save(model, tmp_path / "cuda.safetensors")
+    loaded = zoo.load(path, device="cuda", dtype=torch.bfloat16)
+    assert loaded.tok_emb.weight.device.type == "cuda" and loaded.tok_emb.weight.dtype == torch.bfloat16
+    assert loaded.head.weight is loaded.tok_emb.weight
+    assert torch.equal(loaded.tok_emb.weight, model.tok_emb.weight.to(torch.bfloat16))
+    assert_same_model(model.cpu(), zoo.load(path))
 
 
 # -- versions --------------------------------------------------------------------------
@@ -231,6 +244,9 @@ def test_single_file_is_replaced_and_leaves_no_temporary(tmp_path: Path) -> None
     zoo.save(tiny(), path, metadata={"run": 2})
     assert inspect(path).metadata == {"run": 2}
     assert list(path.parent.iterdir()) == [path]
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # as any new file, not safetensors' 0600
 
 
 def test_inspect_reports_the_header(tmp_path: Path) -> None:
@@ -310,8 +326,8 @@ def test_missing_plugin_error_names_its_distribution(plugin_distribution: zoo.Re
     with pytest.raises(CheckpointError) as err:
         zoo.load(path, registry=builtins_only)
     message = str(err.value)
-    assert str(path) in message and "activation component 'squared_relu'" in message
-    assert "pip install zoo-ckpt-testplugin==1.2.3" in message
+    assert str(path) in message and "activation 'squared_relu' comes from" in message
+    assert "pip install zoo-ckpt-testplugin (1.2.3 wrote this checkpoint)" in message
     info = inspect(path, registry=builtins_only)  # still inspectable: config stays a dict
     assert isinstance(info.config, dict) and info.config["activation"]["name"] == "squared_relu"
 
@@ -325,7 +341,7 @@ def test_missing_unpackaged_plugin_says_to_pass_a_registry(tmp_path: Path) -> No
     registry = zoo.Registry(entry_points=False, plugins=[Plugin()])
     model = zoo.build("gpt2-small", registry=registry, activation="negrelu", **TINY)
     path = zoo.save(model, tmp_path / "m.safetensors", registry=registry)
-    with pytest.raises(CheckpointError, match=r"plugin 'Plugin-0', which is not an installed distribution"):
+    with pytest.raises(CheckpointError, match=r"comes from plugin 'Plugin-0', which is not an installed distribution"):
         zoo.load(path, registry=zoo.Registry(entry_points=False))
     with pytest.raises(CheckpointError, match="Pass the registry the model was built with"):
         zoo.save(model, tmp_path / "other.safetensors", registry=zoo.Registry(entry_points=False))
@@ -337,7 +353,7 @@ def test_installed_third_party_plugin_is_recorded(tmp_path: Path) -> None:
     path = zoo.save(model, tmp_path / "modern.safetensors")
     records = inspect(path).components
     assert records["position"].distribution == records["mlp"].distribution == "zoo-modern"
-    with pytest.raises(CheckpointError, match="pip install zoo-modern"):
+    with pytest.raises(CheckpointError, match="position 'rotary' and mlp 'swiglu' come from the distribution zoo-modern .*pip install zoo-modern"):
         zoo.load(path, registry=zoo.Registry(entry_points=False))
 
 

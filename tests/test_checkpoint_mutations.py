@@ -40,7 +40,8 @@ class Variant(NamedTuple):
     digest_only: bool  # True: only the digest can tell (run with verify=True)
 
 
-Family = Callable[[bytes, bool], Iterator[Variant]]
+Family = Callable[[bytes, bool], Iterator[Variant]]  # (checkpoint bytes, slow) -> variants
+Change = Callable[[dict[str, torch.Tensor]], None]  # edits a file's tensors in place
 
 
 # -- the families ----------------------------------------------------------------------
@@ -145,24 +146,44 @@ def config_edits(raw: bytes, slow: bool) -> Iterator[Variant]:
     yield Variant("config: norm_eps edited, unsigned", edit_config(raw, signed=False, norm_eps=1e-3), True)
 
 
+def replacing(name: str, make: Callable[[torch.Tensor], torch.Tensor]) -> Change:
+    """A change for ``edit_tensors`` that replaces tensor ``name`` by ``make(it)``."""
+
+    def change(tensors: dict[str, torch.Tensor]) -> None:
+        tensors[name] = make(tensors[name])
+
+    return change
+
+
+def adding(name: str, make: Callable[[dict[str, torch.Tensor]], torch.Tensor]) -> Change:
+    def change(tensors: dict[str, torch.Tensor]) -> None:
+        tensors[name] = make(tensors)
+
+    return change
+
+
+def reshaped(tensor: torch.Tensor) -> torch.Tensor:
+    """Same elements, another shape: (n,) -> (n, 1), (a, b) -> (a * b,)."""
+    return tensor.reshape(-1, 1) if tensor.dim() == 1 else tensor.reshape(-1)
+
+
 def tensor_edits(raw: bytes, slow: bool) -> Iterator[Variant]:
     names = sorted(safetensors.torch.load(raw))
     for name in names[:: 1 if slow else 2]:
         yield Variant(f"{name} dropped", edit_tensors(raw, lambda t, n=name: t.pop(n)), False)
-    first = names[0]
-    for extra in ("extra.weight", f"{first}.copy", "blocks.7.attn.qkv.weight"):
-        yield Variant(f"{extra} added", edit_tensors(raw, lambda t, e=extra: t.update({e: torch.zeros(3)})), False)
-    yield Variant("head.weight added", edit_tensors(raw, lambda t: t.update({"head.weight": t["tok_emb.weight"].clone()}) if "head.weight" not in t else t.update({"head.bias": torch.zeros(2)})), False)  # fmt: skip
+    extras = ["extra.weight", f"{names[0]}.copy", "blocks.7.attn.qkv.weight", "head.bias"]
+    if "head.weight" not in names:
+        extras.append("head.weight")  # a tied weight stored twice
+    for extra in extras:
+        yield Variant(f"{extra} added", edit_tensors(raw, adding(extra, lambda t: t["tok_emb.weight"].clone())), False)
     for name in names[:: 1 if slow else 6]:
         for dtype in (torch.int32, torch.int64, torch.uint8, torch.bool):
-            change = lambda t, n=name, d=dtype: t.update({n: t[n].to(d)})  # noqa: E731
-            yield Variant(f"{name} as {dtype}", edit_tensors(raw, change), False)
-        for dtype in (torch.float16, torch.bfloat16, torch.float64):
-            change = lambda t, n=name, d=dtype: t.update({n: t[n].to(d)})  # noqa: E731
+            yield Variant(f"{name} as {dtype}", edit_tensors(raw, replacing(name, lambda t, d=dtype: t.to(d))), False)
+        for dtype in (torch.float16, torch.bfloat16, torch.float64):  # a mixed-precision file is legal once signed
+            change = replacing(name, lambda t, d=dtype: t.to(d))
             yield Variant(f"{name} as {dtype}, unsigned", edit_tensors(raw, change, signed=False), True)
-        reshaped = lambda t, n=name: t.update({n: t[n].reshape(-1, 1) if t[n].dim() == 1 else t[n].t().contiguous()})  # noqa: E731
-        yield Variant(f"{name} reshaped", edit_tensors(raw, reshaped), False)
-        shifted = lambda t, n=name: t.update({n: t[n] + 0.001})  # noqa: E731
+        yield Variant(f"{name} reshaped", edit_tensors(raw, replacing(name, reshaped)), False)
+        shifted = replacing(name, lambda t: t + 0.001)
         yield Variant(f"{name} values changed, unsigned", edit_tensors(raw, shifted, signed=False), True)
 
 
@@ -179,19 +200,23 @@ def header_json_edits(raw: bytes, slow: bool) -> Iterator[Variant]:
         if not torch.equal(tensors[a], tensors[b])  # swapping equal tensors changes nothing
     ]
     for a, b in swappable[: None if slow else 6]:
-        edited = {**header, a: header[b], b: header[a]}
-        yield Variant(f"{a} and {b} swapped", join_file(edited, data), True)
+        yield Variant(f"{a} and {b} swapped", join_file({**header, a: header[b], b: header[a]}, data), True)
+
+    def edited(name: str, **changes: Any) -> bytes:
+        """The file with header entry ``name`` changed, data untouched."""
+        return join_file({**header, name: {**header[name], **changes}}, data)
+
     for name, entry in sorted(entries.items())[:: 1 if slow else 5]:
         start, stop = entry["data_offsets"]
         for dtype in ("I32", "U32", "F16", "I8", "BOOL", "F64", "Q4", ""):
-            yield Variant(f"{name} dtype {dtype}", join_file({**header, name: {**entry, "dtype": dtype}}, data), False)
+            yield Variant(f"{name} dtype {dtype}", edited(name, dtype=dtype), False)
         for shape in ([*entry["shape"][::-1], 1], [entry["shape"][0] * 2], [0], [-1], ["x"], []):
-            yield Variant(f"{name} shape {shape}", join_file({**header, name: {**entry, "shape": shape}}, data), False)
-        for offsets in ([start, stop - 1], [start + 1, stop], [start, stop + 4], [stop, start], [0, len(data) + 4], [start]):
-            yield Variant(f"{name} offsets {offsets}", join_file({**header, name: {**entry, "data_offsets": offsets}}, data), False)
+            yield Variant(f"{name} shape {shape}", edited(name, shape=shape), False)
+        for offsets in ([start, stop - 1], [start + 1, stop], [start, stop + 4], [stop, start], [0, len(data) + 4]):
+            yield Variant(f"{name} offsets {offsets}", edited(name, data_offsets=offsets), False)
+        yield Variant(f"{name} one offset", edited(name, data_offsets=[start]), False)
     yield Variant("no __metadata__", join_file(entries, data), False)
-    meta = header["__metadata__"]
-    yield Variant("zoo.format as a number", join_file({**header, "__metadata__": {**meta, "zoo.format": 1}}, data), False)
+    yield Variant("zoo.format as a number", edited("__metadata__", **{"zoo.format": 1}), False)
     yield Variant("__metadata__ a list", join_file({**header, "__metadata__": [1]}, data), False)
     text = json.dumps(header, separators=(",", ":")).encode() + b"}x"
     text += b" " * (-len(text) % 8)

@@ -34,7 +34,7 @@ import os
 import re
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,7 @@ from zoo.registry import KINDS, Registry, default_registry
 FORMAT = 1
 DIGEST_SCHEME = "xxh3_128"
 SUFFIX = ".safetensors"
-_VERSION_NAME = re.compile(r"v(\d+)\.safetensors")
+_VERSION_NAME = re.compile(r"v([0-9]+)\.safetensors")
 _REQUIRED = ("zoo.version", "zoo.created", "zoo.config", "zoo.components", "zoo.ties", "zoo.metadata")
 _DTYPES = {
     "float32": torch.float32, "fp32": torch.float32,
@@ -131,12 +131,12 @@ class _Checkpoint:
     ties: dict[str, str]
     user_metadata: dict[str, Any]
     digest_ok: bool | None = None
-    missing_plugins: list[str] = field(default_factory=list)
+    missing_plugins: str | None = None  # what to install, when a component's plugin is missing
 
     def model_config(self) -> ModelConfig:
         """The validated config; an error naming the distributions of missing plugins."""
         if not isinstance(self.config, ModelConfig):
-            raise CheckpointError(f"cannot load {self.path}: " + " ".join(self.missing_plugins))
+            raise CheckpointError(self.missing_plugins or f"cannot load {self.path}: its config is not validated")
         return self.config
 
 
@@ -333,7 +333,13 @@ def _write_temporary(directory: Path, target: Path, tensors: dict[str, Tensor], 
     """Write the file under a hidden temporary name in ``directory`` and fsync it."""
     temporary = directory / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
     try:
+        # Created first to learn the mode the umask gives new files: safetensors writes
+        # through a 0600 temporary of its own and renames it over this one.
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        mode = os.fstat(fd).st_mode & 0o777
+        os.close(fd)
         save_file(tensors, temporary, metadata=header)
+        os.chmod(temporary, mode)
         _fsync(temporary)
     except BaseException as err:
         temporary.unlink(missing_ok=True)
@@ -460,8 +466,8 @@ def inspect(
     if isinstance(ckpt.config, ModelConfig):
         with torch.device("meta"):
             _check_fit(ckpt, model_for(ckpt.config, registry), strict=True)
-    listing = versions(path) if Path(path).is_dir() else None
-    match = _VERSION_NAME.fullmatch(file.name) if file.parent == Path(path) else None
+    is_directory = Path(path).is_dir()
+    match = _VERSION_NAME.fullmatch(file.name) if is_directory else None
     return CheckpointInfo(
         path=file,
         format=ckpt.format,
@@ -475,7 +481,7 @@ def inspect(
         digest_ok=ckpt.digest_ok,
         file_size=file.stat().st_size,
         version=int(match.group(1)) if match else None,
-        versions=listing,
+        versions=versions(path) if is_directory else None,
     )
 
 
@@ -545,7 +551,7 @@ def _read(file: Path, *, verify: bool, registry: Registry) -> _Checkpoint:
             f"{file} is damaged: its metadata lacks {', '.join(absent)}. "
             f"Restore it from a copy, or load another version."
         )
-    _parse_time(metadata["zoo.created"], file)
+    _parse_time(metadata["zoo.created"], file)  # a damaged time is damage here too
     config_data = _json_field(metadata, "zoo.config", file, dict)
     components = _component_records(_json_field(metadata, "zoo.components", file, dict), file)
     ties = _json_field(metadata, "zoo.ties", file, dict)
@@ -709,11 +715,11 @@ def _component_records(data: dict[str, Any], file: Path) -> dict[str, ComponentR
 
 def _missing_plugins(
     config: Mapping[str, Any], components: Mapping[str, ComponentRecord], registry: Registry, file: Path
-) -> list[str]:
-    """One message per configured component whose plugin is not installed, naming its
-    distribution as recorded at save time. A component name the record contradicts, or
-    an unknown one with no record, is damage and raises at once."""
-    messages = []
+) -> str | None:
+    """What to install for configured components the registry lacks, per distribution
+    recorded at save time; ``None`` when all are there. A component name that the
+    record contradicts, or an unknown one with no record, is damage and raises."""
+    missing: dict[tuple[str | None, str | None, str | None], list[str]] = {}  # (plugin, dist, version)
     for kind in KINDS:
         spec = config.get(kind)
         name = spec.get("name") if isinstance(spec, dict) else spec
@@ -730,21 +736,24 @@ def _missing_plugins(
         except UnknownComponentError as err:
             if record is None:
                 raise CheckpointError(f"cannot load {file}: {err}") from err
-            if record.distribution:
-                at = f" {record.version}" if record.version else ""
-                pin = f"=={record.version}" if record.version else ""
-                messages.append(
-                    f"its {kind} component {name!r} came from the distribution "
-                    f"{record.distribution}{at} (plugin {record.plugin!r}), which is not "
-                    f"installed or failed to load; install it: pip install {record.distribution}{pin}"
-                )
-            else:
-                messages.append(
-                    f"its {kind} component {name!r} came from plugin {record.plugin!r}, which "
-                    f"is not an installed distribution; pass a registry that includes it: "
-                    f"zoo.load(path, registry=zoo.Registry(plugins=[...]))"
-                )
-    return messages
+            missing.setdefault((record.plugin, record.distribution, record.version), []).append(f"{kind} {name!r}")
+    if not missing:
+        return None
+    lines = []
+    for (plugin, distribution, version), parts in missing.items():
+        what = f"{' and '.join(parts)} {'come' if len(parts) > 1 else 'comes'} from"
+        if distribution:
+            wrote = f" ({version} wrote this checkpoint)" if version else ""
+            lines.append(
+                f"{what} the distribution {distribution} (plugin {plugin!r}), which is not "
+                f"installed or failed to load: pip install {distribution}{wrote}"
+            )
+        else:
+            lines.append(
+                f"{what} plugin {plugin!r}, which is not an installed distribution: pass a "
+                f"registry that includes it, zoo.load(path, registry=zoo.Registry(plugins=[...]))"
+            )
+    return f"cannot load {file}: its " + "; its ".join(lines)
 
 
 def _validate(data: dict[str, Any], registry: Registry, file: Path) -> ModelConfig:
@@ -769,9 +778,11 @@ def _check_fit(ckpt: _Checkpoint, model: nn.Module, *, strict: bool) -> list[str
     if strict and ckpt.ties != ties:
         problems.append(f"tied weights: the file ties {ckpt.ties or 'nothing'}, the model ties {ties or 'nothing'}")
     if problems:
-        fix = "" if not strict else " load(..., strict=False) ignores unexpected tensors and initialises missing ones."
+        fix = " load(..., strict=False) ignores unexpected tensors and initialises missing ones." if strict else ""
         raise CheckpointError(
-            f"{ckpt.path} does not fit the model its config describes:\n  " + "\n  ".join(problems) + f"\nThe file is damaged or was edited.{fix}"
+            f"{ckpt.path} does not fit the model its config describes:\n  "
+            + "\n  ".join(problems)
+            + f"\nThe file is damaged or was edited.{fix}"
         )
     return sorted(set(stored) - set(ckpt.tensors))
 
@@ -800,7 +811,7 @@ def _compare(
             kind = "a floating-point dtype" if want.is_floating_point() else _dtype_name(want.dtype)
             mismatched.append(f"{name} has dtype {_dtype_name(have.dtype)}, expected {kind}")
     if mismatched:
-        problems.append("mismatched: " + "; ".join(mismatched[:10]) + (f"; and {len(mismatched) - 10} more" if len(mismatched) > 10 else ""))
+        problems.append(f"mismatched: {_names(mismatched, separator='; ')}")
     return problems
 
 
@@ -874,13 +885,15 @@ def _version_name(number: int) -> str:
     return f"v{number:04d}{SUFFIX}"
 
 
-def _names(names: list[str], limit: int = 10) -> str:
-    shown = ", ".join(names[:limit])
+def _names(names: list[str], limit: int = 10, separator: str = ", ") -> str:
+    shown = separator.join(names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def _numbers(numbers: list[int]) -> str:
-    return ", ".join(map(str, numbers)) if len(numbers) <= 12 else f"{numbers[0]} to {numbers[-1]} ({len(numbers)} in all)"
+    if len(numbers) <= 12:
+        return ", ".join(map(str, numbers))
+    return f"{numbers[0]} to {numbers[-1]} ({len(numbers)} in all)"
 
 
 __all__ = [
