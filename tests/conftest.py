@@ -9,6 +9,9 @@ import torch
 
 import zoo
 
+# `make test` runs two workers on two cores: one thread each avoids oversubscription.
+torch.set_num_threads(1)
+
 # Small enough for every test to build many models; big enough to have heads and layers.
 TINY: dict[str, Any] = dict(
     vocab_size=97, max_seq_len=64, d_model=32, n_layers=2, n_heads=4, dropout=0.0

@@ -16,6 +16,7 @@ EXPECTED_PARAMETERS = {
     "gpt2-large": 774_030_080,
     "gpt2-xl": 1_557_611_200,
     "transformer-2017": 44_645_888,
+    "transformer-2017-base": 63_082_496,
 }
 
 
@@ -32,7 +33,8 @@ def test_every_preset_validates_and_builds_on_meta(name: str) -> None:
 @pytest.mark.parametrize("name", zoo.list_models())
 def test_every_preset_runs_at_tiny_size(name: str) -> None:
     model = tiny(name)
-    out = model(torch.randint(0, TINY["vocab_size"], (2, 8)))
+    idx = torch.randint(0, TINY["vocab_size"], (2, 8))
+    out = model(idx, idx) if model.config.architecture == "encoder_decoder" else model(idx)
     assert out.shape[-1] == TINY["vocab_size"] and torch.isfinite(out).all()
 
 

@@ -30,6 +30,7 @@ from zoo.errors import (
 )
 from zoo.hookspecs import hookimpl
 from zoo.model import DecoderLM
+from zoo.seq2seq import EncoderDecoder
 from zoo.registry import KINDS, Component, Registry, default_registry
 
 
@@ -71,6 +72,7 @@ __all__ = [
     "components",
     "ModelConfig",
     "DecoderLM",
+    "EncoderDecoder",
     "Registry",
     "KINDS",
     "hookimpl",

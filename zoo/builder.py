@@ -19,6 +19,7 @@ from zoo.registry import Registry, default_registry
 
 if TYPE_CHECKING:
     from zoo.model import DecoderLM
+    from zoo.seq2seq import EncoderDecoder
 
 
 class Builder:
@@ -92,7 +93,7 @@ def build(
     dtype: torch.dtype | None = None,
     registry: Registry | None = None,
     **overrides: Any,
-) -> DecoderLM:
+) -> DecoderLM | EncoderDecoder:
     """Build a model from a preset name, a config or a mapping, with overrides.
 
     ``zoo.build("gpt2-small", placement="post", position="sinusoidal",
