@@ -29,6 +29,15 @@ from conftest import TINY, tiny
 from zoo import CheckpointError
 from zoo.checkpoint import FORMAT, digest, inspect
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread() -> Iterator[None]:
+    """Tiny models run fastest on one thread; two spin-wait badly on a busy machine."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 # -- byte-level helpers ----------------------------------------------------------------
 
 
