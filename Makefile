@@ -17,8 +17,15 @@ $(STAMP): pyproject.toml Makefile $(wildcard examples/*/pyproject.toml)
 	if [ -f examples/zoo-modern/pyproject.toml ]; then $(BIN)/python -m pip install --quiet -e examples/zoo-modern; fi
 	touch $(STAMP)
 
+# The main job: GPT-2 Small's parts, the swap toward the 2017 design, the 2017-vs-GPT-2
+# comparison, a short ablation that trains each swap, and a look inside one checkpoint.
 demo: $(STAMP)
-	$(BIN)/python -m zoo.demo
+	$(BIN)/zoo info gpt2-small
+	$(BIN)/zoo compare gpt2-small gpt2-small --set-b placement=post --set-b position=sinusoidal --set-b activation=relu
+	$(BIN)/zoo compare transformer-2017 gpt2-small
+	$(BIN)/zoo ablate --from transformer-2017 --to gpt2-small --d-model 48 --layers 2 --heads 4 \
+		--seq-len 48 --steps 60 --batch 12 --lr 4e-3 --eval-every 15 --out runs/demo
+	$(BIN)/zoo inspect runs/demo/00-base-transformer-2017.safetensors
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -q
