@@ -71,6 +71,29 @@ def test_greedy_left_padded_batch_matches_transformers(hf_pair: tuple[Any, zoo.D
         assert torch.equal(model.generate(alone, 24)[0, -24:], ours[row, -24:])
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(do_sample=False, repetition_penalty=1.5),
+        dict(do_sample=True),
+        dict(do_sample=True, temperature=0.8, top_k=20, top_p=0.9),
+        dict(do_sample=True, temperature=1.5, top_p=0.8, repetition_penalty=1.2),
+    ],
+    ids=["greedy-penalty", "sample", "sample-T-k-p", "sample-T-p-penalty"],
+)
+def test_sampling_matches_transformers_with_the_same_seed(hf_pair: tuple[Any, zoo.DecoderLM], options: dict[str, Any]) -> None:
+    """Same processors in the same order, one multinomial draw per step from torch's RNG."""
+    reference, model = hf_pair
+    ids, _ = left_padded([10], 10, seed=4)
+    torch.manual_seed(7)
+    ours = model.generate(ids, 30, **options)
+    torch.manual_seed(7)
+    with torch.no_grad():
+        theirs = reference.generate(ids, max_new_tokens=30, pad_token_id=0, eos_token_id=None, top_k=options.get("top_k"), **{k: v for k, v in options.items() if k != "top_k"})
+    assert torch.equal(ours, theirs)
+    assert not torch.equal(ours, model.generate(ids, 30))  # the options changed the output
+
+
 def test_eos_stops_each_sequence(hf_pair: tuple[Any, zoo.DecoderLM]) -> None:
     reference, model = hf_pair
     ids, mask = left_padded([8, 5], 8, seed=3)
@@ -190,7 +213,8 @@ SCORES = [2.0, 1.0, 0.5, -1.0, -3.0]
         # p = softmax(SCORES) = .609 .224 .136 .0303 .0041: 0.7 needs the top two, 0.85 three.
         (Sampling(do_sample=True, top_p=0.7), None, softmax([2.0, 1.0, -math.inf, -math.inf, -math.inf])),
         (Sampling(do_sample=True, top_p=0.85), None, softmax([2.0, 1.0, 0.5, -math.inf, -math.inf])),
-        (Sampling(do_sample=True, top_p=0.5), None, [1.0, 0, 0, 0, 0]),
+        (Sampling(do_sample=True, top_p=0.6), None, [1.0, 0, 0, 0, 0]),  # token 0 alone has .607
+        (Sampling(do_sample=True, top_p=0.61), None, softmax([2.0, 1.0, -math.inf, -math.inf, -math.inf])),
         # CTRL: seen positive scores divided by the penalty, seen negative ones multiplied.
         (Sampling(do_sample=True, repetition_penalty=2.0), [0, 3], softmax([1.0, 1.0, 0.5, -2.0, -3.0])),
         (
@@ -199,7 +223,7 @@ SCORES = [2.0, 1.0, 0.5, -1.0, -3.0]
             softmax([1.0, 2.0, 1.0, -math.inf, -math.inf]),
         ),
     ],
-    ids=["plain", "T2", "T0.5", "top_k2", "top_k1", "top_p0.7", "top_p0.85", "top_p0.5", "penalty", "combined"],
+    ids=["plain", "T2", "T0.5", "top_k2", "top_k1", "top_p0.7", "top_p0.85", "top_p0.6", "top_p0.61", "penalty", "combined"],
 )
 def test_sampling_distribution_matches_hand_computation(sampling: Sampling, seen: list[int] | None, expected: list[float]) -> None:
     scores = torch.tensor([SCORES])

@@ -152,7 +152,7 @@ class DecoderLM(nn.Module):
         """
         with torch.inference_mode(False), torch.no_grad():  # parameters stay normal tensors
             for weight in self._linear_weights():
-                wide = weight.shape[0] > weight.shape[1]
+                wide = weight.shape[0] >= weight.shape[1]
                 if wide and weight.device.type == "cpu" and weight.dtype == torch.float32 and weight.is_contiguous():
                     weight.data = weight.data.t().contiguous().t()  # (out, in), contiguous along out
 
