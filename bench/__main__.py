@@ -1,4 +1,5 @@
-"""Run every benchmark in bench/ (or those named): ``python -m bench [forward generate ...]``."""
+"""Run benchmarks: ``python -m bench`` runs them all; ``python -m bench NAME [ARGS...]``
+runs one with its own flags (``python -m bench modern --repeats 5``)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,19 @@ import sys
 from pathlib import Path
 
 
+def available() -> list[str]:
+    folder = str(Path(__file__).parent)
+    return sorted(m.name.removeprefix("bench_") for m in pkgutil.iter_modules([folder]) if m.name.startswith("bench_"))
+
+
 def main(argv: list[str]) -> int:
-    names = sorted(m.name.removeprefix("bench_") for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if m.name.startswith("bench_"))
-    chosen = argv or names
-    unknown = sorted(set(chosen) - set(names))
-    if unknown:
-        sys.stderr.write(f"unknown benchmark(s) {', '.join(unknown)}; available: {', '.join(names)}\n")
+    names = available()
+    if argv and argv[0] not in names:
+        sys.stderr.write(f"unknown benchmark {argv[0]!r}; available: {', '.join(names)}\n")
         return 2
-    for name in chosen:
-        module = importlib.import_module(f"bench.bench_{name}")
-        module.main([])
+    runs = [(argv[0], argv[1:])] if argv else [(name, []) for name in names]
+    for name, args in runs:
+        importlib.import_module(f"bench.bench_{name}").main(args)
         sys.stdout.write("\n")
     return 0
 

@@ -272,10 +272,16 @@ class Registry:
         """The component ``kind``/``name``, or ``UnknownComponentError`` with suggestions."""
         component = self._components.get((kind, name))
         if component is None:
-            failed = [p for p in self.plugins if p.status == "failed"]
             hint = ""
+            failed = [p.name for p in self.plugins if p.status == "failed"]
+            skipped = [p.name for p in self.plugins if p.status == "skipped"]
             if failed:
-                hint = " Note: plugin(s) " + ", ".join(repr(p.name) for p in failed) + " failed to load (see `zoo plugins`)."
+                hint += f" Note: plugin(s) {', '.join(map(repr, failed))} failed to load (see `zoo plugins`)."
+            if skipped:
+                hint += (
+                    f" Note: plugin(s) {', '.join(map(repr, skipped))} were skipped by "
+                    f"ZOO_PLUGINS / ZOO_DISABLE_PLUGINS."
+                )
             raise UnknownComponentError(kind, name, (n for k, n in self._components if k == kind), hint)
         return component
 
