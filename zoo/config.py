@@ -219,7 +219,7 @@ def _describe(err: ValidationError, prefix: str = "") -> str:
         got = item.get("input")
         shown = f" (got {got!r})" if got is not None and not isinstance(got, dict) else ""
         message = item["msg"].removeprefix("Value error, ")
-        lines.append(f"{where or 'config'}: {message}{shown}")
+        lines.append(f"{where}: {message}{shown}" if where else f"{message}{shown}")
     return "; ".join(lines)
 
 
