@@ -40,8 +40,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--new", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=16, help="decode steps timed at each cache length")
+    parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
-    setup()
+    setup(args.threads)
     from transformers import GPT2Config, GPT2LMHeadModel, GenerationConfig
     from transformers.utils import logging as hf_logging
 

@@ -195,9 +195,14 @@ def test_from_hf_never_unpickles_code(tmp_path: Path) -> None:
         zoo.from_hf(folder)
 
 
-def test_from_hf_dtype_and_missing_tensors(tmp_path: Path) -> None:
-    _, folder = hf_gpt2(tmp_path)
+def test_from_hf_dtype_attention_and_missing_tensors(tmp_path: Path) -> None:
+    reference, folder = hf_gpt2(tmp_path)
     assert zoo.from_hf(folder, dtype=torch.bfloat16).tok_emb.weight.dtype == torch.bfloat16
+    eager = zoo.from_hf(folder, attention="eager")
+    assert eager.config.attention.name == "eager"
+    assert_same_logits(eager, reference)
+    with pytest.raises(zoo.InteropError, match="attention='gqa'"):
+        zoo.from_hf(folder, attention="gqa")
     rewrite_weights(
         folder,
         lambda t: save_file({k: v for k, v in t.items() if "ln_2" not in k}, folder / "model.safetensors", {"format": "pt"}),

@@ -142,18 +142,19 @@ class DecoderLM(nn.Module):
         return weights
 
     def use_decoding_layout(self) -> None:
-        """Store wide linear weights (out > in) contiguous along ``out``: same values and
+        """Store linear weights with out >= in contiguous along ``out``: same values and
         shapes, faster CPU decoding. ``train()`` stores them back.
 
         Decoding multiplies each weight by one vector. CPU BLAS streams a weight fastest
         along its longer side, and ``nn.Linear`` keeps (out, in) contiguous along ``in``,
         which for the qkv and up projections and the vocabulary head reads about half as
-        fast. Only float32 weights on the CPU, where this was measured, are changed.
+        fast (square ones gain a little). Only float32 weights on the CPU, where this was
+        measured, are changed.
         """
         with torch.inference_mode(False), torch.no_grad():  # parameters stay normal tensors
             for weight in self._linear_weights():
-                wide = weight.shape[0] >= weight.shape[1]
-                if wide and weight.device.type == "cpu" and weight.dtype == torch.float32 and weight.is_contiguous():
+                out_side = weight.shape[0] >= weight.shape[1]  # out is the longer side
+                if out_side and weight.device.type == "cpu" and weight.dtype == torch.float32 and weight.is_contiguous():
                     weight.data = weight.data.t().contiguous().t()  # (out, in), contiguous along out
 
     def train(self, mode: bool = True) -> DecoderLM:

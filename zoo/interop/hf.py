@@ -39,6 +39,7 @@ ACTIVATIONS = {
     "silu": "silu",
     "swish": "silu",
 }
+GPT2_ATTENTION = ("sdpa", "eager")  # zoo attentions with GPT-2's math and weight layout
 ACTIVATIONS_OUT = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "silu": "silu"}
 
 # (GPT-2 name, zoo name, stored transposed?). "{i}" is the layer index.
@@ -194,7 +195,7 @@ def _blockers(config: ModelConfig) -> list[str]:
         spec = getattr(config, kind)
         if spec.name != name or spec.options:
             blockers.append(f"{kind} {spec.name!r} ({why})")
-    if config.attention.name not in ("sdpa", "eager") or config.attention.options:
+    if config.attention.name not in GPT2_ATTENTION or config.attention.options:
         blockers.append(f"attention {config.attention.name!r} (GPT-2 has plain multi-head attention with a fused c_attn)")
     if config.activation.name not in ACTIVATIONS_OUT:
         blockers.append(f"activation {config.activation.name!r} (GPT-2 configs name {', '.join(ACTIVATIONS_OUT)})")
@@ -332,6 +333,11 @@ def from_hf(
     Weights keep their stored dtype unless ``dtype`` is given. ``attention`` picks the
     zoo attention implementation (``"sdpa"`` or ``"eager"``; both are GPT-2's math).
     """
+    if attention not in GPT2_ATTENTION:
+        raise InteropError(
+            f"attention={attention!r}: GPT-2's weights fit the zoo attentions "
+            f"{', '.join(map(repr, GPT2_ATTENTION))} (same math, fused qkv); pick one of them"
+        )
     folder = Path(path)
     config_path = folder / "config.json"
     if not config_path.is_file():
@@ -375,9 +381,8 @@ def to_hf(model: DecoderLM, path: str | os.PathLike[str]) -> Path:
             f"GPT-2's layout has no encoder"
         )
     config = model.config
+    hf_config = config_to_hf(config, model.tok_emb.weight.dtype)  # refuses before any work
     state = model.state_dict()
-    dtype = state["tok_emb.weight"].dtype
-    hf_config = config_to_hf(config, dtype)
     tensors: dict[str, Tensor] = {}
     for hf_name, zoo_name, transposed in _layout(config.n_layers):
         if zoo_name == "head.weight" and config.tie_embeddings:
