@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pydantic
 import pytest
 
 import zoo
@@ -12,7 +13,7 @@ from zoo.config import ModelConfig, apply_overrides, validate_config
 
 def test_config_is_frozen_and_forbids_extra_fields() -> None:
     config = zoo.get_config("gpt2-small")
-    with pytest.raises(Exception):
+    with pytest.raises(pydantic.ValidationError, match="frozen"):
         config.d_model = 1  # type: ignore[misc]
     with pytest.raises(zoo.ConfigError, match="n_layer"):
         zoo.get_config("gpt2-small", n_layer=3)

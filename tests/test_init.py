@@ -48,10 +48,9 @@ def test_every_init_covers_every_parameter(init: str) -> None:
     for name, p in model.named_parameters():
         assert torch.isfinite(p).all(), name
         assert p.abs().max() < 10, name
-    again = zoo.build("gpt2-small", init=init, **TINY)
     torch.manual_seed(0)
     again = zoo.build("gpt2-small", init=init, **TINY)
-    for (name, a), (_, b) in zip(model.named_parameters(), again.named_parameters()):
+    for (name, a), (_, b) in zip(model.named_parameters(), again.named_parameters(), strict=True):
         torch.testing.assert_close(a, b, msg=name)  # seeded: reproducible
 
 

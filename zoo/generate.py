@@ -25,7 +25,7 @@ from zoo.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
     from zoo.model import DecoderLM
-    from zoo.tokenizer import Tokenizer
+    from zoo.text import Tokenizer
 
 __all__ = ["Sampling", "Step", "stream", "generate", "generate_text"]
 
@@ -292,8 +292,8 @@ def generate_text(
     starts from ``<|endoftext|>``, as GPT-2's unconditional samples do; generation
     stops at ``<|endoftext|>`` unless ``stop_at_eot`` is false.
     """
-    from zoo.tokenizer import Tokenizer
-    from zoo.tokenizer import tokenizer as load_tokenizer
+    from zoo.text import Tokenizer
+    from zoo.text import tokenizer as load_tokenizer
 
     model = load_model(model_or_path)
     if tokenizer is None:
@@ -363,7 +363,7 @@ def _folder_tokenizer(model_or_path: object) -> Tokenizer | None:
     if isinstance(model_or_path, (str, os.PathLike)):
         folder = Path(model_or_path)
         if (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
-            from zoo.tokenizer import tokenizer
+            from zoo.text import tokenizer
 
             return tokenizer(folder)
     return None

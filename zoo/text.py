@@ -16,8 +16,6 @@ import hashlib
 import importlib
 import json
 import os
-import sys
-import types
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -187,15 +185,3 @@ def _require(module: str) -> Any:
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-class _CallableModule(types.ModuleType):
-    """Importing ``zoo.tokenizer`` binds this module to the name ``zoo.tokenizer``,
-    shadowing the function of that name that ``zoo`` exports; calling the module calls
-    the function, so ``zoo.tokenizer("gpt2")`` works either way."""
-
-    def __call__(self, name_or_path: str | os.PathLike[str] = "gpt2") -> Tokenizer:
-        return tokenizer(name_or_path)
-
-
-sys.modules[__name__].__class__ = _CallableModule
