@@ -19,7 +19,7 @@ from zoo.cache import KVCache
 from zoo.config import ModelConfig
 from zoo.contracts import AttentionContext, PositionEncoding
 from zoo.errors import ConfigError, InputError
-from zoo.registry import Registry
+from zoo.registry import KINDS, Registry
 
 
 class Block(nn.Module):
@@ -38,30 +38,88 @@ class Block(nn.Module):
         return x
 
 
-class DecoderLM(nn.Module):
+class TokenModel(nn.Module):
+    """What every zoo language model shares: the token embedding (scaled as configured)
+    plus positions, the output head tied to it, and checks on the token ids."""
+
+    def __init__(self, config: ModelConfig, builder: Builder) -> None:
+        super().__init__()
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        self.position: PositionEncoding = builder.position()
+        self.drop = nn.Dropout(config.dropout.embedding)
+        self.embed_scale = math.sqrt(config.d_model) if config.embedding_scale == "sqrt_d_model" else 1.0
+
+    def wants_final_norm(self, placement: nn.Module) -> bool:
+        """A norm after the last layer: as configured, else as the placement says."""
+        if self.config.final_norm is not None:
+            return self.config.final_norm
+        return bool(getattr(placement, "final_norm", True))
+
+    def tie_weights(self) -> None:
+        """Share the token embedding with the head, when configured."""
+        if self.config.tie_embeddings:
+            self.head.weight = self.tok_emb.weight
+
+    def embed(self, idx: Tensor, positions: Tensor) -> Tensor:
+        """Token embeddings (B, S, d), scaled, with positions, after dropout."""
+        x = self.tok_emb(idx)  # (B, S, d)
+        if self.embed_scale != 1.0:
+            x = x * self.embed_scale
+        return self.drop(self.position.embed(x, positions))
+
+    def output(self, x: Tensor) -> Tensor:
+        """Logits (B, S, V) of the last hidden states, or log-probabilities if configured."""
+        logits = self.head(self.final_norm(x))  # (B, S, V)
+        if self.config.head_output == "log_softmax":
+            return F.log_softmax(logits, dim=-1)
+        return logits
+
+    def check_tokens(self, idx: Tensor, length: int, name: str = "idx") -> None:
+        """Refuse token ids of the wrong shape or dtype, too long, or outside the vocabulary."""
+        if idx.dim() != 2 or idx.dtype not in (torch.long, torch.int32, torch.int64):
+            raise InputError(
+                f"{name} must be an integer tensor of token ids of shape (batch, seq), got "
+                f"{idx.dtype} of shape {tuple(idx.shape)}; add a batch dimension with {name}[None]"
+            )
+        limit = self.position.max_positions
+        if limit is not None and length > limit:
+            raise ConfigError(
+                f"{name}: {length} positions do not fit: position {self.config.position.name!r} "
+                f"holds max_seq_len={limit}; shorten the input to at most {limit} tokens (prompt "
+                f"plus new tokens), or use a position encoding without a limit"
+            )
+        if idx.numel() and not idx.is_meta:
+            low, high = int(idx.min()), int(idx.max())
+            if low < 0 or high >= self.config.vocab_size:
+                raise InputError(
+                    f"{name}: token id {low if low < 0 else high} is outside the vocabulary "
+                    f"[0, {self.config.vocab_size}); check the tokenizer matches the model"
+                )
+
+    def num_parameters(self, *, trainable_only: bool = False) -> int:
+        """Number of parameters, tied weights counted once."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
+
+    def extra_repr(self) -> str:
+        c = self.config
+        sizes = f"layers={c.n_layers}, d_model={c.d_model}, heads={c.n_heads}, d_ff={c.d_ff}, vocab={c.vocab_size}"
+        return ", ".join([sizes, *(f"{kind}={getattr(c, kind).name}" for kind in KINDS)])
+
+
+class DecoderLM(TokenModel):
     """A causal language model: ``model(idx) -> logits`` of shape (B, S, vocab_size).
 
     With ``head_output = "log_softmax"`` (the 2017 design) it returns log-probabilities.
     """
 
     def __init__(self, config: ModelConfig, registry: Registry | None = None) -> None:
-        super().__init__()
-        self.config = config
         builder = Builder(config, registry)
-        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
-        self.position: PositionEncoding = builder.position()
-        self.drop = nn.Dropout(config.dropout.embedding)
+        super().__init__(config, builder)
         self.blocks = nn.ModuleList(Block(builder) for _ in range(config.n_layers))
-        wants_final_norm = self.blocks[0].attn_residual.final_norm if config.final_norm is None else config.final_norm
-        self.final_norm = builder.norm() if wants_final_norm else nn.Identity()
+        self.final_norm = builder.norm() if self.wants_final_norm(self.blocks[0].attn_residual) else nn.Identity()
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        self.embed_scale = math.sqrt(config.d_model) if config.embedding_scale == "sqrt_d_model" else 1.0
         self.tie_weights()
-
-    def tie_weights(self) -> None:
-        """Share the token embedding with the head, when configured."""
-        if self.config.tie_embeddings:
-            self.head.weight = self.tok_emb.weight
 
     def forward(
         self,
@@ -83,44 +141,17 @@ class DecoderLM(nn.Module):
         """
         batch, seq = idx.shape
         offset = cache.length if cache is not None else 0
-        self._check_input(idx, offset + seq)
+        self.check_tokens(idx, offset + seq)
         if positions is None:
             positions = torch.arange(offset, offset + seq, device=idx.device)[None]  # (1, S)
-        x = self.tok_emb(idx)  # (B, S, d)
-        if self.embed_scale != 1.0:
-            x = x * self.embed_scale
-        x = self.drop(self.position.embed(x, positions))
+        x = self.embed(idx, positions)  # (B, S, d)
         padding = attention_mask.bool() if attention_mask is not None else None
         ctx = AttentionContext(positions, self.position, key_padding=padding, weights=record_weights)
         for i, block in enumerate(self.blocks):
             x = block(x, ctx.for_layer(cache[i] if cache is not None else None))
         if last_only:
             x = x[:, -1:]  # (B, 1, d)
-        logits = self.head(self.final_norm(x))  # (B, S, V)
-        if self.config.head_output == "log_softmax":
-            return F.log_softmax(logits, dim=-1)
-        return logits
-
-    def _check_input(self, idx: Tensor, length: int) -> None:
-        if idx.dim() != 2 or idx.dtype not in (torch.long, torch.int32, torch.int64):
-            raise InputError(
-                f"token ids must be an integer tensor of shape (batch, seq), got {idx.dtype} "
-                f"of shape {tuple(idx.shape)}; add a batch dimension with idx[None]"
-            )
-        limit = self.position.max_positions
-        if limit is not None and length > limit:
-            raise ConfigError(
-                f"{length} positions do not fit: position {self.config.position.name!r} holds "
-                f"max_seq_len={limit}; shorten the input to at most {limit} tokens (prompt "
-                f"plus new tokens), or use a position encoding without a limit"
-            )
-        if idx.numel() and not idx.is_meta:
-            low, high = int(idx.min()), int(idx.max())
-            if low < 0 or high >= self.config.vocab_size:
-                raise InputError(
-                    f"token id {low if low < 0 else high} is outside the vocabulary "
-                    f"[0, {self.config.vocab_size}); check the tokenizer matches the model"
-                )
+        return self.output(x)
 
     def new_cache(self, capacity: int = 0) -> KVCache:
         """An empty KV cache for this model; ``capacity`` preallocates positions."""
@@ -173,21 +204,8 @@ class DecoderLM(nn.Module):
                 weights.setdefault(id(module.weight), module.weight)
         return list(weights.values())
 
-    def num_parameters(self, *, trainable_only: bool = False) -> int:
-        """Number of parameters, tied weights counted once."""
-        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
-
     def generate(self, input_ids: Tensor, max_new_tokens: int, **kwargs: Any) -> Tensor:
         """KV-cached decoding; see ``zoo.generate.generate`` for the options."""
         from zoo.generate import generate
 
         return generate(self, input_ids, max_new_tokens, **kwargs)
-
-    def extra_repr(self) -> str:
-        c = self.config
-        return (
-            f"layers={c.n_layers}, d_model={c.d_model}, heads={c.n_heads}, d_ff={c.d_ff}, "
-            f"vocab={c.vocab_size}, attention={c.attention.name}, norm={c.norm.name}, "
-            f"placement={c.placement.name}, activation={c.activation.name}, "
-            f"position={c.position.name}, mlp={c.mlp.name}"
-        )

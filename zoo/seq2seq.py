@@ -14,18 +14,16 @@ position component is shared too: each side counts its positions from 0.
 
 from __future__ import annotations
 
-import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.builder import Builder
 from zoo.cache import KVCache
 from zoo.config import ModelConfig
-from zoo.contracts import AttentionContext, PositionEncoding
+from zoo.contracts import AttentionContext
 from zoo.errors import ConfigError, InputError
-from zoo.model import Block
+from zoo.model import Block, TokenModel
 from zoo.registry import Registry
 
 
@@ -48,7 +46,7 @@ class DecoderBlock(nn.Module):
         return x
 
 
-class EncoderDecoder(nn.Module):
+class EncoderDecoder(TokenModel):
     """``model(src, tgt) -> logits`` (B, T, vocab_size) for target ids given source ids.
 
     With ``head_output = "log_softmax"`` (the 2017 design) it returns log-probabilities.
@@ -57,30 +55,20 @@ class EncoderDecoder(nn.Module):
     """
 
     def __init__(self, config: ModelConfig, registry: Registry | None = None) -> None:
-        super().__init__()
         if config.architecture != "encoder_decoder" or config.n_encoder_layers is None:
             raise ConfigError(
                 f"EncoderDecoder needs architecture='encoder_decoder', got {config.architecture!r}; "
                 f"build decoder-only configs with zoo.build (DecoderLM)"
             )
-        self.config = config
         builder = Builder(config, registry)
-        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)  # source, target and head
-        self.position: PositionEncoding = builder.position()
-        self.drop = nn.Dropout(config.dropout.embedding)
+        super().__init__(config, builder)  # one embedding for source, target and head
         self.encoder = nn.ModuleList(Block(builder) for _ in range(config.n_encoder_layers))
         self.decoder = nn.ModuleList(DecoderBlock(builder) for _ in range(config.n_layers))
-        wants_final_norm = self.decoder[0].attn_residual.final_norm if config.final_norm is None else config.final_norm
+        wants_final_norm = self.wants_final_norm(self.decoder[0].attn_residual)
         self.encoder_norm = builder.norm() if wants_final_norm else nn.Identity()
         self.final_norm = builder.norm() if wants_final_norm else nn.Identity()
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        self.embed_scale = math.sqrt(config.d_model) if config.embedding_scale == "sqrt_d_model" else 1.0
         self.tie_weights()
-
-    def tie_weights(self) -> None:
-        """Share the token embedding with the head, when configured."""
-        if self.config.tie_embeddings:
-            self.head.weight = self.tok_emb.weight
 
     def forward(
         self,
@@ -96,9 +84,9 @@ class EncoderDecoder(nn.Module):
 
     def encode(self, src: Tensor, *, src_mask: Tensor | None = None) -> Tensor:
         """The encoder's output (B, S, d): every source token sees every other one."""
-        self._check_tokens(src, "src", src.shape[1])
+        self.check_tokens(src, src.shape[1], "src")
         positions = torch.arange(src.shape[1], device=src.device)[None]  # (1, S)
-        x = self._embed(src, positions)
+        x = self.embed(src, positions)
         padding = _as_padding(src_mask, src, "src_mask")
         ctx = AttentionContext(positions, self.position, key_padding=padding, causal=False)
         for block in self.encoder:
@@ -121,7 +109,7 @@ class EncoderDecoder(nn.Module):
         are computed on the first call and reused after.
         """
         offset = cache.length if cache is not None else 0
-        self._check_tokens(tgt, "tgt", offset + tgt.shape[-1])
+        self.check_tokens(tgt, offset + tgt.shape[-1], "tgt")
         batch, seq = tgt.shape
         if memory.dim() != 3 or memory.shape[0] != batch or memory.shape[2] != self.config.d_model:
             raise InputError(
@@ -129,7 +117,7 @@ class EncoderDecoder(nn.Module):
                 f"d_model={self.config.d_model}), got {tuple(memory.shape)}; pass model.encode(src)"
             )
         positions = torch.arange(offset, offset + seq, device=tgt.device)[None]  # (1, T)
-        x = self._embed(tgt, positions)
+        x = self.embed(tgt, positions)
         self_ctx = AttentionContext(positions, self.position, key_padding=_as_padding(tgt_mask, tgt, "tgt_mask", cached=offset))
         cross_ctx = AttentionContext(
             positions, None, key_padding=_as_padding(src_mask, memory, "src_mask"), causal=False, memory=memory
@@ -140,54 +128,14 @@ class EncoderDecoder(nn.Module):
                 self_ctx.for_layer(cache[2 * i] if cache is not None else None),
                 cross_ctx.for_layer(cache[2 * i + 1] if cache is not None else None),
             )
-        logits = self.head(self.final_norm(x))  # (B, T, V)
-        if self.config.head_output == "log_softmax":
-            return F.log_softmax(logits, dim=-1)
-        return logits
-
-    def _embed(self, idx: Tensor, positions: Tensor) -> Tensor:
-        x = self.tok_emb(idx)  # (B, S, d)
-        if self.embed_scale != 1.0:
-            x = x * self.embed_scale
-        return self.drop(self.position.embed(x, positions))
-
-    def _check_tokens(self, idx: Tensor, name: str, length: int) -> None:
-        if idx.dim() != 2 or idx.dtype not in (torch.long, torch.int32, torch.int64):
-            raise InputError(
-                f"{name} must be an integer tensor of token ids of shape (batch, seq), got "
-                f"{idx.dtype} of shape {tuple(idx.shape)}; add a batch dimension with {name}[None]"
-            )
-        limit = self.position.max_positions
-        if limit is not None and length > limit:
-            raise ConfigError(
-                f"{name}: {length} positions do not fit: position {self.config.position.name!r} holds "
-                f"max_seq_len={limit}; shorten {name} to at most {limit} tokens, or use a "
-                f"position encoding without a limit"
-            )
-        if idx.numel() and not idx.is_meta:
-            low, high = int(idx.min()), int(idx.max())
-            if low < 0 or high >= self.config.vocab_size:
-                raise InputError(
-                    f"{name}: token id {low if low < 0 else high} is outside the vocabulary "
-                    f"[0, {self.config.vocab_size}); check the tokenizer matches the model"
-                )
+        return self.output(x)  # (B, T, V)
 
     def new_cache(self, capacity: int = 0) -> KVCache:
         """An empty cache for ``decode``: self- and cross-attention of each decoder layer."""
         return KVCache(2 * self.config.n_layers, capacity)
 
-    def num_parameters(self, *, trainable_only: bool = False) -> int:
-        """Number of parameters, tied weights counted once."""
-        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
-
     def extra_repr(self) -> str:
-        c = self.config
-        return (
-            f"encoder_layers={c.n_encoder_layers}, decoder_layers={c.n_layers}, d_model={c.d_model}, "
-            f"heads={c.n_heads}, d_ff={c.d_ff}, vocab={c.vocab_size}, attention={c.attention.name}, "
-            f"norm={c.norm.name}, placement={c.placement.name}, activation={c.activation.name}, "
-            f"position={c.position.name}, mlp={c.mlp.name}"
-        )
+        return f"encoder_layers={self.config.n_encoder_layers}, decoder_{super().extra_repr()}"
 
 
 def _as_padding(mask: Tensor | None, tokens: Tensor, name: str, *, cached: int = 0) -> Tensor | None:
