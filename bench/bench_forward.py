@@ -11,7 +11,7 @@ import argparse
 import torch
 
 import zoo
-from bench.common import interleaved, matmul_gflops, setup, table
+from bench.common import interleaved, matmul_suite, setup, table
 
 
 def linear_shapes(config: zoo.ModelConfig, seq: int) -> list[tuple[int, int, int]]:
@@ -40,11 +40,12 @@ def main(argv: list[str] | None = None) -> None:
     def run(model):
         return lambda: model(idx)
 
-    with torch.inference_mode():
-        forward = interleaved({"zoo": run(ours), "hf": run(theirs)}, repeats=args.repeats)
     shapes = linear_shapes(ours.config, args.seq)
-    peak = matmul_gflops(shapes)
-    achieved = sum(2 * m * k * n for m, k, n in shapes) / forward["zoo"] / 1e9
+    matmuls, flops = matmul_suite(shapes)
+    with torch.inference_mode():  # the roofline runs interleaved with the models: same noise
+        forward = interleaved({"zoo": run(ours), "hf": run(theirs), "matmuls": matmuls}, repeats=args.repeats)
+    peak = flops / forward["matmuls"] / 1e9
+    achieved = flops / forward["zoo"] / 1e9
     print(
         table(
             f"gpt2-small, 1 x {args.seq} tokens, fp32, {torch.get_num_threads()} threads",

@@ -29,18 +29,24 @@ def interleaved(fns: dict[str, Callable[[], object]], *, repeats: int = 7, warmu
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
-def matmul_gflops(shapes: list[tuple[int, int, int]], repeats: int = 5) -> float:
-    """Measured fp32 throughput of the (tokens, in, out) products, each timed both as
-    ``x @ w.T`` and as ``(w @ x.T).T`` and counted at the faster: the roofline a model made
-    of these matmuls can reach on this machine now."""
-    best = 0.0
+def matmul_suite(shapes: list[tuple[int, int, int]]) -> tuple[Callable[[], None], float]:
+    """A function running the (tokens, in, out) products back to back, each in the
+    orientation that measured faster here (``x @ w.T`` or ``(w @ x.T).T``), and their
+    FLOPs: time it beside a model to get the roofline that model's matmuls can reach."""
+    steps: list[Callable[[], object]] = []
     with torch.inference_mode():
-        for m, k, n in sorted(set(shapes)):
+        for m, k, n in shapes:
             x, w = torch.randn(m, k), torch.randn(n, k)
-            times = interleaved({"x w^T": lambda: x @ w.t(), "w x^T": lambda: w @ x.t()}, repeats=repeats)
-            count = shapes.count((m, k, n))
-            best += count * min(times.values())
-    return sum(2 * m * k * n for m, k, n in shapes) / best / 1e9
+            ways = {"x w^T": lambda x=x, w=w: x @ w.t(), "w x^T": lambda x=x, w=w: w @ x.t()}
+            times = interleaved(ways, repeats=3)
+            steps.append(ways[min(times, key=times.__getitem__)])
+
+    def run() -> None:
+        with torch.inference_mode():
+            for step in steps:
+                step()
+
+    return run, float(sum(2 * m * k * n for m, k, n in shapes))
 
 
 def table(title: str, rows: list[tuple[str, str, str]]) -> str:
