@@ -70,9 +70,12 @@ def torch_defaults(builder: Any, options: Any) -> Callable[[nn.Module], None]:
     """Each module's own default (``reset_parameters``), as plain torch would give."""
 
     def init(model: nn.Module) -> None:
+        done: set[int] = set()  # a tied head keeps the embedding's init, as in plain torch
         for name, module in model.named_modules():
-            if not list(module.parameters(recurse=False)):
+            own = [id(p) for p in module.parameters(recurse=False)]
+            if not own or done.issuperset(own):
                 continue
+            done.update(own)
             if not hasattr(module, "reset_parameters"):
                 raise ConfigError(
                     f"init 'torch' cannot initialise {name or 'the model'} "

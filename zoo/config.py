@@ -231,7 +231,7 @@ def validate_config(data: Mapping[str, Any], *, registry: Registry | None = None
     try:
         return ModelConfig.model_validate(dict(data), context={"registry": registry})
     except ValidationError as err:
-        raise ConfigError(f"invalid {source}: {_describe(err)}") from None
+        raise ConfigError(f"invalid {source}: {_describe(err)}") from err
 
 
 def apply_overrides(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -244,20 +244,18 @@ def apply_overrides(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> di
     merged = dict(base)
     for key, value in overrides.items():
         if key in KINDS:
-            old = _spec_dict(merged.get(key, ModelConfig.model_fields[key].default))
-            new = _spec_dict(value)
-            same = new.get("name", old["name"]) == old["name"]
+            old = _spec_dict(key, merged.get(key, ModelConfig.model_fields[key].default))
+            new = _spec_dict(key, value)
+            same = new.get("name", old.get("name")) == old.get("name")
             merged[key] = {**old, **new} if same else new
         elif key == "dropout" and isinstance(value, Mapping):
-            old = merged.get("dropout", {})
-            old = Dropout.model_validate(old).model_dump() if not isinstance(old, Mapping) else dict(old)
-            merged[key] = {**old, **value}
+            merged[key] = {**_dropout_dict(merged.get("dropout", {})), **value}
         else:
             merged[key] = value
     return merged
 
 
-def _spec_dict(value: Any) -> dict[str, Any]:
+def _spec_dict(kind: str, value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         return {"name": value}
     if isinstance(value, ComponentSpec):
@@ -265,8 +263,19 @@ def _spec_dict(value: Any) -> dict[str, Any]:
     if isinstance(value, Mapping):
         return dict(value)
     raise ConfigError(
-        f"a component must be given as a name or a mapping with 'name', got {value!r}"
+        f"{kind}: a component must be given as a name or a mapping with 'name', got {value!r}; "
+        f"e.g. {kind}={ModelConfig.model_fields[kind].default.name!r}"
     )
+
+
+def _dropout_dict(value: Any) -> dict[str, Any]:
+    """The dropouts ``value`` sets (a mapping or one number), to merge an override into."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    try:
+        return Dropout.model_validate(value).model_dump()
+    except ValidationError as err:
+        raise ConfigError(f"invalid dropout: {_describe(err, prefix='dropout')}") from err
 
 
 def config_dict(config: ModelConfig) -> dict[str, Any]:
@@ -340,7 +349,8 @@ def preset_description(name: str, registry: Registry | None = None) -> str:
         data = tomllib.loads(source.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return ""
-    return str(data.get("preset", {}).get("description", ""))
+    meta = data.get("preset", {})
+    return str(meta.get("description", "")) if isinstance(meta, Mapping) else ""
 
 
 def get_config(name: str, *, registry: Registry | None = None, **overrides: Any) -> ModelConfig:

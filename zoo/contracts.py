@@ -104,7 +104,10 @@ class AttentionContext:
         if score is None and self.key_padding is None and (not causal or q_len == k_len):
             return None, causal
         neg = torch.finfo(dtype).min
-        bias = (score.to(dtype)[None] if score is not None else torch.zeros(1, 1, q_len, k_len, dtype=dtype, device=device))
+        if score is not None:
+            bias = score.to(device=device, dtype=dtype)[None]  # (1, H, q_len, k_len)
+        else:
+            bias = torch.zeros(1, 1, q_len, k_len, dtype=dtype, device=device)
         if causal:
             future = torch.ones(q_len, k_len, dtype=torch.bool, device=device).triu(k_len - q_len + 1)
             bias = bias.masked_fill(future, neg)

@@ -82,8 +82,9 @@ class ZooSpec:
 
     @hookspec
     def zoo_register_presets(self, register: RegisterPreset) -> None:
-        """Register presets (named, validated configs). Called once per plugin, after
-        every plugin's components are registered. Returns nothing."""
+        """Register presets (named configs). Called once per plugin, right after its
+        own components; a preset is validated when first used, so it may name components
+        of plugins that load later. Returns nothing."""
 
     @hookspec
     def zoo_migrate_checkpoint(

@@ -178,6 +178,7 @@ class Registry:
         """Import and register one plugin; on any failure roll it back and record why."""
         staged = _Staged()
         plugin: object | None = None
+        registered = False  # by this call: a rollback must not unregister an earlier plugin
         try:
             try:
                 plugin = importer()
@@ -188,7 +189,10 @@ class Registry:
                     f"ZOO_DISABLE_PLUGINS={info.name}."
                 ) from err
             try:
+                self._check_unique(plugin, info.name)
                 self.pm.register(plugin, name=info.name)
+                registered = True
+                self._check_hook_names(plugin)
                 others = [p for p in self.pm.get_plugins() if p is not plugin]
                 self.pm.subset_hook_caller("zoo_register_components", others)(
                     register=self._component_registrar(info, staged)
@@ -205,7 +209,7 @@ class Registry:
                     f"ZOO_DISABLE_PLUGINS={info.name}."
                 ) from err
         except (PluginError, DuplicateComponentError) as err:
-            if plugin is not None and self.pm.is_registered(plugin):
+            if registered:
                 self.pm.unregister(plugin)
             failure = err if isinstance(err, PluginError) else PluginError(str(err))
             if failure is not err:
@@ -220,6 +224,23 @@ class Registry:
         for preset in staged.presets:
             self._presets[preset.name] = preset
         self.plugins.append(info)
+
+    def _check_unique(self, plugin: object, name: str) -> None:
+        if self.pm.is_registered(plugin):
+            raise ValueError(f"this plugin object is already loaded, as {self.pm.get_name(plugin)!r}; load it once")
+        if self.pm.has_plugin(name):
+            raise ValueError(f"another plugin is already loaded under the name {name!r}; give this one another name")
+
+    def _check_hook_names(self, plugin: object) -> None:
+        """Refuse a hook implementation whose name is not a zoo hook (a typo would do nothing)."""
+        hooks = sorted(n for n in dir(ZooSpec) if n.startswith(f"{PROJECT}_"))
+        for caller in self.pm.get_hookcallers(plugin) or []:
+            own = [i for i in caller.get_hookimpls() if i.plugin is plugin and not i.optionalhook]
+            if caller.spec is None and own:
+                raise ValueError(
+                    f"{caller.name!r} is not a zoo hook.{did_you_mean(caller.name, hooks)} "
+                    f"The hooks are: {', '.join(hooks)}"
+                )
 
     def _component_registrar(self, info: PluginInfo, staged: _Staged) -> Callable[..., None]:
         def register(
