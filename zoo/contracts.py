@@ -96,14 +96,15 @@ class AttentionContext:
         """``(bias, is_causal)`` for ``scaled_dot_product_attention``.
 
         ``bias`` is ``None`` or additive of shape (B|1, H|1, q_len, k_len), with a large
-        finite negative where attention is forbidden (finite, so rows of padding stay
-        free of NaN). ``is_causal`` is True only when a plain causal mask suffices.
+        finite negative where attention is forbidden (half of the dtype's lowest, so that
+        scores added to it stay finite and rows of padding stay free of NaN, fp16
+        included). ``is_causal`` is True only when a plain causal mask suffices.
         """
         score = self.position.score_bias(n_heads, q_len, k_len) if self.position is not None else None
         causal = self.causal and q_len > 1  # one new query may see every cached key
         if score is None and self.key_padding is None and (not causal or q_len == k_len):
             return None, causal
-        neg = torch.finfo(dtype).min
+        neg = torch.finfo(dtype).min / 2  # headroom: a score added to it stays finite in fp16
         if score is not None:
             bias = score.to(device=device, dtype=dtype)[None]  # (1, H, q_len, k_len)
         else:
