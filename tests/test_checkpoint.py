@@ -168,7 +168,7 @@ def test_dtype_converts_on_load_and_bf16_round_trips(tmp_path: Path) -> None:
     path = zoo.save(model, tmp_path / "fp32.safetensors")
     for dtype in (torch.bfloat16, torch.float16, "bf16", "fp32"):
         loaded = zoo.load(path, dtype=dtype)
-        want = zoo.checkpoint._dtype_arg(dtype)
+        want = zoo.builder.dtype_arg(dtype)
         assert {p.dtype for p in loaded.parameters()} == {want}
         assert loaded.head.weight is loaded.tok_emb.weight
         assert torch.equal(loaded.tok_emb.weight, model.tok_emb.weight.to(want))

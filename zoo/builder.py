@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from zoo.config import ModelConfig, resolve_config
+from zoo.errors import ConfigError, ZooError
 from zoo.registry import Registry, default_registry
 
 if TYPE_CHECKING:
@@ -59,6 +60,33 @@ class Builder:
         return self.make("mlp")
 
 
+DTYPES = {
+    "float32": torch.float32, "fp32": torch.float32,
+    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
+    "float64": torch.float64, "fp64": torch.float64,
+}  # fmt: skip
+
+
+def dtype_arg(dtype: torch.dtype | str | None, error: type[ZooError] = ConfigError) -> torch.dtype | None:
+    """A floating-point dtype from a ``torch.dtype`` or a name ("bf16"), else ``error``."""
+    if dtype is None or (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        return dtype
+    if isinstance(dtype, str) and dtype.lower().removeprefix("torch.") in DTYPES:
+        return DTYPES[dtype.lower().removeprefix("torch.")]
+    raise error(f"dtype must be a floating-point dtype such as torch.bfloat16 or 'bf16', got {dtype!r}")
+
+
+def device_arg(device: torch.device | str | None, error: type[ZooError] = ConfigError) -> torch.device | None:
+    """A ``torch.device`` from a device or its name ("cuda:0"), else ``error``."""
+    if device is None:
+        return None
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise error(f"device must name a torch device such as 'cpu' or 'cuda:0', got {device!r}") from err
+
+
 def materialize(model: nn.Module, device: torch.device | str | None = None) -> nn.Module:
     """Give a meta-device model real (uninitialised) storage, re-tie, rebuild buffers."""
     model.to_empty(device=device or "cpu")
@@ -90,7 +118,7 @@ def build(
     name_or_config: str | ModelConfig | Mapping[str, Any],
     *,
     device: torch.device | str | None = None,
-    dtype: torch.dtype | None = None,
+    dtype: torch.dtype | str | None = None,
     registry: Registry | None = None,
     **overrides: Any,
 ) -> DecoderLM | EncoderDecoder:
@@ -100,12 +128,13 @@ def build(
     activation="relu")`` swaps components; ``attention={"name": "eager"}`` passes a
     component with options. ``device="meta"`` builds the structure only.
     """
+    dtype, device = dtype_arg(dtype), device_arg(device)
     config = resolve_config(name_or_config, overrides, registry=registry)
     with torch.device("meta"):
         model = model_for(config, registry)
     if dtype is not None:
         model.to(dtype)
-    if str(device) == "meta":
+    if device is not None and device.type == "meta":
         return model
     materialize(model, device)
     Builder(config, registry).make("init")(model)

@@ -46,7 +46,7 @@ from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from zoo import __version__
-from zoo.builder import Builder, materialize, model_for
+from zoo.builder import Builder, device_arg, dtype_arg, materialize, model_for
 from zoo.config import ModelConfig, validate_config
 from zoo.errors import CheckpointError, ConfigError, RegistryError, UnknownComponentError
 from zoo.registry import KINDS, Registry, default_registry
@@ -57,14 +57,6 @@ DIGEST_SCHEME = "xxh3_128"
 SUFFIX = ".safetensors"
 _VERSION_NAME = re.compile(r"v([0-9]+)\.safetensors")
 _REQUIRED = ("zoo.version", "zoo.created", "zoo.config", "zoo.components", "zoo.ties", "zoo.metadata")
-_DTYPES = {
-    "float32": torch.float32, "fp32": torch.float32,
-    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
-    "float64": torch.float64, "fp64": torch.float64,
-}  # fmt: skip
-
-
 @dataclass(frozen=True)
 class ComponentRecord:
     """Which component a checkpoint used for one kind, and who provided it at save time."""
@@ -414,8 +406,8 @@ def load(
     shape and dtype mismatches are always errors.
     """
     registry = registry or default_registry()
-    target_dtype = _dtype_arg(dtype)
-    target_device = _device_arg(device)
+    target_dtype = dtype_arg(dtype, CheckpointError)
+    target_device = device_arg(device, CheckpointError)
     ckpt = _read(_resolve(path, version), verify=verify, registry=registry)
     config = ckpt.model_config()
     with torch.device("meta"):
@@ -839,23 +831,6 @@ def _tie_map(state: Mapping[str, Tensor]) -> dict[str, str]:
 def _single_float_dtype(tensors: Any) -> torch.dtype | None:
     dtypes = {t.dtype for t in tensors if t.is_floating_point()}
     return dtypes.pop() if len(dtypes) == 1 else None
-
-
-def _dtype_arg(dtype: torch.dtype | str | None) -> torch.dtype | None:
-    if dtype is None or (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
-        return dtype
-    if isinstance(dtype, str) and dtype.lower().removeprefix("torch.") in _DTYPES:
-        return _DTYPES[dtype.lower().removeprefix("torch.")]
-    raise CheckpointError(f"dtype must be a floating-point dtype such as torch.bfloat16 or 'bf16', got {dtype!r}")
-
-
-def _device_arg(device: torch.device | str | None) -> torch.device | None:
-    if device is None:
-        return None
-    try:
-        return torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise CheckpointError(f"device must name a torch device such as 'cpu' or 'cuda:0', got {device!r}") from err
 
 
 def _parse_time(raw: str | None, file: Path) -> datetime | None:

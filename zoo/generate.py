@@ -48,6 +48,10 @@ class Sampling:
     repetition_penalty: float = 1.0
 
     def __post_init__(self) -> None:
+        for name in ("temperature", "top_p", "repetition_penalty"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise InputError(f"{name} must be a number, got {value!r}")
         if not self.temperature > 0:
             raise InputError(f"temperature must be > 0, got {self.temperature}; use do_sample=False for greedy decoding")
         if self.top_k is not None and (isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1):

@@ -38,6 +38,19 @@ class Block(nn.Module):
         return x
 
 
+def as_padding(mask: Tensor | None, tokens: Tensor, name: str, *, cached: int = 0) -> Tensor | None:
+    """A (B, cached + S) mask of 1 (real) / 0 (padding) as booleans, checked against ``tokens``."""
+    if mask is None:
+        return None
+    expected = (tokens.shape[0], cached + tokens.shape[1])
+    if tuple(mask.shape) != expected:
+        raise InputError(
+            f"{name} must have shape {expected} (batch, {'cached + new' if cached else 'sequence'} "
+            f"length) with 1 for real tokens and 0 for padding, got {tuple(mask.shape)}"
+        )
+    return mask.bool()
+
+
 class TokenModel(nn.Module):
     """What every zoo language model shares: the token embedding (scaled as configured)
     plus positions, the output head tied to it, and checks on the token ids."""
@@ -146,13 +159,21 @@ class DecoderLM(TokenModel):
         ``last_only`` computes the head for the last position only, (B, 1, V), which is
         all decoding needs (the head is the largest matmul of a small model).
         """
-        batch, seq = idx.shape
         offset = cache.length if cache is not None else 0
-        self.check_tokens(idx, offset + seq)
+        self.check_tokens(idx, offset + idx.shape[-1])
+        batch, seq = idx.shape
         if positions is None:
             positions = torch.arange(offset, offset + seq, device=idx.device)[None]  # (1, S)
+        elif positions.dim() != 2 or positions.shape[1] != seq or positions.shape[0] not in (1, batch):
+            raise InputError(f"positions must have shape (1 or {batch}, {seq}), got {tuple(positions.shape)}")
+        elif self.position.max_positions is not None and positions.numel() and not positions.is_meta:
+            if int(positions.min()) < 0 or int(positions.max()) >= self.position.max_positions:
+                raise InputError(
+                    f"positions must lie in [0, {self.position.max_positions}) for position "
+                    f"{self.config.position.name!r}, got {int(positions.min())}..{int(positions.max())}"
+                )
         x = self.embed(idx, positions)  # (B, S, d)
-        padding = attention_mask.bool() if attention_mask is not None else None
+        padding = as_padding(attention_mask, idx, "attention_mask", cached=offset)
         ctx = AttentionContext(positions, self.position, key_padding=padding, weights=record_weights)
         for i, block in enumerate(self.blocks):
             x = block(x, ctx.for_layer(cache[i] if cache is not None else None))

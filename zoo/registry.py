@@ -161,13 +161,22 @@ class Registry:
                 info = PluginInfo(module_name, BUILTIN_DISTRIBUTION, _version(), "loaded", builtin=True)
                 self._load(info, lambda m=module_name: importlib.import_module(m))
         if entry_points:
-            for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            found = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+            for ep in found:
                 dist = getattr(ep, "dist", None)
                 info = PluginInfo(ep.name, dist.name if dist else None, dist.version if dist else None, "loaded")
                 if (allow is not None and ep.name not in allow) or (deny and ep.name in deny):
                     self.plugins.append(replace(info, status="skipped"))
                     continue
                 self._load(info, ep.load)
+            unknown = sorted({*(allow or ()), *(deny or ())} - {ep.name for ep in found})
+            if unknown:
+                warnings.warn(
+                    f"plugin control names {', '.join(map(repr, unknown))}, which no installed plugin "
+                    f"is called; installed plugins: {', '.join(ep.name for ep in found) or 'none'}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         for index, obj in enumerate(plugins):
             name = getattr(obj, "__name__", None) or f"{type(obj).__name__}-{index}"
             self._load(PluginInfo(name, None, None, "loaded"), lambda o=obj: o)

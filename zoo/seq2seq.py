@@ -23,7 +23,7 @@ from zoo.cache import KVCache
 from zoo.config import ModelConfig
 from zoo.contracts import AttentionContext
 from zoo.errors import ConfigError, InputError
-from zoo.model import Block, TokenModel
+from zoo.model import Block, TokenModel, as_padding
 from zoo.registry import Registry
 
 
@@ -87,7 +87,7 @@ class EncoderDecoder(TokenModel):
         self.check_tokens(src, src.shape[1], "src")
         positions = torch.arange(src.shape[1], device=src.device)[None]  # (1, S)
         x = self.embed(src, positions)
-        padding = _as_padding(src_mask, src, "src_mask")
+        padding = as_padding(src_mask, src, "src_mask")
         ctx = AttentionContext(positions, self.position, key_padding=padding, causal=False)
         for block in self.encoder:
             x = block(x, ctx)
@@ -118,9 +118,9 @@ class EncoderDecoder(TokenModel):
             )
         positions = torch.arange(offset, offset + seq, device=tgt.device)[None]  # (1, T)
         x = self.embed(tgt, positions)
-        self_ctx = AttentionContext(positions, self.position, key_padding=_as_padding(tgt_mask, tgt, "tgt_mask", cached=offset))
+        self_ctx = AttentionContext(positions, self.position, key_padding=as_padding(tgt_mask, tgt, "tgt_mask", cached=offset))
         cross_ctx = AttentionContext(
-            positions, None, key_padding=_as_padding(src_mask, memory, "src_mask"), causal=False, memory=memory
+            positions, None, key_padding=as_padding(src_mask, memory, "src_mask"), causal=False, memory=memory
         )
         for i, block in enumerate(self.decoder):
             x = block(
@@ -136,16 +136,3 @@ class EncoderDecoder(TokenModel):
 
     def extra_repr(self) -> str:
         return f"encoder_layers={self.config.n_encoder_layers}, decoder_{super().extra_repr()}"
-
-
-def _as_padding(mask: Tensor | None, tokens: Tensor, name: str, *, cached: int = 0) -> Tensor | None:
-    """A (B, cached + S) mask of 1 (real) / 0 (padding) as booleans, checked against ``tokens``."""
-    if mask is None:
-        return None
-    expected = (tokens.shape[0], cached + tokens.shape[1])
-    if tuple(mask.shape) != expected:
-        raise InputError(
-            f"{name} must have shape {expected} (batch, {'cached + new' if cached else 'sequence'} "
-            f"length) with 1 for real tokens and 0 for padding, got {tuple(mask.shape)}"
-        )
-    return mask.bool()
