@@ -135,10 +135,7 @@ def test_every_preset_round_trips(preset: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("component", zoo.components(), ids=lambda c: f"{c.kind}-{c.name}")
 def test_every_component_round_trips(component: zoo.Component, tmp_path: Path) -> None:
-    try:
-        model = tiny("gpt2-small", **{component.kind: component.name})
-    except zoo.ConfigError as err:
-        pytest.skip(f"{component.kind} {component.name!r} does not fit the tiny config: {err}")
+    model = tiny("gpt2-small", **{component.kind: component.name})  # every component fits TINY
     assert_same_model(model, zoo.load(zoo.save(model, tmp_path / "ckpt")))
 
 
