@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -90,17 +89,8 @@ class EagerAttention(MultiHeadAttention):
         self.drop = nn.Dropout(builder.config.dropout.attention)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
-        q_len, k_len = q.shape[2], k.shape[2]
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, S, S_k)
-        bias, is_causal = ctx.attention_bias(self.n_heads, q_len, k_len, dtype=q.dtype, device=q.device)
-        if is_causal:
-            future = torch.ones(q_len, k_len, dtype=torch.bool, device=q.device).triu(1)
-            scores = scores.masked_fill(future, float("-inf"))
-        elif bias is not None:
-            scores = scores + bias
-        weights = torch.softmax(scores, dim=-1)
-        if ctx.weights is not None:
-            ctx.weights.append(weights.detach())
+        weights = ctx.attention_weights(scores)  # softmax under the causal/padding mask
         return self.drop(weights) @ v  # (B, H, S, dk)
 
 

@@ -16,18 +16,8 @@ __version__ = "0.1.0"
 from zoo.builder import build
 from zoo.config import ModelConfig, get_config
 from zoo.contracts import AttentionContext, Placement, PositionEncoding, residual_output
-from zoo.errors import (
-    CheckpointError,
-    ConfigError,
-    DuplicateComponentError,
-    InputError,
-    InteropError,
-    PluginError,
-    PresetError,
-    RegistryError,
-    UnknownComponentError,
-    ZooError,
-)
+from zoo.errors import *  # noqa: F403  ZooError and its subclasses, listed in zoo.errors.__all__
+from zoo.errors import __all__ as _ERRORS
 from zoo.hookspecs import hookimpl
 from zoo.model import DecoderLM
 from zoo.seq2seq import EncoderDecoder
@@ -74,6 +64,7 @@ __all__ = [
     "DecoderLM",
     "EncoderDecoder",
     "Registry",
+    "Component",
     "KINDS",
     "hookimpl",
     "AttentionContext",
@@ -81,14 +72,5 @@ __all__ = [
     "Placement",
     "residual_output",
     *_LAZY,
-    "ZooError",
-    "ConfigError",
-    "InputError",
-    "PresetError",
-    "RegistryError",
-    "UnknownComponentError",
-    "DuplicateComponentError",
-    "PluginError",
-    "CheckpointError",
-    "InteropError",
+    *_ERRORS,
 ]

@@ -116,3 +116,18 @@ class AttentionContext:
             padding = ~self.key_padding[:, None, None, -k_len:].to(device=device, dtype=torch.bool)
             bias = bias.masked_fill(padding, neg)  # (B, H|1, q_len, k_len)
         return bias, False
+
+    def attention_weights(self, scores: Tensor) -> Tensor:
+        """Softmax of raw scores (B, H, S, S_k) under this context's mask and score bias,
+        for attention written out as math; records them when ``weights`` is a list."""
+        _, n_heads, q_len, k_len = scores.shape
+        bias, is_causal = self.attention_bias(n_heads, q_len, k_len, dtype=scores.dtype, device=scores.device)
+        if is_causal:
+            future = torch.ones(q_len, k_len, dtype=torch.bool, device=scores.device).triu(1)
+            scores = scores.masked_fill(future, float("-inf"))
+        elif bias is not None:
+            scores = scores + bias
+        weights = torch.softmax(scores, dim=-1)
+        if self.weights is not None:
+            self.weights.append(weights.detach())
+        return weights

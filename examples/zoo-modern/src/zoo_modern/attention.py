@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-import torch
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
@@ -106,15 +105,7 @@ class GroupedQueryAttention(nn.Module):
         grouped = q.view(batch, self.n_kv_heads, self.groups, q_len, dk)  # (B, H_kv, G, S, dk)
         scores = grouped @ k[:, :, None].transpose(-2, -1) / math.sqrt(dk)  # (B, H_kv, G, S, S_k)
         scores = scores.view(batch, heads, q_len, k_len)  # (B, H, S, S_k)
-        bias, is_causal = ctx.attention_bias(heads, q_len, k_len, dtype=q.dtype, device=q.device)
-        if is_causal:
-            future = torch.ones(q_len, k_len, dtype=torch.bool, device=q.device).triu(1)
-            scores = scores.masked_fill(future, float("-inf"))
-        elif bias is not None:
-            scores = scores + bias
-        weights = torch.softmax(scores, dim=-1)
-        if ctx.weights is not None:
-            ctx.weights.append(weights.detach())
+        weights = ctx.attention_weights(scores)  # softmax under the causal/padding mask
         weights = self.drop(weights).view(batch, self.n_kv_heads, self.groups, q_len, k_len)
         y = weights @ v[:, :, None]  # (B, H_kv, G, S, dk)
         return y.view(batch, heads, q_len, dk)  # (B, H, S, dk)
