@@ -89,7 +89,7 @@ def test_hugging_face_folder_files(gpt2: tokenizer_module.Tokenizer, tmp_path: P
 def test_folder_saved_by_transformers_5_names_the_fix(gpt2: tokenizer_module.Tokenizer, hf_reference: object, tmp_path: Path) -> None:
     hf_reference.save_pretrained(tmp_path)  # type: ignore[attr-defined]
     assert not (tmp_path / "vocab.json").exists()
-    with pytest.raises(zoo.ZooError, match=r"backend_tokenizer\.model\.save"):
+    with pytest.raises(zoo.InteropError, match=r"backend_tokenizer\.model\.save"):
         zoo.tokenizer(tmp_path)
     hf_reference.backend_tokenizer.model.save(str(tmp_path))  # type: ignore[attr-defined]
     assert zoo.tokenizer(tmp_path).encode(TEXTS[2]) == gpt2.encode(TEXTS[2])
@@ -100,10 +100,10 @@ def test_mismatched_files_are_refused(tmp_path: Path) -> None:
     lines[5], lines[6] = lines[6], lines[5]  # two merges out of rank order
     (tmp_path / "merges.txt").write_text("\n".join(lines), encoding="utf-8")
     shutil.copy(DATA / "encoder.json", tmp_path / "vocab.json")
-    with pytest.raises(zoo.ZooError, match="not a matching GPT-2 style byte-level BPE"):
+    with pytest.raises(zoo.InteropError, match="not a matching GPT-2 style byte-level BPE"):
         zoo.tokenizer(tmp_path)
     (tmp_path / "merges.txt").unlink()
-    with pytest.raises(zoo.ZooError, match="no vocab.json and merges.txt"):
+    with pytest.raises(zoo.InteropError, match="no vocab.json and merges.txt"):
         zoo.tokenizer(tmp_path)
 
 
@@ -131,7 +131,7 @@ def test_missing_extra_says_what_to_install(monkeypatch: pytest.MonkeyPatch, mis
     monkeypatch.setitem(sys.modules, missing, None)  # makes `import` fail
     tokenizer_module._gpt2.cache_clear()
     try:
-        with pytest.raises(zoo.ZooError, match=r"pip install 'zoo\[text\]'"):
+        with pytest.raises(zoo.ConfigError, match=r"pip install 'zoo\[text\]'"):
             zoo.tokenizer("gpt2")
     finally:
         tokenizer_module._gpt2.cache_clear()
@@ -141,9 +141,13 @@ def test_refuses_files_that_are_not_gpt2s(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setitem(tokenizer_module.GPT2_FILES, "vocab.bpe", "0" * 64)
     tokenizer_module._gpt2.cache_clear()
     try:
-        with pytest.raises(zoo.ZooError, match="not GPT-2's original vocab.bpe"):
+        with pytest.raises(zoo.ConfigError, match="not GPT-2's original vocab.bpe"):
             zoo.tokenizer("gpt2")
     finally:
         tokenizer_module._gpt2.cache_clear()
-    with pytest.raises(zoo.ZooError, match="unknown tokenizer 'gpt3'"):
+    with pytest.raises(zoo.ConfigError, match="unknown tokenizer 'gpt3'"):
         zoo.tokenizer("gpt3")
+    with pytest.raises(zoo.ConfigError, match="unknown tokenizer ''"):
+        zoo.tokenizer("")
+    with pytest.raises(zoo.ConfigError, match="takes 'gpt2' or a folder path"):
+        zoo.tokenizer(3)  # type: ignore[arg-type]

