@@ -613,3 +613,10 @@ def test_save_refuses_what_it_could_not_load(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="string keys"):
         zoo.save(tiny(), tmp_path / "x.safetensors", metadata={1: "x"})
     assert not list(tmp_path.iterdir())  # nothing written, not even a temporary file
+
+
+@pytest.mark.parametrize("path", ["", 3, None])
+def test_a_path_that_is_not_one_is_a_checkpoint_error(path: Any, tiny_model: zoo.DecoderLM) -> None:
+    for call in (lambda: zoo.save(tiny_model, path), lambda: zoo.load(path), lambda: zoo.versions(path)):
+        with pytest.raises(zoo.CheckpointError, match="give a file or directory path"):
+            call()

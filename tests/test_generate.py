@@ -326,6 +326,8 @@ def test_learned_positions_limit_says_how_many_tokens_fit() -> None:
         (dict(attention_mask=torch.tensor([[1, 1]])), "shape"),
         (dict(attention_mask=torch.tensor([[0, 2, 1]])), "1 for tokens"),
         (dict(eos_token_id="x"), "eos_token_id"),
+        (dict(eos_token_id=-1), "outside the model's vocabulary"),
+        (dict(eos_token_id=[5, 97]), "outside the model's vocabulary"),
         (dict(input_ids=torch.zeros(1, 0, dtype=torch.long)), "empty"),
         (dict(input_ids=torch.zeros(1, 3)), "integer tensor"),
         (dict(input_ids=torch.tensor([[1, 500, 2]])), "outside the vocabulary"),
@@ -378,6 +380,21 @@ def test_generate_text_from_a_zoo_checkpoint_and_with_a_seed(gpt2_vocab_folder: 
     tok = zoo.tokenizer("gpt2")
     unconditional = zoo.load(path).generate(torch.tensor([[50256]]), 3)[0, 1:].tolist()
     assert generate_text(path, "", max_new_tokens=3, stop_at_eot=False) == tok.decode(unconditional)
+
+
+def test_eos_token_id_may_be_a_tensor() -> None:
+    ids = torch.tensor([[1, 2, 3]])
+    model = tiny()
+    assert torch.equal(model.generate(ids, 4, eos_token_id=torch.tensor(5)), model.generate(ids, 4, eos_token_id=5))
+
+
+@pytest.mark.parametrize(
+    ("model_or_path", "prompt", "words"),
+    [(3, "hi", "model_or_path must be"), ("", "hi", "model_or_path must be"), (None, None, "prompt must be a str")],
+)
+def test_generate_text_refuses_wrong_argument_types(model_or_path: Any, prompt: Any, words: str) -> None:
+    with pytest.raises(zoo.InputError, match=words):
+        generate_text(model_or_path, prompt)
 
 
 def test_generate_text_refuses_a_tokenizer_larger_than_the_vocabulary() -> None:

@@ -302,3 +302,18 @@ def test_import_save_load_keeps_logits(tmp_path: Path) -> None:
     reference, folder = hf_gpt2(tmp_path)
     path = zoo.save(zoo.from_hf(folder), tmp_path / "imported.safetensors")
     assert_same_logits(zoo.load(path), reference)
+
+
+def test_paths_and_dtypes_that_cannot_work_are_interop_errors(tmp_path: Path) -> None:
+    model = zoo.build("gpt2-small", vocab_size=97, max_seq_len=16, d_model=16, n_layers=1, n_heads=2)
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    with pytest.raises(zoo.InteropError, match=r"cannot write the Hugging Face folder"):
+        zoo.to_hf(model, tmp_path / "file")
+    for path in ("", 3):
+        with pytest.raises(zoo.InteropError, match="give a folder path"):
+            zoo.to_hf(model, path)  # type: ignore[arg-type]
+        with pytest.raises(zoo.InteropError, match="give a folder path"):
+            zoo.from_hf(path)  # type: ignore[arg-type]
+    zoo.to_hf(model, tmp_path / "out")
+    with pytest.raises(zoo.InteropError, match="dtype must be a floating-point dtype"):
+        zoo.from_hf(tmp_path / "out", dtype=torch.int8)

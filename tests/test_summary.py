@@ -216,3 +216,5 @@ def test_encoder_decoder_counts_encoder_decoder_and_cross_attention() -> None:
 def test_context_must_be_positive() -> None:
     with pytest.raises(zoo.ConfigError, match="context must be at least 1"):
         summarize("gpt2-small", context=0, **TINY)
+    with pytest.raises(zoo.ConfigError, match="context must be at least 1"):
+        summarize("gpt2-small", context="8", **TINY)  # type: ignore[arg-type]

@@ -79,6 +79,10 @@ def test_unknown_tokenizer_and_short_text_are_refused() -> None:
         load_corpus("ab", tokenizer="bytes")
     with pytest.raises(zoo.ConfigError, match="vocab_limit=0"):
         load_corpus(TEXT, vocab_limit=0)
+    with pytest.raises(zoo.InputError, match="too few to split"):
+        load_corpus("", tokenizer="bytes")
+    with pytest.raises(zoo.InputError, match="text must be a str"):
+        load_corpus(TEXT.encode(), tokenizer="bytes")  # type: ignore[arg-type]
 
 
 def test_training_batches_are_shifted_windows_in_a_seeded_order(corpus: Any) -> None:
@@ -174,6 +178,9 @@ def test_on_step_reports_every_update(corpus: Any) -> None:
         (dict(warmup_steps=50, steps=10), "warmup_steps=50"),
         (dict(min_lr_ratio=2.0), "min_lr_ratio=2.0"),
         (dict(threads=0), "threads=0"),
+        (dict(steps="3"), "steps='3' must be an integer"),
+        (dict(batch_size=2.5), "batch_size=2.5 must be an integer"),
+        (dict(lr=float("nan")), "lr=nan must be a finite number"),
     ],
 )
 def test_invalid_settings_are_refused(settings: dict[str, Any], message: str) -> None:
@@ -186,6 +193,8 @@ def test_data_the_model_cannot_hold_is_refused(corpus: Any) -> None:
         train(small_lm(vocab=100), corpus.train, corpus.val, SETTINGS)
     with pytest.raises(zoo.InputError, match="fewer than seq_len"):
         train(small_lm(), corpus.train, corpus.val[:20], SETTINGS)
+    with pytest.raises(zoo.InputError, match="non-negative integer token ids"):
+        train(small_lm(), torch.cat([torch.tensor([-1]), corpus.train]), corpus.val, SETTINGS)
 
 
 def test_divergence_stops_training_with_advice(corpus: Any) -> None:

@@ -133,7 +133,8 @@ class AblationResult:
         for run in self.runs:
             if name_or_axis in (run.name, run.axis):
                 return run
-        raise KeyError(name_or_axis)
+        names = ", ".join(repr(n) for run in self.runs for n in dict.fromkeys((run.name, run.axis)))
+        raise InputError(f"this ablation has no run or axis {name_or_axis!r}; it has {names}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -361,8 +362,12 @@ def _train_one(
 def _write_json(result: AblationResult) -> None:
     text = json.dumps(result.to_dict(), indent=2)
     tmp = result.results_path.with_suffix(".json.tmp")
-    tmp.write_text(text + "\n", encoding="utf-8")
-    tmp.replace(result.results_path)
+    try:
+        tmp.write_text(text + "\n", encoding="utf-8")
+        tmp.replace(result.results_path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"cannot write {result.results_path}: {err.strerror}; pick another out_dir") from err
 
 
 def plot_curves(runs: list[AblationRun], path: Path, *, title: str, notes: list[str]) -> Path | None:

@@ -169,7 +169,7 @@ def save(
         "zoo.metadata": _user_metadata_json(metadata),
     }
     header["zoo.digest"] = digest(header, tensors)
-    path = Path(path)
+    path = _path(path, "save to")
     if path.suffix == SUFFIX:
         return _write_file(path, tensors, header)
     return _write_version(path, tensors, header)
@@ -479,7 +479,7 @@ def inspect(
 
 def versions(directory: str | os.PathLike[str]) -> list[VersionInfo]:
     """The versions in a checkpoint directory, oldest first, read from their headers."""
-    directory = Path(directory)
+    directory = _path(directory, "list versions of")
     if not directory.is_dir():
         what = "does not exist" if not directory.exists() else "is a file, not a checkpoint directory"
         raise CheckpointError(f"cannot list versions of {directory}: it {what}")
@@ -499,9 +499,19 @@ def versions(directory: str | os.PathLike[str]) -> list[VersionInfo]:
     return found
 
 
+def _path(path: object, action: str) -> Path:
+    """``path`` as a Path; a CheckpointError for a non-path or an empty string."""
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise CheckpointError(
+            f"cannot {action} {path!r}: give a file or directory path as a str or Path "
+            f"(use '.' for the current directory)"
+        )
+    return Path(path)
+
+
 def _resolve(path: str | os.PathLike[str], version: int | None) -> Path:
     """The file to read: ``path`` itself, or a version of the directory ``path``."""
-    path = Path(path)
+    path = _path(path, "load")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
         raise CheckpointError(f"version must be a positive integer, got {version!r}")
     if path.is_dir():

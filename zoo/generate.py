@@ -146,7 +146,7 @@ def stream(
     ids, mask = _check_inputs(model, input_ids, max_new_tokens, attention_mask)
     if max_new_tokens == 0:
         return
-    decoding = _Decoding(model, ids, mask, max_new_tokens, sampling, _eos_tensor(eos_token_id, ids.device), generator)
+    decoding = _Decoding(model, ids, mask, max_new_tokens, sampling, _eos_tensor(eos_token_id, ids.device, getattr(model.config, "vocab_size", None)), generator)
     was_training = model.training
     model.eval()
     layout = getattr(model, "use_decoding_layout", None)
@@ -299,6 +299,10 @@ def generate_text(
     from zoo.text import Tokenizer
     from zoo.text import tokenizer as load_tokenizer
 
+    if not isinstance(prompt, str):
+        raise InputError(f"prompt must be a str, got {type(prompt).__name__}; pass '' to start from <|endoftext|>")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise InputError(f"seed must be an integer or None, got {seed!r}")
     model = load_model(model_or_path)
     if tokenizer is None:
         tokenizer = _folder_tokenizer(model_or_path) or load_tokenizer("gpt2")
@@ -353,6 +357,11 @@ def load_model(model_or_path: nn.Module | str | os.PathLike[str]) -> DecoderLM:
     """A model as given, or loaded from a Hugging Face folder or a zoo checkpoint."""
     if isinstance(model_or_path, nn.Module):
         return model_or_path  # type: ignore[return-value]
+    if not isinstance(model_or_path, (str, os.PathLike)) or not str(model_or_path):
+        raise InputError(
+            f"model_or_path must be a model, a Hugging Face folder or a zoo checkpoint path, "
+            f"got {type(model_or_path).__name__} {model_or_path!r}"
+        )
     path = Path(model_or_path)
     if (path / "config.json").is_file():
         from zoo.interop.hf import from_hf
@@ -378,12 +387,18 @@ def _device(model: nn.Module) -> torch.device:
     return param.device if param is not None else torch.device("cpu")
 
 
-def _eos_tensor(eos_token_id: int | Sequence[int] | None, device: torch.device) -> Tensor | None:
+def _eos_tensor(eos_token_id: int | Sequence[int] | None, device: torch.device, vocab: int | None) -> Tensor | None:
     if eos_token_id is None:
         return None
-    ids = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)
+    given = eos_token_id.tolist() if isinstance(eos_token_id, Tensor) else eos_token_id
+    ids = [given] if isinstance(given, int) else list(given) if isinstance(given, Sequence) else [given]
     if not ids or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         raise InputError(f"eos_token_id must be a token id, a sequence of them, or None; got {eos_token_id!r}")
+    if vocab is not None and not all(0 <= i < vocab for i in ids):
+        raise InputError(
+            f"eos_token_id {eos_token_id!r} is outside the model's vocabulary [0, {vocab}); "
+            f"pass the end-of-text id of the tokenizer that matches the model"
+        )
     return torch.tensor(ids, device=device)
 
 

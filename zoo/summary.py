@@ -225,8 +225,8 @@ def summarize(
     """
     config = resolve_config(name_or_config, overrides, registry=registry)
     context = config.max_seq_len if context is None else context
-    if context < 1:
-        raise ConfigError(f"context must be at least 1 token, got {context}")
+    if isinstance(context, bool) or not isinstance(context, int) or context < 1:
+        raise ConfigError(f"context must be at least 1 token (an integer), got {context!r}")
     model, groups = meta_model(config, registry)
     parameters, tied = count_parameters(model, groups)
     flops, scores = count_flops(model, groups, example_inputs(config, context), context)

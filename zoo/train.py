@@ -56,6 +56,18 @@ class TrainSettings:
     threads: int | None = None  # torch CPU threads while training; None: leave as set
 
     def __post_init__(self) -> None:
+        optional = ("warmup_steps", "threads")
+        wrong = [
+            f"{name}={value!r} must be an integer"
+            for name in ("steps", "batch_size", "seq_len", "eval_every", "eval_batches", "seed", *optional)
+            if not _is_int(value := getattr(self, name)) and not (name in optional and value is None)
+        ] + [
+            f"{name}={value!r} must be a finite number"
+            for name in ("lr", "min_lr_ratio", "weight_decay", "grad_clip")
+            if not isinstance(value := getattr(self, name), (int, float)) or isinstance(value, bool) or not math.isfinite(value)
+        ]
+        if wrong:
+            raise ConfigError(f"invalid training settings: {'; '.join(wrong)}")
         problems = [
             f"{name}={getattr(self, name)} must be > 0"
             for name in ("steps", "batch_size", "seq_len", "lr", "eval_every", "eval_batches")
@@ -103,6 +115,10 @@ class TrainResult:
     @property
     def final_val_loss(self) -> float:
         return self.curve[-1].val_loss
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 # -- data ----------------------------------------------------------------------------
@@ -187,7 +203,13 @@ def load_corpus(
     rows (or the ~11k the bundled text uses) to ~1.3k, which is most of its compute.
     ``vocab_limit=None`` keeps every token the text uses and needs no bytes.
     """
-    if not 0.0 < val_fraction < 1.0:
+    if not isinstance(text, str):
+        raise InputError(f"text must be a str, got {type(text).__name__}; decode bytes first or use read_text(path)")
+    if vocab_limit is not None and not _is_int(vocab_limit):
+        raise ConfigError(f"vocab_limit={vocab_limit!r} must be an integer (or None)")
+    if max_chars is not None and (not _is_int(max_chars) or max_chars < 0):
+        raise ConfigError(f"max_chars={max_chars!r} must be an integer >= 0 (or None for the whole text)")
+    if not isinstance(val_fraction, (int, float)) or not 0.0 < val_fraction < 1.0:
         raise ConfigError(f"val_fraction={val_fraction} must be between 0 and 1")
     if vocab_limit is not None and vocab_limit <= 0:
         raise ConfigError(f"vocab_limit={vocab_limit} must be > 0 (or None for every token the text uses)")
@@ -204,7 +226,8 @@ def load_corpus(
     byte_pieces = [bytes([b]) for b in range(256)]
     fallback = 0.0
     if gpt2 is None:
-        tokens = torch.frombuffer(bytearray(text.encode("utf-8")), dtype=torch.uint8).long()
+        raw = bytearray(text.encode("utf-8"))
+        tokens = torch.frombuffer(raw, dtype=torch.uint8).long() if raw else torch.zeros(0, dtype=torch.long)
         pieces, name = byte_pieces, "bytes"
     else:
         tokens, pieces, fallback = _gpt2_tokens(gpt2, text, vocab_limit)
@@ -334,6 +357,12 @@ def train(
     """
     _check_length(train_tokens, settings.seq_len, "training")
     _check_length(val_tokens, settings.seq_len, "validation")
+    for part, tokens in (("training", train_tokens), ("validation", val_tokens)):
+        if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool or int(tokens.min()) < 0:
+            raise InputError(
+                f"the {part} tokens must be non-negative integer token ids, got dtype {tokens.dtype} "
+                f"with minimum {tokens.min().item()}; pass a Corpus's train and val tensors"
+            )
     device = next(model.parameters()).device
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
     if vocab is not None and max(int(train_tokens.max()), int(val_tokens.max())) >= vocab:

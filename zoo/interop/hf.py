@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.builder import build
+from zoo.builder import build, device_arg, dtype_arg
 from zoo.config import ModelConfig, validate_config
 from zoo.errors import ConfigError, InteropError
 from zoo.model import DecoderLM
@@ -338,7 +338,9 @@ def from_hf(
             f"attention={attention!r}: GPT-2's weights fit the zoo attentions "
             f"{', '.join(map(repr, GPT2_ATTENTION))} (same math, fused qkv); pick one of them"
         )
-    folder = Path(path)
+    target_dtype = dtype_arg(dtype, InteropError)
+    target_device = device_arg(device, InteropError)
+    folder = _folder(path, "read")
     config_path = folder / "config.json"
     if not config_path.is_file():
         raise InteropError(f"{folder} is not a Hugging Face model folder: it has no config.json")
@@ -357,7 +359,7 @@ def from_hf(
     model = build(config, device="meta")
     expected = model.state_dict()
     state = _to_zoo_state(tensors, config, expected, where=str(folder))
-    target = dtype or state["tok_emb.weight"].dtype
+    target = target_dtype or state["tok_emb.weight"].dtype
     state = {name: tensor.to(target) for name, tensor in state.items()}
     model.load_state_dict(state, strict=True, assign=True)
     model.tie_weights()
@@ -365,7 +367,7 @@ def from_hf(
         reset = getattr(module, "reset_buffers", None)
         if reset is not None:
             reset()
-    return model.to(device or "cpu").eval()
+    return model.to(target_device or "cpu").eval()
 
 
 def to_hf(model: DecoderLM, path: str | os.PathLike[str]) -> Path:
@@ -391,14 +393,26 @@ def to_hf(model: DecoderLM, path: str | os.PathLike[str]) -> Path:
         tensors[hf_name if hf_name == "lm_head.weight" else f"transformer.{hf_name}"] = (
             tensor.t() if transposed else tensor
         ).contiguous()
-    folder = Path(path)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _folder(path, "write to")
     from safetensors.torch import save_file
 
-    _atomic_write(folder / "model.safetensors", lambda f: save_file(tensors, f, metadata={"format": "pt"}))
     text = json.dumps(hf_config, indent=2, sort_keys=True) + "\n"
-    _atomic_write(folder / "config.json", lambda f: Path(f).write_text(text, encoding="utf-8"))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _atomic_write(folder / "model.safetensors", lambda f: save_file(tensors, f, metadata={"format": "pt"}))
+        _atomic_write(folder / "config.json", lambda f: Path(f).write_text(text, encoding="utf-8"))
+    except OSError as err:
+        raise InteropError(f"cannot write the Hugging Face folder {folder}: {err}; pick a writable folder path") from err
     return folder
+
+
+def _folder(path: object, action: str) -> Path:
+    """``path`` as a Path; an InteropError for a non-path or an empty string."""
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise InteropError(
+            f"cannot {action} {path!r}: give a folder path as a str or Path (use '.' for the current directory)"
+        )
+    return Path(path)
 
 
 def _atomic_write(target: Path, write: Any) -> None:
