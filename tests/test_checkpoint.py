@@ -522,7 +522,7 @@ def test_verify_catches_a_flipped_byte_that_verify_false_would_load(saved: Path,
     with pytest.raises(CheckpointError, match="do not match the digest"):
         zoo.load(flipped)
     altered = zoo.load(flipped, verify=False)  # the documented escape hatch
-    assert not all(torch.equal(a, b) for a, b in zip(altered.state_dict().values(), tiny().state_dict().values()))
+    assert not all(torch.equal(a, b) for a, b in zip(altered.state_dict().values(), tiny().state_dict().values(), strict=True))
 
 
 def test_two_tensors_swapped_in_the_header_are_caught(saved: Path, tmp_path: Path) -> None:

@@ -317,3 +317,12 @@ def test_paths_and_dtypes_that_cannot_work_are_interop_errors(tmp_path: Path) ->
     zoo.to_hf(model, tmp_path / "out")
     with pytest.raises(zoo.InteropError, match="dtype must be a floating-point dtype"):
         zoo.from_hf(tmp_path / "out", dtype=torch.int8)
+
+
+def test_to_hf_files_get_the_umask_mode_not_0600(tmp_path: Path) -> None:
+    model = zoo.build("gpt2-small", vocab_size=97, max_seq_len=16, d_model=16, n_layers=1, n_heads=2)
+    (tmp_path / "plain").write_text("x", encoding="utf-8")
+    expected = (tmp_path / "plain").stat().st_mode & 0o777
+    folder = zoo.to_hf(model, tmp_path / "out")
+    assert {(folder / name).stat().st_mode & 0o777 for name in ("config.json", "model.safetensors")} == {expected}
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]

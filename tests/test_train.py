@@ -107,8 +107,8 @@ def test_warmup_then_cosine_to_the_floor() -> None:
     s = TrainSettings(steps=100, lr=1.0, warmup_steps=10, min_lr_ratio=0.1)
     rates = [learning_rate(i, s) for i in range(s.steps)]
     assert rates[0] == pytest.approx(0.1) and rates[9] == pytest.approx(1.0)
-    assert all(a < b for a, b in zip(rates[:10], rates[1:10]))  # warmup rises
-    assert all(a >= b for a, b in zip(rates[10:], rates[11:]))  # then decays
+    assert all(a < b for a, b in zip(rates[:9], rates[1:10], strict=True))  # warmup rises
+    assert all(a >= b for a, b in zip(rates[10:-1], rates[11:], strict=True))  # then decays
     assert rates[55] == pytest.approx(0.1 + 0.45 * (1 + math.cos(math.pi * 0.5)))
     assert learning_rate(s.steps, s) == pytest.approx(0.1)
 

@@ -320,8 +320,10 @@ def evaluate(model: nn.Module, batches: list[tuple[Tensor, Tensor]]) -> float:
     """Mean loss over ``batches``, in eval mode (no dropout); restores the mode after."""
     was_training = model.training
     model.eval()
-    total = sum(lm_loss(model, x, y).item() for x, y in batches)
-    model.train(was_training)
+    try:
+        total = sum(lm_loss(model, x, y).item() for x, y in batches)
+    finally:
+        model.train(was_training)
     return total / len(batches)
 
 

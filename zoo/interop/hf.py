@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
+import secrets
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -416,11 +416,18 @@ def _folder(path: object, action: str) -> Path:
 
 
 def _atomic_write(target: Path, write: Any) -> None:
-    """Write through a temporary file in the same folder, then rename over ``target``."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    os.close(fd)
+    """Write through a temporary file in the same folder, then rename over ``target``.
+
+    The file gets the mode the umask gives new files (``mkstemp``'s 0600 would leave it
+    unreadable to other users; safetensors also writes through a 0600 file of its own).
+    """
+    tmp = target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
     try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        mode = os.fstat(fd).st_mode & 0o777
+        os.close(fd)
         write(tmp)
+        os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
