@@ -33,7 +33,7 @@ import json
 import os
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -48,7 +48,7 @@ from torch import Tensor, nn
 from zoo import __version__
 from zoo.builder import Builder, device_arg, dtype_arg, materialize, model_for
 from zoo.config import ModelConfig, validate_config
-from zoo.errors import CheckpointError, ConfigError, RegistryError, UnknownComponentError
+from zoo.errors import CheckpointError, ConfigError, RegistryError, UnknownComponentError, ZooError
 from zoo.registry import KINDS, Registry, default_registry
 
 #: The metadata layout this zoo writes, and the newest it reads.
@@ -57,6 +57,8 @@ DIGEST_SCHEME = "xxh3_128"
 SUFFIX = ".safetensors"
 _VERSION_NAME = re.compile(r"v([0-9]+)\.safetensors")
 _REQUIRED = ("zoo.version", "zoo.created", "zoo.config", "zoo.components", "zoo.ties", "zoo.metadata")
+
+
 @dataclass(frozen=True)
 class ComponentRecord:
     """Which component a checkpoint used for one kind, and who provided it at save time."""
@@ -157,6 +159,7 @@ def save(
             f"cannot save a {type(model).__name__}: zoo.save saves zoo models, which carry "
             f"their ModelConfig as model.config (build one with zoo.build or zoo.load)"
         )
+    path = path_arg(path, "save to")  # before the work of hashing the tensors
     registry = registry or default_registry()
     tensors, ties = _tensors_to_save(model, config, registry)
     header = {
@@ -169,7 +172,6 @@ def save(
         "zoo.metadata": _user_metadata_json(metadata),
     }
     header["zoo.digest"] = digest(header, tensors)
-    path = _path(path, "save to")
     if path.suffix == SUFFIX:
         return _write_file(path, tensors, header)
     return _write_version(path, tensors, header)
@@ -322,23 +324,47 @@ def _make_directory(directory: Path, target: Path) -> Path:
 
 
 def _write_temporary(directory: Path, target: Path, tensors: dict[str, Tensor], header: dict[str, str]) -> Path:
-    """Write the file under a hidden temporary name in ``directory`` and fsync it."""
-    temporary = directory / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    """The checkpoint written to a fsynced temporary file in ``directory`` (``write_temporary``)."""
     try:
-        # Created first to learn the mode the umask gives new files: safetensors writes
-        # through a 0600 temporary of its own and renames it over this one.
+        return write_temporary(directory, target.name, lambda file: save_file(tensors, file, metadata=header))
+    except (OSError, SafetensorError, RuntimeError, ValueError) as err:
+        raise CheckpointError(f"cannot save to {target}: {type(err).__name__}: {err}") from err
+
+
+def write_temporary(directory: Path, name: str, write: Callable[[Path], object]) -> Path:
+    """``write(file)`` to a hidden temporary file in ``directory`` named after ``name``,
+    then fsync it; returns the file. On any error the file is removed and the error
+    propagates.
+
+    The file gets the mode the umask gives new files: it is created first to learn
+    that mode, because ``mkstemp`` gives 0600 and safetensors writes through a 0600
+    temporary of its own that it renames over this one.
+    """
+    temporary = directory / f".{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    try:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         mode = os.fstat(fd).st_mode & 0o777
         os.close(fd)
-        save_file(tensors, temporary, metadata=header)
+        write(temporary)
         os.chmod(temporary, mode)
         _fsync(temporary)
-    except BaseException as err:
+    except BaseException:
         temporary.unlink(missing_ok=True)
-        if isinstance(err, (OSError, SafetensorError, RuntimeError, ValueError)):
-            raise CheckpointError(f"cannot save to {target}: {type(err).__name__}: {err}") from err
         raise
     return temporary
+
+
+def write_atomically(path: Path, write: Callable[[Path], object]) -> Path:
+    """Write ``path`` in one step: ``write_temporary`` in its folder, rename it over
+    ``path``, fsync the folder. Errors propagate; no temporary file is left behind."""
+    temporary = write_temporary(path.parent, path.name, write)
+    try:
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
+    return path
 
 
 def _fsync(path: Path) -> None:
@@ -479,7 +505,7 @@ def inspect(
 
 def versions(directory: str | os.PathLike[str]) -> list[VersionInfo]:
     """The versions in a checkpoint directory, oldest first, read from their headers."""
-    directory = _path(directory, "list versions of")
+    directory = path_arg(directory, "list versions of")
     if not directory.is_dir():
         what = "does not exist" if not directory.exists() else "is a file, not a checkpoint directory"
         raise CheckpointError(f"cannot list versions of {directory}: it {what}")
@@ -499,19 +525,18 @@ def versions(directory: str | os.PathLike[str]) -> list[VersionInfo]:
     return found
 
 
-def _path(path: object, action: str) -> Path:
-    """``path`` as a Path; a CheckpointError for a non-path or an empty string."""
+def path_arg(
+    path: object, action: str, error: type[ZooError] = CheckpointError, what: str = "a file or directory path"
+) -> Path:
+    """``path`` as a Path; ``error`` for a non-path or an empty string."""
     if not isinstance(path, (str, os.PathLike)) or not str(path):
-        raise CheckpointError(
-            f"cannot {action} {path!r}: give a file or directory path as a str or Path "
-            f"(use '.' for the current directory)"
-        )
+        raise error(f"cannot {action} {path!r}: give {what} as a str or Path (use '.' for the current directory)")
     return Path(path)
 
 
 def _resolve(path: str | os.PathLike[str], version: int | None) -> Path:
     """The file to read: ``path`` itself, or a version of the directory ``path``."""
-    path = _path(path, "load")
+    path = path_arg(path, "load")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
         raise CheckpointError(f"version must be a positive integer, got {version!r}")
     if path.is_dir():

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import torch
 from torch import Tensor
 
 from zoo.builder import build, device_arg, dtype_arg
+from zoo.checkpoint import path_arg, write_atomically
 from zoo.config import ModelConfig, validate_config
 from zoo.errors import ConfigError, InteropError
 from zoo.model import DecoderLM
@@ -340,7 +340,7 @@ def from_hf(
         )
     target_dtype = dtype_arg(dtype, InteropError)
     target_device = device_arg(device, InteropError)
-    folder = _folder(path, "read")
+    folder = path_arg(path, "read", InteropError, "a folder path")
     config_path = folder / "config.json"
     if not config_path.is_file():
         raise InteropError(f"{folder} is not a Hugging Face model folder: it has no config.json")
@@ -393,42 +393,14 @@ def to_hf(model: DecoderLM, path: str | os.PathLike[str]) -> Path:
         tensors[hf_name if hf_name == "lm_head.weight" else f"transformer.{hf_name}"] = (
             tensor.t() if transposed else tensor
         ).contiguous()
-    folder = _folder(path, "write to")
+    folder = path_arg(path, "write to", InteropError, "a folder path")
     from safetensors.torch import save_file
 
     text = json.dumps(hf_config, indent=2, sort_keys=True) + "\n"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        _atomic_write(folder / "model.safetensors", lambda f: save_file(tensors, f, metadata={"format": "pt"}))
-        _atomic_write(folder / "config.json", lambda f: Path(f).write_text(text, encoding="utf-8"))
+        write_atomically(folder / "model.safetensors", lambda f: save_file(tensors, f, metadata={"format": "pt"}))
+        write_atomically(folder / "config.json", lambda f: f.write_text(text, encoding="utf-8"))
     except OSError as err:
         raise InteropError(f"cannot write the Hugging Face folder {folder}: {err}; pick a writable folder path") from err
     return folder
-
-
-def _folder(path: object, action: str) -> Path:
-    """``path`` as a Path; an InteropError for a non-path or an empty string."""
-    if not isinstance(path, (str, os.PathLike)) or not str(path):
-        raise InteropError(
-            f"cannot {action} {path!r}: give a folder path as a str or Path (use '.' for the current directory)"
-        )
-    return Path(path)
-
-
-def _atomic_write(target: Path, write: Any) -> None:
-    """Write through a temporary file in the same folder, then rename over ``target``.
-
-    The file gets the mode the umask gives new files (``mkstemp``'s 0600 would leave it
-    unreadable to other users; safetensors also writes through a 0600 file of its own).
-    """
-    tmp = target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        mode = os.fstat(fd).st_mode & 0o777
-        os.close(fd)
-        write(tmp)
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
