@@ -33,7 +33,7 @@ from rich.table import Table
 from rich.text import Text
 
 import zoo
-from zoo.config import ModelConfig, resolve_config
+from zoo.config import ModelConfig, preset_description, resolve_config
 from zoo.errors import ConfigError, InputError, ZooError
 from zoo.registry import KINDS, default_registry
 
@@ -115,8 +115,6 @@ def load_config(name: str, sets: Iterable[str] = ()) -> tuple[ModelConfig, str]:
 
         info = inspect(name, verify=False)
         return resolve_config(info.config, overrides), name
-    from zoo.config import preset_description
-
     config = zoo.get_config(name, **overrides)  # PresetError for an unknown name
     description = preset_description(name)
     return config, f"{name}: {description}" if description else name
@@ -198,12 +196,15 @@ class Ui:
 
     def error(self, message: str) -> None:
         """One red line on stderr."""
-        message = " ".join(message.split("\n"))
-        self.err.print(Text("error: ", style="bold red") + Text(message, style="red"), soft_wrap=True)
+        self._stderr_line("error", message, "red")
 
     def warn(self, message: str) -> None:
+        """One yellow line on stderr."""
+        self._stderr_line("warning", message, "yellow")
+
+    def _stderr_line(self, label: str, message: str, color: str) -> None:
         message = " ".join(message.split("\n"))
-        self.err.print(Text("warning: ", style="bold yellow") + Text(message, style="yellow"), soft_wrap=True)
+        self.err.print(Text(f"{label}: ", style=f"bold {color}") + Text(message, style=color), soft_wrap=True)
 
 
 def new_table(
@@ -246,6 +247,14 @@ def config_table(config: ModelConfig, title: str = "config", *, providers: bool 
     return table
 
 
+def mapping_table(title: str, key_column: str, mapping: Mapping[Any, Any]) -> Table:
+    """Each key of ``mapping`` and its value, formatted as a config value."""
+    table = new_table(title, key_column, "value")
+    for key, value in mapping.items():
+        table.add_row(str(key), fmt_value(value))
+    return table
+
+
 def layers_label(config: ModelConfig) -> str:
     """``12``, or ``6+6`` for an encoder-decoder."""
     encoder = config.n_encoder_layers
@@ -256,7 +265,6 @@ def layers_label(config: ModelConfig) -> str:
 
 
 def cmd_list(args: argparse.Namespace, ui: Ui) -> int:
-    from zoo.config import preset_description
     from zoo.summary import count_parameters, meta_model
 
     names = zoo.list_models(args.pattern)
@@ -528,10 +536,7 @@ def cmd_inspect(args: argparse.Namespace, ui: Ui) -> int:
     if isinstance(info.config, ModelConfig):
         ui.print(config_table(info.config, providers=False))
     else:  # a component's plugin is missing: the raw fields as saved
-        table = new_table("config (not validated: a component's plugin is missing)", "field", "value")
-        for field, value in info.config.items():
-            table.add_row(str(field), fmt_value(value))
-        ui.print(table)
+        ui.print(mapping_table("config (not validated: a component's plugin is missing)", "field", info.config))
     if info.components:
         installed = {(c.kind, c.name) for c in zoo.components()}
         table = new_table(
@@ -544,10 +549,7 @@ def cmd_inspect(args: argparse.Namespace, ui: Ui) -> int:
             table.add_row(kind, record.name, who, now)
         ui.print(table)
     if info.metadata:
-        table = new_table("user metadata", "key", "value")
-        for key, value in info.metadata.items():
-            table.add_row(str(key), fmt_value(value))
-        ui.print(table)
+        ui.print(mapping_table("user metadata", "key", info.metadata))
     table = new_table("tensors", "name", "dtype", "shape", "count", right=("count",))
     for name, dtype, shape, n in tensor_rows(info.tensors):
         table.add_row(name, dtype, shape, f"x{n}" if n > 1 else "")
