@@ -308,15 +308,12 @@ def resolve_config(
     return validate_config(base, registry=registry, source=source)
 
 
-def preset_dict(name: str, registry: Registry | None = None, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The raw config fields of preset ``name``, with ``extends`` resolved."""
-    registry = registry or default_registry()
-    if name in _seen:
-        raise PresetError(f"presets extend each other in a cycle: {' -> '.join((*_seen, name))}")
+def _read_preset(name: str, registry: Registry) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """A preset's config fields, its ``[preset]`` table, and where it came from."""
     preset = registry.preset(name)
     source = preset.source
     if isinstance(source, ModelConfig):
-        return config_dict(source)
+        return config_dict(source), {}, f"preset {name!r} from plugin {preset.plugin.name!r}"
     if isinstance(source, Mapping):
         data, where = dict(source), f"preset {name!r} from plugin {preset.plugin.name!r}"
     else:
@@ -329,6 +326,15 @@ def preset_dict(name: str, registry: Registry | None = None, _seen: tuple[str, .
     meta = data.pop("preset", {})
     if not isinstance(meta, Mapping) or set(meta) - {"extends", "description"}:
         raise PresetError(f"{where}: the [preset] table may only hold 'extends' and 'description'")
+    return data, dict(meta), where
+
+
+def preset_dict(name: str, registry: Registry | None = None, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The raw config fields of preset ``name``, with ``extends`` resolved."""
+    registry = registry or default_registry()
+    if name in _seen:
+        raise PresetError(f"presets extend each other in a cycle: {' -> '.join((*_seen, name))}")
+    data, meta, where = _read_preset(name, registry)
     parent = meta.get("extends")
     if parent is None:
         return data
@@ -340,17 +346,16 @@ def preset_dict(name: str, registry: Registry | None = None, _seen: tuple[str, .
 
 
 def preset_description(name: str, registry: Registry | None = None) -> str:
+    """The description a preset was registered with, or its ``[preset]`` table's; ``""``
+    for a preset that cannot be read (its error shows when it is used)."""
     registry = registry or default_registry()
-    preset = registry.preset(name)
-    if preset.description or isinstance(preset.source, (ModelConfig, Mapping)):
-        return preset.description
-    source = Path(preset.source) if isinstance(preset.source, (str, os.PathLike)) else preset.source
+    if registry.preset(name).description:
+        return registry.preset(name).description
     try:
-        data = tomllib.loads(source.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        _, meta, _ = _read_preset(name, registry)
+    except PresetError:
         return ""
-    meta = data.get("preset", {})
-    return str(meta.get("description", "")) if isinstance(meta, Mapping) else ""
+    return str(meta.get("description", ""))
 
 
 def get_config(name: str, *, registry: Registry | None = None, **overrides: Any) -> ModelConfig:

@@ -20,7 +20,7 @@ device, since those buffers are then uninitialised memory.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, ClassVar
 
 import torch
@@ -86,6 +86,8 @@ class AttentionContext:
     causal: bool = True
     memory: Tensor | None = None  # (B, S_m, d) encoder output, for cross-attention
     weights: list[Tensor] | None = None  # when a list, attention appends its weights
+    # Masks built for this forward pass, shared by every layer's copy of the context.
+    _biases: dict[tuple[object, ...], tuple[Tensor | None, bool]] = field(default_factory=dict, repr=False, compare=False)
 
     def for_layer(self, cache: LayerCache | None) -> AttentionContext:
         return replace(self, cache=cache) if cache is not self.cache else self
@@ -98,8 +100,17 @@ class AttentionContext:
         ``bias`` is ``None`` or additive of shape (B|1, H|1, q_len, k_len), with a large
         finite negative where attention is forbidden (half of the dtype's lowest, so that
         scores added to it stay finite and rows of padding stay free of NaN, fp16
-        included). ``is_causal`` is True only when a plain causal mask suffices.
+        included). ``is_causal`` is True only when a plain causal mask suffices. Built
+        once per forward pass and shape, then reused by every layer.
         """
+        key = (n_heads, q_len, k_len, dtype, device)
+        if key not in self._biases:
+            self._biases[key] = self._build_bias(n_heads, q_len, k_len, dtype=dtype, device=device)
+        return self._biases[key]
+
+    def _build_bias(
+        self, n_heads: int, q_len: int, k_len: int, *, dtype: torch.dtype, device: torch.device
+    ) -> tuple[Tensor | None, bool]:
         score = self.position.score_bias(n_heads, q_len, k_len) if self.position is not None else None
         causal = self.causal and q_len > 1  # one new query may see every cached key
         if score is None and self.key_padding is None and (not causal or q_len == k_len):

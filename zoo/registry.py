@@ -148,7 +148,6 @@ class Registry:
         self.pm.add_hookspecs(ZooSpec)
         self._components: dict[tuple[str, str], Component] = {}
         self._presets: dict[str, Preset] = {}
-        self._configs: dict[str, Any] = {}
         self.plugins: list[PluginInfo] = []
         self.strict = strict
         allow = _env_list("ZOO_PLUGINS") if allow is None else list(allow)
@@ -185,54 +184,49 @@ class Registry:
 
     def _load(self, info: PluginInfo, importer: Callable[[], object]) -> None:
         """Import and register one plugin; on any failure roll it back and record why."""
+        advice = f"Fix or uninstall it, or skip it with ZOO_DISABLE_PLUGINS={info.name}."
+        try:
+            plugin = importer()
+        except Exception as err:
+            failure = PluginError(
+                f"plugin {info.name!r} ({_origin(info)}) failed to import: {type(err).__name__}: {err}. {advice}"
+            )
+            return self._fail(info, failure, err)
         staged = _Staged()
-        plugin: object | None = None
         registered = False  # by this call: a rollback must not unregister an earlier plugin
         try:
-            try:
-                plugin = importer()
-            except Exception as err:
-                raise PluginError(
-                    f"plugin {info.name!r} ({_origin(info)}) failed to import: "
-                    f"{type(err).__name__}: {err}. Fix or uninstall it, or skip it with "
-                    f"ZOO_DISABLE_PLUGINS={info.name}."
-                ) from err
-            try:
-                self._check_unique(plugin, info.name)
-                self.pm.register(plugin, name=info.name)
-                registered = True
-                self._check_hook_names(plugin)
-                others = [p for p in self.pm.get_plugins() if p is not plugin]
-                self.pm.subset_hook_caller("zoo_register_components", others)(
-                    register=self._component_registrar(info, staged)
-                )
-                self.pm.subset_hook_caller("zoo_register_presets", others)(
-                    register=self._preset_registrar(info, staged)
-                )
-            except DuplicateComponentError:
-                raise
-            except Exception as err:
-                raise PluginError(
-                    f"plugin {info.name!r} ({_origin(info)}) failed to register: "
-                    f"{type(err).__name__}: {err}. Fix or uninstall it, or skip it with "
-                    f"ZOO_DISABLE_PLUGINS={info.name}."
-                ) from err
-        except (PluginError, DuplicateComponentError) as err:
+            self._check_unique(plugin, info.name)
+            self.pm.register(plugin, name=info.name)
+            registered = True
+            self._check_hook_names(plugin)
+            others = [p for p in self.pm.get_plugins() if p is not plugin]
+            register_components = self.pm.subset_hook_caller("zoo_register_components", others)
+            register_components(register=self._component_registrar(info, staged))
+            register_presets = self.pm.subset_hook_caller("zoo_register_presets", others)
+            register_presets(register=self._preset_registrar(info, staged))
+        except Exception as err:
             if registered:
                 self.pm.unregister(plugin)
-            failure = err if isinstance(err, PluginError) else PluginError(str(err))
-            if failure is not err:
-                failure.__cause__ = err
-            self.plugins.append(replace(info, status="failed", error=failure))
-            if self.strict:
-                raise err
-            warnings.warn(str(err), RuntimeWarning, stacklevel=3)
-            return
+            if isinstance(err, DuplicateComponentError):
+                failure = PluginError(str(err))
+            else:
+                failure = PluginError(
+                    f"plugin {info.name!r} ({_origin(info)}) failed to register: {type(err).__name__}: {err}. {advice}"
+                )
+            return self._fail(info, failure, err)
         for component in staged.components:
             self._components[(component.kind, component.name)] = component
         for preset in staged.presets:
             self._presets[preset.name] = preset
         self.plugins.append(info)
+
+    def _fail(self, info: PluginInfo, failure: PluginError, cause: Exception) -> None:
+        """Record a plugin's failure; raise it when strict (a clash as itself), else warn."""
+        failure.__cause__ = cause
+        self.plugins.append(replace(info, status="failed", error=failure))
+        if self.strict:
+            raise cause if isinstance(cause, DuplicateComponentError) else failure
+        warnings.warn(str(failure), RuntimeWarning, stacklevel=4)
 
     def _check_unique(self, plugin: object, name: str) -> None:
         if self.pm.is_registered(plugin):
