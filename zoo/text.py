@@ -160,14 +160,15 @@ def _from_files(
     # tiktoken caches files it reads by path; the content hashes make it re-read a
     # file that changed since, instead of using a stale copy.
     try:
-        vocab_hash, merges_hash = hashes or (_sha256(vocab), _sha256(merges))
+        vocab_bytes = vocab.read_bytes()  # read once: hashed here, parsed for the special tokens
+        vocab_hash, merges_hash = hashes or (hashlib.sha256(vocab_bytes).hexdigest(), _sha256(merges))
         ranks = load.data_gym_to_mergeable_bpe_ranks(
             vocab_bpe_file=str(merges),
             encoder_json_file=str(vocab),
             vocab_bpe_hash=merges_hash,
             encoder_json_hash=vocab_hash,
         )
-        ids = json.loads(vocab.read_text(encoding="utf-8"))
+        ids = json.loads(vocab_bytes.decode("utf-8"))
     except (AssertionError, KeyError, ValueError, OSError) as err:
         raise InteropError(
             f"cannot read the tokenizer in {vocab.parent}: {vocab.name} and {merges.name} are "
