@@ -131,8 +131,15 @@ class EncoderDecoder(TokenModel):
         return self.output(x)  # (B, T, V)
 
     def new_cache(self, capacity: int = 0) -> KVCache:
-        """An empty cache for ``decode``: self- and cross-attention of each decoder layer."""
-        return KVCache(2 * self.config.n_layers, capacity)
+        """An empty cache for ``decode``: self- and cross-attention of each decoder layer.
+
+        ``capacity`` preallocates target positions; the cross-attention caches hold the
+        source's keys and values, sized when they are first filled.
+        """
+        cache = KVCache(2 * self.config.n_layers, capacity)
+        for cross in cache.layers[1::2]:
+            cross.capacity_hint = 0
+        return cache
 
     def extra_repr(self) -> str:
         return f"encoder_layers={self.config.n_encoder_layers}, decoder_{super().extra_repr()}"
