@@ -52,13 +52,15 @@ def hf_decoder(model: torch.nn.Module, prompt: torch.Tensor, new: int) -> Decode
     return run
 
 
-def hf_peers(small: zoo.ModelConfig, modern: zoo.ModelConfig) -> dict[str, torch.nn.Module]:
+def hf_peers(small_model: zoo.DecoderLM, modern_model: zoo.DecoderLM) -> dict[str, torch.nn.Module]:
+    """transformers models with the architecture and sizes of the two zoo models."""
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
+    small, modern = small_model.config, modern_model.config
     gpt2 = GPT2LMHeadModel(
         GPT2Config(n_positions=small.max_seq_len, n_embd=small.d_model, n_layer=small.n_layers, n_head=small.n_heads)
     )
-    mlp = zoo.build(modern, device="meta").blocks[0].mlp
+    mlp = modern_model.blocks[0].mlp
     llama = LlamaForCausalLM(
         LlamaConfig(
             vocab_size=modern.vocab_size, hidden_size=modern.d_model, intermediate_size=mlp.gate.out_features,
@@ -81,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     if "gpt2-small-modern" not in zoo.list_models():
         raise SystemExit("gpt2-small-modern comes from the example plugin: pip install -e examples/zoo-modern")
     small, modern = zoo.build("gpt2-small").eval(), zoo.build("gpt2-small-modern").eval()
-    peers = hf_peers(small.config, modern.config)
+    peers = hf_peers(small, modern)
     prompt = torch.randint(0, small.config.vocab_size, (args.batch, args.prompt))
     runs = {
         "gpt2-small": zoo_decoder(small, prompt, args.new),
