@@ -334,12 +334,12 @@ def _train_one(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(settings.seed)
         model = build(config, registry=registry)
-    if on_progress is not None:
-        on_progress(name, 0, settings.steps, None)
     report = (lambda step, loss: on_progress(name, step, settings.steps, loss)) if on_progress else None
+    if report is not None:
+        report(0, None)
     result = train(model, corpus.train, corpus.val, settings, on_step=report)
-    if on_progress is not None:
-        on_progress(name, settings.steps, settings.steps, result.final_val_loss)
+    if report is not None:
+        report(settings.steps, result.final_val_loss)
     prefix = axis if axis in ("base", "target") else "swap"
     path = out_dir / f"{index:02d}-{prefix}-{_slug(name)}.safetensors"
     loss = result.final_val_loss
