@@ -215,9 +215,9 @@ class _Decoding:
     def advance(self, tokens: Tensor) -> Tensor:
         """Feed the new tokens (B,) through the model; the scores (B, V) for the next ones."""
         if self.seen is not None:
-            self.seen[torch.arange(tokens.shape[0], device=tokens.device), tokens] = True
+            self.seen.scatter_(1, tokens[:, None], True)
         step_mask = None
-        if self.full_mask is not None and self.positions is not None:
+        if self.full_mask is not None:  # set with positions, for padded batches
             self.positions = self.positions[:, -1:] + 1  # (B, 1)
             step_mask = self.full_mask[:, : self.cache.length + 1]
         out = self.model(tokens[:, None], attention_mask=step_mask, positions=self.positions, cache=self.cache, last_only=True)
@@ -412,7 +412,7 @@ def _check_inputs(
         raise InputError(f"input_ids must be an integer tensor of shape (batch, seq), got {shape}")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise InputError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
-    batch, prompt_len = input_ids.shape
+    prompt_len = input_ids.shape[1]
     if prompt_len == 0:
         raise InputError("the prompt is empty; give at least one token (GPT-2 starts from <|endoftext|>, 50256)")
     limit = getattr(getattr(model, "position", None), "max_positions", None)
