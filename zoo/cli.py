@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
-import difflib
 import json
 import math
 import re
@@ -34,7 +33,7 @@ from rich.text import Text
 
 import zoo
 from zoo.config import ModelConfig, preset_description, resolve_config
-from zoo.errors import ConfigError, InputError, ZooError
+from zoo.errors import ConfigError, InputError, ZooError, did_you_mean
 from zoo.registry import KINDS, default_registry
 
 # -- parsing --set ---------------------------------------------------------------------
@@ -76,10 +75,8 @@ def parse_sets(items: Iterable[str]) -> dict[str, Any]:
                 f"--set attention.name=eager or --set dropout=0"
             )
         if path[0] not in fields:
-            close = difflib.get_close_matches(path[0], fields, n=2, cutoff=0.6)
-            guess = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
             raise ConfigError(
-                f"--set {item!r}: {path[0]!r} is not a config field.{guess} "
+                f"--set {item!r}: {path[0]!r} is not a config field.{did_you_mean(path[0], fields, n=2, cutoff=0.6)} "
                 f"Fields: {', '.join(fields)}."
             )
         value = parse_value(raw)
@@ -319,11 +316,7 @@ def option_defaults(options_model: Any) -> str:
 
 
 def cmd_components(args: argparse.Namespace, ui: Ui) -> int:
-    if args.kind is not None and args.kind not in KINDS:
-        close = difflib.get_close_matches(args.kind, KINDS, n=1, cutoff=0.6)
-        guess = f" Did you mean {close[0]!r}?" if close else ""
-        raise zoo.RegistryError(f"unknown component kind {args.kind!r}.{guess} Kinds: {', '.join(KINDS)}.")
-    found = zoo.components(args.kind)
+    found = zoo.components(args.kind)  # an unknown kind is a RegistryError with suggestions
     if ui.json_mode:
         ui.json(
             [

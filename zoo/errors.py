@@ -43,9 +43,9 @@ class RegistryError(ZooError):
     """A component lookup or registration failed."""
 
 
-def did_you_mean(name: str, choices: Iterable[str]) -> str:
-    """`` Did you mean 'x' or 'y'?`` for the choices close to ``name``, else ``""``."""
-    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.5)
+def did_you_mean(name: str, choices: Iterable[str], *, n: int = 3, cutoff: float = 0.5) -> str:
+    """`` Did you mean 'x' or 'y'?`` for up to ``n`` choices close to ``name``, else ``""``."""
+    close = difflib.get_close_matches(name, list(choices), n=n, cutoff=cutoff)
     return f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
