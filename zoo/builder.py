@@ -93,6 +93,11 @@ def materialize(model: nn.Module, device: torch.device | str | None = None) -> n
     tie = getattr(model, "tie_weights", None)
     if tie is not None:
         tie()
+    return reset_buffers(model)
+
+
+def reset_buffers(model: nn.Module) -> nn.Module:
+    """Rebuild derived buffers (``reset_buffers()``), which materialising leaves empty."""
     for module in model.modules():
         reset = getattr(module, "reset_buffers", None)
         if reset is not None:

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.builder import build, device_arg, dtype_arg
+from zoo.builder import build, device_arg, dtype_arg, reset_buffers
 from zoo.checkpoint import path_arg, write_atomically
 from zoo.config import ModelConfig, validate_config
 from zoo.errors import ConfigError, InteropError
@@ -363,10 +363,7 @@ def from_hf(
     state = {name: tensor.to(target) for name, tensor in state.items()}
     model.load_state_dict(state, strict=True, assign=True)
     model.tie_weights()
-    for module in model.modules():
-        reset = getattr(module, "reset_buffers", None)
-        if reset is not None:
-            reset()
+    reset_buffers(model)
     return model.to(target_device or "cpu").eval()
 
 
