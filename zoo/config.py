@@ -183,7 +183,7 @@ class ModelConfig(BaseModel):
                 ) from None
             if component.check is not None:
                 component.check(self, options)
-            filled = type(spec)(name=spec.name, **options.model_dump())
+            filled = type(spec)(name=spec.name, **_set_options(options))
             object.__setattr__(self, kind, filled)
         return self
 
@@ -204,6 +204,13 @@ class ModelConfig(BaseModel):
     def options(self, kind: str) -> dict[str, Any]:
         """The options of the component of ``kind`` (everything but its name)."""
         return getattr(self, kind).options
+
+
+def _set_options(options: BaseModel) -> dict[str, Any]:
+    """Every option with its value, defaults filled in, except those left at a default of
+    ``None`` ("as the config says", like attention's ``n_kv_heads``)."""
+    fields = type(options).model_fields
+    return {k: v for k, v in options.model_dump().items() if v is not None or fields[k].default is not None}
 
 
 def _divisors(n: int) -> str:
