@@ -59,13 +59,24 @@ class Components:
         self.config = config
         self.registry = registry or default_registry()
         self._config_arguments = config_arguments(config)
+        self._making: list[str] = []  # kinds being made, outermost first
 
     def make(self, kind: str) -> Any:
         """A new instance of the configured component of ``kind``."""
         spec = getattr(self.config, kind)
         component = self.registry.get(kind, spec.name)
+        if kind in self._making:
+            chain = " -> ".join(f"{k} {getattr(self.config, k).name!r}" for k in (*self._making, kind))
+            raise ConfigError(
+                f"components ask for each other in a cycle: {chain}; configure another {kind} "
+                f"or rename the constructor argument named after it"
+            )
         options = component.options_model.model_validate(spec.options)
-        return component.factory(**self.arguments(component, options))
+        self._making.append(kind)
+        try:
+            return component.factory(**self.arguments(component, options))
+        finally:
+            self._making.pop()
 
     def arguments(self, component: Component, options: Any) -> dict[str, Any]:
         """The keyword arguments for ``component``'s factory, filled by name."""

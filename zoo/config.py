@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from contextvars import ContextVar
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -65,8 +66,9 @@ class ComponentSpec(BaseModel):
         cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
         """One alternative per installed component of this kind, with its options."""
+        registry = _schema_registry.get() or default_registry()
         choices: list[dict[str, Any]] = []
-        for component in default_registry().components(cls.kind):
+        for component in registry.components(cls.kind):
             options = component.options_model.model_json_schema()
             properties = {"name": {"const": component.name}, **options.get("properties", {})}
             choice = {
@@ -80,8 +82,23 @@ class ComponentSpec(BaseModel):
             if "$defs" in options:
                 choice["$defs"] = options["$defs"]
             choices.append(choice)
-        names = [c.name for c in default_registry().components(cls.kind)]
+        names = [c.name for c in registry.components(cls.kind)]
         return {"anyOf": [{"type": "string", "enum": names}, *choices], "title": f"{cls.kind} component"}
+
+
+# The registry whose components ``config_json_schema`` lists (pydantic's schema
+# generation takes no context of its own).
+_schema_registry: ContextVar[Registry | None] = ContextVar("zoo_schema_registry", default=None)
+
+
+def config_json_schema(registry: Registry | None = None) -> dict[str, Any]:
+    """The JSON schema of ``ModelConfig``, with one alternative per component of ``registry``
+    (default: the installed plugins) and that component's options."""
+    token = _schema_registry.set(registry)
+    try:
+        return ModelConfig.model_json_schema()
+    finally:
+        _schema_registry.reset(token)
 
 
 def _spec_class(kind: str) -> type[ComponentSpec]:
@@ -375,6 +392,7 @@ __all__ = [
     "ComponentSpec",
     "Dropout",
     "validate_config",
+    "config_json_schema",
     "apply_overrides",
     "resolve_config",
     "preset_dict",

@@ -28,7 +28,7 @@ from zoo.contracts import AttentionContext, Placement, PositionEncoding, make_ma
 from zoo.errors import ConfigError, InputError
 from zoo.registry import KINDS, Registry
 
-INTEGER_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+INDEX_DTYPES = (torch.int64, torch.int32)  # what embedding lookups take
 
 
 class Block(nn.Module):
@@ -111,8 +111,8 @@ class TokenModel(nn.Module):
         check_tensor(positions, "positions", f"of shape (1 or {batch}, {seq})")
         if positions.dim() != 2 or positions.shape[1] != seq or positions.shape[0] not in (1, batch):
             raise InputError(f"positions must have shape (1 or {batch}, {seq}), got {tuple(positions.shape)}")
-        if positions.dtype not in INTEGER_DTYPES:
-            raise InputError(f"positions must be integers, got {positions.dtype}; pass positions.long()")
+        if positions.dtype not in INDEX_DTYPES:
+            raise InputError(f"positions must be integers (int64 or int32), got {positions.dtype}; pass positions.long()")
         return positions
 
     def output(self, x: Tensor) -> Tensor:
@@ -136,7 +136,7 @@ class TokenModel(nn.Module):
         checks values.
         """
         check_tensor(idx, name, "of token ids of shape (batch, seq)")
-        if idx.dim() != 2 or idx.dtype not in INTEGER_DTYPES or idx.dtype == torch.uint8:
+        if idx.dim() != 2 or idx.dtype not in INDEX_DTYPES:
             raise InputError(
                 f"{name} must be an integer tensor of token ids of shape (batch, seq), got "
                 f"{idx.dtype} of shape {tuple(idx.shape)}; add a batch dimension with {name}[None]"
