@@ -33,8 +33,9 @@ def init_all(model: nn.Module, draw: Callable[[nn.Module, Tensor], None], scheme
         if isinstance(module, (nn.Linear, nn.Embedding)):
             if id(module.weight) not in done:
                 draw(module, module.weight)
-            if getattr(module, "bias", None) is not None:
-                nn.init.zeros_(module.bias)
+            bias = getattr(module, "bias", None)
+            if bias is not None:
+                nn.init.zeros_(bias)
         elif hasattr(module, "reset_parameters"):
             module.reset_parameters()
         else:
@@ -63,7 +64,10 @@ def gpt2(n_layers: int, std: float = 0.02, scale_residual: bool = True) -> Calla
 
 def xavier() -> Callable[[nn.Module], None]:
     """Xavier-uniform weights and zero biases: the 2017 Transformer's reference code."""
-    return lambda model: init_all(model, lambda module, weight: nn.init.xavier_uniform_(weight), "xavier")
+    def draw(module: nn.Module, weight: Tensor) -> None:
+        nn.init.xavier_uniform_(weight)
+
+    return lambda model: init_all(model, draw, "xavier")
 
 
 def torch_defaults() -> Callable[[nn.Module], None]:

@@ -18,7 +18,7 @@ from torch import Tensor
 import zoo
 from zoo.registry import KINDS
 
-TINY: dict[str, Any] = dict(vocab_size=97, max_seq_len=64, d_model=32, d_ff=64, n_layers=1, n_heads=4, dropout=0.0)
+TINY: dict[str, Any] = {"vocab_size": 97, "max_seq_len": 64, "d_model": 32, "d_ff": 64, "n_layers": 1, "n_heads": 4, "dropout": 0.0}
 
 # Every registered component but init (which runs once at build time, not in forward),
 # plus options that take a different code path.

@@ -11,17 +11,22 @@ import pytest
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
-
-import zoo
-from zoo import model as model_module
-from zoo.config import config_json_schema
-from zoo.contracts import CONFIG_ARGUMENTS, AttentionContext, Placement, options_from_signature
-from zoo.components import Components, config_arguments
 from zoo.plugins.attention import EagerAttention, SdpaAttention
 from zoo.plugins.mlp import StandardMLP
 from zoo.plugins.placement import PreNorm
 
-TINY: dict[str, Any] = dict(vocab_size=97, max_seq_len=64, d_model=32, n_layers=2, n_heads=4, dropout=0.0)
+import zoo
+from zoo import model as model_module
+from zoo.components import Components, config_arguments
+from zoo.config import config_json_schema
+from zoo.contracts import (
+    CONFIG_ARGUMENTS,
+    AttentionContext,
+    Placement,
+    options_from_signature,
+)
+
+TINY: dict[str, Any] = {"vocab_size": 97, "max_seq_len": 64, "d_model": 32, "n_layers": 2, "n_heads": 4, "dropout": 0.0}
 
 
 def tiny(name: str = "gpt2-small", registry: zoo.Registry | None = None, **overrides: Any) -> Any:
@@ -228,7 +233,10 @@ def test_masks_and_rotations_are_prepared_once_per_forward(position: str, monkey
 
 def test_partial_rotary_equals_gpt_neox() -> None:
     from transformers import GPTNeoXConfig
-    from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding, apply_rotary_pos_emb
+    from transformers.models.gpt_neox.modeling_gpt_neox import (
+        GPTNeoXRotaryEmbedding,
+        apply_rotary_pos_emb,
+    )
 
     rotary = tiny(d_model=64, position={"name": "rotary", "rotary_pct": 0.25, "base": 500.0}).position
     assert rotary.rotary_dim == 4  # int(16 * 0.25)

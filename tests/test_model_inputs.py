@@ -16,7 +16,7 @@ import torch
 
 import zoo
 
-TINY: dict[str, Any] = dict(vocab_size=97, max_seq_len=64, d_model=32, n_layers=2, n_heads=4, dropout=0.0)
+TINY: dict[str, Any] = {"vocab_size": 97, "max_seq_len": 64, "d_model": 32, "n_layers": 2, "n_heads": 4, "dropout": 0.0}
 
 
 def tiny(name: str = "gpt2-small", **overrides: Any) -> Any:
@@ -64,8 +64,8 @@ def filled_cache(model: Any, batch: int = 1) -> Any:
 @pytest.mark.parametrize(
     ("other", "batch", "match"),
     [
-        (dict(d_model=64), 1, r"holds keys and values of \(batch, kv heads, head dim\) \(1, 4, 16\).*makes \(1, 4, 8\)"),
-        (dict(attention={"name": "gqa", "n_kv_heads": 2}), 1, r"\(1, 2, 8\).*makes \(1, 4, 8\)"),
+        ({"d_model": 64}, 1, r"holds keys and values of \(batch, kv heads, head dim\) \(1, 4, 16\).*makes \(1, 4, 8\)"),
+        ({"attention": {"name": "gqa", "n_kv_heads": 2}}, 1, r"\(1, 2, 8\).*makes \(1, 4, 8\)"),
         ({}, 2, "cache holds a batch of 2 but idx has 1 rows"),
     ],
     ids=["width", "kv heads", "batch"],
@@ -93,10 +93,10 @@ def test_encoder_decoder_refuses_non_tensors_and_foreign_caches() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        (dict(attention_mask=torch.tensor([[1, 0.5, 1]])), "attention_mask must hold 1 for real tokens and 0 for padding, found 0.5"),
-        (dict(attention_mask=torch.tensor([[1, 7, 1]])), "found 7"),
-        (dict(positions=torch.tensor([[0, 1, 64]])), r"positions must lie in \[0, 64\) for position 'learned', got 0..64"),
-        (dict(positions=torch.tensor([[-1, 0, 1]])), r"positions must lie in \[0, 64\)"),
+        ({"attention_mask": torch.tensor([[1, 0.5, 1]])}, "attention_mask must hold 1 for real tokens and 0 for padding, found 0.5"),
+        ({"attention_mask": torch.tensor([[1, 7, 1]])}, "found 7"),
+        ({"positions": torch.tensor([[0, 1, 64]])}, r"positions must lie in \[0, 64\) for position 'learned', got 0..64"),
+        ({"positions": torch.tensor([[-1, 0, 1]])}, r"positions must lie in \[0, 64\)"),
     ],
     ids=["mask 0.5", "mask 7", "position past table", "negative position"],
 )
@@ -121,11 +121,11 @@ def test_check_inputs_passes_good_inputs_and_checks_like_forward() -> None:
 @pytest.mark.parametrize(
     "overrides",
     [
-        dict(init={"name": "gpt2", "std": float("inf")}),
-        dict(position={"name": "sinusoidal", "base": float("inf")}),
-        dict(position={"name": "rotary", "base": float("inf")}),
-        dict(position={"name": "alibi", "max_bias": float("inf")}),
-        dict(position={"name": "rotary", "rotary_pct": float("nan")}),
+        {"init": {"name": "gpt2", "std": float("inf")}},
+        {"position": {"name": "sinusoidal", "base": float("inf")}},
+        {"position": {"name": "rotary", "base": float("inf")}},
+        {"position": {"name": "alibi", "max_bias": float("inf")}},
+        {"position": {"name": "rotary", "rotary_pct": float("nan")}},
     ],
     ids=["init std", "sinusoidal base", "rotary base", "alibi max_bias", "rotary_pct nan"],
 )

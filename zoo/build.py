@@ -22,7 +22,6 @@ from zoo.model import DecoderLM
 from zoo.registry import Registry
 from zoo.seq2seq import EncoderDecoder
 
-
 DTYPES = {
     "float32": torch.float32, "fp32": torch.float32,
     "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,

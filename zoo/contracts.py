@@ -105,7 +105,7 @@ def options_from_signature(factory: Callable[..., Any]) -> type[BaseModel]:
     target = factory.__init__ if isinstance(factory, type) else factory  # type: ignore[misc]
     try:
         hints = typing.get_type_hints(target, include_extras=True)
-    except Exception:  # an annotation that does not resolve: the field takes any value
+    except (NameError, TypeError, AttributeError):  # an annotation that does not resolve: any value
         hints = {}
     fields: dict[str, Any] = {}
     for parameter in constructor_parameters(factory):

@@ -74,6 +74,9 @@ class TokenModel(nn.Module):
     """What every zoo language model shares: the token embedding (scaled as configured)
     plus positions, the output head tied to it, and checks on the token ids."""
 
+    head: nn.Linear  # set by each model, after its layers
+    final_norm: nn.Module
+
     def __init__(self, config: ModelConfig, parts: Components) -> None:
         super().__init__()
         self.config = config
@@ -197,11 +200,9 @@ def value_problems(
                 f"[0, {vocab}); check the tokenizer matches the model"
             )
     if attention_mask is not None and attention_mask.numel() and not attention_mask.is_meta:
-        if not ((attention_mask == 0) | (attention_mask == 1)).all():
-            bad = attention_mask[(attention_mask != 0) & (attention_mask != 1)].flatten()[0].item()
-            problems.append(
-                f"attention_mask must hold 1 for real tokens and 0 for padding, found {bad!r}"
-            )
+        odd = attention_mask[(attention_mask != 0) & (attention_mask != 1)]
+        if odd.numel():
+            problems.append(f"attention_mask must hold 1 for real tokens and 0 for padding, found {odd[0].item()!r}")
     limit = model.position.max_positions
     if positions is not None and positions.numel() and not positions.is_meta:
         low, high = int(positions.min()), int(positions.max())
@@ -253,8 +254,9 @@ class DecoderLM(TokenModel):
     def __init__(self, config: ModelConfig, registry: Registry | None = None) -> None:
         parts = Components(config, registry)
         super().__init__(config, parts)
-        self.blocks = nn.ModuleList(Block(parts) for _ in range(config.n_layers))
-        self.final_norm = parts.norm() if self.wants_final_norm(self.blocks[0].attn_residual) else nn.Identity()
+        blocks = [Block(parts) for _ in range(config.n_layers)]
+        self.blocks = nn.ModuleList(blocks)
+        self.final_norm = parts.norm() if self.wants_final_norm(blocks[0].attn_residual) else nn.Identity()
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.tie_weights()
 
@@ -310,7 +312,7 @@ class DecoderLM(TokenModel):
         Needs an attention that can return its weights, such as ``eager``: one with
         ``records_weights = True`` that appends them to its ``recorded`` list when set.
         """
-        attentions = [block.attn for block in self.blocks]
+        attentions: list[Any] = [block.attn for block in self.blocks]
         if not all(getattr(attn, "records_weights", False) for attn in attentions):
             raise ConfigError(
                 f"attention {self.config.attention.name!r} cannot return its weights; "

@@ -62,8 +62,9 @@ class EncoderDecoder(TokenModel):
         parts = Components(config, registry)
         super().__init__(config, parts)  # one embedding for source, target and head
         self.encoder = nn.ModuleList(Block(parts) for _ in range(config.n_encoder_layers))
-        self.decoder = nn.ModuleList(DecoderBlock(parts) for _ in range(config.n_layers))
-        wants_final_norm = self.wants_final_norm(self.decoder[0].attn_residual)
+        decoder = [DecoderBlock(parts) for _ in range(config.n_layers)]
+        self.decoder = nn.ModuleList(decoder)
+        wants_final_norm = self.wants_final_norm(decoder[0].attn_residual)
         self.encoder_norm = parts.norm() if wants_final_norm else nn.Identity()
         self.final_norm = parts.norm() if wants_final_norm else nn.Identity()
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)

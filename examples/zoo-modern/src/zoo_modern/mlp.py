@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn

@@ -122,6 +122,7 @@ class ALiBi(PositionEncoding):
     """
 
     Options = AlibiOptions
+    slopes: Tensor
 
     def __init__(self, n_heads: int, max_bias: float = 8.0) -> None:
         super().__init__()
