@@ -101,17 +101,32 @@ def config_json_schema(registry: Registry | None = None) -> dict[str, Any]:
         _schema_registry.reset(token)
 
 
-def _spec_class(kind: str) -> type[ComponentSpec]:
-    return type(f"{kind.capitalize()}Spec", (ComponentSpec,), {"kind": kind, "__module__": __name__})
+class AttentionSpec(ComponentSpec):
+    kind: ClassVar[str] = "attention"
 
 
-AttentionSpec = _spec_class("attention")
-NormSpec = _spec_class("norm")
-PlacementSpec = _spec_class("placement")
-ActivationSpec = _spec_class("activation")
-PositionSpec = _spec_class("position")
-MlpSpec = _spec_class("mlp")
-InitSpec = _spec_class("init")
+class NormSpec(ComponentSpec):
+    kind: ClassVar[str] = "norm"
+
+
+class PlacementSpec(ComponentSpec):
+    kind: ClassVar[str] = "placement"
+
+
+class ActivationSpec(ComponentSpec):
+    kind: ClassVar[str] = "activation"
+
+
+class PositionSpec(ComponentSpec):
+    kind: ClassVar[str] = "position"
+
+
+class MlpSpec(ComponentSpec):
+    kind: ClassVar[str] = "mlp"
+
+
+class InitSpec(ComponentSpec):
+    kind: ClassVar[str] = "init"
 
 
 class Dropout(BaseModel):
