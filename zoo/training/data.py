@@ -19,6 +19,7 @@ import json
 import os
 import secrets
 import shutil
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -366,22 +367,33 @@ def _tokenize_file(path: str, tokenizer: str, val_fraction: float, typecode: str
     text = read_text(Path(path))
     raw = text.encode("utf-8")
     gpt2 = _encoder(tokenizer)
-    if gpt2 is None:
-        ids: list[int] | bytes = raw
-    else:
-        ids = gpt2.encode(text)
+    if gpt2 is None:  # byte ids, widened to the item size without a Python list
+        n_val = int(len(raw) * val_fraction)
+        width = array.array(typecode).itemsize
+        return _widen(raw[: len(raw) - n_val], width), _widen(raw[len(raw) - n_val :], width), len(raw) - n_val, n_val
+    ids = gpt2.encode(text)
     n_val = int(len(ids) * val_fraction)
     train_ids, val_ids = ids[: len(ids) - n_val], ids[len(ids) - n_val :]
-    val_bytes = len(val_ids) if gpt2 is None else len(gpt2.encoding.decode_bytes(list(val_ids)))
+    val_bytes = len(gpt2.encoding.decode_bytes(val_ids))
     train_arr, val_arr = array.array(typecode, train_ids), array.array(typecode, val_ids)
-    if gpt2 is not None and gpt2.eot_token_id is not None and len(ids):
+    if gpt2.eot_token_id is not None and ids:
         (val_arr if n_val else train_arr).append(gpt2.eot_token_id)  # documents end with <|endoftext|>
+    if sys.byteorder != "little":
+        train_arr.byteswap()
+        val_arr.byteswap()
     return train_arr.tobytes(), val_arr.tobytes(), len(raw) - val_bytes, val_bytes
 
 
+def _widen(raw: bytes, width: int) -> bytes:
+    """Bytes as little-endian unsigned integers of ``width`` bytes each."""
+    out = bytearray(len(raw) * width)
+    out[0::width] = raw
+    return bytes(out)
+
+
 class _ShardWriter:
-    """Appends token bytes to ``<split>-NNNNN.bin`` files of at most ``shard_tokens`` tokens,
-    cutting only between documents (so no window spans two documents' shards... twice)."""
+    """Appends token bytes to ``<split>-NNNNN.bin`` files (little-endian) of about
+    ``shard_tokens`` tokens, cutting only between documents."""
 
     def __init__(self, folder: Path, split: str, itemsize: int, shard_tokens: int) -> None:
         self.folder, self.split, self.itemsize, self.limit = folder, split, itemsize, shard_tokens
@@ -591,12 +603,8 @@ def resolve_data(data: Any, *, tokenizer: str = "gpt2", val_fraction: float = 0.
         return open_data(folder)
     try:
         return prepare(files, folder, tokenizer=tokenizer, val_fraction=val_fraction, workers=1 if len(files) == 1 else None)
-    except InputError:
+    except (InputError, OSError):
         if (folder / MANIFEST).is_file():  # another rank prepared it first
             return open_data(folder)
         raise
 
-
-def iter_files(inputs: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """The files ``prepare`` would read from ``inputs``."""
-    return _text_files(list(inputs))

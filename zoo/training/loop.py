@@ -540,6 +540,8 @@ def _evaluate(r: _Run, batches: list[tuple[Tensor, Tensor]]) -> float:
                 losses[i] += loss.double() * xs.shape[0] / r.settings.batch_size
     finally:
         r.wrapped.train(was_training)
+        if hasattr(r.wrapped, "reshard"):  # FSDP2 keeps the root unsharded after a forward without backward
+            r.wrapped.reshard()
     return float(all_sum(losses, r.world).mean())
 
 

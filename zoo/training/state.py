@@ -45,12 +45,14 @@ def optimizer_tensors(model: nn.Module, optimizer: torch.optim.Optimizer) -> tup
     """The full optimizer state as flat tensors ``optim/<param>/<key>`` and its groups
     (learning rate and the like, parameters by name). Collective: every rank calls it."""
     full = get_optimizer_state_dict(model, optimizer, options=_FULL)
+    if "state" not in full:  # ranks other than 0 get nothing with cpu_offload
+        return {}, []
     tensors = {
         f"optim/{name}/{key}": torch.as_tensor(value).detach().cpu().contiguous()
         for name, entry in full["state"].items()
         for key, value in entry.items()
     }
-    return tensors, list(full["param_groups"])
+    return tensors, [_jsonable(group) for group in full["param_groups"]]
 
 
 def load_optimizer(
@@ -71,6 +73,10 @@ def load_optimizer(
         )
     except (KeyError, RuntimeError, ValueError) as err:
         raise CheckpointError(f"the training state does not fit this model's optimizer: {err}") from err
+
+
+def _jsonable(group: dict[str, Any]) -> dict[str, Any]:
+    return {k: (v.item() if isinstance(v, Tensor) else v) for k, v in group.items()}
 
 
 @dataclass
