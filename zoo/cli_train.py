@@ -65,6 +65,8 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
     last: list[StepReport] = []
 
     def on_step(report: StepReport) -> None:
+        if not last:
+            progress.start()  # after the checks, so an error is the only line
         last[:] = [report]
         info = f"loss {report.loss:.4f}  {report.tokens_per_s:,.0f} tok/s"
         if report.mfu is not None:
@@ -74,12 +76,13 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
         progress.update(task, completed=report.step, info=info)
 
     try:
-        with progress:
-            result = train(
-                args.name, args.data, settings, out=args.out, resume=args.resume or None,
-                overrides=parse_sets(args.set), tokenizer=args.tokenizer, on_step=on_step,
-            )
+        result = train(
+            args.name, args.data, settings, out=args.out, resume=args.resume or None,
+            overrides=parse_sets(args.set), tokenizer=args.tokenizer, on_step=on_step,
+        )
+        progress.stop()
     except KeyboardInterrupt:
+        progress.stop()
         saved = versions(args.out) if Path(args.out).is_dir() else []
         where = f"the last complete version is {saved[-1].path}; continue with --resume" if saved else "nothing was saved"
         step = f" after step {last[0].step}" if last else ""
@@ -88,9 +91,10 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
     if not main_rank:
         return 0
     final = result.curve[-1]
+    saved = result.checkpoint or zoo.versions(args.out)[-1].path
     summary = {
         "step": final.step, "val_loss": final.val_loss, "val_perplexity": math.exp(min(final.val_loss, 700.0)),
-        "tokens_per_second": result.tokens_per_second, "checkpoint": str(result.checkpoint),
+        "tokens_per_second": result.tokens_per_second, "checkpoint": str(saved),
         "metrics": str(Path(args.out) / METRICS),
     }
     if ui.json_mode:
@@ -98,7 +102,7 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
     else:
         ui.line(
             f"step {final.step}: val loss {final.val_loss:.4f} (perplexity {summary['val_perplexity']:.2f}), "
-            f"{result.tokens_per_second:,.0f} tokens/s; saved {result.checkpoint}"
+            f"{result.tokens_per_second:,.0f} tokens/s; checkpoint {saved}"
         )
     return 0
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
-from multiprocessing import get_context
+from multiprocessing import get_all_start_methods, get_context
 from pathlib import Path
 from typing import Any
 
@@ -515,7 +515,9 @@ def _tokenize_all(
     if workers == 1:
         yield from (_tokenize_file(*a) for a in args)
         return
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+    # fork: the workers only tokenise, and skip re-importing torch (seconds each); spawn elsewhere
+    context = get_context("fork" if "fork" in get_all_start_methods() else "spawn")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
         yield from pool.map(_tokenize_file, *zip(*args))
 
 
