@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 import zoo
 from zoo.checkpoint import versions
 from zoo.cli import Ui, fmt_int, new_table, parse_sets
-from zoo.training import DTYPES, STRATEGIES, TOKENIZERS, StepReport, TrainSettings, evaluate, prepare, train
+from zoo.training import BUNDLED_CORPUS, DTYPES, STRATEGIES, TOKENIZERS, StepReport, TrainSettings, evaluate, prepare, train
 from zoo.training.loop import METRICS
 
 # flag -> TrainSettings field, for the flags that map one to one
@@ -30,7 +31,8 @@ SETTING_FLAGS = {
 
 
 def cmd_data_prepare(args: argparse.Namespace, ui: Ui) -> int:
-    data = prepare(args.inputs, args.output, tokenizer=args.tokenizer, val_fraction=args.val_fraction, workers=args.workers)
+    inputs = args.inputs or [str(resources.files("zoo").joinpath("data", BUNDLED_CORPUS))]
+    data = prepare(inputs, args.output, tokenizer=args.tokenizer, val_fraction=args.val_fraction, workers=args.workers)
     if ui.json_mode:
         ui.json(data.describe())
         return 0
@@ -135,7 +137,7 @@ def add_commands(sub: Any) -> None:
     help = "tokenize text files or folders into shards of token ids and a manifest.json"
     p = data_sub.add_parser("prepare", help=help, description=help, parents=[common])
     p.set_defaults(handler=cmd_data_prepare)
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="text files or folders")
+    p.add_argument("inputs", nargs="*", metavar="INPUT", help="text files or folders (default: the bundled Shakespeare)")
     p.add_argument("-o", "--output", required=True, metavar="DATA_DIR", help="a new (or empty) folder")
     p.add_argument("--tokenizer", choices=TOKENIZERS, default="gpt2", help="default gpt2")
     p.add_argument("--val-fraction", type=float, default=0.005, help="tail of each file kept for validation (0.005)")

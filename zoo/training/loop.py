@@ -62,8 +62,9 @@ DTYPES = ("fp32", "bf16", "fp16")
 METRICS = "metrics.jsonl"
 #: Dense bf16 peak TFLOP/s of known GPUs, for MFU when --peak-tflops is not given.
 PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10G": 125.0, "4090": 165.0}
-# Settings a resume may change: they do not change what the run computes.
-_RESUMABLE_CHANGES = ("eval_every", "eval_batches", "save_every", "keep_last", "compile", "activation_checkpointing",
+# Settings a resume may change: they do not change what the run computes, except ``steps``
+# (training longer), which stretches the cosine schedule from the resume point on.
+_RESUMABLE_CHANGES = ("steps", "eval_every", "eval_batches", "save_every", "keep_last", "compile", "activation_checkpointing",
                       "strategy", "micro_batch_size", "peak_tflops", "threads")
 
 
