@@ -17,9 +17,6 @@ $(STAMP): pyproject.toml Makefile $(wildcard examples/*/pyproject.toml)
 	if [ -f examples/zoo-modern/pyproject.toml ]; then $(BIN)/python -m pip install --quiet -e examples/zoo-modern; fi
 	touch $(STAMP)
 
-DEMO_MODEL := --set n_layers=2 --set d_model=64 --set n_heads=4 --set vocab_size=256 --set max_seq_len=128
-DEMO_TRAIN := --batch-size 8 --seq-len 64 --lr 3e-3 --eval-every 10 --save-every 10
-
 # The main job: GPT-2 Small's parts, the swap toward the 2017 design, the 2017-vs-GPT-2
 # comparison, a short ablation that trains each swap, and a look inside one checkpoint.
 demo: $(STAMP)
@@ -32,8 +29,10 @@ demo: $(STAMP)
 	# Training: prepare the bundled text, train a small GPT-2 for 20 steps, resume it to 30, evaluate.
 	rm -rf runs/demo-data runs/demo-train
 	$(BIN)/zoo data prepare -o runs/demo-data --tokenizer bytes
-	$(BIN)/zoo train gpt2-small $(DEMO_MODEL) --data runs/demo-data --out runs/demo-train $(DEMO_TRAIN) --steps 20
-	$(BIN)/zoo train gpt2-small $(DEMO_MODEL) --data runs/demo-data --out runs/demo-train $(DEMO_TRAIN) --steps 30 --resume
+	$(BIN)/zoo train gpt2-small --set n_layers=2 --set d_model=64 --set n_heads=4 --set vocab_size=256 --set max_seq_len=128 \
+		--data runs/demo-data --out runs/demo-train --batch-size 8 --seq-len 64 --lr 3e-3 --eval-every 10 --save-every 10 --steps 20
+	$(BIN)/zoo train gpt2-small --set n_layers=2 --set d_model=64 --set n_heads=4 --set vocab_size=256 --set max_seq_len=128 \
+		--data runs/demo-data --out runs/demo-train --batch-size 8 --seq-len 64 --lr 3e-3 --eval-every 10 --save-every 10 --steps 30 --resume
 	$(BIN)/zoo eval runs/demo-train --data runs/demo-data --seq-len 64
 
 test: $(STAMP)

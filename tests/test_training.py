@@ -19,11 +19,18 @@ import torch
 
 import zoo
 from zoo.cli import main
-from zoo.training import TrainSettings, bundled_corpus, evaluate, open_data, prepare, train
+from zoo.training import (
+    TrainSettings,
+    bundled_corpus,
+    evaluate,
+    open_data,
+    prepare,
+    train,
+)
 
 MODEL = ["--set", "n_layers=2", "--set", "d_model=32", "--set", "n_heads=2", "--set", "vocab_size=256",
          "--set", "max_seq_len=64", "--set", "dropout=0"]
-OVERRIDES: dict[str, Any] = dict(n_layers=2, d_model=32, n_heads=2, vocab_size=256, max_seq_len=64, dropout=0.0)
+OVERRIDES: dict[str, Any] = {"n_layers": 2, "d_model": 32, "n_heads": 2, "vocab_size": 256, "max_seq_len": 64, "dropout": 0.0}
 SETTINGS = TrainSettings(steps=6, batch_size=8, seq_len=32, lr=3e-3, eval_every=3, eval_batches=1,
                          grad_clip=0.5, save_every=3, threads=1)
 FLAGS = ["--steps", "6", "--batch-size", "8", "--seq-len", "32", "--lr", "3e-3", "--eval-every", "3",
@@ -357,3 +364,15 @@ def test_keep_last_prunes_older_versions(data: Path, tmp_path: Path) -> None:
     names = sorted(p.name for p in (tmp_path / "run").glob("v*"))
     assert names == ["v0003.safetensors", "v0003.state.safetensors", "v0004.safetensors", "v0004.state.safetensors"]
     assert result.checkpoint == tmp_path / "run" / "v0004.safetensors"
+
+
+def test_activation_checkpointing_keeps_the_losses_and_bf16_trains(data: Path) -> None:
+    settings = TrainSettings(**{**SETTINGS.__dict__, "save_every": None, "steps": 3})
+    plain = train("gpt2-small", data, settings, overrides=OVERRIDES)
+    checkpointed = train("gpt2-small", data, TrainSettings(**{**settings.__dict__, "activation_checkpointing": True}),
+                         overrides=OVERRIDES)
+    assert checkpointed.losses == pytest.approx(plain.losses, abs=1e-6)
+    low = train("gpt2-small", data, TrainSettings(**{**settings.__dict__, "dtype": "bf16"}), overrides=OVERRIDES)
+    assert low.losses == pytest.approx(plain.losses, abs=0.05) and low.losses != plain.losses
+    with pytest.raises(zoo.ConfigError, match="fp16 needs CUDA"):
+        train("gpt2-small", data, TrainSettings(**{**settings.__dict__, "dtype": "fp16"}), overrides=OVERRIDES)

@@ -14,12 +14,28 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
 import zoo
 from zoo.checkpoint import versions
 from zoo.cli import Ui, fmt_int, new_table, parse_sets
-from zoo.training import BUNDLED_CORPUS, DTYPES, STRATEGIES, TOKENIZERS, StepReport, TrainSettings, evaluate, prepare, train
+from zoo.training import (
+    BUNDLED_CORPUS,
+    DTYPES,
+    STRATEGIES,
+    TOKENIZERS,
+    StepReport,
+    TrainSettings,
+    evaluate,
+    prepare,
+    train,
+)
 from zoo.training.loop import METRICS
 
 # flag -> TrainSettings field, for the flags that map one to one
@@ -85,8 +101,8 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
         progress.stop()
     except KeyboardInterrupt:
         progress.stop()
-        saved = versions(args.out) if Path(args.out).is_dir() else []
-        where = f"the last complete version is {saved[-1].path}; continue with --resume" if saved else "nothing was saved"
+        done = versions(args.out) if Path(args.out).is_dir() else []
+        where = f"the last complete version is {done[-1].path}; continue with --resume" if done else "nothing was saved"
         step = f" after step {last[0].step}" if last else ""
         ui.error(f"interrupted{step}; {where}")
         return 130

@@ -474,7 +474,7 @@ def prepare(
             writers["val"].add(val_ids)
             n_bytes["train"] += train_bytes
             n_bytes["val"] += val_bytes
-        splits = {s: {"shards": w.finish(), "bytes": n_bytes[s]} for s, w in writers.items()}
+        splits: dict[str, dict[str, Any]] = {s: {"shards": w.finish(), "bytes": n_bytes[s]} for s, w in writers.items()}
         for split in splits.values():
             split["tokens"] = sum(shard["tokens"] for shard in split["shards"])
         if splits["train"]["tokens"] == 0:

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
-from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    checkpoint_wrapper,
+)
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -148,12 +150,12 @@ def gradient_sync(model: nn.Module, sync: bool) -> Iterator[None]:
     elif isinstance(model, nn.parallel.DistributedDataParallel):
         with model.no_sync():
             yield
-    elif hasattr(model, "set_requires_gradient_sync"):  # FSDP2
-        model.set_requires_gradient_sync(False)
+    elif callable(set_sync := getattr(model, "set_requires_gradient_sync", None)):  # FSDP2
+        set_sync(False)
         try:
             yield
         finally:
-            model.set_requires_gradient_sync(True)
+            set_sync(True)
     else:
         yield
 

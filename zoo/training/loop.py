@@ -31,19 +31,29 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+)
 
 import zoo
 from zoo.checkpoint import inspect, save, unwrap, versions, write_atomically
 from zoo.config import ModelConfig, resolve_config
 from zoo.errors import CheckpointError, ConfigError, InputError
 from zoo.summary import summarize
-from zoo.training.data import TOKENIZERS, TokenData, WindowSampler, resolve_data, tokens_data, validation_batches
+from zoo.training.data import (
+    TOKENIZERS,
+    TokenData,
+    WindowSampler,
+    resolve_data,
+    tokens_data,
+    validation_batches,
+)
 from zoo.training.distributed import (
     STRATEGIES,
     World,
@@ -56,7 +66,14 @@ from zoo.training.distributed import (
     init_world,
     prepare_model,
 )
-from zoo.training.state import TrainingState, load_optimizer, optimizer_tensors, read_state, state_path, write_state
+from zoo.training.state import (
+    TrainingState,
+    load_optimizer,
+    optimizer_tensors,
+    read_state,
+    state_path,
+    write_state,
+)
 
 DTYPES = ("fp32", "bf16", "fp16")
 METRICS = "metrics.jsonl"
@@ -340,7 +357,7 @@ def _train(
     scaler = torch.amp.GradScaler(world.device.type) if settings.dtype == "fp16" else None
     sampler = WindowSampler(data.train, settings.seq_len, settings.seed)
     val_batches = validation_batches(data.val, settings)
-    flops = _flops_per_token(config, settings, world)
+    flops, peak = _flops_per_token(config, settings, world), _peak(settings, world)
     with deterministic(settings.seed + world.rank, settings.threads), _Metrics(r, state) as metrics:
         start, tokens = 0, 0
         curve: list[CurvePoint] = []
@@ -374,7 +391,7 @@ def _train(
                 curve.append(CurvePoint(done, sum(since_eval) / len(since_eval), val_loss))
                 since_eval = []
             speed = settings.tokens_per_step / spent if spent else 0.0
-            mfu = speed * 3 * flops / (world.size * _peak(settings, world) * 1e12) if flops else None
+            mfu = speed * 3 * flops / (world.size * peak * 1e12) if flops and peak else None
             report = StepReport(done, settings.steps, value, lr, tokens, speed, mfu, val_loss)
             metrics.write(report)
             if out is not None and (done == settings.steps or (settings.save_every and done % settings.save_every == 0)):
@@ -541,8 +558,9 @@ def _evaluate(r: _Run, batches: list[tuple[Tensor, Tensor]]) -> float:
                 losses[i] += loss.double() * xs.shape[0] / r.settings.batch_size
     finally:
         r.wrapped.train(was_training)
-        if hasattr(r.wrapped, "reshard"):  # FSDP2 keeps the root unsharded after a forward without backward
-            r.wrapped.reshard()
+        reshard = getattr(r.wrapped, "reshard", None)  # FSDP2 keeps the root unsharded after
+        if callable(reshard):  # a forward without backward: shard it again
+            reshard()
     return float(all_sum(losses, r.world).mean())
 
 
@@ -586,8 +604,9 @@ def _save(
     if scaler is not None:
         tensors["scaler/scale"] = torch.tensor(scaler.get_scale())
         tensors["scaler/growth_tracker"] = torch.tensor(int(scaler.state_dict().get("_growth_tracker", 0)))
-    full = get_model_state_dict(r.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)) \
-        if r.strategy == "fsdp" else None
+    full = None
+    if r.strategy == "fsdp":
+        full = cast(dict[str, Tensor], get_model_state_dict(r.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)))
     path = None
     if r.world.is_main:
         config = getattr(r.model, "config", None)
@@ -614,7 +633,8 @@ def _plain_model(model: nn.Module, full: dict[str, Tensor] | None) -> nn.Module:
     """The model to ``zoo.save``: itself, or under FSDP2 a copy holding the gathered weights."""
     if full is None:
         return unwrap(model)
-    copy = zoo.build(model.config, device="meta")
+    config: ModelConfig = getattr(model, "config")  # noqa: B009  nn.Module's __getattr__ types it as Tensor
+    copy = zoo.build(config, device="meta")
     copy.load_state_dict(full, assign=True)
     if hasattr(copy, "tie_weights"):
         copy.tie_weights()
@@ -645,12 +665,14 @@ class _Metrics:
             write_atomically(path, lambda file: file.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8"))
         self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115  closed in __exit__
         try:
-            from torch.utils.tensorboard import SummaryWriter  # the optional `tensorboard` extra
+            from torch.utils.tensorboard import (
+                SummaryWriter,  # the optional `tensorboard` extra
+            )
         except ImportError:
             return
         self.board = SummaryWriter(str(r.out / "tensorboard"))
 
-    def __enter__(self) -> _Metrics:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -44,7 +44,7 @@ def state_path(version: Path) -> Path:
 def optimizer_tensors(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict[str, Tensor], list[dict[str, Any]]]:
     """The full optimizer state as flat tensors ``optim/<param>/<key>`` and its groups
     (learning rate and the like, parameters by name). Collective: every rank calls it."""
-    full = get_optimizer_state_dict(model, optimizer, options=_FULL)
+    full = cast(dict[str, Any], get_optimizer_state_dict(model, optimizer, options=_FULL))
     if "state" not in full:  # ranks other than 0 get nothing with cpu_offload
         return {}, []
     tensors = {
@@ -68,9 +68,8 @@ def load_optimizer(
         if isinstance(group.get("betas"), list):
             group["betas"] = tuple(group["betas"])
     try:
-        set_optimizer_state_dict(
-            model, optimizer, {"state": state, "param_groups": groups}, options=StateDictOptions(full_state_dict=True)
-        )
+        full: Any = {"state": state, "param_groups": groups}
+        set_optimizer_state_dict(model, optimizer, full, options=StateDictOptions(full_state_dict=True))
     except (KeyError, RuntimeError, ValueError) as err:
         raise CheckpointError(f"the training state does not fit this model's optimizer: {err}") from err
 
