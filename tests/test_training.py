@@ -128,8 +128,6 @@ def test_gpt2_shards_are_uint16_and_end_documents_with_endoftext(tmp_path: Path)
 
 
 def test_the_same_windows_whatever_the_world_size(data: Path) -> None:
-    from zoo.training import WindowSampler
-
     split = open_data(data).train
     a, b = WindowSampler(split, 32, seed=3), WindowSampler(split, 32, seed=3)
     whole = a.draw(8)
@@ -376,3 +374,17 @@ def test_activation_checkpointing_keeps_the_losses_and_bf16_trains(data: Path) -
     assert low.losses == pytest.approx(plain.losses, abs=0.05) and low.losses != plain.losses
     with pytest.raises(zoo.ConfigError, match="fp16 needs CUDA"):
         train("gpt2-small", data, TrainSettings(**{**settings.__dict__, "dtype": "fp16"}), overrides=OVERRIDES)
+
+
+def test_fine_tuning_a_checkpoint_starts_from_its_weights(runs: dict[str, Path], data: Path, tmp_path: Path) -> None:
+    assert zoo.train is train and zoo.evaluate is evaluate  # the public names
+    start = zoo.load(runs["single"])
+    settings = TrainSettings(**{**SETTINGS.__dict__, "steps": 1, "eval_every": 1, "save_every": None})
+    result = train(runs["single"], data, settings, out=tmp_path / "tuned")
+    assert result.curve[0].val_loss == pytest.approx(evaluate_like_training(start, data, settings), abs=1e-5)
+    tuned = zoo.versions(tmp_path / "tuned")[-1].metadata
+    assert tuned["training"]["tokenizer"] == "bytes" and tuned["source"] == str(runs["single"])
+
+
+def evaluate_like_training(model: torch.nn.Module, data: Path, settings: TrainSettings) -> float:
+    return mean_loss(model, validation_batches(open_data(data).val, settings))
