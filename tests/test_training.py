@@ -21,11 +21,14 @@ import zoo
 from zoo.cli import main
 from zoo.training import (
     TrainSettings,
+    WindowSampler,
     bundled_corpus,
     evaluate,
+    mean_loss,
     open_data,
     prepare,
     train,
+    validation_batches,
 )
 
 MODEL = ["--set", "n_layers=2", "--set", "d_model=32", "--set", "n_heads=2", "--set", "vocab_size=256",
