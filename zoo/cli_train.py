@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -133,7 +134,7 @@ def cmd_eval(args: argparse.Namespace, ui: Ui) -> int:
     if ui.json_mode:
         ui.json(result.to_dict())
         return 0
-    table = new_table(f"{args.checkpoint} on the {result.split} split", "measure", "value", right=("value",))
+    table = new_table(f"{escape(args.checkpoint)} on the {result.split} split", "measure", "value", right=("value",))
     table.add_row("loss", f"{result.loss:.4f}")
     table.add_row("perplexity", f"{result.perplexity:.2f}")
     table.add_row("tokens", fmt_int(result.tokens))
