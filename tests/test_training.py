@@ -314,6 +314,12 @@ def test_an_unwritable_or_non_empty_out_is_refused(
     with pytest.raises(zoo.InputError, match="not empty; pass --resume"):
         train("gpt2-small", data, SETTINGS, out=tmp_path / "full", overrides=OVERRIDES)
     assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
+    # A run stopped before its first save left only its metrics: it may start again.
+    (tmp_path / "stopped").mkdir()
+    (tmp_path / "stopped" / "metrics.jsonl").write_text('{"step": 1, "loss": 9.0}\n')
+    settings = TrainSettings(**{**SETTINGS.__dict__, "steps": 1, "eval_every": 1})
+    train("gpt2-small", data, settings, out=tmp_path / "stopped", overrides=OVERRIDES)
+    assert len(losses(tmp_path / "stopped")) == 1
     assert main(["train", "gpt2-small", *MODEL, "--data", str(data), "--out", str(tmp_path / "full")]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--resume" in err and err.startswith("error: --out")

@@ -77,6 +77,7 @@ from zoo.training.state import (
 
 DTYPES = ("fp32", "bf16", "fp16")
 METRICS = "metrics.jsonl"
+_LOGS = (METRICS, "tensorboard")  # what a run writes before its first version
 #: Dense bf16 peak TFLOP/s of known GPUs, for MFU when --peak-tflops is not given.
 PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10G": 125.0, "4090": 165.0}
 # Settings a resume may change: they do not change what the run computes, except ``steps``
@@ -450,10 +451,11 @@ def _output_folder(out: str | os.PathLike[str] | None, resume: bool, world: Worl
         return None
     folder = Path(out)
     if resume:
-        if not folder.is_dir() or not any(p.suffix == ".safetensors" for p in folder.iterdir()):
+        if not folder.is_dir() or not versions(folder):
             raise CheckpointError(f"nothing to resume in {folder}: it holds no saved versions; drop --resume to start")
         return folder
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+    # A run stopped before its first save left only its own logs: start it again.
+    if folder.exists() and (not folder.is_dir() or any(p.name not in _LOGS for p in folder.iterdir())):
         raise InputError(
             f"--out {folder} is not empty; pass --resume to continue the run in it, or choose a new folder"
         )
@@ -663,7 +665,7 @@ class _Metrics:
         if state is not None and path.is_file():
             kept = [line for line in path.read_text(encoding="utf-8").splitlines() if _line_step(line) <= state.step]
             write_atomically(path, lambda file: file.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8"))
-        self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115  closed in __exit__
+        self.file = open(path, "a" if state is not None else "w", encoding="utf-8")  # noqa: SIM115  closed in __exit__
         try:
             from torch.utils.tensorboard import (
                 SummaryWriter,  # the optional `tensorboard` extra
