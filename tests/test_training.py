@@ -130,6 +130,17 @@ def test_gpt2_shards_are_uint16_and_end_documents_with_endoftext(tmp_path: Path)
     assert tok.decode(prepared.train.shards[0][:3].tolist()) == "Hello there."
 
 
+def test_raw_text_is_prepared_once_into_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZOO_DATA_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "t.txt").write_text(bundled_corpus()[:50_000], encoding="utf-8")
+    settings = TrainSettings(**{**SETTINGS.__dict__, "steps": 1, "eval_every": 1, "save_every": None})
+    first = train("gpt2-small", tmp_path / "t.txt", settings, overrides=OVERRIDES)
+    (manifest,) = (tmp_path / "cache").glob("*/manifest.json")
+    assert json.loads(manifest.read_text())["tokenizer"] == "bytes"  # the model's 256 ids imply bytes
+    again = train("gpt2-small", str(tmp_path / "t.txt"), settings, overrides=OVERRIDES)
+    assert list((tmp_path / "cache").glob("*/manifest.json")) == [manifest] and again.losses == first.losses
+
+
 def test_the_same_windows_whatever_the_world_size(data: Path) -> None:
     split = open_data(data).train
     a, b = WindowSampler(split, 32, seed=3), WindowSampler(split, 32, seed=3)
@@ -397,3 +408,11 @@ def test_fine_tuning_a_checkpoint_starts_from_its_weights(runs: dict[str, Path],
 
 def evaluate_like_training(model: torch.nn.Module, data: Path, settings: TrainSettings) -> float:
     return mean_loss(model, validation_batches(open_data(data).val, settings))
+
+
+@pytest.mark.slow
+def test_compiled_blocks_train_like_eager_ones(data: Path) -> None:
+    settings = TrainSettings(**{**SETTINGS.__dict__, "save_every": None, "steps": 2, "eval_every": 2})
+    eager = train("gpt2-small", data, settings, overrides=OVERRIDES)
+    compiled = train("gpt2-small", data, TrainSettings(**{**settings.__dict__, "compile": True}), overrides=OVERRIDES)
+    assert compiled.losses == pytest.approx(eager.losses, abs=1e-4)
