@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from typing import Any
 
 import torch
 
@@ -42,7 +43,8 @@ def hf_steps(args: argparse.Namespace, device: torch.device, tokens: torch.Tenso
 
     torch.manual_seed(0)
     config = GPT2Config(n_layer=args.layers, n_positions=max(args.seq, 64), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    model = GPT2LMHeadModel(config).to(device).train()
+    model: Any = GPT2LMHeadModel(config)
+    model.to(device).train()
     if args.compile:
         model = torch.compile(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
