@@ -377,13 +377,16 @@ def test_newer_format_is_refused_naming_its_writer(tmp_path: Path) -> None:
         assert "pip install -U zoo" in str(err.value) and str(future) in str(err.value)
 
 
-def write_format0(model: nn.Module, path: Path) -> None:
+def write_format0(model: nn.Module, path: Path, *, signed: bool = True) -> None:
     """A synthetic older layout: config under ``zoo.model_config`` with the activation
-    called ``gelu_approx``, tensors under ``transformer.``, head stored, no digest."""
+    called ``gelu_approx``, tensors under ``transformer.``, head stored, and a digest
+    over it all (``signed``) or none."""
     config = model.config.model_dump(mode="json")
     config["activation"] = {"name": "gelu_approx"}
     tensors = {f"transformer.{k}": v.clone() for k, v in model.state_dict().items()}
     metadata = {"zoo.format": "0", "zoo.version": "0.0.1", "zoo.model_config": json.dumps(config)}
+    if signed:
+        metadata["zoo.digest"] = digest(metadata, tensors)
     safetensors.torch.save_file(tensors, path, metadata=metadata)
 
 
@@ -428,7 +431,7 @@ def test_older_format_loads_through_chained_migrations(tmp_path: Path) -> None:
     registry = zoo.Registry(entry_points=False, plugins=[LayoutMigration(), ActivationRename()])
     assert_same_model(model, zoo.load(old, registry=registry))
     info = inspect(old, registry=registry)
-    assert (info.format, info.digest_ok, info.metadata) == (0, None, {"migrated_from": 0})
+    assert (info.format, info.digest_ok, info.metadata) == (0, True, {"migrated_from": 0})
     # Saved again, it is a current-format file that needs no plugin.
     again = zoo.save(zoo.load(old, registry=registry), tmp_path / "again.safetensors")
     assert inspect(again).format == FORMAT
