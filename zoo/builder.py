@@ -77,8 +77,8 @@ def dtype_arg(dtype: torch.dtype | str | None, error: type[ZooError] = ConfigErr
     if isinstance(dtype, str) and dtype.lower().removeprefix("torch.") in DTYPES:
         return DTYPES[dtype.lower().removeprefix("torch.")]
     raise error(
-        f"dtype must be float32, bfloat16, float16 or float64 (a torch.dtype or a name such as 'bf16'), "
-        f"got {dtype!r}"
+        f"dtype must be a floating-point dtype a model runs in: float32, bfloat16, float16 or float64 "
+        f"(a torch.dtype or a name such as 'bf16'), got {dtype!r}"
     )
 
 
