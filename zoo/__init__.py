@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -34,6 +34,13 @@ def components(kind: str | None = None, *, registry: Registry | None = None) -> 
     return (registry or default_registry()).components(kind)
 
 
+if TYPE_CHECKING:  # the lazily loaded names below, as type checkers and IDEs see them
+    from zoo.checkpoint import load, save, versions
+    from zoo.generate import generate_text
+    from zoo.interop.hf import from_hf, to_hf
+    from zoo.summary import summarize
+    from zoo.text import tokenizer
+
 # Heavier parts load on first use, so `import zoo` stays quick.
 _LAZY = {
     "save": "zoo.checkpoint",
@@ -52,6 +59,11 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'zoo' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    """The module's names, the lazily loaded ones included."""
+    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import xxhash
@@ -63,6 +63,10 @@ from zoo.errors import (
 )
 from zoo.memory import allocating, fmt_bytes, model_bytes, require, tensor_bytes
 from zoo.registry import KINDS, Registry, default_registry
+
+if TYPE_CHECKING:
+    from zoo.model import DecoderLM
+    from zoo.seq2seq import EncoderDecoder
 
 #: The metadata layout this zoo writes, and the newest it reads.
 FORMAT = 1
@@ -527,7 +531,7 @@ def load(
     strict: bool = True,
     verify: bool = True,
     registry: Registry | None = None,
-) -> nn.Module:
+) -> DecoderLM | EncoderDecoder:
     """Load a model from a checkpoint file, or from a directory's newest (or ``version``).
 
     The model comes back in eval mode, on ``device`` (default CPU), with floating-point
@@ -575,7 +579,7 @@ def load(
     _check_ties_hold(model, ckpt)
     if target_device is not None and target_device.type != "cpu":
         model.to(target_device)
-    return model.eval()
+    return cast("DecoderLM | EncoderDecoder", model.eval())
 
 
 def inspect(

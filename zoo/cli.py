@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rich import box
 from rich.console import Console
@@ -262,7 +262,7 @@ def new_table(
     )
     right, clip = set(right), set(clip)
     for index, column in enumerate(columns):
-        justify = "right" if column in right else "left"
+        justify: Literal["right", "left"] = "right" if column in right else "left"
         if clip:
             table.add_column(column, justify=justify, no_wrap=column not in clip, overflow="ellipsis")
         else:
@@ -604,9 +604,9 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
         ui.line(f"converted {args.from_hf} ({count} parameters) to the zoo checkpoint {written}", "green")
     else:
         with ui.err.status(f"loading {args.to_hf}"):
-            model = zoo.load(args.to_hf)
+            loaded = zoo.load(args.to_hf)
         with ui.err.status(f"writing a Hugging Face GPT-2 to {args.output}"):
-            zoo.to_hf(model, args.output)
+            zoo.to_hf(loaded, args.output)
         ui.line(f"converted {args.to_hf} to the Hugging Face folder {args.output}", "green")
     return 0
 

@@ -64,14 +64,20 @@ def model_bytes(model: nn.Module) -> int:
     return tensor_bytes([*model.parameters(), *model.buffers()])
 
 
-def require(nbytes: int, device: torch.device | str | None, what: str, error: type[ZooError]) -> None:
-    """Raise ``error`` when ``nbytes`` is more than ``device`` has free."""
+def require(
+    nbytes: int,
+    device: torch.device | str | None,
+    what: str,
+    error: type[ZooError],
+    fix: str = "use a smaller config, a smaller dtype (dtype='bf16') or another device",
+) -> None:
+    """Raise ``error`` (saying ``what`` and how to ``fix`` it) when ``nbytes`` is more
+    than ``device`` has free."""
     free = available_bytes(device)
     if free is not None and nbytes > free:
         raise error(
             f"{what} would allocate {fmt_bytes(nbytes)} on {torch.device(device or 'cpu')}, but only "
-            f"{fmt_bytes(free)} is free; use a smaller config, a smaller dtype (dtype='bf16') or "
-            f"another device"
+            f"{fmt_bytes(free)} is free; {fix}"
         )
 
 
