@@ -9,9 +9,14 @@
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# zoo needs no NumPy (checkpoints are written and hashed without it); without NumPy
+# installed, torch warns about it on import, which every zoo command would print.
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
 
 from zoo.builder import build
 from zoo.config import ModelConfig, get_config

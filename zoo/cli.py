@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -207,10 +208,17 @@ class Ui:
         sys.stdout.flush()
 
     def print(self, *things: Any, **kwargs: Any) -> None:
-        for thing in things:
-            if isinstance(thing, Table):
-                keep_numbers(thing)
-        self.out.print(*things, **kwargs)
+        """Print renderables; a table narrower terminals cannot hold without cutting a
+        number or a name is printed at the width it needs (the terminal wraps its lines)."""
+        unlimited = self.out.options.update_width(UNLIMITED_WIDTH)
+        needed = max((Measurement.get(self.out, unlimited, t).minimum for t in things if isinstance(t, Table)), default=0)
+        width = self.out.width
+        if needed > width:
+            self.out.width = needed
+        try:
+            self.out.print(*things, **kwargs)
+        finally:
+            self.out.width = width
 
     def line(self, text: str, style: str = "") -> None:
         """One line of plain text (no markup, control characters escaped), never wrapped."""
@@ -237,14 +245,6 @@ class SafeTable(Table):
         super().add_row(*(Text(printable(r, None)) if isinstance(r, str) else r for r in renderables), **kwargs)
 
 
-def keep_numbers(table: Table) -> None:
-    """Right-aligned (number) columns at least as wide as their widest cell, so a
-    narrow terminal folds or clips the text columns, never a number."""
-    for column in table.columns:
-        if column.justify == "right":
-            widest = max((len(c) if isinstance(c, str) else getattr(c, "cell_len", 0) for c in column.cells), default=0)
-            column.min_width = max(column.min_width or 0, widest)
-            column.no_wrap = True
 
 
 def new_table(
