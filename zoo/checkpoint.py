@@ -598,6 +598,7 @@ def inspect(
     registry = registry or default_registry()
     file = _resolve(path, version)
     ckpt = _read(file, verify=verify, registry=registry)
+    _check_dtypes(ckpt.tensors, str(file), "zoo.load(path, dtype='fp32') converts every weight to one dtype")
     if isinstance(ckpt.config, ModelConfig):
         with torch.device("meta"):
             _check_fit(ckpt, model_for(ckpt.config, registry), strict=True)

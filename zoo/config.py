@@ -33,7 +33,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
-from zoo.errors import ConfigError, PresetError, quoted
+from zoo.errors import ConfigError, PresetError, printable, quoted
 from zoo.registry import KINDS, Registry, default_registry
 
 # Upper bounds that refuse an absurd config before anything is allocated.
@@ -241,10 +241,10 @@ def _describe(err: ValidationError, prefix: str = "") -> str:
     """One line per pydantic error: ``field.path: message (got value)``."""
     lines = []
     for item in err.errors():
-        where = ".".join(str(p) for p in (prefix, *item["loc"]) if p != "")
+        where = ".".join(printable(p, 60) for p in (prefix, *item["loc"]) if p != "")
         got = item.get("input")
         shown = f" (got {quoted(got, 60)})" if got is not None and not isinstance(got, dict) else ""
-        message = item["msg"].removeprefix("Value error, ")
+        message = printable(item["msg"].removeprefix("Value error, "), 300)
         lines.append(f"{where}: {message}{shown}" if where else f"{message}{shown}")
     return "; ".join(lines)
 
