@@ -40,11 +40,11 @@ def components(kind: str | None = None, *, registry: Registry | None = None) -> 
 
 
 if TYPE_CHECKING:  # the lazily loaded names below, as type checkers and IDEs see them
-    from zoo.checkpoint import load, save, versions
-    from zoo.generate import generate_text
-    from zoo.interop.hf import from_hf, to_hf
-    from zoo.summary import summarize
-    from zoo.text import tokenizer
+    from zoo.checkpoint import load, save, versions  # noqa: F401
+    from zoo.generate import generate_text  # noqa: F401
+    from zoo.interop.hf import from_hf, to_hf  # noqa: F401
+    from zoo.summary import summarize  # noqa: F401
+    from zoo.text import tokenizer  # noqa: F401
 
 # Heavier parts load on first use, so `import zoo` stays quick.
 _LAZY = {

@@ -30,7 +30,6 @@ peak memory stays near one copy of the weights. Every problem with the file is a
 from __future__ import annotations
 
 import ctypes
-import errno
 import json
 import os
 import re
@@ -279,7 +278,7 @@ def _provenance(config: ModelConfig, registry: Registry) -> dict[str, dict[str, 
     return records
 
 
-def _check_dtypes(tensors: Mapping[str, Tensor], who: str, fix: str) -> None:  # noqa: D401
+def _check_dtypes(tensors: Mapping[str, Tensor], who: str, fix: str) -> None:
     """One floating-point dtype among ``tensors``, and one a model can run in."""
     floats: dict[torch.dtype, list[str]] = {}
     for name, tensor in tensors.items():
