@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The distributions are zoo-lm (this folder, imported as `zoo`) and zoo-lm-modern
+# (examples/zoo-modern); `zoo` on the package index is an unrelated project.
 # This machine ships a CPU wheel of torch 2.13.0; the library itself declares a range.
 TORCH  ?= torch==2.13.0
 
