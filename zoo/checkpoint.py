@@ -81,6 +81,7 @@ _SAFETENSORS_DTYPES = {
     torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
     torch.uint8: "U8", torch.bool: "BOOL",
 }  # fmt: skip
+_ALIGN = 64  # bytes; where the data section of a written file starts
 _RUNNABLE_FLOATS = frozenset({torch.float64, torch.float32, torch.float16, torch.bfloat16})
 
 
@@ -401,8 +402,10 @@ def write_safetensors(file: Path, tensors: Mapping[str, Tensor], metadata: Mappi
     """Write ``tensors`` and string ``metadata`` to ``file`` in the safetensors format.
 
     Written here rather than by ``safetensors.torch.save_file``, which needs NumPy: the
-    header (little-endian u64 length, JSON padded to 8 bytes), then each tensor's bytes,
-    widest dtype first so every tensor starts aligned to its item size.
+    header (little-endian u64 length, JSON padded with spaces so the data starts at a
+    multiple of 64 bytes), then each tensor's bytes, widest dtype first so every tensor
+    starts aligned to its item size. Memory-mapped on load, tensors then sit as
+    allocated ones do, so SIMD kernels take the same path and results match bit for bit.
     """
     order = sorted(tensors, key=lambda name: (-tensors[name].element_size(), name))
     entries: dict[str, Any] = {"__metadata__": dict(metadata)} if metadata else {}
@@ -419,7 +422,7 @@ def write_safetensors(file: Path, tensors: Mapping[str, Tensor], metadata: Mappi
         }
         offset += size
     header = json.dumps(entries, separators=(",", ":")).encode()
-    header += b" " * (-len(header) % 8)
+    header += b" " * (-(8 + len(header)) % _ALIGN)  # the data starts aligned, as freshly allocated tensors do
     with open(file, "wb") as handle:
         handle.write(len(header).to_bytes(8, "little"))
         handle.write(header)
