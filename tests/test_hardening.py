@@ -489,17 +489,11 @@ class HugeMlp:
 
     @zoo.hookimpl
     def zoo_register_components(self, register: Any) -> None:
-        from pydantic import BaseModel
-
-        class Options(BaseModel):
-            width: int = 8
-
-        def wide(builder: Any, options: Options) -> nn.Module:
+        def wide(d_model: int, width: int = 8) -> nn.Module:
             """An MLP as wide as asked."""
-            d = builder.config.d_model
-            return nn.Sequential(nn.Linear(d, options.width), nn.Linear(options.width, d))
+            return nn.Sequential(nn.Linear(d_model, width), nn.Linear(width, d_model))
 
-        register("mlp", "wide", wide, Options)
+        register("mlp", "wide", wide)
 
 
 @pytest.mark.parametrize(
