@@ -152,7 +152,7 @@ def test_plot_is_written_or_explained(ablation: Any, tmp_path: Path, monkeypatch
     notes: list[str] = []
     assert plot_curves(result.runs, tmp_path / "x.png", title="t", notes=notes) is None
     assert not (tmp_path / "x.png").exists()
-    assert notes == ["no plot: matplotlib is not installed; `pip install 'zoo[plot]'` adds it"]
+    assert notes == ["no plot: matplotlib is not installed; `pip install 'zoo-lm[plot]'` adds it"]
 
 
 def test_encoder_decoder_presets_are_refused(tmp_path: Path) -> None:

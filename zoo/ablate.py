@@ -270,7 +270,7 @@ def run_ablation(
         spelled = f", the rarer {corpus.byte_fallback:.0%} of tokens spelled out as bytes" if corpus.byte_fallback else ""
         notes.append(f"GPT-2 tokens: the {kept} most frequent in the text, renumbered{spelled}")
     elif tokenizer == "auto":
-        notes.append("byte tokens (vocabulary 256): the GPT-2 tokenizer is not installed; `pip install 'zoo[text]'` adds it")
+        notes.append("byte tokens (vocabulary 256): the GPT-2 tokenizer is not installed; `pip install 'zoo-lm[text]'` adds it")
     plan: list[tuple[str, str, ModelConfig]] = [(base, "base", small_base)]
     for axis, _, value in differences:
         if axis in SIZE_AXES or axis == "architecture":
@@ -377,7 +377,7 @@ def plot_curves(runs: list[AblationRun], path: Path, *, title: str, notes: list[
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        notes.append("no plot: matplotlib is not installed; `pip install 'zoo[plot]'` adds it")
+        notes.append("no plot: matplotlib is not installed; `pip install 'zoo-lm[plot]'` adds it")
         return None
     fig = Figure(figsize=(8, 5), dpi=120)
     ax = fig.add_subplot()
