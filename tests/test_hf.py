@@ -294,8 +294,8 @@ def test_to_hf_accepts_exactly_the_gpt2_presets(preset: str) -> None:
         hf = config_to_hf(config)
         assert (hf["n_embd"], hf["n_layer"], hf["n_head"]) == (config.d_model, config.n_layers, config.n_heads)
     else:
-        with pytest.raises(zoo.InteropError, match="cannot be written as a Hugging Face GPT-2"):
-            config_to_hf(config)
+        with pytest.raises(zoo.InteropError, match="cannot be written as a Hugging Face model: as GPT2LMHeadModel"):
+            config_to_hf(config, architecture="GPT2LMHeadModel")
 
 
 def test_import_save_load_keeps_logits(tmp_path: Path) -> None:
