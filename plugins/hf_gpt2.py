@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from zoo.errors import InteropError
 from zoo.hookspecs import hookimpl
-from zoo.interop.converter import KERNELS, Converter, Rule, copy, refuse, transposed
+from zoo.interop.converter import KERNELS, Converter, Rule, refuse
 
 if TYPE_CHECKING:
     from zoo.config import ModelConfig
@@ -115,28 +115,28 @@ class GPT2(Converter):
         }
 
     def rules(self, config: ModelConfig) -> list[Rule]:
-        rules = [copy("tok_emb.weight", "wte.weight"), copy("position.table.weight", "wpe.weight")]
+        rules = [Rule.copy("tok_emb.weight", "wte.weight"), Rule.copy("position.table.weight", "wpe.weight")]
         for i in range(config.n_layers):
             z, h = f"blocks.{i}.", f"h.{i}."
             rules += [
-                copy(z + "attn_residual.norm.weight", h + "ln_1.weight"),
-                copy(z + "attn_residual.norm.bias", h + "ln_1.bias"),
-                transposed(z + "attn.qkv.weight", h + "attn.c_attn.weight"),
-                copy(z + "attn.qkv.bias", h + "attn.c_attn.bias"),
-                transposed(z + "attn.out.weight", h + "attn.c_proj.weight"),
-                copy(z + "attn.out.bias", h + "attn.c_proj.bias"),
-                copy(z + "mlp_residual.norm.weight", h + "ln_2.weight"),
-                copy(z + "mlp_residual.norm.bias", h + "ln_2.bias"),
-                transposed(z + "mlp.up.weight", h + "mlp.c_fc.weight"),
-                copy(z + "mlp.up.bias", h + "mlp.c_fc.bias"),
-                transposed(z + "mlp.down.weight", h + "mlp.c_proj.weight"),
-                copy(z + "mlp.down.bias", h + "mlp.c_proj.bias"),
+                Rule.copy(z + "attn_residual.norm.weight", h + "ln_1.weight"),
+                Rule.copy(z + "attn_residual.norm.bias", h + "ln_1.bias"),
+                Rule.transposed(z + "attn.qkv.weight", h + "attn.c_attn.weight"),
+                Rule.copy(z + "attn.qkv.bias", h + "attn.c_attn.bias"),
+                Rule.transposed(z + "attn.out.weight", h + "attn.c_proj.weight"),
+                Rule.copy(z + "attn.out.bias", h + "attn.c_proj.bias"),
+                Rule.copy(z + "mlp_residual.norm.weight", h + "ln_2.weight"),
+                Rule.copy(z + "mlp_residual.norm.bias", h + "ln_2.bias"),
+                Rule.transposed(z + "mlp.up.weight", h + "mlp.c_fc.weight"),
+                Rule.copy(z + "mlp.up.bias", h + "mlp.c_fc.bias"),
+                Rule.transposed(z + "mlp.down.weight", h + "mlp.c_proj.weight"),
+                Rule.copy(z + "mlp.down.bias", h + "mlp.c_proj.bias"),
             ]
         return [
             *rules,
-            copy("final_norm.weight", "ln_f.weight"),
-            copy("final_norm.bias", "ln_f.bias"),
-            copy("head.weight", "lm_head.weight"),
+            Rule.copy("final_norm.weight", "ln_f.weight"),
+            Rule.copy("final_norm.bias", "ln_f.bias"),
+            Rule.copy("head.weight", "lm_head.weight"),
         ]
 
     def blockers(self, config: ModelConfig) -> list[str]:

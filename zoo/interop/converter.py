@@ -28,7 +28,7 @@ from zoo.errors import InteropError
 if TYPE_CHECKING:
     from zoo.config import ModelConfig
 
-__all__ = ["Converter", "Rule", "copy", "transposed", "concat", "refuse", "check_equal"]
+__all__ = ["Converter", "Rule", "refuse"]
 
 KERNELS = ("sdpa", "eager")  # attention kernels; the same weights fit either
 
@@ -46,22 +46,22 @@ class Rule:
     load: Callable[[Sequence[Tensor]], Tensor]
     save: Callable[[Tensor], Sequence[Tensor]]
 
+    @classmethod
+    def copy(cls, zoo: str, hf: str) -> Rule:
+        """The same tensor under another name."""
+        return cls(zoo, (hf,), lambda ts: ts[0], lambda t: [t])
 
-def copy(zoo: str, hf: str) -> Rule:
-    """The same tensor under another name."""
-    return Rule(zoo, (hf,), lambda ts: ts[0], lambda t: [t])
+    @classmethod
+    def transposed(cls, zoo: str, hf: str) -> Rule:
+        """A weight stored (in, out), as GPT-2's ``Conv1D`` does; ``nn.Linear`` holds (out, in)."""
+        return cls(zoo, (hf,), lambda ts: ts[0].t(), lambda t: [t.t()])
 
-
-def transposed(zoo: str, hf: str) -> Rule:
-    """A weight stored (in, out), as GPT-2's ``Conv1D`` does; ``nn.Linear`` holds (out, in)."""
-    return Rule(zoo, (hf,), lambda ts: ts[0].t(), lambda t: [t.t()])
-
-
-def concat(zoo: str, hf: Sequence[str], sizes: Sequence[int]) -> Rule:
-    """Separate tensors (``q_proj``, ``k_proj``, ``v_proj``) stacked along dim 0 into one
-    fused zoo tensor (``qkv``); ``sizes`` are their lengths along dim 0."""
-    sizes = list(sizes)
-    return Rule(zoo, tuple(hf), lambda ts: torch.cat(list(ts), dim=0), lambda t: list(t.split(sizes, dim=0)))
+    @classmethod
+    def concat(cls, zoo: str, hf: Sequence[str], sizes: Sequence[int]) -> Rule:
+        """Separate tensors (``q_proj``, ``k_proj``, ``v_proj``) stacked along dim 0 into one
+        fused zoo tensor (``qkv``); ``sizes`` are their lengths along dim 0."""
+        sizes = list(sizes)
+        return cls(zoo, tuple(hf), lambda ts: torch.cat(list(ts), dim=0), lambda t: list(t.split(sizes, dim=0)))
 
 
 def refuse(where: str, setting: str, value: Any, why: str) -> InteropError:
@@ -69,12 +69,6 @@ def refuse(where: str, setting: str, value: Any, why: str) -> InteropError:
     shown = repr(value)
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
     return InteropError(f"{where}: {setting}={shown}: {why}; the zoo cannot import this model exactly")
-
-
-def check_equal(hf: Mapping[str, Any], where: str, setting: str, allowed: Sequence[Any], why: str) -> None:
-    """Refuse ``hf[setting]`` unless it is missing or one of ``allowed``."""
-    if setting in hf and hf[setting] not in allowed:
-        raise refuse(where, setting, hf[setting], why)
 
 
 class Converter:
@@ -121,6 +115,11 @@ class Converter:
     def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
         """``config.json`` fields (without ``architectures``/``model_type``/``dtype``)."""
         raise NotImplementedError
+
+    @staticmethod
+    def refuse(where: str, setting: str, value: Any, why: str) -> InteropError:
+        """The ``InteropError`` for a ``config.json`` setting not modelled (to ``raise``)."""
+        return refuse(where, setting, value, why)
 
     def with_kernel(self, fields: dict[str, Any], kernel: str) -> dict[str, Any]:
         """``fields`` with the attention run by ``kernel`` ("sdpa" or "eager")."""

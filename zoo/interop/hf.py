@@ -25,11 +25,16 @@ from zoo.builder import build, device_arg, dtype_arg, reset_buffers
 from zoo.checkpoint import path_arg, write_atomically
 from zoo.config import ModelConfig, validate_config
 from zoo.errors import ConfigError, InteropError
-from zoo.interop.converter import KERNELS, Converter, listing, state_from_hf, state_to_hf
+from zoo.interop.converter import (
+    KERNELS,
+    Converter,
+    state_from_hf,
+    state_to_hf,
+)
 from zoo.model import DecoderLM
-from zoo.registry import Registry, RegisteredConverter, default_registry
+from zoo.registry import RegisteredConverter, Registry, default_registry
 
-__all__ = ["from_hf", "to_hf", "config_from_hf", "config_to_hf", "converter_for", "read_weights"]
+__all__ = ["config_from_hf", "config_to_hf", "converter_for", "from_hf", "read_weights", "to_hf"]
 
 WEIGHT_FILES = (
     "model.safetensors",

@@ -12,9 +12,16 @@ from typing import Any
 
 import zoo
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
+from zoo_modern.converters import CONVERTERS
 from zoo_modern.mlp import SwiGluOptions, swiglu
 from zoo_modern.placement import sandwich
-from zoo_modern.positions import AlibiOptions, RotaryOptions, alibi, check_rotary, rotary
+from zoo_modern.positions import (
+    AlibiOptions,
+    RotaryOptions,
+    alibi,
+    check_rotary,
+    rotary,
+)
 
 
 @zoo.hookimpl
@@ -30,3 +37,9 @@ def zoo_register_components(register: Any) -> None:
 def zoo_register_presets(register: Any) -> None:
     presets = resources.files("zoo_modern") / "presets"
     register("gpt2-small-modern", presets / "gpt2-small-modern.toml")
+
+
+@zoo.hookimpl
+def zoo_register_converters(register: Any) -> None:
+    for converter in CONVERTERS:
+        register(converter)

@@ -1,0 +1,184 @@
+"""Hugging Face converters from plugins: zoo-modern's Llama, Mistral, Qwen2 and GPT-NeoX,
+and a converter a test registers inline. Every model here is a random, small transformers
+model saved locally; imports must equal transformers' logits and greedy tokens, exports
+must load in transformers with equal logits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+import zoo
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("zoo_modern")
+
+VOCAB = 97
+SEQ = 24
+
+
+def randomise_(model: torch.nn.Module, seed: int = 0) -> None:
+    """Every parameter random (norm scales around 1), so a swapped or dropped tensor shows."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.2
+            is_scale = "norm" in name and name.endswith("weight")
+            p.copy_(noise + 1.0 if is_scale else noise)
+
+
+def hf_model(tmp_path: Path, family: str, seed: int = 0, name: str = "hf", **fields: Any) -> tuple[Any, Path]:
+    """A seeded random transformers causal LM of ``family`` saved with save_pretrained."""
+    config_class, model_class = FAMILIES[family]
+    torch.manual_seed(seed)
+    base = {**BASE[family], "vocab_size": VOCAB, "bos_token_id": None, "eos_token_id": None, "pad_token_id": None}
+    model = model_class(config_class(**{**base, **fields})).eval()
+    randomise_(model, seed)
+    model.tie_weights()
+    folder = tmp_path / name
+    model.save_pretrained(folder)
+    return model, folder
+
+
+def ids(batch: int = 2, seq: int = SEQ, seed: int = 1) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (batch, seq), generator=torch.Generator().manual_seed(seed))
+
+
+def assert_same(model: zoo.DecoderLM, reference: Any, seq: int = SEQ) -> None:
+    """Equal logits (<= 1e-4) and equal greedy tokens."""
+    idx = ids(seq=seq)
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx), reference(idx).logits, atol=1e-4, rtol=0)
+        prompt = idx[:, : seq // 2]
+        new = seq - prompt.shape[1]
+        ours = model.generate(prompt, new)
+        theirs = reference.generate(
+            prompt, max_new_tokens=new, min_new_tokens=new, do_sample=False, attention_mask=torch.ones_like(prompt)
+        )
+    assert torch.equal(ours, theirs)
+
+
+def roundtrip(tmp_path: Path, family: str, **fields: Any) -> zoo.DecoderLM:
+    """Import a random model, compare with transformers, export, reload, compare again."""
+    reference, folder = hf_model(tmp_path, family, **fields)
+    model = zoo.from_hf(folder)
+    assert_same(model, reference)
+    out = zoo.to_hf(model, tmp_path / "out", architecture=FAMILIES[family][1].__name__)
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == [FAMILIES[family][1].__name__]
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    assert type(reloaded) is type(reference)
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(ids()).logits, reference(ids()).logits, atol=1e-4, rtol=0)
+    assert_same(zoo.from_hf(out), reloaded)  # and back again
+    return model
+
+
+FAMILIES = {
+    "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+    "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
+    "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+    "gpt_neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM),
+}
+BASE: dict[str, dict[str, Any]] = {
+    "llama": dict(hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64),
+    "mistral": dict(hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, sliding_window=None),
+    "qwen2": dict(hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64),
+    "gpt_neox": dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64),
+}
+
+
+# -- Llama ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        dict(num_key_value_heads=4),
+        dict(num_key_value_heads=2, rope_theta=500000.0, rms_norm_eps=1e-5),
+        dict(num_key_value_heads=1, tie_word_embeddings=True),
+        dict(hidden_size=48, num_attention_heads=6, num_key_value_heads=3, num_hidden_layers=3, intermediate_size=64),
+    ],
+    ids=["mha", "gqa2-theta5e5", "mqa-tied", "h6-kv3-L3"],
+)
+def test_llama_imports_and_exports_exactly(tmp_path: Path, fields: dict[str, Any]) -> None:
+    model = roundtrip(tmp_path, "llama", **fields)
+    heads = fields.get("num_attention_heads", 4)
+    assert model.blocks[0].attn.qkv.weight.shape[0] == fields.get("hidden_size", 32) + 2 * fields["num_key_value_heads"] * (fields.get("hidden_size", 32) // heads)
+    assert model.config.tie_embeddings is bool(fields.get("tie_word_embeddings", False))
+
+
+def test_modern_preset_exports_as_llama_and_back(tmp_path: Path) -> None:
+    model = zoo.build(
+        "gpt2-small-modern", n_layers=2, d_model=64, n_heads=4, vocab_size=VOCAB, max_seq_len=64,
+        attention={"name": "gqa", "n_kv_heads": 2},
+    )
+    randomise_(model)
+    model.eval()
+    out = zoo.to_hf(model, tmp_path / "llama")
+    reference = transformers.LlamaForCausalLM.from_pretrained(out).eval()
+    assert_same(model, reference)
+
+
+@pytest.mark.parametrize(
+    ("fields", "setting"),
+    [
+        (dict(attention_bias=True), "attention_bias"),
+        (dict(mlp_bias=True), "mlp_bias"),
+        (dict(hidden_act="gelu"), "hidden_act"),
+        (dict(rope_scaling={"rope_type": "linear", "factor": 2.0}), "rope_type"),
+        (dict(head_dim=16), "head_dim"),
+    ],
+)
+def test_llama_refuses_settings_it_does_not_model(tmp_path: Path, fields: dict[str, Any], setting: str) -> None:
+    _, folder = hf_model(tmp_path, "llama")
+    config = json.loads((folder / "config.json").read_text())
+    config.update(fields)
+    if "rope_scaling" in fields:
+        config.pop("rope_parameters", None)
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(zoo.InteropError, match=setting):
+        zoo.from_hf(folder)
+
+
+# -- Mistral -------------------------------------------------------------------------------
+
+
+def test_mistral_imports_and_exports_exactly(tmp_path: Path) -> None:
+    roundtrip(tmp_path, "mistral")
+
+
+def test_mistral_sliding_window_is_refused_unless_it_covers_the_context(tmp_path: Path) -> None:
+    _, folder = hf_model(tmp_path, "mistral", sliding_window=16)
+    with pytest.raises(zoo.InteropError, match="sliding_window=16.*max_position_embeddings to 16"):
+        zoo.from_hf(folder)
+    reference, folder = hf_model(tmp_path, "mistral", name="wide", sliding_window=64)  # = max_position_embeddings
+    assert_same(zoo.from_hf(folder), reference)
+
+
+# -- registry and dispatch -------------------------------------------------------------------
+
+
+def test_converters_are_listed_with_their_providers() -> None:
+    found = {c.architecture: c for c in zoo.default_registry().converters()}
+    assert found["GPT2LMHeadModel"].provider.startswith("zoo ")
+    for architecture in ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "GPTNeoXForCausalLM"):
+        assert found[architecture].plugin.distribution == "zoo-modern" and found[architecture].exports
+
+
+def test_unknown_architecture_names_installed_converters_and_the_plugin(tmp_path: Path) -> None:
+    _, folder = hf_model(tmp_path, "llama")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "architectures": ["FalconForCausalLM"], "model_type": "falcon"}))
+    with pytest.raises(zoo.InteropError, match="FalconForCausalLM.*GPT2LMHeadModel.*LlamaForCausalLM"):
+        zoo.from_hf(folder)
+    # Without zoo-modern a Llama folder names the plugin that reads it.
+    (folder / "config.json").write_text(json.dumps(config))
+    builtins_only = zoo.Registry(entry_points=False)
+    with pytest.raises(zoo.InteropError, match="LlamaForCausalLM.*installed converters: GPT2LMHeadModel.*zoo-modern"):
+        zoo.from_hf(folder, registry=builtins_only)
