@@ -180,5 +180,5 @@ def test_unknown_architecture_names_installed_converters_and_the_plugin(tmp_path
     # Without zoo-modern a Llama folder names the plugin that reads it.
     (folder / "config.json").write_text(json.dumps(config))
     builtins_only = zoo.Registry(entry_points=False)
-    with pytest.raises(zoo.InteropError, match="LlamaForCausalLM.*installed converters: GPT2LMHeadModel.*zoo-modern"):
+    with pytest.raises(zoo.InteropError, match="LlamaForCausalLM.*Installed converters: GPT2LMHeadModel.*plugin zoo-modern"):
         zoo.from_hf(folder, registry=builtins_only)
