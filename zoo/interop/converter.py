@@ -16,6 +16,7 @@ This module holds the shared parts only, no family's knowledge.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -202,6 +203,26 @@ def state_to_hf(converter: Converter, state: Mapping[str, Tensor], config: Model
         for name, part in zip(rule.hf, parts, strict=True):
             tensors[converter.stored_name(name)] = part.contiguous()
     return tensors
+
+
+def untie_if_stored(
+    converter: Converter, fields: dict[str, Any], tensors: Mapping[str, Tensor], where: str
+) -> dict[str, Any]:
+    """A head stored beside a tied embedding but different from it: keep both, as
+    transformers does (warning), so the model computes the same logits."""
+    head, embedding = tensors.get(converter.head), tensors.get(converter.embedding)
+    if not fields.get("tie_embeddings", True) or head is None or embedding is None:
+        return fields
+    if head.shape == embedding.shape and torch.equal(head, embedding):
+        return fields
+    warnings.warn(
+        f"{where}: config.json says tie_word_embeddings=true, but {converter.head!r} differs from "
+        f"{converter.embedding!r}; loading the stored head untied (as transformers does). Set "
+        f"tie_word_embeddings to false in config.json to silence this",
+        UserWarning,
+        stacklevel=4,
+    )
+    return {**fields, "tie_embeddings": False}
 
 
 def listing(names: Sequence[str], limit: int = 6) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from zoo.interop.converter import (
     Converter,
     state_from_hf,
     state_to_hf,
+    untie_if_stored,
 )
 from zoo.model import DecoderLM
 from zoo.registry import RegisteredConverter, Registry, default_registry
@@ -196,26 +196,6 @@ def _local_tensors(converter: Converter, tensors: Mapping[str, Tensor]) -> dict[
     return local
 
 
-def _untie_if_stored(
-    converter: Converter, fields: dict[str, Any], tensors: Mapping[str, Tensor], where: str
-) -> dict[str, Any]:
-    """A head stored beside a tied embedding but different from it: keep both, as
-    transformers does (warning), so the model computes the same logits."""
-    head, embedding = tensors.get(converter.head), tensors.get(converter.embedding)
-    if not fields.get("tie_embeddings", True) or head is None or embedding is None:
-        return fields
-    if head.shape == embedding.shape and torch.equal(head, embedding):
-        return fields
-    warnings.warn(
-        f"{where}: config.json says tie_word_embeddings=true, but {converter.head!r} differs from "
-        f"{converter.embedding!r}; loading the stored head untied (as transformers does). Set "
-        f"tie_word_embeddings to false in config.json to silence this",
-        UserWarning,
-        stacklevel=3,
-    )
-    return {**fields, "tie_embeddings": False}
-
-
 def from_hf(
     path: str | os.PathLike[str],
     *,
@@ -251,7 +231,7 @@ def from_hf(
     converter = converter_for(hf, where=str(config_path), registry=registry)
     fields = converter.with_kernel(converter.config_from_hf(hf, str(config_path)), attention)
     tensors = _local_tensors(converter, read_weights(folder))
-    fields = _untie_if_stored(converter, fields, tensors, str(folder))
+    fields = untie_if_stored(converter, fields, tensors, str(folder))
     try:
         config = validate_config(fields, source=str(config_path), registry=registry)
     except ConfigError as err:
