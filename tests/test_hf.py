@@ -270,7 +270,7 @@ def test_to_hf_names_the_component_that_blocks_it(tmp_path: Path, component: zoo
         assert_same_logits(model, reference, vocab=TINY["vocab_size"])
     else:
         with pytest.raises(zoo.InteropError, match=rf"{component.kind} '{component.name}'"):
-            zoo.to_hf(model, tmp_path / "refused")
+            zoo.to_hf(model, tmp_path / "refused", architecture="GPT2LMHeadModel")
         assert not (tmp_path / "refused").exists()
 
 
