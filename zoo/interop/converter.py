@@ -177,8 +177,8 @@ def state_from_hf(
             raise InteropError(f"{where}: cannot combine {shapes} into the zoo's {rule.zoo} {want}: {err}") from err
         if tuple(tensor.shape) != want:
             raise InteropError(
-                f"{where}: {shapes} make a {rule.zoo} of shape {tuple(tensor.shape)}, but config.json "
-                f"implies {want}; the weights and config.json disagree"
+                f"{where}: {shapes} make a {rule.zoo} of shape {tuple(tensor.shape)}, but the config "
+                f"implies {want}; the weights and the config disagree"
             )
         state[rule.zoo] = tensor.contiguous()
     if missing:
@@ -216,9 +216,9 @@ def untie_if_stored(
     if head.shape == embedding.shape and torch.equal(head, embedding):
         return fields
     warnings.warn(
-        f"{where}: config.json says tie_word_embeddings=true, but {converter.head!r} differs from "
-        f"{converter.embedding!r}; loading the stored head untied (as transformers does). Set "
-        f"tie_word_embeddings to false in config.json to silence this",
+        f"{where}: the config ties the head to the embedding (tie_word_embeddings), but the stored "
+        f"{converter.head!r} differs from {converter.embedding!r}; loading the stored head untied, as "
+        f"transformers does. Set tie_word_embeddings to false to silence this",
         UserWarning,
         stacklevel=4,
     )
