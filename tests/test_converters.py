@@ -182,3 +182,72 @@ def test_unknown_architecture_names_installed_converters_and_the_plugin(tmp_path
     builtins_only = zoo.Registry(entry_points=False)
     with pytest.raises(zoo.InteropError, match="LlamaForCausalLM.*Installed converters: GPT2LMHeadModel.*plugin zoo-modern"):
         zoo.from_hf(folder, registry=builtins_only)
+
+
+# -- GPT-NeoX (Pythia) -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        dict(rotary_pct=0.25),
+        dict(rotary_pct=0.5, use_parallel_residual=False, rotary_emb_base=500.0),
+        dict(rotary_pct=1.0, tie_word_embeddings=True, hidden_act="gelu_new"),
+        dict(hidden_size=48, num_attention_heads=3, num_hidden_layers=3, rotary_pct=0.25, layer_norm_eps=1e-6),
+    ],
+    ids=["pythia-like", "sequential-half-rotary", "full-rotary-tied", "h3-L3"],
+)
+def test_gpt_neox_imports_and_exports_exactly(tmp_path: Path, fields: dict[str, Any]) -> None:
+    pct = fields.pop("rotary_pct")
+    base = fields.pop("rotary_emb_base", 10000.0)
+    fields["rope_parameters"] = {"rope_type": "default", "rope_theta": base, "partial_rotary_factor": pct}
+    model = roundtrip(tmp_path, "gpt_neox", **fields)
+    assert model.config.placement.name == ("parallel" if fields.get("use_parallel_residual", True) else "pre")
+    head_dim = model.config.head_dim
+    assert model.config.position.options["rotary_dim"] in (None if pct == 1.0 else int(head_dim * pct), None)
+
+
+def test_gpt_neox_reads_the_older_config_fields(tmp_path: Path) -> None:
+    """rotary_pct / rotary_emb_base at the top level, as configs before transformers 5 have them."""
+    reference, folder = hf_model(tmp_path, "gpt_neox", rope_parameters={"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5})
+    config = json.loads((folder / "config.json").read_text())
+    del config["rope_parameters"]
+    (folder / "config.json").write_text(json.dumps({**config, "rotary_pct": 0.5, "rotary_emb_base": 500.0}))
+    model = zoo.from_hf(folder)
+    assert model.config.position.options == {"base": 500.0, "rotary_dim": 4}
+    assert_same(model, reference)
+
+
+@pytest.mark.parametrize(
+    ("fields", "setting"),
+    [
+        (dict(attention_bias=False), "attention_bias"),
+        (dict(hidden_act="quick_gelu"), "hidden_act"),
+        (dict(rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}), "rope_type"),
+        (dict(rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.1}), "rotary_pct"),
+    ],
+)
+def test_gpt_neox_refuses_settings_it_does_not_model(tmp_path: Path, fields: dict[str, Any], setting: str) -> None:
+    _, folder = hf_model(tmp_path, "gpt_neox")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **fields}))
+    with pytest.raises(zoo.InteropError, match=setting):
+        zoo.from_hf(folder)
+
+
+def test_parallel_placement_is_one_residual_step() -> None:
+    """x + attn(ln1(x)) + mlp(ln2(x)), and with a shared norm ln1 feeds both (GPT-J)."""
+    for shared in (False, True):
+        model = zoo.build("gpt2-small", n_layers=1, d_model=32, n_heads=4, vocab_size=VOCAB, max_seq_len=32,
+                          position="rotary", placement={"name": "parallel", "shared_norm": shared}, dropout=0.0)
+        randomise_(model)
+        block = model.blocks[0]
+        x = torch.randn(2, 8, 32)
+        ctx = zoo.AttentionContext(torch.arange(8)[None], model.position)
+        norm2 = block.attn_residual.norm if shared else block.mlp_residual.norm
+        expected = x + block.attn(block.attn_residual.norm(x), ctx) + block.mlp(norm2(x))
+        torch.testing.assert_close(block(x, ctx), expected)
+        norms = [n for n, _ in model.named_parameters() if "residual.norm" in n]
+        assert len(norms) == (2 if shared else 4)  # weight + bias of one norm, or of two
+    with pytest.raises(zoo.ConfigError, match="parallel"):
+        zoo.get_config("transformer-2017-base", placement="parallel")

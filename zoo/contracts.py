@@ -53,13 +53,31 @@ class PositionEncoding(nn.Module):
 
 
 class Placement(nn.Module):
-    """Joins a sub-layer to the residual stream: ``forward(x, sublayer, *args)``."""
+    """Joins a sub-layer to the residual stream: ``forward(x, sublayer, *args)``.
+
+    ``block`` says how one layer's attention and MLP combine; by default one after the
+    other. A placement that runs them side by side overrides it.
+    """
 
     #: Whether a model of blocks placed like this wants a norm after the last block.
     final_norm: ClassVar[bool] = True
 
     def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
         raise NotImplementedError
+
+    @classmethod
+    def block(
+        cls,
+        x: Tensor,
+        attn_residual: Placement,
+        attn: nn.Module,
+        mlp_residual: Placement,
+        mlp: nn.Module,
+        ctx: AttentionContext,
+    ) -> Tensor:
+        """One layer: attention joined by ``attn_residual``, then the MLP by ``mlp_residual``."""
+        x = attn_residual(x, attn, ctx)
+        return mlp_residual(x, mlp)
 
 
 def residual_output(layer: nn.Linear) -> nn.Linear:

@@ -33,9 +33,8 @@ class Block(nn.Module):
         self.mlp = builder.mlp()
 
     def forward(self, x: Tensor, ctx: AttentionContext) -> Tensor:
-        x = self.attn_residual(x, self.attn, ctx)
-        x = self.mlp_residual(x, self.mlp)
-        return x
+        # The placement says how the two combine: one after the other unless it overrides block.
+        return type(self.attn_residual).block(x, self.attn_residual, self.attn, self.mlp_residual, self.mlp, ctx)
 
 
 def as_padding(mask: Tensor | None, tokens: Tensor, name: str, *, cached: int = 0) -> Tensor | None:

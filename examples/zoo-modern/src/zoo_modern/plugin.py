@@ -14,7 +14,7 @@ import zoo
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
 from zoo_modern.converters import CONVERTERS
 from zoo_modern.mlp import SwiGluOptions, swiglu
-from zoo_modern.placement import sandwich
+from zoo_modern.placement import ParallelOptions, check_parallel, parallel, sandwich
 from zoo_modern.positions import (
     AlibiOptions,
     RotaryOptions,
@@ -31,6 +31,7 @@ def zoo_register_components(register: Any) -> None:
     register("mlp", "swiglu", swiglu, SwiGluOptions)
     register("attention", "gqa", gqa, GqaOptions, check=check_gqa)
     register("placement", "sandwich", sandwich)
+    register("placement", "parallel", parallel, ParallelOptions, check=check_parallel)
 
 
 @zoo.hookimpl

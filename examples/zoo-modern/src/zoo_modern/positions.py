@@ -22,33 +22,46 @@ from zoo import PositionEncoding
 
 class RotaryOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    base: float = Field(10000.0, gt=1.0, description="theta: pair i turns by position * base^(-2i/head_dim)")
+    base: float = Field(10000.0, gt=1.0, description="theta: pair i turns by position * base^(-2i/rotary_dim)")
+    rotary_dim: int | None = Field(
+        None, gt=0, description="rotate only the first rotary_dim dims of each head (GPT-NeoX's rotary_pct); None: all"
+    )
 
 
 class Rotary(PositionEncoding):
     """Rotates each pair (x_i, x_{i + dk/2}) of q and k by the angle position * theta_i.
 
     The pairs are split in halves, not interleaved: the layout of LLaMA as Hugging Face
-    implements it, so such weights need no permutation.
+    implements it, so such weights need no permutation. With ``rotary_dim`` < head_dim
+    only the first ``rotary_dim`` dimensions turn (pairs split in halves within them)
+    and the rest pass through, as in GPT-NeoX (Pythia).
     """
 
-    def __init__(self, head_dim: int, base: float) -> None:
+    def __init__(self, head_dim: int, base: float, rotary_dim: int | None = None) -> None:
         super().__init__()
         self.head_dim, self.base = head_dim, base
+        self.rotary_dim = rotary_dim or head_dim
 
     def angles(self, positions: Tensor) -> Tensor:
-        """Rotation angles (B|1, S, dk/2) in float32 for ``positions`` (B|1, S)."""
-        i = torch.arange(0, self.head_dim, 2, device=positions.device, dtype=torch.float32)
-        inv_freq = 1.0 / self.base ** (i / self.head_dim)  # (dk/2,): theta_i
-        return positions[..., None].float() * inv_freq  # (B|1, S, dk/2)
+        """Rotation angles (B|1, S, rotary_dim/2) in float32 for ``positions`` (B|1, S)."""
+        i = torch.arange(0, self.rotary_dim, 2, device=positions.device, dtype=torch.float32)
+        inv_freq = 1.0 / self.base ** (i / self.rotary_dim)  # (rotary_dim/2,): theta_i
+        return positions[..., None].float() * inv_freq  # (B|1, S, rotary_dim/2)
 
     def rotate(self, q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
-        angles = self.angles(positions)[:, None]  # (B|1, 1, S, dk/2): the same for every head
+        angles = self.angles(positions)[:, None]  # (B|1, 1, S, rotary_dim/2): the same for every head
         cos, sin = angles.cos(), angles.sin()
-        return _rotate_pairs(q, cos, sin), _rotate_pairs(k, cos, sin)
+        return self._rotate(q, cos, sin), self._rotate(k, cos, sin)
+
+    def _rotate(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        if self.rotary_dim == self.head_dim:
+            return _rotate_pairs(x, cos, sin)
+        turned, passed = x.split((self.rotary_dim, self.head_dim - self.rotary_dim), dim=-1)
+        return torch.cat((_rotate_pairs(turned, cos, sin), passed), dim=-1)  # (B, H, S, dk)
 
     def extra_repr(self) -> str:
-        return f"head_dim={self.head_dim}, base={self.base:g}"
+        partial = f", rotary_dim={self.rotary_dim}" if self.rotary_dim != self.head_dim else ""
+        return f"head_dim={self.head_dim}, base={self.base:g}{partial}"
 
 
 def _rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -110,15 +123,20 @@ class ALiBi(PositionEncoding):
 
 def rotary(builder: Any, options: RotaryOptions) -> PositionEncoding:
     """Rotary positions (RoPE) on queries and keys: scores depend on relative position."""
-    return Rotary(builder.config.head_dim, options.base)
+    return Rotary(builder.config.head_dim, options.base, options.rotary_dim)
 
 
 def check_rotary(config: Any, options: RotaryOptions) -> None:
     head_dim = config.head_dim
-    if head_dim % 2:
+    if options.rotary_dim is None and head_dim % 2:
         raise ValueError(
             f"rotary positions turn pairs of dimensions, so head_dim = d_model / n_heads must be "
             f"even, got {head_dim}; change d_model or n_heads"
+        )
+    if options.rotary_dim is not None and (options.rotary_dim % 2 or options.rotary_dim > head_dim):
+        raise ValueError(
+            f"position.rotary_dim={options.rotary_dim} must be even and at most head_dim={head_dim} "
+            f"(it turns pairs of the first rotary_dim dimensions of each head)"
         )
 
 
