@@ -204,7 +204,7 @@ def test_gpt_neox_imports_and_exports_exactly(tmp_path: Path, fields: dict[str, 
     model = roundtrip(tmp_path, "gpt_neox", **fields)
     assert model.config.placement.name == ("parallel" if fields.get("use_parallel_residual", True) else "pre")
     head_dim = model.config.head_dim
-    assert model.config.position.options["rotary_dim"] in (None if pct == 1.0 else int(head_dim * pct), None)
+    assert model.config.position.options["rotary_dim"] == (None if pct == 1.0 else int(head_dim * pct))
 
 
 def test_gpt_neox_reads_the_older_config_fields(tmp_path: Path) -> None:
@@ -214,7 +214,7 @@ def test_gpt_neox_reads_the_older_config_fields(tmp_path: Path) -> None:
     del config["rope_parameters"]
     (folder / "config.json").write_text(json.dumps({**config, "rotary_pct": 0.5, "rotary_emb_base": 500.0}))
     model = zoo.from_hf(folder)
-    assert model.config.position.options == {"base": 500.0, "rotary_dim": 4}
+    assert model.config.position.options == {"base": 500.0, "rotary_dim": 4, "rotary_pct": None}
     assert_same(model, reference)
 
 
@@ -251,3 +251,40 @@ def test_parallel_placement_is_one_residual_step() -> None:
         assert len(norms) == (2 if shared else 4)  # weight + bias of one norm, or of two
     with pytest.raises(zoo.ConfigError, match="parallel"):
         zoo.get_config("transformer-2017-base", placement="parallel")
+
+
+# -- presets of public shapes ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("preset", "architecture", "parameters"),
+    [
+        ("pythia-160m", "GPTNeoXForCausalLM", 162_322_944),
+        ("pythia-410m", "GPTNeoXForCausalLM", 405_334_016),
+        ("llama-style-small", "LlamaForCausalLM", 124_668_672),
+        ("gpt2-small-modern", "LlamaForCausalLM", 114_114_048),
+        ("gpt2-small", "GPT2LMHeadModel", 124_439_808),
+    ],
+)
+def test_preset_parameter_counts_equal_transformers_model_of_the_same_config(
+    preset: str, architecture: str, parameters: int
+) -> None:
+    from zoo.interop.hf import config_to_hf
+
+    ours = zoo.build(preset, device="meta").num_parameters()
+    hf = config_to_hf(zoo.get_config(preset))
+    assert hf["architectures"] == [architecture]
+    config = transformers.AutoConfig.for_model(**{k: v for k, v in hf.items() if k != "architectures"})
+    with torch.device("meta"):
+        reference = transformers.AutoModelForCausalLM.from_config(config)
+    assert type(reference).__name__ == architecture
+    assert ours == sum(p.numel() for p in reference.parameters()) == parameters
+
+
+def test_compare_shows_pythia_as_component_swaps_of_gpt2(capsys: pytest.CaptureFixture[str]) -> None:
+    from zoo.cli import main
+
+    assert main(["compare", "gpt2-small", "pythia-160m"]) == 0
+    out = capsys.readouterr().out
+    for words in ("placement", "parallel", "rotary", "vocab_size", "50304", "tie_embeddings"):
+        assert words in out

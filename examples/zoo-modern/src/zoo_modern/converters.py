@@ -18,6 +18,7 @@ from torch import Tensor
 
 from zoo import Converter, InteropError, ModelConfig, Rule
 from zoo_modern.mlp import swiglu_hidden
+from zoo_modern.positions import RotaryOptions, rotary_dims
 
 DEFAULT_ROPE = ("default", None)
 # Hugging Face activation names with an exact zoo activation component.
@@ -54,6 +55,11 @@ def attention_spec(n_heads: int, n_kv_heads: int) -> dict[str, Any]:
 def n_kv_heads(config: ModelConfig) -> int:
     """Key/value heads of a config's attention (n_heads for plain multi-head attention)."""
     return int(config.attention.options.get("n_kv_heads") or config.n_heads)
+
+
+def turned(config: ModelConfig) -> int:
+    """Dimensions per head a rotary config turns."""
+    return rotary_dims(config.head_dim, RotaryOptions.model_validate(config.position.options))
 
 
 def rotary_base(config: ModelConfig) -> float:
@@ -142,7 +148,7 @@ class LlamaFamily(Converter):
         for kind, name in wanted.items():
             if getattr(config, kind).name != name:
                 blockers.append(f"{kind} {getattr(config, kind).name!r} ({self.architecture} has {name})")
-        if config.position.name == "rotary" and config.position.options.get("rotary_dim") not in (None, config.head_dim):
+        if config.position.name == "rotary" and turned(config) != config.head_dim:
             blockers.append("partial rotary (this family rotates the whole head)")
         if config.attention.options.get("kernel") not in (None, "sdpa", "eager"):
             blockers.append("an attention kernel other than sdpa/eager")
@@ -388,12 +394,13 @@ class GPTNeoX(Converter):
             blockers.append(f"activation {config.activation.name!r}")
         if not config.bias:
             blockers.append("bias=false (GPT-NeoX's projections and norms have biases)")
+        if config.position.name == "rotary" and int(config.head_dim * (turned(config) / config.head_dim)) != turned(config):
+            blockers.append("a rotary_dim that rotary_pct cannot express exactly")
         return blockers
 
     def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
         base = rotary_base(config)
-        rotary_dim = config.position.options.get("rotary_dim") or config.head_dim
-        fraction = rotary_dim / config.head_dim
+        fraction = turned(config) / config.head_dim
         return {
             "vocab_size": config.vocab_size,
             "hidden_size": config.d_model,

@@ -37,7 +37,8 @@ def zoo_register_components(register: Any) -> None:
 @zoo.hookimpl
 def zoo_register_presets(register: Any) -> None:
     presets = resources.files("zoo_modern") / "presets"
-    register("gpt2-small-modern", presets / "gpt2-small-modern.toml")
+    for name in ("gpt2-small-modern", "llama-style-small", "pythia-160m", "pythia-410m"):
+        register(name, presets / f"{name}.toml")
 
 
 @zoo.hookimpl

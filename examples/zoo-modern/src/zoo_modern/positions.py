@@ -23,9 +23,20 @@ from zoo import PositionEncoding
 class RotaryOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     base: float = Field(10000.0, gt=1.0, description="theta: pair i turns by position * base^(-2i/rotary_dim)")
-    rotary_dim: int | None = Field(
-        None, gt=0, description="rotate only the first rotary_dim dims of each head (GPT-NeoX's rotary_pct); None: all"
+    rotary_dim: int | None = Field(None, gt=0, description="rotate only the first rotary_dim dims of each head; None: all")
+    rotary_pct: float | None = Field(
+        None, gt=0.0, le=1.0, description="rotate this fraction of each head (GPT-NeoX's rotary_pct); None: all"
     )
+
+
+def rotary_dims(head_dim: int, options: RotaryOptions) -> int:
+    """How many dimensions of each head turn: ``rotary_dim``, else ``int(head_dim * rotary_pct)``
+    (GPT-NeoX's rounding), else all."""
+    if options.rotary_dim is not None:
+        return options.rotary_dim
+    if options.rotary_pct is not None:
+        return int(head_dim * options.rotary_pct)
+    return head_dim
 
 
 class Rotary(PositionEncoding):
@@ -123,20 +134,24 @@ class ALiBi(PositionEncoding):
 
 def rotary(builder: Any, options: RotaryOptions) -> PositionEncoding:
     """Rotary positions (RoPE) on queries and keys: scores depend on relative position."""
-    return Rotary(builder.config.head_dim, options.base, options.rotary_dim)
+    return Rotary(builder.config.head_dim, options.base, rotary_dims(builder.config.head_dim, options))
 
 
 def check_rotary(config: Any, options: RotaryOptions) -> None:
     head_dim = config.head_dim
-    if options.rotary_dim is None and head_dim % 2:
+    if options.rotary_dim is not None and options.rotary_pct is not None:
+        raise ValueError("position: set rotary_dim or rotary_pct, not both (they say the same thing)")
+    turned = rotary_dims(head_dim, options)
+    if options.rotary_dim is None and options.rotary_pct is None and head_dim % 2:
         raise ValueError(
             f"rotary positions turn pairs of dimensions, so head_dim = d_model / n_heads must be "
             f"even, got {head_dim}; change d_model or n_heads"
         )
-    if options.rotary_dim is not None and (options.rotary_dim % 2 or options.rotary_dim > head_dim):
+    if turned % 2 or not 2 <= turned <= head_dim:
         raise ValueError(
-            f"position.rotary_dim={options.rotary_dim} must be even and at most head_dim={head_dim} "
-            f"(it turns pairs of the first rotary_dim dimensions of each head)"
+            f"position: rotary turns {turned} of head_dim={head_dim} dimensions (rotary_dim="
+            f"{options.rotary_dim}, rotary_pct={options.rotary_pct}); it must be an even number from 2 "
+            f"to head_dim (pairs of the first dimensions of each head)"
         )
 
 
