@@ -288,3 +288,108 @@ def test_compare_shows_pythia_as_component_swaps_of_gpt2(capsys: pytest.CaptureF
     out = capsys.readouterr().out
     for words in ("placement", "parallel", "rotary", "vocab_size", "50304", "tie_embeddings"):
         assert words in out
+
+
+# -- a converter from a plugin registered inline ------------------------------------------------
+
+
+class Toy(zoo.Converter):
+    """A made-up architecture: GPT-2's design, weights under other names, q/k/v apart."""
+
+    architecture = "ToyForCausalLM"
+    model_type = "toy"
+    description = "a toy family for the tests"
+    prefix = "body."
+    top_level = ("unembed",)
+    embedding = "embed"
+    head = "unembed"
+
+    def config_from_hf(self, hf: Any, where: str) -> dict[str, Any]:
+        if hf.get("fancy"):
+            raise self.refuse(where, "fancy", hf["fancy"], "toys are plain")
+        return {
+            "vocab_size": hf["vocab"], "max_seq_len": 32, "d_model": hf["width"], "n_layers": hf["depth"],
+            "n_heads": 2, "dropout": 0.0, "tie_embeddings": hf["tied"], "activation": "gelu",
+        }
+
+    def rules(self, config: zoo.ModelConfig) -> list[zoo.Rule]:
+        d = config.d_model
+        rules = [zoo.Rule.copy("tok_emb.weight", "embed"), zoo.Rule.copy("position.table.weight", "where")]
+        for i in range(config.n_layers):
+            z = f"blocks.{i}."
+            rules.append(zoo.Rule.concat(z + "attn.qkv.weight", [f"{i}.q", f"{i}.k", f"{i}.v"], (d, d, d)))
+            for name in ("attn_residual.norm.weight", "attn_residual.norm.bias", "attn.qkv.bias", "attn.out.weight",
+                         "attn.out.bias", "mlp_residual.norm.weight", "mlp_residual.norm.bias", "mlp.up.weight",
+                         "mlp.up.bias", "mlp.down.weight", "mlp.down.bias"):
+                rules.append(zoo.Rule.transposed(z + name, f"{i}.{name}") if name.endswith("up.weight") else zoo.Rule.copy(z + name, f"{i}.{name}"))
+        return [*rules, zoo.Rule.copy("final_norm.weight", "end.w"), zoo.Rule.copy("final_norm.bias", "end.b"), zoo.Rule.copy("head.weight", "unembed")]
+
+    def blockers(self, config: zoo.ModelConfig) -> list[str]:
+        return [] if config.activation.name == "gelu" and config.position.name == "learned" else ["not a toy"]
+
+    def config_to_hf(self, config: zoo.ModelConfig) -> dict[str, Any]:
+        return {"vocab": config.vocab_size, "width": config.d_model, "depth": config.n_layers, "tied": config.tie_embeddings}
+
+
+class ToyPlugin:
+    @zoo.hookimpl
+    def zoo_register_converters(self, register: Any) -> None:
+        register(Toy())
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_an_inline_plugin_adds_a_converter_without_touching_the_core(tmp_path: Path, tied: bool) -> None:
+    registry = zoo.Registry(plugins=[ToyPlugin()])
+    (entry,) = [c for c in registry.converters() if c.architecture == "ToyForCausalLM"]
+    assert entry.plugin.name == "ToyPlugin-0" and entry.exports and entry.description == "a toy family for the tests"
+    model = zoo.build("gpt2-small", n_layers=2, d_model=32, n_heads=2, vocab_size=VOCAB, max_seq_len=32,
+                      activation="gelu", dropout=0.0, tie_embeddings=tied, registry=registry)
+    randomise_(model)
+    folder = zoo.to_hf(model.eval(), tmp_path / "toy", architecture="ToyForCausalLM", registry=registry)
+    stored = load_file(folder / "model.safetensors")
+    assert json.loads((folder / "config.json").read_text())["architectures"] == ["ToyForCausalLM"]
+    assert {"body.embed", "body.0.q", "body.1.k", "body.end.w"} <= set(stored) and ("unembed" in stored) is not tied
+    assert torch.equal(stored["body.0.mlp.up.weight"], model.blocks[0].mlp.up.weight.t())
+    back = zoo.from_hf(folder, registry=registry)
+    with torch.no_grad():
+        torch.testing.assert_close(back(ids()), model(ids()), atol=0, rtol=0)
+    # The default registry has no toy converter: the same folder names what is installed.
+    with pytest.raises(zoo.InteropError, match="no converter reads architectures \\['ToyForCausalLM'\\].*GPT2LMHeadModel"):
+        zoo.from_hf(folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "fancy": True}))
+    with pytest.raises(zoo.InteropError, match="fancy=True: toys are plain"):
+        zoo.from_hf(folder, registry=registry)
+
+
+def test_a_converter_registered_twice_or_malformed_fails_its_plugin_only() -> None:
+    class Again:
+        @zoo.hookimpl
+        def zoo_register_converters(self, register: Any) -> None:
+            register(Toy())
+
+    class Broken:
+        @zoo.hookimpl
+        def zoo_register_converters(self, register: Any) -> None:
+            register(object())
+
+    with pytest.warns(RuntimeWarning, match="registered twice"):
+        registry = zoo.Registry(plugins=[ToyPlugin(), Again(), Broken()])
+    status = {p.name: (p.status, str(p.error)) for p in registry.plugins if not p.builtin and p.distribution is None}
+    assert status["ToyPlugin-0"][0] == "loaded"
+    assert status["Again-1"][0] == "failed" and "converter 'ToyForCausalLM' is registered twice" in status["Again-1"][1]
+    assert status["Broken-2"][0] == "failed" and "architecture" in status["Broken-2"][1]
+    assert [c.architecture for c in registry.converters()].count("ToyForCausalLM") == 1
+
+
+def test_plugins_command_lists_converters_with_providers(capsys: pytest.CaptureFixture[str]) -> None:
+    from zoo.cli import main
+
+    assert main(["plugins", "--json"]) == 0
+    plugins = json.loads(capsys.readouterr().out)
+    by_name = {p["name"]: p for p in plugins}
+    assert by_name["zoo.plugins.hf_gpt2"]["converters"] == ["GPT2LMHeadModel"]
+    assert set(by_name["modern"]["converters"]) == {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "GPTNeoXForCausalLM"}
+    assert main(["components"]) == 0
+    out = capsys.readouterr().out
+    assert "Hugging Face converters" in out and "GPTNeoXForCausalLM" in out and "zoo-modern" in out
