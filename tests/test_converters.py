@@ -6,6 +6,7 @@ must load in transformers with equal logits."""
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -373,8 +374,10 @@ def test_a_converter_registered_twice_or_malformed_fails_its_plugin_only() -> No
         def zoo_register_converters(self, register: Any) -> None:
             register(object())
 
-    with pytest.warns(RuntimeWarning, match="registered twice"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         registry = zoo.Registry(plugins=[ToyPlugin(), Again(), Broken()])
+    assert [w.category for w in caught] == [RuntimeWarning, RuntimeWarning]
     status = {p.name: (p.status, str(p.error)) for p in registry.plugins if not p.builtin and p.distribution is None}
     assert status["ToyPlugin-0"][0] == "loaded"
     assert status["Again-1"][0] == "failed" and "converter 'ToyForCausalLM' is registered twice" in status["Again-1"][1]

@@ -237,6 +237,7 @@ def from_hf(
     except ConfigError as err:
         raise InteropError(f"{config_path} describes no valid zoo model: {err}") from err
     model = build(config, device="meta", registry=registry)
+    assert isinstance(model, DecoderLM)  # the config is a decoder's
     state = state_from_hf(converter, tensors, config, model.state_dict(), where=str(folder))
     target = target_dtype or state["tok_emb.weight"].dtype
     state = {name: tensor.to(target) for name, tensor in state.items()}

@@ -150,6 +150,7 @@ def from_nanogpt(
     except ConfigError as err:
         raise InteropError(f"{where}: model_args describe no valid zoo model: {err}") from err
     model = build(config, device="meta")
+    assert isinstance(model, DecoderLM)  # the config is a decoder's
     state = state_from_hf(converter, tensors, config, model.state_dict(), where=where)
     target = target_dtype or state["tok_emb.weight"].dtype
     model.load_state_dict({n: t.to(target) for n, t in state.items()}, strict=True, assign=True)
