@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 import zoo
 
@@ -87,10 +87,10 @@ FAMILIES = {
     "gpt_neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM),
 }
 BASE: dict[str, dict[str, Any]] = {
-    "llama": dict(hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64),
-    "mistral": dict(hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, sliding_window=None),
-    "qwen2": dict(hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64),
-    "gpt_neox": dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64),
+    "llama": {"hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 64},
+    "mistral": {"hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64, "sliding_window": None},
+    "qwen2": {"hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64},
+    "gpt_neox": {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 64},
 }
 
 
@@ -100,10 +100,10 @@ BASE: dict[str, dict[str, Any]] = {
 @pytest.mark.parametrize(
     "fields",
     [
-        dict(num_key_value_heads=4),
-        dict(num_key_value_heads=2, rope_theta=500000.0, rms_norm_eps=1e-5),
-        dict(num_key_value_heads=1, tie_word_embeddings=True),
-        dict(hidden_size=48, num_attention_heads=6, num_key_value_heads=3, num_hidden_layers=3, intermediate_size=64),
+        {"num_key_value_heads": 4},
+        {"num_key_value_heads": 2, "rope_theta": 500000.0, "rms_norm_eps": 1e-5},
+        {"num_key_value_heads": 1, "tie_word_embeddings": True},
+        {"hidden_size": 48, "num_attention_heads": 6, "num_key_value_heads": 3, "num_hidden_layers": 3, "intermediate_size": 64},
     ],
     ids=["mha", "gqa2-theta5e5", "mqa-tied", "h6-kv3-L3"],
 )
@@ -129,11 +129,11 @@ def test_modern_preset_exports_as_llama_and_back(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("fields", "setting"),
     [
-        (dict(attention_bias=True), "attention_bias"),
-        (dict(mlp_bias=True), "mlp_bias"),
-        (dict(hidden_act="gelu"), "hidden_act"),
-        (dict(rope_scaling={"rope_type": "linear", "factor": 2.0}), "rope_type"),
-        (dict(head_dim=16), "head_dim"),
+        ({"attention_bias": True}, "attention_bias"),
+        ({"mlp_bias": True}, "mlp_bias"),
+        ({"hidden_act": "gelu"}, "hidden_act"),
+        ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "rope_type"),
+        ({"head_dim": 16}, "head_dim"),
     ],
 )
 def test_llama_refuses_settings_it_does_not_model(tmp_path: Path, fields: dict[str, Any], setting: str) -> None:
@@ -191,10 +191,10 @@ def test_unknown_architecture_names_installed_converters_and_the_plugin(tmp_path
 @pytest.mark.parametrize(
     "fields",
     [
-        dict(rotary_pct=0.25),
-        dict(rotary_pct=0.5, use_parallel_residual=False, rotary_emb_base=500.0),
-        dict(rotary_pct=1.0, tie_word_embeddings=True, hidden_act="gelu_new"),
-        dict(hidden_size=48, num_attention_heads=3, num_hidden_layers=3, rotary_pct=0.25, layer_norm_eps=1e-6),
+        {"rotary_pct": 0.25},
+        {"rotary_pct": 0.5, "use_parallel_residual": False, "rotary_emb_base": 500.0},
+        {"rotary_pct": 1.0, "tie_word_embeddings": True, "hidden_act": "gelu_new"},
+        {"hidden_size": 48, "num_attention_heads": 3, "num_hidden_layers": 3, "rotary_pct": 0.25, "layer_norm_eps": 1e-6},
     ],
     ids=["pythia-like", "sequential-half-rotary", "full-rotary-tied", "h3-L3"],
 )
@@ -222,10 +222,10 @@ def test_gpt_neox_reads_the_older_config_fields(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("fields", "setting"),
     [
-        (dict(attention_bias=False), "attention_bias"),
-        (dict(hidden_act="quick_gelu"), "hidden_act"),
-        (dict(rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}), "rope_type"),
-        (dict(rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.1}), "rotary_pct"),
+        ({"attention_bias": False}, "attention_bias"),
+        ({"hidden_act": "quick_gelu"}, "hidden_act"),
+        ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}}, "rope_type"),
+        ({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.1}}, "rotary_pct"),
     ],
 )
 def test_gpt_neox_refuses_settings_it_does_not_model(tmp_path: Path, fields: dict[str, Any], setting: str) -> None:
@@ -396,3 +396,28 @@ def test_plugins_command_lists_converters_with_providers(capsys: pytest.CaptureF
     assert main(["components"]) == 0
     out = capsys.readouterr().out
     assert "Hugging Face converters" in out and "GPTNeoXForCausalLM" in out and "zoo-modern" in out
+
+
+# -- Qwen2 ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"num_key_value_heads": 2}, {"num_key_value_heads": 4, "tie_word_embeddings": True, "rope_theta": 1e6}, {"num_key_value_heads": 1}],
+    ids=["gqa2", "mha-tied-theta1e6", "mqa"],
+)
+def test_qwen2_imports_and_exports_exactly(tmp_path: Path, fields: dict[str, Any]) -> None:
+    model = roundtrip(tmp_path, "qwen2", **fields)
+    attn = model.blocks[0].attn
+    assert attn.qkv.bias is not None and attn.out.bias is None and model.blocks[0].mlp.up.bias is None
+    with pytest.raises(zoo.InteropError, match="q/k/v biases on"):  # Llama has no biases to hold them
+        zoo.to_hf(model, tmp_path / "as-llama", architecture="LlamaForCausalLM")
+    assert json.loads((zoo.to_hf(model, tmp_path / "auto") / "config.json").read_text())["architectures"] == ["Qwen2ForCausalLM"]
+
+
+def test_qwen2_sliding_window_is_refused_unless_it_covers_the_context(tmp_path: Path) -> None:
+    _, folder = hf_model(tmp_path, "qwen2", use_sliding_window=True, sliding_window=16, max_window_layers=0)
+    with pytest.raises(zoo.InteropError, match="sliding_window=16"):
+        zoo.from_hf(folder)
+    reference, folder = hf_model(tmp_path, "qwen2", name="off", use_sliding_window=False, sliding_window=16)
+    assert_same(zoo.from_hf(folder), reference)  # the window is off: the model is exact

@@ -83,13 +83,13 @@ class GPT(nn.Module):
     def __init__(self, block_size: int, vocab_size: int, n_layer: int, n_head: int, n_embd: int, dropout: float, bias: bool, flash: bool = True) -> None:
         super().__init__()
         self.transformer = nn.ModuleDict(
-            dict(
-                wte=nn.Embedding(vocab_size, n_embd),
-                wpe=nn.Embedding(block_size, n_embd),
-                drop=nn.Dropout(dropout),
-                h=nn.ModuleList([Block(n_embd, n_head, block_size, bias, flash) for _ in range(n_layer)]),
-                ln_f=LayerNorm(n_embd, bias=bias),
-            )
+            {
+                "wte": nn.Embedding(vocab_size, n_embd),
+                "wpe": nn.Embedding(block_size, n_embd),
+                "drop": nn.Dropout(dropout),
+                "h": nn.ModuleList([Block(n_embd, n_head, block_size, bias, flash) for _ in range(n_layer)]),
+                "ln_f": LayerNorm(n_embd, bias=bias),
+            }
         )
         self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
         self.transformer.wte.weight = self.lm_head.weight  # weight tying, as nanoGPT does
@@ -106,7 +106,7 @@ class GPT(nn.Module):
 
 
 def nanogpt(bias: bool = True, flash: bool = True, seed: int = 0, **sizes: Any) -> tuple[GPT, dict[str, Any]]:
-    model_args = dict(n_layer=2, n_head=4, n_embd=32, block_size=32, bias=bias, vocab_size=71, dropout=0.0)
+    model_args = {"n_layer": 2, "n_head": 4, "n_embd": 32, "block_size": 32, "bias": bias, "vocab_size": 71, "dropout": 0.0}
     model_args.update(sizes)
     torch.manual_seed(seed)
     model = GPT(**model_args, flash=flash).eval()

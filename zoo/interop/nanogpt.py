@@ -22,13 +22,19 @@ from zoo.builder import build, device_arg, dtype_arg, reset_buffers
 from zoo.checkpoint import path_arg
 from zoo.config import validate_config
 from zoo.errors import ConfigError, InteropError
-from zoo.interop.converter import KERNELS, Converter, Rule, state_from_hf, untie_if_stored
+from zoo.interop.converter import (
+    KERNELS,
+    Converter,
+    Rule,
+    state_from_hf,
+    untie_if_stored,
+)
 from zoo.model import DecoderLM
 
 if TYPE_CHECKING:
     from zoo.config import ModelConfig
 
-__all__ = ["from_nanogpt", "NANOGPT_ARGS"]
+__all__ = ["NANOGPT_ARGS", "from_nanogpt"]
 
 # nanoGPT's GPTConfig fields (model_args), with its defaults.
 NANOGPT_ARGS: dict[str, Any] = {

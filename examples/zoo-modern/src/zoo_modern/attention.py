@@ -26,6 +26,8 @@ class GqaOptions(BaseModel):
     kernel: Literal["sdpa", "eager"] = Field(
         "sdpa", description="sdpa: torch's fused kernel; eager: the explicit math, can return weights"
     )
+    qkv_bias: bool | None = Field(None, description="bias on the q/k/v projection (default: the config's bias; Qwen2: true)")
+    out_bias: bool | None = Field(None, description="bias on the output projection (default: the config's bias)")
 
 
 class GroupedQueryAttention(nn.Module):
@@ -42,8 +44,10 @@ class GroupedQueryAttention(nn.Module):
         self.kernel = options.kernel
         self.records_weights = options.kernel == "eager"  # model.attention_maps works with eager
         kv_dim = self.n_kv_heads * self.head_dim
-        self.qkv = nn.Linear(c.d_model, c.d_model + 2 * kv_dim, bias=c.bias)  # [q | k | v] rows
-        self.out = residual_output(nn.Linear(c.d_model, c.d_model, bias=c.bias))
+        qkv_bias = c.bias if options.qkv_bias is None else options.qkv_bias
+        out_bias = c.bias if options.out_bias is None else options.out_bias
+        self.qkv = nn.Linear(c.d_model, c.d_model + 2 * kv_dim, bias=qkv_bias)  # [q | k | v] rows
+        self.out = residual_output(nn.Linear(c.d_model, c.d_model, bias=out_bias))
         self.attn_dropout = c.dropout.attention
         self.drop = nn.Dropout(c.dropout.attention)
         self.resid_drop = nn.Dropout(c.dropout.residual)

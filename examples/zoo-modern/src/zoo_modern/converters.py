@@ -154,6 +154,13 @@ class LlamaFamily(Converter):
             blockers.append("an attention kernel other than sdpa/eager")
         if config.bias:
             blockers.append(f"bias=true ({self.architecture} has no biases)")
+        options = config.attention.options
+        qkv_bias = config.bias if options.get("qkv_bias") is None else options["qkv_bias"]
+        out_bias = config.bias if options.get("out_bias") is None else options["out_bias"]
+        if qkv_bias != self.qkv_bias:
+            blockers.append(f"q/k/v biases {'on' if qkv_bias else 'off'} ({self.architecture} has them {'on' if self.qkv_bias else 'off'})")
+        if out_bias:
+            blockers.append(f"an output-projection bias ({self.architecture}'s o_proj has none)")
         return blockers
 
     def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
@@ -258,9 +265,6 @@ class Qwen2(LlamaFamily):
         )
         return windowed_length(hf, where, length, hf.get("sliding_window")) if windowed else length
 
-    def blockers(self, config: ModelConfig) -> list[str]:
-        return qwen2_blockers(config, super().blockers(config))
-
     def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
         hf = super().config_to_hf(config)
         for name in ("attention_bias", "mlp_bias", "head_dim"):
@@ -275,15 +279,6 @@ def n_kv_from(fields: Mapping[str, Any]) -> int:
 def qwen2_attention(n_heads: int, n_kv: int) -> dict[str, Any]:
     """Qwen2's attention: grouped-query, q/k/v biases, no output bias."""
     return {"name": "gqa", "n_kv_heads": n_kv, "qkv_bias": True, "out_bias": False}
-
-
-def qwen2_blockers(config: ModelConfig, blockers: list[str]) -> list[str]:
-    options = config.attention.options
-    if options.get("qkv_bias") is not True:
-        blockers.append("attention without q/k/v biases (Qwen2 has them; set qkv_bias=true)")
-    if options.get("out_bias"):
-        blockers.append("an output-projection bias (Qwen2's o_proj has none)")
-    return blockers
 
 
 # -- GPT-NeoX ----------------------------------------------------------------------------
