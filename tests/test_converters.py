@@ -85,13 +85,23 @@ FAMILIES = {
     "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
     "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
     "gpt_neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM),
+    "gpt2": (transformers.GPT2Config, transformers.GPT2LMHeadModel),
 }
 BASE: dict[str, dict[str, Any]] = {
     "llama": {"hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 64},
     "mistral": {"hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64, "sliding_window": None},
     "qwen2": {"hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64},
     "gpt_neox": {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 64},
+    "gpt2": {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64},
 }
+
+
+# -- GPT-2, the built-in converter ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fields", [{}, {"tie_word_embeddings": False, "activation_function": "gelu"}], ids=["tied", "untied-gelu"])
+def test_gpt2_generates_the_same_tokens_both_ways(tmp_path: Path, fields: dict[str, Any]) -> None:
+    roundtrip(tmp_path, "gpt2", **fields)
 
 
 # -- Llama ---------------------------------------------------------------------------------
@@ -421,3 +431,8 @@ def test_qwen2_sliding_window_is_refused_unless_it_covers_the_context(tmp_path: 
         zoo.from_hf(folder)
     reference, folder = hf_model(tmp_path, "qwen2", name="off", use_sliding_window=False, sliding_window=16)
     assert_same(zoo.from_hf(folder), reference)  # the window is off: the model is exact
+
+
+def test_every_installed_converter_has_a_parity_test_here() -> None:
+    """A converter added to the zoo or zoo-modern must join FAMILIES (and so the round trips)."""
+    assert {c.model_type for c in zoo.default_registry().converters()} == set(FAMILIES)
