@@ -436,3 +436,14 @@ def test_qwen2_sliding_window_is_refused_unless_it_covers_the_context(tmp_path: 
 def test_every_installed_converter_has_a_parity_test_here() -> None:
     """A converter added to the zoo or zoo-modern must join FAMILIES (and so the round trips)."""
     assert {c.model_type for c in zoo.default_registry().converters()} == set(FAMILIES)
+
+
+def test_names_from_config_json_reach_messages_escaped_and_clipped(tmp_path: Path) -> None:
+    _, folder = hf_model(tmp_path, "llama")
+    config = json.loads((folder / "config.json").read_text())
+    evil = "\x1b]8;;http://x\x07Evil" + "A" * 5000
+    (folder / "config.json").write_text(json.dumps({**config, "architectures": [evil], "model_type": evil}))
+    with pytest.raises(zoo.InteropError) as caught:
+        zoo.from_hf(folder)
+    message = str(caught.value)
+    assert "\x1b" not in message and "\x07" not in message and "\\x1b" in message and len(message) < 1000
