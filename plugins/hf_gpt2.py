@@ -153,10 +153,13 @@ class GPT2(Converter):
             spec = getattr(config, kind)
             if spec.name != name or spec.options:
                 blockers.append(f"{kind} {spec.name!r} ({why})")
-        if config.attention.name not in KERNELS or config.attention.options:
+        n_kv, qkv_bias, out_bias = self.attention_layout(config)
+        if config.attention.name not in KERNELS or n_kv != config.n_heads:
             blockers.append(
                 f"attention {config.attention.name!r} (GPT-2 has plain multi-head attention with a fused c_attn)"
             )
+        elif not (qkv_bias and out_bias) and config.bias:
+            blockers.append("attention without some of its biases (GPT-2's c_attn and c_proj have them)")
         if config.activation.name not in ACTIVATIONS_OUT:
             blockers.append(f"activation {config.activation.name!r} (GPT-2 configs name {', '.join(ACTIVATIONS_OUT)})")
         if config.final_norm is False:

@@ -118,6 +118,16 @@ class Converter:
         raise NotImplementedError
 
     @staticmethod
+    def attention_layout(config: ModelConfig) -> tuple[int, bool, bool]:
+        """``(n_kv_heads, qkv_bias, out_bias)`` of ``config``'s attention, defaults filled in
+        (all key/value heads, the config's ``bias``), whichever attention names them."""
+        options = config.attention.options
+        n_kv = options.get("n_kv_heads") or config.n_heads
+        qkv_bias = config.bias if options.get("qkv_bias") is None else bool(options["qkv_bias"])
+        out_bias = config.bias if options.get("out_bias") is None else bool(options["out_bias"])
+        return int(n_kv), qkv_bias, out_bias
+
+    @staticmethod
     def refuse(where: str, setting: str, value: Any, why: str) -> InteropError:
         """The ``InteropError`` for a ``config.json`` setting not modelled (to ``raise``)."""
         return refuse(where, setting, value, why)

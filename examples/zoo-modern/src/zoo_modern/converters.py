@@ -18,7 +18,7 @@ from torch import Tensor
 
 from zoo import Converter, InteropError, ModelConfig, Rule
 from zoo_modern.mlp import swiglu_hidden
-from zoo_modern.positions import RotaryOptions, rotary_dims
+from zoo_modern.positions import rotary_dims
 
 DEFAULT_ROPE = ("default", None)
 # Hugging Face activation names with an exact zoo activation component.
@@ -47,19 +47,22 @@ def rotary_spec(base: float, rotary_dim: int | None = None) -> dict[str, Any]:
     return spec
 
 
-def attention_spec(n_heads: int, n_kv_heads: int) -> dict[str, Any]:
-    """The zoo attention for a Llama-family layer: grouped-query attention."""
-    return {"name": "gqa", "n_kv_heads": n_kv_heads}
+def attention_spec(n_kv_heads: int, qkv_bias: bool = False) -> dict[str, Any]:
+    """zoo's attention for a Llama-family layer: grouped-query (``n_kv_heads``), with
+    q/k/v biases for Qwen2, never an output bias."""
+    # zoo-modern's gqa until zoo's own attention takes n_kv_heads/qkv_bias/out_bias (then: "sdpa").
+    return {"name": "gqa", "n_kv_heads": n_kv_heads, "qkv_bias": qkv_bias, "out_bias": False}
 
 
 def n_kv_heads(config: ModelConfig) -> int:
     """Key/value heads of a config's attention (n_heads for plain multi-head attention)."""
-    return int(config.attention.options.get("n_kv_heads") or config.n_heads)
+    return Converter.attention_layout(config)[0]
 
 
 def turned(config: ModelConfig) -> int:
     """Dimensions per head a rotary config turns."""
-    return rotary_dims(config.head_dim, RotaryOptions.model_validate(config.position.options))
+    options = config.position.options
+    return rotary_dims(config.head_dim, options.get("rotary_dim"), options.get("rotary_pct"))
 
 
 def rotary_base(config: ModelConfig) -> float:
@@ -112,7 +115,7 @@ class LlamaFamily(Converter):
             "bias": False,
             "tie_embeddings": bool(hf.get("tie_word_embeddings", False)),
             "norm_eps": float(hf.get("rms_norm_eps", 1e-6)),
-            "attention": attention_spec(heads, kv),
+            "attention": attention_spec(kv, self.qkv_bias),
             "norm": "rmsnorm",
             "placement": "pre",
             "activation": "silu",
@@ -144,19 +147,19 @@ class LlamaFamily(Converter):
 
     def blockers(self, config: ModelConfig) -> list[str]:
         blockers = common_blockers(config, self.architecture)
-        wanted = {"placement": "pre", "norm": "rmsnorm", "position": "rotary", "mlp": "swiglu", "attention": "gqa"}
+        wanted = {"placement": "pre", "norm": "rmsnorm", "position": "rotary", "mlp": "swiglu"}
         for kind, name in wanted.items():
             if getattr(config, kind).name != name:
                 blockers.append(f"{kind} {getattr(config, kind).name!r} ({self.architecture} has {name})")
+        if config.attention.name not in ("sdpa", "eager", "gqa"):
+            blockers.append(f"attention {config.attention.name!r} ({self.architecture} has grouped-query attention)")
         if config.position.name == "rotary" and turned(config) != config.head_dim:
             blockers.append("partial rotary (this family rotates the whole head)")
         if config.attention.options.get("kernel") not in (None, "sdpa", "eager"):
             blockers.append("an attention kernel other than sdpa/eager")
         if config.bias:
             blockers.append(f"bias=true ({self.architecture} has no biases)")
-        options = config.attention.options
-        qkv_bias = config.bias if options.get("qkv_bias") is None else options["qkv_bias"]
-        out_bias = config.bias if options.get("out_bias") is None else options["out_bias"]
+        _, qkv_bias, out_bias = self.attention_layout(config)
         if qkv_bias != self.qkv_bias:
             blockers.append(f"q/k/v biases {'on' if qkv_bias else 'off'} ({self.architecture} has them {'on' if self.qkv_bias else 'off'})")
         if out_bias:
@@ -253,10 +256,6 @@ class Qwen2(LlamaFamily):
     def check(self, hf: Mapping[str, Any], where: str) -> None:
         pass  # Qwen2 always has q/k/v biases and nothing else
 
-    def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
-        fields = super().config_from_hf(hf, where)
-        return {**fields, "attention": qwen2_attention(fields["n_heads"], n_kv_from(fields))}
-
     def max_seq_len(self, hf: Mapping[str, Any], where: str) -> int:
         length = int(hf.get("max_position_embeddings", 32768))
         layer_types = hf.get("layer_types") or []
@@ -270,15 +269,6 @@ class Qwen2(LlamaFamily):
         for name in ("attention_bias", "mlp_bias", "head_dim"):
             del hf[name]
         return {**hf, "use_sliding_window": False, "sliding_window": None, "max_window_layers": config.n_layers}
-
-
-def n_kv_from(fields: Mapping[str, Any]) -> int:
-    return int(fields["attention"].get("n_kv_heads") or fields["n_heads"])
-
-
-def qwen2_attention(n_heads: int, n_kv: int) -> dict[str, Any]:
-    """Qwen2's attention: grouped-query, q/k/v biases, no output bias."""
-    return {"name": "gqa", "n_kv_heads": n_kv, "qkv_bias": True, "out_bias": False}
 
 
 # -- GPT-NeoX ----------------------------------------------------------------------------
@@ -383,8 +373,9 @@ class GPTNeoX(Converter):
         for kind, name in wanted.items():
             if getattr(config, kind).name != name:
                 blockers.append(f"{kind} {getattr(config, kind).name!r} (GPT-NeoX has {name})")
-        if config.attention.name not in ("sdpa", "eager") or config.attention.options:
-            blockers.append(f"attention {config.attention.name!r} (GPT-NeoX has plain multi-head attention)")
+        n_kv, qkv_bias, out_bias = self.attention_layout(config)
+        if config.attention.name not in ("sdpa", "eager") or n_kv != config.n_heads or not (qkv_bias and out_bias):
+            blockers.append(f"attention {config.attention.name!r} (GPT-NeoX has multi-head attention with biases)")
         if config.activation.name not in ACTIVATIONS_OUT:
             blockers.append(f"activation {config.activation.name!r}")
         if not config.bias:

@@ -29,13 +29,13 @@ class RotaryOptions(BaseModel):
     )
 
 
-def rotary_dims(head_dim: int, options: RotaryOptions) -> int:
+def rotary_dims(head_dim: int, rotary_dim: int | None = None, rotary_pct: float | None = None) -> int:
     """How many dimensions of each head turn: ``rotary_dim``, else ``int(head_dim * rotary_pct)``
     (GPT-NeoX's rounding), else all."""
-    if options.rotary_dim is not None:
-        return options.rotary_dim
-    if options.rotary_pct is not None:
-        return int(head_dim * options.rotary_pct)
+    if rotary_dim is not None:
+        return rotary_dim
+    if rotary_pct is not None:
+        return int(head_dim * rotary_pct)
     return head_dim
 
 
@@ -134,14 +134,14 @@ class ALiBi(PositionEncoding):
 
 def rotary(builder: Any, options: RotaryOptions) -> PositionEncoding:
     """Rotary positions (RoPE) on queries and keys: scores depend on relative position."""
-    return Rotary(builder.config.head_dim, options.base, rotary_dims(builder.config.head_dim, options))
+    return Rotary(builder.config.head_dim, options.base, rotary_dims(builder.config.head_dim, options.rotary_dim, options.rotary_pct))
 
 
 def check_rotary(config: Any, options: RotaryOptions) -> None:
     head_dim = config.head_dim
     if options.rotary_dim is not None and options.rotary_pct is not None:
         raise ValueError("position: set rotary_dim or rotary_pct, not both (they say the same thing)")
-    turned = rotary_dims(head_dim, options)
+    turned = rotary_dims(head_dim, options.rotary_dim, options.rotary_pct)
     if options.rotary_dim is None and options.rotary_pct is None and head_dim % 2:
         raise ValueError(
             f"rotary positions turn pairs of dimensions, so head_dim = d_model / n_heads must be "
