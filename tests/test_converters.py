@@ -255,7 +255,7 @@ def test_parallel_placement_is_one_residual_step() -> None:
         randomise_(model)
         block = model.blocks[0]
         seen: dict[str, Any] = {}
-        block.register_forward_hook(lambda module, args, out: seen.update(args=args, out=out))
+        block.register_forward_hook(lambda module, args, out, seen=seen: seen.update(args=args, out=out))
         with torch.no_grad():
             model(ids(seq=8))
             x, ctx = seen["args"]
