@@ -50,8 +50,7 @@ def rotary_spec(base: float, rotary_dim: int | None = None) -> dict[str, Any]:
 def attention_spec(n_kv_heads: int, qkv_bias: bool = False) -> dict[str, Any]:
     """zoo's attention for a Llama-family layer: grouped-query (``n_kv_heads``), with
     q/k/v biases for Qwen2, never an output bias."""
-    # zoo-modern's gqa until zoo's own attention takes n_kv_heads/qkv_bias/out_bias (then: "sdpa").
-    return {"name": "gqa", "n_kv_heads": n_kv_heads, "qkv_bias": qkv_bias, "out_bias": False}
+    return {"name": "sdpa", "n_kv_heads": n_kv_heads, "qkv_bias": qkv_bias, "out_bias": False}
 
 
 def n_kv_heads(config: ModelConfig) -> int:

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,7 +18,7 @@ from zoo import AttentionContext, Placement
 
 
 class SandwichNorm(Placement):
-    """Pre-norm plus a norm on the sub-layer's output before it joins the residual.
+    """Sandwich norm, x + norm(f(norm(x))): a norm before and after each sub-layer.
 
     The second norm bounds what each sub-layer adds, which keeps the residual stream
     from growing layer by layer. The stream itself is never normalised, so the stack
@@ -26,18 +27,13 @@ class SandwichNorm(Placement):
 
     final_norm = True
 
-    def __init__(self, builder: Any) -> None:
+    def __init__(self, norm_in: nn.Module, norm_out: nn.Module) -> None:
         super().__init__()
-        self.norm_in = builder.norm()
-        self.norm_out = builder.norm()
+        self.norm_in = norm_in
+        self.norm_out = norm_out
 
     def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
         return x + self.norm_out(sublayer(self.norm_in(x), *args))
-
-
-def sandwich(builder: Any, options: Any) -> Placement:
-    """Sandwich norm, x + norm(f(norm(x))): a norm before and after each sub-layer."""
-    return SandwichNorm(builder)
 
 
 class ParallelOptions(BaseModel):
@@ -45,19 +41,32 @@ class ParallelOptions(BaseModel):
     shared_norm: bool = Field(False, description="one norm feeds attention and MLP (GPT-J); false: one each (GPT-NeoX)")
 
 
+# A layer asks for its attention's placement, then its MLP's. With a shared norm the
+# second of each pair owns none: the first one waiting for its partner, per config.
+_waiting: dict[int, weakref.ref[Parallel]] = {}
+
+
 class Parallel(Placement):
-    """Attention and MLP side by side: x + attn(norm1(x)) + mlp(norm2(x)).
+    """Parallel attention and MLP, x + attn(norm1(x)) + mlp(norm2(x)) (GPT-J, GPT-NeoX, PaLM).
 
     Each layer has two of these (one per sub-layer), each owning its norm; with a shared
     norm the MLP's has none and reads the attention's. ``block`` runs the pair; on its
     own (``forward``) it is pre-norm.
     """
 
+    Options = ParallelOptions
     final_norm = True
 
-    def __init__(self, norm: nn.Module | None) -> None:
+    def __init__(self, norm: nn.Module, config: Any = None, shared_norm: bool = False) -> None:
         super().__init__()
-        self.norm = norm
+        self.shared_norm = shared_norm
+        first = _waiting.pop(id(config), None) if shared_norm else None
+        if first is not None and first() is not None:
+            self.norm: nn.Module | None = None  # the MLP's half of a pair: its attention's norm serves both
+        else:
+            self.norm = norm
+            if shared_norm:
+                _waiting[id(config)] = weakref.ref(self)
 
     def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
         assert self.norm is not None, "a shared-norm parallel placement runs only as a pair (block)"
@@ -76,17 +85,6 @@ class Parallel(Placement):
         h = attn_residual.norm(x)  # type: ignore[operator]
         m = h if mlp_residual.norm is None else mlp_residual.norm(x)  # type: ignore[operator]
         return x + attn(h, ctx) + mlp(m)
-
-
-def parallel(builder: Any, options: ParallelOptions) -> Placement:
-    """Parallel attention and MLP, x + attn(norm1(x)) + mlp(norm2(x)) (GPT-J, GPT-NeoX, PaLM)."""
-    if not options.shared_norm:
-        return Parallel(builder.norm())
-    # A block asks for its attention's placement, then its MLP's: the second of each
-    # pair shares the first one's norm, so it gets none of its own.
-    second = getattr(builder, "_zoo_modern_parallel_pending", False)
-    builder._zoo_modern_parallel_pending = not second
-    return Parallel(None if second else builder.norm())
 
 
 def check_parallel(config: Any, options: ParallelOptions) -> None:

@@ -14,24 +14,18 @@ import zoo
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
 from zoo_modern.converters import CONVERTERS
 from zoo_modern.mlp import SwiGluOptions, swiglu
-from zoo_modern.placement import ParallelOptions, check_parallel, parallel, sandwich
-from zoo_modern.positions import (
-    AlibiOptions,
-    RotaryOptions,
-    alibi,
-    check_rotary,
-    rotary,
-)
+from zoo_modern.placement import Parallel, SandwichNorm, check_parallel
+from zoo_modern.positions import ALiBi, Rotary, check_rotary
 
 
 @zoo.hookimpl
 def zoo_register_components(register: Any) -> None:
-    register("position", "rotary", rotary, RotaryOptions, check=check_rotary)
-    register("position", "alibi", alibi, AlibiOptions)
+    register("position", "rotary", Rotary, check=check_rotary)
+    register("position", "alibi", ALiBi)
     register("mlp", "swiglu", swiglu, SwiGluOptions)
     register("attention", "gqa", gqa, GqaOptions, check=check_gqa)
-    register("placement", "sandwich", sandwich)
-    register("placement", "parallel", parallel, ParallelOptions, check=check_parallel)
+    register("placement", "sandwich", SandwichNorm)
+    register("placement", "parallel", Parallel, check=check_parallel)
 
 
 @zoo.hookimpl
