@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -269,7 +270,7 @@ def test_to_hf_names_the_component_that_blocks_it(tmp_path: Path, component: zoo
         assert_same_logits(model, reference, vocab=TINY["vocab_size"])
     else:
         with pytest.raises(zoo.InteropError, match=rf"{component.kind} '{component.name}'"):
-            zoo.to_hf(model, tmp_path / "refused")
+            zoo.to_hf(model, tmp_path / "refused", architecture="GPT2LMHeadModel")
         assert not (tmp_path / "refused").exists()
 
 
@@ -294,8 +295,8 @@ def test_to_hf_accepts_exactly_the_gpt2_presets(preset: str) -> None:
         hf = config_to_hf(config)
         assert (hf["n_embd"], hf["n_layer"], hf["n_head"]) == (config.d_model, config.n_layers, config.n_heads)
     else:
-        with pytest.raises(zoo.InteropError, match="cannot be written as a Hugging Face GPT-2"):
-            config_to_hf(config)
+        with pytest.raises(zoo.InteropError, match="cannot be written as a Hugging Face model: as GPT2LMHeadModel"):
+            config_to_hf(config, architecture="GPT2LMHeadModel")
 
 
 def test_import_save_load_keeps_logits(tmp_path: Path) -> None:
@@ -326,3 +327,27 @@ def test_to_hf_files_get_the_umask_mode_not_0600(tmp_path: Path) -> None:
     folder = zoo.to_hf(model, tmp_path / "out")
     assert {(folder / name).stat().st_mode & 0o777 for name in ("config.json", "model.safetensors")} == {expected}
     assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]
+
+
+def set_tensor(folder: Path, name: str, tensor: torch.Tensor) -> None:
+    tensors = load_file(folder / "model.safetensors")
+    save_file({**tensors, name: tensor.contiguous()}, folder / "model.safetensors", metadata={"format": "pt"})
+
+
+def test_tied_config_with_a_different_stored_head_loads_untied_like_transformers(tmp_path: Path) -> None:
+    """tie_word_embeddings=true but lm_head.weight differs from wte: transformers keeps the
+    stored head (and warns); the zoo must compute the same logits, never silently tie."""
+    _, folder = hf_gpt2(tmp_path)
+    head = torch.randn(VOCAB, 32, generator=torch.Generator().manual_seed(5))
+    set_tensor(folder, "lm_head.weight", head)
+    reference = GPT2LMHeadModel.from_pretrained(folder).eval()
+    assert torch.equal(reference.lm_head.weight, head)  # transformers kept it
+    with pytest.warns(UserWarning, match="ties the head.*differs"):
+        model = zoo.from_hf(folder)
+    assert not model.config.tie_embeddings and torch.equal(model.head.weight, head)
+    assert_same_logits(model, reference)
+    # A stored head equal to wte is the tied model, loaded tied and without a warning.
+    set_tensor(folder, "lm_head.weight", load_file(folder / "model.safetensors")["transformer.wte.weight"].clone())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert zoo.from_hf(folder).config.tie_embeddings

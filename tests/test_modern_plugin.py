@@ -21,7 +21,8 @@ import zoo
 from conftest import TINY, tiny
 
 MODERN = {
-    ("position", "rotary"), ("position", "alibi"), ("mlp", "swiglu"), ("attention", "gqa"), ("placement", "sandwich")
+    ("position", "rotary"), ("position", "alibi"), ("mlp", "swiglu"), ("attention", "gqa"), ("placement", "sandwich"),
+    ("placement", "parallel"),
 }
 PACKAGE = Path(__file__).resolve().parents[1] / "examples" / "zoo-modern"
 

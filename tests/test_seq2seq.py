@@ -13,7 +13,9 @@ from conftest import TINY
 from zoo.seq2seq import DecoderBlock, EncoderDecoder
 
 V = TINY["vocab_size"]
-COMPONENTS = [(c.kind, c.name) for c in zoo.components()]
+# Components that join a decoder-only layer's attention and MLP, refused (ConfigError) in an encoder-decoder.
+DECODER_ONLY = {("placement", "parallel")}
+COMPONENTS = [(c.kind, c.name) for c in zoo.components() if (c.kind, c.name) not in DECODER_ONLY]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -159,6 +161,12 @@ def test_save_and_load_round_trip(tmp_path: Any) -> None:
     with torch.no_grad():
         torch.testing.assert_close(loaded(src, tgt), model(src, tgt), rtol=0, atol=0)
     assert loaded.num_parameters() == model.num_parameters()
+
+
+@pytest.mark.parametrize(("kind", "name"), sorted(DECODER_ONLY & {(c.kind, c.name) for c in zoo.components()}))
+def test_decoder_only_components_are_refused_in_the_encoder_decoder(kind: str, name: str) -> None:
+    with pytest.raises(zoo.ConfigError, match=rf"{kind} '{name}'.*encoder_decoder"):
+        tiny_seq2seq(**{kind: name})
 
 
 @pytest.mark.parametrize(("kind", "name"), COMPONENTS, ids=[f"{k}={n}" for k, n in COMPONENTS])

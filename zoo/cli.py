@@ -382,11 +382,22 @@ def cmd_components(args: argparse.Namespace, ui: Ui) -> int:
     for c in found:
         table.add_row(c.kind, c.name, option_defaults(c.options_model), c.provider, clipped(c.description))
     ui.print(table)
+    if args.kind is None:
+        ui.print(converters_table())
     return 0
+
+
+def converters_table() -> Table:
+    """The Hugging Face converters installed, with what they do and who provides them."""
+    table = new_table("Hugging Face converters", "architecture", "model_type", "export", "provided by", "description", clip=("description",))
+    for c in default_registry().converters():
+        table.add_row(c.architecture, c.model_type, "yes" if c.exports else "no", c.provider, clipped(c.description))
+    return table
 
 
 def cmd_plugins(args: argparse.Namespace, ui: Ui) -> int:
     plugins = default_registry().plugins
+    converters = default_registry().converters()
     if ui.json_mode:
         ui.json(
             [
@@ -397,6 +408,7 @@ def cmd_plugins(args: argparse.Namespace, ui: Ui) -> int:
                     "status": p.status,
                     "builtin": p.builtin,
                     "error": str(p.error) if p.error else None,
+                    "converters": [c.architecture for c in converters if c.plugin.name == p.name],
                 }
                 for p in plugins
             ]
@@ -417,6 +429,7 @@ def cmd_plugins(args: argparse.Namespace, ui: Ui) -> int:
     failed = sum(p.status == "failed" for p in plugins)
     third = sum(not p.builtin for p in plugins)
     ui.line(f"{len(plugins) - third} built-in, {third} third-party plugin(s), {failed} failed", "dim")
+    ui.print(converters_table())
     return 0
 
 
@@ -595,19 +608,21 @@ def cmd_inspect(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
-    if args.from_hf:
-        with ui.err.status(f"reading the Hugging Face GPT-2 in {args.from_hf}"):
-            model = zoo.from_hf(args.from_hf)
+    source = args.from_hf or args.from_nanogpt
+    if source:
+        with ui.err.status(f"reading {source}"):
+            model = zoo.from_hf(source) if args.from_hf else zoo.from_nanogpt(source)
         with ui.err.status(f"saving to {args.output}"):
             written = zoo.save(model, args.output)
         count = fmt_int(model.num_parameters())
-        ui.line(f"converted {args.from_hf} ({count} parameters) to the zoo checkpoint {written}", "green")
+        ui.line(f"converted {source} ({count} parameters) to the zoo checkpoint {written}", "green")
     else:
         with ui.err.status(f"loading {args.to_hf}"):
-            loaded = zoo.load(args.to_hf)
-        with ui.err.status(f"writing a Hugging Face GPT-2 to {args.output}"):
-            zoo.to_hf(loaded, args.output)
-        ui.line(f"converted {args.to_hf} to the Hugging Face folder {args.output}", "green")
+            model = zoo.load(args.to_hf)
+        with ui.err.status(f"writing a Hugging Face model to {args.output}"):
+            folder = zoo.to_hf(model, args.output, architecture=args.architecture)
+        architecture = json.loads((folder / "config.json").read_text(encoding="utf-8"))["architectures"][0]
+        ui.line(f"converted {args.to_hf} to the Hugging Face folder {args.output} ({architecture})", "green")
     return 0
 
 
@@ -851,10 +866,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-verify", action="store_true", help="skip the digest check")
 
-    p = add("convert", cmd_convert, "convert between Hugging Face GPT-2 folders and zoo checkpoints")
+    p = add("convert", cmd_convert, "convert Hugging Face folders and nanoGPT checkpoints to zoo checkpoints and back")
     direction = p.add_mutually_exclusive_group(required=True)
-    direction.add_argument("--from-hf", metavar="DIR", help="a Hugging Face GPT-2 folder to import")
+    direction.add_argument("--from-hf", metavar="DIR", help="a Hugging Face folder to import (see `zoo plugins` for the families)")
+    direction.add_argument("--from-nanogpt", metavar="CKPT", help="a nanoGPT ckpt.pt (or its out_dir) to import")
     direction.add_argument("--to-hf", metavar="CHECKPOINT", help="a zoo checkpoint to export")
+    p.add_argument(
+        "--architecture", default=None, metavar="NAME",
+        help="with --to-hf: the Hugging Face architecture to write (default: the first that fits)",
+    )
     p.add_argument("-o", "--output", required=True, metavar="PATH", help="where to write the result")
 
     p = add("generate", cmd_generate, "generate text from a checkpoint or a Hugging Face folder, streaming")

@@ -72,6 +72,19 @@ class RegisterPreset(Protocol):
     ) -> None: ...
 
 
+class RegisterConverter(Protocol):
+    """``register(converter)``: one Hugging Face architecture, read and maybe written.
+
+    ``converter`` is a ``zoo.interop.converter.Converter`` (subclass it): its
+    ``architecture`` (``config.json``'s ``architectures[0]``, e.g. ``"LlamaForCausalLM"``)
+    and ``model_type`` pick it, ``config_from_hf`` maps ``config.json`` to zoo config
+    fields (raising ``InteropError`` for any setting it does not model), ``rules`` map
+    weight names and layouts both ways, and ``config_to_hf`` (optional) writes one.
+    """
+
+    def __call__(self, converter: Any) -> None: ...
+
+
 class ZooSpec:
     """Hook specifications; see each method for when it is called."""
 
@@ -90,6 +103,13 @@ class ZooSpec:
         """Register presets (named configs). Called once per plugin, right after its
         own components; a preset is validated when first used, so it may name components
         of plugins that load later. Returns nothing."""
+
+    @hookspec
+    def zoo_register_converters(self, register: RegisterConverter) -> None:
+        """Register Hugging Face converters (see ``RegisterConverter``). Called once per
+        plugin, after its presets. ``zoo.from_hf`` and ``zoo.to_hf`` dispatch on the
+        architecture; registering one another plugin already registered is a
+        ``DuplicateComponentError`` naming both. Returns nothing."""
 
     @hookspec
     def zoo_migrate_checkpoint(

@@ -53,6 +53,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "zoo.plugins.mlp",
     "zoo.plugins.init",
     "zoo.plugins.presets",
+    "zoo.plugins.hf_gpt2",
 )
 BUILTIN_DISTRIBUTION = "zoo-lm"
 ENTRY_POINT_GROUP = "zoo"
@@ -111,12 +112,39 @@ class Preset:
     plugin: PluginInfo
 
 
+@dataclass(frozen=True)
+class RegisteredConverter:
+    """A registered Hugging Face converter (``zoo.interop.converter.Converter``) and who provided it."""
+
+    architecture: str
+    model_type: str
+    converter: Any
+    plugin: PluginInfo
+
+    @property
+    def description(self) -> str:
+        return str(getattr(self.converter, "description", "") or "")
+
+    @property
+    def exports(self) -> bool:
+        """Whether it also writes this architecture (``zoo.to_hf``)."""
+        return bool(getattr(self.converter, "exports", False))
+
+    @property
+    def provider(self) -> str:
+        plugin = self.plugin
+        if plugin.distribution:
+            return f"{plugin.distribution} {plugin.version or ''}".strip()
+        return plugin.name
+
+
 @dataclass
 class _Staged:
     """What one plugin registered, held back until the whole plugin succeeds."""
 
     components: list[Component] = field(default_factory=list)
     presets: list[Preset] = field(default_factory=list)
+    converters: list[RegisteredConverter] = field(default_factory=list)
 
 
 def _canonical(name: str) -> str:
@@ -164,6 +192,7 @@ class Registry:
         self.pm.add_hookspecs(ZooSpec)
         self._components: dict[tuple[str, str], Component] = {}
         self._presets: dict[str, Preset] = {}
+        self._converters: dict[str, RegisteredConverter] = {}
         self.plugins: list[PluginInfo] = []
         self.strict = strict
         allow = _env_list("ZOO_PLUGINS") if allow is None else list(allow)
@@ -226,6 +255,8 @@ class Registry:
             register_components(register=self._component_registrar(info, staged))
             register_presets = self.pm.subset_hook_caller("zoo_register_presets", others)
             register_presets(register=self._preset_registrar(info, staged))
+            register_converters = self.pm.subset_hook_caller("zoo_register_converters", others)
+            register_converters(register=self._converter_registrar(info, staged))
         except Exception as err:
             if registered:
                 self.pm.unregister(plugin)
@@ -240,6 +271,8 @@ class Registry:
             self._components[(component.kind, component.name)] = component
         for preset in staged.presets:
             self._presets[preset.name] = preset
+        for converter in staged.converters:
+            self._converters[converter.architecture] = converter
         self.plugins.append(info)
 
     def _fail(self, info: PluginInfo, failure: PluginError, cause: Exception) -> None:
@@ -319,6 +352,31 @@ class Registry:
 
         return register
 
+    def _converter_registrar(self, info: PluginInfo, staged: _Staged) -> Callable[..., None]:
+        def register(converter: Any) -> None:
+            architecture = getattr(converter, "architecture", None)
+            model_type = getattr(converter, "model_type", None)
+            if not (isinstance(architecture, str) and architecture and isinstance(model_type, str) and model_type):
+                raise ValueError(
+                    f"a converter needs non-empty string attributes 'architecture' and 'model_type', got "
+                    f"{architecture!r} and {model_type!r}; subclass zoo.interop.converter.Converter"
+                )
+            for method in ("config_from_hf", "rules"):
+                if not callable(getattr(converter, method, None)):
+                    raise ValueError(f"converter {architecture!r} has no method {method!r}")
+            clash = self._converters.get(architecture) or next(
+                (c for c in staged.converters if c.architecture == architecture), None
+            )
+            if clash is not None:
+                raise DuplicateComponentError(
+                    f"converter {architecture!r} is registered twice: by plugin {clash.plugin.name!r} "
+                    f"({_origin(clash.plugin)}) and by plugin {info.name!r} ({_origin(info)}). The second "
+                    f"was not loaded; disable one with ZOO_DISABLE_PLUGINS."
+                )
+            staged.converters.append(RegisteredConverter(architecture, model_type, converter, info))
+
+        return register
+
     # -- lookups -----------------------------------------------------------------
 
     def get(self, kind: str, name: str) -> Component:
@@ -356,6 +414,10 @@ class Registry:
             raise PresetError(
                 f"unknown preset {name!r}.{did_you_mean(name, self._presets)} Available presets: {', '.join(self.preset_names())}."
             ) from None
+
+    def converters(self) -> list[RegisteredConverter]:
+        """Registered Hugging Face converters, in load order (built-ins first)."""
+        return list(self._converters.values())
 
     @property
     def hook(self) -> Any:

@@ -1,18 +1,18 @@
-"""Hugging Face GPT-2 folders in and out: ``from_hf(path)`` and ``to_hf(model, path)``.
+"""Hugging Face folders in and out: ``from_hf(path)`` and ``to_hf(model, path)``.
 
-A GPT-2 folder is ``config.json`` plus weights (``model.safetensors``, shards listed in
-``model.safetensors.index.json``, or a legacy ``pytorch_model.bin``). GPT-2's linear
-layers are ``Conv1D``s that store weights as (in, out), the transpose of
-``nn.Linear``; the fused ``c_attn`` is exactly the zoo attention's fused ``qkv``, so a
-transpose is the whole conversion. Anything the zoo would compute differently is
-refused with an ``InteropError``, never loaded into a model that silently differs.
+A folder is ``config.json`` plus weights (``model.safetensors``, shards listed in
+``model.safetensors.index.json``, or a legacy ``pytorch_model.bin``, read without
+unpickling code). Which family it is comes from ``config.json``'s ``architectures``
+(else ``model_type``); the converter registered for it by a plugin (GPT-2 by the
+built-ins, Llama, Mistral, Qwen2 and GPT-NeoX by zoo-modern) maps the config and the
+weights. Anything the zoo would compute differently is refused with an
+``InteropError``, never loaded into a model that silently differs.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,208 +20,120 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.factory import build, device_arg, dtype_arg, reset_buffers
 from zoo.checkpoint import path_arg, write_atomically
 from zoo.config import ModelConfig, validate_config
 from zoo.errors import ConfigError, InteropError
-from zoo.model import DecoderLM
-
-__all__ = ["from_hf", "to_hf", "config_from_hf", "config_to_hf"]
-
-# Hugging Face activation names -> zoo activation components. "gelu_new", "gelu_fast"
-# and "gelu_pytorch_tanh" are the same tanh approximation written three ways.
-ACTIVATIONS = {
-    "gelu_new": "gelu_tanh",
-    "gelu_fast": "gelu_tanh",
-    "gelu_pytorch_tanh": "gelu_tanh",
-    "gelu": "gelu",
-    "relu": "relu",
-    "silu": "silu",
-    "swish": "silu",
-}
-GPT2_ATTENTION = ("sdpa", "eager")  # zoo attentions with GPT-2's math and weight layout
-ACTIVATIONS_OUT = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "silu": "silu"}
-
-# (GPT-2 name, zoo name, stored transposed?). "{i}" is the layer index.
-LAYOUT: tuple[tuple[str, str, bool], ...] = (
-    ("wte.weight", "tok_emb.weight", False),
-    ("wpe.weight", "position.table.weight", False),
-    ("h.{i}.ln_1.weight", "blocks.{i}.attn_residual.norm.weight", False),
-    ("h.{i}.ln_1.bias", "blocks.{i}.attn_residual.norm.bias", False),
-    ("h.{i}.attn.c_attn.weight", "blocks.{i}.attn.qkv.weight", True),
-    ("h.{i}.attn.c_attn.bias", "blocks.{i}.attn.qkv.bias", False),
-    ("h.{i}.attn.c_proj.weight", "blocks.{i}.attn.out.weight", True),
-    ("h.{i}.attn.c_proj.bias", "blocks.{i}.attn.out.bias", False),
-    ("h.{i}.ln_2.weight", "blocks.{i}.mlp_residual.norm.weight", False),
-    ("h.{i}.ln_2.bias", "blocks.{i}.mlp_residual.norm.bias", False),
-    ("h.{i}.mlp.c_fc.weight", "blocks.{i}.mlp.up.weight", True),
-    ("h.{i}.mlp.c_fc.bias", "blocks.{i}.mlp.up.bias", False),
-    ("h.{i}.mlp.c_proj.weight", "blocks.{i}.mlp.down.weight", True),
-    ("h.{i}.mlp.c_proj.bias", "blocks.{i}.mlp.down.bias", False),
-    ("ln_f.weight", "final_norm.weight", False),
-    ("ln_f.bias", "final_norm.bias", False),
-    ("lm_head.weight", "head.weight", False),
+from zoo.factory import build, device_arg, dtype_arg, reset_buffers
+from zoo.interop.converter import (
+    KERNELS,
+    Converter,
+    state_from_hf,
+    state_to_hf,
+    untie_if_stored,
 )
-# The causal-mask buffers old transformers versions saved with the weights.
-MASK_BUFFER = re.compile(r"h\.\d+\.attn\.(bias|masked_bias)")
-# GPT2Config's defaults, for fields an older config.json leaves out.
-HF_DEFAULTS: dict[str, Any] = {
-    "vocab_size": 50257,
-    "n_positions": 1024,
-    "n_embd": 768,
-    "n_layer": 12,
-    "n_head": 12,
-    "n_inner": None,
-    "activation_function": "gelu_new",
-    "resid_pdrop": 0.1,
-    "embd_pdrop": 0.1,
-    "attn_pdrop": 0.1,
-    "layer_norm_epsilon": 1e-5,
-    "tie_word_embeddings": True,
-}
+from zoo.model import DecoderLM
+from zoo.registry import RegisteredConverter, Registry, default_registry
+
+__all__ = ["config_from_hf", "config_to_hf", "converter_for", "from_hf", "read_weights", "to_hf"]
+
 WEIGHT_FILES = (
     "model.safetensors",
     "model.safetensors.index.json",
     "pytorch_model.bin",
     "pytorch_model.bin.index.json",
 )
+# model_type -> the plugin distribution whose converter reads it, for the hint when the
+# plugin is not installed.
+KNOWN_PLUGINS = {"llama": "zoo-lm-modern", "mistral": "zoo-lm-modern", "qwen2": "zoo-lm-modern", "gpt_neox": "zoo-lm-modern"}
 
 
-# -- config.json ------------------------------------------------------------------------
+# -- which converter ----------------------------------------------------------------------
 
 
-def config_from_hf(hf: Mapping[str, Any], *, where: str = "config.json") -> dict[str, Any]:
-    """The zoo config fields for a GPT-2 ``config.json``; refuses what the zoo cannot model."""
-    model_type = hf.get("model_type", "gpt2")
-    if model_type != "gpt2":
-        raise InteropError(f"{where}: model_type is {model_type!r}; zoo.from_hf reads GPT-2 models ('gpt2') only")
-    refusals = {
-        "add_cross_attention": "cross-attention layers (an encoder-decoder GPT-2)",
-        "scale_attn_by_inverse_layer_idx": "attention scores divided by the layer index",
-        "reorder_and_upcast_attn": (
-            "attention upcast to float32 in half precision (in float32 it changes nothing, "
-            "so for a float32 model you may set it to false)"
-        ),
-        "is_encoder_decoder": "an encoder-decoder model",
-    }
-    for flag, meaning in refusals.items():
-        if hf.get(flag):
-            raise InteropError(f"{where}: {flag}=true ({meaning}) is not modelled by the zoo; this model cannot be imported exactly")
-    if hf.get("scale_attn_weights", True) is not True:
-        raise InteropError(
-            f"{where}: scale_attn_weights=false (scores not divided by sqrt(head_dim)) is not "
-            f"modelled by the zoo; this model cannot be imported exactly"
-        )
-    if hf.get("pruned_heads"):
-        raise InteropError(f"{where}: pruned_heads={hf['pruned_heads']!r}: models with pruned heads are not supported")
-    get = {**HF_DEFAULTS, **{k: v for k, v in hf.items() if v is not None or k == "n_inner"}}
-    activation = get["activation_function"]
-    if activation not in ACTIVATIONS:
-        raise InteropError(
-            f"{where}: activation_function={activation!r} has no zoo equivalent; "
-            f"supported: {', '.join(sorted(ACTIVATIONS))}"
-        )
-    n_positions = hf.get("n_positions", hf.get("n_ctx", HF_DEFAULTS["n_positions"]))
+def converter_for(hf: Mapping[str, Any], *, where: str = "config.json", registry: Registry | None = None) -> Converter:
+    """The registered converter for ``config.json`` ``hf``: by ``architectures``, else
+    ``model_type`` (a config with neither is GPT-2's oldest form)."""
+    registry = registry or default_registry()
+    installed = registry.converters()
+    architectures = hf.get("architectures") or []
+    if not isinstance(architectures, list):
+        architectures = [architectures]
+    model_type = hf.get("model_type")
+    if not architectures and model_type is None:
+        model_type = "gpt2"
+    for entry in installed:
+        if entry.architecture in architectures:
+            if model_type is not None and model_type != entry.model_type:
+                raise InteropError(
+                    f"{where}: architectures names {entry.architecture} (model_type {entry.model_type!r}) but "
+                    f"model_type is {str(model_type)[:80]!r}; config.json contradicts itself, fix one of them"
+                )
+            return entry.converter  # type: ignore[no-any-return]
+    for entry in installed:
+        if entry.model_type == model_type:
+            return entry.converter  # type: ignore[no-any-return]
+    names = ", ".join(f"{e.architecture} ({e.provider})" for e in installed) or "none"
+    hint = ""
+    plugin = KNOWN_PLUGINS.get(model_type) if isinstance(model_type, str) else None
+    if plugin:
+        hint = f" Its converter comes with the plugin {plugin}: install it (from a checkout: pip install ./examples/{plugin})."
+    skipped = [p.name for p in registry.plugins if p.status != "loaded"]
+    if skipped:
+        hint += f" Note: plugin(s) {', '.join(map(repr, skipped))} were skipped or failed (see `zoo plugins`)."
+    shown = ", ".join(repr(a)[:80] for a in architectures[:4]) or "none"
+    raise InteropError(
+        f"{where}: no converter reads architectures [{shown}] (model_type {str(model_type)[:80]!r}). "
+        f"Installed converters: {names}.{hint}"
+    )
+
+
+def config_from_hf(hf: Mapping[str, Any], *, where: str = "config.json", registry: Registry | None = None) -> dict[str, Any]:
+    """The zoo config fields for ``config.json`` ``hf``; refuses what the zoo cannot model."""
+    return converter_for(hf, where=where, registry=registry).config_from_hf(hf, where)
+
+
+def _exporter(config: ModelConfig, architecture: str | None, registry: Registry | None) -> Converter:
+    """The converter that writes ``config``: the one named, else the first that fits."""
+    entries: list[RegisteredConverter] = (registry or default_registry()).converters()
+    if architecture is not None:
+        chosen = [e for e in entries if e.architecture == architecture]
+        if not chosen:
+            known = ", ".join(e.architecture for e in entries if e.exports)
+            raise InteropError(f"no converter writes {architecture!r}; installed exporters: {known or 'none'}")
+        entries = chosen
+    reasons = []
+    for entry in entries:
+        if not entry.exports:
+            continue
+        blockers = entry.converter.blockers(config)
+        if not blockers:
+            return entry.converter  # type: ignore[no-any-return]
+        reasons.append(f"as {entry.architecture} ({entry.provider}): " + "; ".join(blockers))
+    raise InteropError(
+        "this model cannot be written as a Hugging Face model: " + " | ".join(reasons or ["no converter exports"])
+        + ". Each architecture holds only its own design; build the model from components that one has"
+    )
+
+
+def config_to_hf(
+    config: ModelConfig,
+    dtype: torch.dtype = torch.float32,
+    *,
+    architecture: str | None = None,
+    registry: Registry | None = None,
+) -> dict[str, Any]:
+    """``config.json`` for ``config``, by the first converter (or ``architecture``) that
+    can express it; refuses with every converter's reasons otherwise."""
+    converter = _exporter(config, architecture, registry)
     return {
-        "vocab_size": get["vocab_size"],
-        "max_seq_len": n_positions,
-        "d_model": get["n_embd"],
-        "n_layers": get["n_layer"],
-        "n_heads": get["n_head"],
-        "d_ff": get["n_inner"],  # None: 4 * d_model, as in GPT-2
-        "dropout": {"embedding": get["embd_pdrop"], "attention": get["attn_pdrop"], "residual": get["resid_pdrop"]},
-        "bias": True,
-        "tie_embeddings": bool(get["tie_word_embeddings"]),
-        "embedding_scale": "none",
-        "head_output": "logits",
-        "norm_eps": get["layer_norm_epsilon"],
-        "attention": "sdpa",
-        "norm": "layernorm",
-        "placement": "pre",
-        "activation": ACTIVATIONS[activation],
-        "position": "learned",
-        "mlp": "standard",
-        "init": "gpt2",
-    }
-
-
-def config_to_hf(config: ModelConfig, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
-    """GPT-2 ``config.json`` fields for ``config``; refuses what GPT-2's layout cannot express."""
-    blockers = _blockers(config)
-    if blockers:
-        raise InteropError(
-            "this model cannot be written as a Hugging Face GPT-2: " + "; ".join(blockers)
-            + ". Only GPT-2's own design (pre-norm LayerNorm with biases, learned positions, "
-            "standard MLP, plain multi-head attention) has that layout"
-        )
-    has_gpt2_eot = config.vocab_size > 50256  # the GPT-2 tokenizer's <|endoftext|>
-    return {
-        "architectures": ["GPT2LMHeadModel"],
-        "model_type": "gpt2",
-        "vocab_size": config.vocab_size,
-        "n_positions": config.max_seq_len,
-        "n_embd": config.d_model,
-        "n_layer": config.n_layers,
-        "n_head": config.n_heads,
-        "n_inner": config.d_ff,
-        "activation_function": ACTIVATIONS_OUT[config.activation.name],
-        "resid_pdrop": config.dropout.residual,
-        "embd_pdrop": config.dropout.embedding,
-        "attn_pdrop": config.dropout.attention,
-        "layer_norm_epsilon": config.norm_eps,
-        "scale_attn_weights": True,
-        "scale_attn_by_inverse_layer_idx": False,
-        "reorder_and_upcast_attn": False,
-        "add_cross_attention": False,
-        "tie_word_embeddings": config.tie_embeddings,
-        "bos_token_id": 50256 if has_gpt2_eot else None,
-        "eos_token_id": 50256 if has_gpt2_eot else None,
+        "architectures": [converter.architecture],
+        "model_type": converter.model_type,
+        **converter.config_to_hf(config),
         "dtype": str(dtype).removeprefix("torch."),
     }
 
 
-def _blockers(config: ModelConfig) -> list[str]:
-    """What in ``config`` GPT-2's layout cannot express, one phrase each."""
-    wanted = {
-        "placement": ("pre", "GPT-2 normalises before each sub-layer"),
-        "norm": ("layernorm", "GPT-2 uses LayerNorm"),
-        "position": ("learned", "GPT-2 stores a learned position table (wpe)"),
-        "mlp": ("standard", "GPT-2's MLP is c_fc, activation, c_proj"),
-    }
-    blockers = []
-    if config.architecture != "decoder":
-        blockers.append(f"architecture {config.architecture!r} (GPT-2 is decoder-only)")
-    for kind, (name, why) in wanted.items():
-        spec = getattr(config, kind)
-        if spec.name != name or spec.options:
-            blockers.append(f"{kind} {spec.name!r} ({why})")
-    if config.attention.name not in GPT2_ATTENTION or config.attention.options:
-        blockers.append(f"attention {config.attention.name!r} (GPT-2 has plain multi-head attention with a fused c_attn)")
-    if config.activation.name not in ACTIVATIONS_OUT:
-        blockers.append(f"activation {config.activation.name!r} (GPT-2 configs name {', '.join(ACTIVATIONS_OUT)})")
-    if config.final_norm is False:
-        blockers.append("final_norm=false (GPT-2 always has ln_f)")
-    if not config.bias:
-        blockers.append("bias=false (GPT-2's linear layers and norms have biases)")
-    if config.embedding_scale != "none":
-        blockers.append(f"embedding_scale={config.embedding_scale!r} (GPT-2 does not scale its embeddings)")
-    if config.head_output != "logits":
-        blockers.append(f"head_output={config.head_output!r} (GPT-2's head returns logits)")
-    return blockers
-
-
 # -- weights ----------------------------------------------------------------------------
-
-
-def _layout(n_layers: int) -> list[tuple[str, str, bool]]:
-    """LAYOUT with the layer index filled in for every layer."""
-    rows = []
-    for hf_name, zoo_name, transposed in LAYOUT:
-        if "{i}" in hf_name:
-            rows += [(hf_name.format(i=i), zoo_name.format(i=i), transposed) for i in range(n_layers)]
-        else:
-            rows.append((hf_name, zoo_name, transposed))
-    return rows
 
 
 def read_weights(folder: Path) -> dict[str, Tensor]:
@@ -274,51 +186,14 @@ def _read_file(path: Path) -> dict[str, Tensor]:
     return dict(state)
 
 
-def _to_zoo_state(
-    tensors: Mapping[str, Tensor], config: ModelConfig, expected: Mapping[str, Tensor], where: str
-) -> dict[str, Tensor]:
-    """GPT-2 tensors renamed, transposed and checked against the zoo model's shapes."""
-    plain = {}
+def _local_tensors(converter: Converter, tensors: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """Stored tensors by the names the converter's rules use, non-weights dropped."""
+    local = {}
     for key, tensor in tensors.items():
-        name = key.removeprefix("transformer.")
-        if MASK_BUFFER.fullmatch(name):
-            continue  # a saved causal mask, not a weight
-        plain[name] = tensor
-    if config.tie_embeddings:
-        plain.pop("lm_head.weight", None)  # transformers ties it to wte as well
-    state: dict[str, Tensor] = {}
-    missing = []
-    for hf_name, zoo_name, transposed in _layout(config.n_layers):
-        if zoo_name == "head.weight" and config.tie_embeddings:
-            continue
-        tensor = plain.pop(hf_name, None)
-        if tensor is None:
-            missing.append(hf_name)
-            continue
-        want = tuple(expected[zoo_name].shape)
-        stored = tuple(reversed(want)) if transposed else want
-        if tuple(tensor.shape) != stored:
-            raise InteropError(
-                f"{where}: tensor {hf_name!r} has shape {tuple(tensor.shape)}, but config.json "
-                f"(n_embd={config.d_model}, n_inner={config.d_ff}, vocab_size={config.vocab_size}, "
-                f"n_positions={config.max_seq_len}) implies {stored}; the weights and config.json disagree"
-            )
-        state[zoo_name] = tensor.t().contiguous() if transposed else tensor
-    if missing:
-        raise InteropError(f"{where}: missing GPT-2 tensors: {_listing(missing)}")
-    if plain:
-        raise InteropError(
-            f"{where}: tensors GPT-2's layout does not have (a different architecture, or a "
-            f"variant the zoo cannot import exactly): {_listing(sorted(plain))}"
-        )
-    if config.tie_embeddings:
-        state["head.weight"] = state["tok_emb.weight"]
-    return state
-
-
-def _listing(names: list[str], limit: int = 6) -> str:
-    more = f" and {len(names) - limit} more" if len(names) > limit else ""
-    return ", ".join(names[:limit]) + more
+        name = converter.local_name(key)
+        if not converter.skip(name):
+            local[name] = tensor
+    return local
 
 
 def from_hf(
@@ -327,16 +202,18 @@ def from_hf(
     dtype: torch.dtype | None = None,
     device: torch.device | str | None = None,
     attention: str = "sdpa",
+    registry: Registry | None = None,
 ) -> DecoderLM:
-    """A zoo model from a Hugging Face GPT-2 folder, in eval mode.
+    """A zoo model from a Hugging Face folder, in eval mode.
 
-    Weights keep their stored dtype unless ``dtype`` is given. ``attention`` picks the
-    zoo attention implementation (``"sdpa"`` or ``"eager"``; both are GPT-2's math).
+    The family comes from ``config.json`` (see ``zoo plugins`` for the converters
+    installed). Weights keep their stored dtype unless ``dtype`` is given.
+    ``attention`` picks the kernel (``"sdpa"`` or ``"eager"``; the same math).
     """
-    if attention not in GPT2_ATTENTION:
+    if attention not in KERNELS:
         raise InteropError(
-            f"attention={attention!r}: GPT-2's weights fit the zoo attentions "
-            f"{', '.join(map(repr, GPT2_ATTENTION))} (same math, fused qkv); pick one of them"
+            f"attention={attention!r}: imported weights fit the zoo attention kernels "
+            f"{', '.join(map(repr, KERNELS))} (same math); pick one of them"
         )
     target_dtype = dtype_arg(dtype, InteropError)
     target_device = device_arg(device, InteropError)
@@ -350,15 +227,18 @@ def from_hf(
         raise InteropError(f"cannot read {config_path}: {err}") from err
     if not isinstance(hf, dict):
         raise InteropError(f"{config_path} does not hold a JSON object")
-    fields = {**config_from_hf(hf, where=str(config_path)), "attention": attention}
+    registry = registry or default_registry()
+    converter = converter_for(hf, where=str(config_path), registry=registry)
+    fields = converter.with_kernel(converter.config_from_hf(hf, str(config_path)), attention)
+    tensors = _local_tensors(converter, read_weights(folder))
+    fields = untie_if_stored(converter, fields, tensors, str(folder))
     try:
-        config = validate_config(fields, source=str(config_path))
+        config = validate_config(fields, source=str(config_path), registry=registry)
     except ConfigError as err:
         raise InteropError(f"{config_path} describes no valid zoo model: {err}") from err
-    tensors = read_weights(folder)
-    model = build(config, device="meta")
-    expected = model.state_dict()
-    state = _to_zoo_state(tensors, config, expected, where=str(folder))
+    model = build(config, device="meta", registry=registry)
+    assert isinstance(model, DecoderLM)  # the config is a decoder's
+    state = state_from_hf(converter, tensors, config, model.state_dict(), where=str(folder))
     target = target_dtype or state["tok_emb.weight"].dtype
     state = {name: tensor.to(target) for name, tensor in state.items()}
     model.load_state_dict(state, strict=True, assign=True)
@@ -367,29 +247,30 @@ def from_hf(
     return model.to(target_device or "cpu").eval()
 
 
-def to_hf(model: DecoderLM, path: str | os.PathLike[str]) -> Path:
-    """Write ``model`` as a Hugging Face GPT-2 folder (config.json + model.safetensors).
+def to_hf(
+    model: DecoderLM,
+    path: str | os.PathLike[str],
+    *,
+    architecture: str | None = None,
+    registry: Registry | None = None,
+) -> Path:
+    """Write ``model`` as a Hugging Face folder (config.json + model.safetensors).
 
-    ``transformers.GPT2LMHeadModel.from_pretrained(path)`` loads it with the same
-    logits. Models GPT-2's layout cannot express are refused, naming what blocks them.
+    The architecture is ``architecture``, else the first installed converter that can
+    express the model (GPT-2 for GPT-2's design, Llama for LLaMA's, ...);
+    ``transformers.AutoModelForCausalLM.from_pretrained(path)`` loads it with the same
+    logits. A model no converter can express is refused, naming what blocks each.
     Returns the folder.
     """
     if not isinstance(model, DecoderLM):
         raise InteropError(
             f"to_hf writes decoder-only language models, got {type(model).__name__}; "
-            f"GPT-2's layout has no encoder"
+            f"the Hugging Face causal-LM layouts have no encoder"
         )
     config = model.config
-    hf_config = config_to_hf(config, model.tok_emb.weight.dtype)  # refuses before any work
-    state = model.state_dict()
-    tensors: dict[str, Tensor] = {}
-    for hf_name, zoo_name, transposed in _layout(config.n_layers):
-        if zoo_name == "head.weight" and config.tie_embeddings:
-            continue  # transformers ties lm_head to wte
-        tensor = state[zoo_name].detach().to("cpu")
-        tensors[hf_name if hf_name == "lm_head.weight" else f"transformer.{hf_name}"] = (
-            tensor.t() if transposed else tensor
-        ).contiguous()
+    converter = _exporter(config, architecture, registry)  # refuses before any work
+    hf_config = config_to_hf(config, model.tok_emb.weight.dtype, architecture=converter.architecture, registry=registry)
+    tensors = state_to_hf(converter, model.state_dict(), config)
     folder = path_arg(path, "write to", InteropError, "a folder path")
     from safetensors.torch import save_file
 

@@ -6,7 +6,7 @@ entry point ``modern`` in group ``zoo`` (see this package's pyproject.toml).
 
 from zoo_modern.attention import GroupedQueryAttention
 from zoo_modern.mlp import SwiGLU, swiglu_hidden
-from zoo_modern.placement import SandwichNorm
+from zoo_modern.placement import Parallel, SandwichNorm
 from zoo_modern.positions import ALiBi, Rotary, alibi_slopes
 
 __version__ = "0.1.0"
@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ALiBi",
     "GroupedQueryAttention",
+    "Parallel",
     "Rotary",
     "SandwichNorm",
     "SwiGLU",

@@ -1,10 +1,20 @@
-"""Sandwich norm (CogView 2021; Gemma 2 normalises both sides too): x + norm(f(norm(x)))."""
+"""Placements from after 2017.
+
+- ``sandwich`` (CogView 2021; Gemma 2 normalises both sides too): x + norm(f(norm(x))).
+- ``parallel`` (GPT-J 2021, GPT-NeoX, PaLM): attention and MLP read the same input and
+  both add to the residual, x + attn(norm1(x)) + mlp(norm2(x)); with ``shared_norm`` one
+  norm feeds both (GPT-J). One layer is then one step of the residual stream, not two.
+"""
 
 from __future__ import annotations
 
+import weakref
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
-from zoo import Placement
+from zoo import AttentionContext, Placement
 
 
 class SandwichNorm(Placement):
@@ -24,3 +34,62 @@ class SandwichNorm(Placement):
 
     def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
         return x + self.norm_out(sublayer(self.norm_in(x), *args))
+
+
+class ParallelOptions(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    shared_norm: bool = Field(False, description="one norm feeds attention and MLP (GPT-J); false: one each (GPT-NeoX)")
+
+
+# A layer asks for its attention's placement, then its MLP's. With a shared norm the
+# second of each pair owns none: the first one waiting for its partner, per config.
+_waiting: dict[int, weakref.ref[Parallel]] = {}
+
+
+class Parallel(Placement):
+    """Parallel attention and MLP, x + attn(norm1(x)) + mlp(norm2(x)) (GPT-J, GPT-NeoX, PaLM).
+
+    Each layer has two of these (one per sub-layer), each owning its norm; with a shared
+    norm the MLP's has none and reads the attention's. ``block`` runs the pair; on its
+    own (``forward``) it is pre-norm.
+    """
+
+    Options = ParallelOptions
+    final_norm = True
+
+    def __init__(self, norm: nn.Module, config: Any = None, shared_norm: bool = False) -> None:
+        super().__init__()
+        self.shared_norm = shared_norm
+        first = _waiting.pop(id(config), None) if shared_norm else None
+        if first is not None and first() is not None:
+            self.norm: nn.Module | None = None  # the MLP's half of a pair: its attention's norm serves both
+        else:
+            self.norm = norm
+            if shared_norm:
+                _waiting[id(config)] = weakref.ref(self)
+
+    def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
+        assert self.norm is not None, "a shared-norm parallel placement runs only as a pair (block)"
+        return x + sublayer(self.norm(x), *args)
+
+    @classmethod
+    def block(
+        cls,
+        x: Tensor,
+        attn_residual: Placement,
+        attn: nn.Module,
+        mlp_residual: Placement,
+        mlp: nn.Module,
+        ctx: AttentionContext,
+    ) -> Tensor:
+        h = attn_residual.norm(x)  # type: ignore[operator]
+        m = h if mlp_residual.norm is None else mlp_residual.norm(x)  # type: ignore[operator]
+        return x + attn(h, ctx) + mlp(m)
+
+
+def check_parallel(config: Any, options: ParallelOptions) -> None:
+    if config.architecture != "decoder":
+        raise ValueError(
+            f"placement 'parallel' joins a decoder layer's attention and MLP; an {config.architecture!r} "
+            f"model has cross-attention between them. Use placement 'pre' or 'post'"
+        )

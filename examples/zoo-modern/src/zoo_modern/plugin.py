@@ -12,8 +12,9 @@ from typing import Any
 
 import zoo
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
+from zoo_modern.converters import CONVERTERS
 from zoo_modern.mlp import SwiGluOptions, swiglu
-from zoo_modern.placement import SandwichNorm
+from zoo_modern.placement import Parallel, SandwichNorm, check_parallel
 from zoo_modern.positions import ALiBi, Rotary, check_rotary
 
 
@@ -24,9 +25,17 @@ def zoo_register_components(register: Any) -> None:
     register("mlp", "swiglu", swiglu, SwiGluOptions)
     register("attention", "gqa", gqa, GqaOptions, check=check_gqa)
     register("placement", "sandwich", SandwichNorm)
+    register("placement", "parallel", Parallel, check=check_parallel)
 
 
 @zoo.hookimpl
 def zoo_register_presets(register: Any) -> None:
     presets = resources.files("zoo_modern") / "presets"
-    register("gpt2-small-modern", presets / "gpt2-small-modern.toml")
+    for name in ("gpt2-small-modern", "llama-style-small", "pythia-160m", "pythia-410m"):
+        register(name, presets / f"{name}.toml")
+
+
+@zoo.hookimpl
+def zoo_register_converters(register: Any) -> None:
+    for converter in CONVERTERS:
+        register(converter)

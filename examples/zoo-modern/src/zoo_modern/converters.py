@@ -1,0 +1,413 @@
+"""Hugging Face converters for the families zoo-modern's parts build: Llama, Mistral,
+Qwen2 and GPT-NeoX (Pythia), registered from ``plugin.py`` the way GPT-2's is from the
+built-ins.
+
+Each maps ``config.json`` to a zoo config (refusing, with ``InteropError``, any setting
+the zoo would compute differently) and lists how every weight maps both ways. The
+Llama family keeps q, k and v in separate matrices that the zoo's attention fuses into
+one ``qkv`` ([q | k | v] rows); GPT-NeoX fuses them per head ([q_h | k_h | v_h] for
+each head h), which is a reshape away from the zoo's order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from torch import Tensor
+
+from zoo import Converter, InteropError, ModelConfig, Rule
+from zoo_modern.mlp import swiglu_hidden
+from zoo_modern.positions import rotary_dims
+
+DEFAULT_ROPE = ("default", None)
+# Hugging Face activation names with an exact zoo activation component.
+ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu", "silu": "silu"}
+ACTIVATIONS_OUT = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "silu": "silu"}
+
+
+def rope(hf: Mapping[str, Any], where: str, *, theta: str = "rope_theta", pct: str = "partial_rotary_factor") -> tuple[float, float]:
+    """``(base, fraction of head_dim rotated)`` from ``rope_parameters`` (transformers 5)
+    or the older top-level fields; refuses scaled variants (linear, dynamic, yarn, llama3)."""
+    params = hf.get("rope_parameters") or {}
+    scaling = hf.get("rope_scaling") or {}
+    for source, table in (("rope_parameters", params), ("rope_scaling", scaling)):
+        kind = table.get("rope_type", table.get("type"))
+        if kind not in DEFAULT_ROPE:
+            raise Converter.refuse(where, f"{source}.rope_type", kind, "scaled rotary positions are not modelled")
+    base = params.get("rope_theta", hf.get(theta, 10000.0))
+    fraction = params.get("partial_rotary_factor", hf.get(pct, 1.0))
+    return float(base), float(fraction)
+
+
+def rotary_spec(base: float, rotary_dim: int | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"name": "rotary", "base": base}
+    if rotary_dim is not None:
+        spec["rotary_dim"] = rotary_dim
+    return spec
+
+
+def attention_spec(n_kv_heads: int, qkv_bias: bool = False) -> dict[str, Any]:
+    """zoo's attention for a Llama-family layer: grouped-query (``n_kv_heads``), with
+    q/k/v biases for Qwen2, never an output bias."""
+    return {"name": "sdpa", "n_kv_heads": n_kv_heads, "qkv_bias": qkv_bias, "out_bias": False}
+
+
+def n_kv_heads(config: ModelConfig) -> int:
+    """Key/value heads of a config's attention (n_heads for plain multi-head attention)."""
+    return Converter.attention_layout(config)[0]
+
+
+def turned(config: ModelConfig) -> int:
+    """Dimensions per head a rotary config turns."""
+    options = config.position.options
+    return rotary_dims(config.head_dim, options.get("rotary_dim"), options.get("rotary_pct"))
+
+
+def rotary_base(config: ModelConfig) -> float:
+    return float(config.position.options.get("base", 10000.0))
+
+
+class LlamaFamily(Converter):
+    """LLaMA's design: pre-norm RMSNorm, rotary positions, SwiGLU, grouped-query attention, no biases."""
+
+    architecture = "LlamaForCausalLM"
+    model_type = "llama"
+    description = "LLaMA: RMSNorm, rotary, SwiGLU, grouped-query attention, no biases"
+    prefix = "model."
+    embedding = "embed_tokens.weight"
+    qkv_bias = False  # Qwen2 has biases on q, k and v
+
+    def skip(self, name: str) -> bool:
+        return name.endswith("rotary_emb.inv_freq")
+
+    def check(self, hf: Mapping[str, Any], where: str) -> None:
+        """Refuse the family's settings the zoo does not model."""
+        if hf.get("attention_bias"):
+            raise self.refuse(where, "attention_bias", True, "biases on q/k/v/o projections are not modelled for this family")
+        if hf.get("mlp_bias"):
+            raise self.refuse(where, "mlp_bias", True, "biases in the SwiGLU projections are not modelled")
+
+    def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
+        self.check(hf, where)
+        try:
+            d, heads = int(hf["hidden_size"]), int(hf["num_attention_heads"])
+            layers, hidden, vocab = int(hf["num_hidden_layers"]), int(hf["intermediate_size"]), int(hf["vocab_size"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise InteropError(f"{where}: a {self.architecture} config.json needs {err} as an integer") from err
+        kv = int(hf.get("num_key_value_heads") or heads)
+        if hf.get("hidden_act", "silu") != "silu":
+            raise self.refuse(where, "hidden_act", hf["hidden_act"], "the SwiGLU gate is SiLU in the zoo")
+        if hf.get("head_dim") not in (None, d // heads):
+            raise self.refuse(where, "head_dim", hf["head_dim"], f"the zoo's head_dim is hidden_size / num_attention_heads = {d // heads}")
+        base, fraction = rope(hf, where)
+        if fraction != 1.0:
+            raise self.refuse(where, "partial_rotary_factor", fraction, "this family rotates the whole head")
+        return {
+            "vocab_size": vocab,
+            "max_seq_len": self.max_seq_len(hf, where),
+            "d_model": d,
+            "n_layers": layers,
+            "n_heads": heads,
+            "d_ff": hidden,
+            "dropout": {"attention": float(hf.get("attention_dropout") or 0.0)},
+            "bias": False,
+            "tie_embeddings": bool(hf.get("tie_word_embeddings", False)),
+            "norm_eps": float(hf.get("rms_norm_eps", 1e-6)),
+            "attention": attention_spec(kv, self.qkv_bias),
+            "norm": "rmsnorm",
+            "placement": "pre",
+            "activation": "silu",
+            "position": rotary_spec(base),
+            "mlp": {"name": "swiglu", "hidden": hidden},
+            "init": "gpt2",
+        }
+
+    def max_seq_len(self, hf: Mapping[str, Any], where: str) -> int:
+        return int(hf.get("max_position_embeddings", 2048))
+
+    def rules(self, config: ModelConfig) -> list[Rule]:
+        d, kv = config.d_model, n_kv_heads(config) * config.head_dim
+        rules = [Rule.copy("tok_emb.weight", "embed_tokens.weight")]
+        for i in range(config.n_layers):
+            z, h = f"blocks.{i}.", f"layers.{i}."
+            qkv = [h + f"self_attn.{p}_proj" for p in "qkv"]
+            rules += [
+                Rule.copy(z + "attn_residual.norm.weight", h + "input_layernorm.weight"),
+                Rule.concat(z + "attn.qkv.weight", [n + ".weight" for n in qkv], (d, kv, kv)),
+                *([Rule.concat(z + "attn.qkv.bias", [n + ".bias" for n in qkv], (d, kv, kv))] if self.qkv_bias else []),
+                Rule.copy(z + "attn.out.weight", h + "self_attn.o_proj.weight"),
+                Rule.copy(z + "mlp_residual.norm.weight", h + "post_attention_layernorm.weight"),
+                Rule.copy(z + "mlp.gate.weight", h + "mlp.gate_proj.weight"),
+                Rule.copy(z + "mlp.up.weight", h + "mlp.up_proj.weight"),
+                Rule.copy(z + "mlp.down.weight", h + "mlp.down_proj.weight"),
+            ]
+        return [*rules, Rule.copy("final_norm.weight", "norm.weight"), Rule.copy("head.weight", "lm_head.weight")]
+
+    def blockers(self, config: ModelConfig) -> list[str]:
+        blockers = common_blockers(config, self.architecture)
+        wanted = {"placement": "pre", "norm": "rmsnorm", "position": "rotary", "mlp": "swiglu"}
+        for kind, name in wanted.items():
+            if getattr(config, kind).name != name:
+                blockers.append(f"{kind} {getattr(config, kind).name!r} ({self.architecture} has {name})")
+        if config.attention.name not in ("sdpa", "eager", "gqa"):
+            blockers.append(f"attention {config.attention.name!r} ({self.architecture} has grouped-query attention)")
+        if config.position.name == "rotary" and turned(config) != config.head_dim:
+            blockers.append("partial rotary (this family rotates the whole head)")
+        if config.attention.options.get("kernel") not in (None, "sdpa", "eager"):
+            blockers.append("an attention kernel other than sdpa/eager")
+        if config.bias:
+            blockers.append(f"bias=true ({self.architecture} has no biases)")
+        _, qkv_bias, out_bias = self.attention_layout(config)
+        if qkv_bias != self.qkv_bias:
+            blockers.append(f"q/k/v biases {'on' if qkv_bias else 'off'} ({self.architecture} has them {'on' if self.qkv_bias else 'off'})")
+        if out_bias:
+            blockers.append(f"an output-projection bias ({self.architecture}'s o_proj has none)")
+        return blockers
+
+    def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
+        base = rotary_base(config)
+        options = config.mlp.options
+        hidden = options.get("hidden") or swiglu_hidden(config.d_ff or 4 * config.d_model, options.get("multiple_of", 256))
+        return {
+            "vocab_size": config.vocab_size,
+            "hidden_size": config.d_model,
+            "intermediate_size": hidden,
+            "num_hidden_layers": config.n_layers,
+            "num_attention_heads": config.n_heads,
+            "num_key_value_heads": n_kv_heads(config),
+            "head_dim": config.head_dim,
+            "hidden_act": "silu",
+            "max_position_embeddings": config.max_seq_len,
+            "rms_norm_eps": config.norm_eps,
+            "rope_theta": base,
+            "rope_parameters": {"rope_type": "default", "rope_theta": base},
+            "tie_word_embeddings": config.tie_embeddings,
+            "attention_dropout": config.dropout.attention,
+            "attention_bias": False,
+            "mlp_bias": False,
+            "bos_token_id": None,
+            "eos_token_id": None,
+        }
+
+
+def common_blockers(config: ModelConfig, architecture: str) -> list[str]:
+    """Switches no Hugging Face causal LM of these families has."""
+    blockers = []
+    if config.architecture != "decoder":
+        blockers.append(f"architecture {config.architecture!r} ({architecture} is decoder-only)")
+    if config.final_norm is False:
+        blockers.append(f"final_norm=false ({architecture} always has a final norm)")
+    if config.embedding_scale != "none":
+        blockers.append(f"embedding_scale={config.embedding_scale!r} ({architecture} does not scale embeddings)")
+    if config.head_output != "logits":
+        blockers.append(f"head_output={config.head_output!r} ({architecture}'s head returns logits)")
+    return blockers
+
+
+class Mistral(LlamaFamily):
+    """Mistral: Llama's layout; only without a sliding window shorter than the context."""
+
+    architecture = "MistralForCausalLM"
+    model_type = "mistral"
+    description = "Mistral: Llama's layout (no sliding window shorter than the context)"
+
+    def check(self, hf: Mapping[str, Any], where: str) -> None:
+        pass  # MistralConfig has no bias switches
+
+    def max_seq_len(self, hf: Mapping[str, Any], where: str) -> int:
+        return windowed_length(hf, where, int(hf.get("max_position_embeddings", 4096 * 32)), hf.get("sliding_window"))
+
+    def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
+        hf = super().config_to_hf(config)
+        for name in ("attention_bias", "mlp_bias"):
+            del hf[name]
+        return {**hf, "sliding_window": None}
+
+
+def windowed_length(hf: Mapping[str, Any], where: str, length: int, window: Any) -> int:
+    """``length``, unless a sliding attention window shorter than it would make
+    transformers compute something else on long inputs: that is refused.
+
+    The zoo's attention is not windowed, and rotary positions set no length limit, so
+    a window shorter than max_position_embeddings cannot be modelled exactly.
+    """
+    if window is None or int(window) >= length:
+        return length
+    raise Converter.refuse(
+        where,
+        "sliding_window",
+        window,
+        f"attention limited to the last {int(window)} tokens is not modelled (the zoo attends to all "
+        f"{length} positions); to use the model on sequences up to the window only, set "
+        f"max_position_embeddings to {int(window)} in config.json",
+    )
+
+
+class Qwen2(LlamaFamily):
+    """Qwen2: Llama's layout with biases on q, k and v (none on o_proj or the MLP)."""
+
+    architecture = "Qwen2ForCausalLM"
+    model_type = "qwen2"
+    description = "Qwen2: Llama's layout plus q/k/v biases"
+    qkv_bias = True
+
+    def check(self, hf: Mapping[str, Any], where: str) -> None:
+        pass  # Qwen2 always has q/k/v biases and nothing else
+
+    def max_seq_len(self, hf: Mapping[str, Any], where: str) -> int:
+        length = int(hf.get("max_position_embeddings", 32768))
+        layer_types = hf.get("layer_types") or []
+        windowed = hf.get("use_sliding_window") and (
+            not layer_types or any(t == "sliding_attention" for t in layer_types)
+        )
+        return windowed_length(hf, where, length, hf.get("sliding_window")) if windowed else length
+
+    def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
+        hf = super().config_to_hf(config)
+        for name in ("attention_bias", "mlp_bias", "head_dim"):
+            del hf[name]
+        return {**hf, "use_sliding_window": False, "sliding_window": None, "max_window_layers": config.n_layers}
+
+
+# -- GPT-NeoX ----------------------------------------------------------------------------
+
+
+def per_head_to_zoo(t: Tensor, heads: int) -> Tensor:
+    """NeoX's fused rows [q_h | k_h | v_h] per head -> the zoo's [q | k | v]."""
+    return t.reshape(heads, 3, -1, *t.shape[1:]).transpose(0, 1).reshape(t.shape)
+
+
+def zoo_to_per_head(t: Tensor, heads: int) -> Tensor:
+    """The zoo's fused [q | k | v] rows -> NeoX's [q_h | k_h | v_h] per head."""
+    return t.reshape(3, heads, -1, *t.shape[1:]).transpose(0, 1).reshape(t.shape)
+
+
+def per_head(zoo: str, hf: str, heads: int) -> Rule:
+    return Rule(zoo, (hf,), lambda ts: per_head_to_zoo(ts[0], heads), lambda t: [zoo_to_per_head(t, heads)])
+
+
+class GPTNeoX(Converter):
+    """GPT-NeoX / Pythia: parallel attention and MLP, partial rotary, LayerNorm, biases."""
+
+    architecture = "GPTNeoXForCausalLM"
+    model_type = "gpt_neox"
+    description = "GPT-NeoX / Pythia: parallel residual, partial rotary, LayerNorm, fused per-head qkv"
+    prefix = "gpt_neox."
+    top_level = ("embed_out.weight",)
+    embedding = "embed_in.weight"
+    head = "embed_out.weight"
+
+    def skip(self, name: str) -> bool:
+        return name.endswith(("rotary_emb.inv_freq", "attention.bias", "attention.masked_bias"))
+
+    def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
+        try:
+            d, heads = int(hf["hidden_size"]), int(hf["num_attention_heads"])
+            layers, hidden, vocab = int(hf["num_hidden_layers"]), int(hf["intermediate_size"]), int(hf["vocab_size"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise InteropError(f"{where}: a GPTNeoXForCausalLM config.json needs {err} as an integer") from err
+        if hf.get("attention_bias", True) is not True:
+            raise self.refuse(where, "attention_bias", hf["attention_bias"], "the zoo's NeoX layout has attention biases")
+        activation = hf.get("hidden_act", "gelu")
+        if activation not in ACTIVATIONS:
+            raise self.refuse(where, "hidden_act", activation, f"supported: {', '.join(sorted(ACTIVATIONS))}")
+        base, fraction = rope(hf, where, theta="rotary_emb_base", pct="rotary_pct")
+        head_dim = d // heads
+        rotary_dim = int(head_dim * fraction)
+        if rotary_dim % 2 or rotary_dim < 2:
+            raise self.refuse(where, "rotary_pct", fraction, f"it rotates {rotary_dim} of {head_dim} dimensions; the zoo needs an even number >= 2")
+        dropout = float(hf.get("hidden_dropout") or 0.0)
+        return {
+            "vocab_size": vocab,
+            "max_seq_len": int(hf.get("max_position_embeddings", 2048)),
+            "d_model": d,
+            "n_layers": layers,
+            "n_heads": heads,
+            "d_ff": hidden,
+            "dropout": {"attention": float(hf.get("attention_dropout") or 0.0), "residual": dropout},
+            "bias": True,
+            "tie_embeddings": bool(hf.get("tie_word_embeddings", False)),
+            "norm_eps": float(hf.get("layer_norm_eps", 1e-5)),
+            "attention": "sdpa",
+            "norm": "layernorm",
+            "placement": "parallel" if hf.get("use_parallel_residual", True) else "pre",
+            "activation": ACTIVATIONS[activation],
+            "position": rotary_spec(base, None if rotary_dim == head_dim else rotary_dim),
+            "mlp": "standard",
+            "init": "gpt2",
+        }
+
+    def rules(self, config: ModelConfig) -> list[Rule]:
+        heads = config.n_heads
+        rules = [Rule.copy("tok_emb.weight", "embed_in.weight")]
+        for i in range(config.n_layers):
+            z, h = f"blocks.{i}.", f"layers.{i}."
+            rules += [
+                Rule.copy(z + "attn_residual.norm.weight", h + "input_layernorm.weight"),
+                Rule.copy(z + "attn_residual.norm.bias", h + "input_layernorm.bias"),
+                per_head(z + "attn.qkv.weight", h + "attention.query_key_value.weight", heads),
+                per_head(z + "attn.qkv.bias", h + "attention.query_key_value.bias", heads),
+                Rule.copy(z + "attn.out.weight", h + "attention.dense.weight"),
+                Rule.copy(z + "attn.out.bias", h + "attention.dense.bias"),
+                Rule.copy(z + "mlp_residual.norm.weight", h + "post_attention_layernorm.weight"),
+                Rule.copy(z + "mlp_residual.norm.bias", h + "post_attention_layernorm.bias"),
+                Rule.copy(z + "mlp.up.weight", h + "mlp.dense_h_to_4h.weight"),
+                Rule.copy(z + "mlp.up.bias", h + "mlp.dense_h_to_4h.bias"),
+                Rule.copy(z + "mlp.down.weight", h + "mlp.dense_4h_to_h.weight"),
+                Rule.copy(z + "mlp.down.bias", h + "mlp.dense_4h_to_h.bias"),
+            ]
+        return [
+            *rules,
+            Rule.copy("final_norm.weight", "final_layer_norm.weight"),
+            Rule.copy("final_norm.bias", "final_layer_norm.bias"),
+            Rule.copy("head.weight", "embed_out.weight"),
+        ]
+
+    def blockers(self, config: ModelConfig) -> list[str]:
+        blockers = common_blockers(config, self.architecture)
+        if config.placement.name not in ("parallel", "pre") or config.placement.options.get("shared_norm"):
+            blockers.append(f"placement {config.placement.name!r} (GPT-NeoX is parallel with two norms, or pre-norm)")
+        wanted = {"norm": "layernorm", "position": "rotary", "mlp": "standard"}
+        for kind, name in wanted.items():
+            if getattr(config, kind).name != name:
+                blockers.append(f"{kind} {getattr(config, kind).name!r} (GPT-NeoX has {name})")
+        n_kv, qkv_bias, out_bias = self.attention_layout(config)
+        if config.attention.name not in ("sdpa", "eager") or n_kv != config.n_heads or not (qkv_bias and out_bias):
+            blockers.append(f"attention {config.attention.name!r} (GPT-NeoX has multi-head attention with biases)")
+        if config.activation.name not in ACTIVATIONS_OUT:
+            blockers.append(f"activation {config.activation.name!r}")
+        if not config.bias:
+            blockers.append("bias=false (GPT-NeoX's projections and norms have biases)")
+        if config.position.name == "rotary" and int(config.head_dim * (turned(config) / config.head_dim)) != turned(config):
+            blockers.append("a rotary_dim that rotary_pct cannot express exactly")
+        return blockers
+
+    def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
+        base = rotary_base(config)
+        fraction = turned(config) / config.head_dim
+        return {
+            "vocab_size": config.vocab_size,
+            "hidden_size": config.d_model,
+            "intermediate_size": config.d_ff,
+            "num_hidden_layers": config.n_layers,
+            "num_attention_heads": config.n_heads,
+            "hidden_act": ACTIVATIONS_OUT[config.activation.name],
+            "max_position_embeddings": config.max_seq_len,
+            "layer_norm_eps": config.norm_eps,
+            "rotary_pct": fraction,
+            "rotary_emb_base": base,
+            "rope_parameters": {"rope_type": "default", "rope_theta": base, "partial_rotary_factor": fraction},
+            "use_parallel_residual": config.placement.name == "parallel",
+            "tie_word_embeddings": config.tie_embeddings,
+            "attention_dropout": config.dropout.attention,
+            "hidden_dropout": config.dropout.residual,
+            "attention_bias": True,
+            "bos_token_id": None,
+            "eos_token_id": None,
+        }
+
+
+CONVERTERS: tuple[Converter, ...] = (LlamaFamily(), Mistral(), Qwen2(), GPTNeoX())
+
+__all__ = ["CONVERTERS", "GPTNeoX", "LlamaFamily", "Mistral", "Qwen2"]

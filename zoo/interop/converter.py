@@ -1,0 +1,241 @@
+"""How one Hugging Face architecture maps to the zoo: the class a converter subclasses.
+
+A converter answers, for its architecture (``config.json``'s ``architectures[0]``):
+
+- **config**: ``config_from_hf(hf, where)`` gives zoo config fields and raises
+  ``InteropError`` naming any setting the zoo would compute differently;
+  ``config_to_hf(config)`` writes one back, and ``blockers(config)`` says what in a zoo
+  config that architecture cannot express (an exporter overrides both).
+- **weights**: ``rules(config)`` lists, for every zoo tensor, the Hugging Face tensors it
+  is made of and how (copied, transposed, concatenated, ...), both ways.
+
+Converters are registered by plugins through the ``zoo_register_converters`` hook, the
+way components are; ``zoo.from_hf`` / ``zoo.to_hf`` apply them (``zoo.interop.hf``).
+This module holds the shared parts only, no family's knowledge.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from zoo.errors import InteropError
+
+if TYPE_CHECKING:
+    from zoo.config import ModelConfig
+
+__all__ = ["Converter", "Rule", "refuse"]
+
+KERNELS = ("sdpa", "eager")  # attention kernels; the same weights fit either
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One zoo tensor and the Hugging Face tensor(s) it is made of.
+
+    ``load(hf_tensors) -> zoo_tensor`` and ``save(zoo_tensor) -> hf_tensors`` are inverse;
+    names are without the converter's ``prefix``.
+    """
+
+    zoo: str
+    hf: tuple[str, ...]
+    load: Callable[[Sequence[Tensor]], Tensor]
+    save: Callable[[Tensor], Sequence[Tensor]]
+
+    @classmethod
+    def copy(cls, zoo: str, hf: str) -> Rule:
+        """The same tensor under another name."""
+        return cls(zoo, (hf,), lambda ts: ts[0], lambda t: [t])
+
+    @classmethod
+    def transposed(cls, zoo: str, hf: str) -> Rule:
+        """A weight stored (in, out), as GPT-2's ``Conv1D`` does; ``nn.Linear`` holds (out, in)."""
+        return cls(zoo, (hf,), lambda ts: ts[0].t(), lambda t: [t.t()])
+
+    @classmethod
+    def concat(cls, zoo: str, hf: Sequence[str], sizes: Sequence[int]) -> Rule:
+        """Separate tensors (``q_proj``, ``k_proj``, ``v_proj``) stacked along dim 0 into one
+        fused zoo tensor (``qkv``); ``sizes`` are their lengths along dim 0."""
+        sizes = list(sizes)
+        return cls(zoo, tuple(hf), lambda ts: torch.cat(list(ts), dim=0), lambda t: list(t.split(sizes, dim=0)))
+
+
+def refuse(where: str, setting: str, value: Any, why: str) -> InteropError:
+    """The error for a ``config.json`` setting the zoo does not model (to ``raise``)."""
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return InteropError(f"{where}: {setting}={shown}: {why}; the zoo cannot import this model exactly")
+
+
+class Converter:
+    """Reads (and, when ``config_to_hf`` is overridden, writes) one Hugging Face architecture.
+
+    Subclass it, set the class attributes, implement ``config_from_hf`` and ``rules``,
+    and register an instance from a plugin's ``zoo_register_converters`` hook.
+    """
+
+    #: ``config.json``'s ``architectures[0]``, e.g. ``"LlamaForCausalLM"``.
+    architecture: ClassVar[str] = ""
+    #: ``config.json``'s ``model_type``, e.g. ``"llama"``.
+    model_type: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    #: Prefix of the base model's tensors (``"model."``); rules name tensors without it.
+    prefix: ClassVar[str] = ""
+    #: Tensors stored without the prefix (the head).
+    top_level: ClassVar[tuple[str, ...]] = ("lm_head.weight",)
+    #: The token embedding and the output head, as rules name them (for tied heads).
+    embedding: ClassVar[str] = ""
+    head: ClassVar[str] = "lm_head.weight"
+
+    def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """Zoo config fields for ``config.json`` ``hf``; ``InteropError`` for what is not modelled."""
+        raise NotImplementedError
+
+    def rules(self, config: ModelConfig) -> list[Rule]:
+        """Every zoo tensor of a model of ``config`` and how it maps to Hugging Face tensors."""
+        raise NotImplementedError
+
+    def skip(self, name: str) -> bool:
+        """Whether a stored tensor is not a weight (a saved mask or rotary table)."""
+        return False
+
+    @property
+    def exports(self) -> bool:
+        """Whether this converter writes its architecture too (``config_to_hf`` overridden)."""
+        return type(self).config_to_hf is not Converter.config_to_hf
+
+    def blockers(self, config: ModelConfig) -> list[str]:
+        """What in ``config`` this architecture cannot express, one phrase each; [] fits."""
+        return [] if self.exports else [f"{self.architecture} is import-only"]
+
+    def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
+        """``config.json`` fields (without ``architectures``/``model_type``/``dtype``)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def attention_layout(config: ModelConfig) -> tuple[int, bool, bool]:
+        """``(n_kv_heads, qkv_bias, out_bias)`` of ``config``'s attention, defaults filled in
+        (all key/value heads, the config's ``bias``), whichever attention names them."""
+        options = config.attention.options
+        n_kv = options.get("n_kv_heads") or config.n_heads
+        qkv_bias = config.bias if options.get("qkv_bias") is None else bool(options["qkv_bias"])
+        out_bias = config.bias if options.get("out_bias") is None else bool(options["out_bias"])
+        return int(n_kv), qkv_bias, out_bias
+
+    @staticmethod
+    def refuse(where: str, setting: str, value: Any, why: str) -> InteropError:
+        """The ``InteropError`` for a ``config.json`` setting not modelled (to ``raise``)."""
+        return refuse(where, setting, value, why)
+
+    def with_kernel(self, fields: dict[str, Any], kernel: str) -> dict[str, Any]:
+        """``fields`` with the attention run by ``kernel`` ("sdpa" or "eager")."""
+        spec = fields.get("attention", "sdpa")
+        spec = {"name": spec} if isinstance(spec, str) else dict(spec)
+        if spec["name"] in KERNELS:
+            spec["name"] = kernel
+        else:
+            spec["kernel"] = kernel
+        return {**fields, "attention": spec}
+
+    # -- names ----------------------------------------------------------------------
+
+    def local_name(self, stored: str) -> str:
+        """A stored tensor's name as rules write it (the prefix removed if present)."""
+        return stored.removeprefix(self.prefix) if self.prefix else stored
+
+    def stored_name(self, name: str) -> str:
+        """The name a rule's tensor is written under."""
+        return name if name in self.top_level else f"{self.prefix}{name}"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.architecture}>"
+
+
+# -- applying rules -----------------------------------------------------------------
+
+
+def state_from_hf(
+    converter: Converter,
+    tensors: Mapping[str, Tensor],
+    config: ModelConfig,
+    expected: Mapping[str, Tensor],
+    where: str,
+) -> dict[str, Tensor]:
+    """Zoo state dict from Hugging Face tensors (local names), checked name by name and shape by shape."""
+    remaining = dict(tensors)
+    state: dict[str, Tensor] = {}
+    missing: list[str] = []
+    for rule in converter.rules(config):
+        if rule.zoo == "head.weight" and config.tie_embeddings:
+            for name in rule.hf:
+                remaining.pop(name, None)  # a stored copy of the tied head (checked by from_hf)
+            continue
+        parts = [remaining.pop(name, None) for name in rule.hf]
+        if any(p is None for p in parts):
+            missing += [n for n, p in zip(rule.hf, parts, strict=True) if p is None]
+            continue
+        want = tuple(expected[rule.zoo].shape)
+        shapes = ", ".join(f"{n} {tuple(p.shape)}" for n, p in zip(rule.hf, parts, strict=True))  # type: ignore[union-attr]
+        try:
+            tensor = rule.load(parts)  # type: ignore[arg-type]
+        except RuntimeError as err:
+            raise InteropError(f"{where}: cannot combine {shapes} into the zoo's {rule.zoo} {want}: {err}") from err
+        if tuple(tensor.shape) != want:
+            raise InteropError(
+                f"{where}: {shapes} make a {rule.zoo} of shape {tuple(tensor.shape)}, but the config "
+                f"implies {want}; the weights and the config disagree"
+            )
+        state[rule.zoo] = tensor.contiguous()
+    if missing:
+        raise InteropError(f"{where}: missing {converter.architecture} tensors: {listing(missing)}")
+    if remaining:
+        raise InteropError(
+            f"{where}: tensors {converter.architecture}'s layout does not have (another architecture, "
+            f"or a variant the zoo cannot import exactly): {listing(sorted(remaining))}"
+        )
+    if config.tie_embeddings:
+        state["head.weight"] = state["tok_emb.weight"]
+    return state
+
+
+def state_to_hf(converter: Converter, state: Mapping[str, Tensor], config: ModelConfig) -> dict[str, Tensor]:
+    """Hugging Face tensors (stored names, on the CPU, contiguous) from a zoo state dict."""
+    tensors: dict[str, Tensor] = {}
+    for rule in converter.rules(config):
+        if rule.zoo == "head.weight" and config.tie_embeddings:
+            continue  # transformers ties the head to the embedding itself
+        parts = rule.save(state[rule.zoo].detach().to("cpu"))
+        for name, part in zip(rule.hf, parts, strict=True):
+            tensors[converter.stored_name(name)] = part.contiguous()
+    return tensors
+
+
+def untie_if_stored(
+    converter: Converter, fields: dict[str, Any], tensors: Mapping[str, Tensor], where: str
+) -> dict[str, Any]:
+    """A head stored beside a tied embedding but different from it: keep both, as
+    transformers does (warning), so the model computes the same logits."""
+    head, embedding = tensors.get(converter.head), tensors.get(converter.embedding)
+    if not fields.get("tie_embeddings", True) or head is None or embedding is None:
+        return fields
+    if head.shape == embedding.shape and torch.equal(head, embedding):
+        return fields
+    warnings.warn(
+        f"{where}: the config ties the head to the embedding (tie_word_embeddings), but the stored "
+        f"{converter.head!r} differs from {converter.embedding!r}; loading the stored head untied, as "
+        f"transformers does. Set tie_word_embeddings to false to silence this",
+        UserWarning,
+        stacklevel=4,
+    )
+    return {**fields, "tie_embeddings": False}
+
+
+def listing(names: Sequence[str], limit: int = 6) -> str:
+    """``a, b, c and N more``: names for an error message, each shown with repr."""
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(repr(n)[:80] for n in names[:limit]) + more

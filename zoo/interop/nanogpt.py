@@ -1,0 +1,165 @@
+"""nanoGPT checkpoints in: ``from_nanogpt(path)`` reads the ``ckpt.pt`` that nanoGPT's
+``train.py`` writes.
+
+That file is a ``torch.save`` of ``{"model": state_dict, "model_args": {...},
+"optimizer": ..., "iter_num": ..., "best_val_loss": ..., "config": {...}}``. It is read
+with ``torch.load(weights_only=True)``: tensors and plain data only, never pickled
+code. nanoGPT's GPT is GPT-2's design with ``nn.Linear`` layers (no transposes), exact
+GELU, optional biases (``bias``) and a head tied to ``wte``; a model trained with
+``compile=True`` stores every name behind ``_orig_mod.``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from zoo.checkpoint import path_arg
+from zoo.config import validate_config
+from zoo.errors import ConfigError, InteropError
+from zoo.factory import build, device_arg, dtype_arg, reset_buffers
+from zoo.interop.converter import (
+    KERNELS,
+    Converter,
+    Rule,
+    state_from_hf,
+    untie_if_stored,
+)
+from zoo.model import DecoderLM
+
+if TYPE_CHECKING:
+    from zoo.config import ModelConfig
+
+__all__ = ["NANOGPT_ARGS", "from_nanogpt"]
+
+# nanoGPT's GPTConfig fields (model_args), with its defaults.
+NANOGPT_ARGS: dict[str, Any] = {
+    "block_size": 1024,
+    "vocab_size": 50304,
+    "n_layer": 12,
+    "n_head": 12,
+    "n_embd": 768,
+    "dropout": 0.0,
+    "bias": True,
+}
+COMPILED = "_orig_mod."
+
+
+class NanoGPT(Converter):
+    """nanoGPT's GPT: GPT-2's layout with ``nn.Linear`` weights (out, in) and optional biases."""
+
+    architecture = "nanoGPT"
+    model_type = "nanogpt"
+    prefix = "transformer."
+    embedding = "wte.weight"
+
+    def skip(self, name: str) -> bool:
+        parts = name.split(".")  # h.N.attn.bias: the causal mask nanoGPT keeps without flash attention
+        return len(parts) == 4 and parts[0] == "h" and parts[2:] == ["attn", "bias"]
+
+    def rules(self, config: ModelConfig) -> list[Rule]:
+        names = ["wte.weight", "wpe.weight"]
+        layer = ["ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj"]
+        zoo_layer = ["attn_residual.norm", "attn.qkv", "attn.out", "mlp_residual.norm", "mlp.up", "mlp.down"]
+        params = ("weight", "bias") if config.bias else ("weight",)
+        rules = [Rule.copy("tok_emb.weight", names[0]), Rule.copy("position.table.weight", names[1])]
+        for i in range(config.n_layers):
+            for ours, theirs in zip(zoo_layer, layer, strict=True):
+                rules += [Rule.copy(f"blocks.{i}.{ours}.{p}", f"h.{i}.{theirs}.{p}") for p in params]
+        rules += [Rule.copy(f"final_norm.{p}", f"ln_f.{p}") for p in params]
+        return [*rules, Rule.copy("head.weight", "lm_head.weight")]
+
+
+def config_fields(model_args: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Zoo config fields for nanoGPT's ``model_args``; unknown arguments are refused."""
+    unknown = sorted(set(model_args) - set(NANOGPT_ARGS))
+    if unknown:
+        raise InteropError(
+            f"{where}: model_args has {', '.join(repr(k)[:60] for k in unknown[:6])}, which nanoGPT's GPT does "
+            f"not have (a modified model?); the zoo reads {', '.join(NANOGPT_ARGS)} only"
+        )
+    args = {**NANOGPT_ARGS, **model_args}
+    return {
+        "vocab_size": args["vocab_size"],
+        "max_seq_len": args["block_size"],
+        "d_model": args["n_embd"],
+        "n_layers": args["n_layer"],
+        "n_heads": args["n_head"],
+        "dropout": args["dropout"],
+        "bias": args["bias"],
+        "tie_embeddings": True,
+        "norm_eps": 1e-5,
+        "attention": "sdpa",
+        "norm": "layernorm",
+        "placement": "pre",
+        "activation": "gelu",  # nn.GELU(): the exact erf form
+        "position": "learned",
+        "mlp": "standard",
+        "init": "gpt2",
+    }
+
+
+def read_checkpoint(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, Tensor], str]:
+    """``(model_args, state_dict without the compile prefix, file name)`` of a ckpt.pt (or its folder)."""
+    file = path_arg(path, "read", InteropError, "a nanoGPT ckpt.pt path")
+    if file.is_dir():
+        file = file / "ckpt.pt"
+    if not file.is_file():
+        raise InteropError(f"{file} does not exist; pass nanoGPT's ckpt.pt (or the out_dir holding it)")
+    try:
+        checkpoint = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as err:  # weights_only refuses arbitrary pickles with various errors
+        raise InteropError(
+            f"cannot read {file} safely: only tensors and plain data are loaded, never pickled code "
+            f"({type(err).__name__}: {str(err)[:300]})"
+        ) from err
+    where = str(file)
+    if not isinstance(checkpoint, Mapping) or not isinstance(checkpoint.get("model"), Mapping):
+        raise InteropError(f"{where} is not a nanoGPT checkpoint: it needs a 'model' state dict and 'model_args'")
+    model_args = checkpoint.get("model_args")
+    if not isinstance(model_args, Mapping):
+        raise InteropError(f"{where} has no 'model_args' dict (n_layer, n_head, n_embd, block_size, bias, vocab_size)")
+    state = {}
+    for key, tensor in checkpoint["model"].items():
+        if not isinstance(key, str) or not isinstance(tensor, Tensor):
+            raise InteropError(f"{where}: 'model' must map tensor names to tensors, found {key!r}"[:200])
+        state[key.removeprefix(COMPILED)] = tensor
+    return dict(model_args), state, where
+
+
+def from_nanogpt(
+    path: str | os.PathLike[str],
+    *,
+    dtype: torch.dtype | None = None,
+    device: torch.device | str | None = None,
+    attention: str = "sdpa",
+) -> DecoderLM:
+    """A zoo model from a nanoGPT ``ckpt.pt`` (or the ``out_dir`` holding it), in eval mode.
+
+    Compiled checkpoints (names behind ``_orig_mod.``) load too. Weights keep their
+    stored dtype unless ``dtype`` is given; ``attention`` is "sdpa" or "eager".
+    """
+    if attention not in KERNELS:
+        raise InteropError(f"attention={attention!r}: pick one of {', '.join(map(repr, KERNELS))}")
+    target_dtype = dtype_arg(dtype, InteropError)
+    target_device = device_arg(device, InteropError)
+    model_args, stored, where = read_checkpoint(path)
+    converter = NanoGPT()
+    tensors = {converter.local_name(k): v for k, v in stored.items() if not converter.skip(converter.local_name(k))}
+    fields = untie_if_stored(converter, {**config_fields(model_args, where), "attention": attention}, tensors, where)
+    try:
+        config = validate_config(fields, source=f"{where} model_args")
+    except ConfigError as err:
+        raise InteropError(f"{where}: model_args describe no valid zoo model: {err}") from err
+    model = build(config, device="meta")
+    assert isinstance(model, DecoderLM)  # the config is a decoder's
+    state = state_from_hf(converter, tensors, config, model.state_dict(), where=where)
+    target = target_dtype or state["tok_emb.weight"].dtype
+    model.load_state_dict({n: t.to(target) for n, t in state.items()}, strict=True, assign=True)
+    model.tie_weights()
+    reset_buffers(model)
+    return model.to(target_device or "cpu").eval()
