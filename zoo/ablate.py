@@ -1042,8 +1042,8 @@ def report_markdown(result: AblationResult) -> str:
         f"Final validation loss (nats/token) after {s.steps} steps: mean over the seeds ± the half-width "
         f"of its {LEVEL:.0%} Student t interval. **Δ vs base**: the difference to the base paired over "
         f"matching seeds (negative: better), ± its {LEVEL:.0%} interval; **p**: two-sided paired t test. "
-        f"**sig** `*`: the interval excludes 0"
-        + (" (on this path: the step's own difference, Δ this step)." if result.mode == "path" else ".")
+        f"**sig** `*`: the interval excludes 0 and |Δ| ≥ {MIN_EFFECT:g} (smaller is float rounding)"
+        + ("; on this path, of the step's own difference (Δ this step)." if result.mode == "path" else ".")
         + (" Rows: base, the swaps by effect size (largest first), target." if result.order == "effect" and result.mode != "path" else ""),
         "",
         "| " + " | ".join(header) + " |",
