@@ -544,7 +544,7 @@ def run_ablation(
     runs: list[AblationRun] = []
     for index, (name, axis, config) in enumerate(plan):
         mine = jobs[index * seeds:(index + 1) * seeds]
-        seed_runs = [_seed_run(job, _read_record(job, context), job.key in reused) for job in mine]
+        seed_runs = [_seed_run(job, _read_record(job, context), context, job.key in reused) for job in mine]
         summary = summarize(config, context=seq_len, registry=registry)
         losses = [s.final_val_loss for s in seed_runs]
         previous = runs[-1].losses() if runs and path else None
@@ -774,14 +774,14 @@ def _read_record(job: _Job, context: _Context) -> dict[str, Any]:
     return record
 
 
-def _seed_run(job: _Job, record: dict[str, Any], reused: bool) -> SeedRun:
+def _seed_run(job: _Job, record: dict[str, Any], context: _Context, reused: bool) -> SeedRun:
     curve = [CurvePoint(p["step"], p["train_loss"], p["val_loss"]) for p in record["curve"]]
     return SeedRun(
         seed=job.settings.seed,
         final_val_loss=record["final_val_loss"],
         curve=curve,
         tokens_per_second=record["tokens_per_second"],
-        checkpoint=Path(record["checkpoint"]),
+        checkpoint=context.out_dir / record["checkpoint"],  # a name: the folder may have moved
         reused=reused,
     )
 
@@ -817,7 +817,7 @@ def _execute(
         "final_val_loss": loss,
         "curve": _curve_dict(curve),
         "tokens_per_second": speed,
-        "checkpoint": None if job.tune else str(checkpoint),
+        "checkpoint": None if job.tune else checkpoint.name,
     }
     if not job.tune:
         about = {"run": job.label, "seed": job.settings.seed, "lr": job.settings.lr, "steps": steps,
