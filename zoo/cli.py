@@ -649,10 +649,7 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
         return 0
     seeds = len(result.seeds)
     header, rows = table(result, compact=True)
-    title = (
-        f"ablation {args.base} -> {args.target}: validation after {result.settings.steps} steps, "
-        f"{seeds} seed{'s' if seeds > 1 else ''} (mean ± 95% CI; Δ paired over seeds; * CI excludes 0)"
-    )
+    title = f"ablation {args.base} -> {args.target}: {result.settings.steps} steps, {seeds} seed{'s' if seeds > 1 else ''}"
     rich_table = new_table(title, *header, right=header[1:], clip=header[:1])
     sig = header.index("sig")
     for run, row in zip(result.rows(), rows):
@@ -663,6 +660,7 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
         cells += [Text(cell, style=style) if header[i].startswith("Δ") or i == sig else cell for i, cell in enumerate(row) if i]
         rich_table.add_row(*cells)
     ui.print(rich_table)
+    ui.line("val loss: mean ± 95% CI over seeds; Δ: paired over matching seeds, ± 95% CI; *: the CI excludes 0", "dim")
     significant = significant_swaps(result)
     ui.line(f"significant at 95%: {', '.join(significant) if significant else 'none'}", "bold")
     for note in result.notes:
