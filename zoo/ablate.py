@@ -422,8 +422,8 @@ def run_ablation(
     ``seeds``: runs per variant, with seeds ``seed .. seed + seeds - 1`` (init and data
     order). ``tune_lr``: first train every variant briefly (``tune_fraction`` of the
     steps, seed ``seed + seeds``, so not one of the compared seeds) at each rate of
-    ``lr_grid`` (default: ``lr`` times ``LR_GRID_FACTORS``), then train it at its best
-    rate; otherwise every run uses ``lr``. ``path``: True for the cumulative path in
+    ``lr_grid`` (default: ``lr`` times ``LR_GRID_FACTORS``; a grid implies
+    ``tune_lr``), then train it at its best rate; otherwise every run uses ``lr``. ``path``: True for the cumulative path in
     the default order, or a sequence of axes giving its order (axes left out follow in
     the default order). ``order``: the table's rows by ``"effect"`` size or in
     ``"plan"`` order.
@@ -464,6 +464,7 @@ def run_ablation(
     settings = TrainSettings(
         steps=steps, batch_size=batch, seq_len=seq_len, lr=lr, eval_every=eval_every, seed=seed, threads=threads
     )
+    tune_lr = tune_lr or lr_grid is not None  # a grid asks for the sweep
     grid = _lr_grid(lr, lr_grid) if tune_lr else []
     tune_steps = max(1, round(steps * tune_fraction))
     text = read_text(data) if data is not None else bundled_corpus()
@@ -491,6 +492,8 @@ def run_ablation(
         plan = _single_swaps(base, target, small_base, small_target, swappable, notes, registry)
     else:
         plan = _cumulative_path(base, target, small_base, small_target, swappable, path, notes, registry)
+    if workers > 1 and _distributed()[1] > 1:
+        notes.append("under torchrun each rank trains its share of the runs one at a time; workers is ignored")
     if seeds == 1:
         notes.append("one seed: no confidence intervals and no significance; use seeds >= 2 (3 or more to trust them)")
 
@@ -841,6 +844,7 @@ def _run_jobs(
             todo.append(job)
     trained.extend(job.key for job in todo)
     rank, world = _distributed()
+    _barrier()  # every rank has the same list before any writes a record
     mine = todo[rank::world]
     devices = _devices(context.device, workers if world == 1 else 1, rank)
     if workers <= 1 or world > 1 or len(mine) <= 1:
