@@ -149,7 +149,9 @@ def test_checkpoints_load_as_the_trained_models(ablation: Any) -> None:
             assert model.config == run.config and model.num_parameters() == run.parameters
             assert evaluate(model, batches) == pytest.approx(seed.final_val_loss, abs=1e-5)
             about = zoo.checkpoint.inspect(seed.checkpoint).metadata["ablation"]
-            assert (about["run"], about["seed"], about["lr"]) == (f"{run.name} seed {seed.seed}", seed.seed, run.lr)
+            assert (about["run"], about["axis"], about["seed"], about["lr"]) == (
+                f"{run.name} seed {seed.seed}", run.axis, seed.seed, run.lr
+            )
     assert result.runs[0].checkpoint.name == "00-base-transformer-2017.safetensors"
     assert result.runs[0].seeds[1].checkpoint.name == "00-base-transformer-2017-seed1.safetensors"
 

@@ -515,10 +515,10 @@ def run_ablation(
         tune_settings = replace(settings, steps=tune_steps, eval_every=tune_steps, seed=tune_seed, warmup_steps=None)
         jobs = [
             _Job(
-                f"tune/{index:02d}-{_slug(name)}-lr{rate:g}", f"tune {name} lr={rate:g}", config,
+                f"tune/{index:02d}-{_slug(name)}-lr{rate:g}", f"tune {name} lr={rate:g}", axis, config,
                 replace(tune_settings, lr=rate), tune=True,
             )
-            for index, (name, _, config) in enumerate(plan)
+            for index, (name, axis, config) in enumerate(plan)
             for rate in grid
         ]
         _run_jobs(jobs, context, workers, on_progress, trained, reused, registry)
@@ -541,7 +541,7 @@ def run_ablation(
         for s in seed_list:
             suffix = "" if s == 0 else f"-seed{s}"
             label = name if seeds == 1 and s == 0 else f"{name} seed {s}"
-            jobs.append(_Job(stem + suffix, label, config, replace(settings, seed=s, lr=lrs[index]), tune=False))
+            jobs.append(_Job(stem + suffix, label, axis, config, replace(settings, seed=s, lr=lrs[index]), tune=False))
     _run_jobs(jobs, context, workers, on_progress, trained, reused, registry)
 
     runs: list[AblationRun] = []
@@ -722,6 +722,7 @@ class _Job:
 
     key: str  # file stem inside the output folder
     label: str  # the name progress reports show
+    axis: str  # the variant's axis: "base", "target" or the swapped field
     config: ModelConfig
     settings: TrainSettings
     tune: bool  # a run of the learning-rate sweep: no checkpoint, divergence allowed
@@ -823,7 +824,7 @@ def _execute(
         "checkpoint": None if job.tune else checkpoint.name,
     }
     if not job.tune:
-        about = {"run": job.label, "seed": job.settings.seed, "lr": job.settings.lr, "steps": steps,
+        about = {"run": job.label, "axis": job.axis, "seed": job.settings.seed, "lr": job.settings.lr, "steps": steps,
                  "final_val_loss": loss, "data": context.data}
         save(model.to("cpu"), checkpoint, metadata={"ablation": about}, registry=registry)
     _write_text(_record_path(job, context), json.dumps(record, indent=1) + "\n")
