@@ -242,6 +242,9 @@ def test_a_restarted_ablation_trains_only_unfinished_runs(ablation: Any, tmp_pat
     )
     again = ablate(out, seeds=2)  # finished: nothing left to train
     assert again.trained == [] and numbers(again) == numbers(result)
+    more = ablate(out, seeds=3)  # a third seed: only its runs train
+    assert more.trained == [f"{stem}-seed2" for stem in again.reused if not stem.endswith("-seed1")]
+    assert [r.losses()[:2] for r in more.runs] == [r.losses() for r in result.runs]
     with pytest.raises(zoo.InputError, match="records a run with other settings.*pass another --out"):
         run_ablation("transformer-2017", "gpt2-small", **{**TINY_SCALE, "steps": 8}, out_dir=out, tokenizer="bytes", seeds=1)
 
@@ -256,7 +259,7 @@ def test_tune_lr_picks_the_best_rate_of_its_grid(tmp_path: Path) -> None:
         "transformer-2017", "gpt2-small", **{**TINY_SCALE, "steps": 24}, out_dir=tmp_path, tokenizer="bytes",
         seeds=2, tune_lr=True, lr_grid=grid, tune_fraction=0.5, path=["placement", "position"],
     )
-    assert result.tuning == {"grid": grid, "steps": 12, "fraction": 0.5, "seed": 2}
+    assert result.tuning == {"grid": grid, "steps": 12, "fraction": 0.5, "seed": 1000}
     for run in result.runs:
         assert [t.lr for t in run.tune] == grid
         slow, good, absurd = (t.final_val_loss for t in run.tune)
@@ -266,7 +269,7 @@ def test_tune_lr_picks_the_best_rate_of_its_grid(tmp_path: Path) -> None:
         assert all(zoo.checkpoint.inspect(s.checkpoint).metadata["ablation"]["lr"] == 1e-2 for s in run.seeds)
     assert len(list((tmp_path / "tune").glob("*.json"))) == 3 * len(result.runs)
     report = result.report_path.read_text()  # type: ignore[union-attr]
-    assert "| run | 1e-05 | 0.01 | 1000 | chosen |" in report and "seed 2 (not one of the compared seeds)" in report
+    assert "| run | 1e-05 | 0.01 | 1000 | chosen |" in report and "seed 1000 (not one of the compared seeds)" in report
 
 
 def test_cumulative_path(tmp_path: Path) -> None:

@@ -109,6 +109,9 @@ DEFAULT_SEEDS = 3
 LR_GRID_FACTORS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0)
 #: ``tune_lr``'s default budget: this fraction of the steps, one seed.
 TUNE_FRACTION = 0.25
+#: The sweep's seed is the first seed plus this: not a compared seed, and the same
+#: whatever the number of seeds (so adding seeds reuses the sweep).
+TUNE_SEED_OFFSET = 1000
 #: Confidence level of every interval.
 LEVEL = 0.95
 #: Paired differences smaller than this (nats/token) are float rounding, not effects:
@@ -421,7 +424,7 @@ def run_ablation(
 
     ``seeds``: runs per variant, with seeds ``seed .. seed + seeds - 1`` (init and data
     order). ``tune_lr``: first train every variant briefly (``tune_fraction`` of the
-    steps, seed ``seed + seeds``, so not one of the compared seeds) at each rate of
+    steps, seed ``seed + TUNE_SEED_OFFSET``, not a compared seed) at each rate of
     ``lr_grid`` (default: ``lr`` times ``LR_GRID_FACTORS``; a grid implies
     ``tune_lr``), then train it at its best rate; otherwise every run uses ``lr``. ``path``: True for the cumulative path in
     the default order, or a sequence of axes giving its order (axes left out follow in
@@ -488,7 +491,8 @@ def run_ablation(
     elif tokenizer == "auto":
         notes.append("byte tokens (vocabulary 256): the GPT-2 tokenizer is not installed; `pip install 'zoo[text]'` adds it")
     swappable = [(axis, value) for axis, _, value in differences if axis not in SIZE_AXES and axis != "architecture"]
-    if path is None or path is False:
+    on_path = path is not None and path is not False
+    if not on_path:
         plan = _single_swaps(base, target, small_base, small_target, swappable, notes, registry)
     else:
         plan = _cumulative_path(base, target, small_base, small_target, swappable, path, notes, registry)
@@ -510,7 +514,7 @@ def run_ablation(
     tune_records: list[list[TuneRun]] = [[] for _ in plan]
     tuning = None
     if grid:
-        tune_seed = seed + seeds
+        tune_seed = seed + TUNE_SEED_OFFSET
         tuning = {"grid": grid, "steps": tune_steps, "fraction": tune_fraction, "seed": tune_seed}
         tune_settings = replace(settings, steps=tune_steps, eval_every=tune_steps, seed=tune_seed, warmup_steps=None)
         jobs = [
@@ -536,7 +540,7 @@ def run_ablation(
     seed_list = list(range(seed, seed + seeds))
     jobs = []
     for index, (name, axis, config) in enumerate(plan):
-        prefix = axis if axis in ("base", "target") else ("path" if path else "swap")
+        prefix = axis if axis in ("base", "target") else ("path" if on_path else "swap")
         stem = f"{index:02d}-{prefix}-{_slug(name)}"
         for s in seed_list:
             suffix = "" if s == 0 else f"-seed{s}"
@@ -550,7 +554,7 @@ def run_ablation(
         seed_runs = [_seed_run(job, _read_record(job, context), context, job.key in reused) for job in mine]
         summary = summarize(config, context=seq_len, registry=registry)
         losses = [s.final_val_loss for s in seed_runs]
-        previous = runs[-1].losses() if runs and path else None
+        previous = runs[-1].losses() if runs and on_path else None
         runs.append(
             AblationRun(
                 name=name,
@@ -578,7 +582,7 @@ def run_ablation(
     result = AblationResult(
         base=base,
         target=target,
-        mode="path" if path else "swaps",
+        mode="path" if on_path else "swaps",
         differences=differences,
         runs=runs,
         settings=settings,
