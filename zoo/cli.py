@@ -869,7 +869,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-chars", type=int, default=None, metavar="N", help="train on the first N characters only")
     p.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads per run (default 1)")
-    p.add_argument("--out", default="runs/ablation", metavar="DIR", help="output folder (default runs/ablation)")
+    p.add_argument(
+        "--out", default="runs/ablation", metavar="DIR",
+        help="output folder; run again on it, it trains only unfinished runs (default runs/ablation)",
+    )
 
     p = add("bench", cmd_bench, "run the benchmarks of bench/ (all, or one by name), forwarding arguments")
     p.add_argument("--list", action="store_true", help="list the benchmarks")
