@@ -957,7 +957,8 @@ def _barrier() -> None:
 def table(result: AblationResult, order: str | None = None, *, compact: bool = False) -> tuple[list[str], list[list[str]]]:
     """The ablation's table as text cells, ``(header, rows)``, in ``rows(order)``'s order;
     ``report.md`` shows it whole, the CLI ``compact`` (without parameters, FLOPs per
-    token and, on a path, the columns against the base; the rate only when tuned).
+    token and, on a path, the columns against the base; the rate only when tuned, the
+    training FLOPs only when they differ).
 
     A swap's significance mark ``*`` is ``AblationRun.significant``: the 95% interval of
     its paired difference to the base (on a path, to the row before) excludes 0.
@@ -968,6 +969,7 @@ def table(result: AblationResult, order: str | None = None, *, compact: bool = F
     if compact:  # 80 columns: the step's Δ stands for the path, FLOPs for the budget
         dropped |= {"parameters", "FLOPs/token", "p (step)"} | (set() if result.tuning else {"lr"})
         dropped |= {"Δ vs base", "p"} if path else set()
+        dropped |= {"train FLOPs"} if len({run.train_flops for run in result.runs}) == 1 else set()
     rows = []
     for run in result.rows(order):
         is_base = run.axis == "base"

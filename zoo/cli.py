@@ -661,6 +661,11 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
         rich_table.add_row(*cells)
     ui.print(rich_table)
     ui.line("val loss: mean ± 95% CI over seeds; Δ: paired over matching seeds, ± 95% CI; *: the CI excludes 0", "dim")
+    s = result.settings
+    ui.line(
+        f"budget: every run {s.steps * s.tokens_per_step:,} tokens, {fmt_flops(result.runs[0].train_flops)} training FLOPs "
+        f"for the base (parameters and FLOPs per variant: report.md)", "dim",
+    )
     significant = significant_swaps(result)
     ui.line(f"significant at 95%: {', '.join(significant) if significant else 'none'}", "bold")
     for note in result.notes:
