@@ -47,7 +47,7 @@ import torch
 import torch.distributed
 
 import zoo
-from zoo.builder import build
+from zoo.factory import build
 from zoo.checkpoint import save
 from zoo.config import ModelConfig, resolve_config
 from zoo.errors import ConfigError, InputError, ZooError
