@@ -495,7 +495,7 @@ def run_ablation(
     if not on_path:
         plan = _single_swaps(base, target, small_base, small_target, swappable, notes, registry)
     else:
-        plan = _cumulative_path(base, target, small_base, small_target, swappable, path, notes, registry)
+        plan = _cumulative_path(base, target, small_base, small_target, swappable, path or [], notes, registry)
     if workers > 1 and _distributed()[1] > 1:
         notes.append("under torchrun each rank trains its share of the runs one at a time; workers is ignored")
     if seeds == 1:
