@@ -54,16 +54,8 @@ from zoo.errors import ConfigError, InputError, ZooError
 from zoo.registry import KINDS, Registry, default_registry
 from zoo.stats import Interval, mean_interval, paired_difference
 from zoo.summary import summarize
-from zoo.train import (
-    CurvePoint,
-    TrainSettings,
-    bundled_corpus,
-    load_corpus,
-    read_text,
-)
-from zoo.train import (
-    train as fit,  # the zoo's one training loop: every run goes through here
-)
+from zoo.training import CurvePoint, TrainSettings, bundled_corpus, load_corpus, read_text
+from zoo.training import fit  # the zoo's one training loop: every run goes through here
 
 # The order of rows in a comparison: architecture, components, switches, then sizes.
 AXES: tuple[str, ...] = (
@@ -419,7 +411,7 @@ def run_ablation(
     (default: the bundled Shakespeare). ``tokenizer``: ``"auto"`` (GPT-2 when the
     ``text`` extra is installed, else bytes), ``"gpt2"`` or ``"bytes"``; with GPT-2,
     ``vocab_limit`` keeps the most frequent tokens and spells the rest as bytes (see
-    ``zoo.train.load_corpus``; None keeps every token); ``max_chars`` keeps only the
+    ``zoo.training.load_corpus``; None keeps every token); ``max_chars`` keeps only the
     start of the text.
 
     ``seeds``: runs per variant, with seeds ``seed .. seed + seeds - 1`` (init and data
