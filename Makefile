@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The distributions are zoo-lm (this folder, imported as `zoo`) and zoo-lm-modern
+# (examples/zoo-modern); `zoo` on the package index is an unrelated project.
 # This machine ships a CPU wheel of torch 2.13.0; the library itself declares a range.
 TORCH  ?= torch==2.13.0
 
@@ -12,6 +14,8 @@ $(STAMP): pyproject.toml Makefile $(wildcard examples/*/pyproject.toml)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	# Earlier checkouts installed these as `zoo` and `zoo-modern`; two copies would clash.
+	$(BIN)/python -m pip uninstall --quiet -y zoo zoo-modern 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	# The example third-party plugin, installed the way a user installs any plugin.
 	if [ -f examples/zoo-modern/pyproject.toml ]; then $(BIN)/python -m pip install --quiet -e examples/zoo-modern; fi

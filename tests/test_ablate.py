@@ -340,7 +340,7 @@ def test_plots_are_written_or_explained(ablation: Any, tmp_path: Path, monkeypat
     notes: list[str] = []
     assert plot_curves(result.runs, tmp_path / "x.png", title="t", notes=notes) is None
     assert not (tmp_path / "x.png").exists()
-    assert notes == ["no plot: matplotlib is not installed; `pip install 'zoo[plot]'` adds it"]
+    assert notes == ["no plot: matplotlib is not installed; `pip install 'zoo-lm[plot]'` adds it"]
 
 
 def test_torchrun_spreads_runs_over_ranks(ablation: Any, tmp_path: Path) -> None:

@@ -267,7 +267,7 @@ def test_inspect_reports_the_header(tmp_path: Path) -> None:
     assert info.digest_ok is True and inspect(run, verify=False).digest_ok is None
     assert [v.version for v in info.versions] == [1, 2]
     assert info.components["attention"] == zoo.checkpoint.ComponentRecord(
-        "sdpa", "zoo.plugins.attention", "zoo", zoo.__version__
+        "sdpa", "zoo.plugins.attention", "zoo-lm", zoo.__version__
     )
     assert set(info.components) == set(zoo.KINDS)
     shapes = {t.name: t.shape for t in info.tensors}
@@ -359,8 +359,8 @@ def test_installed_third_party_plugin_is_recorded(tmp_path: Path) -> None:
     model = tiny(position="rotary", mlp="swiglu")
     path = zoo.save(model, tmp_path / "modern.safetensors")
     records = inspect(path).components
-    assert records["position"].distribution == records["mlp"].distribution == "zoo-modern"
-    with pytest.raises(CheckpointError, match="position 'rotary' and mlp 'swiglu' come from the distribution zoo-modern .*pip install zoo-modern"):
+    assert records["position"].distribution == records["mlp"].distribution == "zoo-lm-modern"
+    with pytest.raises(CheckpointError, match="position 'rotary' and mlp 'swiglu' come from the distribution zoo-lm-modern .*pip install zoo-lm-modern"):
         zoo.load(path, registry=zoo.Registry(entry_points=False))
 
 
@@ -375,16 +375,19 @@ def test_newer_format_is_refused_naming_its_writer(tmp_path: Path) -> None:
         with pytest.raises(CheckpointError) as err:
             zoo.load(future, verify=verify)
         assert f"format {FORMAT + 1}, written by zoo 9.4.0" in str(err.value)
-        assert "pip install -U zoo" in str(err.value) and str(future) in str(err.value)
+        assert "pip install -U zoo-lm" in str(err.value) and str(future) in str(err.value)
 
 
-def write_format0(model: nn.Module, path: Path) -> None:
+def write_format0(model: nn.Module, path: Path, *, signed: bool = True) -> None:
     """A synthetic older layout: config under ``zoo.model_config`` with the activation
-    called ``gelu_approx``, tensors under ``transformer.``, head stored, no digest."""
+    called ``gelu_approx``, tensors under ``transformer.``, head stored, and a digest
+    over it all (``signed``) or none."""
     config = model.config.model_dump(mode="json")
     config["activation"] = {"name": "gelu_approx"}
     tensors = {f"transformer.{k}": v.clone() for k, v in model.state_dict().items()}
     metadata = {"zoo.format": "0", "zoo.version": "0.0.1", "zoo.model_config": json.dumps(config)}
+    if signed:
+        metadata["zoo.digest"] = digest(metadata, tensors)
     safetensors.torch.save_file(tensors, path, metadata=metadata)
 
 
@@ -429,7 +432,7 @@ def test_older_format_loads_through_chained_migrations(tmp_path: Path) -> None:
     registry = zoo.Registry(entry_points=False, plugins=[LayoutMigration(), ActivationRename()])
     assert_same_model(model, zoo.load(old, registry=registry))
     info = inspect(old, registry=registry)
-    assert (info.format, info.digest_ok, info.metadata) == (0, None, {"migrated_from": 0})
+    assert (info.format, info.digest_ok, info.metadata) == (0, True, {"migrated_from": 0})
     # Saved again, it is a current-format file that needs no plugin.
     again = zoo.save(zoo.load(old, registry=registry), tmp_path / "again.safetensors")
     assert inspect(again).format == FORMAT

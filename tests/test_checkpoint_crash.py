@@ -60,14 +60,14 @@ def _save_with_fault(model: nn.Module, path: Path, step: int, fault: str) -> Non
     ckpt = zoo.checkpoint
     if fault == "mid-write":  # half the file written, then the process dies
 
-        def write_half(tensors: Any, filename: Path, metadata: Any) -> None:
-            real_save_file(tensors, filename, metadata=metadata)
+        def write_half(filename: Path, tensors: Any, metadata: Any) -> None:
+            real_write(filename, tensors, metadata)
             with open(filename, "r+b") as handle:
                 handle.truncate(os.path.getsize(filename) // 2)
             _kill_self()
 
-        real_save_file = ckpt.save_file
-        ckpt.save_file = write_half
+        real_write = ckpt.write_safetensors
+        ckpt.write_safetensors = write_half
     elif fault == "before-fsync":
         ckpt._fsync = _kill_self
     elif fault == "before-publish":

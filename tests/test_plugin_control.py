@@ -110,7 +110,7 @@ def quiet_registry(**kwargs: object) -> zoo.Registry:
 def test_installed_plugin_is_loaded_and_attributed() -> None:
     info = by_name(quiet_registry())["modern"]
     assert (info.status, info.distribution, info.version, info.builtin) == (
-        "loaded", "zoo-modern", metadata.version("zoo-modern"), False
+        "loaded", "zoo-lm-modern", metadata.version("zoo-lm-modern"), False
     )
 
 
@@ -118,7 +118,7 @@ def test_zoo_plugins_none_loads_only_the_builtins(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("ZOO_PLUGINS", "none")
     registry = quiet_registry()
     assert by_name(registry)["modern"].status == "skipped"
-    assert {c.plugin.distribution for c in registry.components()} == {"zoo"}
+    assert {c.plugin.distribution for c in registry.components()} == {"zoo-lm"}
     with pytest.raises(zoo.PresetError, match="gpt2-small-modern"):
         zoo.get_config("gpt2-small-modern", registry=registry)
     with pytest.raises(zoo.UnknownComponentError, match="unknown attention component 'gqa'"):
@@ -180,7 +180,7 @@ def test_a_third_party_component_records_its_distribution(site: MakeDist) -> Non
     assert (component.plugin.name, component.provider) == ("squareplus", "zoo-squareplus 2.1")
     model = zoo.build("gpt2-small-modern", registry=registry, mlp="standard", activation="squareplus", **TINY)
     assert type(model.blocks[0].mlp.act).__module__ == "zoo_squareplus_plugin"
-    assert registry.get("attention", "gqa").provider.startswith("zoo-modern ")
+    assert registry.get("attention", "gqa").provider.startswith("zoo-lm-modern ")
 
 
 def test_a_plugin_clashing_with_another_plugin_fails_whole(site: MakeDist) -> None:
@@ -190,8 +190,8 @@ def test_a_plugin_clashing_with_another_plugin_fails_whole(site: MakeDist) -> No
     failed = by_name(registry)["zz-clash"]
     message = str(failed.error)
     assert failed.status == "failed" and "'rotary'" in message
-    assert "'modern' (distribution zoo-modern" in message and "'zz-clash' (distribution zoo-clash 1.0)" in message
-    assert registry.get("position", "rotary").plugin.distribution == "zoo-modern"
+    assert "'modern' (distribution zoo-lm-modern" in message and "'zz-clash' (distribution zoo-clash 1.0)" in message
+    assert registry.get("position", "rotary").plugin.distribution == "zoo-lm-modern"
     with pytest.raises(zoo.UnknownComponentError):
         registry.get("activation", "clash_identity")  # rolled back with the rest of the plugin
     plugins = by_name(quiet_registry(deny=["zz-clash"]))
@@ -212,24 +212,24 @@ def zoo_command(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
 
 
 def test_zoo_components_shows_the_external_distribution() -> None:
-    version = metadata.version("zoo-modern")
+    version = metadata.version("zoo-lm-modern")
     rows = [line.split() for line in zoo_command("components").stdout.splitlines()]
     for kind, name in [("position", "rotary"), ("position", "alibi"), ("mlp", "swiglu"),
                        ("attention", "gqa"), ("placement", "sandwich")]:
         row = next(r for r in rows if r[:2] == [kind, name])
-        assert " ".join(row).count(f"zoo-modern {version}") == 1, row
-    assert any(r[:2] == ["attention", "sdpa"] and "zoo" in r for r in rows)
+        assert " ".join(row).count(f"zoo-lm-modern {version}") == 1, row
+    assert any(r[:2] == ["attention", "sdpa"] and "zoo-lm" in r for r in rows)
 
 
 def test_zoo_plugins_shows_loaded_skipped_and_failed(site: MakeDist, broken: None) -> None:
     site("zoo-squareplus", "2.1", "squareplus", "zoo_squareplus_plugin", SQUAREPLUS)
     env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "ZOO_DISABLE_PLUGINS": "squareplus"}
     listed = {p["name"]: p for p in json.loads(zoo_command("plugins", "--json", env=env).stdout)}
-    assert (listed["modern"]["status"], listed["modern"]["distribution"]) == ("loaded", "zoo-modern")
+    assert (listed["modern"]["status"], listed["modern"]["distribution"]) == ("loaded", "zoo-lm-modern")
     assert (listed["squareplus"]["status"], listed["squareplus"]["distribution"]) == ("skipped", "zoo-squareplus")
     assert listed["broken"]["status"] == "failed" and "RuntimeError: boom on import" in listed["broken"]["error"]
     text = zoo_command("plugins", env=env).stdout
     lines = {line.split()[0]: line for line in text.splitlines() if line.split()}
-    assert "zoo-modern" in lines["modern"] and "loaded" in lines["modern"]
+    assert "zoo-lm-modern" in lines["modern"] and "loaded" in lines["modern"]
     assert "skipped" in lines["squareplus"] and "zoo-squareplus" in lines["squareplus"]
     assert "failed" in lines["broken"] and "ZOO_DISABLE_PLUGINS=broken" in text

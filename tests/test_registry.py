@@ -36,7 +36,7 @@ def test_builtins_register_through_the_same_hooks() -> None:
     assert "zoo.plugins.attention" in builtins
     assert all(p.status == "loaded" for p in registry.plugins)
     for component in registry.components():
-        assert component.plugin.distribution == "zoo"
+        assert component.plugin.distribution == "zoo-lm"
     assert {c.kind for c in registry.components()} == set(zoo.KINDS)
 
 

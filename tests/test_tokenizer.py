@@ -131,7 +131,7 @@ def test_missing_extra_says_what_to_install(monkeypatch: pytest.MonkeyPatch, mis
     monkeypatch.setitem(sys.modules, missing, None)  # makes `import` fail
     tokenizer_module._gpt2.cache_clear()
     try:
-        with pytest.raises(zoo.ConfigError, match=r"pip install 'zoo\[text\]'"):
+        with pytest.raises(zoo.ConfigError, match=r"pip install 'zoo-lm\[text\]'"):
             zoo.tokenizer("gpt2")
     finally:
         tokenizer_module._gpt2.cache_clear()

@@ -9,9 +9,14 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import warnings
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# zoo needs no NumPy (checkpoints are written and hashed without it); without NumPy
+# installed, torch warns about it on import, which every zoo command would print.
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
 
 from zoo.factory import build
 from zoo.config import ModelConfig, get_config
@@ -35,6 +40,13 @@ def components(kind: str | None = None, *, registry: Registry | None = None) -> 
     return (registry or default_registry()).components(kind)
 
 
+if TYPE_CHECKING:  # the lazily loaded names below, as type checkers and IDEs see them
+    from zoo.checkpoint import load, save, versions  # noqa: F401
+    from zoo.generate import generate_text  # noqa: F401
+    from zoo.interop.hf import from_hf, to_hf  # noqa: F401
+    from zoo.summary import summarize  # noqa: F401
+    from zoo.text import tokenizer  # noqa: F401
+
 # Heavier parts load on first use, so `import zoo` stays quick.
 _LAZY = {
     "save": "zoo.checkpoint",
@@ -55,6 +67,11 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'zoo' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    """The module's names, the lazily loaded ones included."""
+    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

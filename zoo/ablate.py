@@ -481,7 +481,7 @@ def run_ablation(
         spelled = f", the rarer {corpus.byte_fallback:.0%} of tokens spelled out as bytes" if corpus.byte_fallback else ""
         notes.append(f"GPT-2 tokens: the {kept} most frequent in the text, renumbered{spelled}")
     elif tokenizer == "auto":
-        notes.append("byte tokens (vocabulary 256): the GPT-2 tokenizer is not installed; `pip install 'zoo[text]'` adds it")
+        notes.append("byte tokens (vocabulary 256): the GPT-2 tokenizer is not installed; `pip install 'zoo-lm[text]'` adds it")
     swappable = [(axis, value) for axis, _, value in differences if axis not in SIZE_AXES and axis != "architecture"]
     on_path = path is not None and path is not False
     if not on_path:
@@ -1128,7 +1128,7 @@ def _figure() -> Any:
     return Figure
 
 
-_NO_PLOT = "no plot: matplotlib is not installed; `pip install 'zoo[plot]'` adds it"
+_NO_PLOT = "no plot: matplotlib is not installed; `pip install 'zoo-lm[plot]'` adds it"
 
 
 def plot_curves(runs: list[AblationRun], path: Path, *, title: str, notes: list[str]) -> Path | None:

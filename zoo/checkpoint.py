@@ -29,6 +29,7 @@ peak memory stays near one copy of the weights. Every problem with the file is a
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -37,19 +38,34 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import xxhash
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from zoo import __version__
 from zoo.factory import device_arg, dtype_arg, initialize, materialize, model_for
 from zoo.config import ModelConfig, validate_config
-from zoo.errors import CheckpointError, ConfigError, RegistryError, UnknownComponentError, ZooError
+from zoo.errors import (
+    DISTRIBUTION,
+    CheckpointError,
+    ConfigError,
+    RegistryError,
+    UnknownComponentError,
+    ZooError,
+    is_distribution_name,
+    is_version,
+    printable,
+    quoted,
+)
+from zoo.memory import allocating, fmt_bytes, model_bytes, require, tensor_bytes
 from zoo.registry import KINDS, Registry, default_registry
+
+if TYPE_CHECKING:
+    from zoo.model import DecoderLM
+    from zoo.seq2seq import EncoderDecoder
 
 #: The metadata layout this zoo writes, and the newest it reads.
 FORMAT = 1
@@ -57,6 +73,16 @@ DIGEST_SCHEME = "xxh3_128"
 SUFFIX = ".safetensors"
 _VERSION_NAME = re.compile(r"v([0-9]+)\.safetensors")
 _REQUIRED = ("zoo.version", "zoo.created", "zoo.config", "zoo.components", "zoo.ties", "zoo.metadata")
+#: How deep user metadata may nest (``{"a": {"b": 1}}`` is 2).
+METADATA_DEPTH = 8
+# The safetensors name of each dtype a checkpoint may hold (no float8: it cannot run a model).
+_SAFETENSORS_DTYPES = {
+    torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+    torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
+    torch.uint8: "U8", torch.bool: "BOOL",
+}  # fmt: skip
+_ALIGN = 64  # bytes; where the data section of a written file starts
+_RUNNABLE_FLOATS = frozenset({torch.float64, torch.float32, torch.float16, torch.bfloat16})
 
 
 @dataclass(frozen=True)
@@ -162,6 +188,7 @@ def save(
     path = path_arg(path, "save to")  # before the work of hashing the tensors
     registry = registry or default_registry()
     tensors, ties = _tensors_to_save(model, config, registry)
+    _check_dtypes(tensors, "cannot save: the model", "convert it first with model.to(torch.float32) (or bf16, fp16)")
     header = {
         "zoo.format": str(FORMAT),
         "zoo.version": __version__,
@@ -252,12 +279,52 @@ def _provenance(config: ModelConfig, registry: Registry) -> dict[str, dict[str, 
     return records
 
 
+def _check_dtypes(tensors: Mapping[str, Tensor], who: str, fix: str) -> None:
+    """One floating-point dtype among ``tensors``, and one a model can run in."""
+    floats: dict[torch.dtype, list[str]] = {}
+    for name, tensor in tensors.items():
+        if tensor.is_floating_point():
+            floats.setdefault(tensor.dtype, []).append(name)
+    odd = sorted((d for d in floats if d not in _RUNNABLE_FLOATS), key=str)
+    if odd:
+        raise CheckpointError(
+            f"{who} holds {_dtype_name(odd[0])} tensors ({_names(floats[odd[0]])}); a zoo model runs in "
+            f"float32, bfloat16, float16 or float64, not float8: {fix}"
+        )
+    if len(floats) > 1:
+        mixed = "; ".join(f"{_dtype_name(d)}: {_names(n, limit=3)}" for d, n in sorted(floats.items(), key=str))
+        raise CheckpointError(
+            f"{who} mixes floating-point dtypes ({mixed}), so its layers cannot multiply each "
+            f"other's outputs; {fix}"
+        )
+
+
+def _metadata_depth(value: Any, limit: int) -> int:
+    """How deep ``value`` nests (a scalar is 0), without recursion; stops past ``limit``."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            break
+        if isinstance(item, Mapping):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
+
+
 def _user_metadata_json(metadata: Mapping[str, Any] | None) -> str:
     if metadata is None:
         return "{}"
     if not isinstance(metadata, Mapping) or not all(isinstance(k, str) for k in metadata):
         raise CheckpointError(
             f"metadata must be a mapping with string keys, got {type(metadata).__name__}"
+        )
+    if _metadata_depth(metadata, METADATA_DEPTH) > METADATA_DEPTH:
+        raise CheckpointError(
+            f"metadata nests more than {METADATA_DEPTH} levels deep; keep it flat "
+            f"(step, loss, notes as strings and numbers)"
         )
     try:
         return json.dumps(dict(metadata), sort_keys=True)
@@ -326,9 +393,41 @@ def _make_directory(directory: Path, target: Path) -> Path:
 def _write_temporary(directory: Path, target: Path, tensors: dict[str, Tensor], header: dict[str, str]) -> Path:
     """The checkpoint written to a fsynced temporary file in ``directory`` (``write_temporary``)."""
     try:
-        return write_temporary(directory, target.name, lambda file: save_file(tensors, file, metadata=header))
-    except (OSError, SafetensorError, RuntimeError, ValueError) as err:
+        return write_temporary(directory, target.name, lambda file: write_safetensors(file, tensors, header))
+    except (OSError, RuntimeError, ValueError) as err:
         raise CheckpointError(f"cannot save to {target}: {type(err).__name__}: {err}") from err
+
+
+def write_safetensors(file: Path, tensors: Mapping[str, Tensor], metadata: Mapping[str, str]) -> None:
+    """Write ``tensors`` and string ``metadata`` to ``file`` in the safetensors format.
+
+    Written here rather than by ``safetensors.torch.save_file``, which needs NumPy: the
+    header (little-endian u64 length, JSON padded with spaces so the data starts at a
+    multiple of 64 bytes), then each tensor's bytes, widest dtype first so every tensor
+    starts aligned to its item size. Memory-mapped on load, tensors then sit as
+    allocated ones do, so SIMD kernels take the same path and results match bit for bit.
+    """
+    order = sorted(tensors, key=lambda name: (-tensors[name].element_size(), name))
+    entries: dict[str, Any] = {"__metadata__": dict(metadata)} if metadata else {}
+    offset = 0
+    for name in order:
+        tensor = tensors[name]
+        if tensor.dtype not in _SAFETENSORS_DTYPES:
+            raise ValueError(f"tensor {name} has dtype {_dtype_name(tensor.dtype)}, which a checkpoint cannot hold")
+        size = tensor.numel() * tensor.element_size()
+        entries[name] = {
+            "dtype": _SAFETENSORS_DTYPES[tensor.dtype],
+            "shape": list(tensor.shape),
+            "data_offsets": [offset, offset + size],
+        }
+        offset += size
+    header = json.dumps(entries, separators=(",", ":")).encode()
+    header += b" " * (-(8 + len(header)) % _ALIGN)  # the data starts aligned, as freshly allocated tensors do
+    with open(file, "wb") as handle:
+        handle.write(len(header).to_bytes(8, "little"))
+        handle.write(header)
+        for name in order:
+            handle.write(_bytes_of(tensors[name]))
 
 
 def write_temporary(directory: Path, name: str, write: Callable[[Path], object]) -> Path:
@@ -340,7 +439,10 @@ def write_temporary(directory: Path, name: str, write: Callable[[Path], object])
     that mode, because ``mkstemp`` gives 0600 and safetensors writes through a 0600
     temporary of its own that it renames over this one.
     """
-    temporary = directory / f".{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    unique = f".{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    room = _name_max(directory) - len(unique.encode()) - 1
+    stem = name.encode()[: max(room, 0)].decode(errors="ignore")  # whole characters, so it fits
+    temporary = directory / f".{stem}{unique}"
     try:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         mode = os.fstat(fd).st_mode & 0o777
@@ -400,10 +502,19 @@ def digest(metadata: Mapping[str, str], tensors: Mapping[str, Tensor]) -> str:
     return f"{DIGEST_SCHEME}:{hasher.hexdigest()}"
 
 
-def _bytes_of(tensor: Tensor) -> Any:
-    """A zero-copy byte view of a CPU tensor (one copy for tensors on other devices)."""
-    flat = tensor.detach().cpu().contiguous().reshape(-1)  # (numel,)
-    return flat.view(torch.uint8).numpy()  # (numel * itemsize,) bytes, any dtype
+def _bytes_of(tensor: Tensor) -> memoryview:
+    """A zero-copy byte view of a CPU tensor (one copy for tensors on other devices).
+
+    Made with ctypes rather than ``.numpy()``, so saving and hashing need no NumPy; the
+    view holds a reference to the tensor, whose memory it reads.
+    """
+    flat = tensor.detach().cpu().contiguous()
+    size = flat.numel() * flat.element_size()
+    if size == 0:
+        return memoryview(b"")
+    buffer = (ctypes.c_ubyte * size).from_address(flat.data_ptr())
+    buffer.tensor = flat  # type: ignore[attr-defined]  # keeps the memory alive with the view
+    return memoryview(buffer)
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -422,7 +533,7 @@ def load(
     strict: bool = True,
     verify: bool = True,
     registry: Registry | None = None,
-) -> nn.Module:
+) -> DecoderLM | EncoderDecoder:
     """Load a model from a checkpoint file, or from a directory's newest (or ``version``).
 
     The model comes back in eval mode, on ``device`` (default CPU), with floating-point
@@ -436,6 +547,11 @@ def load(
     target_device = device_arg(device, CheckpointError)
     ckpt = _read(_resolve(path, version), verify=verify, registry=registry)
     config = ckpt.model_config()
+    _check_dtypes(
+        ckpt.tensors if target_dtype is None else {n: t for n, t in ckpt.tensors.items() if t.dtype not in _RUNNABLE_FLOATS},
+        str(ckpt.path),
+        "load it with one dtype for every weight, e.g. zoo.load(path, dtype='fp32')",
+    )
     with torch.device("meta"):
         model = model_for(config, registry)
     missing = _check_fit(ckpt, model, strict=strict)
@@ -443,11 +559,14 @@ def load(
     model_dtype = target_dtype or _single_float_dtype(ckpt.tensors.values())
     if model_dtype is not None:
         model.to(model_dtype)
+    needed = model_bytes(model)
+    _check_allocation(ckpt, model, missing, converting=target_dtype is not None)
     # Uninitialised storage (no pages touched), non-persistent buffers rebuilt; the
     # file's memory-mapped tensors then replace the parameters without a copy.
-    materialize(model, "cpu")
-    if missing:
-        initialize(model, config, registry)
+    with allocating(needed, f"cannot load {ckpt.path}", CheckpointError):
+        materialize(model, "cpu")
+        if missing:
+            initialize(model, config, registry)
     expected = model.state_dict(keep_vars=True)
     state = {
         name: tensor.to(target_dtype) if target_dtype and tensor.is_floating_point() else tensor
@@ -462,7 +581,7 @@ def load(
     _check_ties_hold(model, ckpt)
     if target_device is not None and target_device.type != "cpu":
         model.to(target_device)
-    return model.eval()
+    return cast("DecoderLM | EncoderDecoder", model.eval())
 
 
 def inspect(
@@ -481,6 +600,7 @@ def inspect(
     registry = registry or default_registry()
     file = _resolve(path, version)
     ckpt = _read(file, verify=verify, registry=registry)
+    _check_dtypes(ckpt.tensors, str(file), "zoo.load(path, dtype='fp32') converts every weight to one dtype")
     if isinstance(ckpt.config, ModelConfig):
         with torch.device("meta"):
             _check_fit(ckpt, model_for(ckpt.config, registry), strict=True)
@@ -530,8 +650,28 @@ def path_arg(
 ) -> Path:
     """``path`` as a Path; ``error`` for a non-path or an empty string."""
     if not isinstance(path, (str, os.PathLike)) or not str(path):
-        raise error(f"cannot {action} {path!r}: give {what} as a str or Path (use '.' for the current directory)")
-    return Path(path)
+        raise error(f"cannot {action} {quoted(path)}: give {what} as a str or Path (use '.' for the current directory)")
+    path = Path(path)
+    for part in path.parts:
+        size = len(os.fsencode(part))
+        if size > _name_max(path.parent if part == path.name else Path(".")):
+            raise error(
+                f"cannot {action} {quoted(str(path), 80)}: the name {quoted(part, 40)} is {size} bytes long, "
+                f"more than the {_name_max(Path('.'))} bytes a file name may have here; use a shorter name"
+            )
+    if len(os.fsencode(path)) >= 4096:
+        raise error(f"cannot {action} {quoted(str(path), 80)}: the path is longer than 4096 bytes")
+    return path
+
+
+def _name_max(directory: Path) -> int:
+    """The longest file name (in bytes) the filesystem of ``directory`` allows."""
+    for folder in (directory, *directory.parents):
+        try:
+            return int(os.pathconf(folder, "PC_NAME_MAX"))
+        except (OSError, ValueError, AttributeError):
+            continue
+    return 255
 
 
 def _resolve(path: str | os.PathLike[str], version: int | None) -> Path:
@@ -631,29 +771,33 @@ def _format_of(metadata: Mapping[str, str], file: Path) -> int:
             f"GPT-2 file loads with zoo.from_hf; other files were not written by zoo.save."
         )
     if not re.fullmatch(r"0|[1-9][0-9]{0,8}", raw):
-        raise CheckpointError(f"{file} is damaged: zoo.format is {raw!r}, not a format number")
+        raise CheckpointError(f"{file} is damaged: zoo.format is {quoted(raw, 40)}, not a format number")
     number = int(raw)
     if number > FORMAT:
-        writer = metadata.get("zoo.version", "an unknown version")
+        writer = metadata.get("zoo.version")
+        writer = writer if is_version(writer) else "an unknown version"
         raise CheckpointError(
             f"{file} is in checkpoint format {number}, written by zoo {writer}; this zoo "
-            f"({__version__}) reads formats up to {FORMAT}. Upgrade zoo: pip install -U zoo"
+            f"({__version__}) reads formats up to {FORMAT}. Upgrade zoo: pip install -U {DISTRIBUTION}"
         )
     return number
 
 
-def _verify(file: Path, metadata: Mapping[str, str], tensors: Mapping[str, Tensor], written_format: int) -> bool | None:
-    """Check ``zoo.digest``; ``None`` for an older format written without one."""
+def _verify(file: Path, metadata: Mapping[str, str], tensors: Mapping[str, Tensor], written_format: int) -> bool:
+    """Check ``zoo.digest``. A file without a valid digest never passes, whatever format
+    it claims: marking a file as an old format must not skip the check."""
     stored = metadata.get("zoo.digest")
     if stored is None:
-        if written_format < FORMAT:
-            return None
+        why = (
+            f"it is marked as the older format {written_format}, which zoo never wrote without a digest"
+            if written_format < FORMAT else "its metadata lacks zoo.digest"
+        )
         raise CheckpointError(
-            f"{file} is damaged: its metadata lacks zoo.digest, so its contents cannot be "
-            f"verified. Restore it from a copy, or load it with verify=False at your own risk."
+            f"{file} cannot be verified: {why}, so its contents cannot be checked. Restore it "
+            f"from a copy, or load it unverified at your own risk (verify=False)."
         )
     if not stored.startswith(f"{DIGEST_SCHEME}:"):
-        raise CheckpointError(f"{file} is damaged: zoo.digest {stored[:60]!r} is not an {DIGEST_SCHEME} digest")
+        raise CheckpointError(f"{file} is damaged: zoo.digest {quoted(stored, 60)} is not an {DIGEST_SCHEME} digest")
     if digest(metadata, tensors) != stored:
         raise CheckpointError(
             f"{file} is damaged: its contents do not match the digest stored when it was "
@@ -690,9 +834,10 @@ def _migrate(
                 metadata, tensors = _migration_result(result, impl.plugin_name, file, step)
                 handled = True
         if not handled:
+            writer = metadata.get("zoo.version")
             raise CheckpointError(
                 f"{file} is in checkpoint format {step} (written by zoo "
-                f"{metadata.get('zoo.version', 'of an unknown version')}) and no installed plugin "
+                f"{writer if is_version(writer) else 'of an unknown version'}) and no installed plugin "
                 f"migrates format {step} to {step + 1}. Install the plugin that provides this "
                 f"migration, or load the file with the zoo version that wrote it and save it again."
             )
@@ -735,7 +880,7 @@ def _component_records(data: dict[str, Any], file: Path) -> dict[str, ComponentR
     for kind, record in data.items():
         fields = ("name", "plugin", "distribution", "version")
         if not isinstance(record, dict) or not all(isinstance(record.get(f), (str, type(None))) for f in fields):
-            raise CheckpointError(f"{file} is damaged: zoo.components[{kind!r}] is not a component record")
+            raise CheckpointError(f"{file} is damaged: zoo.components[{quoted(kind, 40)}] is not a component record")
         records[kind] = ComponentRecord(*(record.get(f) for f in fields))
     return records
 
@@ -755,29 +900,36 @@ def _missing_plugins(
         record = components.get(kind)
         if record is not None and record.name != name:
             raise CheckpointError(
-                f"{file} is damaged: its config names the {kind} component {name!r} but its "
-                f"zoo.components record names {record.name!r}"
+                f"{file} is damaged: its config names the {kind} component {quoted(name)} but its "
+                f"zoo.components record names {quoted(record.name)}"
             )
         try:
             registry.get(kind, name)
         except UnknownComponentError as err:
             if record is None:
                 raise CheckpointError(f"cannot load {file}: {err}") from err
-            missing.setdefault((record.plugin, record.distribution, record.version), []).append(f"{kind} {name!r}")
+            missing.setdefault((record.plugin, record.distribution, record.version), []).append(
+                f"{kind} {quoted(name)}"
+            )
     if not missing:
         return None
     lines = []
     for (plugin, distribution, version), parts in missing.items():
         what = f"{' and '.join(parts)} {'come' if len(parts) > 1 else 'comes'} from"
-        if distribution:
-            wrote = f" ({version} wrote this checkpoint)" if version else ""
+        if distribution and is_distribution_name(distribution):
+            wrote = f" ({version} wrote this checkpoint)" if is_version(version) else ""
             lines.append(
-                f"{what} the distribution {distribution} (plugin {plugin!r}), which is not "
+                f"{what} the distribution {distribution} (plugin {quoted(plugin)}), which is not "
                 f"installed or failed to load: pip install {distribution}{wrote}"
+            )
+        elif distribution:
+            lines.append(
+                f"{what} a distribution the file names {quoted(distribution)} (plugin {quoted(plugin)}), "
+                f"which is not a valid distribution name; find and install the plugin that provides it"
             )
         else:
             lines.append(
-                f"{what} plugin {plugin!r}, which is not an installed distribution: pass a "
+                f"{what} plugin {quoted(plugin)}, which is not an installed distribution: pass a "
                 f"registry that includes it, zoo.load(path, registry=zoo.Registry(plugins=[...]))"
             )
     return f"cannot load {file}: its " + "; its ".join(lines)
@@ -803,7 +955,9 @@ def _check_fit(ckpt: _Checkpoint, model: nn.Module, *, strict: bool) -> list[str
     stored = {name: tensor for name, tensor in expected.items() if name not in ties}
     problems = _compare(ckpt.tensors, stored, ties, strict=strict)
     if strict and ckpt.ties != ties:
-        problems.append(f"tied weights: the file ties {ckpt.ties or 'nothing'}, the model ties {ties or 'nothing'}")
+        problems.append(
+            f"tied weights: the file ties {quoted(ckpt.ties) if ckpt.ties else 'nothing'}, the model ties {ties or 'nothing'}"
+        )
     if problems:
         fix = " load(..., strict=False) ignores unexpected tensors and initialises missing ones." if strict else ""
         raise CheckpointError(
@@ -842,6 +996,28 @@ def _compare(
     return problems
 
 
+#: What ``load(strict=False)`` initialises without question when the file covers less.
+_MISSING_ALLOWANCE = 256 << 20
+
+
+def _check_allocation(ckpt: _Checkpoint, model: nn.Module, missing: list[str], *, converting: bool) -> None:
+    """Refuse, before anything is allocated, a load that would allocate more than the
+    file accounts for (``strict=False`` with a config far larger than its tensors) or
+    more than this machine has free."""
+    expected = model.state_dict(keep_vars=True)
+    absent = tensor_bytes(expected[name] for name in missing)
+    covered = tensor_bytes(ckpt.tensors[name] for name in expected if name in ckpt.tensors)
+    if absent > max(covered, _MISSING_ALLOWANCE):
+        raise CheckpointError(
+            f"cannot load {ckpt.path} with strict=False: its config describes a model of "
+            f"{fmt_bytes(model_bytes(model))}, of which the file holds {fmt_bytes(covered)}; loading would "
+            f"allocate and initialise {fmt_bytes(absent)} of missing weights ({len(missing)} tensors). "
+            f"The file is damaged or not this model's checkpoint; to start such a model from scratch, "
+            f"use zoo.build(config)."
+        )
+    require(absent + (covered if converting else 0), "cpu", f"loading {ckpt.path}", CheckpointError)
+
+
 def _check_ties_hold(model: nn.Module, ckpt: _Checkpoint) -> None:
     state = model.state_dict(keep_vars=True)
     broken = [alias for alias, owner in ckpt.ties.items() if state.get(alias) is not state.get(owner)]
@@ -878,16 +1054,26 @@ def _parse_time(raw: str | None, file: Path) -> datetime | None:
 
 
 def _version_files(directory: Path) -> dict[int, Path]:
-    """``{number: path}`` of the versions in ``directory`` (temporary files excluded)."""
+    """``{number: path}`` of the versions in ``directory`` (temporary files excluded).
+
+    Two files claiming one number (``v1.safetensors`` and ``v0001.safetensors``) are an
+    error naming both: which of them is "version 1" would depend on the listing order.
+    """
     try:
-        names = os.listdir(directory)
+        names = sorted(os.listdir(directory))
     except OSError as err:
         raise CheckpointError(f"cannot list checkpoint directory {directory}: {err}") from err
-    found = {}
+    found: dict[int, Path] = {}
     for name in names:
         match = _VERSION_NAME.fullmatch(name)
         if match:
-            found[int(match.group(1))] = directory / name
+            number = int(match.group(1))
+            if number in found:
+                raise CheckpointError(
+                    f"{directory} has two files for version {number}: {found[number].name} and {name}. "
+                    f"Rename or remove one; zoo names versions {_version_name(number)}"
+                )
+            found[number] = directory / name
     return found
 
 
@@ -896,7 +1082,7 @@ def _version_name(number: int) -> str:
 
 
 def _names(names: list[str], limit: int = 10, separator: str = ", ") -> str:
-    shown = separator.join(names[:limit])
+    shown = separator.join(printable(name) for name in names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 

@@ -14,6 +14,7 @@ import ast
 import dataclasses
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -23,17 +24,18 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 import zoo
 from zoo.config import ModelConfig, preset_description, resolve_config
-from zoo.errors import ConfigError, InputError, ZooError, did_you_mean
+from zoo.errors import ConfigError, InputError, ZooError, did_you_mean, printable
 from zoo.registry import KINDS, default_registry
 
 # -- parsing --set ---------------------------------------------------------------------
@@ -132,23 +134,28 @@ def fmt_flops(x: float) -> str:
     return f"{x:.0f}"
 
 
-def fmt_value(value: Any, *, nested: bool = False) -> str:
+def fmt_value(value: Any, *, nested: bool = False, depth: int = 0) -> str:
     """A config value in a table: component specs as ``name(option=value, ...)``, other
-    mappings as ``key=value, ...`` (in braces when nested)."""
+    mappings as ``key=value, ...`` (in braces when nested). Strings are shown printable
+    and clipped (they may come from a file); nesting past 8 levels shows as ``…``."""
+    if depth > 8:
+        return "…"
     if hasattr(value, "model_dump"):
         value = value.model_dump()
     if isinstance(value, Mapping):
         value = dict(value)
         name = value.pop("name", None)
-        inner = ", ".join(f"{k}={fmt_value(v, nested=True)}" for k, v in value.items())
+        inner = ", ".join(
+            f"{printable(k, 60)}={fmt_value(v, nested=True, depth=depth + 1)}" for k, v in value.items()
+        )
         if name is not None:
-            return f"{name}({inner})" if inner else str(name)
+            return f"{fmt_value(name, depth=depth + 1)}({inner})" if inner else fmt_value(name, depth=depth + 1)
         return f"{{{inner}}}" if nested else inner
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, (list, tuple)):
-        return "(" + ", ".join(fmt_value(v, nested=True) for v in value) + ")"
-    return str(value)
+        return "(" + ", ".join(fmt_value(v, nested=True, depth=depth + 1) for v in value) + ")"
+    return printable(value)
 
 
 def jsonable(value: Any) -> Any:
@@ -172,11 +179,27 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+#: Output width when stdout is not a terminal: wide enough that nothing is clipped.
+UNLIMITED_WIDTH = 1 << 16
+
+
+class PipeConsole(Console):
+    """A console that reports a closed pipe to ``main`` (exit 0) instead of rich's
+    default, which exits with status 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 class Ui:
-    """Where output goes: rich tables on stdout, JSON on stdout, errors on stderr."""
+    """Where output goes: rich tables on stdout, JSON on stdout, errors and progress on
+    stderr. Piped output is not width-limited, so tables keep every digit."""
 
     def __init__(self, *, json_mode: bool = False) -> None:
-        self.out = Console(highlight=False)
+        self.out = PipeConsole(highlight=False)
+        if not self.out.is_terminal:
+            self.out = PipeConsole(highlight=False, width=UNLIMITED_WIDTH)
         self.err = Console(stderr=True, highlight=False)
         self.json_mode = json_mode
 
@@ -185,11 +208,21 @@ class Ui:
         sys.stdout.flush()
 
     def print(self, *things: Any, **kwargs: Any) -> None:
-        self.out.print(*things, **kwargs)
+        """Print renderables; a table narrower terminals cannot hold without cutting a
+        number or a name is printed at the width it needs (the terminal wraps its lines)."""
+        unlimited = self.out.options.update_width(UNLIMITED_WIDTH)
+        needed = max((Measurement.get(self.out, unlimited, t).minimum for t in things if isinstance(t, Table)), default=0)
+        width = self.out.width
+        if needed > width:
+            self.out.width = needed
+        try:
+            self.out.print(*things, **kwargs)
+        finally:
+            self.out.width = width
 
     def line(self, text: str, style: str = "") -> None:
-        """One line of plain text (no markup), never wrapped."""
-        self.out.print(Text(text, style=style), soft_wrap=True)
+        """One line of plain text (no markup, control characters escaped), never wrapped."""
+        self.out.print(Text(printable(text, None), style=style), soft_wrap=True)
 
     def error(self, message: str) -> None:
         """One red line on stderr."""
@@ -200,8 +233,18 @@ class Ui:
         self._stderr_line("warning", message, "yellow")
 
     def _stderr_line(self, label: str, message: str, color: str) -> None:
-        message = " ".join(message.split("\n"))
+        message = printable(" ".join(message.split("\n")), None)
         self.err.print(Text(f"{label}: ", style=f"bold {color}") + Text(message, style=color), soft_wrap=True)
+
+
+class SafeTable(Table):
+    """A table whose string cells are plain text: never read as rich markup (a file's
+    ``[link=…]`` or ``[/bold]`` stays text) and with control characters escaped."""
+
+    def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+        super().add_row(*(Text(printable(r, None)) if isinstance(r, str) else r for r in renderables), **kwargs)
+
+
 
 
 def new_table(
@@ -213,12 +256,13 @@ def new_table(
     it, only the ``clip`` columns give way when the terminal is narrow: they take the
     width the others leave, and ``clipped`` text in them is cut with "…".
     """
-    table = Table(
-        title=title, box=box.SIMPLE_HEAD, title_justify="left", title_style="bold", caption_justify="left"
+    table = SafeTable(
+        title=Text(printable(title, None)) if title is not None else None,
+        box=box.SIMPLE_HEAD, title_justify="left", title_style="bold", caption_justify="left",
     )
     right, clip = set(right), set(clip)
     for index, column in enumerate(columns):
-        justify = "right" if column in right else "left"
+        justify: Literal["right", "left"] = "right" if column in right else "left"
         if clip:
             table.add_column(column, justify=justify, no_wrap=column not in clip, overflow="ellipsis")
         else:
@@ -248,7 +292,7 @@ def mapping_table(title: str, key_column: str, mapping: Mapping[Any, Any]) -> Ta
     """Each key of ``mapping`` and its value, formatted as a config value."""
     table = new_table(title, key_column, "value")
     for key, value in mapping.items():
-        table.add_row(str(key), fmt_value(value))
+        table.add_row(printable(key), fmt_value(value))
     return table
 
 
@@ -467,10 +511,10 @@ def cmd_build(args: argparse.Namespace, ui: Ui) -> int:
 
     config, _ = load_config(args.name, args.set)
     metadata = parse_metadata(args.metadata)
-    with ui.out.status(f"building {args.name} and drawing its weights (seed {args.seed})"):
+    with ui.err.status(f"building {args.name} and drawing its weights (seed {args.seed})"):
         torch.manual_seed(args.seed)
         model = zoo.build(config)
-    with ui.out.status(f"saving to {args.output}"):
+    with ui.err.status(f"saving to {args.output}"):
         written = zoo.save(model, args.output, metadata=metadata or None)  # a folder: its new version
     ui.line(f"built {args.name} ({fmt_int(model.num_parameters())} parameters), saved to {written}", "green")
     return 0
@@ -496,8 +540,8 @@ def fmt_bytes(n: int) -> str:
 def cmd_inspect(args: argparse.Namespace, ui: Ui) -> int:
     from zoo.checkpoint import inspect
 
-    with ui.out.status(f"reading {args.path}" + ("" if args.no_verify else " and checking its digest")):
-        info = inspect(args.path, version=args.version, verify=not args.no_verify)
+    with ui.err.status(f"reading {args.path}" + ("" if args.no_verify else " and checking its digest")):
+        info = inspect(args.path, version=args.checkpoint_version, verify=not args.no_verify)
     if ui.json_mode:
         ui.json(info)
         return 0
@@ -505,13 +549,13 @@ def cmd_inspect(args: argparse.Namespace, ui: Ui) -> int:
     head = new_table(str(info.path), "", "")
     head.show_header = False
     head.add_row("format", str(info.format))
-    head.add_row("written by", f"zoo {info.zoo_version}" if info.zoo_version else "-")
+    head.add_row("written by", f"zoo {printable(info.zoo_version, 40)}" if info.zoo_version else "-")
     head.add_row("created", info.created.isoformat(timespec="seconds") if info.created else "-")
     if info.version is not None:
         head.add_row("version", str(info.version))
     head.add_row("size", f"{fmt_bytes(info.file_size)}, {len(info.tensors)} tensors, {fmt_int(elements)} parameters")
     if info.ties:
-        head.add_row("tied", ", ".join(f"{a} = {b}" for a, b in info.ties.items()))
+        head.add_row("tied", ", ".join(f"{printable(a)} = {printable(b)}" for a, b in info.ties.items()))
     head.add_row(
         "digest",
         Text("not checked (--no-verify)", style="yellow") if info.digest_ok is None
@@ -523,7 +567,7 @@ def cmd_inspect(args: argparse.Namespace, ui: Ui) -> int:
         for v in info.versions:
             table.add_row(
                 str(v.version), v.path.name, v.created.isoformat(timespec="seconds") if v.created else "-",
-                v.zoo_version or "-", ", ".join(f"{k}={val}" for k, val in v.metadata.items()),
+                printable(v.zoo_version, 40) if v.zoo_version else "-", fmt_value(v.metadata),
             )
         ui.print(table)
     if isinstance(info.config, ModelConfig):
@@ -539,30 +583,30 @@ def cmd_inspect(args: argparse.Namespace, ui: Ui) -> int:
             who = " ".join(x for x in (record.distribution, record.version) if x) or record.plugin or "-"
             here = (kind, record.name) in installed
             now = Text("yes", style="green") if here else Text("no", style="bold red")
-            table.add_row(kind, record.name, who, now)
+            table.add_row(printable(kind, 40), printable(record.name), printable(who), now)
         ui.print(table)
     if info.metadata:
         ui.print(mapping_table("user metadata", "key", info.metadata))
     table = new_table("tensors", "name", "dtype", "shape", "count", right=("count",))
     for name, dtype, shape, n in tensor_rows(info.tensors):
-        table.add_row(name, dtype, shape, f"x{n}" if n > 1 else "")
+        table.add_row(printable(name), dtype, shape, f"x{n}" if n > 1 else "")
     ui.print(table)
     return 0
 
 
 def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
     if args.from_hf:
-        with ui.out.status(f"reading the Hugging Face GPT-2 in {args.from_hf}"):
+        with ui.err.status(f"reading the Hugging Face GPT-2 in {args.from_hf}"):
             model = zoo.from_hf(args.from_hf)
-        with ui.out.status(f"saving to {args.output}"):
+        with ui.err.status(f"saving to {args.output}"):
             written = zoo.save(model, args.output)
         count = fmt_int(model.num_parameters())
         ui.line(f"converted {args.from_hf} ({count} parameters) to the zoo checkpoint {written}", "green")
     else:
-        with ui.out.status(f"loading {args.to_hf}"):
-            model = zoo.load(args.to_hf)
-        with ui.out.status(f"writing a Hugging Face GPT-2 to {args.output}"):
-            zoo.to_hf(model, args.output)
+        with ui.err.status(f"loading {args.to_hf}"):
+            loaded = zoo.load(args.to_hf)
+        with ui.err.status(f"writing a Hugging Face GPT-2 to {args.output}"):
+            zoo.to_hf(loaded, args.output)
         ui.line(f"converted {args.to_hf} to the Hugging Face folder {args.output}", "green")
     return 0
 
@@ -623,7 +667,7 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
         MofNCompleteColumn(),
         TextColumn("{task.fields[loss]}"),
         TimeElapsedColumn(),
-        console=ui.err if ui.json_mode else ui.out,
+        console=ui.err,  # progress never mixes with the results on stdout
     )
     tasks: dict[str, Any] = {}
     done: set[str] = set()
@@ -732,6 +776,17 @@ def cmd_bench(args: argparse.Namespace, ui: Ui) -> int:
 # -- the parser ------------------------------------------------------------------------
 
 
+def seed(text: str) -> int:
+    """``--seed``: an integer torch can seed with, 0 to 2**64 - 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 0 <= value < 1 << 64:
+        raise argparse.ArgumentTypeError(f"must lie in 0 .. 2**64-1 (18446744073709551615), got {text}")
+    return value
+
+
 def vocab_limit(text: str) -> int | str:
     """``--vocab-limit``: a count, or ``all`` for every GPT-2 token in the text."""
     if text == "all":
@@ -770,7 +825,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"zoo {zoo.__version__}")
     parser.add_argument("--debug", action="store_true", default=False, help="show tracebacks of errors")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def add(
         name: str, handler: Callable[..., int], help: str, parents: Sequence[argparse.ArgumentParser] = ()
@@ -801,14 +856,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-o", "--output", required=True, metavar="PATH", help="a .safetensors file, or a folder for numbered versions"
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the weight draws (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the weight draws (default 0)")
     p.add_argument(
         "--metadata", action="append", default=[], metavar="KEY=VALUE", help="user metadata to store; repeatable"
     )
 
     p = add("inspect", cmd_inspect, "a checkpoint: format, config, providers, versions, tensors, digest", [json_flag])
     p.add_argument("path", help="a checkpoint file or a folder of versions")
-    p.add_argument("--version", type=int, default=None, help="a version of a checkpoint folder (default: newest)")
+    p.add_argument(
+        "--checkpoint-version", type=int, default=None, metavar="N",
+        help="a version of a checkpoint folder (default: newest)",
+    )
     p.add_argument("--no-verify", action="store_true", help="skip the digest check")
 
     p = add("convert", cmd_convert, "convert between Hugging Face GPT-2 folders and zoo checkpoints")
@@ -830,7 +888,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=int, default=None)
     p.add_argument("--top-p", type=float, default=None)
     p.add_argument("--repetition-penalty", type=float, default=None)
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seed", type=seed, default=None, help="seed of the sampling, 0 .. 2**64-1")
     p.add_argument("--no-echo", action="store_true", help="print only the generated text, not the prompt")
 
     p = add(
@@ -890,28 +948,62 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_plugins(ui: Ui, *, quiet: bool) -> None:
-    """Load the plugins now; each that failed is one warning line (``zoo plugins`` says more)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # the registry's own warnings, said below
+    """Load the plugins now; each that failed is one warning line (``zoo plugins`` says
+    more), and so is plugin control that names no installed plugin."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
         registry = default_registry()
+    failures = {str(plugin.error) for plugin in registry.plugins if plugin.status == "failed"}
+    for warning in caught:  # the registry's own warnings other than the failures said below
+        if str(warning.message) not in failures:
+            ui.warn(str(warning.message))
     if not quiet:
         for plugin in registry.plugins:
             if plugin.status == "failed":
                 ui.warn(f"{plugin.error} (see `zoo plugins`)")
 
 
+# Python arguments that library messages suggest, and the flags that do the same here.
+CLI_HINTS = {
+    "verify=False": "--no-verify",
+}
+
+
+def cli_hints(message: str) -> str:
+    """``message`` with the Python arguments it suggests named as the CLI's flags."""
+    for python, flag in CLI_HINTS.items():
+        message = message.replace(python, flag)
+    return message
+
+
+def quiet_broken_pipe() -> int:
+    """The reader of stdout went away (``zoo info | head -1``): stop quietly, status 0.
+
+    stdout is pointed at /dev/null so the interpreter's final flush does not fail again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``zoo`` command; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:  # bare `zoo`
+        parser.print_help()
+        return 0
     ui = Ui(json_mode=getattr(args, "json", False))
     try:
         load_plugins(ui, quiet=args.handler is cmd_plugins)
         return args.handler(args, ui)
+    except BrokenPipeError:
+        return quiet_broken_pipe()
     except ZooError as err:
         if args.debug:
             ui.err.print(Text("".join(traceback.format_exception(err)), style="dim"), soft_wrap=True)
-        ui.error(str(err))
+        ui.error(cli_hints(str(err)))
         return 1
     except KeyboardInterrupt:
         ui.error("interrupted")

@@ -11,18 +11,22 @@ Presets are TOML files of config fields; a ``[preset]`` table may name a preset 
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from contextvars import ContextVar
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     GetJsonSchemaHandler,
+    Strict,
+    StrictBool,
+    StrictInt,
     ValidationError,
     ValidationInfo,
     model_validator,
@@ -30,7 +34,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
-from zoo.errors import ConfigError, PresetError
+from zoo.errors import ConfigError, PresetError, printable, quoted
 from zoo.registry import KINDS, Registry, default_registry
 
 # Upper bounds that refuse an absurd config before anything is allocated.
@@ -41,6 +45,9 @@ MAX_D_FF = 1 << 18
 MAX_LAYERS = 1 << 10
 MAX_HEADS = 1 << 10
 MAX_PARAMETERS = 200_000_000_000
+
+# A number that may be written as an int, never as a bool or a string, and is finite.
+FiniteFloat = Annotated[float, Strict(), Field(allow_inf_nan=False)]
 
 
 class ComponentSpec(BaseModel):
@@ -134,9 +141,9 @@ class Dropout(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    embedding: float = Field(0.0, ge=0.0, lt=1.0, description="after token + position embedding")
-    attention: float = Field(0.0, ge=0.0, lt=1.0, description="on the attention weights")
-    residual: float = Field(0.0, ge=0.0, lt=1.0, description="on each sub-layer's output")
+    embedding: FiniteFloat = Field(0.0, ge=0.0, lt=1.0, description="after token + position embedding")
+    attention: FiniteFloat = Field(0.0, ge=0.0, lt=1.0, description="on the attention weights")
+    residual: FiniteFloat = Field(0.0, ge=0.0, lt=1.0, description="on each sub-layer's output")
 
     @model_validator(mode="before")
     @classmethod
@@ -154,24 +161,27 @@ class ModelConfig(BaseModel):
     architecture: Literal["decoder", "encoder_decoder"] = Field(
         "decoder", description="decoder-only language model, or the 2017 encoder-decoder"
     )
-    vocab_size: int = Field(gt=0, le=MAX_VOCAB)
-    max_seq_len: int = Field(gt=0, le=MAX_SEQ_LEN, description="longest sequence the model accepts")
-    d_model: int = Field(gt=0, le=MAX_D_MODEL)
-    n_layers: int = Field(gt=0, le=MAX_LAYERS)
-    n_heads: int = Field(gt=0, le=MAX_HEADS)
+    # Sizes are strict integers (True is not 1) and flags real booleans ("yes" is not True).
+    vocab_size: StrictInt = Field(gt=0, le=MAX_VOCAB)
+    max_seq_len: StrictInt = Field(gt=0, le=MAX_SEQ_LEN, description="longest sequence the model accepts")
+    d_model: StrictInt = Field(gt=0, le=MAX_D_MODEL)
+    n_layers: StrictInt = Field(gt=0, le=MAX_LAYERS)
+    n_heads: StrictInt = Field(gt=0, le=MAX_HEADS)
     # Encoder-decoder only; None in the input means n_layers there, and stays None for a decoder.
-    n_encoder_layers: int | None = Field(
+    n_encoder_layers: StrictInt | None = Field(
         None, gt=0, le=MAX_LAYERS, description="encoder layers (encoder_decoder only; default n_layers)"
     )
     # None in the input means 4 * d_model; always an int once validated.
-    d_ff: int | None = Field(None, gt=0, le=MAX_D_FF, description="MLP hidden size (default 4*d_model)")
+    d_ff: StrictInt | None = Field(None, gt=0, le=MAX_D_FF, description="MLP hidden size (default 4*d_model)")
     dropout: Dropout = Dropout()
-    bias: bool = Field(True, description="biases in linear layers and norms")
-    tie_embeddings: bool = Field(True, description="output head shares the token embedding")
+    bias: StrictBool = Field(True, description="biases in linear layers and norms")
+    tie_embeddings: StrictBool = Field(True, description="output head shares the token embedding")
     embedding_scale: Literal["none", "sqrt_d_model"] = "none"
     head_output: Literal["logits", "log_softmax"] = "logits"
-    norm_eps: float = Field(1e-5, gt=0.0, lt=1.0)
-    final_norm: bool | None = Field(None, description="norm after the last block (default: as the placement says)")
+    norm_eps: FiniteFloat = Field(1e-5, gt=0.0, lt=1.0)
+    final_norm: StrictBool | None = Field(
+        None, description="norm after the last block (default: as the placement says)"
+    )
 
     attention: AttentionSpec = AttentionSpec(name="sdpa")
     norm: NormSpec = NormSpec(name="layernorm")
@@ -213,6 +223,7 @@ class ModelConfig(BaseModel):
                 raise ValueError(
                     f"{kind} {spec.name!r} options: {_describe(err, prefix=kind)}"
                 ) from None
+            _check_option_types(kind, spec.name, spec.options, options)
             if component.check is not None:
                 component.check(self, options)
             filled = type(spec)(name=spec.name, **_set_options(options))
@@ -238,6 +249,21 @@ class ModelConfig(BaseModel):
         return getattr(self, kind).options
 
 
+def _check_option_types(kind: str, name: str, given: Mapping[str, Any], options: BaseModel) -> None:
+    """What pydantic's lax mode lets through in a plugin's options: ``True`` for a number,
+    ``1`` or ``"yes"`` for a flag, and infinite or NaN floats. Checked here, for every
+    plugin, rather than trusting each options model to be strict."""
+    for key, value in given.items():
+        validated = getattr(options, key, None)
+        where = f"{kind} {name!r} option {key}"
+        if isinstance(value, bool) and isinstance(validated, (int, float)) and not isinstance(validated, bool):
+            raise ValueError(f"{where}: expects a number, got {value!r}; write the number itself")
+        if isinstance(validated, bool) and not isinstance(value, bool):
+            raise ValueError(f"{where}: expects true or false, got {value!r}")
+        if isinstance(validated, float) and not math.isfinite(validated):
+            raise ValueError(f"{where}: must be a finite number, got {validated!r}")
+
+
 def _set_options(options: BaseModel) -> dict[str, Any]:
     """Every option with its value, defaults filled in, except those left at a default of
     ``None`` ("as the config says", like attention's ``n_kv_heads``)."""
@@ -254,10 +280,10 @@ def _describe(err: ValidationError, prefix: str = "") -> str:
     """One line per pydantic error: ``field.path: message (got value)``."""
     lines = []
     for item in err.errors():
-        where = ".".join(str(p) for p in (prefix, *item["loc"]) if p != "")
+        where = ".".join(printable(p, 60) for p in (prefix, *item["loc"]) if p != "")
         got = item.get("input")
-        shown = f" (got {got!r})" if got is not None and not isinstance(got, dict) else ""
-        message = item["msg"].removeprefix("Value error, ")
+        shown = f" (got {quoted(got, 60)})" if got is not None and not isinstance(got, dict) else ""
+        message = printable(item["msg"].removeprefix("Value error, "), 300)
         lines.append(f"{where}: {message}{shown}" if where else f"{message}{shown}")
     return "; ".join(lines)
 

@@ -7,6 +7,7 @@ callers can catch ``ZooError`` and show ``str(err)`` to a person as it is.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 
 __all__ = [
@@ -21,6 +22,16 @@ __all__ = [
     "CheckpointError",
     "InteropError",
 ]
+
+#: The name ``pip install`` knows this package by (the import name is ``zoo``).
+DISTRIBUTION = "zoo-lm"
+
+#: Longest text from a file that a message shows in full.
+SHOWN_LIMIT = 120
+
+# PEP 508 distribution names, optionally with a PEP 440-ish version pin.
+_DISTRIBUTION_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")
+_VERSION = re.compile(r"[0-9A-Za-z.+!_-]{1,40}")
 
 
 class ZooError(Exception):
@@ -43,10 +54,47 @@ class RegistryError(ZooError):
     """A component lookup or registration failed."""
 
 
+def printable(text: object, limit: int | None = SHOWN_LIMIT) -> str:
+    """``text`` safe to show a person: control and other unprintable characters (ANSI
+    and OSC escape sequences, bidi overrides, newlines) as their ``\\x1b`` escapes, and
+    at most ``limit`` characters (the rest counted, not shown).
+
+    Strings read from files (component and distribution names, user metadata) go
+    through this before they reach a message or the terminal.
+    """
+    text = str(text)
+    if limit is not None and len(text) > limit:
+        text = f"{text[:limit]}… ({len(text) - limit:,} more characters)"
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def quoted(text: object, limit: int | None = SHOWN_LIMIT) -> str:
+    """``'text'``: ``repr`` of a string, clipped to ``limit`` characters (see ``printable``)."""
+    if not isinstance(text, str):
+        return printable(repr(text), limit)
+    if limit is not None and len(text) > limit:
+        return repr(text[:limit]) + f"… ({len(text) - limit:,} more characters)"
+    return repr(text)
+
+
+def is_distribution_name(name: object) -> bool:
+    """Whether ``name`` is a valid distribution name (PEP 508)."""
+    return isinstance(name, str) and _DISTRIBUTION_NAME.fullmatch(name) is not None
+
+
+def is_version(text: object) -> bool:
+    """Whether ``text`` looks like a version string (no spaces, quotes or controls)."""
+    return isinstance(text, str) and _VERSION.fullmatch(text) is not None
+
+
 def did_you_mean(name: str, choices: Iterable[str], *, n: int = 3, cutoff: float = 0.5) -> str:
     """`` Did you mean 'x' or 'y'?`` for up to ``n`` choices close to ``name``, else ``""``."""
+    if len(name) > 200:  # difflib on a very long (likely hostile) name is slow and pointless
+        return ""
     close = difflib.get_close_matches(name, list(choices), n=n, cutoff=cutoff)
-    return f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return f" Did you mean {' or '.join(quoted(c) for c in close)}?" if close else ""
 
 
 class UnknownComponentError(RegistryError):
@@ -57,7 +105,7 @@ class UnknownComponentError(RegistryError):
         guess = did_you_mean(name, names)
         listing = ", ".join(names) if names else "none are registered"
         super().__init__(
-            f"unknown {kind} component {name!r}.{guess} Available {kind} components: {listing}."
+            f"unknown {kind} component {quoted(name)}.{guess} Available {kind} components: {listing}."
             f"{hint}"
         )
         self.kind, self.name, self.available = kind, name, names

