@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
+import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +16,8 @@ from typing import Any
 import pytest
 
 import zoo
-from zoo.ablate import SIZE_AXES, AblationResult, diff_configs, plot_curves, run_ablation
+from zoo.ablate import SIZE_AXES, AblationResult, diff_configs, plot_curves, run_ablation, table
+from zoo.stats import mean_interval, paired_difference
 from zoo.training import TrainSettings, bundled_corpus, load_corpus, validation_batches
 from zoo.training import mean_loss as evaluate
 
@@ -27,10 +32,20 @@ def ablate(out: Path, seed: int = 0, **kwargs: Any) -> AblationResult:
     return run_ablation("transformer-2017", "gpt2-small", **TINY_SCALE, out_dir=out, seed=seed, tokenizer="bytes", **kwargs)
 
 
+def numbers(result: AblationResult) -> list[Any]:
+    """Everything an ablation measured, without paths and timings."""
+    data = result.to_dict()
+    for run in data["runs"]:
+        for seed in run["seeds"]:
+            del seed["checkpoint"], seed["tokens_per_second"]
+    return [data["runs"], data["table"], data["settings"], data["seeds"], data["tuning"]]
+
+
 @pytest.fixture(scope="module")
 def ablation(tmp_path_factory: pytest.TempPathFactory) -> tuple[AblationResult, list[tuple[str, int, int, float | None]]]:
+    """Two seeds of transformer-2017 -> gpt2-small at the tiny scale, trained serially."""
     calls: list[tuple[str, int, int, float | None]] = []
-    result = ablate(tmp_path_factory.mktemp("ablation"), on_progress=lambda *a: calls.append(a))
+    result = ablate(tmp_path_factory.mktemp("ablation"), seeds=2, on_progress=lambda *a: calls.append(a))
     return result, calls
 
 
@@ -77,35 +92,51 @@ def test_runs_are_base_each_swap_then_target(ablation: Any) -> None:
     assert [axis for axis, *_ in diff_configs(base, target)] == SWAPS
 
 
-def test_every_run_learns(ablation: Any) -> None:
+def test_every_run_learns_and_its_statistics_are_its_seeds(ablation: Any) -> None:
     result, _ = ablation
+    base = result.runs[0].losses()
+    assert result.seeds == [0, 1]
     for run in result.runs:
-        assert [p.step for p in run.curve] == [0, 8, 16]
-        assert run.curve[0].val_loss == pytest.approx(math.log(256), abs=0.6)
-        assert run.final_val_loss < run.curve[0].val_loss - 1.0, run.name
+        assert [s.seed for s in run.seeds] == [0, 1]
+        for seed in run.seeds:
+            assert [p.step for p in seed.curve] == [0, 8, 16]
+            assert seed.curve[0].val_loss == pytest.approx(math.log(256), abs=0.6)
+            assert seed.final_val_loss == seed.curve[-1].val_loss < seed.curve[0].val_loss - 1.0, run.name
+            assert seed.tokens_per_second > 0
+        losses = run.losses()
+        assert run.loss == mean_interval(losses) and run.final_val_loss == pytest.approx(sum(losses) / 2)
+        assert run.delta_vs_base == paired_difference(base, losses)
+        assert run.delta_vs_previous is None  # single swaps: no path
         assert run.perplexity == pytest.approx(math.exp(run.final_val_loss))
-        assert run.delta_vs_base == pytest.approx(run.final_val_loss - result.runs[0].final_val_loss)
-        assert run.tokens_per_second > 0
-    assert result.run("head_output").delta_vs_base == pytest.approx(0.0, abs=1e-3)  # a no-op for the loss
+        assert run.lr == TINY_SCALE["lr"] and run.tune == []
+    assert result.runs[0].seeds[0].curve != result.runs[0].seeds[1].curve  # a seed is its own init and data
+    assert result.run("head_output").delta_vs_base.mean == pytest.approx(0.0, abs=1e-4)  # a no-op for the loss
+    assert not result.run("head_output").significant and not result.runs[0].significant
 
 
 def test_results_json_is_complete(ablation: Any) -> None:
     result, _ = ablation
     data = json.loads(result.results_path.read_text())
-    assert (data["base"], data["target"]) == ("transformer-2017", "gpt2-small")
+    assert (data["base"], data["target"], data["mode"]) == ("transformer-2017", "gpt2-small", "swaps")
     assert data["data"]["tokenizer"] == "bytes" and data["data"]["vocab_size"] == 256
-    assert data["settings"]["steps"] == 16 and data["settings"]["seed"] == 0
+    assert data["settings"]["steps"] == 16 and data["settings"]["seed"] == 0 and data["seeds"] == [0, 1]
+    assert data["zoo_version"] == zoo.__version__ and data["command"].startswith("zoo ablate --from transformer-2017")
     assert [d["axis"] for d in data["differences"] if d["swapped"]] == SWAPS
     assert all(d["axis"] in SIZE_AXES for d in data["differences"] if not d["swapped"])
+    assert data["table"] == [r.name for r in result.rows()]
     assert len(data["runs"]) == len(result.runs)
     for saved, run in zip(data["runs"], result.runs):
-        assert set(saved) == {
-            "name", "axis", "config", "final_val_loss", "perplexity", "parameters",
-            "tokens_per_second", "delta_vs_base", "curve", "checkpoint",
-        }
-        assert saved["curve"] == [{"step": p.step, "train_loss": p.train_loss, "val_loss": p.val_loss} for p in run.curve]
+        assert saved["final_val_loss"] == run.loss.to_dict() and saved["delta_vs_base"] == run.delta_vs_base.to_dict()
+        assert saved["final_val_loss"]["half_width"] > 0 and saved["final_val_loss"]["n"] == 2
+        assert saved["parameters"] == run.parameters and saved["train_flops"] == run.train_flops > 0
+        assert [s["final_val_loss"] for s in saved["seeds"]] == run.losses()
+        for seed_saved, seed in zip(saved["seeds"], run.seeds):
+            assert seed_saved["curve"] == [{"step": p.step, "train_loss": p.train_loss, "val_loss": p.val_loss} for p in seed.curve]
+            assert Path(seed_saved["checkpoint"]).is_file()
+        assert [p["mean"] for p in saved["mean_curve"]] == pytest.approx(
+            [(a.val_loss + b.val_loss) / 2 for a, b in zip(run.seeds[0].curve, run.seeds[1].curve)]
+        )
         assert zoo.ModelConfig.model_validate(saved["config"]) == run.config
-        assert Path(saved["checkpoint"]).is_file()
 
 
 def test_checkpoints_load_as_the_trained_models(ablation: Any) -> None:
@@ -114,45 +145,41 @@ def test_checkpoints_load_as_the_trained_models(ablation: Any) -> None:
     settings = TrainSettings(batch_size=TINY_SCALE["batch"], seq_len=TINY_SCALE["seq_len"])
     batches = validation_batches(corpus.val, settings)
     for run in (result.runs[0], result.run("placement"), result.runs[-1]):
-        model = zoo.load(run.checkpoint)
-        assert model.config == run.config and model.num_parameters() == run.parameters
-        assert evaluate(model, batches) == pytest.approx(run.final_val_loss, abs=1e-5)
-        info = zoo.checkpoint.inspect(run.checkpoint)
-        assert info.metadata["ablation"]["run"] == run.name
+        for seed in run.seeds:
+            model = zoo.load(seed.checkpoint)
+            assert model.config == run.config and model.num_parameters() == run.parameters
+            assert evaluate(model, batches) == pytest.approx(seed.final_val_loss, abs=1e-5)
+            about = zoo.checkpoint.inspect(seed.checkpoint).metadata["ablation"]
+            assert (about["run"], about["axis"], about["seed"], about["lr"]) == (
+                f"{run.name} seed {seed.seed}", run.axis, seed.seed, run.lr
+            )
+    assert result.runs[0].checkpoint.name == "00-base-transformer-2017.safetensors"
+    assert result.runs[0].seeds[1].checkpoint.name == "00-base-transformer-2017-seed1.safetensors"
 
 
 def test_same_seed_gives_identical_curves(ablation: Any, tmp_path: Path) -> None:
     result, _ = ablation
-    again = ablate(tmp_path / "again")
-    assert [r.curve for r in again.runs] == [r.curve for r in result.runs]  # bit for bit
+    again = ablate(tmp_path / "again", seeds=1, seed=1)  # the second seed alone
+    assert [r.seeds[0].curve for r in again.runs] == [r.seeds[1].curve for r in result.runs]  # bit for bit
 
 
 def test_another_seed_changes_the_curves(tmp_path: Path) -> None:
-    a = run_ablation("gpt2-small", "gpt2-small", **TINY_SCALE, out_dir=tmp_path / "a", seed=0, tokenizer="bytes")
-    b = run_ablation("gpt2-small", "gpt2-small", **TINY_SCALE, out_dir=tmp_path / "b", seed=1, tokenizer="bytes")
+    a = run_ablation("gpt2-small", "gpt2-small", **TINY_SCALE, out_dir=tmp_path / "a", seeds=1, tokenizer="bytes")
+    b = run_ablation("gpt2-small", "gpt2-small", **TINY_SCALE, out_dir=tmp_path / "b", seeds=1, seed=1, tokenizer="bytes")
     assert [r.axis for r in a.runs] == ["base", "target"]  # nothing to swap
-    assert a.runs[0].curve == a.runs[1].curve  # the same design, the same seed
-    assert a.runs[0].curve != b.runs[0].curve
+    assert a.runs[0].seeds[0].curve == a.runs[1].seeds[0].curve  # the same design, the same seed
+    assert a.runs[0].seeds[0].curve != b.runs[0].seeds[0].curve
+    assert a.runs[0].loss.half_width is None and not a.runs[1].significant  # one seed: no interval
+    assert any("one seed: no confidence intervals" in note for note in a.notes)
 
 
 def test_progress_reports_start_every_step_and_final_loss(ablation: Any) -> None:
     result, calls = ablation
-    first = [c for c in calls if c[0] == "transformer-2017"]
-    assert first[0] == ("transformer-2017", 0, 16, None)
+    first = [c for c in calls if c[0] == "transformer-2017 seed 0"]
+    assert first[0] == ("transformer-2017 seed 0", 0, 16, None)
     assert [c[1] for c in first[1:-1]] == list(range(1, 17))
-    assert first[-1] == ("transformer-2017", 16, 16, result.runs[0].final_val_loss)
-    assert [c[0] for c in calls if c[1] == 0] == [r.name for r in result.runs]
-
-
-def test_plot_is_written_or_explained(ablation: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    result, _ = ablation
-    pytest.importorskip("matplotlib")
-    assert result.plot_path is not None and result.plot_path.read_bytes()[:4] == b"\x89PNG"
-    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # as if not installed
-    notes: list[str] = []
-    assert plot_curves(result.runs, tmp_path / "x.png", title="t", notes=notes) is None
-    assert not (tmp_path / "x.png").exists()
-    assert notes == ["no plot: matplotlib is not installed; `pip install 'zoo-lm[plot]'` adds it"]
+    assert first[-1] == ("transformer-2017 seed 0", 16, 16, result.runs[0].seeds[0].final_val_loss)
+    assert [c[0] for c in calls if c[1] == 0] == [f"{r.name} seed {s}" for r in result.runs for s in (0, 1)]
 
 
 def test_encoder_decoder_presets_are_refused(tmp_path: Path) -> None:
@@ -169,7 +196,8 @@ def test_a_data_file_is_used(tmp_path: Path) -> None:
     text = tmp_path / "abc.txt"
     text.write_text("abcabcabcabd" * 400, encoding="utf-8")
     result = run_ablation(
-        "gpt2-small", "gpt2-small", **{**TINY_SCALE, "steps": 40, "eval_every": 40}, data=text, out_dir=tmp_path / "o", tokenizer="bytes"
+        "gpt2-small", "gpt2-small", **{**TINY_SCALE, "steps": 40, "eval_every": 40}, data=text, out_dir=tmp_path / "o",
+        tokenizer="bytes", seeds=1,
     )
     assert result.data["source"] == str(text) and result.data["train_tokens"] == 4320
     assert result.runs[0].final_val_loss < math.log(4)  # it learned this text: 4 symbols, mostly predictable
@@ -181,3 +209,155 @@ def test_an_unusable_output_folder_is_refused(tmp_path: Path) -> None:
     blocker.write_text("not a folder")
     with pytest.raises(zoo.InputError, match="cannot create the output folder"):
         ablate(blocker / "out")
+
+
+# -- parallel, resumable -------------------------------------------------------------
+
+
+def test_two_workers_give_the_same_numbers(ablation: Any, tmp_path: Path) -> None:
+    result, _ = ablation
+    calls: list[tuple[str, int, int, float | None]] = []
+    parallel = ablate(tmp_path, seeds=2, workers=2, on_progress=lambda *a: calls.append(a))
+    assert numbers(parallel) == numbers(result)  # bit for bit, in other processes
+    finals = {c[0]: c[3] for c in calls if c[1] == c[2]}  # the last call of a run: its validation loss
+    assert finals == {f"{r.name} seed {s.seed}": s.final_val_loss for r in result.runs for s in r.seeds}
+    assert parallel.reused == [] and len(parallel.trained) == 18
+
+
+def test_a_restarted_ablation_trains_only_unfinished_runs(ablation: Any, tmp_path: Path) -> None:
+    result, _ = ablation
+    out = tmp_path / "resumed"
+    shutil.copytree(result.results_path.parent, out)
+    # As if interrupted: the target never ran, placement's seed 1 died before its record,
+    # and ablation.json and the report were never written.
+    for path in [*out.glob("08-target-*"), out / "03-swap-placement-pre-seed1.json", out / "ablation.json", out / "report.md"]:
+        path.unlink()
+    calls: list[tuple[str, int, int, float | None]] = []
+    resumed = ablate(out, seeds=2, on_progress=lambda *a: calls.append(a))
+    assert resumed.trained == ["03-swap-placement-pre-seed1", "08-target-gpt2-small", "08-target-gpt2-small-seed1"]
+    assert len(resumed.reused) == 15 and not set(resumed.reused) & set(resumed.trained)
+    assert sorted({c[0] for c in calls}) == ["gpt2-small seed 0", "gpt2-small seed 1", "placement=pre seed 1"]
+    assert numbers(resumed) == numbers(result)
+    assert json.loads((out / "ablation.json").read_text())["runs"][3]["seeds"][1]["final_val_loss"] == (
+        result.run("placement").seeds[1].final_val_loss
+    )
+    again = ablate(out, seeds=2)  # finished: nothing left to train
+    assert again.trained == [] and numbers(again) == numbers(result)
+    more = ablate(out, seeds=3)  # a third seed: only its runs train
+    assert more.trained == [f"{stem}-seed2" for stem in again.reused if not stem.endswith("-seed1")]
+    assert [r.losses()[:2] for r in more.runs] == [r.losses() for r in result.runs]
+    with pytest.raises(zoo.InputError, match="records a run with other settings.*pass another --out"):
+        run_ablation("transformer-2017", "gpt2-small", **{**TINY_SCALE, "steps": 8}, out_dir=out, tokenizer="bytes", seeds=1)
+
+
+# -- learning rates, paths, order ----------------------------------------------------
+
+
+def test_tune_lr_picks_the_best_rate_of_its_grid(tmp_path: Path) -> None:
+    """1e-5 barely moves from the uniform loss, 1e3 blows up: 1e-2 must win for every variant."""
+    grid = [1e-5, 1e-2, 1e3]
+    result = run_ablation(
+        "transformer-2017", "gpt2-small", **{**TINY_SCALE, "steps": 24}, out_dir=tmp_path, tokenizer="bytes",
+        seeds=2, tune_lr=True, lr_grid=grid, tune_fraction=0.5, path=["placement", "position"],
+    )
+    assert result.tuning == {"grid": grid, "steps": 12, "fraction": 0.5, "seed": 1000}
+    for run in result.runs:
+        assert [t.lr for t in run.tune] == grid
+        slow, good, absurd = (t.final_val_loss for t in run.tune)
+        assert good is not None and slow is not None and good < slow
+        assert absurd is None or absurd > good  # diverged, or far worse
+        assert run.lr == 1e-2
+        assert all(zoo.checkpoint.inspect(s.checkpoint).metadata["ablation"]["lr"] == 1e-2 for s in run.seeds)
+    assert len(list((tmp_path / "tune").glob("*.json"))) == 3 * len(result.runs)
+    report = result.report_path.read_text()  # type: ignore[union-attr]
+    assert "| run | 1e-05 | 0.01 | 1000 | chosen |" in report and "seed 1000 (not one of the compared seeds)" in report
+
+
+def test_cumulative_path(tmp_path: Path) -> None:
+    result = ablate(tmp_path, seeds=2, path=["placement", "position"])
+    axes = [r.axis for r in result.runs]
+    assert axes[:3] == ["base", "placement", "position"]
+    # the rest in the default order; the last swap makes the target, so the target row stands for it
+    assert axes[3:] == [a for a in SWAPS if a not in ("placement", "position", "norm_eps")] + ["target"]
+    assert result.runs[1].name == "+placement=pre" and result.mode == "path"
+    for before, after in zip(result.runs, result.runs[1:-1]):  # each row adds exactly one swap
+        assert [axis for axis, *_ in diff_configs(before.config, after.config)] == [after.axis]
+    assert [axis for axis, *_ in diff_configs(result.runs[-2].config, result.runs[-1].config)] == ["norm_eps"]
+    for before, after in zip(result.runs, result.runs[1:]):
+        assert after.delta_vs_previous == paired_difference(before.losses(), after.losses())
+    assert result.rows() == result.runs  # a path keeps its order
+    assert result.runs[1].checkpoint.name == "01-path-placement-pre.safetensors"
+    with pytest.raises(zoo.InputError, match="'mlp'.*placement"):
+        ablate(tmp_path / "x", path=["mlp"])
+
+
+def test_rows_by_effect_or_in_plan_order(ablation: Any) -> None:
+    result, _ = ablation
+    rows = result.rows()
+    assert rows[0] is result.runs[0] and rows[-1] is result.runs[-1]
+    effects = [abs(r.delta_vs_base.mean) for r in rows[1:-1]]
+    assert effects == sorted(effects, reverse=True)
+    assert result.rows("plan") == result.runs
+    with pytest.raises(zoo.InputError, match="unknown row order"):
+        result.rows("size")
+
+
+def test_bad_settings_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(zoo.ConfigError, match="seeds=0 must be an integer >= 1 \\(--seeds\\)"):
+        ablate(tmp_path, seeds=0)
+    with pytest.raises(zoo.ConfigError, match="workers=0"):
+        ablate(tmp_path, workers=0)
+    with pytest.raises(zoo.ConfigError, match="--lr-grid"):
+        ablate(tmp_path, tune_lr=True, lr_grid=[0.01, -1.0])
+
+
+# -- the report ----------------------------------------------------------------------
+
+
+def test_report_states_the_numbers(ablation: Any) -> None:
+    result, _ = ablation
+    report = result.report_path.read_text(encoding="utf-8")  # type: ignore[union-attr]
+    header, rows = table(result)
+    assert "| " + " | ".join(header) + " |" in report
+    for row in rows:
+        assert "| " + " | ".join(row) + " |" in report
+    for run in result.runs:
+        assert run.loss.format() in report
+    for text in (result.command, f"zoo {zoo.__version__}", "bundled Shakespeare", "Tokenizer: bytes, vocabulary 256",
+                 "16 steps × 8 sequences × 16 tokens = 2,048 tokens", "One rate for every run: 0.01",
+                 "![validation curves](ablation.png)", "![paired differences](deltas.png)"):
+        assert text in report, text
+    significant = ", ".join(f"`{r.name}`" for r in result.rows() if r.significant) or "none"
+    assert f"Significant at 95%: {significant}." in report
+
+
+def test_plots_are_written_or_explained(ablation: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result, _ = ablation
+    pytest.importorskip("matplotlib")
+    for path in (result.plot_path, result.delta_plot_path):
+        assert path is not None and path.read_bytes()[:4] == b"\x89PNG"
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # as if not installed
+    notes: list[str] = []
+    assert plot_curves(result.runs, tmp_path / "x.png", title="t", notes=notes) is None
+    assert not (tmp_path / "x.png").exists()
+    assert notes == ["no plot: matplotlib is not installed; `pip install 'zoo-lm[plot]'` adds it"]
+
+
+def test_torchrun_spreads_runs_over_ranks(ablation: Any, tmp_path: Path) -> None:
+    """Two ranks under torchrun (gloo): each trains half the runs, rank 0 reports the same numbers."""
+    result, _ = ablation
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY_SCALE.items()]
+    out = tmp_path / "ranks"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "zoo",
+               "ablate", *flags, "--tokenizer=bytes", "--seeds=2", f"--out={out}", "--json"]
+    launch = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = launch.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(launch.pid, signal.SIGKILL)  # torchrun and both ranks
+        launch.communicate()
+        raise
+    assert launch.returncode == 0, stderr[-3000:]
+    data = json.loads(stdout)  # rank 0 alone prints
+    assert data["runs"] == json.loads((out / "ablation.json").read_text())["runs"]
+    assert [[s["final_val_loss"] for s in r["seeds"]] for r in data["runs"]] == [r.losses() for r in result.runs]

@@ -602,30 +602,40 @@ TINY_ABLATION = ["--d-model", "16", "--layers", "1", "--heads", "2", "--seq-len"
 
 def test_ablate_json_and_checkpoints(cli: Any, tmp_path: Path) -> None:
     out = tmp_path / "ablation"
-    data = cli("ablate", *TINY_ABLATION, "--out", str(out), "--json").json()
+    data = cli("ablate", *TINY_ABLATION, "--seeds", "2", "--out", str(out), "--json").json()
     runs = data["runs"]
     assert runs[0]["name"] == "transformer-2017" and runs[-1]["name"] == "gpt2-small"
     swapped = [d["axis"] for d in data["differences"] if d["swapped"]]
     assert [r["axis"] for r in runs[1:-1]] == [a for a in swapped if a != "architecture"]
-    assert json.loads((out / "ablation.json").read_text())["runs"] == runs
+    saved = json.loads((out / "ablation.json").read_text())
+    assert saved["runs"] == runs and saved["table"] == data["table"]  # --json prints the same numbers
     for run in runs:
-        assert run["delta_vs_base"] == pytest.approx(run["final_val_loss"] - runs[0]["final_val_loss"])
-        model = zoo.load(run["checkpoint"])
-        assert model.config.model_dump(mode="json") == run["config"]
-        assert model.config.d_model == 16
+        losses = [s["final_val_loss"] for s in run["seeds"]]
+        base = [s["final_val_loss"] for s in runs[0]["seeds"]]
+        assert run["final_val_loss"]["mean"] == pytest.approx(sum(losses) / 2)
+        assert run["delta_vs_base"]["mean"] == pytest.approx(sum(b - a for a, b in zip(base, losses)) / 2)
+        for seed in run["seeds"]:
+            model = zoo.load(seed["checkpoint"])
+            assert model.config.model_dump(mode="json") == run["config"]
+            assert model.config.d_model == 16
 
 
 def test_ablate_table(cli: Any, tmp_path: Path) -> None:
     """A preset against a copy of itself: no swaps, just the base and the target."""
-    result = cli("ablate", "--from", "gpt2-small", "--to", "gpt2-small", *TINY_ABLATION, "--out", str(tmp_path))
+    result = cli("ablate", "--from", "gpt2-small", "--to", "gpt2-small", *TINY_ABLATION, "--seeds", "2", "--out", str(tmp_path))
     assert result.code == 0, result.err
     runs = json.loads((tmp_path / "ablation.json").read_text())["runs"]
-    assert len(runs) == 2 and runs[0]["final_val_loss"] == runs[1]["final_val_loss"]  # same seed, same data
+    curves = [[seed["curve"] for seed in run["seeds"]] for run in runs]
+    assert len(runs) == 2 and curves[0] == curves[1]  # same design, seeds and data
     rows = [line.split() for line in result.out.splitlines() if line.strip().startswith("gpt2-small ")]
-    assert [row[1] for row in rows[-2:]] == [f"{run['final_val_loss']:.3f}" for run in runs]
-    assert rows[-1][-1] == "+0.000"
-    for text in ("val loss", "perplexity", "tokens/s", "Δ vs base", f"curves: {tmp_path / 'ablation.json'}"):
+    loss = runs[0]["final_val_loss"]
+    assert [row[1:4] for row in rows[-2:]] == [[f"{loss['mean']:.3f}", "±", f"{loss['half_width']:.3f}"]] * 2
+    assert rows[-1][4:7] == ["+0.000", "±", "0.000"]
+    for text in ("val loss", "Δ vs base", "2 steps, 2 seeds", "val loss: mean ± 95% CI over seeds", "significant at 95%: none",
+                 f"report: {tmp_path / 'report.md'}", f"curves: {tmp_path / 'ablation.json'}"):
         assert text in result.out, text
+    again = cli("ablate", "--from", "gpt2-small", "--to", "gpt2-small", *TINY_ABLATION, "--seeds", "2", "--out", str(tmp_path))
+    assert f"reused 4 finished runs from {tmp_path}; trained 0" in again.out
 
 
 def test_ablate_flags_reach_run_ablation(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -639,18 +649,22 @@ def test_ablate_flags_reach_run_ablation(cli: Any, monkeypatch: pytest.MonkeyPat
     flags = ["--from", "gpt2-small", "--to", "transformer-2017", "--d-model", "40", "--layers", "3", "--heads", "5",
              "--seq-len", "24", "--steps", "7", "--batch", "6", "--lr", "0.01", "--eval-every", "2", "--seed", "4",
              "--tokenizer", "gpt2", "--vocab-limit", "all", "--max-chars", "999", "--threads", "2",
-             "--data", "corpus.txt", "--out", "somewhere"]
+             "--data", "corpus.txt", "--out", "somewhere", "--seeds", "5", "--lr-grid", "1e-3,0.01",
+             "--tune-fraction", "0.5", "--path", "placement,position", "--order", "plan", "--workers", "3",
+             "--device", "cpu"]
     assert_one_error_line(cli("ablate", *flags), "stopped by the test")
     on_progress = seen.pop("on_progress")
     assert callable(on_progress)
     assert seen == dict(
         base="gpt2-small", target="transformer-2017", d_model=40, layers=3, heads=5, seq_len=24, steps=7, batch=6,
         lr=0.01, eval_every=2, seed=4, tokenizer="gpt2", vocab_limit=None, max_chars=999, threads=2,
-        data=Path("corpus.txt"), out_dir=Path("somewhere"),
+        data=Path("corpus.txt"), out_dir=Path("somewhere"), seeds=5, tune_lr=True, lr_grid=[1e-3, 0.01],
+        tune_fraction=0.5, path=["placement", "position"], order="plan", workers=3, device="cpu",
     )
     seen.clear()
-    cli("ablate", "--vocab-limit", "300")
+    cli("ablate", "--vocab-limit", "300", "--tune-lr", "--path")
     assert seen["vocab_limit"] == 300 and "steps" not in seen  # unset flags leave run_ablation's defaults
+    assert seen["tune_lr"] is True and "lr_grid" not in seen and seen["path"] is True
     with pytest.raises(SystemExit):
         main(["ablate", "--vocab-limit", "many"])
 
