@@ -41,7 +41,7 @@ _LAZY = {
     "versions": "zoo.checkpoint",
     "from_hf": "zoo.interop.hf",
     "to_hf": "zoo.interop.hf",
-    "generate_text": "zoo.generate",
+    "generate_text": "zoo.pipelines",
     "tokenizer": "zoo.text",
     "summarize": "zoo.summary",
 }
