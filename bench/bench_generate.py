@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     setup(args.threads)
-    from transformers import GPT2Config, GPT2LMHeadModel, GenerationConfig
+    from transformers import GenerationConfig, GPT2Config, GPT2LMHeadModel
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()

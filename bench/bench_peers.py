@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import tempfile
 from collections.abc import Callable
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -63,6 +62,10 @@ def logits_of(name: str, model: nn.Module) -> Callable[[Tensor], Tensor]:
     if name == "transformers":
         return lambda idx: model(idx).logits
     return lambda idx: model(idx)
+
+
+def on(fn: Callable[[Tensor], Tensor], idx: Tensor) -> Callable[[], Tensor]:
+    return lambda: fn(idx)
 
 
 def train_step(name: str, model: nn.Module, idx: Tensor, targets: Tensor) -> Callable[[], None]:
@@ -111,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     n = args.peak_size
     a, b = torch.randn(n, n), torch.randn(n, n)
     suite, suite_flops = matmul_suite(linear_shapes(ours.config, 256))
-    forward_fns: dict[str, Callable[[], Any]] = {name: (lambda f=logits_of(name, m): f(idx)) for name, m in models.items()}
+    forward_fns: dict[str, Callable[[], object]] = {name: on(logits_of(name, m), idx) for name, m in models.items()}
     forward_fns["peak matmul"] = lambda: a @ b
     forward_fns["model matmuls"] = suite
     for m in models.values():
@@ -154,27 +157,49 @@ def main(argv: list[str] | None = None) -> None:
         {"zoo": decode_engine, "transformers": decode_hf, "zoo model.generate": decode_model},
         repeats=args.decode_repeats,
     )
-    same = torch.equal(outputs["zoo"], outputs["transformers"]) and torch.equal(outputs["zoo"], outputs["zoo model.generate"])
+    same = torch.equal(outputs["zoo"], outputs["transformers"]) and torch.equal(
+        outputs["zoo"], outputs["zoo model.generate"]
+    )
 
     faster_forward = min(("transformers", "x-transformers"), key=forward.__getitem__)
     faster_training = min(("transformers", "x-transformers"), key=training.__getitem__)
     ms = lambda s: f"{s * 1e3:.1f} ms"  # noqa: E731
     rows = [
-        ("parameters", f"{sizes['zoo'] / 1e6:.1f}M", f"transformers {sizes['transformers'] / 1e6:.1f}M, x-transformers {sizes['x-transformers'] / 1e6:.1f}M"),
+        (
+            "parameters",
+            f"{sizes['zoo'] / 1e6:.1f}M",
+            f"transformers {sizes['transformers'] / 1e6:.1f}M, x-transformers {sizes['x-transformers'] / 1e6:.1f}M",
+        ),
         ("forward zoo", ms(forward["zoo"]), "1 x 256, full logits"),
         ("forward transformers", ms(forward["transformers"]), ""),
         ("forward x-transformers", ms(forward["x-transformers"]), ""),
-        ratio_row("forward ratio", forward["zoo"], forward[faster_forward], 1.15, f"{faster_forward} (the faster peer)"),
+        ratio_row(
+            "forward ratio", forward["zoo"], forward[faster_forward], 1.15, f"{faster_forward} (the faster peer)"
+        ),
         ("machine matmul peak", f"{peak:.0f} GFLOP/s", f"one {n} x {n} fp32 matmul"),
         ("model matmul roofline", f"{roofline:.0f} GFLOP/s", "the model's own matmul shapes, back to back"),
-        ("zoo forward achieved", f"{achieved:.0f} GFLOP/s", f"{achieved / peak:.0%} of the machine's peak, {achieved / roofline:.0%} of the roofline"),
+        (
+            "zoo forward achieved",
+            f"{achieved:.0f} GFLOP/s",
+            f"{achieved / peak:.0%} of the machine's peak, {achieved / roofline:.0%} of the roofline",
+        ),
         ("train step zoo", ms(training["zoo"]), "4 x 128, forward + backward + AdamW"),
         ("train step transformers", ms(training["transformers"]), ""),
         ("train step x-transformers", ms(training["x-transformers"]), ""),
-        ratio_row("train step ratio", training["zoo"], training[faster_training], 1.15, f"{faster_training} (the faster peer)"),
-        ("decode zoo engine", f"{decode['zoo']:.2f} s", f"{decode['zoo'] / 128 * 1e3:.1f} ms/token, engine prepared once"),
+        ratio_row(
+            "train step ratio", training["zoo"], training[faster_training], 1.15, f"{faster_training} (the faster peer)"
+        ),
+        (
+            "decode zoo engine",
+            f"{decode['zoo']:.2f} s",
+            f"{decode['zoo'] / 128 * 1e3:.1f} ms/token, engine prepared once",
+        ),
         ("decode zoo model.generate", f"{decode['zoo model.generate']:.2f} s", "preparing an engine per call"),
-        ("decode transformers", f"{decode['transformers']:.2f} s", f"{decode['transformers'] / 128 * 1e3:.1f} ms/token"),
+        (
+            "decode transformers",
+            f"{decode['transformers']:.2f} s",
+            f"{decode['transformers'] / 128 * 1e3:.1f} ms/token",
+        ),
         ratio_row("decode ratio", decode["zoo"], decode["transformers"], 1.5, "transformers generate"),
         ("same tokens", "yes" if same else "NO", "greedy outputs compared token for token"),
     ]

@@ -249,9 +249,16 @@ def test_engine_prepares_again_when_the_weights_change() -> None:
     assert torch.equal(generate(engine, ids, 8), other.generate(ids, 8))
 
 
-def test_engine_refuses_what_is_not_a_decoder() -> None:
-    with pytest.raises(zoo.InputError, match="decoder-only"):
-        Engine(torch.nn.Linear(2, 2))  # type: ignore[arg-type]
+def test_decoding_refuses_what_is_not_a_decoder_only_model() -> None:
+    seq2seq = zoo.build("transformer-2017-base", **TINY)
+    assert isinstance(seq2seq, zoo.EncoderDecoder)
+    for model in (torch.nn.Linear(2, 2), seq2seq):
+        with pytest.raises(zoo.InputError, match="decoder-only"):
+            Engine(model)  # type: ignore[arg-type]
+        with pytest.raises(zoo.InputError, match="decoder-only"):
+            generate(model, torch.tensor([[1, 2]]), 2)  # type: ignore[arg-type]
+    with pytest.raises(zoo.InputError, match="EncoderDecoder, not a decoder-only"):
+        generate_text(seq2seq, "Hello", max_new_tokens=2)
 
 
 # -- sampling against hand-computed distributions ----------------------------------------
@@ -371,6 +378,26 @@ def test_a_kv_cache_larger_than_the_machine_is_refused_before_allocating() -> No
         model.generate(torch.tensor([[1, 2, 3]]), 10**12)
     with pytest.raises(zoo.ConfigError, match="at most 61 new tokens fit"):
         tiny().generate(torch.tensor([[1, 2, 3]]), 10**12)  # learned positions: the table's limit
+
+
+@pytest.mark.parametrize(
+    "error",
+    [torch.OutOfMemoryError("CUDA out of memory"), RuntimeError("DefaultCPUAllocator: can't allocate memory")],
+    ids=["out-of-memory", "cpu-allocator"],
+)
+def test_running_out_of_memory_while_decoding_is_an_input_error(
+    error: RuntimeError, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(*args: Any, **kwargs: Any) -> torch.Tensor:
+        raise error
+
+    monkeypatch.setattr(Engine, "scores", fail)
+    with pytest.raises(zoo.InputError, match=r"out of memory .* max_new_tokens=4 .* GiB") as caught:
+        tiny().generate(torch.tensor([[1, 2, 3]]), 4)
+    assert caught.value.__cause__ is error
+    monkeypatch.setattr(Engine, "scores", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("shape mismatch")))
+    with pytest.raises(RuntimeError, match="shape mismatch"):  # other failures are not disguised
+        tiny().generate(torch.tensor([[1, 2, 3]]), 4)
 
 
 def test_learned_positions_limit_says_how_many_tokens_fit() -> None:

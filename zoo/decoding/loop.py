@@ -76,11 +76,14 @@ def stream(
             if step == max_new_tokens - 1 or decoding.all_finished():
                 return
             scores = decoding.advance(tokens)
-    except torch.OutOfMemoryError as err:
+    except RuntimeError as err:  # torch.OutOfMemoryError, or the CPU allocator's plain one
+        if not isinstance(err, torch.OutOfMemoryError) and "alloc" not in str(err):
+            raise
+        cache = _gib(_cache_bytes(engine, ids.shape[0], ids.shape[1] + max_new_tokens))
         raise InputError(
             f"out of memory while decoding {ids.shape[0]} x {ids.shape[1]} prompt tokens plus "
-            f"max_new_tokens={max_new_tokens} ({_gib(_cache_bytes(engine, ids.shape[0], ids.shape[1] + max_new_tokens))} "
-            f"of KV cache): ask for fewer new tokens or a smaller batch"
+            f"max_new_tokens={max_new_tokens} (a KV cache of up to {cache}): ask for fewer new "
+            f"tokens or a smaller batch"
         ) from err
 
 
@@ -173,7 +176,9 @@ def generate(
     single = isinstance(input_ids, Tensor) and input_ids.dim() == 1
     if single:
         input_ids = input_ids[None]
-        attention_mask = attention_mask[None] if attention_mask is not None and attention_mask.dim() == 1 else attention_mask
+        attention_mask = (
+            attention_mask[None] if attention_mask is not None and attention_mask.dim() == 1 else attention_mask
+        )
     new: list[Tensor] = []
     for step in stream(
         model,
@@ -259,7 +264,12 @@ def _check_inputs(
     when there is no padding. The decode steps feed back the model's own choices, which
     are in the vocabulary by construction, so token ids are checked here only."""
     model = engine.model
-    if not isinstance(input_ids, Tensor) or input_ids.dim() != 2 or input_ids.is_floating_point() or input_ids.is_complex():
+    if (
+        not isinstance(input_ids, Tensor)
+        or input_ids.dim() != 2
+        or input_ids.is_floating_point()
+        or input_ids.is_complex()
+    ):
         shape = tuple(input_ids.shape) if isinstance(input_ids, Tensor) else type(input_ids).__name__
         raise InputError(f"input_ids must be an integer tensor of shape (batch, seq), got {shape}")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:

@@ -36,8 +36,12 @@ class Sampling:
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise InputError(f"{name} must be a number, got {value!r}")
         if not self.temperature > 0:
-            raise InputError(f"temperature must be > 0, got {self.temperature}; use do_sample=False for greedy decoding")
-        if self.top_k is not None and (isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1):
+            raise InputError(
+                f"temperature must be > 0, got {self.temperature}; use do_sample=False for greedy decoding"
+            )
+        if self.top_k is not None and (
+            isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1
+        ):
             raise InputError(f"top_k must be a positive integer or None, got {self.top_k!r}")
         if self.top_p is not None and not 0 < self.top_p <= 1:
             raise InputError(f"top_p must be in (0, 1] or None, got {self.top_p}")
