@@ -499,6 +499,16 @@ def test_generate_text_refuses_wrong_argument_types(model_or_path: Any, prompt: 
         generate_text(model_or_path, prompt)
 
 
+def test_public_names_point_at_the_split_modules() -> None:
+    import zoo.decoding
+    import zoo.pipelines
+
+    assert zoo.generate_text is zoo.pipelines.generate_text
+    assert zoo.decoding.generate.__module__ == "zoo.decoding.loop"
+    assert zoo.decoding.Sampling.__module__ == "zoo.decoding.sampling"
+    assert zoo.decoding.Engine.__module__ == "zoo.decoding.engine"
+
+
 def test_generate_text_refuses_a_tokenizer_larger_than_the_vocabulary() -> None:
     with pytest.raises(zoo.ConfigError, match="50257 tokens.*97"):
         generate_text(tiny(), "Hello", max_new_tokens=2)
