@@ -249,6 +249,15 @@ def test_engine_prepares_again_when_the_weights_change() -> None:
     assert torch.equal(generate(engine, ids, 8), other.generate(ids, 8))
 
 
+def test_a_model_built_in_inference_mode_decodes() -> None:
+    with torch.inference_mode():
+        torch.manual_seed(0)
+        model = zoo.build("gpt2-small", **TINY).eval()
+        inside = model.generate(torch.tensor([[1, 2, 3]]), 6)
+    assert torch.equal(model.generate(torch.tensor([[1, 2, 3]]), 6), inside)
+    assert torch.equal(inside, tiny().generate(torch.tensor([[1, 2, 3]]), 6))
+
+
 def test_decoding_refuses_what_is_not_a_decoder_only_model() -> None:
     seq2seq = zoo.build("transformer-2017-base", **TINY)
     assert isinstance(seq2seq, zoo.EncoderDecoder)

@@ -72,8 +72,9 @@ def _tensors(model: nn.Module) -> list[Tensor]:
 
 
 def _signature(model: nn.Module) -> tuple[tuple[int, int, int], ...]:
-    """Which tensors the model holds, where, and how often they were changed in place."""
-    return tuple((id(t), t.data_ptr(), t._version) for t in _tensors(model))
+    """Which tensors the model holds, where, and how often they were changed in place
+    (inference tensors keep no count: -1; they can change only inside inference mode)."""
+    return tuple((id(t), t.data_ptr(), -1 if t.is_inference() else t._version) for t in _tensors(model))
 
 
 class Engine:
