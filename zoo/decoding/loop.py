@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -27,9 +26,7 @@ from torch import Tensor
 from zoo.decoding.engine import Engine
 from zoo.decoding.sampling import Sampling
 from zoo.errors import ConfigError, InputError
-
-if TYPE_CHECKING:
-    from zoo.model import DecoderLM
+from zoo.model import DecoderLM, check_inputs
 
 __all__ = ["Step", "stream", "generate"]
 
@@ -289,14 +286,7 @@ def _check_inputs(
             f"{prompt_len + max_new_tokens} positions, but position {name!r} holds "
             f"max_seq_len={limit}: {fix}"
         )
-    vocab = engine.config.vocab_size
-    if input_ids.numel():
-        low, high = int(input_ids.min()), int(input_ids.max())
-        if low < 0 or high >= vocab:
-            raise InputError(
-                f"input_ids: token id {low if low < 0 else high} is outside the vocabulary "
-                f"[0, {vocab}); check the tokenizer matches the model"
-            )
+    check_inputs(model, input_ids, name="input_ids")  # token ids in the vocabulary, once
     device = engine.device
     needed, memory = _cache_bytes(engine, input_ids.shape[0], prompt_len + max_new_tokens), _device_memory(device)
     if memory is not None and needed > memory:
