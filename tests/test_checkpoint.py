@@ -27,7 +27,7 @@ from torch import nn
 import zoo
 from conftest import TINY, tiny
 from zoo import CheckpointError
-from zoo.build import dtype_arg
+from zoo.factory import dtype_arg
 from zoo.checkpoint import FORMAT, digest, inspect
 
 @pytest.fixture(autouse=True, scope="module")

@@ -13,7 +13,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-from zoo.build import build
+from zoo.factory import build
 from zoo.config import ModelConfig, get_config
 from zoo.contracts import AttentionContext, Placement, PositionEncoding, residual_output
 from zoo.errors import *  # noqa: F403  ZooError and its subclasses, listed in zoo.errors.__all__
@@ -45,6 +45,8 @@ _LAZY = {
     "generate_text": "zoo.pipelines",
     "tokenizer": "zoo.text",
     "summarize": "zoo.summary",
+    "train": "zoo.training",
+    "evaluate": "zoo.training",
 }
 
 

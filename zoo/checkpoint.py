@@ -46,7 +46,7 @@ from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from zoo import __version__
-from zoo.build import device_arg, dtype_arg, initialize, materialize, model_for
+from zoo.factory import device_arg, dtype_arg, initialize, materialize, model_for
 from zoo.config import ModelConfig, validate_config
 from zoo.errors import CheckpointError, ConfigError, RegistryError, UnknownComponentError, ZooError
 from zoo.registry import KINDS, Registry, default_registry

@@ -30,7 +30,7 @@ from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from zoo.build import model_for
+from zoo.factory import model_for
 from zoo.config import ModelConfig, resolve_config
 from zoo.errors import ConfigError
 from zoo.registry import Component, Registry, default_registry
