@@ -20,6 +20,7 @@ peer; decode >= 1.5x transformers. Medians of interleaved runs (noise hits all a
 from __future__ import annotations
 
 import argparse
+import copy
 import tempfile
 from collections.abc import Callable
 
@@ -130,7 +131,8 @@ def main(argv: list[str] | None = None) -> None:
 
     # Training step, 4 x 128: forward, loss, backward, AdamW.
     batch = torch.randint(0, VOCAB, (4, 129))
-    steps = {name: train_step(name, m, batch[:, :-1], batch[:, 1:]) for name, m in models.items()}
+    # On copies: training changes the weights, and the decodes below compare zoo with transformers.
+    steps = {name: train_step(name, copy.deepcopy(m), batch[:, :-1], batch[:, 1:]) for name, m in models.items()}
     training = interleaved(steps, repeats=max(3, args.repeats // 2))
 
     # Greedy decode: 32 + 128, zoo's engine (prepared once) vs transformers generate.
