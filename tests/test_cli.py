@@ -535,11 +535,11 @@ def gpt2_vocab_checkpoint(tmp_path: Path) -> Path:
 def test_generate_streams_what_generate_text_returns(
     cli: Any, gpt2_vocab_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from zoo import generate
+    from zoo import pipelines
 
     path, prompt = str(gpt2_vocab_checkpoint), "The quick brown fox"
-    expected = generate.generate_text(path, prompt, max_new_tokens=12)
-    real, pieces = generate.generate_text, []
+    expected = pipelines.generate_text(path, prompt, max_new_tokens=12)
+    real, pieces = pipelines.generate_text, []
 
     def spy(*args: Any, on_text: Any, **kwargs: Any) -> str:
         def seen(piece: str) -> None:
@@ -550,7 +550,7 @@ def test_generate_streams_what_generate_text_returns(
 
         return real(*args, on_text=seen, **kwargs)
 
-    monkeypatch.setattr(generate, "generate_text", spy)
+    monkeypatch.setattr(pipelines, "generate_text", spy)
     import io
 
     buffer = io.StringIO()
@@ -561,7 +561,7 @@ def test_generate_streams_what_generate_text_returns(
 
 
 def test_generate_sampling_flags_and_seed(cli: Any, gpt2_vocab_checkpoint: Path) -> None:
-    from zoo.generate import generate_text
+    from zoo.pipelines import generate_text
 
     path = str(gpt2_vocab_checkpoint)
     flags = ["--temperature", "0.9", "--top-k", "50", "--top-p", "0.95", "--repetition-penalty", "1.2", "--seed", "7"]
@@ -578,7 +578,7 @@ def test_generate_sampling_flags_and_seed(cli: Any, gpt2_vocab_checkpoint: Path)
 def test_generate_from_a_hugging_face_folder(cli: Any, tmp_path: Path) -> None:
     pytest.importorskip("tiktoken")
     hf_folder(tmp_path / "hf", vocab_size=50257, n_layer=1, n_embd=16, n_head=2)
-    from zoo.generate import generate_text
+    from zoo.pipelines import generate_text
 
     result = cli("generate", str(tmp_path / "hf"), "--prompt", "Hello", "--max-new-tokens", "6")
     assert result.code == 0, result.err

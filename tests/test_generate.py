@@ -13,7 +13,8 @@ import torch
 
 import zoo
 from tests.conftest import TINY, tiny
-from zoo.generate import Sampling, generate_text, stream
+from zoo.decoding import Engine, Sampling, generate, stream
+from zoo.pipelines import generate_text
 
 transformers = pytest.importorskip("transformers")
 GPT2Config, GPT2LMHeadModel = transformers.GPT2Config, transformers.GPT2LMHeadModel
@@ -166,28 +167,107 @@ def test_generation_runs_in_eval_mode_and_restores_the_mode() -> None:
     assert torch.equal(first, model.eval().generate(ids, 10))
 
 
-def test_decoding_layout_keeps_values_and_training_gets_its_layout_back(tmp_path: Path) -> None:
-    model = tiny()
-    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+def storage(model: torch.nn.Module) -> dict[str, tuple[int, tuple[int, ...], int, bool]]:
+    """Where each parameter lives and how: data pointer, strides, version, mode of its module."""
+    return {name: (p.data_ptr(), p.stride(), p._version, p.requires_grad) for name, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("preset", ["gpt2-small", "gpt2-small-modern"])
+def test_generate_leaves_the_model_untouched(preset: str, tmp_path: Path) -> None:
+    if preset not in zoo.list_models():
+        pytest.fail(f"{preset} is not registered: install examples/zoo-modern")
+    model = tiny(preset).train()
+    before = storage(model)
+    values = {name: p.detach().clone() for name, p in model.named_parameters()}
     ids = torch.tensor([[1, 2, 3]])
-    with torch.inference_mode():  # even inside inference mode, parameters stay trainable tensors
+    with torch.inference_mode():
         out = model.generate(ids, 5)
-    wide = [model.blocks[0].attn.qkv.weight, model.blocks[0].mlp.up.weight, model.head.weight]
-    assert not any(w.is_contiguous() for w in wide)  # eval model: the decoding layout stays
-    assert model.blocks[0].mlp.down.weight.is_contiguous()  # out < in: already the fast side
-    assert model.head.weight is model.tok_emb.weight
-    for name, p in model.named_parameters():
-        assert torch.equal(p, before[name]), name
-    assert torch.equal(model.generate(ids, 5), out)
-    path = zoo.save(model, tmp_path / "after-generate.safetensors")
-    assert torch.equal(zoo.load(path).generate(ids, 5), out)
-    model.train()
+    engine = Engine(model)
+    assert torch.equal(generate(engine, ids, 5), out)
+    assert storage(model) == before  # same storage, strides and versions: nothing rewritten
+    assert model.training and all(m.training for m in model.modules())
     assert all(p.is_contiguous() for p in model.parameters())
-    model(ids).sum().backward()
+    for name, p in model.named_parameters():
+        assert torch.equal(p, values[name]), name
+    assert not any(isinstance(m, zoo.decoding.PreparedLinear) for m in model.modules())
+    assert any(isinstance(m, zoo.decoding.PreparedLinear) for m in engine.model.modules())
+    model(ids).sum().backward()  # still trains as before
     assert model.head.weight.grad is not None
-    model.zero_grad()
-    model.generate(ids, 5)  # a model in training mode is handed back in its own layout
-    assert model.training and all(p.is_contiguous() for p in model.parameters())
+
+
+def test_the_engine_shares_the_weights_and_copies_only_the_decoding_layout() -> None:
+    model = tiny()
+    engine = Engine(model)
+    prepared = engine.model
+    assert prepared is not model and not prepared.training
+    assert prepared.tok_emb.weight is model.tok_emb.weight  # shared, not copied
+    assert prepared.head.weight is model.head.weight is model.tok_emb.weight
+    qkv = prepared.blocks[0].attn.qkv
+    assert qkv.weight is model.blocks[0].attn.qkv.weight
+    # out >= in: a copy contiguous along out, same values; out < in: none needed.
+    assert qkv.by_out is not None and qkv.by_out.stride() == (1, qkv.weight.shape[0])
+    assert torch.equal(qkv.by_out, qkv.weight)
+    assert prepared.blocks[0].mlp.down.by_out is None
+    assert prepared.head.weight_first and not qkv.weight_first
+
+
+def test_engine_matches_the_plain_model_token_for_token() -> None:
+    """The engine's greedy output equals decoding by recomputing the plain model's logits
+    over the whole sequence, one step at a time."""
+    torch.manual_seed(0)
+    model = zoo.build("gpt2-small", n_layers=2, d_model=64, n_heads=4, vocab_size=300, max_seq_len=96)
+    with torch.no_grad():  # weights large enough for varied greedy output
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.normal_(0, 0.3)
+    engine = Engine(model)
+    ids = torch.randint(0, 300, (2, 7), generator=torch.Generator().manual_seed(1))
+    out = generate(engine, ids, 40)
+    seq = ids
+    with torch.no_grad():
+        for _ in range(40):
+            logits = model.eval()(seq)[:, -1]
+            seq = torch.cat([seq, logits.argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(out, seq)
+    assert len(set(out[0, 7:].tolist())) > 5  # not a degenerate repetition
+    assert torch.equal(generate(engine, ids[:1], 40), seq[:1])  # batch 1: the one-row products
+
+
+def test_engine_prepares_again_when_the_weights_change() -> None:
+    model = tiny()
+    engine = Engine(model)
+    ids = torch.tensor([[1, 2, 3]])
+    before = generate(engine, ids, 8)
+    with torch.no_grad():  # an optimizer step changes the weights in place
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    assert torch.equal(generate(engine, ids, 8), model.generate(ids, 8))
+    assert not torch.equal(generate(engine, ids, 8), before)
+    torch.manual_seed(5)
+    other = zoo.build("gpt2-small", **TINY).eval()
+    model.load_state_dict(other.state_dict())  # copied in place, into the shared tensors
+    assert torch.equal(generate(engine, ids, 8), other.generate(ids, 8))
+
+
+def test_a_model_built_in_inference_mode_decodes() -> None:
+    with torch.inference_mode():
+        torch.manual_seed(0)
+        model = zoo.build("gpt2-small", **TINY).eval()
+        inside = model.generate(torch.tensor([[1, 2, 3]]), 6)
+    assert torch.equal(model.generate(torch.tensor([[1, 2, 3]]), 6), inside)
+    assert torch.equal(inside, tiny().generate(torch.tensor([[1, 2, 3]]), 6))
+
+
+def test_decoding_refuses_what_is_not_a_decoder_only_model() -> None:
+    seq2seq = zoo.build("transformer-2017-base", **TINY)
+    assert isinstance(seq2seq, zoo.EncoderDecoder)
+    for model in (torch.nn.Linear(2, 2), seq2seq):
+        with pytest.raises(zoo.InputError, match="decoder-only"):
+            Engine(model)  # type: ignore[arg-type]
+        with pytest.raises(zoo.InputError, match="decoder-only"):
+            generate(model, torch.tensor([[1, 2]]), 2)  # type: ignore[arg-type]
+    with pytest.raises(zoo.InputError, match="EncoderDecoder, not a decoder-only"):
+        generate_text(seq2seq, "Hello", max_new_tokens=2)
 
 
 # -- sampling against hand-computed distributions ----------------------------------------
@@ -301,6 +381,34 @@ def test_on_token_streams_each_step() -> None:
     assert single.shape == (9,) and torch.equal(single, out[0, :9])
 
 
+def test_a_kv_cache_larger_than_the_machine_is_refused_before_allocating() -> None:
+    model = tiny(position="sinusoidal")  # no position limit: only memory bounds the length
+    with pytest.raises(zoo.InputError, match=r"max_new_tokens=1000000000000 .* KV cache of up to [\d,.]+ GiB"):
+        model.generate(torch.tensor([[1, 2, 3]]), 10**12)
+    with pytest.raises(zoo.ConfigError, match="at most 61 new tokens fit"):
+        tiny().generate(torch.tensor([[1, 2, 3]]), 10**12)  # learned positions: the table's limit
+
+
+@pytest.mark.parametrize(
+    "error",
+    [torch.OutOfMemoryError("CUDA out of memory"), RuntimeError("DefaultCPUAllocator: can't allocate memory")],
+    ids=["out-of-memory", "cpu-allocator"],
+)
+def test_running_out_of_memory_while_decoding_is_an_input_error(
+    error: RuntimeError, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(*args: Any, **kwargs: Any) -> torch.Tensor:
+        raise error
+
+    monkeypatch.setattr(Engine, "scores", fail)
+    with pytest.raises(zoo.InputError, match=r"out of memory .* max_new_tokens=4 .* GiB") as caught:
+        tiny().generate(torch.tensor([[1, 2, 3]]), 4)
+    assert caught.value.__cause__ is error
+    monkeypatch.setattr(Engine, "scores", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("shape mismatch")))
+    with pytest.raises(RuntimeError, match="shape mismatch"):  # other failures are not disguised
+        tiny().generate(torch.tensor([[1, 2, 3]]), 4)
+
+
 def test_learned_positions_limit_says_how_many_tokens_fit() -> None:
     model = tiny()  # max_seq_len 64
     ids = torch.ones(1, 50, dtype=torch.long)
@@ -331,6 +439,9 @@ def test_learned_positions_limit_says_how_many_tokens_fit() -> None:
         (dict(input_ids=torch.zeros(1, 0, dtype=torch.long)), "empty"),
         (dict(input_ids=torch.zeros(1, 3)), "integer tensor"),
         (dict(input_ids=torch.tensor([[1, 500, 2]])), "outside the vocabulary"),
+        (dict(input_ids=torch.tensor([[1, -2, 2]])), "token id -2 is outside the vocabulary"),
+        (dict(generator=42), "generator must be a torch.Generator"),
+        (dict(generator="seed"), "generator must be a torch.Generator"),
     ],
 )
 def test_bad_arguments_are_input_errors(kwargs: dict[str, Any], words: str) -> None:
@@ -395,6 +506,16 @@ def test_eos_token_id_may_be_a_tensor() -> None:
 def test_generate_text_refuses_wrong_argument_types(model_or_path: Any, prompt: Any, words: str) -> None:
     with pytest.raises(zoo.InputError, match=words):
         generate_text(model_or_path, prompt)
+
+
+def test_public_names_point_at_the_split_modules() -> None:
+    import zoo.decoding
+    import zoo.pipelines
+
+    assert zoo.generate_text is zoo.pipelines.generate_text
+    assert zoo.decoding.generate.__module__ == "zoo.decoding.loop"
+    assert zoo.decoding.Sampling.__module__ == "zoo.decoding.sampling"
+    assert zoo.decoding.Engine.__module__ == "zoo.decoding.engine"
 
 
 def test_generate_text_refuses_a_tokenizer_larger_than_the_vocabulary() -> None:

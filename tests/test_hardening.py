@@ -39,7 +39,7 @@ from zoo import CheckpointError, ConfigError, InputError
 from zoo.checkpoint import digest, inspect
 from zoo.cli import PipeConsole, Ui, cmd_list, main
 from zoo.errors import DISTRIBUTION, printable, quoted
-from zoo.generate import generate
+from zoo.decoding import generate
 
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = [sys.executable, "-m", "zoo"]

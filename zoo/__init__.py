@@ -42,10 +42,13 @@ def components(kind: str | None = None, *, registry: Registry | None = None) -> 
 
 if TYPE_CHECKING:  # the lazily loaded names below, as type checkers and IDEs see them
     from zoo.checkpoint import load, save, versions  # noqa: F401
-    from zoo.generate import generate_text  # noqa: F401
+    from zoo.interop.converter import Converter, Rule  # noqa: F401
     from zoo.interop.hf import from_hf, to_hf  # noqa: F401
+    from zoo.interop.nanogpt import from_nanogpt  # noqa: F401
+    from zoo.pipelines import generate_text  # noqa: F401
     from zoo.summary import summarize  # noqa: F401
     from zoo.text import tokenizer  # noqa: F401
+    from zoo.training import evaluate, train  # noqa: F401
 
 # Heavier parts load on first use, so `import zoo` stays quick.
 _LAZY = {
@@ -57,7 +60,7 @@ _LAZY = {
     "from_nanogpt": "zoo.interop.nanogpt",
     "Converter": "zoo.interop.converter",
     "Rule": "zoo.interop.converter",
-    "generate_text": "zoo.generate",
+    "generate_text": "zoo.pipelines",
     "tokenizer": "zoo.text",
     "summarize": "zoo.summary",
     "train": "zoo.training",

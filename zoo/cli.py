@@ -627,7 +627,7 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
-    from zoo.generate import generate_text
+    from zoo.pipelines import generate_text
 
     options = {
         key: getattr(args, key)

@@ -121,13 +121,7 @@ class TokenModel(nn.Module):
     def output(self, x: Tensor) -> Tensor:
         """Logits (B, S, V) of the last hidden states, or log-probabilities if configured."""
         x = self.final_norm(x)
-        if x.device.type == "cpu" and x.shape[:-1].numel() > 1:
-            # The same product as self.head(x), ordered (V, d) @ (d, B*S): CPU BLAS runs the
-            # vocabulary matmul this way round ~1.4x faster. The result is a transposed view.
-            batch, seq, _ = x.shape
-            logits = (self.head.weight @ x.reshape(batch * seq, -1).t()).t().view(batch, seq, -1)  # (B, S, V)
-        else:
-            logits = self.head(x)  # (B, S, V)
+        logits = self.head(x)  # (B, S, V)
         if self.config.head_output == "log_softmax":
             return F.log_softmax(logits, dim=-1)
         return logits
@@ -328,40 +322,11 @@ class DecoderLM(TokenModel):
                 attn.recorded = None
         return weights
 
-    def use_decoding_layout(self) -> None:
-        """Store linear weights with out >= in contiguous along ``out``: same values and
-        shapes, faster CPU decoding. ``train()`` stores them back.
-
-        Decoding multiplies each weight by one vector. CPU BLAS streams a weight fastest
-        along its longer side, and ``nn.Linear`` keeps (out, in) contiguous along ``in``,
-        which for the qkv and up projections and the vocabulary head reads about half as
-        fast (square ones gain a little). Only float32 weights on the CPU, where this was
-        measured, are changed.
-        """
-        with torch.inference_mode(False), torch.no_grad():  # parameters stay normal tensors
-            for weight in self._linear_weights():
-                out_side = weight.shape[0] >= weight.shape[1]  # out is the longer side
-                if out_side and weight.device.type == "cpu" and weight.dtype == torch.float32 and weight.is_contiguous():
-                    weight.data = weight.data.t().contiguous().t()  # (out, in), contiguous along out
-
-    def train(self, mode: bool = True) -> DecoderLM:
-        if mode:  # undo use_decoding_layout: training keeps nn.Linear's own layout
-            with torch.inference_mode(False), torch.no_grad():
-                for weight in self._linear_weights():
-                    if not weight.is_contiguous():
-                        weight.data = weight.data.contiguous()
-        return super().train(mode)
-
-    def _linear_weights(self) -> list[nn.Parameter]:
-        """Each linear layer's weight once (a tied head shares the embedding's)."""
-        weights: dict[int, nn.Parameter] = {}
-        for module in self.modules():
-            if isinstance(module, nn.Linear) and isinstance(module.weight, nn.Parameter):
-                weights.setdefault(id(module.weight), module.weight)
-        return list(weights.values())
-
     def generate(self, input_ids: Tensor, max_new_tokens: int, **kwargs: Any) -> Tensor:
-        """KV-cached decoding; see ``zoo.generate.generate`` for the options."""
-        from zoo.generate import generate
+        """KV-cached decoding; see ``zoo.decoding.generate`` for the options.
+
+        A convenience: decoding sits a layer above the model, so it is imported here, on use.
+        """
+        from zoo.decoding import generate
 
         return generate(self, input_ids, max_new_tokens, **kwargs)

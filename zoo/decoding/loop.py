@@ -1,0 +1,298 @@
+"""The decode loop: ``stream`` yields each step, ``generate`` returns the ids.
+
+The prompt runs through the model once, filling a KV cache; after that each new token
+is one position through the model, attending to the cached keys and values. The cache
+lives behind the attention contract (``AttentionContext.cache``), so any attention or
+position component gets cached decoding without code here. The steps run on an
+``Engine`` (the model prepared for decoding); pass one to reuse its preparation.
+
+Prompts of different lengths share a batch by left padding: ``attention_mask`` is 0
+on the padding, positions count real tokens only (as transformers does), and every
+sequence's newest token sits in the last column, so all of them step together.
+
+Inputs are checked here, once per call (token ids in the vocabulary, the positions
+the position encoding holds, the memory the KV cache needs), not in every step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from zoo.decoding.engine import Engine
+from zoo.decoding.sampling import Sampling
+from zoo.errors import ConfigError, InputError
+from zoo.memory import fmt_bytes, require
+from zoo.model import DecoderLM, check_inputs
+
+__all__ = ["Step", "stream", "generate"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One decoding step: the new tokens (B,), the scores they came from (B, V), and
+    which sequences are finished (B,) after it. Finished sequences get the pad token."""
+
+    tokens: Tensor
+    scores: Tensor
+    finished: Tensor
+
+
+def stream(
+    model: DecoderLM | Engine,
+    input_ids: Tensor,
+    max_new_tokens: int,
+    *,
+    sampling: Sampling | None = None,
+    eos_token_id: int | Sequence[int] | None = None,
+    generator: torch.Generator | None = None,
+    attention_mask: Tensor | None = None,
+) -> Iterator[Step]:
+    """Decode step by step, yielding each ``Step``; stops when every sequence is finished.
+
+    A model is prepared into an ``Engine`` for this call (eval mode, no dropout; the
+    model itself is not touched); pass an ``Engine`` to reuse one across calls.
+    """
+    sampling = sampling or Sampling()
+    engine = model if isinstance(model, Engine) else Engine(model)
+    engine.refresh()
+    ids, mask = _check_inputs(engine, input_ids, max_new_tokens, attention_mask)
+    _check_generator(generator, ids.device)
+    eos = _eos_tensor(eos_token_id, ids.device, engine.config.vocab_size)
+    if max_new_tokens == 0:
+        return
+    try:
+        decoding = _Decoding(engine, ids, mask, max_new_tokens, sampling, eos, generator)
+        scores = decoding.prefill()
+        for step in range(max_new_tokens):
+            tokens, finished = decoding.choose(scores)
+            yield Step(tokens, scores, finished)
+            if step == max_new_tokens - 1 or decoding.all_finished():
+                return
+            scores = decoding.advance(tokens)
+    except RuntimeError as err:  # torch.OutOfMemoryError, or the CPU allocator's plain one
+        if not isinstance(err, torch.OutOfMemoryError) and "alloc" not in str(err):
+            raise
+        cache = fmt_bytes(_cache_bytes(engine, ids.shape[0], ids.shape[1] + max_new_tokens))
+        raise InputError(
+            f"out of memory while decoding {ids.shape[0]} x {ids.shape[1]} prompt tokens plus "
+            f"max_new_tokens={max_new_tokens} (a KV cache of up to {cache}): ask for fewer new "
+            f"tokens or a smaller batch"
+        ) from err
+
+
+class _Decoding:
+    """One batch being decoded: its cache, mask, positions, seen tokens, finished rows."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        ids: Tensor,
+        mask: Tensor | None,
+        max_new_tokens: int,
+        sampling: Sampling,
+        eos: Tensor | None,
+        generator: torch.Generator | None,
+    ) -> None:
+        self.engine, self.ids, self.sampling, self.eos, self.generator = engine, ids, sampling, eos, generator
+        batch, self.prompt_len = ids.shape
+        self.pad = int(eos[0]) if eos is not None else 0
+        self.finished = torch.zeros(batch, dtype=torch.bool, device=ids.device)
+        self.cache = engine.new_cache(self.prompt_len + max_new_tokens)
+        self.mask: Tensor | None = None
+        self.full_mask: Tensor | None = None
+        self.positions: Tensor | None = None
+        if mask is not None:  # left padding: positions count real tokens only
+            self.mask = mask
+            self.full_mask = torch.ones(batch, self.prompt_len + max_new_tokens, dtype=torch.bool, device=ids.device)
+            self.full_mask[:, : self.prompt_len] = mask
+            self.positions = (mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, S)
+        self.seen = None
+        if sampling.repetition_penalty != 1.0:  # the tokens each row holds, padding excluded
+            real = mask.float() if mask is not None else torch.ones_like(ids, dtype=torch.float)
+            counts = torch.zeros(batch, engine.config.vocab_size, device=ids.device)
+            self.seen = counts.scatter_add_(1, ids, real) > 0
+
+    def prefill(self) -> Tensor:
+        """Run the prompt, filling the cache; the scores (B, V) for the first new token."""
+        return self.engine.scores(self.ids, attention_mask=self.mask, positions=self.positions, cache=self.cache)
+
+    @torch.inference_mode()
+    def choose(self, scores: Tensor) -> tuple[Tensor, Tensor]:
+        tokens = self.sampling.choose(scores, self.seen, self.generator)  # (B,)
+        if self.eos is not None:
+            tokens = tokens.masked_fill(self.finished, self.pad)
+            self.finished = self.finished | torch.isin(tokens, self.eos)
+        return tokens, self.finished
+
+    def all_finished(self) -> bool:
+        return self.eos is not None and bool(self.finished.all())
+
+    @torch.inference_mode()
+    def advance(self, tokens: Tensor) -> Tensor:
+        """Feed the new tokens (B,) through the model; the scores (B, V) for the next ones."""
+        if self.seen is not None:
+            self.seen.scatter_(1, tokens[:, None], True)
+        step_mask = None
+        if self.full_mask is not None and self.positions is not None:  # for padded batches
+            self.positions = self.positions[:, -1:] + 1  # (B, 1)
+            step_mask = self.full_mask[:, : self.cache.length + 1]
+        return self.engine.scores(tokens[:, None], attention_mask=step_mask, positions=self.positions, cache=self.cache)
+
+
+def generate(
+    model: DecoderLM | Engine,
+    input_ids: Tensor,
+    max_new_tokens: int,
+    *,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    repetition_penalty: float = 1.0,
+    eos_token_id: int | Sequence[int] | None = None,
+    generator: torch.Generator | None = None,
+    attention_mask: Tensor | None = None,
+    on_token: Callable[[Tensor], object] | None = None,
+) -> Tensor:
+    """Prompt ids (B, S) followed by up to ``max_new_tokens`` new ones: (B, S + T).
+
+    Greedy unless ``do_sample``; then ``temperature``, ``top_k`` and ``top_p`` shape the
+    distribution and ``generator`` makes it reproducible. A sequence stops at
+    ``eos_token_id`` (one id or several) and is padded with the (first) EOS id while the
+    others go on; T is shorter than ``max_new_tokens`` when all stop early. Batch
+    prompts of different lengths by left padding with ``attention_mask`` (B, S), 1 for
+    tokens, 0 for padding. ``on_token(tokens)`` receives each step's new ids (B,) as
+    they come. A 1-D prompt gives a 1-D result. ``model`` may be an ``Engine`` prepared
+    once for many calls.
+    """
+    sampling = Sampling(do_sample, temperature, top_k, top_p, repetition_penalty)
+    single = isinstance(input_ids, Tensor) and input_ids.dim() == 1
+    if single:
+        input_ids = input_ids[None]
+        attention_mask = (
+            attention_mask[None] if attention_mask is not None and attention_mask.dim() == 1 else attention_mask
+        )
+    new: list[Tensor] = []
+    for step in stream(
+        model,
+        input_ids,
+        max_new_tokens,
+        sampling=sampling,
+        eos_token_id=eos_token_id,
+        generator=generator,
+        attention_mask=attention_mask,
+    ):
+        new.append(step.tokens)
+        if on_token is not None:
+            on_token(step.tokens)
+    prompt = input_ids.to(_device(model))  # the prompt as checked: a tensor on the model's device
+    out = torch.cat([prompt, torch.stack(new, dim=1)], dim=1) if new else prompt
+    return out[0] if single else out
+
+
+def _device(model: DecoderLM | Engine) -> torch.device:
+    if isinstance(model, Engine):
+        return model.device
+    param = next(model.parameters(), None)
+    return param.device if param is not None else torch.device("cpu")
+
+
+def _cache_bytes(engine: Engine, batch: int, positions: int) -> int:
+    """An upper bound on the KV cache's bytes: keys and values of width d_model per layer."""
+    config = engine.config
+    itemsize = next(engine.model.parameters()).element_size()
+    return 2 * config.n_layers * batch * positions * config.d_model * itemsize
+
+
+def _check_generator(generator: object, device: torch.device) -> None:
+    if generator is None:
+        return
+    if not isinstance(generator, torch.Generator):
+        raise InputError(
+            f"generator must be a torch.Generator or None, got {type(generator).__name__} {generator!r}; "
+            f"for a seed, pass generator=torch.Generator().manual_seed(seed)"
+        )
+    if generator.device.type != device.type:
+        raise InputError(
+            f"generator is on {generator.device} but the model is on {device}; "
+            f"make it with torch.Generator(device={str(device)!r})"
+        )
+
+
+def _eos_tensor(eos_token_id: int | Sequence[int] | None, device: torch.device, vocab: int | None) -> Tensor | None:
+    if eos_token_id is None:
+        return None
+    given = eos_token_id.tolist() if isinstance(eos_token_id, Tensor) else eos_token_id
+    ids = [given] if isinstance(given, int) else list(given) if isinstance(given, Sequence) else [given]
+    if not ids or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise InputError(f"eos_token_id must be a token id, a sequence of them, or None; got {eos_token_id!r}")
+    if vocab is not None and not all(0 <= i < vocab for i in ids):
+        raise InputError(
+            f"eos_token_id {eos_token_id!r} is outside the model's vocabulary [0, {vocab}); "
+            f"pass the end-of-text id of the tokenizer that matches the model"
+        )
+    return torch.tensor(ids, device=device)
+
+
+def _check_inputs(
+    engine: Engine, input_ids: Tensor, max_new_tokens: int, attention_mask: Tensor | None
+) -> tuple[Tensor, Tensor | None]:
+    """Validated prompt ids (B, S) and mask on the model's device; the mask is None
+    when there is no padding. The decode steps feed back the model's own choices, which
+    are in the vocabulary by construction, so token ids are checked here only."""
+    model = engine.model
+    if (
+        not isinstance(input_ids, Tensor)
+        or input_ids.dim() != 2
+        or input_ids.is_floating_point()
+        or input_ids.is_complex()
+    ):
+        shape = tuple(input_ids.shape) if isinstance(input_ids, Tensor) else type(input_ids).__name__
+        raise InputError(f"input_ids must be an integer tensor of shape (batch, seq), got {shape}")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise InputError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+    prompt_len = input_ids.shape[1]
+    if prompt_len == 0:
+        raise InputError("the prompt is empty; give at least one token (GPT-2 starts from <|endoftext|>, 50256)")
+    limit = getattr(getattr(model, "position", None), "max_positions", None)
+    if limit is not None and prompt_len + max_new_tokens > limit:
+        name = model.config.position.name
+        if prompt_len >= limit:
+            fix = f"the prompt alone has {prompt_len} tokens; keep its last {limit - 1} or fewer"
+        else:
+            fix = f"at most {limit - prompt_len} new tokens fit after this prompt"
+        raise ConfigError(
+            f"a prompt of {prompt_len} tokens plus max_new_tokens={max_new_tokens} needs "
+            f"{prompt_len + max_new_tokens} positions, but position {name!r} holds "
+            f"max_seq_len={limit}: {fix}"
+        )
+    check_inputs(model, input_ids, name="input_ids")  # token ids in the vocabulary, once
+    device = engine.device
+    require(
+        _cache_bytes(engine, input_ids.shape[0], prompt_len + max_new_tokens), device,
+        f"max_new_tokens={max_new_tokens} with a batch of {input_ids.shape[0]} x {prompt_len} prompt tokens (its KV cache)",
+        InputError, fix="ask for fewer new tokens or a smaller batch",
+    )
+    ids = input_ids.to(device=device, dtype=torch.long)
+    if attention_mask is None:
+        return ids, None
+    if not isinstance(attention_mask, Tensor) or attention_mask.shape != input_ids.shape:
+        shape = tuple(attention_mask.shape) if isinstance(attention_mask, Tensor) else type(attention_mask).__name__
+        raise InputError(f"attention_mask must have the shape of input_ids {tuple(input_ids.shape)}, got {shape}")
+    mask = attention_mask.to(device=device)
+    if not bool(((mask == 0) | (mask == 1)).all()):
+        raise InputError("attention_mask must hold 1 for tokens and 0 for padding, nothing else")
+    mask = mask.bool()
+    if not bool(mask[:, -1].all()) or bool((mask[:, 1:] < mask[:, :-1]).any()):
+        raise InputError(
+            "attention_mask must pad on the left (zeros, then ones up to the last column) so "
+            "every sequence's newest token is in the last column; with transformers, set "
+            "tokenizer.padding_side = 'left'"
+        )
+    if bool(mask.all()):
+        return ids, None  # no padding: the plain causal fast path
+    return ids, mask
