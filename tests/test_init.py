@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import zoo
-from conftest import TINY
+from helpers import TINY
 
 INITS = [c.name for c in zoo.components("init")]
 
