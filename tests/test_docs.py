@@ -372,3 +372,11 @@ def test_every_doc_has_examples_and_only_known_fences() -> None:
         unknown = {b.lang for b in blocks} - {"python", "console", "text", "toml", "bash", ""}
         assert not unknown, f"{path.name}: fences {unknown} are neither run nor declared not-run"
     assert sum(b.lang in RUN for path in doc_files() for b in parse_blocks(path)) >= 20
+
+
+def test_readme_stays_short_and_opens_with_the_two_commands() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250, "README.md is the front page: move reference material to docs/"
+    first = parse_blocks(ROOT / "README.md")[0]
+    commands = [line.split("#")[0].strip() for line in first.text.splitlines() if line.strip().startswith("make")]
+    assert commands == ["make demo", "make test"]
