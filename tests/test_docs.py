@@ -380,3 +380,21 @@ def test_readme_stays_short_and_opens_with_the_two_commands() -> None:
     first = parse_blocks(ROOT / "README.md")[0]
     commands = [line.split("#")[0].strip() for line in first.text.splitlines() if line.strip().startswith("make")]
     assert commands == ["make demo", "make test"]
+
+
+def test_relative_links_resolve() -> None:
+    broken = []
+    for path in doc_files():
+        text = path.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+            if "://" not in target and not (path.parent / target).exists():
+                broken.append(f"{path.relative_to(ROOT)} -> {target}")
+    assert not broken, "links to files that do not exist:\n" + "\n".join(broken)
+
+
+def test_the_layout_in_design_md_names_every_module_of_zoo() -> None:
+    layout = next(b.text for b in parse_blocks(ROOT / "docs" / "design.md") if b.text.startswith("pyproject.toml"))
+    entries = [p for p in (ROOT / "zoo").iterdir() if p.name != "__main__.py" and not p.name.startswith((".", "_"))]
+    tokens = [p.name if p.suffix == ".py" else f"{p.name}/" for p in entries if p.suffix == ".py" or p.is_dir()]
+    missing = sorted(t for t in tokens if not re.search(rf"(^|\s){re.escape(t)}", layout, re.MULTILINE))
+    assert not missing, f"docs/design.md's layout does not name {missing}: add them"
