@@ -398,3 +398,23 @@ def test_the_layout_in_design_md_names_every_module_of_zoo() -> None:
     tokens = [p.name if p.suffix == ".py" else f"{p.name}/" for p in entries if p.suffix == ".py" or p.is_dir()]
     missing = sorted(t for t in tokens if not re.search(rf"(^|\s){re.escape(t)}", layout, re.MULTILINE))
     assert not missing, f"docs/design.md's layout does not name {missing}: add them"
+
+
+def test_install_commands_name_the_distributions_in_pyproject() -> None:
+    import tomllib
+
+    names = {tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]}
+    names |= {tomllib.loads(p.read_text())["project"]["name"] for p in (ROOT / "examples").glob("*/pyproject.toml")}
+    installs = [
+        line
+        for path in doc_files()
+        for block in parse_blocks(path)
+        if block.lang in ("bash", "console")
+        for line in block.text.splitlines()
+        if re.match(r"^\$?\s*pip install ", line)
+    ]
+    assert installs
+    for line in installs:  # e.g. pip install 'zoo[text]'
+        for arg in shlex.split(line.lstrip("$ "), comments=True)[2:]:
+            if not arg.startswith(("-", ".", "/")) and "/" not in arg:  # a name, not a path
+                assert re.split(r"[\[<>=!~ ]", arg)[0] in names, f"{line!r}: {arg} is not one of {sorted(names)}"
