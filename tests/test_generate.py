@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import zoo
-from tests.conftest import TINY, tiny
+from helpers import TINY, tiny
 from zoo.generate import Sampling, generate_text, stream
 
 transformers = pytest.importorskip("transformers")
