@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import difflib
 import io
 import os
 import re
@@ -197,9 +198,11 @@ def check_console(block: Block, cwd: Path) -> None:
         if code != 0 and not shows_error(expected):
             pytest.fail(f"{where}\nexited {code}, and the transcript shows no error:\n{output}", pytrace=False)
         if not matches(expected, actual):
+            diff = difflib.unified_diff(expected, actual, "transcript", "output", lineterm="", n=2)
             pytest.fail(
-                f"{where}\noutput differs from the transcript.\n--- expected\n"
-                + "\n".join(expected) + "\n--- actual\n" + "\n".join(actual),
+                f"{where}\noutput differs from the transcript (whitespace collapsed; `...` lines are "
+                f"wildcards, so they show as removed):\n" + "\n".join(diff) + "\n--- the whole output\n"
+                + "\n".join(actual),
                 pytrace=False,
             )  # fmt: skip
 
