@@ -9,22 +9,22 @@ from torch import nn
 from zoo.hookspecs import hookimpl
 
 
-def relu(builder: Any, options: Any) -> nn.Module:
+def relu() -> nn.Module:
     """ReLU, max(0, x): the 2017 Transformer's choice."""
     return nn.ReLU()
 
 
-def gelu(builder: Any, options: Any) -> nn.Module:
+def gelu() -> nn.Module:
     """GELU with the exact erf, x * Phi(x)."""
     return nn.GELU()
 
 
-def gelu_tanh(builder: Any, options: Any) -> nn.Module:
+def gelu_tanh() -> nn.Module:
     """GELU with the tanh approximation: what GPT-2's weights were trained with."""
     return nn.GELU(approximate="tanh")
 
 
-def silu(builder: Any, options: Any) -> nn.Module:
+def silu() -> nn.Module:
     """SiLU (swish), x * sigmoid(x): the gate of SwiGLU."""
     return nn.SiLU()
 

@@ -33,8 +33,9 @@ def init_all(model: nn.Module, draw: Callable[[nn.Module, Tensor], None], scheme
         if isinstance(module, (nn.Linear, nn.Embedding)):
             if id(module.weight) not in done:
                 draw(module, module.weight)
-            if getattr(module, "bias", None) is not None:
-                nn.init.zeros_(module.bias)
+            bias = getattr(module, "bias", None)
+            if bias is not None:
+                nn.init.zeros_(bias)
         elif hasattr(module, "reset_parameters"):
             module.reset_parameters()
         else:
@@ -46,27 +47,30 @@ def init_all(model: nn.Module, draw: Callable[[nn.Module, Tensor], None], scheme
 
 
 class Gpt2InitOptions(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
     std: float = Field(0.02, gt=0.0, description="std of weight draws")
     scale_residual: bool = Field(True, description="divide residual outputs' std by sqrt(2 * n_layers)")
 
 
-def gpt2(builder: Any, options: Gpt2InitOptions) -> Callable[[nn.Module], None]:
+def gpt2(n_layers: int, std: float = 0.02, scale_residual: bool = True) -> Callable[[nn.Module], None]:
     """N(0, 0.02) weights, zero biases, norms 1/0, residual outputs N(0, 0.02/sqrt(2L))."""
-    residual_std = options.std / math.sqrt(2 * builder.config.n_layers) if options.scale_residual else options.std
+    residual_std = std / math.sqrt(2 * n_layers) if scale_residual else std
 
     def draw(module: nn.Module, weight: Tensor) -> None:
-        nn.init.normal_(weight, 0.0, residual_std if is_residual_output(module) else options.std)
+        nn.init.normal_(weight, 0.0, residual_std if is_residual_output(module) else std)
 
     return lambda model: init_all(model, draw, "gpt2")
 
 
-def xavier(builder: Any, options: Any) -> Callable[[nn.Module], None]:
+def xavier() -> Callable[[nn.Module], None]:
     """Xavier-uniform weights and zero biases: the 2017 Transformer's reference code."""
-    return lambda model: init_all(model, lambda module, weight: nn.init.xavier_uniform_(weight), "xavier")
+    def draw(module: nn.Module, weight: Tensor) -> None:
+        nn.init.xavier_uniform_(weight)
+
+    return lambda model: init_all(model, draw, "xavier")
 
 
-def torch_defaults(builder: Any, options: Any) -> Callable[[nn.Module], None]:
+def torch_defaults() -> Callable[[nn.Module], None]:
     """Each module's own default (``reset_parameters``), as plain torch would give."""
 
     def init(model: nn.Module) -> None:

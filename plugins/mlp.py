@@ -11,25 +11,19 @@ from zoo.hookspecs import hookimpl
 
 
 class StandardMLP(nn.Module):
-    """Linear, activation, Linear, dropout: FFN(x) = act(x W1 + b1) W2 + b2."""
+    """Linear, activation, Linear, dropout (GPT-2, 2017): FFN(x) = act(x W1 + b1) W2 + b2."""
 
-    def __init__(self, builder: Any) -> None:
+    def __init__(self, d_model: int, d_ff: int, activation: nn.Module, bias: bool = True, dropout: float = 0.0) -> None:
         super().__init__()
-        c = builder.config
-        self.up = nn.Linear(c.d_model, c.d_ff, bias=c.bias)  # GPT-2's c_fc
-        self.act = builder.activation()
-        self.down = residual_output(nn.Linear(c.d_ff, c.d_model, bias=c.bias))  # GPT-2's c_proj
-        self.drop = nn.Dropout(c.dropout.residual)
+        self.up = nn.Linear(d_model, d_ff, bias=bias)  # GPT-2's c_fc
+        self.act = activation
+        self.down = residual_output(nn.Linear(d_ff, d_model, bias=bias))  # GPT-2's c_proj
+        self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.drop(self.down(self.act(self.up(x))))
 
 
-def standard(builder: Any, options: Any) -> nn.Module:
-    """Linear, activation, Linear, dropout (GPT-2, 2017)."""
-    return StandardMLP(builder)
-
-
 @hookimpl
 def zoo_register_components(register: Any) -> None:
-    register("mlp", "standard", standard)
+    register("mlp", "standard", StandardMLP)

@@ -9,16 +9,14 @@ from torch import nn
 from zoo.hookspecs import hookimpl
 
 
-def layernorm(builder: Any, options: Any) -> nn.Module:
+def layernorm(d_model: int, norm_eps: float = 1e-5, bias: bool = True) -> nn.Module:
     """LayerNorm: subtract the mean, divide by the std, then scale and shift."""
-    c = builder.config
-    return nn.LayerNorm(c.d_model, eps=c.norm_eps, bias=c.bias)
+    return nn.LayerNorm(d_model, eps=norm_eps, bias=bias)
 
 
-def rmsnorm(builder: Any, options: Any) -> nn.Module:
+def rmsnorm(d_model: int, norm_eps: float = 1e-5) -> nn.Module:
     """RMSNorm: divide by the root mean square, then scale; no mean, no bias."""
-    c = builder.config
-    return nn.RMSNorm(c.d_model, eps=c.norm_eps)
+    return nn.RMSNorm(d_model, eps=norm_eps)
 
 
 @hookimpl

@@ -11,42 +11,32 @@ from zoo.hookspecs import hookimpl
 
 
 class PreNorm(Placement):
-    """x + f(norm(x)): GPT-2 and most models since; the stack ends with a final norm."""
+    """Pre-norm, x + f(norm(x)): GPT-2 and most models since."""
 
-    final_norm = True
+    final_norm = True  # the stack ends with a final norm
 
-    def __init__(self, builder: Any) -> None:
+    def __init__(self, norm: nn.Module) -> None:
         super().__init__()
-        self.norm = builder.norm()
+        self.norm = norm
 
     def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
         return x + sublayer(self.norm(x), *args)
 
 
 class PostNorm(Placement):
-    """norm(x + f(x)): the 2017 Transformer; each block's output is already normalised."""
+    """Post-norm, norm(x + f(x)): the 2017 Transformer."""
 
-    final_norm = False
+    final_norm = False  # each block's output is already normalised
 
-    def __init__(self, builder: Any) -> None:
+    def __init__(self, norm: nn.Module) -> None:
         super().__init__()
-        self.norm = builder.norm()
+        self.norm = norm
 
     def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
         return self.norm(x + sublayer(x, *args))
 
 
-def pre(builder: Any, options: Any) -> Placement:
-    """Pre-norm, x + f(norm(x)): GPT-2 and most models since."""
-    return PreNorm(builder)
-
-
-def post(builder: Any, options: Any) -> Placement:
-    """Post-norm, norm(x + f(x)): the 2017 Transformer."""
-    return PostNorm(builder)
-
-
 @hookimpl
 def zoo_register_components(register: Any) -> None:
-    register("placement", "pre", pre)
-    register("placement", "post", post)
+    register("placement", "pre", PreNorm)
+    register("placement", "post", PostNorm)

@@ -13,30 +13,35 @@ from zoo.hookspecs import hookimpl
 
 
 class LearnedPositions(PositionEncoding):
-    """A trained vector per position, added to the token embedding (GPT-2's ``wpe``)."""
+    """Learned absolute positions, added to the embeddings (GPT-2); limited to max_seq_len."""
 
-    def __init__(self, builder: Any) -> None:
+    def __init__(self, max_seq_len: int, d_model: int) -> None:
         super().__init__()
-        c = builder.config
-        self.table = nn.Embedding(c.max_seq_len, c.d_model)
-        self.max_positions = c.max_seq_len
+        self.table = nn.Embedding(max_seq_len, d_model)  # GPT-2's wpe
+        self.max_positions = max_seq_len
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
         return x + self.table(positions)  # (B, S, d) + (B|1, S, d)
 
 
 class SinusoidalOptions(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
     base: float = Field(10000.0, gt=1.0, description="wavelengths run from 2*pi to base*2*pi")
 
 
 class SinusoidalPositions(PositionEncoding):
-    """PE(p, 2i) = sin(p / base^(2i/d)), PE(p, 2i+1) = cos(...): fixed, no parameters,
-    defined for any position."""
+    """Fixed sinusoidal positions, added to the embeddings (2017); any length.
 
-    def __init__(self, builder: Any, options: SinusoidalOptions) -> None:
+    PE(p, 2i) = sin(p / base^(2i/d)), PE(p, 2i+1) = cos(...): no parameters.
+    """
+
+    Options = SinusoidalOptions
+
+    def __init__(self, d_model: int, base: float = 10000.0) -> None:
         super().__init__()
-        self.d_model, self.base = builder.config.d_model, options.base
+        if d_model % 2:
+            raise ValueError(f"sinusoidal positions need an even d_model, got d_model={d_model}")
+        self.d_model, self.base = d_model, base
 
     def table(self, positions: Tensor) -> Tensor:
         """The encodings of ``positions`` (B|1, S) as (B|1, S, d), in float32."""
@@ -49,28 +54,17 @@ class SinusoidalPositions(PositionEncoding):
         return x + self.table(positions).to(x.dtype)
 
 
-def learned(builder: Any, options: Any) -> PositionEncoding:
-    """Learned absolute positions, added to the embeddings (GPT-2); limited to max_seq_len."""
-    return LearnedPositions(builder)
-
-
-def sinusoidal(builder: Any, options: SinusoidalOptions) -> PositionEncoding:
-    """Fixed sinusoidal positions, added to the embeddings (2017); any length."""
-    return SinusoidalPositions(builder, options)
-
-
 def _check_even(config: Any, options: Any) -> None:
     if config.d_model % 2:
         raise ValueError(f"sinusoidal positions need an even d_model, got d_model={config.d_model}")
 
 
-def none(builder: Any, options: Any) -> PositionEncoding:
+class NoPositions(PositionEncoding):
     """No position information at all (causal attention alone can infer some)."""
-    return PositionEncoding()
 
 
 @hookimpl
 def zoo_register_components(register: Any) -> None:
-    register("position", "learned", learned)
-    register("position", "sinusoidal", sinusoidal, SinusoidalOptions, check=_check_even)
-    register("position", "none", none)
+    register("position", "learned", LearnedPositions)
+    register("position", "sinusoidal", SinusoidalPositions, check=_check_even)
+    register("position", "none", NoPositions)

@@ -27,6 +27,7 @@ from torch import nn
 import zoo
 from helpers import TINY, tiny
 from zoo import CheckpointError
+from zoo.factory import dtype_arg
 from zoo.checkpoint import FORMAT, digest, inspect
 
 @pytest.fixture(autouse=True, scope="module")
@@ -165,7 +166,7 @@ def test_dtype_converts_on_load_and_bf16_round_trips(tmp_path: Path) -> None:
     path = zoo.save(model, tmp_path / "fp32.safetensors")
     for dtype in (torch.bfloat16, torch.float16, "bf16", "fp32"):
         loaded = zoo.load(path, dtype=dtype)
-        want = zoo.builder.dtype_arg(dtype)
+        want = dtype_arg(dtype)
         assert {p.dtype for p in loaded.parameters()} == {want}
         assert loaded.head.weight is loaded.tok_emb.weight
         assert torch.equal(loaded.tok_emb.weight, model.tok_emb.weight.to(want))
@@ -288,7 +289,7 @@ class SquaredReLU(torch.nn.Module):
         return torch.relu(x) ** 2
 
 
-def squared_relu(builder, options):
+def squared_relu():
     """ReLU squared (So et al., 2021, Primer)."""
     return SquaredReLU()
 
@@ -342,7 +343,7 @@ def test_missing_unpackaged_plugin_says_to_pass_a_registry(tmp_path: Path) -> No
     class Plugin:
         @zoo.hookimpl
         def zoo_register_components(self, register: Any) -> None:
-            register("activation", "negrelu", lambda builder, options: nn.ReLU())
+            register("activation", "negrelu", lambda: nn.ReLU())
 
     registry = zoo.Registry(entry_points=False, plugins=[Plugin()])
     model = zoo.build("gpt2-small", registry=registry, activation="negrelu", **TINY)

@@ -169,7 +169,7 @@ import torch
 import zoo
 
 
-def softsign(builder, options):
+def softsign():
     """Softsign, x / (1 + |x|)."""
     return torch.nn.Softsign()
 

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 import zoo
+from zoo.components import Components
 from helpers import TINY
 
 INITS = [c.name for c in zoo.components("init")]
@@ -61,7 +62,6 @@ def test_init_refuses_a_module_it_cannot_initialise() -> None:
             self.scale = nn.Parameter(torch.empty(3))
 
     container = nn.Sequential(nn.Linear(2, 2), Odd())
-    init = zoo.default_registry().get("init", "gpt2")
-    builder = zoo.builder.Builder(zoo.get_config("gpt2-small"))
+    init = Components(zoo.get_config("gpt2-small")).make("init")
     with pytest.raises(zoo.ConfigError, match="reset_parameters"):
-        init.factory(builder, init.options_model())(container)
+        init(container)

@@ -76,17 +76,17 @@ def test_rotary_scores_depend_only_on_relative_position() -> None:
     positions = torch.arange(24)[None]
 
     def scores(offset_q: int, offset_k: int) -> torch.Tensor:
-        rq, _ = rotary.rotate(q, q, positions + offset_q)
-        _, rk = rotary.rotate(k, k, positions + offset_k)
+        rq, _ = rotary.rotate(q, q, rotary.prepare(positions + offset_q))
+        _, rk = rotary.rotate(k, k, rotary.prepare(positions + offset_k))
         return rq @ rk.transpose(-2, -1)  # (B, H, 24, 24): query at i + offset_q, key at j + offset_k
 
     reference = scores(0, 0)
     for shift in (1, 7, 500):  # the same differences, far from the origin
         torch.testing.assert_close(scores(shift, shift), reference, rtol=0, atol=2e-4)
     assert not torch.allclose(scores(3, 0), reference, atol=1e-2)  # a different difference
-    rq, rk = rotary.rotate(q, k, positions + 11)
+    rq, rk = rotary.rotate(q, k, rotary.prepare(positions + 11))
     torch.testing.assert_close(rq.norm(dim=-1), q.norm(dim=-1))  # a rotation keeps lengths
-    torch.testing.assert_close(rotary.rotate(q, k, torch.zeros(1, 24, dtype=torch.long)), (q, k))
+    torch.testing.assert_close(rotary.rotate(q, k, rotary.prepare(torch.zeros(1, 24, dtype=torch.long))), (q, k))
 
 
 def test_rotary_angles_follow_theta_and_its_base_option() -> None:
@@ -257,7 +257,7 @@ def test_gqa_cross_attention_matches_standard_attention() -> None:
     grouped = tiny(attention={"name": "gqa", "n_kv_heads": TINY["n_heads"]}).blocks[0].attn
     grouped.load_state_dict(standard.state_dict())
     x, memory = torch.randn(2, 5, TINY["d_model"]), torch.randn(2, 9, TINY["d_model"])
-    ctx = zoo.AttentionContext(torch.arange(5)[None], None, memory=memory, causal=False)
+    ctx = zoo.AttentionContext(memory=memory)
     cache = tiny().new_cache()[0]
     with torch.no_grad():
         expected = standard(x, ctx)

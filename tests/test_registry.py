@@ -21,7 +21,7 @@ def plugin(name: str, **hooks) -> types.ModuleType:
     return obj
 
 
-def tanh_factory(builder, options):
+def tanh_factory():
     """Tanh, for tests."""
     return nn.Tanh()
 

@@ -121,13 +121,12 @@ def test_every_component_is_grouped_by_where_it_sits(kind: str, name: str) -> No
 class GatedMLP(nn.Module):
     """Three matrices: down(act(gate(x)) * up(x))."""
 
-    def __init__(self, builder: Any) -> None:
+    def __init__(self, d_model: int, d_ff: int, activation: nn.Module) -> None:
         super().__init__()
-        c = builder.config
-        self.gate = nn.Linear(c.d_model, c.d_ff, bias=False)
-        self.up = nn.Linear(c.d_model, c.d_ff, bias=False)
-        self.down = nn.Linear(c.d_ff, c.d_model, bias=False)
-        self.act = builder.activation()
+        self.gate = nn.Linear(d_model, d_ff, bias=False)
+        self.up = nn.Linear(d_model, d_ff, bias=False)
+        self.down = nn.Linear(d_ff, d_model, bias=False)
+        self.act = activation
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down(self.act(self.gate(x)) * self.up(x))
@@ -141,9 +140,9 @@ class ScaleOptions(BaseModel):
 class ScaledActivation(nn.Module):
     """ReLU times a learned per-channel scale (d_ff parameters, grouped with the MLP)."""
 
-    def __init__(self, builder: Any) -> None:
+    def __init__(self, d_ff: int) -> None:
         super().__init__()
-        self.scale = nn.Parameter(torch.ones(builder.config.d_ff))
+        self.scale = nn.Parameter(torch.ones(d_ff))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(x) * self.scale
@@ -156,9 +155,9 @@ class GatedPreNorm(zoo.Placement):
     """x + gate * f(norm(x)), with a learned scalar gate: a parameter of the placement
     itself besides its norm (grouped with the norms: both shape the residual stream)."""
 
-    def __init__(self, builder: Any) -> None:
+    def __init__(self, norm: nn.Module) -> None:
         super().__init__()
-        self.norm = builder.norm()
+        self.norm = norm
         self.gate = nn.Parameter(torch.ones(()))
 
     def forward(self, x: torch.Tensor, sublayer: nn.Module, *args: object) -> torch.Tensor:
@@ -171,9 +170,9 @@ class GatedPreNorm(zoo.Placement):
 class CountingTestPlugin:
     @zoo.hookimpl
     def zoo_register_components(self, register: Any) -> None:
-        register("mlp", "gated", lambda builder, options: GatedMLP(builder))
-        register("activation", "scaled_relu", lambda builder, options: ScaledActivation(builder), ScaleOptions)
-        register("placement", "gated_pre", lambda builder, options: GatedPreNorm(builder))
+        register("mlp", "gated", GatedMLP)
+        register("activation", "scaled_relu", ScaledActivation, ScaleOptions)
+        register("placement", "gated_pre", GatedPreNorm)
 
 
 def test_plugin_components_are_counted_as_built() -> None:

@@ -13,13 +13,14 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-from zoo.builder import build
+from zoo.factory import build
 from zoo.config import ModelConfig, get_config
 from zoo.contracts import AttentionContext, Placement, PositionEncoding, residual_output
 from zoo.errors import *  # noqa: F403  ZooError and its subclasses, listed in zoo.errors.__all__
 from zoo.errors import __all__ as _ERRORS
 from zoo.hookspecs import hookimpl
-from zoo.model import DecoderLM
+from zoo.model import DecoderLM, check_inputs
+from zoo.plugins.attention import Attention, EagerAttention, SdpaAttention
 from zoo.seq2seq import EncoderDecoder
 from zoo.registry import KINDS, Component, Registry, default_registry
 
@@ -71,6 +72,10 @@ __all__ = [
     "PositionEncoding",
     "Placement",
     "residual_output",
+    "check_inputs",
+    "Attention",
+    "SdpaAttention",
+    "EagerAttention",
     *_LAZY,
     *_ERRORS,
 ]

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from zoo.builder import build
+from zoo.factory import build
 from zoo.checkpoint import save
 from zoo.config import ModelConfig, resolve_config
 from zoo.errors import ConfigError, InputError, ZooError

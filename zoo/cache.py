@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from zoo.errors import InputError
+
 
 class LayerCache:
     """Keys and values of one attention layer: (B, H_kv, length, d) each."""
@@ -25,6 +27,8 @@ class LayerCache:
         """Append (B, H_kv, S, d) keys and values; return all of them so far."""
         end = self.length + k.shape[2]
         keys, values = self.keys, self.values
+        if keys is not None and values is not None and self.length:
+            self._check_fits(k, v, keys, values)
         if keys is None or values is None or end > keys.shape[2]:
             keys, values = self._grow(k, v, end)
         keys[:, :, self.length : end] = k
@@ -32,10 +36,23 @@ class LayerCache:
         self.length = end
         return keys[:, :, :end], values[:, :, :end]
 
+    @staticmethod
+    def _check_fits(k: Tensor, v: Tensor, keys: Tensor, values: Tensor) -> None:
+        """Refuse keys of another batch, head count or width than those stored (shapes
+        only: no data is read, so this compiles away)."""
+        stored = (keys.shape[0], keys.shape[1], keys.shape[3], values.shape[1], values.shape[3])
+        new = (k.shape[0], k.shape[1], k.shape[3], v.shape[1], v.shape[3])
+        if stored != new or k.dtype != keys.dtype:
+            raise InputError(
+                f"the KV cache holds keys and values of (batch, kv heads, head dim) "
+                f"{stored[:3]} in {keys.dtype}, but this call makes {new[:3]} in {k.dtype}: "
+                f"it was filled by another model or batch; make a fresh one with model.new_cache()"
+            )
+
     def contents(self) -> tuple[Tensor, Tensor]:
         """All keys and values stored so far (for cross-attention's fixed memory)."""
         if self.keys is None or self.values is None:
-            raise RuntimeError("the cache is empty")
+            raise InputError("the cache is empty; fill it with a first call before reading it")
         return self.keys[:, :, : self.length], self.values[:, :, : self.length]
 
     def _grow(self, k: Tensor, v: Tensor, needed: int) -> tuple[Tensor, Tensor]:

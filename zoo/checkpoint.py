@@ -46,7 +46,7 @@ from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from zoo import __version__
-from zoo.builder import Builder, device_arg, dtype_arg, materialize, model_for
+from zoo.factory import device_arg, dtype_arg, initialize, materialize, model_for
 from zoo.config import ModelConfig, validate_config
 from zoo.errors import CheckpointError, ConfigError, RegistryError, UnknownComponentError, ZooError
 from zoo.registry import KINDS, Registry, default_registry
@@ -447,7 +447,7 @@ def load(
     # file's memory-mapped tensors then replace the parameters without a copy.
     materialize(model, "cpu")
     if missing:
-        Builder(config, registry).make("init")(model)
+        initialize(model, config, registry)
     expected = model.state_dict(keep_vars=True)
     state = {
         name: tensor.to(target_dtype) if target_dtype and tensor.is_floating_point() else tensor

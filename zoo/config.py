@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from contextvars import ContextVar
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -65,8 +66,9 @@ class ComponentSpec(BaseModel):
         cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
         """One alternative per installed component of this kind, with its options."""
+        registry = _schema_registry.get() or default_registry()
         choices: list[dict[str, Any]] = []
-        for component in default_registry().components(cls.kind):
+        for component in registry.components(cls.kind):
             options = component.options_model.model_json_schema()
             properties = {"name": {"const": component.name}, **options.get("properties", {})}
             choice = {
@@ -80,21 +82,51 @@ class ComponentSpec(BaseModel):
             if "$defs" in options:
                 choice["$defs"] = options["$defs"]
             choices.append(choice)
-        names = [c.name for c in default_registry().components(cls.kind)]
+        names = [c.name for c in registry.components(cls.kind)]
         return {"anyOf": [{"type": "string", "enum": names}, *choices], "title": f"{cls.kind} component"}
 
 
-def _spec_class(kind: str) -> type[ComponentSpec]:
-    return type(f"{kind.capitalize()}Spec", (ComponentSpec,), {"kind": kind, "__module__": __name__})
+# The registry whose components ``config_json_schema`` lists (pydantic's schema
+# generation takes no context of its own).
+_schema_registry: ContextVar[Registry | None] = ContextVar("zoo_schema_registry", default=None)
 
 
-AttentionSpec = _spec_class("attention")
-NormSpec = _spec_class("norm")
-PlacementSpec = _spec_class("placement")
-ActivationSpec = _spec_class("activation")
-PositionSpec = _spec_class("position")
-MlpSpec = _spec_class("mlp")
-InitSpec = _spec_class("init")
+def config_json_schema(registry: Registry | None = None) -> dict[str, Any]:
+    """The JSON schema of ``ModelConfig``, with one alternative per component of ``registry``
+    (default: the installed plugins) and that component's options."""
+    token = _schema_registry.set(registry)
+    try:
+        return ModelConfig.model_json_schema()
+    finally:
+        _schema_registry.reset(token)
+
+
+class AttentionSpec(ComponentSpec):
+    kind: ClassVar[str] = "attention"
+
+
+class NormSpec(ComponentSpec):
+    kind: ClassVar[str] = "norm"
+
+
+class PlacementSpec(ComponentSpec):
+    kind: ClassVar[str] = "placement"
+
+
+class ActivationSpec(ComponentSpec):
+    kind: ClassVar[str] = "activation"
+
+
+class PositionSpec(ComponentSpec):
+    kind: ClassVar[str] = "position"
+
+
+class MlpSpec(ComponentSpec):
+    kind: ClassVar[str] = "mlp"
+
+
+class InitSpec(ComponentSpec):
+    kind: ClassVar[str] = "init"
 
 
 class Dropout(BaseModel):
@@ -183,7 +215,7 @@ class ModelConfig(BaseModel):
                 ) from None
             if component.check is not None:
                 component.check(self, options)
-            filled = type(spec)(name=spec.name, **options.model_dump())
+            filled = type(spec)(name=spec.name, **_set_options(options))
             object.__setattr__(self, kind, filled)
         return self
 
@@ -204,6 +236,13 @@ class ModelConfig(BaseModel):
     def options(self, kind: str) -> dict[str, Any]:
         """The options of the component of ``kind`` (everything but its name)."""
         return getattr(self, kind).options
+
+
+def _set_options(options: BaseModel) -> dict[str, Any]:
+    """Every option with its value, defaults filled in, except those left at a default of
+    ``None`` ("as the config says", like attention's ``n_kv_heads``)."""
+    fields = type(options).model_fields
+    return {k: v for k, v in options.model_dump().items() if v is not None or fields[k].default is not None}
 
 
 def _divisors(n: int) -> str:
@@ -368,6 +407,7 @@ __all__ = [
     "ComponentSpec",
     "Dropout",
     "validate_config",
+    "config_json_schema",
     "apply_overrides",
     "resolve_config",
     "preset_dict",

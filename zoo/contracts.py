@@ -1,15 +1,30 @@
-"""What each kind of component promises, and what the model hands to attention.
+"""What each kind of component promises, what its constructor may ask for, and what the
+model hands to attention.
 
-Components are plain ``nn.Module``s; these base classes hold the defaults so a plugin
-overrides only what its scheme needs.
+Components are plain ``nn.Module``s (or, for ``init``, a callable ``init(model)``) with
+explicit constructor arguments, so each one also works on its own::
+
+    SdpaAttention(d_model=768, n_heads=12, bias=True, dropout=0.1)
+
+When the model makes one, it fills each constructor argument by name:
+
+- the component's own options (its options model: declared with ``Options``, passed to
+  ``register``, or derived from the constructor signature, see ``options_from_signature``);
+- a size or switch of the config, by the names in ``CONFIG_ARGUMENTS`` (``d_model``,
+  ``n_heads``, ``head_dim``, ``bias``, ``norm_eps``, ``dropout`` = residual dropout,
+  ``attn_dropout``, ..., and ``config`` itself);
+- a fresh module of another kind, for an argument named after the kind (``norm``,
+  ``activation``) or ``<kind>_<suffix>`` (``norm_in``, ``norm_out``).
+
+The kinds:
 
 - attention: ``forward(x, ctx) -> y`` with ``x, y`` of shape (B, S, d_model). It owns its
-  projections, asks ``ctx.position`` to rotate q/k, stores keys/values in ``ctx.cache``
-  and gets its mask from ``ctx.attention_bias``. Set ``records_weights = True`` and
-  append (B, H, S, S_k) weights to ``ctx.weights`` when it is a list, to support
-  ``model.attention_maps``.
-- position: a ``PositionEncoding``: adds to embeddings, rotates q/k, and/or biases scores.
-- placement: a ``Placement``: joins a sub-layer to the residual stream, owning its norms.
+  projections, turns q/k with ``ctx.rotate``, stores keys/values in ``ctx.cache`` and
+  applies ``ctx.mask`` / ``ctx.is_causal``.
+- position: a ``PositionEncoding``: adds to embeddings, rotates q/k (with the state its
+  ``prepare`` made once per forward), and/or biases scores.
+- placement: a ``Placement``: joins a sub-layer to the residual stream, owning its norms;
+  its ``block`` says how a layer's two sub-layers combine.
 - norm, activation, mlp: modules from (B, S, d) to (B, S, d).
 - init: a callable ``init(model)`` that draws fresh weights in place.
 
@@ -20,18 +35,102 @@ device, since those buffers are then uninitialised memory.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, ClassVar
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
+from pydantic import BaseModel, ConfigDict, create_model
 from torch import Tensor, nn
 
 if TYPE_CHECKING:
     from zoo.cache import LayerCache
 
+#: Constructor arguments the model fills from the config, by name (see ``zoo.components``).
+CONFIG_ARGUMENTS: tuple[str, ...] = (
+    "config",  # the whole ModelConfig, for what the names below do not cover
+    "vocab_size",
+    "max_seq_len",
+    "d_model",
+    "n_layers",
+    "n_heads",
+    "head_dim",  # d_model // n_heads
+    "n_encoder_layers",
+    "d_ff",
+    "bias",
+    "norm_eps",
+    "dropout",  # config.dropout.residual: on each sub-layer's output
+    "attn_dropout",  # config.dropout.attention: on the attention weights
+    "embedding_dropout",  # config.dropout.embedding
+)
+
+#: Kinds whose modules a constructor may ask for by argument name (``norm``, ``norm_in``).
+PART_KINDS: tuple[str, ...] = ("attention", "norm", "placement", "activation", "position", "mlp")
+
+#: The additive mask value for forbidden scores: half of float16's lowest, so a mask
+#: built in any float dtype converts to any other, and a score added to it stays finite.
+MASKED = torch.finfo(torch.float16).min / 2
+
+
+def part_kind(argument: str) -> str | None:
+    """The kind a constructor argument asks a module of (``norm_in`` -> ``norm``), or None."""
+    if argument in CONFIG_ARGUMENTS:
+        return None
+    kind = argument.split("_", 1)[0]
+    return kind if kind in PART_KINDS else None
+
+
+def constructor_parameters(factory: Callable[..., Any]) -> list[inspect.Parameter]:
+    """The named parameters of ``factory`` (a class's ``__init__`` without ``self``)."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p for p in signature.parameters.values() if p.kind in kinds]
+
+
+def options_from_signature(factory: Callable[..., Any]) -> type[BaseModel]:
+    """The options model of a component registered without one: ``factory.Options`` if it
+    declares one, else one field per constructor argument the model does not fill (not a
+    config argument, not another kind's module), typed and defaulted as in the signature.
+
+    Options refuse unknown names and non-finite floats.
+    """
+    declared = getattr(factory, "Options", None)
+    if isinstance(declared, type) and issubclass(declared, BaseModel):
+        return declared
+    target = factory.__init__ if isinstance(factory, type) else factory  # type: ignore[misc]
+    try:
+        hints = typing.get_type_hints(target, include_extras=True)
+    except (NameError, TypeError, AttributeError):  # an annotation that does not resolve: any value
+        hints = {}
+    fields: dict[str, Any] = {}
+    for parameter in constructor_parameters(factory):
+        name = parameter.name
+        if name in CONFIG_ARGUMENTS or part_kind(name) is not None:
+            continue
+        default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+        fields[name] = (hints.get(name, Any), default)
+    config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, arbitrary_types_allowed=True)
+    name = f"{getattr(factory, '__name__', 'Component')}Options"
+    return create_model(name, __config__=config, **fields)  # type: ignore[call-overload, no-any-return]
+
+
+def legacy_arguments(factory: Callable[..., Any]) -> bool:
+    """Whether ``factory`` takes ``(builder, options)``, the contract before explicit arguments."""
+    return [p.name for p in constructor_parameters(factory)][:1] == ["builder"]
+
 
 class PositionEncoding(nn.Module):
-    """Base of position components; each method defaults to doing nothing."""
+    """Base of position components; each method defaults to doing nothing.
+
+    Per forward pass the model calls ``prepare(positions)`` once and hands what it
+    returns to every layer's ``rotate``, so tables such as rotary's cos/sin are computed
+    once, not once per layer.
+    """
 
     #: Longest position this encoding can represent, or ``None`` for no limit.
     max_positions: int | None = None
@@ -40,8 +139,12 @@ class PositionEncoding(nn.Module):
         """Token embeddings (B, S, d) plus position information; ``positions`` is (B|1, S)."""
         return x
 
-    def rotate(self, q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
-        """Queries and new keys, (B, H, S, dk), transformed by their ``positions`` (B|1, S)."""
+    def prepare(self, positions: Tensor) -> Any:
+        """State for ``rotate`` from the query ``positions`` (B|1, S), once per forward."""
+        return None
+
+    def rotate(self, q: Tensor, k: Tensor, state: Any) -> tuple[Tensor, Tensor]:
+        """Queries and new keys, (B, H, S, dk), transformed with ``prepare``'s state."""
         return q, k
 
     def score_bias(self, n_heads: int, q_len: int, k_len: int) -> Tensor | None:
@@ -53,13 +156,31 @@ class PositionEncoding(nn.Module):
 
 
 class Placement(nn.Module):
-    """Joins a sub-layer to the residual stream: ``forward(x, sublayer, *args)``."""
+    """Joins a sub-layer to the residual stream: ``forward(x, sublayer, *args)``.
+
+    ``block`` says how one layer's attention and MLP combine; by default one after the
+    other. A placement that runs them side by side overrides it.
+    """
 
     #: Whether a model of blocks placed like this wants a norm after the last block.
     final_norm: ClassVar[bool] = True
 
     def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
         raise NotImplementedError
+
+    @classmethod
+    def block(
+        cls,
+        x: Tensor,
+        attn_residual: Placement,
+        attn: nn.Module,
+        mlp_residual: Placement,
+        mlp: nn.Module,
+        ctx: AttentionContext,
+    ) -> Tensor:
+        """One layer: attention joined by ``attn_residual``, then the MLP by ``mlp_residual``."""
+        x = attn_residual(x, attn, ctx)
+        return mlp_residual(x, mlp)
 
 
 def residual_output(layer: nn.Linear) -> nn.Linear:
@@ -77,68 +198,71 @@ def is_residual_output(module: nn.Module) -> bool:
 
 @dataclass(frozen=True)
 class AttentionContext:
-    """What one attention call needs beyond its input: positions, cache and masks."""
+    """What one attention call needs beyond its input; inputs only, made once per forward.
 
-    positions: Tensor  # (B|1, S) position of each query token
-    position: PositionEncoding | None  # the model's position component; None: no positions
+    ``mask`` and ``is_causal`` go straight to ``scaled_dot_product_attention``: ``mask``
+    is ``None`` or additive, (B|1, H|1, S_q, S_k), with ``MASKED`` where attention is
+    forbidden; ``is_causal`` is True only when a plain causal mask suffices (then
+    ``mask`` is None).
+    """
+
+    mask: Tensor | None = None
+    is_causal: bool = False
+    encoding: PositionEncoding | None = None  # the model's position component; None: no rotation
+    rotation: Any = None  # what ``encoding.prepare(positions)`` made for this forward
     cache: LayerCache | None = None  # this layer's keys and values so far
-    key_padding: Tensor | None = None  # (B, S_k) True where a key is a real token
-    causal: bool = True
     memory: Tensor | None = None  # (B, S_m, d) encoder output, for cross-attention
-    weights: list[Tensor] | None = None  # when a list, attention appends its weights
-    # Masks built for this forward pass, shared by every layer's copy of the context.
-    _biases: dict[tuple[object, ...], tuple[Tensor | None, bool]] = field(default_factory=dict, repr=False, compare=False)
 
     def for_layer(self, cache: LayerCache | None) -> AttentionContext:
-        return replace(self, cache=cache) if cache is not self.cache else self
+        if cache is self.cache:
+            return self
+        return AttentionContext(self.mask, self.is_causal, self.encoding, self.rotation, cache, self.memory)
 
-    def attention_bias(
-        self, n_heads: int, q_len: int, k_len: int, *, dtype: torch.dtype, device: torch.device
-    ) -> tuple[Tensor | None, bool]:
-        """``(bias, is_causal)`` for ``scaled_dot_product_attention``.
+    def rotate(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        """Queries and new keys turned by the position encoding (unchanged without one)."""
+        if self.encoding is None:
+            return q, k
+        return self.encoding.rotate(q, k, self.rotation)
 
-        ``bias`` is ``None`` or additive of shape (B|1, H|1, q_len, k_len), with a large
-        finite negative where attention is forbidden (half of the dtype's lowest, so that
-        scores added to it stay finite and rows of padding stay free of NaN, fp16
-        included). ``is_causal`` is True only when a plain causal mask suffices. Built
-        once per forward pass and shape, then reused by every layer.
-        """
-        key = (n_heads, q_len, k_len, dtype, device)
-        if key not in self._biases:
-            self._biases[key] = self._build_bias(n_heads, q_len, k_len, dtype=dtype, device=device)
-        return self._biases[key]
+    def mask_for(self, scores: Tensor) -> Tensor | None:
+        """The additive mask for ``scores`` (B, H, S_q, S_k) in their dtype, causal included
+        (for attention written out as math, which cannot use ``is_causal``)."""
+        q_len, k_len = scores.shape[-2:]
+        if self.is_causal:
+            future = torch.ones(q_len, k_len, dtype=torch.bool, device=scores.device).triu(k_len - q_len + 1)
+            return torch.zeros((), dtype=scores.dtype, device=scores.device).masked_fill(future, MASKED)
+        return None if self.mask is None else self.mask.to(scores.dtype)
 
-    def _build_bias(
-        self, n_heads: int, q_len: int, k_len: int, *, dtype: torch.dtype, device: torch.device
-    ) -> tuple[Tensor | None, bool]:
-        score = self.position.score_bias(n_heads, q_len, k_len) if self.position is not None else None
-        causal = self.causal and q_len > 1  # one new query may see every cached key
-        if score is None and self.key_padding is None and (not causal or q_len == k_len):
-            return None, causal
-        neg = torch.finfo(dtype).min / 2  # headroom: a score added to it stays finite in fp16
-        if score is not None:
-            bias = score.to(device=device, dtype=dtype)[None]  # (1, H, q_len, k_len)
-        else:
-            bias = torch.zeros(1, 1, q_len, k_len, dtype=dtype, device=device)
-        if causal:
-            future = torch.ones(q_len, k_len, dtype=torch.bool, device=device).triu(k_len - q_len + 1)
-            bias = bias.masked_fill(future, neg)
-        if self.key_padding is not None:
-            padding = ~self.key_padding[:, None, None, -k_len:].to(device=device, dtype=torch.bool)
-            bias = bias.masked_fill(padding, neg)  # (B, H|1, q_len, k_len)
-        return bias, False
 
-    def attention_weights(self, scores: Tensor) -> Tensor:
-        """Softmax of raw scores (B, H, S, S_k) under this context's mask and score bias,
-        for attention written out as math; records them when ``weights`` is a list."""
-        _, n_heads, q_len, k_len = scores.shape
-        bias, is_causal = self.attention_bias(n_heads, q_len, k_len, dtype=scores.dtype, device=scores.device)
-        if is_causal:
-            future = torch.ones(q_len, k_len, dtype=torch.bool, device=scores.device).triu(1)
-            scores = scores.masked_fill(future, float("-inf"))
-        elif bias is not None:
-            scores = scores + bias
-        weights = torch.softmax(scores, dim=-1)
-        if self.weights is not None:
-            self.weights.append(weights.detach())
-        return weights
+def make_mask(
+    *,
+    q_len: int,
+    k_len: int,
+    n_heads: int,
+    causal: bool,
+    key_padding: Tensor | None,
+    encoding: PositionEncoding | None,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> tuple[Tensor | None, bool]:
+    """``(mask, is_causal)`` for one forward pass: the causal structure, padding (B, k_len,
+    True for real keys) and the encoding's score bias, combined once for every layer.
+
+    Queries are the last ``q_len`` of ``k_len`` slots; one new query sees every cached key.
+    """
+    score = encoding.score_bias(n_heads, q_len, k_len) if encoding is not None else None
+    causal = causal and q_len > 1
+    if score is None and key_padding is None and (not causal or q_len == k_len):
+        return None, causal
+    if score is not None:
+        mask = score.to(device=device, dtype=dtype)[None]  # (1, H, q_len, k_len)
+    else:
+        mask = torch.zeros(1, 1, q_len, k_len, dtype=dtype, device=device)
+    if causal:
+        future = torch.ones(q_len, k_len, dtype=torch.bool, device=device).triu(k_len - q_len + 1)
+        mask = mask.masked_fill(future, MASKED)
+    if key_padding is not None:
+        padding = ~key_padding[:, None, None, -k_len:].to(device=device, dtype=torch.bool)
+        mask = mask.masked_fill(padding, MASKED)  # (B, H|1, q_len, k_len)
+    return mask, False
+

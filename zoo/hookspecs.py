@@ -35,11 +35,16 @@ class RegisterComponent(Protocol):
 
     - ``kind``: one of ``zoo.KINDS`` (attention, norm, placement, activation, position,
       mlp, init).
-    - ``factory(builder, options)``: returns the component (an ``nn.Module``, or for
-      ``init`` a callable ``init(model)``). ``builder.config`` is the ``ModelConfig``;
-      ``builder.norm()`` and friends build the other configured components.
+    - ``factory``: usually the module class itself (for ``init``, a function returning
+      ``init(model)``). The model calls it with keyword arguments filled by name: its
+      options; config values (``d_model``, ``n_heads``, ``head_dim``, ``d_ff``, ``bias``,
+      ``norm_eps``, ``dropout``, ``attn_dropout``, ... see ``zoo.contracts.CONFIG_ARGUMENTS``);
+      and a fresh module of another kind for an argument named after it (``norm``,
+      ``activation``, ``norm_in``). An argument it cannot fill needs a default.
     - ``options_model``: a pydantic model for this component's own options (they sit
-      beside ``name`` in the config, e.g. ``{"name": "gqa", "n_kv_heads": 2}``).
+      beside ``name`` in the config, e.g. ``{"name": "gqa", "n_kv_heads": 2}``). Default:
+      the factory's ``Options`` attribute, else one derived from its signature (every
+      argument that is not filled from the config or another kind).
     - ``check(config, options)``: optional cross-field check; raise ``ValueError`` with
       a message naming the field and the fix.
     """

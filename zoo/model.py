@@ -3,6 +3,13 @@
 Reads like nanoGPT's GPT: token embedding (+ position), dropout, N blocks, an optional
 final norm, and a head tied to the token embedding. Every part with a choice behind it
 (attention, norm, placement, activation, position, MLP) comes from the registry.
+
+``forward`` checks what it can see without reading data (types, shapes, dtypes,
+lengths), so it never waits on the device and compiles to one graph. Checks of values
+(token ids in the vocabulary, mask entries 0/1, positions in range) are in
+``check_inputs``, which the entry points (generate, the text pipelines, the CLI) call
+once per request; out-of-range ids that reach the embedding on the CPU still raise an
+``InputError``.
 """
 
 from __future__ import annotations
@@ -14,40 +21,52 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from zoo.builder import Builder
 from zoo.cache import KVCache
+from zoo.components import Components
 from zoo.config import ModelConfig
-from zoo.contracts import AttentionContext, PositionEncoding
+from zoo.contracts import AttentionContext, Placement, PositionEncoding, make_mask
 from zoo.errors import ConfigError, InputError
 from zoo.registry import KINDS, Registry
 
+INDEX_DTYPES = (torch.int64, torch.int32)  # what embedding lookups take
+
 
 class Block(nn.Module):
-    """One layer: attention then MLP, each joined to the residual stream by the placement."""
+    """One layer: attention and MLP, each joined to the residual stream by the placement,
+    combined as the placement's ``block`` says (one after the other, by default)."""
 
-    def __init__(self, builder: Builder) -> None:
+    def __init__(self, parts: Components) -> None:
         super().__init__()
-        self.attn_residual = builder.placement()  # owns the norm(s) around attention
-        self.attn = builder.attention()
-        self.mlp_residual = builder.placement()  # owns the norm(s) around the MLP
-        self.mlp = builder.mlp()
+        self.attn_residual: Placement = parts.make("placement")  # owns the norm(s) around attention
+        self.attn = parts.make("attention")
+        self.mlp_residual: Placement = parts.make("placement")  # owns the norm(s) around the MLP
+        self.mlp = parts.make("mlp")
 
     def forward(self, x: Tensor, ctx: AttentionContext) -> Tensor:
-        x = self.attn_residual(x, self.attn, ctx)
-        x = self.mlp_residual(x, self.mlp)
-        return x
+        return type(self.attn_residual).block(x, self.attn_residual, self.attn, self.mlp_residual, self.mlp, ctx)
+
+
+def check_tensor(value: object, name: str, hint: str) -> Tensor:
+    """``value`` if it is a tensor, else an ``InputError`` saying what to pass."""
+    if not isinstance(value, Tensor):
+        raise InputError(f"{name} must be a torch.Tensor {hint}, got {type(value).__name__}; convert it with torch.tensor(...)")
+    return value
 
 
 def as_padding(mask: Tensor | None, tokens: Tensor, name: str, *, cached: int = 0) -> Tensor | None:
-    """A (B, cached + S) mask of 1 (real) / 0 (padding) as booleans, checked against ``tokens``."""
+    """A (B, cached + S) mask of 1 (real) / 0 (padding) as booleans, checked against ``tokens``
+    by shape and dtype (its values are ``check_inputs``' job)."""
     if mask is None:
         return None
+    check_tensor(mask, name, "of 1 for real tokens and 0 for padding")
     expected = (tokens.shape[0], cached + tokens.shape[1])
     if tuple(mask.shape) != expected:
         raise InputError(
             f"{name} must have shape {expected} (batch, {'cached + new' if cached else 'sequence'} "
             f"length) with 1 for real tokens and 0 for padding, got {tuple(mask.shape)}"
         )
+    if mask.is_complex():
+        raise InputError(f"{name} must hold 1 for real tokens and 0 for padding, got {mask.dtype}")
     return mask.bool()
 
 
@@ -55,11 +74,14 @@ class TokenModel(nn.Module):
     """What every zoo language model shares: the token embedding (scaled as configured)
     plus positions, the output head tied to it, and checks on the token ids."""
 
-    def __init__(self, config: ModelConfig, builder: Builder) -> None:
+    head: nn.Linear  # set by each model, after its layers
+    final_norm: nn.Module
+
+    def __init__(self, config: ModelConfig, parts: Components) -> None:
         super().__init__()
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
-        self.position: PositionEncoding = builder.position()
+        self.position: PositionEncoding = parts.make("position")
         self.drop = nn.Dropout(config.dropout.embedding)
         self.embed_scale = math.sqrt(config.d_model) if config.embedding_scale == "sqrt_d_model" else 1.0
 
@@ -76,10 +98,25 @@ class TokenModel(nn.Module):
 
     def embed(self, idx: Tensor, positions: Tensor) -> Tensor:
         """Token embeddings (B, S, d), scaled, with positions, after dropout."""
-        x = self.tok_emb(idx)  # (B, S, d)
-        if self.embed_scale != 1.0:
-            x = x * self.embed_scale
-        return self.drop(self.position.embed(x, positions))
+        try:
+            x = self.tok_emb(idx)  # (B, S, d)
+            if self.embed_scale != 1.0:
+                x = x * self.embed_scale
+            return self.drop(self.position.embed(x, positions))
+        except IndexError as err:  # an id or position past a table (the CPU says so here)
+            problems = value_problems(self, idx, positions=positions)
+            raise InputError("; ".join(problems) or str(err)) from err
+
+    def positions_for(self, positions: Tensor | None, batch: int, seq: int, offset: int, device: torch.device) -> Tensor:
+        """``positions`` (1|B, S) checked by shape and dtype, or ``offset .. offset+S-1``."""
+        if positions is None:
+            return torch.arange(offset, offset + seq, device=device)[None]  # (1, S)
+        check_tensor(positions, "positions", f"of shape (1 or {batch}, {seq})")
+        if positions.dim() != 2 or positions.shape[1] != seq or positions.shape[0] not in (1, batch):
+            raise InputError(f"positions must have shape (1 or {batch}, {seq}), got {tuple(positions.shape)}")
+        if positions.dtype not in INDEX_DTYPES:
+            raise InputError(f"positions must be integers (int64 or int32), got {positions.dtype}; pass positions.long()")
+        return positions
 
     def output(self, x: Tensor) -> Tensor:
         """Logits (B, S, V) of the last hidden states, or log-probabilities if configured."""
@@ -96,8 +133,13 @@ class TokenModel(nn.Module):
         return logits
 
     def check_tokens(self, idx: Tensor, length: int, name: str = "idx") -> None:
-        """Refuse token ids of the wrong shape or dtype, too long, or outside the vocabulary."""
-        if idx.dim() != 2 or idx.dtype not in (torch.long, torch.int32, torch.int64):
+        """Refuse token ids that are not a (batch, seq) integer tensor, or too long.
+
+        Shapes and dtypes only, so it costs nothing and compiles away; ``check_inputs``
+        checks values.
+        """
+        check_tensor(idx, name, "of token ids of shape (batch, seq)")
+        if idx.dim() != 2 or idx.dtype not in INDEX_DTYPES:
             raise InputError(
                 f"{name} must be an integer tensor of token ids of shape (batch, seq), got "
                 f"{idx.dtype} of shape {tuple(idx.shape)}; add a batch dimension with {name}[None]"
@@ -109,13 +151,25 @@ class TokenModel(nn.Module):
                 f"holds max_seq_len={limit}; shorten the input to at most {limit} tokens (prompt "
                 f"plus new tokens), or use a position encoding without a limit"
             )
-        if idx.numel() and not idx.is_meta:
-            low, high = int(idx.min()), int(idx.max())
-            if low < 0 or high >= self.config.vocab_size:
-                raise InputError(
-                    f"{name}: token id {low if low < 0 else high} is outside the vocabulary "
-                    f"[0, {self.config.vocab_size}); check the tokenizer matches the model"
-                )
+
+    def check_cache(self, cache: object, layers: int, batch: int) -> KVCache | None:
+        """``cache`` if it is a ``KVCache`` of this model's layers and this batch."""
+        if cache is None:
+            return None
+        if not isinstance(cache, KVCache):
+            raise InputError(f"cache must be a KVCache from model.new_cache(), got {type(cache).__name__}")
+        if len(cache) != layers:
+            raise InputError(
+                f"cache has {len(cache)} layers but this model needs {layers}: it comes from "
+                f"another model; make one with model.new_cache()"
+            )
+        keys = cache[0].keys
+        if cache.length and keys is not None and keys.shape[0] != batch:
+            raise InputError(
+                f"cache holds a batch of {keys.shape[0]} but idx has {batch} rows; "
+                f"use one cache per batch (model.new_cache())"
+            )
+        return cache
 
     def num_parameters(self, *, trainable_only: bool = False) -> int:
         """Number of parameters, tied weights counted once."""
@@ -127,6 +181,70 @@ class TokenModel(nn.Module):
         return ", ".join([sizes, *(f"{kind}={getattr(c, kind).name}" for kind in KINDS)])
 
 
+def value_problems(
+    model: TokenModel,
+    idx: Tensor,
+    *,
+    attention_mask: Tensor | None = None,
+    positions: Tensor | None = None,
+    name: str = "idx",
+) -> list[str]:
+    """What is wrong with the values of the inputs (reads them: not for inside forward)."""
+    problems = []
+    vocab = model.config.vocab_size
+    if idx.numel() and not idx.is_meta:
+        low, high = int(idx.min()), int(idx.max())
+        if low < 0 or high >= vocab:
+            problems.append(
+                f"{name}: token id {low if low < 0 else high} is outside the vocabulary "
+                f"[0, {vocab}); check the tokenizer matches the model"
+            )
+    if attention_mask is not None and attention_mask.numel() and not attention_mask.is_meta:
+        odd = attention_mask[(attention_mask != 0) & (attention_mask != 1)]
+        if odd.numel():
+            problems.append(f"attention_mask must hold 1 for real tokens and 0 for padding, found {odd[0].item()!r}")
+    limit = model.position.max_positions
+    if positions is not None and positions.numel() and not positions.is_meta:
+        low, high = int(positions.min()), int(positions.max())
+        if low < 0 or (limit is not None and high >= limit):
+            span = f"[0, {limit})" if limit is not None else "[0, inf)"
+            problems.append(
+                f"positions must lie in {span} for position {model.config.position.name!r}, got {low}..{high}"
+            )
+    return problems
+
+
+def check_inputs(
+    model: TokenModel,
+    idx: Tensor,
+    *,
+    attention_mask: Tensor | None = None,
+    positions: Tensor | None = None,
+    cache: KVCache | None = None,
+    name: str = "idx",
+) -> None:
+    """Check inputs for ``model`` as ``forward`` does, and their values too: token ids in
+    the vocabulary, mask entries 0 or 1, positions in range. Raises ``InputError``.
+
+    Reading values waits for the device, so entry points call this once per request
+    (not per decoding step) and ``forward`` does not.
+    """
+    check_tensor(idx, name, "of token ids of shape (batch, seq)")
+    new_cache = getattr(model, "new_cache", None)
+    layers = len(new_cache()) if new_cache is not None else len(cache or ())
+    cache = model.check_cache(cache, layers, idx.shape[0] if idx.dim() else 0)
+    offset = cache.length if cache is not None else 0
+    model.check_tokens(idx, offset + idx.shape[-1], name)
+    batch, seq = idx.shape
+    if positions is not None:
+        positions = model.positions_for(positions, batch, seq, offset, idx.device)
+    if attention_mask is not None:
+        as_padding(attention_mask, idx, "attention_mask", cached=offset)
+    problems = value_problems(model, idx, attention_mask=attention_mask, positions=positions, name=name)
+    if problems:
+        raise InputError("; ".join(problems))
+
+
 class DecoderLM(TokenModel):
     """A causal language model: ``model(idx) -> logits`` of shape (B, S, vocab_size).
 
@@ -134,10 +252,11 @@ class DecoderLM(TokenModel):
     """
 
     def __init__(self, config: ModelConfig, registry: Registry | None = None) -> None:
-        builder = Builder(config, registry)
-        super().__init__(config, builder)
-        self.blocks = nn.ModuleList(Block(builder) for _ in range(config.n_layers))
-        self.final_norm = builder.norm() if self.wants_final_norm(self.blocks[0].attn_residual) else nn.Identity()
+        parts = Components(config, registry)
+        super().__init__(config, parts)
+        blocks = [Block(parts) for _ in range(config.n_layers)]
+        self.blocks = nn.ModuleList(blocks)
+        self.final_norm = parts.norm() if self.wants_final_norm(blocks[0].attn_residual) else nn.Identity()
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.tie_weights()
 
@@ -148,7 +267,6 @@ class DecoderLM(TokenModel):
         attention_mask: Tensor | None = None,
         positions: Tensor | None = None,
         cache: KVCache | None = None,
-        record_weights: list[Tensor] | None = None,
         last_only: bool = False,
     ) -> Tensor:
         """Logits (B, S, V) for token ids ``idx`` (B, S).
@@ -159,22 +277,24 @@ class DecoderLM(TokenModel):
         ``last_only`` computes the head for the last position only, (B, 1, V), which is
         all decoding needs (the head is the largest matmul of a small model).
         """
+        check_tensor(idx, "idx", "of token ids of shape (batch, seq)")
+        cache = self.check_cache(cache, self.config.n_layers, idx.shape[0] if idx.dim() else 0)
         offset = cache.length if cache is not None else 0
-        self.check_tokens(idx, offset + idx.shape[-1])
+        self.check_tokens(idx, offset + (idx.shape[-1] if idx.dim() else 0))
         batch, seq = idx.shape
-        if positions is None:
-            positions = torch.arange(offset, offset + seq, device=idx.device)[None]  # (1, S)
-        elif positions.dim() != 2 or positions.shape[1] != seq or positions.shape[0] not in (1, batch):
-            raise InputError(f"positions must have shape (1 or {batch}, {seq}), got {tuple(positions.shape)}")
-        elif self.position.max_positions is not None and positions.numel() and not positions.is_meta:
-            if int(positions.min()) < 0 or int(positions.max()) >= self.position.max_positions:
-                raise InputError(
-                    f"positions must lie in [0, {self.position.max_positions}) for position "
-                    f"{self.config.position.name!r}, got {int(positions.min())}..{int(positions.max())}"
-                )
+        positions = self.positions_for(positions, batch, seq, offset, idx.device)
         x = self.embed(idx, positions)  # (B, S, d)
-        padding = as_padding(attention_mask, idx, "attention_mask", cached=offset)
-        ctx = AttentionContext(positions, self.position, key_padding=padding, weights=record_weights)
+        mask, is_causal = make_mask(
+            q_len=seq,
+            k_len=offset + seq,
+            n_heads=self.config.n_heads,
+            causal=True,
+            key_padding=as_padding(attention_mask, idx, "attention_mask", cached=offset),
+            encoding=self.position,
+            dtype=x.dtype,
+            device=x.device,
+        )
+        ctx = AttentionContext(mask, is_causal, self.position, self.position.prepare(positions))
         for i, block in enumerate(self.blocks):
             x = block(x, ctx.for_layer(cache[i] if cache is not None else None))
         if last_only:
@@ -189,15 +309,23 @@ class DecoderLM(TokenModel):
     def attention_maps(self, idx: Tensor) -> list[Tensor]:
         """Attention weights of every layer, each (B, H, S, S), for inspection.
 
-        Needs an attention that can return its weights, such as ``eager``.
+        Needs an attention that can return its weights, such as ``eager``: one with
+        ``records_weights = True`` that appends them to its ``recorded`` list when set.
         """
-        if not all(getattr(b.attn, "records_weights", False) for b in self.blocks):
+        attentions: list[Any] = [block.attn for block in self.blocks]
+        if not all(getattr(attn, "records_weights", False) for attn in attentions):
             raise ConfigError(
                 f"attention {self.config.attention.name!r} cannot return its weights; "
                 f"build the model with attention='eager' to inspect them"
             )
         weights: list[Tensor] = []
-        self(idx, record_weights=weights)
+        try:
+            for attn in attentions:
+                attn.recorded = weights
+            self(idx)
+        finally:
+            for attn in attentions:
+                attn.recorded = None
         return weights
 
     def use_decoding_layout(self) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 import pluggy
 from pydantic import BaseModel, ConfigDict
 
+from zoo.contracts import legacy_arguments, options_from_signature
 from zoo.errors import (
     DuplicateComponentError,
     PluginError,
@@ -260,6 +261,13 @@ class Registry:
                 raise ValueError(f"a {kind} component needs a non-empty string name, got {name!r}")
             if not callable(factory):
                 raise ValueError(f"the factory of {kind} {name!r} is not callable")
+            if legacy_arguments(factory):
+                raise ValueError(
+                    f"the factory of {kind} {name!r} takes (builder, options), the contract before "
+                    f"zoo 0.2; take explicit arguments instead (d_model, n_heads, norm, ... and the "
+                    f"options by name), see zoo.contracts"
+                )
+            options_model = options_model or options_from_signature(factory)
             if options_model is not None and "name" in options_model.model_fields:
                 raise ValueError(f"the options of {kind} {name!r} may not have a field called 'name'")
             clash = self._components.get((kind, name)) or next(
@@ -273,7 +281,7 @@ class Registry:
                     f"its component or disable one with ZOO_DISABLE_PLUGINS."
                 )
             staged.components.append(
-                Component(kind, name, factory, options_model or NoOptions, check, info)
+                Component(kind, name, factory, options_model, check, info)
             )
 
         return register

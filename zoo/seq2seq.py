@@ -14,30 +14,29 @@ position component is shared too: each side counts its positions from 0.
 
 from __future__ import annotations
 
-
 import torch
 from torch import Tensor, nn
 
-from zoo.builder import Builder
 from zoo.cache import KVCache
+from zoo.components import Components
 from zoo.config import ModelConfig
-from zoo.contracts import AttentionContext
+from zoo.contracts import AttentionContext, Placement, make_mask
 from zoo.errors import ConfigError, InputError
-from zoo.model import Block, TokenModel, as_padding
+from zoo.model import Block, TokenModel, as_padding, check_tensor
 from zoo.registry import Registry
 
 
 class DecoderBlock(nn.Module):
     """One decoder layer: causal self-attention, cross-attention to the encoder, MLP."""
 
-    def __init__(self, builder: Builder) -> None:
+    def __init__(self, parts: Components) -> None:
         super().__init__()
-        self.attn_residual = builder.placement()
-        self.attn = builder.attention()
-        self.cross_residual = builder.placement()
-        self.cross_attn = builder.attention()  # queries from the target, keys/values from memory
-        self.mlp_residual = builder.placement()
-        self.mlp = builder.mlp()
+        self.attn_residual: Placement = parts.make("placement")
+        self.attn = parts.make("attention")
+        self.cross_residual: Placement = parts.make("placement")
+        self.cross_attn = parts.make("attention")  # queries from the target, keys/values from memory
+        self.mlp_residual: Placement = parts.make("placement")
+        self.mlp = parts.make("mlp")
 
     def forward(self, x: Tensor, self_ctx: AttentionContext, cross_ctx: AttentionContext) -> Tensor:
         x = self.attn_residual(x, self.attn, self_ctx)
@@ -60,13 +59,14 @@ class EncoderDecoder(TokenModel):
                 f"EncoderDecoder needs architecture='encoder_decoder', got {config.architecture!r}; "
                 f"build decoder-only configs with zoo.build (DecoderLM)"
             )
-        builder = Builder(config, registry)
-        super().__init__(config, builder)  # one embedding for source, target and head
-        self.encoder = nn.ModuleList(Block(builder) for _ in range(config.n_encoder_layers))
-        self.decoder = nn.ModuleList(DecoderBlock(builder) for _ in range(config.n_layers))
-        wants_final_norm = self.wants_final_norm(self.decoder[0].attn_residual)
-        self.encoder_norm = builder.norm() if wants_final_norm else nn.Identity()
-        self.final_norm = builder.norm() if wants_final_norm else nn.Identity()
+        parts = Components(config, registry)
+        super().__init__(config, parts)  # one embedding for source, target and head
+        self.encoder = nn.ModuleList(Block(parts) for _ in range(config.n_encoder_layers))
+        decoder = [DecoderBlock(parts) for _ in range(config.n_layers)]
+        self.decoder = nn.ModuleList(decoder)
+        wants_final_norm = self.wants_final_norm(decoder[0].attn_residual)
+        self.encoder_norm = parts.norm() if wants_final_norm else nn.Identity()
+        self.final_norm = parts.norm() if wants_final_norm else nn.Identity()
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.tie_weights()
 
@@ -84,11 +84,22 @@ class EncoderDecoder(TokenModel):
 
     def encode(self, src: Tensor, *, src_mask: Tensor | None = None) -> Tensor:
         """The encoder's output (B, S, d): every source token sees every other one."""
-        self.check_tokens(src, src.shape[1], "src")
-        positions = torch.arange(src.shape[1], device=src.device)[None]  # (1, S)
+        check_tensor(src, "src", "of token ids of shape (batch, seq)")
+        self.check_tokens(src, src.shape[-1] if src.dim() else 0, "src")
+        seq = src.shape[1]
+        positions = torch.arange(seq, device=src.device)[None]  # (1, S)
         x = self.embed(src, positions)
-        padding = as_padding(src_mask, src, "src_mask")
-        ctx = AttentionContext(positions, self.position, key_padding=padding, causal=False)
+        mask, _ = make_mask(
+            q_len=seq,
+            k_len=seq,
+            n_heads=self.config.n_heads,
+            causal=False,
+            key_padding=as_padding(src_mask, src, "src_mask"),
+            encoding=self.position,
+            dtype=x.dtype,
+            device=x.device,
+        )
+        ctx = AttentionContext(mask, False, self.position, self.position.prepare(positions))
         for block in self.encoder:
             x = block(x, ctx)
         return self.encoder_norm(x)
@@ -108,9 +119,12 @@ class EncoderDecoder(TokenModel):
         self-attention keys and values accumulate, and the memory's keys and values
         are computed on the first call and reused after.
         """
+        check_tensor(tgt, "tgt", "of token ids of shape (batch, seq)")
+        cache = self.check_cache(cache, 2 * self.config.n_layers, tgt.shape[0] if tgt.dim() else 0)
         offset = cache.length if cache is not None else 0
-        self.check_tokens(tgt, offset + tgt.shape[-1], "tgt")
+        self.check_tokens(tgt, offset + (tgt.shape[-1] if tgt.dim() else 0), "tgt")
         batch, seq = tgt.shape
+        check_tensor(memory, "memory", "(the encoder output, model.encode(src))")
         if memory.dim() != 3 or memory.shape[0] != batch or memory.shape[2] != self.config.d_model:
             raise InputError(
                 f"memory must be the encoder output of shape (batch={batch}, src_len, "
@@ -118,10 +132,28 @@ class EncoderDecoder(TokenModel):
             )
         positions = torch.arange(offset, offset + seq, device=tgt.device)[None]  # (1, T)
         x = self.embed(tgt, positions)
-        self_ctx = AttentionContext(positions, self.position, key_padding=as_padding(tgt_mask, tgt, "tgt_mask", cached=offset))
-        cross_ctx = AttentionContext(
-            positions, None, key_padding=as_padding(src_mask, memory, "src_mask"), causal=False, memory=memory
+        self_mask, is_causal = make_mask(
+            q_len=seq,
+            k_len=offset + seq,
+            n_heads=self.config.n_heads,
+            causal=True,
+            key_padding=as_padding(tgt_mask, tgt, "tgt_mask", cached=offset),
+            encoding=self.position,
+            dtype=x.dtype,
+            device=x.device,
         )
+        cross_mask, _ = make_mask(
+            q_len=seq,
+            k_len=memory.shape[1],
+            n_heads=self.config.n_heads,
+            causal=False,
+            key_padding=as_padding(src_mask, memory, "src_mask"),
+            encoding=None,
+            dtype=x.dtype,
+            device=x.device,
+        )
+        self_ctx = AttentionContext(self_mask, is_causal, self.position, self.position.prepare(positions))
+        cross_ctx = AttentionContext(cross_mask, False, memory=memory)
         for i, block in enumerate(self.decoder):
             x = block(
                 x,

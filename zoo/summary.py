@@ -19,6 +19,8 @@ encoder-decoder are counted as they are built:
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -28,7 +30,7 @@ from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from zoo.builder import model_for
+from zoo.factory import model_for
 from zoo.config import ModelConfig, resolve_config
 from zoo.errors import ConfigError
 from zoo.registry import Component, Registry, default_registry
@@ -90,7 +92,7 @@ class ModelSummary:
 class _KindRecorder:
     """A view of a registry that notes which kind of component made each module.
 
-    ``Builder`` only calls ``get(kind, name)``; everything else passes through.
+    ``Components`` only calls ``get(kind, name)``; everything else passes through.
     """
 
     def __init__(self, registry: Registry) -> None:
@@ -101,8 +103,9 @@ class _KindRecorder:
         component = self._registry.get(kind, name)
         factory = component.factory
 
-        def recording_factory(builder: Any, options: Any) -> Any:
-            made = factory(builder, options)
+        @functools.wraps(factory)  # keeps the signature the part maker fills arguments from
+        def recording_factory(*args: Any, **kwargs: Any) -> Any:
+            made = factory(*args, **kwargs)
             if isinstance(made, nn.Module):
                 self.made[id(made)] = (made, kind)  # keep a reference: ids stay unique
             return made

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.builder import build, device_arg, dtype_arg, reset_buffers
+from zoo.factory import build, device_arg, dtype_arg, reset_buffers
 from zoo.checkpoint import path_arg, write_atomically
 from zoo.config import ModelConfig, validate_config
 from zoo.errors import ConfigError, InteropError

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
@@ -13,7 +12,7 @@ from zoo import residual_output
 
 
 class SwiGluOptions(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
     hidden: int | None = Field(None, gt=0, description="hidden size (default: 2/3 of d_ff, rounded up to multiple_of)")
     multiple_of: int = Field(256, gt=0, description="the default hidden size is rounded up to a multiple of this")
 
@@ -41,8 +40,8 @@ class SwiGLU(nn.Module):
         return self.drop(self.down(F.silu(self.gate(x)) * self.up(x)))  # (B, S, d)
 
 
-def swiglu(builder: Any, options: SwiGluOptions) -> nn.Module:
+def swiglu(
+    d_model: int, d_ff: int, hidden: int | None = None, multiple_of: int = 256, bias: bool = True, dropout: float = 0.0
+) -> SwiGLU:
     """Gated MLP down(silu(gate(x)) * up(x)) (PaLM, LLaMA); hidden 2/3 of d_ff, rounded."""
-    c = builder.config
-    hidden = options.hidden or swiglu_hidden(c.d_ff, options.multiple_of)
-    return SwiGLU(c.d_model, hidden, c.bias, c.dropout.residual)
+    return SwiGLU(d_model, hidden or swiglu_hidden(d_ff, multiple_of), bias, dropout)

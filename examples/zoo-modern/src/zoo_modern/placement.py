@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import Tensor, nn
 
 from zoo import Placement
 
 
 class SandwichNorm(Placement):
-    """Pre-norm plus a norm on the sub-layer's output before it joins the residual.
+    """Sandwich norm, x + norm(f(norm(x))): a norm before and after each sub-layer.
 
     The second norm bounds what each sub-layer adds, which keeps the residual stream
     from growing layer by layer. The stream itself is never normalised, so the stack
@@ -19,15 +17,10 @@ class SandwichNorm(Placement):
 
     final_norm = True
 
-    def __init__(self, builder: Any) -> None:
+    def __init__(self, norm_in: nn.Module, norm_out: nn.Module) -> None:
         super().__init__()
-        self.norm_in = builder.norm()
-        self.norm_out = builder.norm()
+        self.norm_in = norm_in
+        self.norm_out = norm_out
 
     def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
         return x + self.norm_out(sublayer(self.norm_in(x), *args))
-
-
-def sandwich(builder: Any, options: Any) -> Placement:
-    """Sandwich norm, x + norm(f(norm(x))): a norm before and after each sub-layer."""
-    return SandwichNorm(builder)

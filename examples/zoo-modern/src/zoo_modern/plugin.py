@@ -13,17 +13,17 @@ from typing import Any
 import zoo
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
 from zoo_modern.mlp import SwiGluOptions, swiglu
-from zoo_modern.placement import sandwich
-from zoo_modern.positions import AlibiOptions, RotaryOptions, alibi, check_rotary, rotary
+from zoo_modern.placement import SandwichNorm
+from zoo_modern.positions import ALiBi, Rotary, check_rotary
 
 
 @zoo.hookimpl
 def zoo_register_components(register: Any) -> None:
-    register("position", "rotary", rotary, RotaryOptions, check=check_rotary)
-    register("position", "alibi", alibi, AlibiOptions)
+    register("position", "rotary", Rotary, check=check_rotary)
+    register("position", "alibi", ALiBi)
     register("mlp", "swiglu", swiglu, SwiGluOptions)
     register("attention", "gqa", gqa, GqaOptions, check=check_gqa)
-    register("placement", "sandwich", sandwich)
+    register("placement", "sandwich", SandwichNorm)
 
 
 @zoo.hookimpl

@@ -21,45 +21,78 @@ from zoo import PositionEncoding
 
 
 class RotaryOptions(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    base: float = Field(10000.0, gt=1.0, description="theta: pair i turns by position * base^(-2i/head_dim)")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    base: float = Field(10000.0, gt=1.0, description="theta: pair i turns by position * base^(-2i/rotary_dim)")
+    rotary_dim: int | None = Field(
+        None, gt=0, description="dimensions of each head that turn, the first ones (default: all; GPT-NeoX style)"
+    )
+    rotary_pct: float | None = Field(
+        None, gt=0.0, le=1.0, description="or the fraction of each head that turns (GPT-NeoX's rotary_pct)"
+    )
 
 
 class Rotary(PositionEncoding):
-    """Rotates each pair (x_i, x_{i + dk/2}) of q and k by the angle position * theta_i.
+    """Rotary positions (RoPE) on queries and keys: scores depend on relative position.
 
-    The pairs are split in halves, not interleaved: the layout of LLaMA as Hugging Face
-    implements it, so such weights need no permutation.
+    Rotates each pair (x_i, x_{i + r/2}) of the first ``rotary_dim = r`` dimensions of
+    every head by the angle position * theta_i and leaves the rest as they are (partial
+    rotary, as GPT-NeoX; by default r is the whole head). The pairs are split in halves,
+    not interleaved: the layout of LLaMA and GPT-NeoX as Hugging Face implements them, so
+    such weights need no permutation. ``prepare`` computes cos/sin once per forward pass.
     """
 
-    def __init__(self, head_dim: int, base: float) -> None:
+    Options = RotaryOptions
+
+    def __init__(
+        self, head_dim: int, base: float = 10000.0, rotary_dim: int | None = None, rotary_pct: float | None = None
+    ) -> None:
         super().__init__()
         self.head_dim, self.base = head_dim, base
+        self.rotary_dim = rotary_dims(head_dim, rotary_dim, rotary_pct)
 
     def angles(self, positions: Tensor) -> Tensor:
-        """Rotation angles (B|1, S, dk/2) in float32 for ``positions`` (B|1, S)."""
-        i = torch.arange(0, self.head_dim, 2, device=positions.device, dtype=torch.float32)
-        inv_freq = 1.0 / self.base ** (i / self.head_dim)  # (dk/2,): theta_i
-        return positions[..., None].float() * inv_freq  # (B|1, S, dk/2)
+        """Rotation angles (B|1, S, r/2) in float32 for ``positions`` (B|1, S)."""
+        i = torch.arange(0, self.rotary_dim, 2, device=positions.device, dtype=torch.float32)
+        inv_freq = 1.0 / self.base ** (i / self.rotary_dim)  # (r/2,): theta_i
+        return positions[..., None].float() * inv_freq  # (B|1, S, r/2)
 
-    def rotate(self, q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
-        angles = self.angles(positions)[:, None]  # (B|1, 1, S, dk/2): the same for every head
-        cos, sin = angles.cos(), angles.sin()
-        return _rotate_pairs(q, cos, sin), _rotate_pairs(k, cos, sin)
+    def prepare(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """cos and sin of the angles, (B|1, 1, S, r/2): the same for every head and layer."""
+        angles = self.angles(positions)[:, None]
+        return angles.cos(), angles.sin()
+
+    def rotate(self, q: Tensor, k: Tensor, state: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        cos, sin = state
+        return _rotate(q, cos, sin, self.rotary_dim), _rotate(k, cos, sin, self.rotary_dim)
 
     def extra_repr(self) -> str:
-        return f"head_dim={self.head_dim}, base={self.base:g}"
+        return f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base:g}"
 
 
-def _rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """x (B, H, S, dk) with each pair (x1_i, x2_i) turned by its angle, in float32."""
-    x1, x2 = x.float().chunk(2, dim=-1)  # (B, H, S, dk/2) each
-    rotated = torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (B, H, S, dk)
-    return rotated.to(x.dtype)
+def rotary_dims(head_dim: int, rotary_dim: int | None = None, rotary_pct: float | None = None) -> int:
+    """How many dimensions of each head turn: ``rotary_dim``, else ``int(head_dim * rotary_pct)``
+    (GPT-NeoX's rule), else all."""
+    if rotary_dim is not None and rotary_pct is not None:
+        raise ValueError("rotary takes rotary_dim or rotary_pct, not both; drop one")
+    dims = rotary_dim if rotary_dim is not None else int(head_dim * rotary_pct) if rotary_pct is not None else head_dim
+    if dims % 2 or not 0 < dims <= head_dim:
+        raise ValueError(
+            f"rotary positions turn pairs of dimensions, so the rotary dimensions must be even and "
+            f"in 2..head_dim={head_dim}, got {dims}; change rotary_dim/rotary_pct, d_model or n_heads"
+        )
+    return dims
+
+
+def _rotate(x: Tensor, cos: Tensor, sin: Tensor, dims: int) -> Tensor:
+    """x (B, H, S, dk) with each pair (x1_i, x2_i) of its first ``dims`` turned, in float32."""
+    turned, kept = x[..., :dims].float(), x[..., dims:]
+    x1, x2 = turned.chunk(2, dim=-1)  # (B, H, S, dims/2) each
+    rotated = torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).to(x.dtype)  # (B, H, S, dims)
+    return rotated if dims == x.shape[-1] else torch.cat((rotated, kept), dim=-1)
 
 
 class AlibiOptions(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
     max_bias: float = Field(8.0, gt=0.0, description="slopes run from 2^(-max_bias/n) to 2^(-max_bias)")
 
 
@@ -79,14 +112,19 @@ def alibi_slopes(n_heads: int, max_bias: float = 8.0) -> list[float]:
 
 
 class ALiBi(PositionEncoding):
-    """Attention with linear biases: score(i, j) -= slope_h * |i - j|.
+    """ALiBi: a per-head linear penalty on query-key distance; no parameters, any length.
+
+    Attention with linear biases: score(i, j) -= slope_h * |i - j|.
 
     The bias depends on slot distances only, so it ignores ``positions`` (left
     padding shifts queries and keys alike). ``slopes`` is a derived buffer, kept in
     float32 and on the model's device, so the bias is built where attention runs.
     """
 
-    def __init__(self, n_heads: int, max_bias: float) -> None:
+    Options = AlibiOptions
+    slopes: Tensor
+
+    def __init__(self, n_heads: int, max_bias: float = 8.0) -> None:
         super().__init__()
         self.n_heads, self.max_bias = n_heads, max_bias
         self.register_buffer("slopes", torch.tensor(alibi_slopes(n_heads, max_bias)), persistent=False)
@@ -108,11 +146,6 @@ class ALiBi(PositionEncoding):
         return f"n_heads={self.n_heads}, max_bias={self.max_bias:g}"
 
 
-def rotary(builder: Any, options: RotaryOptions) -> PositionEncoding:
-    """Rotary positions (RoPE) on queries and keys: scores depend on relative position."""
-    return Rotary(builder.config.head_dim, options.base)
-
-
 def check_rotary(config: Any, options: RotaryOptions) -> None:
     head_dim = config.head_dim
     if head_dim % 2:
@@ -120,8 +153,4 @@ def check_rotary(config: Any, options: RotaryOptions) -> None:
             f"rotary positions turn pairs of dimensions, so head_dim = d_model / n_heads must be "
             f"even, got {head_dim}; change d_model or n_heads"
         )
-
-
-def alibi(builder: Any, options: AlibiOptions) -> PositionEncoding:
-    """ALiBi: a per-head linear penalty on query-key distance; no parameters, any length."""
-    return ALiBi(builder.config.n_heads, options.max_bias)
+    rotary_dims(head_dim, options.rotary_dim, options.rotary_pct)

@@ -1,4 +1,5 @@
-"""From a config to a model: component factories, the meta device, and init.
+"""The factory of whole models: from a config to a model on the meta device, then real
+weights on the target device, then the configured init.
 
 ``build`` constructs the model on the meta device (no memory, no work), materialises
 the weights once on the target device, and runs the configured init scheme once. That
@@ -9,56 +10,17 @@ one pass of random draws rather than torch's default init followed by another.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
 
+from zoo.components import Components
 from zoo.config import ModelConfig, resolve_config
 from zoo.errors import ConfigError, ZooError
-from zoo.registry import Registry, default_registry
-
-if TYPE_CHECKING:
-    from zoo.model import DecoderLM
-    from zoo.seq2seq import EncoderDecoder
-
-
-class Builder:
-    """Makes the configured component of each kind for one config.
-
-    Component factories receive the builder, so an MLP can ask for the configured
-    activation and a placement for the configured norm.
-    """
-
-    def __init__(self, config: ModelConfig, registry: Registry | None = None) -> None:
-        self.config = config
-        self.registry = registry or default_registry()
-
-    def make(self, kind: str) -> Any:
-        """Call the factory of the configured ``kind`` with its validated options."""
-        spec = getattr(self.config, kind)
-        component = self.registry.get(kind, spec.name)
-        options = component.options_model.model_validate(spec.options)
-        return component.factory(self, options)
-
-    def attention(self) -> nn.Module:
-        return self.make("attention")
-
-    def norm(self) -> nn.Module:
-        return self.make("norm")
-
-    def placement(self) -> nn.Module:
-        return self.make("placement")
-
-    def activation(self) -> nn.Module:
-        return self.make("activation")
-
-    def position(self) -> nn.Module:
-        return self.make("position")
-
-    def mlp(self) -> nn.Module:
-        return self.make("mlp")
-
+from zoo.model import DecoderLM
+from zoo.registry import Registry
+from zoo.seq2seq import EncoderDecoder
 
 DTYPES = {
     "float32": torch.float32, "fp32": torch.float32,
@@ -105,18 +67,20 @@ def reset_buffers(model: nn.Module) -> nn.Module:
     return model
 
 
-def model_for(config: ModelConfig, registry: Registry | None = None) -> nn.Module:
+def model_for(config: ModelConfig, registry: Registry | None = None) -> DecoderLM | EncoderDecoder:
     """The model class for ``config.architecture``, constructed on the current device.
 
     ``build`` and ``zoo.load`` call this under ``torch.device("meta")``.
     """
     if config.architecture == "encoder_decoder":
-        from zoo.seq2seq import EncoderDecoder
-
         return EncoderDecoder(config, registry=registry)
-    from zoo.model import DecoderLM
-
     return DecoderLM(config, registry=registry)
+
+
+def initialize(model: nn.Module, config: ModelConfig, registry: Registry | None = None) -> nn.Module:
+    """Draw fresh weights for ``model`` with the init scheme ``config`` names."""
+    Components(config, registry).make("init")(model)
+    return model
 
 
 def build(
@@ -142,5 +106,5 @@ def build(
     if device is not None and device.type == "meta":
         return model
     materialize(model, device)
-    Builder(config, registry).make("init")(model)
+    initialize(model, config, registry)
     return model

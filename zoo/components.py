@@ -1,0 +1,107 @@
+"""The part maker: the configured component of each kind, constructed with explicit arguments.
+
+``Components(config, registry).make("attention")`` looks up the configured attention,
+validates its options, and calls its factory (usually the module class itself) with
+every argument filled by name, as ``zoo.contracts`` describes: the component's options,
+the config's sizes (``CONFIG_ARGUMENTS``) and fresh modules of other kinds (``norm``,
+``activation``, ``norm_in``, ...). The model classes use it; ``zoo.build`` is the factory
+of whole models.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from torch import nn
+
+from zoo.config import ModelConfig
+from zoo.contracts import CONFIG_ARGUMENTS, constructor_parameters, part_kind
+from zoo.errors import ConfigError
+from zoo.registry import Component, Registry, default_registry
+
+
+def config_arguments(config: ModelConfig) -> dict[str, Any]:
+    """The value of each name in ``CONFIG_ARGUMENTS`` for ``config``."""
+    values = {
+        "config": config,
+        "vocab_size": config.vocab_size,
+        "max_seq_len": config.max_seq_len,
+        "d_model": config.d_model,
+        "n_layers": config.n_layers,
+        "n_heads": config.n_heads,
+        "head_dim": config.head_dim,
+        "n_encoder_layers": config.n_encoder_layers,
+        "d_ff": config.d_ff,
+        "bias": config.bias,
+        "norm_eps": config.norm_eps,
+        "dropout": config.dropout.residual,
+        "attn_dropout": config.dropout.attention,
+        "embedding_dropout": config.dropout.embedding,
+    }
+    assert tuple(values) == CONFIG_ARGUMENTS, "config_arguments and CONFIG_ARGUMENTS disagree"
+    return values
+
+
+def accepts_any_keyword(factory: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+class Components:
+    """Makes the configured component of each kind for one config."""
+
+    def __init__(self, config: ModelConfig, registry: Registry | None = None) -> None:
+        self.config = config
+        self.registry = registry or default_registry()
+        self._config_arguments = config_arguments(config)
+        self._making: list[str] = []  # kinds being made, outermost first
+
+    def make(self, kind: str) -> Any:
+        """A new instance of the configured component of ``kind``."""
+        spec = getattr(self.config, kind)
+        component = self.registry.get(kind, spec.name)
+        if kind in self._making:
+            chain = " -> ".join(f"{k} {getattr(self.config, k).name!r}" for k in (*self._making, kind))
+            raise ConfigError(
+                f"components ask for each other in a cycle: {chain}; configure another {kind} "
+                f"or rename the constructor argument named after it"
+            )
+        options = component.options_model.model_validate(spec.options)
+        self._making.append(kind)
+        try:
+            return component.factory(**self.arguments(component, options))
+        finally:
+            self._making.pop()
+
+    def arguments(self, component: Component, options: Any) -> dict[str, Any]:
+        """The keyword arguments for ``component``'s factory, filled by name."""
+        given = dict(options)
+        arguments: dict[str, Any] = {}
+        for parameter in constructor_parameters(component.factory):
+            name = parameter.name
+            if name in given:
+                arguments[name] = given[name]
+            elif name in self._config_arguments:
+                arguments[name] = self._config_arguments[name]
+            elif (kind := part_kind(name)) is not None:
+                arguments[name] = self.make(kind)
+            elif parameter.default is parameter.empty:
+                raise ConfigError(
+                    f"{component.kind} {component.name!r} (plugin {component.plugin.name!r}) takes an "
+                    f"argument {name!r} that is neither one of its options nor a config value "
+                    f"({', '.join(CONFIG_ARGUMENTS)}) nor a kind of component; give it a default "
+                    f"or declare it in the component's options model"
+                )
+        if accepts_any_keyword(component.factory):  # options it does not name go through **kwargs
+            arguments.update((k, v) for k, v in given.items() if k not in arguments)
+        return arguments
+
+    def norm(self) -> nn.Module:
+        """A new norm module of the configured kind (the model's final norms use it)."""
+        module: nn.Module = self.make("norm")
+        return module
