@@ -26,6 +26,14 @@ demo: $(STAMP)
 	$(BIN)/zoo ablate --from transformer-2017 --to gpt2-small --d-model 48 --layers 2 --heads 4 \
 		--seq-len 48 --steps 60 --batch 12 --lr 4e-3 --eval-every 15 --out runs/demo
 	$(BIN)/zoo inspect runs/demo/00-base-transformer-2017.safetensors
+	# Training: prepare the bundled text, train a small GPT-2 for 20 steps, resume it to 30, evaluate.
+	rm -rf runs/demo-data runs/demo-train
+	$(BIN)/zoo data prepare -o runs/demo-data --tokenizer bytes
+	$(BIN)/zoo train gpt2-small --set n_layers=2 --set d_model=64 --set n_heads=4 --set vocab_size=256 --set max_seq_len=128 \
+		--data runs/demo-data --out runs/demo-train --batch-size 8 --seq-len 64 --lr 3e-3 --eval-every 10 --save-every 10 --steps 20
+	$(BIN)/zoo train gpt2-small --set n_layers=2 --set d_model=64 --set n_heads=4 --set vocab_size=256 --set max_seq_len=128 \
+		--data runs/demo-data --out runs/demo-train --batch-size 8 --seq-len 64 --lr 3e-3 --eval-every 10 --save-every 10 --steps 30 --resume
+	$(BIN)/zoo eval runs/demo-train --data runs/demo-data --seq-len 64
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -q

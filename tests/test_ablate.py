@@ -13,7 +13,8 @@ import pytest
 
 import zoo
 from zoo.ablate import SIZE_AXES, AblationResult, diff_configs, plot_curves, run_ablation
-from zoo.train import TrainSettings, bundled_corpus, evaluate, load_corpus, validation_batches
+from zoo.training import TrainSettings, bundled_corpus, load_corpus, validation_batches
+from zoo.training import mean_loss as evaluate
 
 TINY_SCALE: dict[str, Any] = dict(
     d_model=16, layers=1, heads=2, seq_len=16, steps=16, batch=8, lr=1e-2, eval_every=8, max_chars=30_000

@@ -10,14 +10,14 @@ import pytest
 import torch
 
 import zoo
-from zoo.train import (
+from zoo.training import (
     CurvePoint,
     TrainSettings,
     bundled_corpus,
     learning_rate,
     load_corpus,
     parameter_groups,
-    train,
+    fit as train,
     training_batches,
     validation_batches,
 )

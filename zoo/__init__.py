@@ -45,6 +45,8 @@ _LAZY = {
     "generate_text": "zoo.generate",
     "tokenizer": "zoo.text",
     "summarize": "zoo.summary",
+    "train": "zoo.training",
+    "evaluate": "zoo.training",
 }
 
 

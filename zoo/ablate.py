@@ -30,7 +30,8 @@ from zoo.checkpoint import save
 from zoo.config import ModelConfig, resolve_config
 from zoo.errors import ConfigError, InputError, ZooError
 from zoo.registry import KINDS, Registry, default_registry
-from zoo.train import Corpus, CurvePoint, TrainSettings, bundled_corpus, load_corpus, read_text, train
+from zoo.training import Corpus, CurvePoint, TrainSettings, bundled_corpus, load_corpus, read_text
+from zoo.training import fit as train
 
 # The order of rows in a comparison: architecture, components, switches, then sizes.
 AXES: tuple[str, ...] = (

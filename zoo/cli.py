@@ -841,6 +841,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list the benchmarks")
     p.add_argument("name", nargs="?", help="a benchmark, e.g. forward (bench/bench_forward.py)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the benchmark")
+    from zoo.cli_train import add_commands  # data, train, eval
+
+    add_commands(sub)
     return parser
 
 

@@ -1,0 +1,418 @@
+"""The training engine: prepared data, the loop under torchrun (gloo: DDP and FSDP2),
+exact resume, checkpoints across world sizes, evaluation, and every bad input refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import zoo
+from zoo.cli import main
+from zoo.training import (
+    TrainSettings,
+    WindowSampler,
+    bundled_corpus,
+    evaluate,
+    mean_loss,
+    open_data,
+    prepare,
+    train,
+    validation_batches,
+)
+
+MODEL = ["--set", "n_layers=2", "--set", "d_model=32", "--set", "n_heads=2", "--set", "vocab_size=256",
+         "--set", "max_seq_len=64", "--set", "dropout=0"]
+OVERRIDES: dict[str, Any] = {"n_layers": 2, "d_model": 32, "n_heads": 2, "vocab_size": 256, "max_seq_len": 64, "dropout": 0.0}
+SETTINGS = TrainSettings(steps=6, batch_size=8, seq_len=32, lr=3e-3, eval_every=3, eval_batches=1,
+                         grad_clip=0.5, save_every=3, threads=1)
+FLAGS = ["--steps", "6", "--batch-size", "8", "--seq-len", "32", "--lr", "3e-3", "--eval-every", "3",
+         "--eval-batches", "1", "--grad-clip", "0.5", "--save-every", "3", "--threads", "1"]
+
+
+def environment(tmp: Path) -> dict[str, str]:
+    return {**os.environ, "ZOO_DATA_CACHE": str(tmp / "cache"), "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
+
+
+def losses(out: Path) -> list[float]:
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(1, len(rows) + 1))  # each step once, in order
+    return [r["loss"] for r in rows]
+
+
+def torchrun(tmp: Path, nproc: int, *args: str) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+               "-m", "zoo", "train", *args]
+    return subprocess.Popen(command, env=environment(tmp), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def zoo_cli(tmp: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "zoo", *args], env=environment(tmp),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(process: subprocess.Popen[str], timeout: float = 240) -> str:
+    out, err = process.communicate(timeout=timeout)
+    assert process.returncode == 0, f"{out}\n{err}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("data")
+    text = folder / "text.txt"
+    text.write_text(bundled_corpus()[:200_000], encoding="utf-8")
+    prepare([text], folder / "prepared", tokenizer="bytes", val_fraction=0.02, workers=1)
+    return folder / "prepared"
+
+
+@pytest.fixture(scope="module")
+def runs(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One process in this one, and 2-rank DDP and FSDP2 runs under torchrun, at once."""
+    tmp = tmp_path_factory.mktemp("runs")
+    launched = {
+        strategy: torchrun(tmp, 2, "gpt2-small", *MODEL, "--data", str(data), "--out", str(tmp / strategy),
+                           "--strategy", strategy, *FLAGS)
+        for strategy in ("ddp", "fsdp")
+    }
+    train("gpt2-small", data, SETTINGS, out=tmp / "single", overrides=OVERRIDES)
+    for process in launched.values():
+        finish(process)
+    return {name: tmp / name for name in ("single", "ddp", "fsdp")}
+
+
+# -- data ------------------------------------------------------------------------------
+
+
+def test_prepare_writes_shards_and_a_manifest_that_reads_back(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("hello world, " * 400, encoding="utf-8")
+    (tmp_path / "docs" / "b.txt").write_text("to be or not to be " * 300, encoding="utf-8")
+    prepared = prepare([tmp_path / "docs"], tmp_path / "out", tokenizer="bytes", val_fraction=0.1, workers=2)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["tokenizer"] == "bytes" and manifest["vocab_size"] == 256 and manifest["dtype"] == "uint16"
+    assert manifest["zoo_version"] == zoo.__version__ and manifest["documents"] == 2
+    assert manifest["splits"]["train"]["tokens"] + manifest["splits"]["val"]["tokens"] == 5200 + 5700
+    assert all(s["digest"].startswith("xxh3_128:") for s in manifest["splits"]["train"]["shards"])
+    again = open_data(tmp_path / "out", verify=True)
+    text = b"".join(bytes(s.tolist()) for s in again.train.shards)
+    assert text.startswith(b"hello world, ") and b"to be or not" in text
+    assert prepared.train.tokens == again.train.tokens and again.val.n_bytes == manifest["splits"]["val"]["tokens"]
+    # A damaged shard is found by verify; a truncated one always.
+    shard = tmp_path / "out" / manifest["splits"]["train"]["shards"][0]["file"]
+    raw = bytearray(shard.read_bytes())
+    raw[10] ^= 1
+    shard.write_bytes(bytes(raw))
+    with pytest.raises(zoo.InputError, match="damaged"):
+        open_data(tmp_path / "out", verify=True)
+    shard.write_bytes(bytes(raw[:-2]))
+    with pytest.raises(zoo.InputError, match="truncated"):
+        open_data(tmp_path / "out")
+
+
+def test_gpt2_shards_are_uint16_and_end_documents_with_endoftext(tmp_path: Path) -> None:
+    pytest.importorskip("tiktoken")
+    (tmp_path / "a.txt").write_text("Hello there. " * 50, encoding="utf-8")
+    prepared = prepare([tmp_path / "a.txt"], tmp_path / "out", tokenizer="gpt2", val_fraction=0.2)
+    assert prepared.train.shards[0].dtype == torch.uint16 and prepared.vocab_size == 50257
+    assert int(prepared.val.shards[0][-1]) == 50256
+    tok = zoo.tokenizer("gpt2")
+    assert tok.decode(prepared.train.shards[0][:3].tolist()) == "Hello there."
+
+
+def test_raw_text_is_prepared_once_into_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZOO_DATA_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "t.txt").write_text(bundled_corpus()[:50_000], encoding="utf-8")
+    settings = TrainSettings(**{**SETTINGS.__dict__, "steps": 1, "eval_every": 1, "save_every": None})
+    first = train("gpt2-small", tmp_path / "t.txt", settings, overrides=OVERRIDES)
+    (manifest,) = (tmp_path / "cache").glob("*/manifest.json")
+    assert json.loads(manifest.read_text())["tokenizer"] == "bytes"  # the model's 256 ids imply bytes
+    again = train("gpt2-small", str(tmp_path / "t.txt"), settings, overrides=OVERRIDES)
+    assert list((tmp_path / "cache").glob("*/manifest.json")) == [manifest] and again.losses == first.losses
+
+
+def test_the_same_windows_whatever_the_world_size(data: Path) -> None:
+    split = open_data(data).train
+    a, b = WindowSampler(split, 32, seed=3), WindowSampler(split, 32, seed=3)
+    whole = a.draw(8)
+    assert torch.equal(whole, b.draw(8))
+    x, y = a.windows(whole)
+    assert x.shape == (8, 32) and torch.equal(x[:, 1:], y[:, :-1]) and x.dtype == torch.int64
+
+
+def test_memory_stays_flat_while_streaming_a_corpus_larger_than_the_model(tmp_path: Path) -> None:
+    def anon_kib() -> int:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+        pytest.skip("no /proc/self/status RssAnon on this system")
+        return 0
+
+    (tmp_path / "big.txt").write_text(bundled_corpus() * 9, encoding="utf-8")  # ~8.4 MB
+    prepare([tmp_path / "big.txt"], tmp_path / "data", tokenizer="bytes", val_fraction=0.001, workers=1)
+    shard_kib = sum(f.stat().st_size for f in (tmp_path / "data").glob("*.bin")) // 1024
+    model = zoo.build("gpt2-small", **{**OVERRIDES, "d_model": 16, "n_layers": 1})
+    assert shard_kib * 1024 > 20 * 4 * sum(p.numel() for p in model.parameters())  # 20x the model's bytes
+    seen: list[int] = []
+    before = anon_kib()
+    settings = TrainSettings(steps=100, batch_size=8, seq_len=32, eval_every=100, eval_batches=1, threads=1)
+    train(model, tmp_path / "data", settings, on_step=lambda r: seen.append(anon_kib()))
+    assert seen[-1] - before < shard_kib // 2, (before, seen[::10], shard_kib)  # the data is never loaded
+    assert max(seen[10:]) - seen[10] < 1024, seen[::10]  # and memory does not grow step by step
+
+
+# -- distributed: the same run on 1 or 2 ranks ---------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_two_ranks_give_the_losses_of_one_process(runs: dict[str, Path], strategy: str) -> None:
+    one, two = losses(runs["single"]), losses(runs[strategy])
+    assert len(one) == len(two) == 6
+    assert max(abs(a - b) for a, b in zip(one, two)) <= 1e-5, (one, two)
+    assert one[-1] < one[0]
+
+
+def test_a_two_rank_checkpoint_loads_and_resumes_in_one_process(runs: dict[str, Path], data: Path, tmp_path: Path) -> None:
+    for strategy in ("ddp", "fsdp"):
+        versions = zoo.versions(runs[strategy])
+        assert [v.metadata["training"]["step"] for v in versions] == [3, 6]
+        assert versions[-1].metadata["training"]["world_size"] == 2
+        twin = zoo.load(runs[strategy])
+        single = zoo.load(runs["single"])
+        for (name, a), (_, b) in zip(twin.state_dict().items(), single.state_dict().items()):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4, msg=name)
+    # Drop the last version: resume the 2-rank run from step 3 in this one process.
+    out = tmp_path / "resumed"
+    shutil.copytree(runs["fsdp"], out)
+    (out / "v0002.safetensors").unlink()
+    result = train("gpt2-small", data, SETTINGS, out=out, resume=True, overrides=OVERRIDES)
+    assert len(result.losses) == 3
+    resumed, one = losses(out), losses(runs["single"])
+    assert max(abs(a - b) for a, b in zip(resumed, one)) <= 1e-5, (resumed, one)
+
+
+@pytest.mark.slow
+def test_a_one_process_checkpoint_resumes_on_two_ranks(runs: dict[str, Path], data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "resumed"
+    shutil.copytree(runs["single"], out)
+    (out / "v0002.safetensors").unlink()
+    finish(torchrun(tmp_path, 2, "gpt2-small", *MODEL, "--data", str(data), "--out", str(out),
+                    "--strategy", "fsdp", "--resume", *FLAGS))
+    resumed, one = losses(out), losses(runs["single"])
+    assert max(abs(a - b) for a, b in zip(resumed, one)) <= 1e-5, (resumed, one)
+
+
+# -- exact resume in one process --------------------------------------------------------------
+
+
+def test_killed_and_resumed_run_matches_the_uninterrupted_run_bit_for_bit(data: Path, tmp_path: Path) -> None:
+    flags = ["gpt2-small", *MODEL, "--set", "dropout=0.1", "--data", str(data), "--steps", "40", "--batch-size", "4",
+             "--seq-len", "32", "--eval-every", "10", "--eval-batches", "1", "--save-every", "4", "--threads", "1"]
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    at = random.randint(6, 30)
+    process = zoo_cli(tmp_path, "train", *flags, "--out", str(killed))
+    metrics = killed / "metrics.jsonl"
+    while process.poll() is None and (not metrics.exists() or len(metrics.read_text().splitlines()) < at):
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.communicate()
+    assert main(["train", *flags, "--out", str(whole)]) == 0  # uninterrupted, here (one thread, as there)
+    stopped = len(metrics.read_text().splitlines())
+    assert stopped < 40, "the run finished before it was killed; kill it earlier"
+    finish(zoo_cli(tmp_path, "train", *flags, "--out", str(killed), "--resume"))
+    assert losses(killed) == losses(whole), f"killed after step {stopped}"  # bit for bit
+    assert zoo.versions(killed)[-1].metadata["training"]["step"] == 40
+
+
+def test_ctrl_c_exits_cleanly_and_keeps_the_last_version_loadable(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    process = zoo_cli(tmp_path, "train", "gpt2-small", *MODEL, "--data", str(data), "--out", str(out),
+                      "--steps", "500", "--batch-size", "4", "--seq-len", "32", "--save-every", "2")
+    while process.poll() is None and not (out / "v0002.safetensors").exists():
+        time.sleep(0.01)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "interrupted" in err and "--resume" in err
+    assert zoo.load(out).config.n_layers == 2
+
+
+# -- evaluation ---------------------------------------------------------------------------
+
+
+def test_evaluate_reports_loss_perplexity_tokens_and_bits_per_byte(runs: dict[str, Path], data: Path) -> None:
+    model = zoo.load(runs["single"])
+    result = evaluate(model, data, seq_len=32, batch_size=4)
+    prepared = open_data(data)
+    assert result.tokens == (prepared.val.tokens - 1) // 32 * 32
+    assert result.perplexity == pytest.approx(torch.tensor(result.loss).exp().item())
+    assert result.bits_per_byte == pytest.approx(result.loss / 0.6931471805599453)  # bytes: one token, one byte
+    assert 2.0 < result.loss < 5.6  # trained a little, below log(256)
+    part = evaluate(model, data, seq_len=32, batch_size=4, batches=1)
+    assert part.tokens == 4 * 32
+
+
+def test_eval_and_prepare_commands(
+    runs: dict[str, Path], data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["eval", str(runs["single"]), "--data", str(data), "--seq-len", "32", "--batches", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tokens"] == 2 * 8 * 32 and out["perplexity"] > 1 and out["bits_per_byte"] > 0
+    (tmp_path / "t.txt").write_text("abc " * 1000, encoding="utf-8")
+    assert main(["data", "prepare", str(tmp_path / "t.txt"), "-o", str(tmp_path / "d"), "--tokenizer", "bytes", "--json"]) == 0
+    described = json.loads(capsys.readouterr().out)
+    assert described["train_tokens"] + described["val_tokens"] == 4000
+
+
+# -- bad input: one clear error, nothing lost ------------------------------------------------------
+
+
+def test_an_empty_corpus_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "empty.txt").write_text("", encoding="utf-8")
+    with pytest.raises(zoo.InputError, match="empty"):
+        prepare([tmp_path / "empty.txt"], tmp_path / "out", tokenizer="bytes")
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(zoo.InputError, match="the corpus is empty"):
+        prepare([tmp_path / "folder"], tmp_path / "out", tokenizer="bytes")
+    assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+def test_a_corpus_shorter_than_one_window_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "short.txt").write_text("x" * 2000, encoding="utf-8")
+    prepare([tmp_path / "short.txt"], tmp_path / "data", tokenizer="bytes", val_fraction=0.01)
+    with pytest.raises(zoo.InputError, match="fewer than seq_len"):
+        train("gpt2-small", tmp_path / "data", SETTINGS, overrides=OVERRIDES)
+
+
+def test_token_ids_outside_the_vocabulary_are_refused(data: Path) -> None:
+    with pytest.raises(zoo.InputError, match="outside the model's vocabulary of 100"):
+        train("gpt2-small", data, SETTINGS, overrides={**OVERRIDES, "vocab_size": 100})
+    with pytest.raises(zoo.InputError, match="outside the model's vocabulary of 100"):
+        evaluate(zoo.build("gpt2-small", **{**OVERRIDES, "vocab_size": 100}), data)
+
+
+def test_a_manifest_with_another_tokenizer_than_the_models_is_refused(runs: dict[str, Path], tmp_path: Path) -> None:
+    pytest.importorskip("tiktoken")
+    (tmp_path / "t.txt").write_text("Hello there. " * 400, encoding="utf-8")
+    prepare([tmp_path / "t.txt"], tmp_path / "gpt2", tokenizer="gpt2", val_fraction=0.2)
+    with pytest.raises(zoo.InputError, match="tokenized with 'gpt2' but the model was trained with 'bytes'"):
+        train(runs["single"], tmp_path / "gpt2", SETTINGS, out=tmp_path / "tune")
+
+
+def test_seq_len_over_max_seq_len_is_refused(data: Path) -> None:
+    with pytest.raises(zoo.ConfigError, match="seq_len=128 is over the model's max_seq_len=64"):
+        train("gpt2-small", data, TrainSettings(seq_len=128), overrides=OVERRIDES)
+
+
+def test_an_unwritable_or_non_empty_out_is_refused(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(zoo.InputError, match="cannot create --out"):
+        train("gpt2-small", data, SETTINGS, out=tmp_path / "file" / "run", overrides=OVERRIDES)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine")
+    with pytest.raises(zoo.InputError, match="not empty; pass --resume"):
+        train("gpt2-small", data, SETTINGS, out=tmp_path / "full", overrides=OVERRIDES)
+    assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
+    # A run stopped before its first save left only its metrics: it may start again.
+    (tmp_path / "stopped").mkdir()
+    (tmp_path / "stopped" / "metrics.jsonl").write_text('{"step": 1, "loss": 9.0}\n')
+    settings = TrainSettings(**{**SETTINGS.__dict__, "steps": 1, "eval_every": 1})
+    train("gpt2-small", data, settings, out=tmp_path / "stopped", overrides=OVERRIDES)
+    assert len(losses(tmp_path / "stopped")) == 1
+    assert main(["train", "gpt2-small", *MODEL, "--data", str(data), "--out", str(tmp_path / "full")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--resume" in err and err.startswith("error: --out")
+
+
+def test_resuming_with_another_config_or_settings_is_refused(runs: dict[str, Path], data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(runs["single"], out)
+    with pytest.raises(zoo.ConfigError, match="another model config"):
+        train("gpt2-small", data, SETTINGS, out=out, resume=True, overrides={**OVERRIDES, "d_model": 64})
+    with pytest.raises(zoo.ConfigError, match=r"other training settings \(lr: 0.003 -> 0.001\)"):
+        train("gpt2-small", data, TrainSettings(**{**SETTINGS.__dict__, "lr": 1e-3}), out=out, resume=True,
+              overrides=OVERRIDES)
+    with pytest.raises(zoo.CheckpointError, match="nothing to resume"):
+        train("gpt2-small", data, SETTINGS, out=tmp_path / "new", resume=True, overrides=OVERRIDES)
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt"])
+def test_a_missing_or_corrupt_training_state_is_refused(runs: dict[str, Path], data: Path, tmp_path: Path, damage: str) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(runs["single"], out)
+    state = out / "v0002.state.safetensors"
+    if damage == "missing":
+        state.unlink()
+    else:
+        raw = bytearray(state.read_bytes())
+        raw[-3] ^= 0xFF
+        state.write_bytes(bytes(raw))
+    with pytest.raises(zoo.CheckpointError, match=f"{'missing' if damage == 'missing' else 'damaged'}.*v0002.safetensors"):
+        train("gpt2-small", data, SETTINGS, out=out, resume=True, overrides=OVERRIDES)
+    assert zoo.load(out).config.d_model == 32  # the versions themselves are untouched
+
+
+def test_batch_sizes_that_do_not_split_are_refused(data: Path) -> None:
+    with pytest.raises(zoo.ConfigError, match="--batch-size 8 does not split into micro-batches of --micro-batch-size 3"):
+        train("gpt2-small", data, TrainSettings(**{**SETTINGS.__dict__, "micro_batch_size": 3}), overrides=OVERRIDES)
+
+
+def test_micro_batches_accumulate_to_the_same_step(data: Path) -> None:
+    settings = TrainSettings(**{**SETTINGS.__dict__, "save_every": None, "steps": 3})
+    whole = train("gpt2-small", data, settings, overrides=OVERRIDES)
+    parts = train("gpt2-small", data, TrainSettings(**{**settings.__dict__, "micro_batch_size": 2}), overrides=OVERRIDES)
+    assert parts.losses == pytest.approx(whole.losses, abs=1e-5)
+
+
+def test_keep_last_prunes_older_versions(data: Path, tmp_path: Path) -> None:
+    settings = TrainSettings(**{**SETTINGS.__dict__, "save_every": 1, "keep_last": 2, "steps": 4, "eval_every": 4})
+    result = train("gpt2-small", data, settings, out=tmp_path / "run", overrides=OVERRIDES)
+    names = sorted(p.name for p in (tmp_path / "run").glob("v*"))
+    assert names == ["v0003.safetensors", "v0003.state.safetensors", "v0004.safetensors", "v0004.state.safetensors"]
+    assert result.checkpoint == tmp_path / "run" / "v0004.safetensors"
+
+
+def test_activation_checkpointing_keeps_the_losses_and_bf16_trains(data: Path) -> None:
+    settings = TrainSettings(**{**SETTINGS.__dict__, "save_every": None, "steps": 3})
+    plain = train("gpt2-small", data, settings, overrides=OVERRIDES)
+    checkpointed = train("gpt2-small", data, TrainSettings(**{**settings.__dict__, "activation_checkpointing": True}),
+                         overrides=OVERRIDES)
+    assert checkpointed.losses == pytest.approx(plain.losses, abs=1e-6)
+    low = train("gpt2-small", data, TrainSettings(**{**settings.__dict__, "dtype": "bf16"}), overrides=OVERRIDES)
+    assert low.losses == pytest.approx(plain.losses, abs=0.05) and low.losses != plain.losses
+    with pytest.raises(zoo.ConfigError, match="fp16 needs CUDA"):
+        train("gpt2-small", data, TrainSettings(**{**settings.__dict__, "dtype": "fp16"}), overrides=OVERRIDES)
+
+
+def test_fine_tuning_a_checkpoint_starts_from_its_weights(runs: dict[str, Path], data: Path, tmp_path: Path) -> None:
+    assert zoo.train is train and zoo.evaluate is evaluate  # the public names
+    start = zoo.load(runs["single"])
+    settings = TrainSettings(**{**SETTINGS.__dict__, "steps": 1, "eval_every": 1, "save_every": None})
+    result = train(runs["single"], data, settings, out=tmp_path / "tuned")
+    assert result.curve[0].val_loss == pytest.approx(evaluate_like_training(start, data, settings), abs=1e-5)
+    tuned = zoo.versions(tmp_path / "tuned")[-1].metadata
+    assert tuned["training"]["tokenizer"] == "bytes" and tuned["source"] == str(runs["single"])
+
+
+def evaluate_like_training(model: torch.nn.Module, data: Path, settings: TrainSettings) -> float:
+    return mean_loss(model, validation_batches(open_data(data).val, settings))
+
+
+@pytest.mark.slow
+def test_compiled_blocks_train_like_eager_ones(data: Path) -> None:
+    settings = TrainSettings(**{**SETTINGS.__dict__, "save_every": None, "steps": 2, "eval_every": 2})
+    eager = train("gpt2-small", data, settings, overrides=OVERRIDES)
+    compiled = train("gpt2-small", data, TrainSettings(**{**settings.__dict__, "compile": True}), overrides=OVERRIDES)
+    assert compiled.losses == pytest.approx(eager.losses, abs=1e-4)

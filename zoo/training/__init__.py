@@ -1,0 +1,79 @@
+"""Training: data preparation, the one training loop, distributed strategies, exact
+resume, and evaluation. ``zoo.train`` and ``zoo.evaluate`` are the entry points;
+``fit`` trains in-memory token tensors (what ``ablate`` uses)."""
+
+from __future__ import annotations
+
+from zoo.training.data import (
+    BUNDLED_CORPUS,
+    MANIFEST,
+    TOKENIZERS,
+    Corpus,
+    TokenData,
+    TokenSplit,
+    WindowSampler,
+    bundled_corpus,
+    load_corpus,
+    open_data,
+    prepare,
+    read_text,
+    resolve_data,
+    tokens_data,
+    training_batches,
+    validation_batches,
+)
+from zoo.training.distributed import STRATEGIES, World
+from zoo.training.evaluate import EvalResult, evaluate
+from zoo.training.loop import (
+    DTYPES,
+    METRICS,
+    CurvePoint,
+    StepReport,
+    TrainResult,
+    TrainSettings,
+    deterministic,
+    fit,
+    learning_rate,
+    lm_loss,
+    mean_loss,
+    parameter_groups,
+    run,
+    train,
+)
+
+__all__ = [
+    "BUNDLED_CORPUS",
+    "DTYPES",
+    "MANIFEST",
+    "METRICS",
+    "STRATEGIES",
+    "TOKENIZERS",
+    "Corpus",
+    "CurvePoint",
+    "EvalResult",
+    "StepReport",
+    "TokenData",
+    "TokenSplit",
+    "TrainResult",
+    "TrainSettings",
+    "WindowSampler",
+    "World",
+    "bundled_corpus",
+    "deterministic",
+    "evaluate",
+    "fit",
+    "learning_rate",
+    "lm_loss",
+    "load_corpus",
+    "mean_loss",
+    "open_data",
+    "parameter_groups",
+    "prepare",
+    "read_text",
+    "resolve_data",
+    "run",
+    "tokens_data",
+    "train",
+    "training_batches",
+    "validation_batches",
+]

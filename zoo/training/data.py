@@ -1,0 +1,612 @@
+"""Training data: text to token ids, on disk or in memory, and the windows a step trains on.
+
+- ``load_corpus``: a text tokenised in memory, with a small vocabulary for tiny models
+  (what ``ablate`` trains on).
+- ``prepare``: text files and folders tokenised in parallel processes into shards of
+  ``uint16`` (``uint32`` when the vocabulary needs it) plus ``manifest.json``.
+- ``open_data``: a prepared folder, its shards memory-mapped with ``torch.from_file``, so
+  memory does not grow with the corpus; ``resolve_data`` turns anything ``zoo.train``
+  accepts into one ``TokenData``.
+- ``WindowSampler``: the random training windows, in an order fixed by the seed. Every
+  optimizer step draws the same global set of windows whatever the world size; each
+  rank trains on its share, so results do not depend on how many processes ran.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import os
+import secrets
+import shutil
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from importlib import resources
+from multiprocessing import get_all_start_methods, get_context
+from pathlib import Path
+from typing import Any
+
+import torch
+import xxhash
+from torch import Tensor
+
+from zoo import __version__
+from zoo.errors import ConfigError, InputError, ZooError
+
+BUNDLED_CORPUS = "shakespeare.txt"
+BYTE_PIECES: tuple[bytes, ...] = tuple(bytes([b]) for b in range(256))  # byte token i is bytes([i])
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = 1
+TOKENIZERS = ("gpt2", "bytes")
+SHARD_TOKENS = 1 << 27  # tokens per shard file (256 MiB of uint16)
+_DTYPES = {"uint16": (torch.uint16, "H", 2), "uint32": (torch.uint32, "I", 4)}
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# -- in-memory corpora ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A tokenised text split into training tokens and a held-out validation tail.
+
+    ``pieces[i]`` is the bytes of model token ``i``, so ``decode`` needs nothing else:
+    bytes for the byte tokenizer, GPT-2 tokens (and bytes for the rare ones) for GPT-2.
+    """
+
+    train: Tensor  # (N_train,) int64
+    val: Tensor  # (N_val,) int64
+    tokenizer: str  # "bytes" or "gpt2"
+    source: str
+    pieces: list[bytes] = field(repr=False)
+    byte_fallback: float = 0.0  # share of GPT-2 tokens spelled out as bytes
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.pieces)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return b"".join(self.pieces[i] for i in ids).decode("utf-8", errors="replace")
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "tokenizer": self.tokenizer,
+            "vocab_size": self.vocab_size,
+            "byte_fallback": self.byte_fallback,
+            "train_tokens": int(self.train.numel()),
+            "val_tokens": int(self.val.numel()),
+        }
+
+
+def bundled_corpus() -> str:
+    """The bundled public-domain corpus: seven Shakespeare plays as plain text (~930 kB)."""
+    return resources.files("zoo").joinpath("data", BUNDLED_CORPUS).read_text(encoding="utf-8")
+
+
+def read_text(path: Path) -> str:
+    """The UTF-8 text of ``path``, with an error that says what to pass instead."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError as err:
+        raise InputError(f"data file {path} does not exist; pass a UTF-8 text file") from err
+    except UnicodeDecodeError as err:
+        raise InputError(f"data file {path} is not UTF-8 text ({err.reason} at byte {err.start})") from err
+    except OSError as err:
+        raise InputError(f"cannot read data file {path}: {err.strerror}") from err
+
+
+def gpt2_tokenizer() -> Any | None:
+    """GPT-2's tokenizer when the ``text`` extra is installed, else None."""
+    try:
+        import zoo
+
+        return zoo.tokenizer("gpt2")
+    except (ImportError, ZooError):
+        return None
+
+
+def load_corpus(
+    text: str,
+    *,
+    tokenizer: str = "auto",
+    vocab_limit: int | None = 1024,
+    val_fraction: float = 0.1,
+    max_chars: int | None = None,
+    source: str = "text",
+) -> Corpus:
+    """Tokenise ``text`` and split off the last ``val_fraction`` for validation.
+
+    ``tokenizer``: ``"gpt2"``, ``"bytes"`` or ``"auto"`` (GPT-2 when installed, else
+    bytes). With GPT-2 the model's vocabulary is the ``vocab_limit`` most frequent GPT-2
+    tokens of the text, renumbered in the order of GPT-2's ids, plus the 256 bytes:
+    every rarer token is spelled out in its bytes. The text is still represented
+    exactly, while the embedding and output layer of a small model shrink from 50257
+    rows (or the ~11k the bundled text uses) to ~1.3k, which is most of its compute.
+    ``vocab_limit=None`` keeps every token the text uses and needs no bytes.
+    """
+    if not isinstance(text, str):
+        raise InputError(f"text must be a str, got {type(text).__name__}; decode bytes first or use read_text(path)")
+    if vocab_limit is not None and not _is_int(vocab_limit):
+        raise ConfigError(f"vocab_limit={vocab_limit!r} must be an integer (or None)")
+    if max_chars is not None and (not _is_int(max_chars) or max_chars < 0):
+        raise ConfigError(f"max_chars={max_chars!r} must be an integer >= 0 (or None for the whole text)")
+    if not isinstance(val_fraction, (int, float)) or not 0.0 < val_fraction < 1.0:
+        raise ConfigError(f"val_fraction={val_fraction} must be between 0 and 1")
+    if vocab_limit is not None and vocab_limit <= 0:
+        raise ConfigError(f"vocab_limit={vocab_limit} must be > 0 (or None for every token the text uses)")
+    if tokenizer not in ("auto", "gpt2", "bytes"):
+        raise ConfigError(f"unknown tokenizer {tokenizer!r}; use 'auto', 'gpt2' or 'bytes'")
+    if max_chars is not None:
+        text = text[:max_chars]
+    gpt2 = gpt2_tokenizer() if tokenizer != "bytes" else None
+    if gpt2 is None and tokenizer == "gpt2":
+        raise ConfigError(
+            "the GPT-2 tokenizer is not available; install the extra with "
+            "`pip install 'zoo[text]'`, or use tokenizer='bytes'"
+        )
+    fallback = 0.0
+    if gpt2 is None:
+        raw = bytearray(text.encode("utf-8"))
+        tokens = torch.frombuffer(raw, dtype=torch.uint8).long() if raw else torch.zeros(0, dtype=torch.long)
+        pieces, name = list(BYTE_PIECES), "bytes"
+    else:
+        tokens, pieces, fallback = _gpt2_tokens(gpt2, text, vocab_limit)
+        name = "gpt2"
+    n_val = int(tokens.numel() * val_fraction)
+    if n_val < 2 or tokens.numel() - n_val < 2:
+        raise InputError(
+            f"{source} has only {tokens.numel()} tokens: too few to split into training and "
+            f"validation parts; use a longer text"
+        )
+    return Corpus(tokens[:-n_val], tokens[-n_val:], name, source, pieces, fallback)
+
+
+def _gpt2_tokens(gpt2: Any, text: str, vocab_limit: int | None) -> tuple[Tensor, list[bytes], float]:
+    """GPT-2 ids of ``text`` renumbered to the kept tokens, the rest spelled as bytes."""
+    ids = torch.tensor(gpt2.encode(text), dtype=torch.long)
+    used, inverse, counts = torch.unique(ids, sorted=True, return_inverse=True, return_counts=True)
+    used_bytes = [gpt2.token_bytes(i) for i in used.tolist()]
+    if vocab_limit is None or used.numel() <= vocab_limit:
+        return inverse, used_bytes, 0.0
+    # The most frequent tokens (ties: lower id), then renumbered in GPT-2's order. ``used``
+    # is sorted, so a lower index is a lower id.
+    n_used = counts.tolist()
+    kept = sorted(sorted(range(len(n_used)), key=lambda i: (-n_used[i], i))[:vocab_limit])
+    pieces = [used_bytes[i] for i in kept] + list(BYTE_PIECES)
+    spelled: list[list[int]] = [[vocab_limit + b for b in piece] for piece in used_bytes]
+    for new, i in enumerate(kept):
+        spelled[i] = [new]
+    tokens = torch.tensor([t for i in inverse.tolist() for t in spelled[i]], dtype=torch.long)
+    dropped = 1.0 - float(counts[kept].sum()) / ids.numel()
+    return tokens, pieces, dropped
+
+
+# -- token splits and windows ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TokenSplit:
+    """One split (train or val) of token ids: shards of 1-D integer tensors, memory-mapped
+    or in memory. A window never crosses a shard (shards end at document boundaries)."""
+
+    shards: tuple[Tensor, ...]
+    n_bytes: int | None = None  # UTF-8 bytes the tokens spell, for bits per byte
+
+    @property
+    def tokens(self) -> int:
+        return sum(int(s.numel()) for s in self.shards)
+
+    def count(self, seq_len: int) -> int:
+        """How many (seq_len + 1)-token windows start in this split."""
+        return sum(max(0, int(s.numel()) - seq_len) for s in self.shards)
+
+    def check(self, seq_len: int, part: str) -> None:
+        """An error when not one window of ``seq_len + 1`` tokens fits."""
+        if self.count(seq_len) == 0:
+            longest = max((int(s.numel()) for s in self.shards), default=0)
+            raise InputError(
+                f"the {part} split has {self.tokens} tokens (longest shard {longest}), fewer than "
+                f"seq_len + 1 = {seq_len + 1}; use a longer text or a shorter seq_len (--seq-len)"
+            )
+
+    def windows(self, index: Tensor, seq_len: int) -> Tensor:
+        """The windows numbered ``index`` (n,) as int64 token ids (n, seq_len + 1)."""
+        ends = torch.tensor([max(0, int(s.numel()) - seq_len) for s in self.shards]).cumsum(0)  # (shards,)
+        shard_of = torch.searchsorted(ends, index, right=True)  # (n,)
+        rows = []
+        for i, k in zip(index.tolist(), shard_of.tolist()):
+            start = i - (int(ends[k - 1]) if k else 0)
+            rows.append(self.shards[k][start : start + seq_len + 1].to(torch.int64))
+        return torch.stack(rows)  # (n, S + 1)
+
+    def evenly_spaced(self, count: int, seq_len: int) -> Tensor:
+        """``count`` fixed windows spread evenly over the split (validation), (count, S + 1)."""
+        self.check(seq_len, "validation")
+        return self.windows(torch.linspace(0, self.count(seq_len) - 1, count).long(), seq_len)
+
+
+@dataclass(frozen=True)
+class TokenData:
+    """Training and validation token ids with what produced them."""
+
+    train: TokenSplit
+    val: TokenSplit
+    tokenizer: str  # "gpt2", "bytes", or a description for in-memory tokens
+    vocab_size: int | None  # None: unknown (in-memory tokens)
+    source: str
+    digest: str | None = None  # the manifest's digest; None in memory
+    path: Path | None = None  # the prepared folder
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "tokenizer": self.tokenizer,
+            "vocab_size": self.vocab_size,
+            "train_tokens": self.train.tokens,
+            "val_tokens": self.val.tokens,
+            "manifest_digest": self.digest,
+        }
+
+    def max_token(self) -> int:
+        """The largest id in memory-held tokens; the vocabulary size bounds prepared ones."""
+        if self.vocab_size is not None and self.path is not None:
+            return self.vocab_size - 1
+        return max(int(s.max()) for s in (*self.train.shards, *self.val.shards) if s.numel())
+
+
+def tokens_data(train: Tensor, val: Tensor, *, source: str = "tokens", tokenizer: str = "tokens") -> TokenData:
+    """In-memory token ids (1-D integer tensors) as ``TokenData``, checked."""
+    for part, tokens in (("training", train), ("validation", val)):
+        if (
+            not isinstance(tokens, Tensor)
+            or tokens.dim() != 1
+            or tokens.is_floating_point()
+            or tokens.is_complex()
+            or tokens.dtype == torch.bool
+            or (tokens.numel() and int(tokens.min()) < 0)
+        ):
+            what = f"dtype {tokens.dtype}, shape {tuple(tokens.shape)}" if isinstance(tokens, Tensor) else type(tokens).__name__
+            minimum = f" with minimum {tokens.min().item()}" if isinstance(tokens, Tensor) and tokens.numel() else ""
+            raise InputError(
+                f"the {part} tokens must be a 1-D tensor of non-negative integer token ids, got {what}"
+                f"{minimum}; pass a Corpus's train and val tensors"
+            )
+    return TokenData(TokenSplit((train,)), TokenSplit((val,)), tokenizer, None, source)
+
+
+class WindowSampler:
+    """Random training windows of one split, in an order fixed by ``seed``.
+
+    Step k draws the same ``batch_size`` window numbers whatever the world size; its
+    state (the generator's) is the data cursor a resume restores.
+    """
+
+    def __init__(self, split: TokenSplit, seq_len: int, seed: int) -> None:
+        split.check(seq_len, "training")
+        self.split, self.seq_len = split, seq_len
+        self.count = split.count(seq_len)
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def draw(self, batch_size: int) -> Tensor:
+        """The next step's window numbers, (batch_size,)."""
+        return torch.randint(0, self.count, (batch_size,), generator=self.generator)
+
+    def windows(self, index: Tensor) -> tuple[Tensor, Tensor]:
+        """(inputs, targets), each (n, S), of the windows numbered ``index``."""
+        w = self.split.windows(index, self.seq_len)  # (n, S + 1)
+        return w[:, :-1], w[:, 1:]
+
+    def state(self) -> Tensor:
+        return self.generator.get_state()
+
+    def set_state(self, state: Tensor) -> None:
+        self.generator.set_state(state)
+
+
+def training_batches(tokens: Tensor, settings: Any) -> Iterator[tuple[Tensor, Tensor]]:
+    """Random (inputs, targets) windows, each (B, S), in an order fixed by ``settings.seed``."""
+    sampler = WindowSampler(TokenSplit((tokens,)), settings.seq_len, settings.seed)
+    while True:
+        yield sampler.windows(sampler.draw(settings.batch_size))
+
+
+def validation_batches(tokens: Tensor | TokenSplit, settings: Any) -> list[tuple[Tensor, Tensor]]:
+    """Fixed, evenly spaced (inputs, targets) windows covering the validation tokens."""
+    split = tokens if isinstance(tokens, TokenSplit) else TokenSplit((tokens,))
+    windows = split.evenly_spaced(settings.eval_batches * settings.batch_size, settings.seq_len)
+    return [(w[:, :-1], w[:, 1:]) for w in windows.split(settings.batch_size)]
+
+
+# -- preparing a corpus on disk ---------------------------------------------------------------
+
+
+def _text_files(inputs: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """The files named, and every non-hidden file under the folders named, sorted."""
+    files: list[Path] = []
+    for raw in inputs:
+        path = Path(raw)
+        if path.is_file():
+            files.append(path)
+        elif path.is_dir():
+            files.extend(
+                sorted(
+                    p for p in path.rglob("*")
+                    if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+                )
+            )
+        else:
+            raise InputError(f"input {str(path)!r} does not exist; pass text files or folders of them")
+    if not files:
+        raise InputError(f"no files in {', '.join(repr(str(i)) for i in inputs)}: the corpus is empty; pass text files")
+    return files
+
+
+def _encoder(tokenizer: str) -> Any:
+    if tokenizer == "bytes":
+        return None
+    try:
+        import zoo
+
+        return zoo.tokenizer("gpt2")
+    except (ImportError, ZooError) as err:
+        raise ConfigError(
+            f"the GPT-2 tokenizer is not available ({err}); install `pip install 'zoo[text]'` or "
+            f"use --tokenizer bytes"
+        ) from err
+
+
+def _tokenize_file(path: str, tokenizer: str, val_fraction: float, typecode: str) -> tuple[bytes, bytes, int, int]:
+    """One document's training and validation token ids (raw ``typecode`` arrays) and the
+    UTF-8 bytes each spells. The validation part is the document's tail."""
+    text = read_text(Path(path))
+    raw = text.encode("utf-8")
+    gpt2 = _encoder(tokenizer)
+    if gpt2 is None:  # byte ids, widened to the item size without a Python list
+        n_val = int(len(raw) * val_fraction)
+        width = array.array(typecode).itemsize
+        return _widen(raw[: len(raw) - n_val], width), _widen(raw[len(raw) - n_val :], width), len(raw) - n_val, n_val
+    ids = gpt2.encode(text)
+    n_val = int(len(ids) * val_fraction)
+    train_ids, val_ids = ids[: len(ids) - n_val], ids[len(ids) - n_val :]
+    val_bytes = len(gpt2.encoding.decode_bytes(val_ids))
+    train_arr, val_arr = array.array(typecode, train_ids), array.array(typecode, val_ids)
+    if gpt2.eot_token_id is not None and ids:
+        (val_arr if n_val else train_arr).append(gpt2.eot_token_id)  # documents end with <|endoftext|>
+    if sys.byteorder != "little":
+        train_arr.byteswap()
+        val_arr.byteswap()
+    return train_arr.tobytes(), val_arr.tobytes(), len(raw) - val_bytes, val_bytes
+
+
+def _widen(raw: bytes, width: int) -> bytes:
+    """Bytes as little-endian unsigned integers of ``width`` bytes each."""
+    out = bytearray(len(raw) * width)
+    out[0::width] = raw
+    return bytes(out)
+
+
+class _ShardWriter:
+    """Appends token bytes to ``<split>-NNNNN.bin`` files (little-endian) of about
+    ``shard_tokens`` tokens, cutting only between documents."""
+
+    def __init__(self, folder: Path, split: str, itemsize: int, shard_tokens: int) -> None:
+        self.folder, self.split, self.itemsize, self.limit = folder, split, itemsize, shard_tokens
+        self.shards: list[dict[str, Any]] = []
+        self.file: Any = None
+        self.hasher = xxhash.xxh3_128()
+        self.tokens = 0
+
+    def add(self, data: bytes) -> None:
+        if not data:
+            return
+        if self.file is None or (self.tokens and self.tokens + len(data) // self.itemsize > self.limit):
+            self._close()
+            name = f"{self.split}-{len(self.shards):05d}.bin"
+            self.file = open(self.folder / name, "wb")  # noqa: SIM115  closed in _close
+            self.shards.append({"file": name})
+        self.file.write(data)
+        self.hasher.update(data)
+        self.tokens += len(data) // self.itemsize
+
+    def _close(self) -> None:
+        if self.file is not None:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            self.file.close()
+            self.shards[-1].update(tokens=self.tokens, digest=f"xxh3_128:{self.hasher.hexdigest()}")
+            self.file, self.hasher, self.tokens = None, xxhash.xxh3_128(), 0
+
+    def finish(self) -> list[dict[str, Any]]:
+        self._close()
+        return self.shards
+
+
+def manifest_digest(manifest: dict[str, Any]) -> str:
+    body = json.dumps({k: v for k, v in manifest.items() if k != "digest"}, sort_keys=True)
+    return f"xxh3_128:{xxhash.xxh3_128_hexdigest(body.encode())}"
+
+
+def prepare(
+    inputs: Sequence[str | os.PathLike[str]] | str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    tokenizer: str = "gpt2",
+    val_fraction: float = 0.005,
+    workers: int | None = None,
+    shard_tokens: int = SHARD_TOKENS,
+) -> TokenData:
+    """Tokenise text files and folders into ``out``: shards of token ids and ``manifest.json``.
+
+    Each file is one document; its last ``val_fraction`` of tokens goes to the validation
+    split (GPT-2 documents end with ``<|endoftext|>``). Files are tokenised by ``workers``
+    processes (default: one per CPU, at most one per file). ``out`` must not exist or be
+    empty; it appears complete or not at all.
+    """
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    if tokenizer not in TOKENIZERS:
+        raise ConfigError(f"unknown tokenizer {tokenizer!r}; use {' or '.join(TOKENIZERS)} (--tokenizer)")
+    if not isinstance(val_fraction, (int, float)) or not 0.0 < val_fraction < 1.0:
+        raise ConfigError(f"val_fraction={val_fraction} must be between 0 and 1 (--val-fraction)")
+    if workers is not None and (not _is_int(workers) or workers < 1):
+        raise ConfigError(f"workers={workers!r} must be a positive integer (--workers)")
+    target = Path(out)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise InputError(f"output {target} exists and is not an empty folder; pass a new folder (-o)")
+    files = _text_files(list(inputs))
+    vocab = 256 if tokenizer == "bytes" else _encoder(tokenizer).vocab_size
+    dtype = "uint16" if vocab <= 1 << 16 else "uint32"
+    typecode, itemsize = _DTYPES[dtype][1], _DTYPES[dtype][2]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.parent / f".{target.name}.tmp-{secrets.token_hex(4)}"
+    temporary.mkdir()
+    try:
+        writers = {s: _ShardWriter(temporary, s, itemsize, shard_tokens) for s in ("train", "val")}
+        n_bytes = {"train": 0, "val": 0}
+        for train_ids, val_ids, train_bytes, val_bytes in _tokenize_all(files, tokenizer, val_fraction, typecode, workers):
+            writers["train"].add(train_ids)
+            writers["val"].add(val_ids)
+            n_bytes["train"] += train_bytes
+            n_bytes["val"] += val_bytes
+        splits: dict[str, dict[str, Any]] = {s: {"shards": w.finish(), "bytes": n_bytes[s]} for s, w in writers.items()}
+        for split in splits.values():
+            split["tokens"] = sum(shard["tokens"] for shard in split["shards"])
+        if splits["train"]["tokens"] == 0:
+            raise InputError(f"the corpus ({len(files)} file(s)) holds no text: it is empty; pass files with text")
+        if splits["val"]["tokens"] == 0:
+            raise InputError(
+                f"the corpus has {splits['train']['tokens']} tokens, too few for a validation split of "
+                f"{val_fraction}; raise --val-fraction or add text"
+            )
+        manifest: dict[str, Any] = {
+            "format": MANIFEST_FORMAT,
+            "zoo_version": __version__,
+            "tokenizer": tokenizer,
+            "vocab_size": vocab,
+            "dtype": dtype,
+            "val_fraction": val_fraction,
+            "documents": len(files),
+            "sources": [str(f) for f in files[:100]],
+            "splits": splits,
+        }
+        manifest["digest"] = manifest_digest(manifest)
+        (temporary / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+        if target.exists():
+            target.rmdir()  # empty, checked above
+        os.rename(temporary, target)
+    finally:
+        if temporary.exists():
+            shutil.rmtree(temporary, ignore_errors=True)
+    return open_data(target)
+
+
+def _tokenize_all(
+    files: list[Path], tokenizer: str, val_fraction: float, typecode: str, workers: int | None
+) -> Iterator[tuple[bytes, bytes, int, int]]:
+    """Each file's tokens, in file order; in parallel processes when there is more than one."""
+    workers = min(workers or os.cpu_count() or 1, len(files))
+    args = [(str(f), tokenizer, val_fraction, typecode) for f in files]
+    if workers == 1:
+        yield from (_tokenize_file(*a) for a in args)
+        return
+    # fork: the workers only tokenise, and skip re-importing torch (seconds each); spawn elsewhere
+    context = get_context("fork" if "fork" in get_all_start_methods() else "spawn")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        yield from pool.map(_tokenize_file, *zip(*args))
+
+
+def open_data(path: str | os.PathLike[str], *, verify: bool = False) -> TokenData:
+    """A prepared folder: shards memory-mapped (nothing read until used), sizes checked;
+    ``verify`` also checks every shard's digest."""
+    folder = Path(path)
+    file = folder / MANIFEST
+    try:
+        manifest = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise InputError(f"{folder} has no {MANIFEST}; create it with `zoo data prepare TEXT -o {folder}`") from err
+    except (OSError, ValueError) as err:
+        raise InputError(f"{file} is damaged ({err}); prepare the data again with `zoo data prepare`") from err
+    if not isinstance(manifest, dict) or manifest.get("digest") != manifest_digest(manifest):
+        raise InputError(f"{file} is damaged (its digest does not match); prepare the data again with `zoo data prepare`")
+    if manifest.get("format") != MANIFEST_FORMAT or manifest.get("dtype") not in _DTYPES:
+        raise InputError(
+            f"{file} has format {manifest.get('format')!r}, this zoo reads {MANIFEST_FORMAT}; prepare the data again"
+        )
+    torch_dtype, _, itemsize = _DTYPES[manifest["dtype"]]
+    splits = {}
+    for name in ("train", "val"):
+        shards = []
+        for shard in manifest["splits"][name]["shards"]:
+            shard_path = folder / shard["file"]
+            size = shard_path.stat().st_size if shard_path.is_file() else -1
+            if size != shard["tokens"] * itemsize:
+                raise InputError(
+                    f"shard {shard_path} is missing or truncated ({size} bytes, expected "
+                    f"{shard['tokens'] * itemsize}); prepare the data again with `zoo data prepare`"
+                )
+            if verify and f"xxh3_128:{_file_digest(shard_path)}" != shard["digest"]:
+                raise InputError(f"shard {shard_path} is damaged (digest mismatch); prepare the data again")
+            shards.append(torch.from_file(str(shard_path), shared=False, size=shard["tokens"], dtype=torch_dtype))
+        splits[name] = TokenSplit(tuple(shards), manifest["splits"][name]["bytes"])
+    return TokenData(
+        splits["train"], splits["val"], manifest["tokenizer"], manifest["vocab_size"], str(folder),
+        manifest["digest"], folder,
+    )
+
+
+def _file_digest(path: Path) -> str:
+    hasher = xxhash.xxh3_128()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            hasher.update(chunk)
+    return hasher.hexdigest()
+
+
+def cache_folder() -> Path:
+    """Where raw text given to ``zoo.train`` is prepared: ``$ZOO_DATA_CACHE``, else
+    ``$XDG_CACHE_HOME/zoo/data`` (default ``~/.cache/zoo/data``)."""
+    if env := os.environ.get("ZOO_DATA_CACHE"):
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "zoo" / "data"
+
+
+def resolve_data(data: Any, *, tokenizer: str = "gpt2", val_fraction: float = 0.005) -> TokenData:
+    """``TokenData`` from what ``zoo.train`` accepts: ``TokenData``, a ``Corpus``, a
+    prepared folder, text files or folders (prepared once into ``cache_folder()``), or
+    None for the bundled Shakespeare."""
+    if isinstance(data, TokenData):
+        return data
+    if isinstance(data, Corpus):
+        return tokens_data(data.train, data.val, source=data.source, tokenizer=data.tokenizer)
+    if data is None:
+        data = resources.files("zoo").joinpath("data", BUNDLED_CORPUS)
+    paths = [data] if isinstance(data, (str, os.PathLike)) or hasattr(data, "read_text") else list(data)
+    if not all(isinstance(p, (str, os.PathLike)) or hasattr(p, "read_text") for p in paths):
+        raise InputError(
+            f"data must be a prepared folder, text files or folders, a Corpus or TokenData; got {type(data).__name__}"
+        )
+    paths = [Path(str(p)) for p in paths]
+    if len(paths) == 1 and (paths[0] / MANIFEST).is_file():
+        return open_data(paths[0])
+    files = _text_files(paths)
+    key = xxhash.xxh3_64()
+    for f in files:
+        stat = f.stat()
+        key.update(f"{f.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+    key.update(f"{tokenizer}\0{val_fraction}\0{__version__}".encode())
+    folder = cache_folder() / key.hexdigest()
+    if (folder / MANIFEST).is_file():
+        return open_data(folder)
+    try:
+        return prepare(files, folder, tokenizer=tokenizer, val_fraction=val_fraction, workers=1 if len(files) == 1 else None)
+    except (InputError, OSError):
+        if (folder / MANIFEST).is_file():  # another rank prepared it first
+            return open_data(folder)
+        raise
+

@@ -1,0 +1,192 @@
+"""torch.distributed for training: the process group from torchrun's environment, and
+the model prepared for one strategy.
+
+- ``single``: one process, the model as it is.
+- ``ddp``: ``DistributedDataParallel``, every rank a full replica; gradients averaged.
+- ``fsdp``: FSDP2, ``fully_shard`` on each block and then on the root (as torchtitan
+  does), parameters, gradients and optimizer moments sharded over the ranks; with bf16 a
+  ``MixedPrecisionPolicy`` (bf16 compute, fp32 reductions and master weights).
+- ``auto``: DDP when weights, gradients and AdamW's two moments fit in 60% of one
+  device's memory (CPU: always), else FSDP2; ``single`` in one process.
+
+gloo on CPU, nccl on CUDA. ``torchrun`` sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``
+and the rendezvous; a plain ``zoo train`` runs as a world of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    checkpoint_wrapper,
+)
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+from zoo.errors import ConfigError
+
+STRATEGIES = ("auto", "single", "ddp", "fsdp")
+BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and AdamW's two moments
+
+
+@dataclass(frozen=True)
+class World:
+    """This process's place among the training processes."""
+
+    rank: int
+    size: int
+    local_rank: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.size > 1
+
+
+def init_world(device: str | torch.device | None = None) -> tuple[World, bool]:
+    """The world torchrun describes (a world of one without it); initialises the process
+    group when needed. Returns the world and whether this call created the group."""
+    created = False
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    if size > 1 and not dist.is_initialized():
+        backend = "nccl" if torch.cuda.is_available() and device != "cpu" else "gloo"
+        dist.init_process_group(backend)
+        created = True
+    if dist.is_initialized():
+        rank, size = dist.get_rank(), dist.get_world_size()
+    else:
+        rank, size = 0, 1
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if device is None:
+        device = f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu"
+    target = torch.device(device)
+    if target.type == "cuda":
+        torch.cuda.set_device(target)
+    return World(rank, size, local_rank, target), created
+
+
+def close_world(created: bool) -> None:
+    if created and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def choose_strategy(strategy: str, world: World, parameters: int) -> str:
+    """The strategy to run: ``auto`` resolved, and ``single`` in a world of one."""
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"unknown strategy {strategy!r}; use one of {', '.join(STRATEGIES)} (--strategy)")
+    if not world.distributed:
+        return "single"
+    if strategy == "single":
+        raise ConfigError(
+            f"strategy 'single' runs one process, but torchrun started {world.size}; "
+            f"use --strategy ddp or fsdp, or run without torchrun"
+        )
+    if strategy != "auto":
+        return strategy
+    if world.device.type != "cuda":
+        return "ddp"
+    budget = 0.6 * torch.cuda.get_device_properties(world.device).total_memory
+    return "ddp" if parameters * BYTES_PER_PARAMETER <= budget else "fsdp"
+
+
+def blocks_of(model: nn.Module) -> nn.ModuleList | None:
+    """The model's list of transformer blocks (``model.blocks``), if it has one."""
+    blocks = getattr(model, "blocks", None)
+    return blocks if isinstance(blocks, nn.ModuleList) else None
+
+
+def prepare_model(
+    model: nn.Module,
+    strategy: str,
+    world: World,
+    *,
+    param_dtype: torch.dtype | None = None,
+    compile: bool = False,
+    activation_checkpointing: bool = False,
+) -> nn.Module:
+    """``model`` on the world's device, checkpointed, compiled and wrapped per ``strategy``.
+
+    Activation checkpointing wraps each block (torch's ``checkpoint_wrapper``, which keeps
+    parameter names); ``compile`` compiles each block in place (names unchanged).
+    """
+    model.to(world.device)
+    blocks = blocks_of(model)
+    if activation_checkpointing:
+        if blocks is None:
+            raise ConfigError(f"activation checkpointing wraps model.blocks, which a {type(model).__name__} lacks")
+        for i, block in enumerate(blocks):
+            blocks[i] = checkpoint_wrapper(block, preserve_rng_state=True)
+    if compile:
+        for block in blocks if blocks is not None else [model]:
+            block.compile()
+    if strategy == "single":
+        return model
+    if strategy == "ddp":
+        ids = [world.device.index] if world.device.type == "cuda" else None
+        return nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    mesh = init_device_mesh(world.device.type, (world.size,))
+    policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
+    for block in blocks if blocks is not None else []:
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    return model
+
+
+@contextlib.contextmanager
+def gradient_sync(model: nn.Module, sync: bool) -> Iterator[None]:
+    """Skip the gradient all-reduce of a micro-batch that is not the last of its step."""
+    if sync:
+        yield
+    elif isinstance(model, nn.parallel.DistributedDataParallel):
+        with model.no_sync():
+            yield
+    elif callable(set_sync := getattr(model, "set_requires_gradient_sync", None)):  # FSDP2
+        set_sync(False)
+        try:
+            yield
+        finally:
+            set_sync(True)
+    else:
+        yield
+
+
+def all_sum(value: Tensor, world: World) -> Tensor:
+    """``value`` summed over the ranks (itself in a world of one)."""
+    if world.distributed:
+        value = value.clone()
+        dist.all_reduce(value)
+    return value
+
+
+def all_gather(value: Tensor, world: World) -> list[Tensor]:
+    """Every rank's ``value`` (same shape and dtype on every rank), by rank."""
+    if not world.distributed:
+        return [value]
+    local = value.to(world.device)
+    out = [torch.empty_like(local) for _ in range(world.size)]
+    dist.all_gather(out, local)
+    return [t.to(value.device) for t in out]
+
+
+def barrier(world: World) -> None:
+    if world.distributed:
+        dist.barrier()
+
+
+def broadcast_flag(flag: bool, world: World) -> bool:
+    """Rank 0's ``flag`` on every rank."""
+    if not world.distributed:
+        return flag
+    value = torch.tensor([int(flag)], device=world.device if world.device.type == "cuda" else "cpu")
+    dist.broadcast(value, 0)
+    return bool(value.item())

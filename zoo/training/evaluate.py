@@ -1,0 +1,108 @@
+"""Evaluate a language model on held-out tokens: loss, perplexity, tokens, bits per byte.
+
+The split is read in consecutive, non-overlapping windows (every token predicted once,
+from up to ``seq_len`` tokens of context), so the numbers do not depend on a seed.
+Bits per byte divide the summed loss (in bits) by the UTF-8 bytes the evaluated tokens
+spell, which makes models with different tokenizers comparable; prepared data records
+each split's bytes, and a partial pass scales them by the share of tokens evaluated.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from zoo.errors import ConfigError, InputError
+from zoo.training.data import TokenSplit, resolve_data
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Mean next-token loss (nats) over ``tokens`` predicted tokens, and derived measures."""
+
+    loss: float
+    tokens: int
+    bits_per_byte: float | None  # None when the data does not record its bytes
+    split: str
+
+    @property
+    def perplexity(self) -> float:
+        return math.exp(min(self.loss, 700.0))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "split": self.split, "loss": self.loss, "perplexity": self.perplexity,
+            "tokens": self.tokens, "bits_per_byte": self.bits_per_byte,
+        }
+
+
+def _consecutive(split: TokenSplit, seq_len: int) -> Tensor:
+    """Window numbers (see ``TokenSplit.windows``) of consecutive non-overlapping windows."""
+    numbers, offset = [], 0
+    for shard in split.shards:
+        n = int(shard.numel())
+        if n > seq_len:
+            numbers.append(torch.arange(0, n - seq_len, seq_len) + offset)
+            offset += n - seq_len
+    return torch.cat(numbers) if numbers else torch.zeros(0, dtype=torch.long)
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module,
+    data: Any = None,
+    *,
+    split: str = "val",
+    seq_len: int | None = None,
+    batch_size: int = 8,
+    batches: int | None = None,
+) -> EvalResult:
+    """Loss, perplexity, tokens and bits per byte of ``model`` on a split of ``data``
+    (anything ``zoo.train`` accepts), over ``batches`` batches of ``batch_size`` windows
+    (default: the whole split). ``seq_len`` defaults to the model's ``max_seq_len``,
+    capped at 1024."""
+    if split not in ("train", "val"):
+        raise ConfigError(f"split={split!r} must be 'train' or 'val' (--split)")
+    if batches is not None and (isinstance(batches, bool) or not isinstance(batches, int) or batches < 1):
+        raise ConfigError(f"batches={batches!r} must be a positive integer (--batches)")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"batch_size={batch_size!r} must be a positive integer (--batch-size)")
+    config = getattr(model, "config", None)
+    max_len = getattr(config, "max_seq_len", None)
+    seq_len = seq_len or min(max_len or 1024, 1024)
+    if max_len is not None and seq_len > max_len:
+        raise ConfigError(f"seq_len={seq_len} is over the model's max_seq_len={max_len}; use --seq-len {max_len} or less")
+    token_data = resolve_data(data, tokenizer="gpt2" if getattr(config, "vocab_size", 0) >= 50257 else "bytes")
+    vocab = getattr(config, "vocab_size", None)
+    if vocab is not None and (top := token_data.max_token()) >= vocab:
+        raise InputError(
+            f"the data has token ids up to {top}, outside the model's vocabulary of {vocab}; "
+            f"evaluate on data prepared with the model's tokenizer"
+        )
+    chosen = token_data.train if split == "train" else token_data.val
+    chosen.check(seq_len, "validation" if split == "val" else "training")
+    numbers = _consecutive(chosen, seq_len)
+    if batches is not None:
+        numbers = numbers[: batches * batch_size]
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    try:
+        for part in numbers.split(batch_size):
+            windows = chosen.windows(part, seq_len).to(device)  # (n, S + 1)
+            logits = model(windows[:, :-1])  # (n, S, V)
+            total += float(F.cross_entropy(logits.flatten(0, 1).float(), windows[:, 1:].flatten(), reduction="sum"))
+            count += windows[:, 1:].numel()
+    finally:
+        model.train(was_training)
+    bpb = None
+    if chosen.n_bytes:
+        n_bytes = chosen.n_bytes * count / max(1, chosen.tokens)
+        bpb = total / math.log(2) / n_bytes
+    return EvalResult(total / count, count, bpb, split)
