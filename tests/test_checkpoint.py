@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 import zoo
-from conftest import TINY, tiny
+from helpers import TINY, tiny
 from zoo import CheckpointError
 from zoo.factory import dtype_arg
 from zoo.checkpoint import FORMAT, digest, inspect

@@ -25,7 +25,7 @@ from torch import nn
 
 import zoo
 import zoo.checkpoint
-from conftest import tiny
+from helpers import tiny
 from zoo.checkpoint import inspect
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork and SIGKILL (POSIX)")

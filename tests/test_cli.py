@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import zoo
-from conftest import TINY
+from helpers import TINY
 from zoo.cli import main, parse_sets, parse_value
 from zoo.registry import set_default_registry
 from zoo.summary import summarize
@@ -364,7 +364,6 @@ def test_compare_with_per_side_sets(cli: Any) -> None:
     assert "(no component or size differs)" in cli("compare", "gpt2-small", "gpt2-small").out
 
 
-@pytest.mark.skipif("transformer-2017-base" not in PRESETS, reason="the encoder-decoder preset is not registered")
 def test_compare_decoder_with_encoder_decoder(cli: Any) -> None:
     data = cli("compare", "transformer-2017", "transformer-2017-base", "--json", "--context", "64").json()
     axes = {d["axis"]: (d["a"], d["b"]) for d in data["differences"]}
@@ -405,7 +404,6 @@ def test_build_into_a_folder_keeps_versions(cli: Any, tmp_path: Path) -> None:
     assert "versions" in table
 
 
-@pytest.mark.skipif("transformer-2017-base" not in PRESETS, reason="the encoder-decoder preset is not registered")
 def test_build_inspect_and_info_of_an_encoder_decoder(cli: Any, tmp_path: Path) -> None:
     path = tmp_path / "seq2seq.safetensors"
     sets = [*TINY_SETS, "--set", "n_encoder_layers=1"]

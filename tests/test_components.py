@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import zoo
-from conftest import TINY, tiny
+from helpers import TINY, tiny
 
 COMPONENTS = [(c.kind, c.name) for c in zoo.components()]
 ATTENTIONS = [c.name for c in zoo.components("attention")]

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import zoo
-from tests.conftest import TINY, tiny
+from helpers import TINY, tiny
 from zoo.decoding import Engine, Sampling, generate, stream
 from zoo.pipelines import generate_text
 

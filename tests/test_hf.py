@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import zoo
-from tests.conftest import TINY, tiny
+from helpers import TINY, tiny
 from zoo.interop.hf import config_to_hf
 
 transformers = pytest.importorskip("transformers")

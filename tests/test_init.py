@@ -10,7 +10,7 @@ from torch import nn
 
 import zoo
 from zoo.components import Components
-from conftest import TINY
+from helpers import TINY
 
 INITS = [c.name for c in zoo.components("init")]
 

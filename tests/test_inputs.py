@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import zoo
-from conftest import TINY, tiny
+from helpers import TINY, tiny
 
 
 @pytest.mark.parametrize(

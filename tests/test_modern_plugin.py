@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import zoo
-from conftest import TINY, tiny
+from helpers import TINY, tiny
 
 MODERN = {
     ("position", "rotary"), ("position", "alibi"), ("mlp", "swiglu"), ("attention", "gqa"), ("placement", "sandwich"),

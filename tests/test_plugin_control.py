@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import zoo
-from conftest import TINY
+from helpers import TINY
 
 MakeDist = Callable[..., None]
 
@@ -132,7 +132,8 @@ def test_allow_list_rules_out_a_misbehaving_plugin(monkeypatch: pytest.MonkeyPat
     assert plugins["broken"].status == "skipped" and plugins["broken"].distribution == "zoo-broken"
     assert plugins["modern"].status == "loaded"
     assert "zoo_broken_plugin" not in sys.modules
-    assert zoo.build("gpt2-small", registry=registry, attention="gqa", **TINY)
+    model = zoo.build("gpt2-small", registry=registry, attention="gqa", **TINY)
+    assert model.blocks[0].attn.n_kv_heads == 1 < TINY["n_heads"]  # built by the plugin's gqa (multi-query default)
 
 
 def test_deny_list_skips_only_the_named_plugins(monkeypatch: pytest.MonkeyPatch, broken: None) -> None:

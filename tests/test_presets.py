@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import zoo
-from conftest import TINY, tiny
+from helpers import TINY, tiny
 
 EXPECTED_PARAMETERS = {
     "gpt2-small": 124_439_808,

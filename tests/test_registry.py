@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import zoo
-from conftest import TINY
+from helpers import TINY
 
 
 def plugin(name: str, **hooks) -> types.ModuleType:
@@ -155,10 +155,23 @@ def test_unknown_kind_in_components_lookup() -> None:
 def test_fresh_registries_do_not_share_state() -> None:
     a = zoo.Registry(entry_points=False, plugins=[plugin("t", zoo_register_components=registers_tanh)])
     b = zoo.Registry(entry_points=False)
-    assert a.get("activation", "tanh")
+    assert a.get("activation", "tanh").plugin.name == "t"
     with pytest.raises(zoo.UnknownComponentError):
         b.get("activation", "tanh")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         zoo.Registry(entry_points=False)  # built-ins alone load without any warning
     torch.manual_seed(0)
+
+
+def test_a_misspelled_hook_name_fails_the_plugin_with_a_suggestion() -> None:
+    # pluggy alone would accept an implementation of an unknown hook and never call it.
+    typo = plugin("typo", zoo_register_component=registers_tanh)
+    with pytest.warns(RuntimeWarning, match="'zoo_register_component' is not a zoo hook"):
+        registry = zoo.Registry(entry_points=False, plugins=[typo])
+    [info] = [p for p in registry.plugins if p.name == "typo"]
+    assert info.status == "failed" and isinstance(info.error, zoo.PluginError)
+    assert "Did you mean 'zoo_register_components'" in str(info.error)
+    assert not registry.pm.is_registered(typo)  # rolled back
+    with pytest.raises(zoo.PluginError, match="is not a zoo hook"):
+        zoo.Registry(entry_points=False, plugins=[plugin("typo", zoo_register_component=registers_tanh)], strict=True)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import zoo
-from conftest import TINY
+from helpers import TINY
 from zoo.seq2seq import DecoderBlock, EncoderDecoder
 
 V = TINY["vocab_size"]

@@ -17,7 +17,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 import zoo
-from conftest import TINY
+from helpers import TINY
 from zoo.summary import summarize
 
 PRESETS = zoo.list_models()
@@ -190,7 +190,6 @@ def test_plugin_components_are_counted_as_built() -> None:
     assert gated.total_parameters == base.total_parameters + 2 * layers
 
 
-@pytest.mark.skipif("transformer-2017-base" not in PRESETS, reason="the encoder-decoder preset is not registered")
 def test_encoder_decoder_counts_encoder_decoder_and_cross_attention() -> None:
     s = summarize("transformer-2017-base", context=128)
     d, f, v, enc, dec, S = 512, 2048, 37000, 6, 6, 128
