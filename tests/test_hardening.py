@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import safetensors.torch
 import torch
-from conftest import TINY, tiny
+from helpers import TINY, tiny
 from test_checkpoint import (
     edit_config,
     edit_metadata,
