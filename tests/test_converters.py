@@ -177,9 +177,9 @@ def test_mistral_sliding_window_is_refused_unless_it_covers_the_context(tmp_path
 
 def test_converters_are_listed_with_their_providers() -> None:
     found = {c.architecture: c for c in zoo.default_registry().converters()}
-    assert found["GPT2LMHeadModel"].provider.startswith("zoo ")
+    assert found["GPT2LMHeadModel"].provider.startswith("zoo-lm ")
     for architecture in ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "GPTNeoXForCausalLM"):
-        assert found[architecture].plugin.distribution == "zoo-modern" and found[architecture].exports
+        assert found[architecture].plugin.distribution == "zoo-lm-modern" and found[architecture].exports
 
 
 def test_unknown_architecture_names_installed_converters_and_the_plugin(tmp_path: Path) -> None:
@@ -191,7 +191,7 @@ def test_unknown_architecture_names_installed_converters_and_the_plugin(tmp_path
     # Without zoo-modern a Llama folder names the plugin that reads it.
     (folder / "config.json").write_text(json.dumps(config))
     builtins_only = zoo.Registry(entry_points=False)
-    with pytest.raises(zoo.InteropError, match="LlamaForCausalLM.*Installed converters: GPT2LMHeadModel.*plugin zoo-modern"):
+    with pytest.raises(zoo.InteropError, match="LlamaForCausalLM.*Installed converters: GPT2LMHeadModel.*plugin zoo-lm-modern.*pip install ./examples/zoo-modern\\)"):
         zoo.from_hf(folder, registry=builtins_only)
 
 
@@ -409,7 +409,7 @@ def test_plugins_command_lists_converters_with_providers(capsys: pytest.CaptureF
     assert set(by_name["modern"]["converters"]) == {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "GPTNeoXForCausalLM"}
     assert main(["components"]) == 0
     out = capsys.readouterr().out
-    assert "Hugging Face converters" in out and "GPTNeoXForCausalLM" in out and "zoo-modern" in out
+    assert "Hugging Face converters" in out and "GPTNeoXForCausalLM" in out and "zoo-lm-modern" in out
 
 
 # -- Qwen2 ---------------------------------------------------------------------------------------

@@ -44,7 +44,8 @@ WEIGHT_FILES = (
 )
 # model_type -> the plugin distribution whose converter reads it, for the hint when the
 # plugin is not installed.
-KNOWN_PLUGINS = {"llama": "zoo-lm-modern", "mistral": "zoo-lm-modern", "qwen2": "zoo-lm-modern", "gpt_neox": "zoo-lm-modern"}
+# model_type -> (distribution, folder of this checkout that holds it)
+KNOWN_PLUGINS = {name: ("zoo-lm-modern", "examples/zoo-modern") for name in ("llama", "mistral", "qwen2", "gpt_neox")}
 
 
 # -- which converter ----------------------------------------------------------------------
@@ -76,7 +77,7 @@ def converter_for(hf: Mapping[str, Any], *, where: str = "config.json", registry
     hint = ""
     plugin = KNOWN_PLUGINS.get(model_type) if isinstance(model_type, str) else None
     if plugin:
-        hint = f" Its converter comes with the plugin {plugin}: install it (from a checkout: pip install ./examples/{plugin})."
+        hint = f" Its converter comes with the plugin {plugin[0]}: install it (from a checkout: pip install ./{plugin[1]})."
     skipped = [p.name for p in registry.plugins if p.status != "loaded"]
     if skipped:
         hint += f" Note: plugin(s) {', '.join(map(repr, skipped))} were skipped or failed (see `zoo plugins`)."
