@@ -54,9 +54,10 @@ def reset_peak_rss() -> None:
 def worker(kind: str, path: str, repeats: int) -> dict[str, object]:
     """One process: a first load (timed, peak RSS measured), then ``repeats`` more."""
     setup()
+    from transformers import GPT2LMHeadModel
+
     import zoo
     import zoo.checkpoint  # noqa: F401  (imports are not part of the load)
-    from transformers import GPT2LMHeadModel
 
     zoo.components()  # the plugin registry, built once per process like an import
     loaders = {
@@ -91,7 +92,17 @@ def worker(kind: str, path: str, repeats: int) -> dict[str, object]:
 
 
 def run_worker(kind: str, path: Path, repeats: int) -> dict[str, object]:
-    command = [sys.executable, "-m", "bench.bench_checkpoint", "--worker", kind, "--path", str(path), "--repeats", str(repeats)]
+    command = [
+        sys.executable,
+        "-m",
+        "bench.bench_checkpoint",
+        "--worker",
+        kind,
+        "--path",
+        str(path),
+        "--repeats",
+        str(repeats),
+    ]
     done = subprocess.run(
         command, capture_output=True, text=True, env={**os.environ, **ENV}, cwd=Path(__file__).resolve().parent.parent
     )
@@ -102,8 +113,9 @@ def run_worker(kind: str, path: Path, repeats: int) -> dict[str, object]:
 
 def prepare(folder: Path) -> tuple[Path, Path, dict[str, float]]:
     """Save a random gpt2-small with each library; returns both files and save times."""
-    import zoo
     from transformers import GPT2Config, GPT2LMHeadModel
+
+    import zoo
 
     model = zoo.build("gpt2-small").eval()
     start = time.perf_counter()
@@ -151,7 +163,11 @@ def main(argv: list[str] | None = None) -> None:
         ("load, zoo, digest on", f"{seconds['zoo'] * 1e3:.0f} ms",
          f"{seconds['zoo'] / hf:.2f}x transformers (target <= 2.0x); first: {first['zoo'] * 1e3:.0f} ms"),
     ]  # fmt: skip
-    for kind, label in (("zoo", "zoo, digest on"), ("zoo-unverified", "zoo, digest off"), ("transformers", "transformers")):
+    for kind, label in (
+        ("zoo", "zoo, digest on"),
+        ("zoo-unverified", "zoo, digest off"),
+        ("transformers", "transformers"),
+    ):
         rows.append(
             (f"peak RSS growth, {label}", f"{growth[kind]:.0f} MiB",
              f"{growth[kind] / file_mib[kind]:.2f}x its file (target <= 1.2x)")

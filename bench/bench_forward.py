@@ -52,7 +52,11 @@ def main(argv: list[str] | None = None) -> None:
             [
                 ("forward zoo", f"{forward['zoo'] * 1e3:.1f} ms", ""),
                 ("forward transformers", f"{forward['hf'] * 1e3:.1f} ms", ""),
-                ("forward speed ratio", f"{forward['hf'] / forward['zoo']:.2f}x", "zoo vs transformers (target >= 1.15x)"),
+                (
+                    "forward speed ratio",
+                    f"{forward['hf'] / forward['zoo']:.2f}x",
+                    "zoo vs transformers (target >= 1.15x)",
+                ),
                 ("matmul roofline", f"{peak:.0f} GFLOP/s", "the model's matmuls alone, each in its faster orientation"),
                 ("zoo achieved", f"{achieved:.0f} GFLOP/s", f"{achieved / peak:.0%} of roofline (target >= 80%)"),
                 ("build zoo (with init)", f"{build['zoo'] * 1e3:.0f} ms", ""),

@@ -20,7 +20,6 @@ import torch
 import zoo
 from bench.common import setup, table
 
-
 Decoder = Callable[[], tuple[float, int]]
 
 
@@ -63,10 +62,17 @@ def hf_peers(small_model: zoo.DecoderLM, modern_model: zoo.DecoderLM) -> dict[st
     mlp = modern_model.blocks[0].mlp
     llama = LlamaForCausalLM(
         LlamaConfig(
-            vocab_size=modern.vocab_size, hidden_size=modern.d_model, intermediate_size=mlp.gate.out_features,
-            num_hidden_layers=modern.n_layers, num_attention_heads=modern.n_heads,
-            num_key_value_heads=modern.attention.options["n_kv_heads"], max_position_embeddings=modern.max_seq_len,
-            rms_norm_eps=modern.norm_eps, tie_word_embeddings=True, attention_bias=False, mlp_bias=False,
+            vocab_size=modern.vocab_size,
+            hidden_size=modern.d_model,
+            intermediate_size=mlp.gate.out_features,
+            num_hidden_layers=modern.n_layers,
+            num_attention_heads=modern.n_heads,
+            num_key_value_heads=modern.attention.options["n_kv_heads"],
+            max_position_embeddings=modern.max_seq_len,
+            rms_norm_eps=modern.norm_eps,
+            tie_word_embeddings=True,
+            attention_bias=False,
+            mlp_bias=False,
         )
     )
     return {"gpt2-small (transformers)": gpt2.eval(), "gpt2-small-modern (transformers Llama)": llama.eval()}
@@ -107,7 +113,9 @@ def main(argv: list[str] | None = None) -> None:
         rows.append((f"{name} decode", f"{speed[name]:.1f} tok/s", f"{seconds[name] / args.new * 1e3:.0f} ms per step"))
     for name in runs:
         per_position = cache_bytes[name] / positions / 1024
-        rows.append((f"{name} KV cache", f"{cache_bytes[name] / 2**20:.2f} MiB", f"{per_position:.0f} KiB per position"))
+        rows.append(
+            (f"{name} KV cache", f"{cache_bytes[name] / 2**20:.2f} MiB", f"{per_position:.0f} KiB per position")
+        )
     small_speed, modern_speed = speed["gpt2-small"], speed["gpt2-small-modern"]
     kv_ratio = cache_bytes["gpt2-small-modern"] / cache_bytes["gpt2-small"]
     rows += [

@@ -64,8 +64,11 @@ def main(argv: list[str]) -> None:
         excess = wall[name] - base
         verdict = "ok" if excess <= TARGET_S else f"over the {TARGET_S} s target"
         rows.append(
-            (name, f"{wall[name]:.2f} s", f"{excess:+.2f} s over import torch ({verdict}); "
-             f"CPU {cpu[name]:.2f} s ({cpu[name] - base_cpu:+.2f} s)")
+            (
+                name,
+                f"{wall[name]:.2f} s",
+                f"{excess:+.2f} s over import torch ({verdict}); CPU {cpu[name]:.2f} s ({cpu[name] - base_cpu:+.2f} s)",
+            )
         )
     print(table(f"start-up, median of {args.repeats} fresh processes", rows))
 

@@ -27,8 +27,15 @@ def zoo_steps(args: argparse.Namespace, device: torch.device, data: object) -> t
     torch.manual_seed(0)
     model = zoo.build("gpt2-small", n_layers=args.layers, dropout=0.0, max_seq_len=max(args.seq, 64), device=device)
     settings = TrainSettings(
-        steps=args.steps + 2, batch_size=args.batch, seq_len=args.seq, lr=1e-4, eval_every=args.steps + 2,
-        eval_batches=1, dtype=args.dtype, compile=args.compile, peak_tflops=args.peak_tflops,
+        steps=args.steps + 2,
+        batch_size=args.batch,
+        seq_len=args.seq,
+        lr=1e-4,
+        eval_every=args.steps + 2,
+        eval_batches=1,
+        dtype=args.dtype,
+        compile=args.compile,
+        peak_tflops=args.peak_tflops,
     )
     reports: list = []
     run(model, data, settings, world=World(0, 1, 0, device), on_step=reports.append)  # type: ignore[arg-type]
@@ -42,7 +49,9 @@ def hf_steps(args: argparse.Namespace, device: torch.device, tokens: torch.Tenso
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    config = GPT2Config(n_layer=args.layers, n_positions=max(args.seq, 64), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    config = GPT2Config(
+        n_layer=args.layers, n_positions=max(args.seq, 64), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0
+    )
     model: Any = GPT2LMHeadModel(config)
     model.to(device).train()
     if args.compile:

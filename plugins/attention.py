@@ -64,7 +64,9 @@ class Attention(nn.Module):
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.head_dim = d_model // n_heads
         kv_dim = n_kv_heads * self.head_dim
-        self.qkv = nn.Linear(d_model, d_model + 2 * kv_dim, bias=bias if qkv_bias is None else qkv_bias)  # GPT-2's c_attn
+        self.qkv = nn.Linear(
+            d_model, d_model + 2 * kv_dim, bias=bias if qkv_bias is None else qkv_bias
+        )  # GPT-2's c_attn
         self.out = residual_output(nn.Linear(d_model, d_model, bias=bias if out_bias is None else out_bias))  # c_proj
         self.attn_dropout = dropout if attn_dropout is None else attn_dropout
         self.resid_drop = nn.Dropout(dropout)
@@ -121,7 +123,9 @@ class SdpaAttention(Attention):
     def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
         mask = ctx.mask if ctx.mask is None or ctx.mask.dtype == q.dtype else ctx.mask.to(q.dtype)
         return F.scaled_dot_product_attention(
-            q, k, v,
+            q,
+            k,
+            v,
             attn_mask=mask,
             dropout_p=self.attn_dropout if self.training else 0.0,
             is_causal=ctx.is_causal,

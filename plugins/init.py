@@ -64,6 +64,7 @@ def gpt2(n_layers: int, std: float = 0.02, scale_residual: bool = True) -> Calla
 
 def xavier() -> Callable[[nn.Module], None]:
     """Xavier-uniform weights and zero biases: the 2017 Transformer's reference code."""
+
     def draw(module: nn.Module, weight: Tensor) -> None:
         nn.init.xavier_uniform_(weight)
 

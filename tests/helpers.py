@@ -13,9 +13,7 @@ import torch
 import zoo
 
 # Small enough for every test to build many models; big enough to have heads and layers.
-TINY: dict[str, Any] = dict(
-    vocab_size=97, max_seq_len=64, d_model=32, n_layers=2, n_heads=4, dropout=0.0
-)
+TINY: dict[str, Any] = dict(vocab_size=97, max_seq_len=64, d_model=32, n_layers=2, n_heads=4, dropout=0.0)
 
 
 def tiny(name: str = "gpt2-small", **overrides: Any) -> zoo.DecoderLM:

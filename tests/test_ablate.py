@@ -29,7 +29,9 @@ SWAPS = ["position", "activation", "placement", "init", "embedding_scale", "head
 
 
 def ablate(out: Path, seed: int = 0, **kwargs: Any) -> AblationResult:
-    return run_ablation("transformer-2017", "gpt2-small", **TINY_SCALE, out_dir=out, seed=seed, tokenizer="bytes", **kwargs)
+    return run_ablation(
+        "transformer-2017", "gpt2-small", **TINY_SCALE, out_dir=out, seed=seed, tokenizer="bytes", **kwargs
+    )
 
 
 def numbers(result: AblationResult) -> list[Any]:
@@ -42,7 +44,9 @@ def numbers(result: AblationResult) -> list[Any]:
 
 
 @pytest.fixture(scope="module")
-def ablation(tmp_path_factory: pytest.TempPathFactory) -> tuple[AblationResult, list[tuple[str, int, int, float | None]]]:
+def ablation(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[AblationResult, list[tuple[str, int, int, float | None]]]:
     """Two seeds of transformer-2017 -> gpt2-small at the tiny scale, trained serially."""
     calls: list[tuple[str, int, int, float | None]] = []
     result = ablate(tmp_path_factory.mktemp("ablation"), seeds=2, on_progress=lambda *a: calls.append(a))
@@ -74,7 +78,10 @@ def test_diff_shows_changed_options_and_architecture() -> None:
         ("position", "learned", "sinusoidal(base=500.0)"),
         ("dropout", 0.1, {"embedding": 0.1, "attention": 0.0, "residual": 0.1}),
     ]
-    rows = dict((axis, (x, y)) for axis, x, y in diff_configs(zoo.get_config("transformer-2017"), zoo.get_config("transformer-2017-base")))
+    rows = dict(
+        (axis, (x, y))
+        for axis, x, y in diff_configs(zoo.get_config("transformer-2017"), zoo.get_config("transformer-2017-base"))
+    )
     assert rows["architecture"] == ("decoder", "encoder_decoder") and rows["n_encoder_layers"] == (None, 6)
 
 
@@ -131,7 +138,9 @@ def test_results_json_is_complete(ablation: Any) -> None:
         assert saved["parameters"] == run.parameters and saved["train_flops"] == run.train_flops > 0
         assert [s["final_val_loss"] for s in saved["seeds"]] == run.losses()
         for seed_saved, seed in zip(saved["seeds"], run.seeds):
-            assert seed_saved["curve"] == [{"step": p.step, "train_loss": p.train_loss, "val_loss": p.val_loss} for p in seed.curve]
+            assert seed_saved["curve"] == [
+                {"step": p.step, "train_loss": p.train_loss, "val_loss": p.val_loss} for p in seed.curve
+            ]
             assert Path(seed_saved["checkpoint"]).is_file()
         assert [p["mean"] for p in saved["mean_curve"]] == pytest.approx(
             [(a.val_loss + b.val_loss) / 2 for a, b in zip(run.seeds[0].curve, run.seeds[1].curve)]
@@ -151,7 +160,10 @@ def test_checkpoints_load_as_the_trained_models(ablation: Any) -> None:
             assert evaluate(model, batches) == pytest.approx(seed.final_val_loss, abs=1e-5)
             about = zoo.checkpoint.inspect(seed.checkpoint).metadata["ablation"]
             assert (about["run"], about["axis"], about["seed"], about["lr"]) == (
-                f"{run.name} seed {seed.seed}", run.axis, seed.seed, run.lr
+                f"{run.name} seed {seed.seed}",
+                run.axis,
+                seed.seed,
+                run.lr,
             )
     assert result.runs[0].checkpoint.name == "00-base-transformer-2017.safetensors"
     assert result.runs[0].seeds[1].checkpoint.name == "00-base-transformer-2017-seed1.safetensors"
@@ -165,7 +177,9 @@ def test_same_seed_gives_identical_curves(ablation: Any, tmp_path: Path) -> None
 
 def test_another_seed_changes_the_curves(tmp_path: Path) -> None:
     a = run_ablation("gpt2-small", "gpt2-small", **TINY_SCALE, out_dir=tmp_path / "a", seeds=1, tokenizer="bytes")
-    b = run_ablation("gpt2-small", "gpt2-small", **TINY_SCALE, out_dir=tmp_path / "b", seeds=1, seed=1, tokenizer="bytes")
+    b = run_ablation(
+        "gpt2-small", "gpt2-small", **TINY_SCALE, out_dir=tmp_path / "b", seeds=1, seed=1, tokenizer="bytes"
+    )
     assert [r.axis for r in a.runs] == ["base", "target"]  # nothing to swap
     assert a.runs[0].seeds[0].curve == a.runs[1].seeds[0].curve  # the same design, the same seed
     assert a.runs[0].seeds[0].curve != b.runs[0].seeds[0].curve
@@ -196,8 +210,13 @@ def test_a_data_file_is_used(tmp_path: Path) -> None:
     text = tmp_path / "abc.txt"
     text.write_text("abcabcabcabd" * 400, encoding="utf-8")
     result = run_ablation(
-        "gpt2-small", "gpt2-small", **{**TINY_SCALE, "steps": 40, "eval_every": 40}, data=text, out_dir=tmp_path / "o",
-        tokenizer="bytes", seeds=1,
+        "gpt2-small",
+        "gpt2-small",
+        **{**TINY_SCALE, "steps": 40, "eval_every": 40},
+        data=text,
+        out_dir=tmp_path / "o",
+        tokenizer="bytes",
+        seeds=1,
     )
     assert result.data["source"] == str(text) and result.data["train_tokens"] == 4320
     assert result.runs[0].final_val_loss < math.log(4)  # it learned this text: 4 symbols, mostly predictable
@@ -230,7 +249,12 @@ def test_a_restarted_ablation_trains_only_unfinished_runs(ablation: Any, tmp_pat
     shutil.copytree(result.results_path.parent, out)
     # As if interrupted: the target never ran, placement's seed 1 died before its record,
     # and ablation.json and the report were never written.
-    for path in [*out.glob("08-target-*"), out / "03-swap-placement-pre-seed1.json", out / "ablation.json", out / "report.md"]:
+    for path in [
+        *out.glob("08-target-*"),
+        out / "03-swap-placement-pre-seed1.json",
+        out / "ablation.json",
+        out / "report.md",
+    ]:
         path.unlink()
     calls: list[tuple[str, int, int, float | None]] = []
     resumed = ablate(out, seeds=2, on_progress=lambda *a: calls.append(a))
@@ -247,7 +271,9 @@ def test_a_restarted_ablation_trains_only_unfinished_runs(ablation: Any, tmp_pat
     assert more.trained == [f"{stem}-seed2" for stem in again.reused if not stem.endswith("-seed1")]
     assert [r.losses()[:2] for r in more.runs] == [r.losses() for r in result.runs]
     with pytest.raises(zoo.InputError, match="records a run with other settings.*pass another --out"):
-        run_ablation("transformer-2017", "gpt2-small", **{**TINY_SCALE, "steps": 8}, out_dir=out, tokenizer="bytes", seeds=1)
+        run_ablation(
+            "transformer-2017", "gpt2-small", **{**TINY_SCALE, "steps": 8}, out_dir=out, tokenizer="bytes", seeds=1
+        )
 
 
 # -- learning rates, paths, order ----------------------------------------------------
@@ -257,8 +283,16 @@ def test_tune_lr_picks_the_best_rate_of_its_grid(tmp_path: Path) -> None:
     """1e-5 barely moves from the uniform loss, 1e3 blows up: 1e-2 must win for every variant."""
     grid = [1e-5, 1e-2, 1e3]
     result = run_ablation(
-        "transformer-2017", "gpt2-small", **{**TINY_SCALE, "steps": 24}, out_dir=tmp_path, tokenizer="bytes",
-        seeds=2, tune_lr=True, lr_grid=grid, tune_fraction=0.5, path=["placement", "position"],
+        "transformer-2017",
+        "gpt2-small",
+        **{**TINY_SCALE, "steps": 24},
+        out_dir=tmp_path,
+        tokenizer="bytes",
+        seeds=2,
+        tune_lr=True,
+        lr_grid=grid,
+        tune_fraction=0.5,
+        path=["placement", "position"],
     )
     assert result.tuning == {"grid": grid, "steps": 12, "fraction": 0.5, "seed": 1000}
     for run in result.runs:
@@ -323,9 +357,16 @@ def test_report_states_the_numbers(ablation: Any) -> None:
         assert "| " + " | ".join(row) + " |" in report
     for run in result.runs:
         assert run.loss.format() in report
-    for text in (result.command, f"zoo {zoo.__version__}", "bundled Shakespeare", "Tokenizer: bytes, vocabulary 256",
-                 "16 steps × 8 sequences × 16 tokens = 2,048 tokens", "One rate for every run: 0.01",
-                 "![validation curves](ablation.png)", "![paired differences](deltas.png)"):
+    for text in (
+        result.command,
+        f"zoo {zoo.__version__}",
+        "bundled Shakespeare",
+        "Tokenizer: bytes, vocabulary 256",
+        "16 steps × 8 sequences × 16 tokens = 2,048 tokens",
+        "One rate for every run: 0.01",
+        "![validation curves](ablation.png)",
+        "![paired differences](deltas.png)",
+    ):
         assert text in report, text
     significant = ", ".join(f"`{r.name}`" for r in result.rows() if r.significant) or "none"
     assert f"Significant at 95%: {significant}." in report
@@ -348,9 +389,24 @@ def test_torchrun_spreads_runs_over_ranks(ablation: Any, tmp_path: Path) -> None
     result, _ = ablation
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY_SCALE.items()]
     out = tmp_path / "ranks"
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "zoo",
-               "ablate", *flags, "--tokenizer=bytes", "--seeds=2", f"--out={out}", "--json"]
-    launch = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        "-m",
+        "zoo",
+        "ablate",
+        *flags,
+        "--tokenizer=bytes",
+        "--seeds=2",
+        f"--out={out}",
+        "--json",
+    ]
+    launch = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         stdout, stderr = launch.communicate(timeout=300)
     except subprocess.TimeoutExpired:

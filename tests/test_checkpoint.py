@@ -27,8 +27,9 @@ from torch import nn
 import zoo
 from helpers import TINY, tiny
 from zoo import CheckpointError
-from zoo.factory import dtype_arg
 from zoo.checkpoint import FORMAT, digest, inspect
+from zoo.factory import dtype_arg
+
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread() -> Iterator[None]:
@@ -325,7 +326,10 @@ def test_missing_plugin_error_names_its_distribution(plugin_distribution: zoo.Re
     path = zoo.save(model, tmp_path / "primer.safetensors", registry=registry)
     record = inspect(path, registry=registry).components["activation"]
     assert (record.name, record.plugin, record.distribution, record.version) == (
-        "squared_relu", "ckpt_testplugin", "zoo-ckpt-testplugin", "1.2.3"
+        "squared_relu",
+        "ckpt_testplugin",
+        "zoo-ckpt-testplugin",
+        "1.2.3",
     )
     assert_same_model(model, zoo.load(path, registry=registry))
 
@@ -360,7 +364,10 @@ def test_installed_third_party_plugin_is_recorded(tmp_path: Path) -> None:
     path = zoo.save(model, tmp_path / "modern.safetensors")
     records = inspect(path).components
     assert records["position"].distribution == records["mlp"].distribution == "zoo-lm-modern"
-    with pytest.raises(CheckpointError, match="position 'rotary' and mlp 'swiglu' come from the distribution zoo-lm-modern .*pip install zoo-lm-modern"):
+    with pytest.raises(
+        CheckpointError,
+        match="position 'rotary' and mlp 'swiglu' come from the distribution zoo-lm-modern .*pip install zoo-lm-modern",
+    ):
         zoo.load(path, registry=zoo.Registry(entry_points=False))
 
 
@@ -526,7 +533,9 @@ def test_verify_catches_a_flipped_byte_that_verify_false_would_load(saved: Path,
     with pytest.raises(CheckpointError, match="do not match the digest"):
         zoo.load(flipped)
     altered = zoo.load(flipped, verify=False)  # the documented escape hatch
-    assert not all(torch.equal(a, b) for a, b in zip(altered.state_dict().values(), tiny().state_dict().values(), strict=True))
+    assert not all(
+        torch.equal(a, b) for a, b in zip(altered.state_dict().values(), tiny().state_dict().values(), strict=True)
+    )
 
 
 def test_two_tensors_swapped_in_the_header_are_caught(saved: Path, tmp_path: Path) -> None:

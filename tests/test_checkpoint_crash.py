@@ -108,7 +108,9 @@ def test_a_version_killed_at_each_stage_is_all_or_nothing(fault: str, tmp_path: 
     published = fault == "after-publish"
     assert check_directory(run, model) == ([0, 1] if published else [0])
     assert torch.equal(zoo.load(run).tok_emb.weight, model.tok_emb.weight)
-    assert zoo.save(model, run, metadata={"step": 2}).name == ("v0003.safetensors" if published else "v0002.safetensors")
+    assert zoo.save(model, run, metadata={"step": 2}).name == (
+        "v0003.safetensors" if published else "v0002.safetensors"
+    )
 
 
 @pytest.mark.parametrize("fault", FAULTS)
@@ -147,7 +149,8 @@ def test_sigkill_at_random_moments_leaves_earlier_versions_intact(tmp_path: Path
             child = FORK.Process(target=_save_forever, args=(model, run, 1000 * round_), daemon=True)
             children.append(child)
             child.start()
-            wait_for(lambda: run.is_dir() and len(zoo.versions(run)) > len(steps))
+            done = len(steps)
+            wait_for(lambda: run.is_dir() and len(zoo.versions(run)) > done)  # noqa: B023 (called at once)
             if round_ % 2:
                 wait_for(lambda: any(TEMPORARY.fullmatch(name) for name in os.listdir(run)))
             else:

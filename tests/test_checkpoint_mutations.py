@@ -28,7 +28,6 @@ from typing import Any, NamedTuple
 import pytest
 import safetensors.torch
 import torch
-from helpers import tiny
 from test_checkpoint import (
     edit_config,
     edit_metadata,
@@ -38,6 +37,7 @@ from test_checkpoint import (
 )
 
 import zoo
+from helpers import tiny
 from zoo import CheckpointError
 from zoo.checkpoint import FORMAT, inspect
 from zoo.cli import main
@@ -206,7 +206,9 @@ def header_json_edits(raw: bytes, slow: bool) -> Iterator[Variant]:
         pairs.setdefault((entry["dtype"], tuple(entry["shape"])), []).append(name)
     tensors = safetensors.torch.load(raw)
     swappable = [
-        (a, b) for names in pairs.values() for a, b in itertools.combinations(names, 2)
+        (a, b)
+        for names in pairs.values()
+        for a, b in itertools.combinations(names, 2)
         if not torch.equal(tensors[a], tensors[b])  # swapping equal tensors changes nothing
     ]
     for a, b in swappable[: None if slow else 6]:
@@ -251,7 +253,9 @@ def mixed_dtypes(raw: bytes, slow: bool) -> Iterator[Variant]:
     names = sorted(safetensors.torch.load(raw))
     for name in names[:: 1 if slow else 4]:
         for dtype in (torch.bfloat16, torch.float16, torch.float64, torch.float8_e4m3fn, torch.float8_e5m2):
-            yield Variant(f"{name} as {dtype}, signed", edit_tensors(raw, replacing(name, lambda t, d=dtype: t.to(d))), False)
+            yield Variant(
+                f"{name} as {dtype}, signed", edit_tensors(raw, replacing(name, lambda t, d=dtype: t.to(d))), False
+            )
     for dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
         every = edit_tensors(raw, lambda t, d=dtype: t.update({k: v.to(d) for k, v in t.items()}))
         yield Variant(f"every tensor {dtype}", every, False)
@@ -263,9 +267,15 @@ def format_downgrades(raw: bytes, slow: bool) -> Iterator[Variant]:
     names = sorted(safetensors.torch.load(raw))
     for name in names[:: 1 if slow else 3]:
         changed = edit_tensors(raw, replacing(name, lambda t: t + 0.5), signed=False)
-        yield Variant(f"{name} changed, format 0, no digest", edit_metadata(changed, signed=False, zoo_format="0", zoo_digest=None), False)
+        yield Variant(
+            f"{name} changed, format 0, no digest",
+            edit_metadata(changed, signed=False, zoo_format="0", zoo_digest=None),
+            False,
+        )
     for value in ("0", "00", "-0"):
-        yield Variant(f"format {value!r}, no digest", edit_metadata(raw, signed=False, zoo_format=value, zoo_digest=None), False)
+        yield Variant(
+            f"format {value!r}, no digest", edit_metadata(raw, signed=False, zoo_format=value, zoo_digest=None), False
+        )
 
 
 def foreign_files(raw: bytes, slow: bool) -> Iterator[Variant]:
@@ -308,7 +318,10 @@ def refusals(variants: Iterator[Variant], folder: Path) -> tuple[int, list[str]]
         count += 1
         path = folder / f"variant-{index}.safetensors"
         path.write_bytes(variant.raw)
-        calls: list[tuple[Callable[..., Any], dict[str, Any]]] = [(zoo.load, {"verify": True}), (inspect, {"verify": True})]
+        calls: list[tuple[Callable[..., Any], dict[str, Any]]] = [
+            (zoo.load, {"verify": True}),
+            (inspect, {"verify": True}),
+        ]
         if not variant.digest_only:
             calls.append((zoo.load, {"verify": False}))
         if variant.lenient_too:
@@ -361,7 +374,9 @@ def test_default_run_has_at_least_500_variants(bases: dict[str, bytes]) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.__name__)
 @pytest.mark.parametrize("base", ["tied", "untied"])
-def test_every_variant_is_refused_exhaustive(base: str, family: Family, bases: dict[str, bytes], tmp_path: Path) -> None:
+def test_every_variant_is_refused_exhaustive(
+    base: str, family: Family, bases: dict[str, bytes], tmp_path: Path
+) -> None:
     count, failures = refusals(family(bases[base], True), tmp_path)
     assert not failures, f"{len(failures)} of {count} variants:\n" + "\n".join(failures[:30])
 
@@ -391,13 +406,19 @@ def test_two_files_claiming_one_version_are_refused_by_every_reader(other: str, 
     (run / other).write_bytes((run / "v0001.safetensors").read_bytes())
     readers = (lambda: zoo.load(run), lambda: zoo.load(run, version=1), lambda: zoo.versions(run), lambda: inspect(run))
     for read in readers:
-        with pytest.raises(CheckpointError, match=f"two files for version 1: .*{re.escape(other)}|{re.escape(other)} .*v0001"):
+        with pytest.raises(
+            CheckpointError, match=f"two files for version 1: .*{re.escape(other)}|{re.escape(other)} .*v0001"
+        ):
             read()
 
 
 @pytest.mark.parametrize("length", [256, 300, 1000, 5000])
 def test_names_too_long_for_the_filesystem_are_checkpoint_errors(length: int, tmp_path: Path) -> None:
-    for path in (tmp_path / ("x" * length + ".safetensors"), tmp_path / ("d" * length) / "v.safetensors", tmp_path / ("r" * length)):
+    for path in (
+        tmp_path / ("x" * length + ".safetensors"),
+        tmp_path / ("d" * length) / "v.safetensors",
+        tmp_path / ("r" * length),
+    ):
         for call in (zoo.load, lambda p: zoo.save(tiny(), p), inspect):
             with pytest.raises(CheckpointError, match="bytes long"):
                 call(path)
@@ -464,7 +485,9 @@ def test_hostile_strings_never_reach_a_message_or_the_terminal_raw(
         if code not in (0, 1) or CONTROL.search(out + err) or "evil.invalid\x1b" in out:
             failures.append(f"{label}: zoo inspect exit {code}: {(out + err)[:300]!r}")
         if max((len(line) for line in (out + err).splitlines()), default=0) > 5000:
-            failures.append(f"{label}: zoo inspect printed a line of {max(map(len, (out + err).splitlines()))} characters")
+            failures.append(
+                f"{label}: zoo inspect printed a line of {max(map(len, (out + err).splitlines()))} characters"
+            )
         path.unlink()
     assert count >= 100
     assert not failures, f"{len(failures)} of {count} variants:\n" + "\n".join(failures[:30])

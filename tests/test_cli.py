@@ -74,9 +74,20 @@ def assert_one_error_line(result: Result, *fragments: str) -> None:
 
 @pytest.mark.parametrize(
     ("raw", "value"),
-    [("2", 2), ("0.1", 0.1), ("1e-5", 1e-5), ("false", False), ("true", True), ("eager", "eager"),
-     ('"quoted"', "quoted"), ("[1, 2]", [1, 2]), ('{"n_kv_heads": 2}', {"n_kv_heads": 2}),
-     ("{ n_kv_heads = 2 }", {"n_kv_heads": 2}), ("1_000", 1000), ("sqrt_d_model", "sqrt_d_model")],
+    [
+        ("2", 2),
+        ("0.1", 0.1),
+        ("1e-5", 1e-5),
+        ("false", False),
+        ("true", True),
+        ("eager", "eager"),
+        ('"quoted"', "quoted"),
+        ("[1, 2]", [1, 2]),
+        ('{"n_kv_heads": 2}', {"n_kv_heads": 2}),
+        ("{ n_kv_heads = 2 }", {"n_kv_heads": 2}),
+        ("1_000", 1000),
+        ("sqrt_d_model", "sqrt_d_model"),
+    ],
 )
 def test_set_values_parse_as_json_or_toml_scalars(raw: str, value: Any) -> None:
     assert parse_value(raw) == value and type(parse_value(raw)) is type(value)
@@ -84,8 +95,16 @@ def test_set_values_parse_as_json_or_toml_scalars(raw: str, value: Any) -> None:
 
 def test_set_dotted_keys_reach_into_components_and_merge() -> None:
     overrides = parse_sets(
-        ["n_layers=2", "attention.name=eager", "attention.n_kv_heads=2", "dropout=0", "placement=post",
-         "norm.x=1", "norm=rmsnorm", "n_layers=3"]
+        [
+            "n_layers=2",
+            "attention.name=eager",
+            "attention.n_kv_heads=2",
+            "dropout=0",
+            "placement=post",
+            "norm.x=1",
+            "norm=rmsnorm",
+            "n_layers=3",
+        ]
     )
     assert overrides == {
         "n_layers": 3,  # the later --set wins
@@ -233,7 +252,7 @@ def test_plugins_show_the_failed_plugin_and_why(cli: Any, with_plugins: None) ->
     # Every other command warns in one line and still works, with the good plugin's parts.
     components = cli("components", "activation", "--json")
     assert ("softsign", "zoo-cli-good 1.2.3") in [(c["name"], c["provider"]) for c in components.json()]
-    warning, = components.err.strip().splitlines()
+    (warning,) = components.err.strip().splitlines()
     assert warning.startswith("warning: plugin 'broken'") and "see `zoo plugins`" in warning
     # A preset that does not validate is listed with why; the others are unaffected.
     entries = {e["name"]: e for e in cli("list", "--json").json()}
@@ -263,15 +282,35 @@ def test_info_table_for_gpt2_small(cli: Any) -> None:
     result = cli("info", "gpt2-small")
     assert result.code == 0 and result.err == ""
     out = result.out
-    for text in ("gpt2-small: GPT-2 Small", "gelu_tanh", "zoo-lm 0.1.0", "embeddings", "39,383,808",
-                 "attention", "28,348,416", "56,669,184", "head (tied to embeddings)", "124,439,808",
-                 "284.8 M", "FLOPs/token (ctx 1024)", "37.7 M"):
+    for text in (
+        "gpt2-small: GPT-2 Small",
+        "gelu_tanh",
+        "zoo-lm 0.1.0",
+        "embeddings",
+        "39,383,808",
+        "attention",
+        "28,348,416",
+        "56,669,184",
+        "head (tied to embeddings)",
+        "124,439,808",
+        "284.8 M",
+        "FLOPs/token (ctx 1024)",
+        "37.7 M",
+    ):
         assert text in out, text
 
 
 def test_info_with_sets_matches_the_built_model(cli: Any) -> None:
-    sets = ["--set", "n_layers=3", "--set", "attention.name=eager", "--set", "dropout=0",
-            "--set", "tie_embeddings=false"]
+    sets = [
+        "--set",
+        "n_layers=3",
+        "--set",
+        "attention.name=eager",
+        "--set",
+        "dropout=0",
+        "--set",
+        "tie_embeddings=false",
+    ]
     data = cli("info", "gpt2-small", *TINY_SETS, *sets, "--json").json()
     config = zoo.ModelConfig.model_validate(data["config"])
     assert (config.n_layers, config.attention.name) == (3, "eager")
@@ -357,7 +396,8 @@ def test_compare_with_per_side_sets(cli: Any) -> None:
     b_only = ["--set-b", "placement=post", "--set-b", "norm=rmsnorm"]
     data = cli("compare", "gpt2-small", "gpt2-small", *TINY_SETS, *b_only, "--json").json()
     assert [(d["axis"], d["a"], d["b"]) for d in data["differences"]] == [
-        ("placement", "pre", "post"), ("norm", "layernorm", "rmsnorm")
+        ("placement", "pre", "post"),
+        ("norm", "layernorm", "rmsnorm"),
     ]
     same = cli("compare", "gpt2-small", "gpt2-small", "--json").json()
     assert same["differences"] == [] and same["a"] == same["b"]
@@ -566,8 +606,17 @@ def test_generate_sampling_flags_and_seed(cli: Any, gpt2_vocab_checkpoint: Path)
     first = cli("generate", path, "--prompt", "Once", "--max-new-tokens", "10", "--no-echo", *flags)
     again = cli("generate", path, "--prompt", "Once", "--max-new-tokens", "10", "--no-echo", *flags)
     assert first.code == 0, first.err
-    expected = generate_text(path, "Once", max_new_tokens=10, do_sample=True, temperature=0.9, top_k=50, top_p=0.95,
-                             repetition_penalty=1.2, seed=7)
+    expected = generate_text(
+        path,
+        "Once",
+        max_new_tokens=10,
+        do_sample=True,
+        temperature=0.9,
+        top_k=50,
+        top_p=0.95,
+        repetition_penalty=1.2,
+        seed=7,
+    )
     assert first.out == again.out == expected + "\n"
     greedy = generate_text(path, "Once", max_new_tokens=10)
     assert expected != greedy  # the flags did make it sample
@@ -594,8 +643,26 @@ def test_generate_errors_are_one_line(cli: Any, tmp_path: Path, checkpoint: Path
 # -- ablate ----------------------------------------------------------------------------------
 
 
-TINY_ABLATION = ["--d-model", "16", "--layers", "1", "--heads", "2", "--seq-len", "16", "--steps", "2",
-                 "--batch", "2", "--eval-every", "2", "--tokenizer", "bytes", "--max-chars", "4000"]
+TINY_ABLATION = [
+    "--d-model",
+    "16",
+    "--layers",
+    "1",
+    "--heads",
+    "2",
+    "--seq-len",
+    "16",
+    "--steps",
+    "2",
+    "--batch",
+    "2",
+    "--eval-every",
+    "2",
+    "--tokenizer",
+    "bytes",
+    "--max-chars",
+    "4000",
+]
 
 
 def test_ablate_json_and_checkpoints(cli: Any, tmp_path: Path) -> None:
@@ -620,7 +687,9 @@ def test_ablate_json_and_checkpoints(cli: Any, tmp_path: Path) -> None:
 
 def test_ablate_table(cli: Any, tmp_path: Path) -> None:
     """A preset against a copy of itself: no swaps, just the base and the target."""
-    result = cli("ablate", "--from", "gpt2-small", "--to", "gpt2-small", *TINY_ABLATION, "--seeds", "2", "--out", str(tmp_path))
+    result = cli(
+        "ablate", "--from", "gpt2-small", "--to", "gpt2-small", *TINY_ABLATION, "--seeds", "2", "--out", str(tmp_path)
+    )
     assert result.code == 0, result.err
     runs = json.loads((tmp_path / "ablation.json").read_text())["runs"]
     curves = [[seed["curve"] for seed in run["seeds"]] for run in runs]
@@ -629,10 +698,19 @@ def test_ablate_table(cli: Any, tmp_path: Path) -> None:
     loss = runs[0]["final_val_loss"]
     assert [row[1:4] for row in rows[-2:]] == [[f"{loss['mean']:.3f}", "±", f"{loss['half_width']:.3f}"]] * 2
     assert rows[-1][4:7] == ["+0.000", "±", "0.000"]
-    for text in ("val loss", "Δ vs base", "2 steps, 2 seeds", "val loss: mean ± 95% CI over seeds", "significant at 95%: none",
-                 f"report: {tmp_path / 'report.md'}", f"curves: {tmp_path / 'ablation.json'}"):
+    for text in (
+        "val loss",
+        "Δ vs base",
+        "2 steps, 2 seeds",
+        "val loss: mean ± 95% CI over seeds",
+        "significant at 95%: none",
+        f"report: {tmp_path / 'report.md'}",
+        f"curves: {tmp_path / 'ablation.json'}",
+    ):
         assert text in result.out, text
-    again = cli("ablate", "--from", "gpt2-small", "--to", "gpt2-small", *TINY_ABLATION, "--seeds", "2", "--out", str(tmp_path))
+    again = cli(
+        "ablate", "--from", "gpt2-small", "--to", "gpt2-small", *TINY_ABLATION, "--seeds", "2", "--out", str(tmp_path)
+    )
     assert f"reused 4 finished runs from {tmp_path}; trained 0" in again.out
 
 
@@ -644,20 +722,85 @@ def test_ablate_flags_reach_run_ablation(cli: Any, monkeypatch: pytest.MonkeyPat
         raise zoo.ConfigError("stopped by the test")
 
     monkeypatch.setattr("zoo.ablate.run_ablation", spy)
-    flags = ["--from", "gpt2-small", "--to", "transformer-2017", "--d-model", "40", "--layers", "3", "--heads", "5",
-             "--seq-len", "24", "--steps", "7", "--batch", "6", "--lr", "0.01", "--eval-every", "2", "--seed", "4",
-             "--tokenizer", "gpt2", "--vocab-limit", "all", "--max-chars", "999", "--threads", "2",
-             "--data", "corpus.txt", "--out", "somewhere", "--seeds", "5", "--lr-grid", "1e-3,0.01",
-             "--tune-fraction", "0.5", "--path", "placement,position", "--order", "plan", "--workers", "3",
-             "--device", "cpu"]
+    flags = [
+        "--from",
+        "gpt2-small",
+        "--to",
+        "transformer-2017",
+        "--d-model",
+        "40",
+        "--layers",
+        "3",
+        "--heads",
+        "5",
+        "--seq-len",
+        "24",
+        "--steps",
+        "7",
+        "--batch",
+        "6",
+        "--lr",
+        "0.01",
+        "--eval-every",
+        "2",
+        "--seed",
+        "4",
+        "--tokenizer",
+        "gpt2",
+        "--vocab-limit",
+        "all",
+        "--max-chars",
+        "999",
+        "--threads",
+        "2",
+        "--data",
+        "corpus.txt",
+        "--out",
+        "somewhere",
+        "--seeds",
+        "5",
+        "--lr-grid",
+        "1e-3,0.01",
+        "--tune-fraction",
+        "0.5",
+        "--path",
+        "placement,position",
+        "--order",
+        "plan",
+        "--workers",
+        "3",
+        "--device",
+        "cpu",
+    ]
     assert_one_error_line(cli("ablate", *flags), "stopped by the test")
     on_progress = seen.pop("on_progress")
     assert callable(on_progress)
     assert seen == dict(
-        base="gpt2-small", target="transformer-2017", d_model=40, layers=3, heads=5, seq_len=24, steps=7, batch=6,
-        lr=0.01, eval_every=2, seed=4, tokenizer="gpt2", vocab_limit=None, max_chars=999, threads=2,
-        data=Path("corpus.txt"), out_dir=Path("somewhere"), seeds=5, tune_lr=True, lr_grid=[1e-3, 0.01],
-        tune_fraction=0.5, path=["placement", "position"], order="plan", workers=3, device="cpu",
+        base="gpt2-small",
+        target="transformer-2017",
+        d_model=40,
+        layers=3,
+        heads=5,
+        seq_len=24,
+        steps=7,
+        batch=6,
+        lr=0.01,
+        eval_every=2,
+        seed=4,
+        tokenizer="gpt2",
+        vocab_limit=None,
+        max_chars=999,
+        threads=2,
+        data=Path("corpus.txt"),
+        out_dir=Path("somewhere"),
+        seeds=5,
+        tune_lr=True,
+        lr_grid=[1e-3, 0.01],
+        tune_fraction=0.5,
+        path=["placement", "position"],
+        order="plan",
+        workers=3,
+        device="cpu",
     )
     seen.clear()
     cli("ablate", "--vocab-limit", "300", "--tune-lr", "--path")

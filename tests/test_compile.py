@@ -18,7 +18,15 @@ from torch import Tensor
 import zoo
 from zoo.registry import KINDS
 
-TINY: dict[str, Any] = {"vocab_size": 97, "max_seq_len": 64, "d_model": 32, "d_ff": 64, "n_layers": 1, "n_heads": 4, "dropout": 0.0}
+TINY: dict[str, Any] = {
+    "vocab_size": 97,
+    "max_seq_len": 64,
+    "d_model": 32,
+    "d_ff": 64,
+    "n_layers": 1,
+    "n_heads": 4,
+    "dropout": 0.0,
+}
 
 # Every registered component but init (which runs once at build time, not in forward),
 # plus options that take a different code path.
@@ -67,7 +75,9 @@ def test_forward_and_decode_step_compile_to_one_graph(kind: str, spec: Any) -> N
     torch.testing.assert_close(fast(idx), model(idx), rtol=1e-5, atol=1e-5)
     model.eval()
     with torch.no_grad():
-        torch.testing.assert_close(fast(idx, attention_mask=mask), model(idx, attention_mask=mask), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            fast(idx, attention_mask=mask), model(idx, attention_mask=mask), rtol=1e-5, atol=1e-5
+        )
         eager_cache, compiled_cache = model.new_cache(), model.new_cache()
         model(idx, cache=eager_cache)
         model(idx, cache=compiled_cache)
@@ -81,7 +91,9 @@ def test_forward_and_decode_step_compile_to_one_graph(kind: str, spec: Any) -> N
 
 # Components refused in an encoder-decoder (they join a decoder-only layer's attention and MLP).
 DECODER_ONLY = {("placement", "parallel")}
-SEQ2SEQ = [(case, i) for case, i in zip(CASES, IDS, strict=True) if not isinstance(case[1], str) or case not in DECODER_ONLY]
+SEQ2SEQ = [
+    (case, i) for case, i in zip(CASES, IDS, strict=True) if not isinstance(case[1], str) or case not in DECODER_ONLY
+]
 
 
 @pytest.mark.parametrize(("kind", "spec"), [case for case, _ in SEQ2SEQ], ids=[i for _, i in SEQ2SEQ])

@@ -44,9 +44,7 @@ def test_every_component_is_described_and_attributed(kind: str, name: str) -> No
     assert component.provider
 
 
-@pytest.mark.parametrize(
-    ("attention", "position"), list(itertools.product(ATTENTIONS, POSITIONS))
-)
+@pytest.mark.parametrize(("attention", "position"), list(itertools.product(ATTENTIONS, POSITIONS)))
 def test_causality_for_every_attention_and_position(attention: str, position: str) -> None:
     """Changing tokens after position t leaves the outputs up to t unchanged."""
     model = tiny(attention=attention, position=position)
@@ -75,9 +73,7 @@ def test_eager_and_sdpa_agree(position: str, placement: str) -> None:
         )
 
 
-@pytest.mark.parametrize(
-    ("attention", "position"), list(itertools.product(ATTENTIONS, POSITIONS))
-)
+@pytest.mark.parametrize(("attention", "position"), list(itertools.product(ATTENTIONS, POSITIONS)))
 def test_cached_decoding_equals_full_recompute(attention: str, position: str) -> None:
     """Prefill 7 tokens, then feed the rest one (and then three) at a time."""
     model = tiny(attention=attention, position=position)

@@ -11,9 +11,6 @@ import pytest
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
-from zoo.plugins.attention import EagerAttention, SdpaAttention
-from zoo.plugins.mlp import StandardMLP
-from zoo.plugins.placement import PreNorm
 
 import zoo
 from zoo import model as model_module
@@ -25,6 +22,9 @@ from zoo.contracts import (
     Placement,
     options_from_signature,
 )
+from zoo.plugins.attention import EagerAttention, SdpaAttention
+from zoo.plugins.mlp import StandardMLP
+from zoo.plugins.placement import PreNorm
 
 TINY: dict[str, Any] = {"vocab_size": 97, "max_seq_len": 64, "d_model": 32, "n_layers": 2, "n_heads": 4, "dropout": 0.0}
 
@@ -97,7 +97,9 @@ def test_the_kernels_agree_for_grouped_heads_with_padding() -> None:
     idx, mask = ids(2, 9), torch.ones(2, 9, dtype=torch.long)
     mask[1, :4] = 0
     with torch.no_grad():
-        torch.testing.assert_close(eager(idx, attention_mask=mask)[1, 4:], sdpa(idx, attention_mask=mask)[1, 4:], atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            eager(idx, attention_mask=mask)[1, 4:], sdpa(idx, attention_mask=mask)[1, 4:], atol=1e-5, rtol=0
+        )
 
 
 def test_kv_heads_must_divide_the_heads() -> None:
@@ -184,7 +186,9 @@ def test_a_class_declares_its_options_with_an_options_attribute() -> None:
     assert tiny(registry=registry, activation={"name": "shifted", "shift": 1.5}).blocks[0].mlp.act.shift == 1.5
     with pytest.raises(zoo.ConfigError, match="takes an argument 'mystery' that is neither one of its options"):
         tiny(registry=registry, activation="needy")
-    with pytest.raises(zoo.ConfigError, match="in a cycle: mlp 'standard' -> activation 'recursive' -> activation 'recursive'"):
+    with pytest.raises(
+        zoo.ConfigError, match="in a cycle: mlp 'standard' -> activation 'recursive' -> activation 'recursive'"
+    ):
         tiny(registry=registry, activation="recursive")
 
 
@@ -240,7 +244,9 @@ def test_partial_rotary_equals_gpt_neox() -> None:
 
     rotary = tiny(d_model=64, position={"name": "rotary", "rotary_pct": 0.25, "base": 500.0}).position
     assert rotary.rotary_dim == 4  # int(16 * 0.25)
-    hf = GPTNeoXRotaryEmbedding(GPTNeoXConfig(hidden_size=64, num_attention_heads=4, rotary_pct=0.25, rotary_emb_base=500.0))
+    hf = GPTNeoXRotaryEmbedding(
+        GPTNeoXConfig(hidden_size=64, num_attention_heads=4, rotary_pct=0.25, rotary_emb_base=500.0)
+    )
     q, k = torch.randn(2, 4, 7, 16), torch.randn(2, 4, 7, 16)
     positions = torch.arange(3, 10)[None].expand(2, 7)
     cos, sin = hf(q, positions)
@@ -277,7 +283,15 @@ class Parallel(Placement):
         return x + sublayer(self.norm(x), *args)
 
     @classmethod
-    def block(cls, x: Tensor, attn_residual: Placement, attn: nn.Module, mlp_residual: Placement, mlp: nn.Module, ctx: AttentionContext) -> Tensor:
+    def block(
+        cls,
+        x: Tensor,
+        attn_residual: Placement,
+        attn: nn.Module,
+        mlp_residual: Placement,
+        mlp: nn.Module,
+        ctx: AttentionContext,
+    ) -> Tensor:
         return x + attn(attn_residual.norm(x), ctx) + mlp(mlp_residual.norm(x))
 
 

@@ -88,10 +88,37 @@ FAMILIES = {
     "gpt2": (transformers.GPT2Config, transformers.GPT2LMHeadModel),
 }
 BASE: dict[str, dict[str, Any]] = {
-    "llama": {"hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 64},
-    "mistral": {"hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64, "sliding_window": None},
-    "qwen2": {"hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64},
-    "gpt_neox": {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 64},
+    "llama": {
+        "hidden_size": 32,
+        "intermediate_size": 40,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "max_position_embeddings": 64,
+    },
+    "mistral": {
+        "hidden_size": 32,
+        "intermediate_size": 40,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 64,
+        "sliding_window": None,
+    },
+    "qwen2": {
+        "hidden_size": 32,
+        "intermediate_size": 40,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 64,
+    },
+    "gpt_neox": {
+        "hidden_size": 32,
+        "intermediate_size": 48,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "max_position_embeddings": 64,
+    },
     "gpt2": {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64},
 }
 
@@ -99,7 +126,9 @@ BASE: dict[str, dict[str, Any]] = {
 # -- GPT-2, the built-in converter ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fields", [{}, {"tie_word_embeddings": False, "activation_function": "gelu"}], ids=["tied", "untied-gelu"])
+@pytest.mark.parametrize(
+    "fields", [{}, {"tie_word_embeddings": False, "activation_function": "gelu"}], ids=["tied", "untied-gelu"]
+)
 def test_gpt2_generates_the_same_tokens_both_ways(tmp_path: Path, fields: dict[str, Any]) -> None:
     roundtrip(tmp_path, "gpt2", **fields)
 
@@ -113,20 +142,33 @@ def test_gpt2_generates_the_same_tokens_both_ways(tmp_path: Path, fields: dict[s
         {"num_key_value_heads": 4},
         {"num_key_value_heads": 2, "rope_theta": 500000.0, "rms_norm_eps": 1e-5},
         {"num_key_value_heads": 1, "tie_word_embeddings": True},
-        {"hidden_size": 48, "num_attention_heads": 6, "num_key_value_heads": 3, "num_hidden_layers": 3, "intermediate_size": 64},
+        {
+            "hidden_size": 48,
+            "num_attention_heads": 6,
+            "num_key_value_heads": 3,
+            "num_hidden_layers": 3,
+            "intermediate_size": 64,
+        },
     ],
     ids=["mha", "gqa2-theta5e5", "mqa-tied", "h6-kv3-L3"],
 )
 def test_llama_imports_and_exports_exactly(tmp_path: Path, fields: dict[str, Any]) -> None:
     model = roundtrip(tmp_path, "llama", **fields)
     heads = fields.get("num_attention_heads", 4)
-    assert model.blocks[0].attn.qkv.weight.shape[0] == fields.get("hidden_size", 32) + 2 * fields["num_key_value_heads"] * (fields.get("hidden_size", 32) // heads)
+    assert model.blocks[0].attn.qkv.weight.shape[0] == fields.get("hidden_size", 32) + 2 * fields[
+        "num_key_value_heads"
+    ] * (fields.get("hidden_size", 32) // heads)
     assert model.config.tie_embeddings is bool(fields.get("tie_word_embeddings", False))
 
 
 def test_modern_preset_exports_as_llama_and_back(tmp_path: Path) -> None:
     model = zoo.build(
-        "gpt2-small-modern", n_layers=2, d_model=64, n_heads=4, vocab_size=VOCAB, max_seq_len=64,
+        "gpt2-small-modern",
+        n_layers=2,
+        d_model=64,
+        n_heads=4,
+        vocab_size=VOCAB,
+        max_seq_len=64,
         attention={"name": "gqa", "n_kv_heads": 2},
     )
     randomise_(model)
@@ -185,13 +227,18 @@ def test_converters_are_listed_with_their_providers() -> None:
 def test_unknown_architecture_names_installed_converters_and_the_plugin(tmp_path: Path) -> None:
     _, folder = hf_model(tmp_path, "llama")
     config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**config, "architectures": ["FalconForCausalLM"], "model_type": "falcon"}))
+    (folder / "config.json").write_text(
+        json.dumps({**config, "architectures": ["FalconForCausalLM"], "model_type": "falcon"})
+    )
     with pytest.raises(zoo.InteropError, match="FalconForCausalLM.*GPT2LMHeadModel.*LlamaForCausalLM"):
         zoo.from_hf(folder)
     # Without zoo-modern a Llama folder names the plugin that reads it.
     (folder / "config.json").write_text(json.dumps(config))
     builtins_only = zoo.Registry(entry_points=False)
-    with pytest.raises(zoo.InteropError, match="LlamaForCausalLM.*Installed converters: GPT2LMHeadModel.*plugin zoo-lm-modern.*pip install ./examples/zoo-modern\\)"):
+    with pytest.raises(
+        zoo.InteropError,
+        match="LlamaForCausalLM.*Installed converters: GPT2LMHeadModel.*plugin zoo-lm-modern.*pip install ./examples/zoo-modern\\)",
+    ):
         zoo.from_hf(folder, registry=builtins_only)
 
 
@@ -204,7 +251,13 @@ def test_unknown_architecture_names_installed_converters_and_the_plugin(tmp_path
         {"rotary_pct": 0.25},
         {"rotary_pct": 0.5, "use_parallel_residual": False, "rotary_emb_base": 500.0},
         {"rotary_pct": 1.0, "tie_word_embeddings": True, "hidden_act": "gelu_new"},
-        {"hidden_size": 48, "num_attention_heads": 3, "num_hidden_layers": 3, "rotary_pct": 0.25, "layer_norm_eps": 1e-6},
+        {
+            "hidden_size": 48,
+            "num_attention_heads": 3,
+            "num_hidden_layers": 3,
+            "rotary_pct": 0.25,
+            "layer_norm_eps": 1e-6,
+        },
     ],
     ids=["pythia-like", "sequential-half-rotary", "full-rotary-tied", "h3-L3"],
 )
@@ -220,7 +273,11 @@ def test_gpt_neox_imports_and_exports_exactly(tmp_path: Path, fields: dict[str, 
 
 def test_gpt_neox_reads_the_older_config_fields(tmp_path: Path) -> None:
     """rotary_pct / rotary_emb_base at the top level, as configs before transformers 5 have them."""
-    reference, folder = hf_model(tmp_path, "gpt_neox", rope_parameters={"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5})
+    reference, folder = hf_model(
+        tmp_path,
+        "gpt_neox",
+        rope_parameters={"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5},
+    )
     config = json.loads((folder / "config.json").read_text())
     del config["rope_parameters"]
     (folder / "config.json").write_text(json.dumps({**config, "rotary_pct": 0.5, "rotary_emb_base": 500.0}))
@@ -236,7 +293,10 @@ def test_gpt_neox_reads_the_older_config_fields(tmp_path: Path) -> None:
         ({"attention_bias": False}, "attention_bias"),
         ({"hidden_act": "quick_gelu"}, "hidden_act"),
         ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}}, "rope_type"),
-        ({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.1}}, "rotary_pct"),
+        (
+            {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.1}},
+            "rotary_pct",
+        ),
     ],
 )
 def test_gpt_neox_refuses_settings_it_does_not_model(tmp_path: Path, fields: dict[str, Any], setting: str) -> None:
@@ -250,8 +310,17 @@ def test_gpt_neox_refuses_settings_it_does_not_model(tmp_path: Path, fields: dic
 def test_parallel_placement_is_one_residual_step() -> None:
     """x + attn(ln1(x)) + mlp(ln2(x)), and with a shared norm ln1 feeds both (GPT-J)."""
     for shared in (False, True):
-        model = zoo.build("gpt2-small", n_layers=1, d_model=32, n_heads=4, vocab_size=VOCAB, max_seq_len=32,
-                          position="rotary", placement={"name": "parallel", "shared_norm": shared}, dropout=0.0)
+        model = zoo.build(
+            "gpt2-small",
+            n_layers=1,
+            d_model=32,
+            n_heads=4,
+            vocab_size=VOCAB,
+            max_seq_len=32,
+            position="rotary",
+            placement={"name": "parallel", "shared_norm": shared},
+            dropout=0.0,
+        )
         randomise_(model)
         block = model.blocks[0]
         seen: dict[str, Any] = {}
@@ -323,8 +392,14 @@ class Toy(zoo.Converter):
         if hf.get("fancy"):
             raise self.refuse(where, "fancy", hf["fancy"], "toys are plain")
         return {
-            "vocab_size": hf["vocab"], "max_seq_len": 32, "d_model": hf["width"], "n_layers": hf["depth"],
-            "n_heads": 2, "dropout": 0.0, "tie_embeddings": hf["tied"], "activation": "gelu",
+            "vocab_size": hf["vocab"],
+            "max_seq_len": 32,
+            "d_model": hf["width"],
+            "n_layers": hf["depth"],
+            "n_heads": 2,
+            "dropout": 0.0,
+            "tie_embeddings": hf["tied"],
+            "activation": "gelu",
         }
 
     def rules(self, config: zoo.ModelConfig) -> list[zoo.Rule]:
@@ -333,17 +408,41 @@ class Toy(zoo.Converter):
         for i in range(config.n_layers):
             z = f"blocks.{i}."
             rules.append(zoo.Rule.concat(z + "attn.qkv.weight", [f"{i}.q", f"{i}.k", f"{i}.v"], (d, d, d)))
-            for name in ("attn_residual.norm.weight", "attn_residual.norm.bias", "attn.qkv.bias", "attn.out.weight",
-                         "attn.out.bias", "mlp_residual.norm.weight", "mlp_residual.norm.bias", "mlp.up.weight",
-                         "mlp.up.bias", "mlp.down.weight", "mlp.down.bias"):
-                rules.append(zoo.Rule.transposed(z + name, f"{i}.{name}") if name.endswith("up.weight") else zoo.Rule.copy(z + name, f"{i}.{name}"))
-        return [*rules, zoo.Rule.copy("final_norm.weight", "end.w"), zoo.Rule.copy("final_norm.bias", "end.b"), zoo.Rule.copy("head.weight", "unembed")]
+            for name in (
+                "attn_residual.norm.weight",
+                "attn_residual.norm.bias",
+                "attn.qkv.bias",
+                "attn.out.weight",
+                "attn.out.bias",
+                "mlp_residual.norm.weight",
+                "mlp_residual.norm.bias",
+                "mlp.up.weight",
+                "mlp.up.bias",
+                "mlp.down.weight",
+                "mlp.down.bias",
+            ):
+                rules.append(
+                    zoo.Rule.transposed(z + name, f"{i}.{name}")
+                    if name.endswith("up.weight")
+                    else zoo.Rule.copy(z + name, f"{i}.{name}")
+                )
+        return [
+            *rules,
+            zoo.Rule.copy("final_norm.weight", "end.w"),
+            zoo.Rule.copy("final_norm.bias", "end.b"),
+            zoo.Rule.copy("head.weight", "unembed"),
+        ]
 
     def blockers(self, config: zoo.ModelConfig) -> list[str]:
         return [] if config.activation.name == "gelu" and config.position.name == "learned" else ["not a toy"]
 
     def config_to_hf(self, config: zoo.ModelConfig) -> dict[str, Any]:
-        return {"vocab": config.vocab_size, "width": config.d_model, "depth": config.n_layers, "tied": config.tie_embeddings}
+        return {
+            "vocab": config.vocab_size,
+            "width": config.d_model,
+            "depth": config.n_layers,
+            "tied": config.tie_embeddings,
+        }
 
 
 class ToyPlugin:
@@ -357,8 +456,18 @@ def test_an_inline_plugin_adds_a_converter_without_touching_the_core(tmp_path: P
     registry = zoo.Registry(plugins=[ToyPlugin()])
     (entry,) = [c for c in registry.converters() if c.architecture == "ToyForCausalLM"]
     assert entry.plugin.name == "ToyPlugin-0" and entry.exports and entry.description == "a toy family for the tests"
-    model = zoo.build("gpt2-small", n_layers=2, d_model=32, n_heads=2, vocab_size=VOCAB, max_seq_len=32,
-                      activation="gelu", dropout=0.0, tie_embeddings=tied, registry=registry)
+    model = zoo.build(
+        "gpt2-small",
+        n_layers=2,
+        d_model=32,
+        n_heads=2,
+        vocab_size=VOCAB,
+        max_seq_len=32,
+        activation="gelu",
+        dropout=0.0,
+        tie_embeddings=tied,
+        registry=registry,
+    )
     randomise_(model)
     folder = zoo.to_hf(model.eval(), tmp_path / "toy", architecture="ToyForCausalLM", registry=registry)
     stored = load_file(folder / "model.safetensors")
@@ -369,7 +478,9 @@ def test_an_inline_plugin_adds_a_converter_without_touching_the_core(tmp_path: P
     with torch.no_grad():
         torch.testing.assert_close(back(ids()), model(ids()), atol=0, rtol=0)
     # The default registry has no toy converter: the same folder names what is installed.
-    with pytest.raises(zoo.InteropError, match="no converter reads architectures \\['ToyForCausalLM'\\].*GPT2LMHeadModel"):
+    with pytest.raises(
+        zoo.InteropError, match="no converter reads architectures \\['ToyForCausalLM'\\].*GPT2LMHeadModel"
+    ):
         zoo.from_hf(folder)
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "fancy": True}))
@@ -406,7 +517,12 @@ def test_plugins_command_lists_converters_with_providers(capsys: pytest.CaptureF
     plugins = json.loads(capsys.readouterr().out)
     by_name = {p["name"]: p for p in plugins}
     assert by_name["zoo.plugins.hf_gpt2"]["converters"] == ["GPT2LMHeadModel"]
-    assert set(by_name["modern"]["converters"]) == {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "GPTNeoXForCausalLM"}
+    assert set(by_name["modern"]["converters"]) == {
+        "LlamaForCausalLM",
+        "MistralForCausalLM",
+        "Qwen2ForCausalLM",
+        "GPTNeoXForCausalLM",
+    }
     assert main(["components"]) == 0
     out = capsys.readouterr().out
     assert "Hugging Face converters" in out and "GPTNeoXForCausalLM" in out and "zoo-lm-modern" in out
@@ -417,7 +533,11 @@ def test_plugins_command_lists_converters_with_providers(capsys: pytest.CaptureF
 
 @pytest.mark.parametrize(
     "fields",
-    [{"num_key_value_heads": 2}, {"num_key_value_heads": 4, "tie_word_embeddings": True, "rope_theta": 1e6}, {"num_key_value_heads": 1}],
+    [
+        {"num_key_value_heads": 2},
+        {"num_key_value_heads": 4, "tie_word_embeddings": True, "rope_theta": 1e6},
+        {"num_key_value_heads": 1},
+    ],
     ids=["gqa2", "mha-tied-theta1e6", "mqa"],
 )
 def test_qwen2_imports_and_exports_exactly(tmp_path: Path, fields: dict[str, Any]) -> None:
@@ -426,7 +546,9 @@ def test_qwen2_imports_and_exports_exactly(tmp_path: Path, fields: dict[str, Any
     assert attn.qkv.bias is not None and attn.out.bias is None and model.blocks[0].mlp.up.bias is None
     with pytest.raises(zoo.InteropError, match="q/k/v biases on"):  # Llama has no biases to hold them
         zoo.to_hf(model, tmp_path / "as-llama", architecture="LlamaForCausalLM")
-    assert json.loads((zoo.to_hf(model, tmp_path / "auto") / "config.json").read_text())["architectures"] == ["Qwen2ForCausalLM"]
+    assert json.loads((zoo.to_hf(model, tmp_path / "auto") / "config.json").read_text())["architectures"] == [
+        "Qwen2ForCausalLM"
+    ]
 
 
 def test_qwen2_sliding_window_is_refused_unless_it_covers_the_context(tmp_path: Path) -> None:

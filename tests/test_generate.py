@@ -27,8 +27,14 @@ def hf_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, zoo.DecoderL
     """A transformers GPT-2 with weights large enough for varied greedy output, and its import."""
     torch.manual_seed(0)
     config = GPT2Config(
-        n_embd=64, n_layer=3, n_head=4, n_positions=64, vocab_size=VOCAB,
-        bos_token_id=0, eos_token_id=0, initializer_range=0.3,
+        n_embd=64,
+        n_layer=3,
+        n_head=4,
+        n_positions=64,
+        vocab_size=VOCAB,
+        bos_token_id=0,
+        eos_token_id=0,
+        initializer_range=0.3,
     )
     reference = GPT2LMHeadModel(config).eval()
     folder = tmp_path_factory.mktemp("gpt2")
@@ -36,7 +42,9 @@ def hf_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, zoo.DecoderL
     return reference, zoo.from_hf(folder)
 
 
-def left_padded(lengths: list[int], seq: int, vocab: int = VOCAB, pad: int = 0, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def left_padded(
+    lengths: list[int], seq: int, vocab: int = VOCAB, pad: int = 0, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Prompts of ``lengths`` real tokens, left-padded to ``seq``: (ids, mask)."""
     gen = torch.Generator().manual_seed(seed)
     ids = torch.randint(1, vocab, (len(lengths), seq), generator=gen)
@@ -46,11 +54,17 @@ def left_padded(lengths: list[int], seq: int, vocab: int = VOCAB, pad: int = 0, 
     return ids.masked_fill(mask == 0, pad), mask
 
 
-def hf_greedy(reference: Any, ids: torch.Tensor, mask: torch.Tensor | None, n: int, eos: int | None = None) -> torch.Tensor:
+def hf_greedy(
+    reference: Any, ids: torch.Tensor, mask: torch.Tensor | None, n: int, eos: int | None = None
+) -> torch.Tensor:
     with torch.no_grad():
         return reference.generate(
-            ids, attention_mask=mask, max_new_tokens=n, do_sample=False,
-            eos_token_id=eos, pad_token_id=0 if eos is None else eos,
+            ids,
+            attention_mask=mask,
+            max_new_tokens=n,
+            do_sample=False,
+            eos_token_id=eos,
+            pad_token_id=0 if eos is None else eos,
         )
 
 
@@ -82,7 +96,9 @@ def test_greedy_left_padded_batch_matches_transformers(hf_pair: tuple[Any, zoo.D
     ],
     ids=["greedy-penalty", "sample", "sample-T-k-p", "sample-T-p-penalty"],
 )
-def test_sampling_matches_transformers_with_the_same_seed(hf_pair: tuple[Any, zoo.DecoderLM], options: dict[str, Any]) -> None:
+def test_sampling_matches_transformers_with_the_same_seed(
+    hf_pair: tuple[Any, zoo.DecoderLM], options: dict[str, Any]
+) -> None:
     """Same processors in the same order, one multinomial draw per step from torch's RNG."""
     reference, model = hf_pair
     ids, _ = left_padded([10], 10, seed=4)
@@ -90,7 +106,14 @@ def test_sampling_matches_transformers_with_the_same_seed(hf_pair: tuple[Any, zo
     ours = model.generate(ids, 30, **options)
     torch.manual_seed(7)
     with torch.no_grad():
-        theirs = reference.generate(ids, max_new_tokens=30, pad_token_id=0, eos_token_id=None, top_k=options.get("top_k"), **{k: v for k, v in options.items() if k != "top_k"})
+        theirs = reference.generate(
+            ids,
+            max_new_tokens=30,
+            pad_token_id=0,
+            eos_token_id=None,
+            top_k=options.get("top_k"),
+            **{k: v for k, v in options.items() if k != "top_k"},
+        )
     assert torch.equal(ours, theirs)
     assert not torch.equal(ours, model.generate(ids, 30))  # the options changed the output
 
@@ -147,7 +170,16 @@ def test_cached_decoding_equals_full_recompute_at_every_step(case: dict[str, str
     case = dict(case)
     model = tiny(case.pop("preset", "gpt2-small"), **case)
     ids, mask = left_padded([9, 4, 6], 9, vocab=TINY["vocab_size"], seed=5)
-    steps = list(stream(model, ids, 12, attention_mask=mask, sampling=Sampling(do_sample=True), generator=torch.Generator().manual_seed(0)))
+    steps = list(
+        stream(
+            model,
+            ids,
+            12,
+            attention_mask=mask,
+            sampling=Sampling(do_sample=True),
+            generator=torch.Generator().manual_seed(0),
+        )
+    )
     assert len(steps) == 12
     seq, full_mask = ids, mask
     with torch.no_grad():
@@ -303,9 +335,23 @@ SCORES = [2.0, 1.0, 0.5, -1.0, -3.0]
             softmax([1.0, 2.0, 1.0, -math.inf, -math.inf]),
         ),
     ],
-    ids=["plain", "T2", "T0.5", "top_k2", "top_k1", "top_p0.7", "top_p0.85", "top_p0.6", "top_p0.61", "penalty", "combined"],
+    ids=[
+        "plain",
+        "T2",
+        "T0.5",
+        "top_k2",
+        "top_k1",
+        "top_p0.7",
+        "top_p0.85",
+        "top_p0.6",
+        "top_p0.61",
+        "penalty",
+        "combined",
+    ],
 )
-def test_sampling_distribution_matches_hand_computation(sampling: Sampling, seen: list[int] | None, expected: list[float]) -> None:
+def test_sampling_distribution_matches_hand_computation(
+    sampling: Sampling, seen: list[int] | None, expected: list[float]
+) -> None:
     scores = torch.tensor([SCORES])
     mask = None
     if seen is not None:
@@ -319,7 +365,9 @@ def test_sampling_distribution_matches_hand_computation(sampling: Sampling, seen
         log_probs = torch.log_softmax(scores, dim=-1)
         torch.testing.assert_close(sampling.probabilities(log_probs)[0], torch.tensor(expected), atol=1e-6, rtol=0)
     # Drawing many samples reproduces the distribution.
-    draws = sampling.choose(scores.expand(40_000, 5), None if mask is None else mask.expand(40_000, 5), torch.Generator().manual_seed(0))
+    draws = sampling.choose(
+        scores.expand(40_000, 5), None if mask is None else mask.expand(40_000, 5), torch.Generator().manual_seed(0)
+    )
     frequencies = torch.bincount(draws, minlength=5).float() / 40_000
     torch.testing.assert_close(frequencies, torch.tensor(expected), atol=0.01, rtol=0)
 
@@ -344,7 +392,9 @@ def test_sampling_is_reproducible_with_a_generator() -> None:
     assert torch.equal(sample(3, top_k=5, top_p=0.9, temperature=0.7), sample(3, top_k=5, top_p=0.9, temperature=0.7))
     with_log_probs = tiny(head_output="log_softmax")
     a = with_log_probs.generate(ids, 20, do_sample=True, generator=torch.Generator().manual_seed(4), top_p=0.9)
-    assert torch.equal(a, with_log_probs.generate(ids, 20, do_sample=True, generator=torch.Generator().manual_seed(4), top_p=0.9))
+    assert torch.equal(
+        a, with_log_probs.generate(ids, 20, do_sample=True, generator=torch.Generator().manual_seed(4), top_p=0.9)
+    )
 
 
 def test_repetition_penalty_sees_the_prompt_but_not_the_padding() -> None:

@@ -24,7 +24,6 @@ from typing import Any
 import pytest
 import safetensors.torch
 import torch
-from helpers import TINY, tiny
 from test_checkpoint import (
     edit_config,
     edit_metadata,
@@ -35,11 +34,12 @@ from test_checkpoint import (
 from torch import nn
 
 import zoo
+from helpers import TINY, tiny
 from zoo import CheckpointError, ConfigError, InputError
 from zoo.checkpoint import digest, inspect
 from zoo.cli import PipeConsole, Ui, cmd_list, main
-from zoo.errors import DISTRIBUTION, printable, quoted
 from zoo.decoding import generate
+from zoo.errors import DISTRIBUTION, printable, quoted
 
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = [sys.executable, "-m", "zoo"]
@@ -69,7 +69,9 @@ NO_NUMPY = textwrap.dedent(
 )
 
 
-def run(command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         command, capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})}, cwd=cwd
     )
@@ -154,7 +156,9 @@ def test_every_pip_install_hint_names_one_of_our_distributions_or_a_real_depende
                *ROOT.joinpath("examples").rglob("*.py"), ROOT / "Makefile", *ROOT.joinpath("bench").rglob("*.py")]  # fmt: skip
     found = []
     for source in sources:
-        for match in re.finditer(r"pip install ((?:-[-\w]+ )*)'?([A-Za-z0-9][\w.-]*)", source.read_text(encoding="utf-8")):
+        for match in re.finditer(
+            r"pip install ((?:-[-\w]+ )*)'?([A-Za-z0-9][\w.-]*)", source.read_text(encoding="utf-8")
+        ):
             name = match.group(2)
             if name.startswith(("{", "-")) or name in (".", "./") or name.startswith(("examples", "$")):
                 continue
@@ -168,7 +172,9 @@ def test_every_pip_install_hint_names_one_of_our_distributions_or_a_real_depende
 
 def test_py_typed_and_typed_lazy_names() -> None:
     assert (Path(zoo.__file__).parent / "py.typed").is_file()
-    packaged = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["package-data"]
+    packaged = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"][
+        "package-data"
+    ]
     assert "py.typed" in packaged["zoo"]
     assert zoo.checkpoint.load.__annotations__["return"] == "DecoderLM | EncoderDecoder"
     tree = ast.parse((Path(zoo.__file__)).read_text(encoding="utf-8"))
@@ -251,8 +257,12 @@ def test_save_refuses_mixed_float_dtypes_and_float8(tmp_path: Path) -> None:
 def test_load_refuses_a_mixed_dtype_file_unless_dtype_is_given(dtype: torch.dtype, tmp_path: Path) -> None:
     raw = zoo.save(tiny(), tmp_path / "m.safetensors").read_bytes()
     path = tmp_path / "mixed.safetensors"
-    path.write_bytes(edit_tensors(raw, lambda t: t.update({"blocks.0.mlp.up.weight": t["blocks.0.mlp.up.weight"].to(dtype)})))
-    with pytest.raises(CheckpointError, match=f"mixes floating-point dtypes.*{str(dtype).removeprefix('torch.')}.*dtype="):
+    path.write_bytes(
+        edit_tensors(raw, lambda t: t.update({"blocks.0.mlp.up.weight": t["blocks.0.mlp.up.weight"].to(dtype)}))
+    )
+    with pytest.raises(
+        CheckpointError, match=f"mixes floating-point dtypes.*{str(dtype).removeprefix('torch.')}.*dtype="
+    ):
         zoo.load(path)
     model = zoo.load(path, dtype="fp32")
     assert {p.dtype for p in model.parameters()} == {torch.float32}
@@ -263,7 +273,9 @@ def test_load_refuses_float8_tensors(tmp_path: Path) -> None:
     raw = zoo.save(tiny(), tmp_path / "m.safetensors").read_bytes()
     path = tmp_path / "f8.safetensors"
     f8 = torch.float8_e4m3fn
-    path.write_bytes(edit_tensors(raw, lambda t: t.update({k: v.to(f8) for k, v in t.items() if v.is_floating_point()})))
+    path.write_bytes(
+        edit_tensors(raw, lambda t: t.update({k: v.to(f8) for k, v in t.items() if v.is_floating_point()}))
+    )
     for dtype in (None, "fp32"):
         with pytest.raises(CheckpointError, match="float8_e4m3fn.*not float8"):
             zoo.load(path, dtype=dtype)
@@ -399,7 +411,9 @@ def test_zoo_inspect_shows_hostile_metadata_as_inert_text(
     "field",
     ["name", "plugin", "distribution", "version"],
 )
-def test_hostile_component_records_reach_messages_escaped(field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_hostile_component_records_reach_messages_escaped(
+    field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     raw = zoo.save(tiny(), tmp_path / "m.safetensors").read_bytes()
     header, _ = split_file(raw)
     records = json.loads(header["__metadata__"]["zoo.components"])

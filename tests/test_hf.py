@@ -71,7 +71,11 @@ def test_from_hf_matches_transformers(tmp_path: Path, shape: dict[str, Any]) -> 
     assert not model.training
     c = model.config
     assert (c.n_layers, c.d_model, c.n_heads, c.max_seq_len, c.vocab_size) == (
-        shape["n_layer"], shape["n_embd"], shape["n_head"], 64, VOCAB
+        shape["n_layer"],
+        shape["n_embd"],
+        shape["n_head"],
+        64,
+        VOCAB,
     )
     assert c.d_ff == shape.get("n_inner") or c.d_ff == 4 * c.d_model
     assert c.norm_eps == shape.get("layer_norm_epsilon", 1e-5)
@@ -96,18 +100,24 @@ def rewrite_weights(folder: Path, edit: Any) -> None:
     edit(tensors)
 
 
-@pytest.mark.parametrize("variant", ["no_prefix", "mask_buffers", "lm_head_stored", "sharded", "pytorch_bin", "bin_sharded"])
+@pytest.mark.parametrize(
+    "variant", ["no_prefix", "mask_buffers", "lm_head_stored", "sharded", "pytorch_bin", "bin_sharded"]
+)
 def test_from_hf_reads_real_checkpoint_variants(tmp_path: Path, variant: str) -> None:
     reference, folder = hf_gpt2(tmp_path)
 
     def no_prefix(t: dict[str, torch.Tensor]) -> None:
-        save_file({k.removeprefix("transformer."): v for k, v in t.items()}, folder / "model.safetensors", {"format": "pt"})
+        save_file(
+            {k.removeprefix("transformer."): v for k, v in t.items()}, folder / "model.safetensors", {"format": "pt"}
+        )
 
     def mask_buffers(t: dict[str, torch.Tensor]) -> None:
         for i in range(2):  # what transformers < 4.x saved: a causal mask and its fill value
             t[f"h.{i}.attn.bias"] = torch.tril(torch.ones(64, 64, dtype=torch.uint8))[None, None]
             t[f"h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
-        save_file({k.removeprefix("transformer."): v for k, v in t.items()}, folder / "model.safetensors", {"format": "pt"})
+        save_file(
+            {k.removeprefix("transformer."): v for k, v in t.items()}, folder / "model.safetensors", {"format": "pt"}
+        )
 
     def lm_head_stored(t: dict[str, torch.Tensor]) -> None:
         t["lm_head.weight"] = t["transformer.wte.weight"].clone()
@@ -206,7 +216,9 @@ def test_from_hf_dtype_attention_and_missing_tensors(tmp_path: Path) -> None:
         zoo.from_hf(folder, attention="gqa")
     rewrite_weights(
         folder,
-        lambda t: save_file({k: v for k, v in t.items() if "ln_2" not in k}, folder / "model.safetensors", {"format": "pt"}),
+        lambda t: save_file(
+            {k: v for k, v in t.items() if "ln_2" not in k}, folder / "model.safetensors", {"format": "pt"}
+        ),
     )
     with pytest.raises(zoo.InteropError, match=r"missing.*h\.0\.ln_2\.weight"):
         zoo.from_hf(folder)

@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 import zoo
-from zoo.components import Components
 from helpers import TINY
+from zoo.components import Components
 
 INITS = [c.name for c in zoo.components("init")]
 

@@ -15,9 +15,18 @@ from helpers import TINY, tiny
         (lambda m: m(torch.zeros(1, 2, 3, dtype=torch.long)), "shape \\(batch, seq\\)"),
         (lambda m: m(torch.zeros(1, 4)), "integer tensor"),
         (lambda m: m(torch.full((1, 4), TINY["vocab_size"])), "outside the vocabulary"),
-        (lambda m: m(torch.zeros(1, 4, dtype=torch.long), attention_mask=torch.ones(1, 5)), "attention_mask must have shape"),
-        (lambda m: m(torch.zeros(2, 4, dtype=torch.long), positions=torch.arange(3)[None]), "positions must have shape"),
-        (lambda m: m(torch.zeros(1, 4, dtype=torch.long), positions=torch.arange(60, 64)[None] + 10), "positions must lie"),
+        (
+            lambda m: m(torch.zeros(1, 4, dtype=torch.long), attention_mask=torch.ones(1, 5)),
+            "attention_mask must have shape",
+        ),
+        (
+            lambda m: m(torch.zeros(2, 4, dtype=torch.long), positions=torch.arange(3)[None]),
+            "positions must have shape",
+        ),
+        (
+            lambda m: m(torch.zeros(1, 4, dtype=torch.long), positions=torch.arange(60, 64)[None] + 10),
+            "positions must lie",
+        ),
     ],
     ids=["3-d ids", "float ids", "id past vocab", "mask shape", "positions shape", "positions range"],
 )

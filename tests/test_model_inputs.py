@@ -37,7 +37,10 @@ IDS = torch.tensor([[1, 2, 3]])
         (lambda m: m(np.array([[1, 2, 3]])), "idx must be a torch.Tensor.*got ndarray"),
         (lambda m: m(IDS.to(torch.uint8)), "integer tensor"),
         (lambda m: m(IDS, attention_mask=[[1, 1, 1]]), "attention_mask must be a torch.Tensor.*got list"),
-        (lambda m: m(IDS, positions=torch.tensor([[0.0, 1.0, 2.0]])), r"positions must be integers .*positions.long\(\)"),
+        (
+            lambda m: m(IDS, positions=torch.tensor([[0.0, 1.0, 2.0]])),
+            r"positions must be integers .*positions.long\(\)",
+        ),
         (lambda m: m(IDS, positions=[[0, 1, 2]]), "positions must be a torch.Tensor"),
         (lambda m: m(IDS, cache={}), "cache must be a KVCache from model.new_cache.*got dict"),
         (lambda m: m(IDS, cache=tiny(n_layers=3).new_cache()), "cache has 3 layers but this model needs 2"),
@@ -45,8 +48,19 @@ IDS = torch.tensor([[1, 2, 3]])
         (lambda m: m(torch.tensor([[-1]])), r"token id -1 is outside the vocabulary"),
     ],
     ids=[
-        "0-d ids", "1-d ids", "list", "None", "numpy", "uint8", "mask list", "float positions",
-        "positions list", "cache dict", "cache layers", "id past vocab", "negative id",
+        "0-d ids",
+        "1-d ids",
+        "list",
+        "None",
+        "numpy",
+        "uint8",
+        "mask list",
+        "float positions",
+        "positions list",
+        "cache dict",
+        "cache layers",
+        "id past vocab",
+        "negative id",
     ],
 )
 def test_bad_forward_input_is_an_input_error(call: Any, match: str) -> None:
@@ -93,9 +107,15 @@ def test_encoder_decoder_refuses_non_tensors_and_foreign_caches() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"attention_mask": torch.tensor([[1, 0.5, 1]])}, "attention_mask must hold 1 for real tokens and 0 for padding, found 0.5"),
+        (
+            {"attention_mask": torch.tensor([[1, 0.5, 1]])},
+            "attention_mask must hold 1 for real tokens and 0 for padding, found 0.5",
+        ),
         ({"attention_mask": torch.tensor([[1, 7, 1]])}, "found 7"),
-        ({"positions": torch.tensor([[0, 1, 64]])}, r"positions must lie in \[0, 64\) for position 'learned', got 0..64"),
+        (
+            {"positions": torch.tensor([[0, 1, 64]])},
+            r"positions must lie in \[0, 64\) for position 'learned', got 0..64",
+        ),
         ({"positions": torch.tensor([[-1, 0, 1]])}, r"positions must lie in \[0, 64\)"),
     ],
     ids=["mask 0.5", "mask 7", "position past table", "negative position"],
@@ -109,7 +129,9 @@ def test_check_inputs_refuses_bad_values(kwargs: dict[str, Any], match: str) -> 
 def test_check_inputs_passes_good_inputs_and_checks_like_forward() -> None:
     model = tiny()
     cache = filled_cache(model)
-    zoo.check_inputs(model, IDS, attention_mask=torch.ones(1, 6, dtype=torch.bool), positions=torch.tensor([[3, 4, 5]]), cache=cache)
+    zoo.check_inputs(
+        model, IDS, attention_mask=torch.ones(1, 6, dtype=torch.bool), positions=torch.tensor([[3, 4, 5]]), cache=cache
+    )
     with pytest.raises(zoo.InputError, match=r"token id 97 is outside the vocabulary"):
         zoo.check_inputs(model, torch.tensor([[1, 97]]))
     with pytest.raises(zoo.InputError, match="must be a torch.Tensor"):

@@ -21,7 +21,11 @@ import zoo
 from helpers import TINY, tiny
 
 MODERN = {
-    ("position", "rotary"), ("position", "alibi"), ("mlp", "swiglu"), ("attention", "gqa"), ("placement", "sandwich"),
+    ("position", "rotary"),
+    ("position", "alibi"),
+    ("mlp", "swiglu"),
+    ("attention", "gqa"),
+    ("placement", "sandwich"),
     ("placement", "parallel"),
 }
 PACKAGE = Path(__file__).resolve().parents[1] / "examples" / "zoo-modern"
@@ -116,10 +120,19 @@ def test_modern_stack_equals_hf_llama_with_the_same_weights() -> None:
     assert hidden == 96  # int(2/3 * 128) = 85, rounded up to a multiple of 16
     hf = LlamaForCausalLM(
         LlamaConfig(
-            vocab_size=c.vocab_size, hidden_size=d, intermediate_size=hidden, num_hidden_layers=c.n_layers,
-            num_attention_heads=c.n_heads, num_key_value_heads=2, max_position_embeddings=c.max_seq_len,
-            rms_norm_eps=c.norm_eps, tie_word_embeddings=True, hidden_act="silu",
-            attention_bias=False, mlp_bias=False, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+            vocab_size=c.vocab_size,
+            hidden_size=d,
+            intermediate_size=hidden,
+            num_hidden_layers=c.n_layers,
+            num_attention_heads=c.n_heads,
+            num_key_value_heads=2,
+            max_position_embeddings=c.max_seq_len,
+            rms_norm_eps=c.norm_eps,
+            tie_word_embeddings=True,
+            hidden_act="silu",
+            attention_bias=False,
+            mlp_bias=False,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         )
     ).eval()
     state = {"model.embed_tokens.weight": model.tok_emb.weight, "model.norm.weight": model.final_norm.weight}
@@ -311,7 +324,11 @@ def test_modern_preset_is_gpt2_small_modernised() -> None:
     c = zoo.get_config("gpt2-small-modern")
     small = zoo.get_config("gpt2-small")
     assert (c.vocab_size, c.max_seq_len, c.d_model, c.n_layers, c.n_heads) == (
-        small.vocab_size, small.max_seq_len, small.d_model, small.n_layers, small.n_heads
+        small.vocab_size,
+        small.max_seq_len,
+        small.d_model,
+        small.n_layers,
+        small.n_heads,
     )
     assert (c.position.name, c.norm.name, c.mlp.name, c.attention.name) == ("rotary", "rmsnorm", "swiglu", "gqa")
     assert c.attention.options["n_kv_heads"] == 4 and not c.bias
@@ -361,7 +378,9 @@ def test_checkpoint_records_zoo_modern_and_names_it_when_missing(tmp_path: Path)
     version = metadata.version("zoo-lm-modern")
     for kind in ("attention", "position", "mlp"):
         assert (records[kind]["distribution"], records[kind]["version"], records[kind]["plugin"]) == (
-            "zoo-lm-modern", version, "modern"
+            "zoo-lm-modern",
+            version,
+            "modern",
         )
     assert records["norm"]["distribution"] == "zoo-lm"  # rmsnorm is built in
 

@@ -35,7 +35,9 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
         self.n_head, self.n_embd, self.flash = n_head, n_embd, flash
         if not flash:  # nanoGPT keeps the causal mask as a buffer named "bias"
-            self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size)).view(1, 1, block_size, block_size))
+            self.register_buffer(
+                "bias", torch.tril(torch.ones(block_size, block_size)).view(1, 1, block_size, block_size)
+            )
 
     def forward(self, x: Tensor) -> Tensor:
         B, T, C = x.size()
@@ -78,7 +80,17 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, block_size: int, vocab_size: int, n_layer: int, n_head: int, n_embd: int, dropout: float, bias: bool, flash: bool = True) -> None:
+    def __init__(
+        self,
+        block_size: int,
+        vocab_size: int,
+        n_layer: int,
+        n_head: int,
+        n_embd: int,
+        dropout: float,
+        bias: bool,
+        flash: bool = True,
+    ) -> None:
         super().__init__()
         self.transformer = nn.ModuleDict(
             {
@@ -104,13 +116,24 @@ class GPT(nn.Module):
 
 
 def nanogpt(bias: bool = True, flash: bool = True, seed: int = 0, **sizes: Any) -> tuple[GPT, dict[str, Any]]:
-    model_args = {"n_layer": 2, "n_head": 4, "n_embd": 32, "block_size": 32, "bias": bias, "vocab_size": 71, "dropout": 0.0}
+    model_args = {
+        "n_layer": 2,
+        "n_head": 4,
+        "n_embd": 32,
+        "block_size": 32,
+        "bias": bias,
+        "vocab_size": 71,
+        "dropout": 0.0,
+    }
     model_args.update(sizes)
     torch.manual_seed(seed)
     model = GPT(**model_args, flash=flash).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
-            p.copy_(torch.randn_like(p) * 0.2 + (1.0 if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")) else 0.0))
+            p.copy_(
+                torch.randn_like(p) * 0.2
+                + (1.0 if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")) else 0.0)
+            )
     return model, model_args
 
 

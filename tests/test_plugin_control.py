@@ -110,7 +110,10 @@ def quiet_registry(**kwargs: object) -> zoo.Registry:
 def test_installed_plugin_is_loaded_and_attributed() -> None:
     info = by_name(quiet_registry())["modern"]
     assert (info.status, info.distribution, info.version, info.builtin) == (
-        "loaded", "zoo-lm-modern", metadata.version("zoo-lm-modern"), False
+        "loaded",
+        "zoo-lm-modern",
+        metadata.version("zoo-lm-modern"),
+        False,
     )
 
 
@@ -161,8 +164,13 @@ def test_a_plugin_that_raises_on_import_is_contained_and_named(broken: None) -> 
     assert (failed.status, failed.distribution, failed.version) == ("failed", "zoo-broken", "0.3")
     message = str(failed.error)
     assert isinstance(failed.error, zoo.PluginError) and isinstance(failed.error.__cause__, RuntimeError)
-    for part in ("'broken'", "distribution zoo-broken 0.3", "failed to import", "RuntimeError: boom on import",
-                 "ZOO_DISABLE_PLUGINS=broken"):
+    for part in (
+        "'broken'",
+        "distribution zoo-broken 0.3",
+        "failed to import",
+        "RuntimeError: boom on import",
+        "ZOO_DISABLE_PLUGINS=broken",
+    ):
         assert part in message, part
     # The others still work, and a missing component points at the failure.
     assert by_name(registry)["modern"].status == "loaded"
@@ -215,8 +223,13 @@ def zoo_command(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
 def test_zoo_components_shows_the_external_distribution() -> None:
     version = metadata.version("zoo-lm-modern")
     rows = [line.split() for line in zoo_command("components").stdout.splitlines()]
-    for kind, name in [("position", "rotary"), ("position", "alibi"), ("mlp", "swiglu"),
-                       ("attention", "gqa"), ("placement", "sandwich")]:
+    for kind, name in [
+        ("position", "rotary"),
+        ("position", "alibi"),
+        ("mlp", "swiglu"),
+        ("attention", "gqa"),
+        ("placement", "sandwich"),
+    ]:
         row = next(r for r in rows if r[:2] == [kind, name])
         assert " ".join(row).count(f"zoo-lm-modern {version}") == 1, row
     assert any(r[:2] == ["attention", "sdpa"] and "zoo-lm" in r for r in rows)

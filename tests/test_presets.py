@@ -45,7 +45,12 @@ def test_builtin_presets_are_all_known() -> None:
 def test_gpt2_small_is_gpt2() -> None:
     c = zoo.get_config("gpt2-small")
     assert (c.vocab_size, c.max_seq_len, c.d_model, c.n_layers, c.n_heads, c.d_ff) == (50257, 1024, 768, 12, 12, 3072)
-    assert (c.placement.name, c.position.name, c.activation.name, c.norm.name) == ("pre", "learned", "gelu_tanh", "layernorm")
+    assert (c.placement.name, c.position.name, c.activation.name, c.norm.name) == (
+        "pre",
+        "learned",
+        "gelu_tanh",
+        "layernorm",
+    )
     assert c.tie_embeddings and c.head_output == "logits" and c.embedding_scale == "none"
     model = zoo.build("gpt2-small", device="meta")
     assert model.head.weight is model.tok_emb.weight
@@ -54,7 +59,12 @@ def test_gpt2_small_is_gpt2() -> None:
 def test_transformer_2017_is_the_chapter_01_decoder() -> None:
     c = zoo.get_config("transformer-2017")
     assert (c.d_model, c.n_layers, c.n_heads, c.d_ff, c.vocab_size) == (512, 6, 8, 2048, 50257)
-    assert (c.placement.name, c.position.name, c.activation.name, c.init.name) == ("post", "sinusoidal", "relu", "xavier")
+    assert (c.placement.name, c.position.name, c.activation.name, c.init.name) == (
+        "post",
+        "sinusoidal",
+        "relu",
+        "xavier",
+    )
     assert c.embedding_scale == "sqrt_d_model" and c.head_output == "log_softmax"
     model = zoo.build("transformer-2017", device="meta")
     assert isinstance(model.final_norm, torch.nn.Identity)  # post-norm: no final norm

@@ -59,7 +59,10 @@ def test_a_plugin_that_raises_while_registering_is_contained() -> None:
     with pytest.warns(RuntimeWarning, match="boom"):
         registry = zoo.Registry(
             entry_points=False,
-            plugins=[plugin("broken-plugin", zoo_register_components=broken), plugin("good", zoo_register_components=registers_tanh)],
+            plugins=[
+                plugin("broken-plugin", zoo_register_components=broken),
+                plugin("good", zoo_register_components=registers_tanh),
+            ],
         )
     failed = [p for p in registry.plugins if p.status == "failed"]
     assert [p.name for p in failed] == ["broken-plugin"]

@@ -41,9 +41,20 @@ def test_transformer_2017_base_has_the_papers_shape_and_63m_parameters() -> None
     c = model.config
     assert isinstance(model, EncoderDecoder)
     assert (c.architecture, c.n_encoder_layers, c.n_layers, c.d_model, c.n_heads, c.d_ff, c.vocab_size) == (
-        "encoder_decoder", 6, 6, 512, 8, 2048, 37000,
+        "encoder_decoder",
+        6,
+        6,
+        512,
+        8,
+        2048,
+        37000,
     )
-    assert (c.placement.name, c.position.name, c.activation.name, c.init.name) == ("post", "sinusoidal", "relu", "xavier")
+    assert (c.placement.name, c.position.name, c.activation.name, c.init.name) == (
+        "post",
+        "sinusoidal",
+        "relu",
+        "xavier",
+    )
     assert (c.embedding_scale, c.head_output, c.dropout.residual) == ("sqrt_d_model", "log_softmax", 0.1)
     assert model.head.weight is model.tok_emb.weight  # source, target and output share one matrix
     assert len(model.encoder) == 6 and len(model.decoder) == 6
@@ -192,7 +203,12 @@ def test_decoder_layers_have_self_cross_and_mlp_sublayers() -> None:
     block = tiny_seq2seq().decoder[0]
     assert isinstance(block, DecoderBlock)
     assert [name for name, _ in block.named_children()] == [
-        "attn_residual", "attn", "cross_residual", "cross_attn", "mlp_residual", "mlp",
+        "attn_residual",
+        "attn",
+        "cross_residual",
+        "cross_attn",
+        "mlp_residual",
+        "mlp",
     ]
 
 

@@ -20,7 +20,9 @@ def test_t_quantile_matches_the_table(df: int, expected: float) -> None:
     assert t_quantile(0.025, df) == pytest.approx(-expected, abs=5e-4)
 
 
-@pytest.mark.parametrize(("p", "df", "expected"), [(0.95, 1, 6.314), (0.995, 4, 4.604), (0.9995, 1, 636.619), (0.9, 29, 1.311)])
+@pytest.mark.parametrize(
+    ("p", "df", "expected"), [(0.95, 1, 6.314), (0.995, 4, 4.604), (0.9995, 1, 636.619), (0.9, 29, 1.311)]
+)
 def test_other_quantiles(p: float, df: int, expected: float) -> None:
     assert t_quantile(p, df) == pytest.approx(expected, abs=1e-3)
 

@@ -58,7 +58,9 @@ def test_hello_world(gpt2: tokenizer_module.Tokenizer) -> None:
 
 
 @pytest.mark.parametrize("text", TEXTS)
-def test_round_trip_and_parity_with_transformers(gpt2: tokenizer_module.Tokenizer, hf_reference: object, text: str) -> None:
+def test_round_trip_and_parity_with_transformers(
+    gpt2: tokenizer_module.Tokenizer, hf_reference: object, text: str
+) -> None:
     ids = gpt2.encode(text)
     assert gpt2.decode(ids) == text
     assert ids == hf_reference.encode(text)  # type: ignore[attr-defined]
@@ -86,7 +88,9 @@ def test_hugging_face_folder_files(gpt2: tokenizer_module.Tokenizer, tmp_path: P
         assert folder.encode(text) == gpt2.encode(text)
 
 
-def test_folder_saved_by_transformers_5_names_the_fix(gpt2: tokenizer_module.Tokenizer, hf_reference: object, tmp_path: Path) -> None:
+def test_folder_saved_by_transformers_5_names_the_fix(
+    gpt2: tokenizer_module.Tokenizer, hf_reference: object, tmp_path: Path
+) -> None:
     hf_reference.save_pretrained(tmp_path)  # type: ignore[attr-defined]
     assert not (tmp_path / "vocab.json").exists()
     with pytest.raises(zoo.InteropError, match=r"backend_tokenizer\.model\.save"):

@@ -17,9 +17,11 @@ from zoo.training import (
     learning_rate,
     load_corpus,
     parameter_groups,
-    fit as train,
     training_batches,
     validation_batches,
+)
+from zoo.training import (
+    fit as train,
 )
 
 TEXT = bundled_corpus()[:40_000]

@@ -31,13 +31,51 @@ from zoo.training import (
     validation_batches,
 )
 
-MODEL = ["--set", "n_layers=2", "--set", "d_model=32", "--set", "n_heads=2", "--set", "vocab_size=256",
-         "--set", "max_seq_len=64", "--set", "dropout=0"]
-OVERRIDES: dict[str, Any] = {"n_layers": 2, "d_model": 32, "n_heads": 2, "vocab_size": 256, "max_seq_len": 64, "dropout": 0.0}
-SETTINGS = TrainSettings(steps=6, batch_size=8, seq_len=32, lr=3e-3, eval_every=3, eval_batches=1,
-                         grad_clip=0.5, save_every=3, threads=1)
-FLAGS = ["--steps", "6", "--batch-size", "8", "--seq-len", "32", "--lr", "3e-3", "--eval-every", "3",
-         "--eval-batches", "1", "--grad-clip", "0.5", "--save-every", "3", "--threads", "1"]
+MODEL = [
+    "--set",
+    "n_layers=2",
+    "--set",
+    "d_model=32",
+    "--set",
+    "n_heads=2",
+    "--set",
+    "vocab_size=256",
+    "--set",
+    "max_seq_len=64",
+    "--set",
+    "dropout=0",
+]
+OVERRIDES: dict[str, Any] = {
+    "n_layers": 2,
+    "d_model": 32,
+    "n_heads": 2,
+    "vocab_size": 256,
+    "max_seq_len": 64,
+    "dropout": 0.0,
+}
+SETTINGS = TrainSettings(
+    steps=6, batch_size=8, seq_len=32, lr=3e-3, eval_every=3, eval_batches=1, grad_clip=0.5, save_every=3, threads=1
+)
+FLAGS = [
+    "--steps",
+    "6",
+    "--batch-size",
+    "8",
+    "--seq-len",
+    "32",
+    "--lr",
+    "3e-3",
+    "--eval-every",
+    "3",
+    "--eval-batches",
+    "1",
+    "--grad-clip",
+    "0.5",
+    "--save-every",
+    "3",
+    "--threads",
+    "1",
+]
 
 
 def environment(tmp: Path) -> dict[str, str]:
@@ -51,14 +89,28 @@ def losses(out: Path) -> list[float]:
 
 
 def torchrun(tmp: Path, nproc: int, *args: str) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "-m", "zoo", "train", *args]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        "zoo",
+        "train",
+        *args,
+    ]
     return subprocess.Popen(command, env=environment(tmp), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def zoo_cli(tmp: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "zoo", *args], env=environment(tmp),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "zoo", *args],
+        env=environment(tmp),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def finish(process: subprocess.Popen[str], timeout: float = 240) -> str:
@@ -81,8 +133,19 @@ def runs(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
     """One process in this one, and 2-rank DDP and FSDP2 runs under torchrun, at once."""
     tmp = tmp_path_factory.mktemp("runs")
     launched = {
-        strategy: torchrun(tmp, 2, "gpt2-small", *MODEL, "--data", str(data), "--out", str(tmp / strategy),
-                           "--strategy", strategy, *FLAGS)
+        strategy: torchrun(
+            tmp,
+            2,
+            "gpt2-small",
+            *MODEL,
+            "--data",
+            str(data),
+            "--out",
+            str(tmp / strategy),
+            "--strategy",
+            strategy,
+            *FLAGS,
+        )
         for strategy in ("ddp", "fsdp")
     }
     train("gpt2-small", data, SETTINGS, out=tmp / "single", overrides=OVERRIDES)
@@ -182,7 +245,9 @@ def test_two_ranks_give_the_losses_of_one_process(runs: dict[str, Path], strateg
     assert one[-1] < one[0]
 
 
-def test_a_two_rank_checkpoint_loads_and_resumes_in_one_process(runs: dict[str, Path], data: Path, tmp_path: Path) -> None:
+def test_a_two_rank_checkpoint_loads_and_resumes_in_one_process(
+    runs: dict[str, Path], data: Path, tmp_path: Path
+) -> None:
     for strategy in ("ddp", "fsdp"):
         versions = zoo.versions(runs[strategy])
         assert [v.metadata["training"]["step"] for v in versions] == [3, 6]
@@ -206,8 +271,22 @@ def test_a_one_process_checkpoint_resumes_on_two_ranks(runs: dict[str, Path], da
     out = tmp_path / "resumed"
     shutil.copytree(runs["single"], out)
     (out / "v0002.safetensors").unlink()
-    finish(torchrun(tmp_path, 2, "gpt2-small", *MODEL, "--data", str(data), "--out", str(out),
-                    "--strategy", "fsdp", "--resume", *FLAGS))
+    finish(
+        torchrun(
+            tmp_path,
+            2,
+            "gpt2-small",
+            *MODEL,
+            "--data",
+            str(data),
+            "--out",
+            str(out),
+            "--strategy",
+            "fsdp",
+            "--resume",
+            *FLAGS,
+        )
+    )
     resumed, one = losses(out), losses(runs["single"])
     assert max(abs(a - b) for a, b in zip(resumed, one)) <= 1e-5, (resumed, one)
 
@@ -216,8 +295,28 @@ def test_a_one_process_checkpoint_resumes_on_two_ranks(runs: dict[str, Path], da
 
 
 def test_killed_and_resumed_run_matches_the_uninterrupted_run_bit_for_bit(data: Path, tmp_path: Path) -> None:
-    flags = ["gpt2-small", *MODEL, "--set", "dropout=0.1", "--data", str(data), "--steps", "40", "--batch-size", "4",
-             "--seq-len", "32", "--eval-every", "10", "--eval-batches", "1", "--save-every", "4", "--threads", "1"]
+    flags = [
+        "gpt2-small",
+        *MODEL,
+        "--set",
+        "dropout=0.1",
+        "--data",
+        str(data),
+        "--steps",
+        "40",
+        "--batch-size",
+        "4",
+        "--seq-len",
+        "32",
+        "--eval-every",
+        "10",
+        "--eval-batches",
+        "1",
+        "--save-every",
+        "4",
+        "--threads",
+        "1",
+    ]
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     at = random.randint(6, 30)
     process = zoo_cli(tmp_path, "train", *flags, "--out", str(killed))
@@ -236,8 +335,24 @@ def test_killed_and_resumed_run_matches_the_uninterrupted_run_bit_for_bit(data: 
 
 def test_ctrl_c_exits_cleanly_and_keeps_the_last_version_loadable(data: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    process = zoo_cli(tmp_path, "train", "gpt2-small", *MODEL, "--data", str(data), "--out", str(out),
-                      "--steps", "500", "--batch-size", "4", "--seq-len", "32", "--save-every", "2")
+    process = zoo_cli(
+        tmp_path,
+        "train",
+        "gpt2-small",
+        *MODEL,
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--steps",
+        "500",
+        "--batch-size",
+        "4",
+        "--seq-len",
+        "32",
+        "--save-every",
+        "2",
+    )
     while process.poll() is None and not (out / "v0002.safetensors").exists():
         time.sleep(0.01)
     process.send_signal(signal.SIGINT)
@@ -269,7 +384,10 @@ def test_eval_and_prepare_commands(
     out = json.loads(capsys.readouterr().out)
     assert out["tokens"] == 2 * 8 * 32 and out["perplexity"] > 1 and out["bits_per_byte"] > 0
     (tmp_path / "t.txt").write_text("abc " * 1000, encoding="utf-8")
-    assert main(["data", "prepare", str(tmp_path / "t.txt"), "-o", str(tmp_path / "d"), "--tokenizer", "bytes", "--json"]) == 0
+    assert (
+        main(["data", "prepare", str(tmp_path / "t.txt"), "-o", str(tmp_path / "d"), "--tokenizer", "bytes", "--json"])
+        == 0
+    )
     described = json.loads(capsys.readouterr().out)
     assert described["train_tokens"] + described["val_tokens"] == 4000
 
@@ -342,14 +460,22 @@ def test_resuming_with_another_config_or_settings_is_refused(runs: dict[str, Pat
     with pytest.raises(zoo.ConfigError, match="another model config"):
         train("gpt2-small", data, SETTINGS, out=out, resume=True, overrides={**OVERRIDES, "d_model": 64})
     with pytest.raises(zoo.ConfigError, match=r"other training settings \(lr: 0.003 -> 0.001\)"):
-        train("gpt2-small", data, TrainSettings(**{**SETTINGS.__dict__, "lr": 1e-3}), out=out, resume=True,
-              overrides=OVERRIDES)
+        train(
+            "gpt2-small",
+            data,
+            TrainSettings(**{**SETTINGS.__dict__, "lr": 1e-3}),
+            out=out,
+            resume=True,
+            overrides=OVERRIDES,
+        )
     with pytest.raises(zoo.CheckpointError, match="nothing to resume"):
         train("gpt2-small", data, SETTINGS, out=tmp_path / "new", resume=True, overrides=OVERRIDES)
 
 
 @pytest.mark.parametrize("damage", ["missing", "corrupt"])
-def test_a_missing_or_corrupt_training_state_is_refused(runs: dict[str, Path], data: Path, tmp_path: Path, damage: str) -> None:
+def test_a_missing_or_corrupt_training_state_is_refused(
+    runs: dict[str, Path], data: Path, tmp_path: Path, damage: str
+) -> None:
     out = tmp_path / "run"
     shutil.copytree(runs["single"], out)
     state = out / "v0002.state.safetensors"
@@ -359,20 +485,26 @@ def test_a_missing_or_corrupt_training_state_is_refused(runs: dict[str, Path], d
         raw = bytearray(state.read_bytes())
         raw[-3] ^= 0xFF
         state.write_bytes(bytes(raw))
-    with pytest.raises(zoo.CheckpointError, match=f"{'missing' if damage == 'missing' else 'damaged'}.*v0002.safetensors"):
+    with pytest.raises(
+        zoo.CheckpointError, match=f"{'missing' if damage == 'missing' else 'damaged'}.*v0002.safetensors"
+    ):
         train("gpt2-small", data, SETTINGS, out=out, resume=True, overrides=OVERRIDES)
     assert zoo.load(out).config.d_model == 32  # the versions themselves are untouched
 
 
 def test_batch_sizes_that_do_not_split_are_refused(data: Path) -> None:
-    with pytest.raises(zoo.ConfigError, match="--batch-size 8 does not split into micro-batches of --micro-batch-size 3"):
+    with pytest.raises(
+        zoo.ConfigError, match="--batch-size 8 does not split into micro-batches of --micro-batch-size 3"
+    ):
         train("gpt2-small", data, TrainSettings(**{**SETTINGS.__dict__, "micro_batch_size": 3}), overrides=OVERRIDES)
 
 
 def test_micro_batches_accumulate_to_the_same_step(data: Path) -> None:
     settings = TrainSettings(**{**SETTINGS.__dict__, "save_every": None, "steps": 3})
     whole = train("gpt2-small", data, settings, overrides=OVERRIDES)
-    parts = train("gpt2-small", data, TrainSettings(**{**settings.__dict__, "micro_batch_size": 2}), overrides=OVERRIDES)
+    parts = train(
+        "gpt2-small", data, TrainSettings(**{**settings.__dict__, "micro_batch_size": 2}), overrides=OVERRIDES
+    )
     assert parts.losses == pytest.approx(whole.losses, abs=1e-5)
 
 
@@ -387,8 +519,12 @@ def test_keep_last_prunes_older_versions(data: Path, tmp_path: Path) -> None:
 def test_activation_checkpointing_keeps_the_losses_and_bf16_trains(data: Path) -> None:
     settings = TrainSettings(**{**SETTINGS.__dict__, "save_every": None, "steps": 3})
     plain = train("gpt2-small", data, settings, overrides=OVERRIDES)
-    checkpointed = train("gpt2-small", data, TrainSettings(**{**settings.__dict__, "activation_checkpointing": True}),
-                         overrides=OVERRIDES)
+    checkpointed = train(
+        "gpt2-small",
+        data,
+        TrainSettings(**{**settings.__dict__, "activation_checkpointing": True}),
+        overrides=OVERRIDES,
+    )
     assert checkpointed.losses == pytest.approx(plain.losses, abs=1e-6)
     low = train("gpt2-small", data, TrainSettings(**{**settings.__dict__, "dtype": "bf16"}), overrides=OVERRIDES)
     assert low.losses == pytest.approx(plain.losses, abs=0.05) and low.losses != plain.losses

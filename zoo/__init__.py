@@ -1,9 +1,9 @@
 """zoo: a plugin-based model zoo for transformer language models.
 
-    import zoo
-    model = zoo.build("gpt2-small")                     # exactly GPT-2 Small
-    model = zoo.build("gpt2-small", placement="post",   # ... moved toward 2017
-                      position="sinusoidal", activation="relu")
+import zoo
+model = zoo.build("gpt2-small")                     # exactly GPT-2 Small
+model = zoo.build("gpt2-small", placement="post",   # ... moved toward 2017
+                  position="sinusoidal", activation="relu")
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ __version__ = "0.1.0"
 # installed, torch warns about it on import, which every zoo command would print.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
 
-from zoo.factory import build
 from zoo.config import ModelConfig, get_config
 from zoo.contracts import AttentionContext, Placement, PositionEncoding, residual_output
 from zoo.errors import *  # noqa: F403  ZooError and its subclasses, listed in zoo.errors.__all__
 from zoo.errors import __all__ as _ERRORS
+from zoo.factory import build
 from zoo.hookspecs import hookimpl
 from zoo.model import DecoderLM, check_inputs
 from zoo.plugins.attention import Attention, EagerAttention, SdpaAttention
-from zoo.seq2seq import EncoderDecoder
 from zoo.registry import KINDS, Component, Registry, default_registry
+from zoo.seq2seq import EncoderDecoder
 
 
 def list_models(pattern: str = "*", *, registry: Registry | None = None) -> list[str]:

@@ -47,15 +47,21 @@ import torch
 import torch.distributed
 
 import zoo
-from zoo.factory import build
 from zoo.checkpoint import save
 from zoo.config import ModelConfig, resolve_config
 from zoo.errors import ConfigError, InputError, ZooError
+from zoo.factory import build
 from zoo.registry import KINDS, Registry, default_registry
 from zoo.stats import Interval, mean_interval, paired_difference
 from zoo.summary import summarize
-from zoo.training import CurvePoint, TrainSettings, bundled_corpus, load_corpus, read_text
-from zoo.training import fit  # the zoo's one training loop: every run goes through here
+from zoo.training import (
+    CurvePoint,
+    TrainSettings,
+    bundled_corpus,
+    fit,  # the zoo's one training loop: every run goes through here
+    load_corpus,
+    read_text,
+)
 
 # The order of rows in a comparison: architecture, components, switches, then sizes.
 AXES: tuple[str, ...] = (
@@ -89,11 +95,25 @@ SIZE_AXES = frozenset({"vocab_size", "max_seq_len", "d_model", "n_layers", "n_en
 #: The default scale: each of the nine runs of transformer-2017 -> gpt2-small takes a
 #: few seconds of one CPU core (GPT-2 tokens with a 1024 + 256 vocabulary, or bytes).
 DEFAULT_SCALE: dict[str, Any] = {
-    "d_model": 64, "layers": 2, "heads": 4, "seq_len": 64, "steps": 150, "batch": 16, "lr": 3e-3, "eval_every": 25
+    "d_model": 64,
+    "layers": 2,
+    "heads": 4,
+    "seq_len": 64,
+    "steps": 150,
+    "batch": 16,
+    "lr": 3e-3,
+    "eval_every": 25,
 }
 #: The scale of ``make demo``: the same runs, a fraction of the steps.
 DEMO_SCALE: dict[str, Any] = {
-    "d_model": 48, "layers": 2, "heads": 4, "seq_len": 48, "steps": 60, "batch": 12, "lr": 4e-3, "eval_every": 15
+    "d_model": 48,
+    "layers": 2,
+    "heads": 4,
+    "seq_len": 48,
+    "steps": 60,
+    "batch": 12,
+    "lr": 4e-3,
+    "eval_every": 15,
 }
 #: Seeds per variant by default: the fewest that give an interval worth reading.
 DEFAULT_SEEDS = 3
@@ -470,7 +490,13 @@ def run_ablation(
         max_chars=max_chars,
         source=str(data) if data else "bundled Shakespeare",
     )
-    scale = {"d_model": d_model, "n_layers": layers, "n_heads": heads, "vocab_size": corpus.vocab_size, "max_seq_len": seq_len}
+    scale = {
+        "d_model": d_model,
+        "n_layers": layers,
+        "n_heads": heads,
+        "vocab_size": corpus.vocab_size,
+        "max_seq_len": seq_len,
+    }
     small_base = _at_scale(base_config, scale, registry)
     small_target = _at_scale(target_config, scale, registry)
     differences = diff_configs(base_config, target_config, registry=registry)
@@ -478,10 +504,14 @@ def run_ablation(
     notes: list[str] = []
     if corpus.tokenizer == "gpt2":
         kept = corpus.vocab_size - (256 if corpus.byte_fallback else 0)
-        spelled = f", the rarer {corpus.byte_fallback:.0%} of tokens spelled out as bytes" if corpus.byte_fallback else ""
+        spelled = (
+            f", the rarer {corpus.byte_fallback:.0%} of tokens spelled out as bytes" if corpus.byte_fallback else ""
+        )
         notes.append(f"GPT-2 tokens: the {kept} most frequent in the text, renumbered{spelled}")
     elif tokenizer == "auto":
-        notes.append("byte tokens (vocabulary 256): the GPT-2 tokenizer is not installed; `pip install 'zoo-lm[text]'` adds it")
+        notes.append(
+            "byte tokens (vocabulary 256): the GPT-2 tokenizer is not installed; `pip install 'zoo-lm[text]'` adds it"
+        )
     swappable = [(axis, value) for axis, _, value in differences if axis not in SIZE_AXES and axis != "architecture"]
     on_path = path is not None and path is not False
     if not on_path:
@@ -511,16 +541,22 @@ def run_ablation(
         tune_settings = replace(settings, steps=tune_steps, eval_every=tune_steps, seed=tune_seed, warmup_steps=None)
         jobs = [
             _Job(
-                f"tune/{index:02d}-{_slug(name)}-lr{rate:g}", f"tune {name} lr={rate:g}", axis, config,
-                replace(tune_settings, lr=rate), tune=True,
+                f"tune/{index:02d}-{_slug(name)}-lr{rate:g}",
+                f"tune {name} lr={rate:g}",
+                axis,
+                config,
+                replace(tune_settings, lr=rate),
+                tune=True,
             )
             for index, (name, axis, config) in enumerate(plan)
             for rate in grid
         ]
         _run_jobs(jobs, context, workers, on_progress, trained, reused, registry)
         for index, (name, _, _) in enumerate(plan):
-            records = [_read_record(job, context) for job in jobs[index * len(grid):(index + 1) * len(grid)]]
-            tune_records[index] = [TuneRun(job.settings.lr, r["final_val_loss"]) for job, r in zip(jobs[index * len(grid):], records)]
+            records = [_read_record(job, context) for job in jobs[index * len(grid) : (index + 1) * len(grid)]]
+            tune_records[index] = [
+                TuneRun(job.settings.lr, r["final_val_loss"]) for job, r in zip(jobs[index * len(grid) :], records)
+            ]
             finished = [t for t in tune_records[index] if t.final_val_loss is not None]
             if not finished:
                 raise ConfigError(
@@ -542,7 +578,7 @@ def run_ablation(
 
     runs: list[AblationRun] = []
     for index, (name, axis, config) in enumerate(plan):
-        mine = jobs[index * seeds:(index + 1) * seeds]
+        mine = jobs[index * seeds : (index + 1) * seeds]
         seed_runs = [_seed_run(job, _read_record(job, context), context, job.key in reused) for job in mine]
         summary = summarize(config, context=seq_len, registry=registry)
         losses = [s.final_val_loss for s in seed_runs]
@@ -630,8 +666,13 @@ Plan = list[tuple[str, str, ModelConfig]]
 
 
 def _single_swaps(
-    base: str, target: str, small_base: ModelConfig, small_target: ModelConfig,
-    swappable: list[tuple[str, Any]], notes: list[str], registry: Registry,
+    base: str,
+    target: str,
+    small_base: ModelConfig,
+    small_target: ModelConfig,
+    swappable: list[tuple[str, Any]],
+    notes: list[str],
+    registry: Registry,
 ) -> Plan:
     """Base, the base with each single swap, target."""
     plan: Plan = [(base, "base", small_base)]
@@ -647,8 +688,14 @@ def _single_swaps(
 
 
 def _cumulative_path(
-    base: str, target: str, small_base: ModelConfig, small_target: ModelConfig,
-    swappable: list[tuple[str, Any]], path: bool | Sequence[str], notes: list[str], registry: Registry,
+    base: str,
+    target: str,
+    small_base: ModelConfig,
+    small_target: ModelConfig,
+    swappable: list[tuple[str, Any]],
+    path: bool | Sequence[str],
+    notes: list[str],
+    registry: Registry,
 ) -> Plan:
     """Base, base + swap 1, base + swaps 1-2, ..., target, in ``path``'s order."""
     values = dict(swappable)
@@ -689,10 +736,29 @@ def _slug(text: str) -> str:
 def _equivalent_command(base: str, target: str, args: dict[str, Any]) -> str:
     """The ``zoo ablate`` command line that repeats a Python call."""
     words = ["zoo", "ablate", "--from", base, "--to", target]
-    for name in ("d_model", "layers", "heads", "seq_len", "steps", "batch", "lr", "eval_every", "seeds", "seed",
-                 "workers", "tokenizer", "max_chars", "threads", "order", "device"):
+    for name in (
+        "d_model",
+        "layers",
+        "heads",
+        "seq_len",
+        "steps",
+        "batch",
+        "lr",
+        "eval_every",
+        "seeds",
+        "seed",
+        "workers",
+        "tokenizer",
+        "max_chars",
+        "threads",
+        "order",
+        "device",
+    ):
         if args.get(name) is not None:
-            words += [f"--{name.replace('_', '-')}", f"{args[name]:g}" if isinstance(args[name], float) else str(args[name])]
+            words += [
+                f"--{name.replace('_', '-')}",
+                f"{args[name]:g}" if isinstance(args[name], float) else str(args[name]),
+            ]
     words += ["--vocab-limit", "all" if args.get("vocab_limit") is None else str(args["vocab_limit"])]
     if args.get("data") is not None:
         words += ["--data", str(args["data"])]
@@ -739,7 +805,12 @@ class _Context:
 def _fingerprint(job: _Job, context: _Context) -> dict[str, Any]:
     """What makes a finished run reusable: the same model, training, data and device."""
     settings = {**job.settings.__dict__, "betas": list(job.settings.betas)}
-    key = {"config": job.config.model_dump(mode="json"), "settings": settings, "data": context.data, "device": context.device}
+    key = {
+        "config": job.config.model_dump(mode="json"),
+        "settings": settings,
+        "data": context.data,
+        "device": context.device,
+    }
     return json.loads(json.dumps(key))  # as it reads back from a record
 
 
@@ -820,8 +891,15 @@ def _execute(
         "checkpoint": None if job.tune else checkpoint.name,
     }
     if not job.tune:
-        about = {"run": job.label, "axis": job.axis, "seed": job.settings.seed, "lr": job.settings.lr, "steps": steps,
-                 "final_val_loss": loss, "data": context.data}
+        about = {
+            "run": job.label,
+            "axis": job.axis,
+            "seed": job.settings.seed,
+            "lr": job.settings.lr,
+            "steps": steps,
+            "final_val_loss": loss,
+            "data": context.data,
+        }
         save(model.to("cpu"), checkpoint, metadata={"ablation": about}, registry=registry)
     _write_text(_record_path(job, context), json.dumps(record, indent=1) + "\n")
     if report is not None:
@@ -829,8 +907,13 @@ def _execute(
 
 
 def _run_jobs(
-    jobs: list[_Job], context: _Context, workers: int, on_progress: ProgressCallback | None,
-    trained: list[str], reused: list[str], registry: Registry,
+    jobs: list[_Job],
+    context: _Context,
+    workers: int,
+    on_progress: ProgressCallback | None,
+    trained: list[str],
+    reused: list[str],
+    registry: Registry,
 ) -> None:
     """Train the jobs without a record: here, in ``workers`` processes, or this rank's share."""
     todo = []
@@ -909,7 +992,9 @@ def _run_in_processes(
             if on_progress is not None and label not in done_labels:
                 on_progress(label, step, total, loss)
 
-    with ProcessPoolExecutor(workers, mp_context=mp, initializer=_start_worker, initargs=(context, progress, free)) as pool:
+    with ProcessPoolExecutor(
+        workers, mp_context=mp, initializer=_start_worker, initargs=(context, progress, free)
+    ) as pool:
         futures: dict[Future[None], _Job] = {pool.submit(_work, job): job for job in jobs}
         pending = set(futures)
         try:
@@ -921,7 +1006,12 @@ def _run_in_processes(
                     job = futures[future]
                     done_labels.add(job.label)
                     if on_progress is not None:
-                        on_progress(job.label, job.settings.steps, job.settings.steps, _read_record(job, context)["final_val_loss"])
+                        on_progress(
+                            job.label,
+                            job.settings.steps,
+                            job.settings.steps,
+                            _read_record(job, context)["final_val_loss"],
+                        )
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
             raise
@@ -946,7 +1036,9 @@ def _barrier() -> None:
 # -- the report ----------------------------------------------------------------------
 
 
-def table(result: AblationResult, order: str | None = None, *, compact: bool = False) -> tuple[list[str], list[list[str]]]:
+def table(
+    result: AblationResult, order: str | None = None, *, compact: bool = False
+) -> tuple[list[str], list[list[str]]]:
     """The ablation's table as text cells, ``(header, rows)``, in ``rows(order)``'s order;
     ``report.md`` shows it whole, the CLI ``compact`` (without parameters, FLOPs per
     token and, on a path, the columns against the base; the rate only when tuned, the
@@ -956,7 +1048,19 @@ def table(result: AblationResult, order: str | None = None, *, compact: bool = F
     its paired difference to the base (on a path, to the row before) excludes 0.
     """
     path = result.mode == "path"
-    columns = ["run", "lr", "val loss", "Δ vs base", "p", "Δ this step", "p (step)", "sig", "parameters", "FLOPs/token", "train FLOPs"]
+    columns = [
+        "run",
+        "lr",
+        "val loss",
+        "Δ vs base",
+        "p",
+        "Δ this step",
+        "p (step)",
+        "sig",
+        "parameters",
+        "FLOPs/token",
+        "train FLOPs",
+    ]
     dropped = set() if path else {"Δ this step", "p (step)"}
     if compact:  # 80 columns: the step's Δ stands for the path, FLOPs for the budget
         dropped |= {"parameters", "FLOPs/token", "p (step)"} | (set() if result.tuning else {"lr"})
@@ -1005,7 +1109,9 @@ def significant_swaps(result: AblationResult) -> list[str]:
 def write_report(result: AblationResult) -> None:
     """Write ``ablation.json``, the two plots and ``report.md`` into the results folder."""
     folder = result.results_path.parent
-    result.plot_path = plot_curves(result.runs, folder / "ablation.png", title=f"{result.base} -> {result.target}", notes=result.notes)
+    result.plot_path = plot_curves(
+        result.runs, folder / "ablation.png", title=f"{result.base} -> {result.target}", notes=result.notes
+    )
     result.delta_plot_path = plot_deltas(result, folder / "deltas.png")
     result.report_path = folder / "report.md"
     _write_text(result.results_path, json.dumps(result.to_dict(), indent=2) + "\n")
@@ -1032,9 +1138,11 @@ def report_markdown(result: AblationResult) -> str:
     lines = [
         f"# Ablation: {result.base} → {result.target}",
         "",
-        (f"{'A cumulative path' if result.mode == 'path' else 'Each single swap'} from `{result.base}` toward "
-        f"`{result.target}`, {len(result.runs)} variants × {n} seed{'s' if n > 1 else ''} "
-        f"({', '.join(map(str, result.seeds))}), zoo {result.version}."),
+        (
+            f"{'A cumulative path' if result.mode == 'path' else 'Each single swap'} from `{result.base}` toward "
+            f"`{result.target}`, {len(result.runs)} variants × {n} seed{'s' if n > 1 else ''} "
+            f"({', '.join(map(str, result.seeds))}), zoo {result.version}."
+        ),
         "",
         "```bash",
         result.command,
@@ -1047,7 +1155,11 @@ def report_markdown(result: AblationResult) -> str:
         f"matching seeds (negative: better), ± its {LEVEL:.0%} interval; **p**: two-sided paired t test. "
         f"**sig** `*`: the interval excludes 0 and |Δ| ≥ {MIN_EFFECT:g} (smaller is float rounding)"
         + ("; on this path, of the step's own difference (Δ this step)." if result.mode == "path" else ".")
-        + (" Rows: base, the swaps by effect size (largest first), target." if result.order == "effect" and result.mode != "path" else ""),
+        + (
+            " Rows: base, the swaps by effect size (largest first), target."
+            if result.order == "effect" and result.mode != "path"
+            else ""
+        ),
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|",
@@ -1060,18 +1172,28 @@ def report_markdown(result: AblationResult) -> str:
         "",
     ]
     if result.plot_path:
-        lines += [f"![validation curves]({result.plot_path.name})", "",
-                  f"Validation loss per step: the mean over the seeds, the band its {LEVEL:.0%} interval.", ""]
+        lines += [
+            f"![validation curves]({result.plot_path.name})",
+            "",
+            f"Validation loss per step: the mean over the seeds, the band its {LEVEL:.0%} interval.",
+            "",
+        ]
     if result.delta_plot_path:
-        lines += [f"![paired differences]({result.delta_plot_path.name})", "",
-                  f"Paired Δ vs base with {LEVEL:.0%} error bars; a bar that misses 0 is significant.", ""]
+        lines += [
+            f"![paired differences]({result.delta_plot_path.name})",
+            "",
+            f"Paired Δ vs base with {LEVEL:.0%} error bars; a bar that misses 0 is significant.",
+            "",
+        ]
     lines += ["## Learning rates", ""]
     if result.tuning:
         t = result.tuning
         lines += [
-            (f"Each variant trained at the best rate of a sweep over {', '.join(f'{r:g}' for r in t['grid'])}: "
-            f"{t['steps']} steps ({t['fraction']:g} of the budget), seed {t['seed']} (not one of the compared seeds), "
-            f"final validation loss per rate (— diverged):"),
+            (
+                f"Each variant trained at the best rate of a sweep over {', '.join(f'{r:g}' for r in t['grid'])}: "
+                f"{t['steps']} steps ({t['fraction']:g} of the budget), seed {t['seed']} (not one of the compared seeds), "
+                f"final validation loss per rate (— diverged):"
+            ),
             "",
             "| run | " + " | ".join(f"{r:g}" for r in t["grid"]) + " | chosen |",
             "|---|" + "---:|" * (len(t["grid"]) + 1),
@@ -1086,26 +1208,37 @@ def report_markdown(result: AblationResult) -> str:
     lines += [
         "## Budget",
         "",
-        (f"Every run: {s.steps} steps × {s.batch_size} sequences × {s.seq_len} tokens = {tokens:,} tokens. "
-        f"FLOPs/token: one forward pass at {s.seq_len} tokens, measured by `zoo.summary`; train FLOPs per run "
-        f"≈ {TRAIN_FLOPS_FACTOR} × forward × tokens (the table). The whole ablation: {_si(result.total_train_flops)} "
-        f"FLOPs{' including the sweep' if result.tuning else ''}."),
+        (
+            f"Every run: {s.steps} steps × {s.batch_size} sequences × {s.seq_len} tokens = {tokens:,} tokens. "
+            f"FLOPs/token: one forward pass at {s.seq_len} tokens, measured by `zoo.summary`; train FLOPs per run "
+            f"≈ {TRAIN_FLOPS_FACTOR} × forward × tokens (the table). The whole ablation: {_si(result.total_train_flops)} "
+            f"FLOPs{' including the sweep' if result.tuning else ''}."
+        ),
         "",
         "## Setup",
         "",
-        (f"- Data: {d['source']}, {d['train_tokens']:,} training and {d['val_tokens']:,} validation tokens "
-        f"(the last 10% held out)."),
+        (
+            f"- Data: {d['source']}, {d['train_tokens']:,} training and {d['val_tokens']:,} validation tokens "
+            f"(the last 10% held out)."
+        ),
         f"- Tokenizer: {d['tokenizer']}, vocabulary {d['vocab_size']:,}"
         + (f" ({d['byte_fallback']:.0%} of GPT-2 tokens spelled out as bytes)" if d.get("byte_fallback") else "")
         + ".",
-        (f"- Scale shared by every run: d_model {result.scale['d_model']}, {result.scale['layers']} layers, "
-        f"{result.scale['heads']} heads, context {s.seq_len}; sizes are never swapped."),
-        (f"- Training: AdamW β {s.betas[0]}/{s.betas[1]}, weight decay {s.weight_decay:g} on matrices, warmup "
-        f"{s.warmup} steps then cosine to {s.min_lr_ratio:g} × peak, gradient clip {s.grad_clip:g}, validation "
-        f"every {s.eval_every} steps on {s.eval_batches * s.batch_size} fixed windows. A seed sets the init and "
-        f"the data order; every variant sees the same data in the same order for the same seed."),
+        (
+            f"- Scale shared by every run: d_model {result.scale['d_model']}, {result.scale['layers']} layers, "
+            f"{result.scale['heads']} heads, context {s.seq_len}; sizes are never swapped."
+        ),
+        (
+            f"- Training: AdamW β {s.betas[0]}/{s.betas[1]}, weight decay {s.weight_decay:g} on matrices, warmup "
+            f"{s.warmup} steps then cosine to {s.min_lr_ratio:g} × peak, gradient clip {s.grad_clip:g}, validation "
+            f"every {s.eval_every} steps on {s.eval_batches * s.batch_size} fixed windows. A seed sets the init and "
+            f"the data order; every variant sees the same data in the same order for the same seed."
+        ),
         "- Differences (base → target): "
-        + "; ".join(f"{axis} {a} → {b}" + ("" if axis not in SIZE_AXES else " (size: not swapped)") for axis, a, b in result.differences)
+        + "; ".join(
+            f"{axis} {a} → {b}" + ("" if axis not in SIZE_AXES else " (size: not swapped)")
+            for axis, a, b in result.differences
+        )
         + ".",
         "",
         "## Files",
@@ -1175,9 +1308,19 @@ def plot_deltas(result: AblationResult, path: Path) -> Path | None:
     ax = fig.add_subplot()
     for y, run in enumerate(reversed(rows)):
         delta = run.delta_vs_base
-        colour = ("tab:green" if delta.mean < 0 else "tab:red") if delta.significant and abs(delta.mean) >= MIN_EFFECT else "tab:gray"
-        ax.errorbar(delta.mean, y, xerr=delta.half_width if delta.half_width is not None else None,
-                    fmt="o", color=colour, capsize=4)
+        colour = (
+            ("tab:green" if delta.mean < 0 else "tab:red")
+            if delta.significant and abs(delta.mean) >= MIN_EFFECT
+            else "tab:gray"
+        )
+        ax.errorbar(
+            delta.mean,
+            y,
+            xerr=delta.half_width if delta.half_width is not None else None,
+            fmt="o",
+            color=colour,
+            capsize=4,
+        )
     ax.axvline(0.0, color="black", linewidth=1)
     ax.set_yticks(range(len(rows)), [run.name for run in reversed(rows)], fontsize=8)
     ax.set_xlabel(f"Δ final validation loss vs {result.base} (paired, {LEVEL:.0%} CI; < 0 is better)")

@@ -36,7 +36,7 @@ import re
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -46,7 +46,6 @@ from safetensors import SafetensorError, safe_open
 from torch import Tensor, nn
 
 from zoo import __version__
-from zoo.factory import device_arg, dtype_arg, initialize, materialize, model_for
 from zoo.config import ModelConfig, validate_config
 from zoo.errors import (
     DISTRIBUTION,
@@ -60,6 +59,7 @@ from zoo.errors import (
     printable,
     quoted,
 )
+from zoo.factory import device_arg, dtype_arg, initialize, materialize, model_for
 from zoo.memory import allocating, fmt_bytes, model_bytes, require, tensor_bytes
 from zoo.registry import KINDS, Registry, default_registry
 
@@ -192,7 +192,7 @@ def save(
     header = {
         "zoo.format": str(FORMAT),
         "zoo.version": __version__,
-        "zoo.created": datetime.now(timezone.utc).isoformat(),
+        "zoo.created": datetime.now(UTC).isoformat(),
         "zoo.config": config.model_dump_json(),
         "zoo.components": json.dumps(_provenance(config, registry)),
         "zoo.ties": json.dumps(ties, sort_keys=True),
@@ -229,8 +229,7 @@ def _tensors_to_save(
             reference = model_for(config, registry)
     except RegistryError as err:
         raise CheckpointError(
-            f"cannot save: {err} Pass the registry the model was built with: "
-            f"zoo.save(model, path, registry=...)"
+            f"cannot save: {err} Pass the registry the model was built with: zoo.save(model, path, registry=...)"
         ) from err
     expected = reference.state_dict(keep_vars=True)
     ties = _tie_map(expected)
@@ -267,8 +266,7 @@ def _provenance(config: ModelConfig, registry: Registry) -> dict[str, dict[str, 
             plugin = registry.get(kind, spec.name).plugin
         except RegistryError as err:
             raise CheckpointError(
-                f"cannot save: {err} Pass the registry the model was built with: "
-                f"zoo.save(model, path, registry=...)"
+                f"cannot save: {err} Pass the registry the model was built with: zoo.save(model, path, registry=...)"
             ) from err
         records[kind] = {
             "name": spec.name,
@@ -294,8 +292,7 @@ def _check_dtypes(tensors: Mapping[str, Tensor], who: str, fix: str) -> None:
     if len(floats) > 1:
         mixed = "; ".join(f"{_dtype_name(d)}: {_names(n, limit=3)}" for d, n in sorted(floats.items(), key=str))
         raise CheckpointError(
-            f"{who} mixes floating-point dtypes ({mixed}), so its layers cannot multiply each "
-            f"other's outputs; {fix}"
+            f"{who} mixes floating-point dtypes ({mixed}), so its layers cannot multiply each other's outputs; {fix}"
         )
 
 
@@ -318,9 +315,7 @@ def _user_metadata_json(metadata: Mapping[str, Any] | None) -> str:
     if metadata is None:
         return "{}"
     if not isinstance(metadata, Mapping) or not all(isinstance(k, str) for k in metadata):
-        raise CheckpointError(
-            f"metadata must be a mapping with string keys, got {type(metadata).__name__}"
-        )
+        raise CheckpointError(f"metadata must be a mapping with string keys, got {type(metadata).__name__}")
     if _metadata_depth(metadata, METADATA_DEPTH) > METADATA_DEPTH:
         raise CheckpointError(
             f"metadata nests more than {METADATA_DEPTH} levels deep; keep it flat "
@@ -329,9 +324,7 @@ def _user_metadata_json(metadata: Mapping[str, Any] | None) -> str:
     try:
         return json.dumps(dict(metadata), sort_keys=True)
     except (TypeError, ValueError) as err:
-        raise CheckpointError(
-            f"metadata must be JSON-serialisable (strings, numbers, lists, dicts): {err}"
-        ) from err
+        raise CheckpointError(f"metadata must be JSON-serialisable (strings, numbers, lists, dicts): {err}") from err
 
 
 def _write_file(path: Path, tensors: dict[str, Tensor], header: dict[str, str]) -> Path:
@@ -548,7 +541,9 @@ def load(
     ckpt = _read(_resolve(path, version), verify=verify, registry=registry)
     config = ckpt.model_config()
     _check_dtypes(
-        ckpt.tensors if target_dtype is None else {n: t for n, t in ckpt.tensors.items() if t.dtype not in _RUNNABLE_FLOATS},
+        ckpt.tensors
+        if target_dtype is None
+        else {n: t for n, t in ckpt.tensors.items() if t.dtype not in _RUNNABLE_FLOATS},
         str(ckpt.path),
         "load it with one dtype for every weight, e.g. zoo.load(path, dtype='fp32')",
     )
@@ -692,9 +687,7 @@ def _resolve(path: str | os.PathLike[str], version: int | None) -> Path:
         if version is None:
             return found[max(found)]
         if version not in found:
-            raise CheckpointError(
-                f"{path} has no version {version}; its versions are {_numbers(sorted(found))}"
-            )
+            raise CheckpointError(f"{path} has no version {version}; its versions are {_numbers(sorted(found))}")
         return found[version]
     if version is not None:
         raise CheckpointError(
@@ -790,7 +783,8 @@ def _verify(file: Path, metadata: Mapping[str, str], tensors: Mapping[str, Tenso
     if stored is None:
         why = (
             f"it is marked as the older format {written_format}, which zoo never wrote without a digest"
-            if written_format < FORMAT else "its metadata lacks zoo.digest"
+            if written_format < FORMAT
+            else "its metadata lacks zoo.digest"
         )
         raise CheckpointError(
             f"{file} cannot be verified: {why}, so its contents cannot be checked. Restore it "

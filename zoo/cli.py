@@ -145,9 +145,7 @@ def fmt_value(value: Any, *, nested: bool = False, depth: int = 0) -> str:
     if isinstance(value, Mapping):
         value = dict(value)
         name = value.pop("name", None)
-        inner = ", ".join(
-            f"{printable(k, 60)}={fmt_value(v, nested=True, depth=depth + 1)}" for k, v in value.items()
-        )
+        inner = ", ".join(f"{printable(k, 60)}={fmt_value(v, nested=True, depth=depth + 1)}" for k, v in value.items())
         if name is not None:
             return f"{fmt_value(name, depth=depth + 1)}({inner})" if inner else fmt_value(name, depth=depth + 1)
         return f"{{{inner}}}" if nested else inner
@@ -211,7 +209,9 @@ class Ui:
         """Print renderables; a table narrower terminals cannot hold without cutting a
         number or a name is printed at the width it needs (the terminal wraps its lines)."""
         unlimited = self.out.options.update_width(UNLIMITED_WIDTH)
-        needed = max((Measurement.get(self.out, unlimited, t).minimum for t in things if isinstance(t, Table)), default=0)
+        needed = max(
+            (Measurement.get(self.out, unlimited, t).minimum for t in things if isinstance(t, Table)), default=0
+        )
         width = self.out.width
         if needed > width:
             self.out.width = needed
@@ -245,11 +245,7 @@ class SafeTable(Table):
         super().add_row(*(Text(printable(r, None)) if isinstance(r, str) else r for r in renderables), **kwargs)
 
 
-
-
-def new_table(
-    title: str | None = None, *columns: str, right: Iterable[str] = (), clip: Iterable[str] = ()
-) -> Table:
+def new_table(title: str | None = None, *columns: str, right: Iterable[str] = (), clip: Iterable[str] = ()) -> Table:
     """A table; ``right`` columns are right-aligned.
 
     Without ``clip``, the first column stays on one line and the others may fold. With
@@ -258,7 +254,10 @@ def new_table(
     """
     table = SafeTable(
         title=Text(printable(title, None)) if title is not None else None,
-        box=box.SIMPLE_HEAD, title_justify="left", title_style="bold", caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        title_style="bold",
+        caption_justify="left",
     )
     right, clip = set(right), set(clip)
     for index, column in enumerate(columns):
@@ -310,9 +309,7 @@ def cmd_list(args: argparse.Namespace, ui: Ui) -> int:
 
     names = zoo.list_models(args.pattern)
     if not names:
-        raise zoo.PresetError(
-            f"no preset matches {args.pattern!r}; available presets: {', '.join(zoo.list_models())}"
-        )
+        raise zoo.PresetError(f"no preset matches {args.pattern!r}; available presets: {', '.join(zoo.list_models())}")
     entries = []
     for name in names:
         entry: dict[str, Any] = {"name": name, "description": preset_description(name)}
@@ -337,16 +334,31 @@ def cmd_list(args: argparse.Namespace, ui: Ui) -> int:
         ui.json(entries)
         return 0
     table = new_table(
-        None, "preset", "layers", "d_model", "heads", "d_ff", "vocab", "parameters", "description",
-        right=("layers", "d_model", "heads", "d_ff", "vocab", "parameters"), clip=("description",),
+        None,
+        "preset",
+        "layers",
+        "d_model",
+        "heads",
+        "d_ff",
+        "vocab",
+        "parameters",
+        "description",
+        right=("layers", "d_model", "heads", "d_ff", "vocab", "parameters"),
+        clip=("description",),
     )
     for e in entries:
         if "error" in e:
             table.add_row(e["name"], *[""] * 6, Text(e["error"], style="red", overflow="fold"))
             continue
         table.add_row(
-            e["name"], e["layers"], str(e["d_model"]), str(e["n_heads"]), str(e["d_ff"]),
-            fmt_int(e["vocab_size"]), fmt_int(e["parameters"]), clipped(e["description"]),
+            e["name"],
+            e["layers"],
+            str(e["d_model"]),
+            str(e["n_heads"]),
+            str(e["d_ff"]),
+            fmt_int(e["vocab_size"]),
+            fmt_int(e["parameters"]),
+            clipped(e["description"]),
         )
     ui.print(table)
     return 0
@@ -389,7 +401,15 @@ def cmd_components(args: argparse.Namespace, ui: Ui) -> int:
 
 def converters_table() -> Table:
     """The Hugging Face converters installed, with what they do and who provides them."""
-    table = new_table("Hugging Face converters", "architecture", "model_type", "export", "provided by", "description", clip=("description",))
+    table = new_table(
+        "Hugging Face converters",
+        "architecture",
+        "model_type",
+        "export",
+        "provided by",
+        "description",
+        clip=("description",),
+    )
     for c in default_registry().converters():
         table.add_row(c.architecture, c.model_type, "yes" if c.exports else "no", c.provider, clipped(c.description))
     return table
@@ -571,16 +591,22 @@ def cmd_inspect(args: argparse.Namespace, ui: Ui) -> int:
         head.add_row("tied", ", ".join(f"{printable(a)} = {printable(b)}" for a, b in info.ties.items()))
     head.add_row(
         "digest",
-        Text("not checked (--no-verify)", style="yellow") if info.digest_ok is None
-        else Text("ok", style="green") if info.digest_ok else Text("MISMATCH", style="bold red"),
+        Text("not checked (--no-verify)", style="yellow")
+        if info.digest_ok is None
+        else Text("ok", style="green")
+        if info.digest_ok
+        else Text("MISMATCH", style="bold red"),
     )
     ui.print(head)
     if info.versions:
         table = new_table("versions", "version", "file", "created", "zoo", "metadata")
         for v in info.versions:
             table.add_row(
-                str(v.version), v.path.name, v.created.isoformat(timespec="seconds") if v.created else "-",
-                printable(v.zoo_version, 40) if v.zoo_version else "-", fmt_value(v.metadata),
+                str(v.version),
+                v.path.name,
+                v.created.isoformat(timespec="seconds") if v.created else "-",
+                printable(v.zoo_version, 40) if v.zoo_version else "-",
+                fmt_value(v.metadata),
             )
         ui.print(table)
     if isinstance(info.config, ModelConfig):
@@ -653,19 +679,31 @@ def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
 
 # Flags of `zoo ablate` passed to run_ablation when given (its defaults rule otherwise).
 ABLATE_OPTIONS = (
-    "d_model", "layers", "heads", "seq_len", "steps", "batch", "lr", "eval_every", "seed", "seeds",
-    "tokenizer", "vocab_limit", "max_chars", "threads", "tune_fraction", "order", "workers", "device",
+    "d_model",
+    "layers",
+    "heads",
+    "seq_len",
+    "steps",
+    "batch",
+    "lr",
+    "eval_every",
+    "seed",
+    "seeds",
+    "tokenizer",
+    "vocab_limit",
+    "max_chars",
+    "threads",
+    "tune_fraction",
+    "order",
+    "workers",
+    "device",
 )
 
 
 def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
     from zoo.ablate import run_ablation, significant_swaps, table
 
-    options: dict[str, Any] = {
-        key: getattr(args, key)
-        for key in ABLATE_OPTIONS
-        if getattr(args, key) is not None
-    }
+    options: dict[str, Any] = {key: getattr(args, key) for key in ABLATE_OPTIONS if getattr(args, key) is not None}
     if args.data is not None:
         options["data"] = Path(args.data)
     if options.get("vocab_limit") == "all":
@@ -708,7 +746,9 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
         return 0
     seeds = len(result.seeds)
     header, rows = table(result, compact=True)
-    title = f"ablation {args.base} -> {args.target}: {result.settings.steps} steps, {seeds} seed{'s' if seeds > 1 else ''}"
+    title = (
+        f"ablation {args.base} -> {args.target}: {result.settings.steps} steps, {seeds} seed{'s' if seeds > 1 else ''}"
+    )
     rich_table = new_table(title, *header, right=header[1:], clip=header[:1])
     sig = header.index("sig")
     for run, row in zip(result.rows(), rows):
@@ -716,27 +756,36 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
         style = ("green" if delta.mean < 0 else "red") if row[sig] else "dim"
         cells: list[Any] = [clipped(row[0])]
         cells[0].stylize("bold" if run.axis in ("base", "target") else "")
-        cells += [Text(cell, style=style) if header[i].startswith("Δ") or i == sig else cell for i, cell in enumerate(row) if i]
+        cells += [
+            Text(cell, style=style) if header[i].startswith("Δ") or i == sig else cell
+            for i, cell in enumerate(row)
+            if i
+        ]
         rich_table.add_row(*cells)
     ui.print(rich_table)
     ui.line("val loss: mean ± 95% CI over seeds; Δ: paired over matching seeds, ± 95% CI; *: the CI excludes 0", "dim")
     s = result.settings
     ui.line(
         f"budget: every run {s.steps * s.tokens_per_step:,} tokens, {fmt_flops(result.runs[0].train_flops)} training FLOPs "
-        f"for the base (parameters and FLOPs per variant: report.md)", "dim",
+        f"for the base (parameters and FLOPs per variant: report.md)",
+        "dim",
     )
     significant = significant_swaps(result)
     ui.line(f"significant at 95%: {', '.join(significant) if significant else 'none'}", "bold")
     for note in result.notes:
         ui.line(note, "yellow")
     if result.reused:
-        ui.line(f"reused {len(result.reused)} finished runs from {Path(args.out)}; trained {len(result.trained)}", "dim")
+        ui.line(
+            f"reused {len(result.reused)} finished runs from {Path(args.out)}; trained {len(result.trained)}", "dim"
+        )
     ui.line(f"report: {result.report_path}")
     ui.line(f"curves: {result.results_path}")
     for plot in (result.plot_path, result.delta_plot_path):
         if plot:
             ui.line(f"plot: {plot}")
-    ui.line(f"checkpoints: {', '.join(run.checkpoint.name for run in result.runs)} (first seed) in {Path(args.out)}", "dim")
+    ui.line(
+        f"checkpoints: {', '.join(run.checkpoint.name for run in result.runs)} (first seed) in {Path(args.out)}", "dim"
+    )
     return 0
 
 
@@ -827,7 +876,10 @@ def build_parser() -> argparse.ArgumentParser:
     json_flag.add_argument("--json", action="store_true", help="print JSON instead of tables")
     sets = argparse.ArgumentParser(add_help=False)
     sets.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE",
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="override a config field; dotted keys reach into components (attention.name=eager); repeatable",
     )
     context = argparse.ArgumentParser(add_help=False)
@@ -836,7 +888,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     parser = argparse.ArgumentParser(
-        prog="zoo", description="A plugin-based model zoo for transformer language models.",
+        prog="zoo",
+        description="A plugin-based model zoo for transformer language models.",
     )
     parser.add_argument("--version", action="version", version=f"zoo {zoo.__version__}")
     parser.add_argument("--debug", action="store_true", default=False, help="show tracebacks of errors")
@@ -879,18 +932,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("inspect", cmd_inspect, "a checkpoint: format, config, providers, versions, tensors, digest", [json_flag])
     p.add_argument("path", help="a checkpoint file or a folder of versions")
     p.add_argument(
-        "--checkpoint-version", type=int, default=None, metavar="N",
+        "--checkpoint-version",
+        type=int,
+        default=None,
+        metavar="N",
         help="a version of a checkpoint folder (default: newest)",
     )
     p.add_argument("--no-verify", action="store_true", help="skip the digest check")
 
     p = add("convert", cmd_convert, "convert Hugging Face folders and nanoGPT checkpoints to zoo checkpoints and back")
     direction = p.add_mutually_exclusive_group(required=True)
-    direction.add_argument("--from-hf", metavar="DIR", help="a Hugging Face folder to import (see `zoo plugins` for the families)")
+    direction.add_argument(
+        "--from-hf", metavar="DIR", help="a Hugging Face folder to import (see `zoo plugins` for the families)"
+    )
     direction.add_argument("--from-nanogpt", metavar="CKPT", help="a nanoGPT ckpt.pt (or its out_dir) to import")
     direction.add_argument("--to-hf", metavar="CHECKPOINT", help="a zoo checkpoint to export")
     p.add_argument(
-        "--architecture", default=None, metavar="NAME",
+        "--architecture",
+        default=None,
+        metavar="NAME",
         help="with --to-hf: the Hugging Face architecture to write (default: the first that fits)",
     )
     p.add_argument("-o", "--output", required=True, metavar="PATH", help="where to write the result")
@@ -912,7 +972,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-echo", action="store_true", help="print only the generated text, not the prompt")
 
     p = add(
-        "ablate", cmd_ablate,
+        "ablate",
+        cmd_ablate,
         "train a base, each single swap (or a cumulative path) toward a target, and the target, over seeds",
         [json_flag],
     )
@@ -925,35 +986,54 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(flag, type=int, default=None, metavar="N", help=f"default {default}")
     p.add_argument("--lr", type=float, default=None, help=f"peak learning rate (default {DEFAULT_SCALE['lr']})")
     p.add_argument("--seeds", type=int, default=None, metavar="N", help=f"runs per variant (default {DEFAULT_SEEDS})")
-    p.add_argument("--seed", type=int, default=None, metavar="N", help="the first seed; seeds run N, N+1, ... (default 0)")
+    p.add_argument(
+        "--seed", type=int, default=None, metavar="N", help="the first seed; seeds run N, N+1, ... (default 0)"
+    )
     p.add_argument("--tune-lr", action="store_true", help="sweep a learning rate per variant, train each at its best")
     p.add_argument(
-        "--lr-grid", type=rate_list, default=None, metavar="R,R,...",
+        "--lr-grid",
+        type=rate_list,
+        default=None,
+        metavar="R,R,...",
         help="the rates --tune-lr sweeps (implies it; default: --lr times 0.25, 0.5, 1, 2)",
     )
     p.add_argument(
-        "--tune-fraction", type=float, default=None, metavar="F",
+        "--tune-fraction",
+        type=float,
+        default=None,
+        metavar="F",
         help=f"the sweep's share of the steps (default {TUNE_FRACTION})",
     )
     p.add_argument(
-        "--path", nargs="?", const=True, default=None, metavar="AXIS,AXIS,...",
+        "--path",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="AXIS,AXIS,...",
         help="a cumulative path (base, +swap 1, +swaps 1-2, ..., target) instead of single swaps; optionally its order",
     )
     p.add_argument("--order", choices=ORDERS, default=None, help="table rows by effect size (default) or in plan order")
-    p.add_argument("--workers", type=int, default=None, metavar="N", help="runs trained at once, one process each (default 1)")
+    p.add_argument(
+        "--workers", type=int, default=None, metavar="N", help="runs trained at once, one process each (default 1)"
+    )
     p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="cuda: one GPU per worker (default cpu)")
     p.add_argument("--data", default=None, metavar="FILE", help="a text file to train on (default: Shakespeare)")
     p.add_argument(
         "--tokenizer", choices=("auto", "gpt2", "bytes"), default=None, help="auto: GPT-2 if installed, else bytes"
     )
     p.add_argument(
-        "--vocab-limit", type=vocab_limit, default=None, metavar="N|all",
+        "--vocab-limit",
+        type=vocab_limit,
+        default=None,
+        metavar="N|all",
         help="GPT-2 tokens: keep the N most frequent, spell the rest as bytes (default 1024)",
     )
     p.add_argument("--max-chars", type=int, default=None, metavar="N", help="train on the first N characters only")
     p.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads per run (default 1)")
     p.add_argument(
-        "--out", default="runs/ablation", metavar="DIR",
+        "--out",
+        default="runs/ablation",
+        metavar="DIR",
         help="output folder; run again on it, it trains only unfinished runs (default runs/ablation)",
     )
 
@@ -1031,9 +1111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # a bug, not a user error: say so, keep it to one line
         if args.debug:
             raise
-        ui.error(
-            f"unexpected {type(err).__name__}: {err} (rerun with --debug for the traceback, and please report it)"
-        )
+        ui.error(f"unexpected {type(err).__name__}: {err} (rerun with --debug for the traceback, and please report it)")
         return 2
 
 

@@ -41,9 +41,22 @@ from zoo.training.loop import METRICS
 
 # flag -> TrainSettings field, for the flags that map one to one
 SETTING_FLAGS = {
-    "steps": int, "batch_size": int, "micro_batch_size": int, "seq_len": int, "lr": float, "min_lr_ratio": float,
-    "warmup_steps": int, "weight_decay": float, "grad_clip": float, "eval_every": int, "eval_batches": int,
-    "save_every": int, "keep_last": int, "seed": int, "threads": int, "peak_tflops": float,
+    "steps": int,
+    "batch_size": int,
+    "micro_batch_size": int,
+    "seq_len": int,
+    "lr": float,
+    "min_lr_ratio": float,
+    "warmup_steps": int,
+    "weight_decay": float,
+    "grad_clip": float,
+    "eval_every": int,
+    "eval_batches": int,
+    "save_every": int,
+    "keep_last": int,
+    "seed": int,
+    "threads": int,
+    "peak_tflops": float,
 }
 
 
@@ -63,8 +76,12 @@ def cmd_data_prepare(args: argparse.Namespace, ui: Ui) -> int:
 def settings_from(args: argparse.Namespace) -> TrainSettings:
     """``TrainSettings`` from the flags given (defaults for the rest)."""
     values: dict[str, Any] = {k: getattr(args, k) for k in SETTING_FLAGS if getattr(args, k) is not None}
-    values.update(dtype=args.dtype, strategy=args.strategy, compile=args.compile,
-                  activation_checkpointing=args.activation_checkpointing)
+    values.update(
+        dtype=args.dtype,
+        strategy=args.strategy,
+        compile=args.compile,
+        activation_checkpointing=args.activation_checkpointing,
+    )
     return TrainSettings(**values)
 
 
@@ -96,8 +113,14 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
 
     try:
         result = train(
-            args.name, args.data, settings, out=args.out, resume=args.resume or None,
-            overrides=parse_sets(args.set), tokenizer=args.tokenizer, on_step=on_step,
+            args.name,
+            args.data,
+            settings,
+            out=args.out,
+            resume=args.resume or None,
+            overrides=parse_sets(args.set),
+            tokenizer=args.tokenizer,
+            on_step=on_step,
         )
         progress.stop()
     except KeyboardInterrupt:
@@ -112,8 +135,11 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
     final = result.curve[-1]
     saved = result.checkpoint or zoo.versions(args.out)[-1].path
     summary = {
-        "step": final.step, "val_loss": final.val_loss, "val_perplexity": math.exp(min(final.val_loss, 700.0)),
-        "tokens_per_second": result.tokens_per_second, "checkpoint": str(saved),
+        "step": final.step,
+        "val_loss": final.val_loss,
+        "val_perplexity": math.exp(min(final.val_loss, 700.0)),
+        "tokens_per_second": result.tokens_per_second,
+        "checkpoint": str(saved),
         "metrics": str(Path(args.out) / METRICS),
     }
     if ui.json_mode:
@@ -154,7 +180,9 @@ def add_commands(sub: Any) -> None:
     help = "tokenize text files or folders into shards of token ids and a manifest.json"
     p = data_sub.add_parser("prepare", help=help, description=help, parents=[common])
     p.set_defaults(handler=cmd_data_prepare)
-    p.add_argument("inputs", nargs="*", metavar="INPUT", help="text files or folders (default: the bundled Shakespeare)")
+    p.add_argument(
+        "inputs", nargs="*", metavar="INPUT", help="text files or folders (default: the bundled Shakespeare)"
+    )
     p.add_argument("-o", "--output", required=True, metavar="DATA_DIR", help="a new (or empty) folder")
     p.add_argument("--tokenizer", choices=TOKENIZERS, default="gpt2", help="default gpt2")
     p.add_argument("--val-fraction", type=float, default=0.005, help="tail of each file kept for validation (0.005)")
@@ -164,16 +192,28 @@ def add_commands(sub: Any) -> None:
     p = sub.add_parser("train", help=help, description=help, parents=[common])
     p.set_defaults(handler=cmd_train)
     p.add_argument("name", metavar="NAME|CHECKPOINT", help="a preset to build, or a checkpoint to fine-tune")
-    p.add_argument("--data", default=None, metavar="PATH",
-                   help="a prepared folder, or text files/folders (prepared into a cache); default: Shakespeare")
+    p.add_argument(
+        "--data",
+        default=None,
+        metavar="PATH",
+        help="a prepared folder, or text files/folders (prepared into a cache); default: Shakespeare",
+    )
     p.add_argument("--out", required=True, metavar="DIR", help="versions, training states and metrics.jsonl")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field; repeatable")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field; repeatable"
+    )
     defaults = TrainSettings()
     for field, kind in SETTING_FLAGS.items():
         flag = "--warmup" if field == "warmup_steps" else "--" + field.replace("_", "-")
         default = getattr(defaults, field)
-        p.add_argument(flag, dest=field, type=kind, default=None, metavar="N",
-                       help=f"default {'auto' if default is None else default}")
+        p.add_argument(
+            flag,
+            dest=field,
+            type=kind,
+            default=None,
+            metavar="N",
+            help=f"default {'auto' if default is None else default}",
+        )
     p.add_argument("--dtype", choices=DTYPES, default="fp32", help="fp32 (default), bf16 autocast, fp16 (CUDA)")
     p.add_argument("--compile", action="store_true", help="torch.compile each block")
     p.add_argument("--activation-checkpointing", action="store_true", help="recompute block activations in backward")

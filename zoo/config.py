@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 import os
 import tomllib
-from contextvars import ContextVar
 from collections.abc import Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -220,9 +220,7 @@ class ModelConfig(BaseModel):
             try:
                 options = component.options_model.model_validate(spec.options)
             except ValidationError as err:
-                raise ValueError(
-                    f"{kind} {spec.name!r} options: {_describe(err, prefix=kind)}"
-                ) from None
+                raise ValueError(f"{kind} {spec.name!r} options: {_describe(err, prefix=kind)}") from None
             _check_option_types(kind, spec.name, spec.options, options)
             if component.check is not None:
                 component.check(self, options)
@@ -291,7 +289,9 @@ def _describe(err: ValidationError, prefix: str = "") -> str:
 # -- building configs from presets and overrides ---------------------------------------
 
 
-def validate_config(data: Mapping[str, Any], *, registry: Registry | None = None, source: str = "config") -> ModelConfig:
+def validate_config(
+    data: Mapping[str, Any], *, registry: Registry | None = None, source: str = "config"
+) -> ModelConfig:
     """Validate ``data`` into a ``ModelConfig``, raising ``ConfigError`` with every problem."""
     try:
         return ModelConfig.model_validate(dict(data), context={"registry": registry})
@@ -365,9 +365,7 @@ def resolve_config(
     elif isinstance(name_or_config, Mapping):
         base, source = dict(name_or_config), "config"
     else:
-        raise ConfigError(
-            f"expected a preset name, a ModelConfig or a mapping, got {type(name_or_config).__name__}"
-        )
+        raise ConfigError(f"expected a preset name, a ModelConfig or a mapping, got {type(name_or_config).__name__}")
     if overrides:
         base, source = apply_overrides(base, overrides), f"{source} with overrides {sorted(overrides)}"
     return validate_config(base, registry=registry, source=source)

@@ -265,4 +265,3 @@ def make_mask(
         padding = ~key_padding[:, None, None, -k_len:].to(device=device, dtype=torch.bool)
         mask = mask.masked_fill(padding, MASKED)  # (B, H|1, q_len, k_len)
     return mask, False
-

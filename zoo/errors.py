@@ -105,8 +105,7 @@ class UnknownComponentError(RegistryError):
         guess = did_you_mean(name, names)
         listing = ", ".join(names) if names else "none are registered"
         super().__init__(
-            f"unknown {kind} component {quoted(name)}.{guess} Available {kind} components: {listing}."
-            f"{hint}"
+            f"unknown {kind} component {quoted(name)}.{guess} Available {kind} components: {listing}.{hint}"
         )
         self.kind, self.name, self.available = kind, name, names
 

@@ -55,7 +55,9 @@ def device_arg(device: torch.device | str | None, error: type[ZooError] = Config
     if found.type == "cuda" and not torch.cuda.is_available():
         raise error(f"device {str(found)!r} asks for CUDA, but this torch has no CUDA device; use device='cpu'")
     if found.type == "cuda" and found.index is not None and found.index >= torch.cuda.device_count():
-        raise error(f"device {str(found)!r} does not exist: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        raise error(
+            f"device {str(found)!r} does not exist: this machine has {torch.cuda.device_count()} CUDA device(s)"
+        )
     if found.type == "mps" and not torch.backends.mps.is_available():
         raise error(f"device {str(found)!r} asks for Apple's MPS, which this machine lacks; use device='cpu'")
     return found

@@ -67,9 +67,7 @@ class RegisterPreset(Protocol):
     Presets are validated when first used, so a broken one fails alone, naming its file.
     """
 
-    def __call__(
-        self, name: str, source: Path | dict[str, Any] | ModelConfig, *, description: str = ""
-    ) -> None: ...
+    def __call__(self, name: str, source: Path | dict[str, Any] | ModelConfig, *, description: str = "") -> None: ...
 
 
 class RegisterConverter(Protocol):

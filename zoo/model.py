@@ -49,7 +49,9 @@ class Block(nn.Module):
 def check_tensor(value: object, name: str, hint: str) -> Tensor:
     """``value`` if it is a tensor, else an ``InputError`` saying what to pass."""
     if not isinstance(value, Tensor):
-        raise InputError(f"{name} must be a torch.Tensor {hint}, got {type(value).__name__}; convert it with torch.tensor(...)")
+        raise InputError(
+            f"{name} must be a torch.Tensor {hint}, got {type(value).__name__}; convert it with torch.tensor(...)"
+        )
     return value
 
 
@@ -107,7 +109,9 @@ class TokenModel(nn.Module):
             problems = value_problems(self, idx, positions=positions)
             raise InputError("; ".join(problems) or str(err)) from err
 
-    def positions_for(self, positions: Tensor | None, batch: int, seq: int, offset: int, device: torch.device) -> Tensor:
+    def positions_for(
+        self, positions: Tensor | None, batch: int, seq: int, offset: int, device: torch.device
+    ) -> Tensor:
         """``positions`` (1|B, S) checked by shape and dtype, or ``offset .. offset+S-1``."""
         if positions is None:
             return torch.arange(offset, offset + seq, device=device)[None]  # (1, S)
@@ -115,7 +119,9 @@ class TokenModel(nn.Module):
         if positions.dim() != 2 or positions.shape[1] != seq or positions.shape[0] not in (1, batch):
             raise InputError(f"positions must have shape (1 or {batch}, {seq}), got {tuple(positions.shape)}")
         if positions.dtype not in INDEX_DTYPES:
-            raise InputError(f"positions must be integers (int64 or int32), got {positions.dtype}; pass positions.long()")
+            raise InputError(
+                f"positions must be integers (int64 or int32), got {positions.dtype}; pass positions.long()"
+            )
         return positions
 
     def output(self, x: Tensor) -> Tensor:

@@ -217,9 +217,13 @@ class Registry:
                     continue
                 self._load(info, ep.load)
             known = set().union(*(_names_of(ep) for ep in found))
-            unknown = sorted(n for n in {*(allow or ()), *(deny or ())} if n not in known and _canonical(n) not in known)
+            unknown = sorted(
+                n for n in {*(allow or ()), *(deny or ())} if n not in known and _canonical(n) not in known
+            )
             if unknown:
-                installed = ", ".join(f"{ep.name} ({ep.dist.name})" if getattr(ep, "dist", None) else ep.name for ep in found)
+                installed = ", ".join(
+                    f"{ep.name} ({ep.dist.name})" if getattr(ep, "dist", None) else ep.name for ep in found
+                )
                 warnings.warn(
                     f"plugin control (ZOO_PLUGINS / ZOO_DISABLE_PLUGINS) names {', '.join(map(repr, unknown))}, "
                     f"which is neither an installed plugin nor its distribution; installed plugins: "
@@ -334,9 +338,7 @@ class Registry:
                     f"{info.name!r} ({_origin(info)}). The second was not loaded; rename "
                     f"its component or disable one with ZOO_DISABLE_PLUGINS."
                 )
-            staged.components.append(
-                Component(kind, name, factory, options_model, check, info)
-            )
+            staged.components.append(Component(kind, name, factory, options_model, check, info))
 
         return register
 
@@ -399,7 +401,9 @@ class Registry:
     def components(self, kind: str | None = None) -> list[Component]:
         """Registered components, sorted by kind (in ``KINDS`` order) then name."""
         if kind is not None and kind not in KINDS:
-            raise RegistryError(f"unknown component kind {kind!r}.{did_you_mean(kind, KINDS)} Kinds are: {', '.join(KINDS)}.")
+            raise RegistryError(
+                f"unknown component kind {kind!r}.{did_you_mean(kind, KINDS)} Kinds are: {', '.join(KINDS)}."
+            )
         found = [c for c in self._components.values() if kind is None or c.kind == kind]
         return sorted(found, key=lambda c: (KINDS.index(c.kind), c.name))
 

@@ -20,7 +20,6 @@ encoder-decoder are counted as they are built:
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -30,9 +29,9 @@ from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from zoo.factory import model_for
 from zoo.config import ModelConfig, resolve_config
 from zoo.errors import ConfigError
+from zoo.factory import model_for
 from zoo.registry import Component, Registry, default_registry
 
 GROUPS: tuple[str, ...] = ("embeddings", "attention", "mlp", "norms", "head", "other")

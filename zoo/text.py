@@ -112,8 +112,7 @@ def tokenizer(name_or_path: str | os.PathLike[str] = "gpt2") -> Tokenizer:
     folder = Path(name_or_path)
     if not str(name_or_path) or not folder.is_dir():
         raise ConfigError(
-            f"unknown tokenizer {str(name_or_path)!r}: give 'gpt2' or a folder with "
-            f"vocab.json and merges.txt"
+            f"unknown tokenizer {str(name_or_path)!r}: give 'gpt2' or a folder with vocab.json and merges.txt"
         )
     vocab, merges = folder / "vocab.json", folder / "merges.txt"
     if not (vocab.is_file() and merges.is_file()):
@@ -152,9 +151,7 @@ def _gpt2() -> Tokenizer:
     return _from_files(encoder, bpe, name="gpt2", hashes=(GPT2_FILES["encoder.json"], GPT2_FILES["vocab.bpe"]))
 
 
-def _from_files(
-    vocab: Path, merges: Path, *, name: str, hashes: Sequence[str] | None = None
-) -> Tokenizer:
+def _from_files(vocab: Path, merges: Path, *, name: str, hashes: Sequence[str] | None = None) -> Tokenizer:
     tiktoken = _require("tiktoken")
     load = importlib.import_module("tiktoken.load")
     # tiktoken caches files it reads by path; the content hashes make it re-read a
@@ -185,7 +182,9 @@ def _require(module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as err:
-        raise ConfigError(f"the tokenizer needs the package {module!r}, which is not installed; {INSTALL_HINT}") from err
+        raise ConfigError(
+            f"the tokenizer needs the package {module!r}, which is not installed; {INSTALL_HINT}"
+        ) from err
 
 
 def _sha256(path: Path) -> str:

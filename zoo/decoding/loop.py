@@ -273,9 +273,11 @@ def _check_inputs(
     check_inputs(model, input_ids, name="input_ids")  # token ids in the vocabulary, once
     device = engine.device
     require(
-        _cache_bytes(engine, input_ids.shape[0], prompt_len + max_new_tokens), device,
+        _cache_bytes(engine, input_ids.shape[0], prompt_len + max_new_tokens),
+        device,
         f"max_new_tokens={max_new_tokens} with a batch of {input_ids.shape[0]} x {prompt_len} prompt tokens (its KV cache)",
-        InputError, fix="ask for fewer new tokens or a smaller batch",
+        InputError,
+        fix="ask for fewer new tokens or a smaller batch",
     )
     ids = input_ids.to(device=device, dtype=torch.long)
     if attention_mask is None:

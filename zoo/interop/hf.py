@@ -88,7 +88,9 @@ def converter_for(hf: Mapping[str, Any], *, where: str = "config.json", registry
     )
 
 
-def config_from_hf(hf: Mapping[str, Any], *, where: str = "config.json", registry: Registry | None = None) -> dict[str, Any]:
+def config_from_hf(
+    hf: Mapping[str, Any], *, where: str = "config.json", registry: Registry | None = None
+) -> dict[str, Any]:
     """The zoo config fields for ``config.json`` ``hf``; refuses what the zoo cannot model."""
     return converter_for(hf, where=where, registry=registry).config_from_hf(hf, where)
 
@@ -111,7 +113,8 @@ def _exporter(config: ModelConfig, architecture: str | None, registry: Registry 
             return entry.converter  # type: ignore[no-any-return]
         reasons.append(f"as {entry.architecture} ({entry.provider}): " + "; ".join(blockers))
     raise InteropError(
-        "this model cannot be written as a Hugging Face model: " + " | ".join(reasons or ["no converter exports"])
+        "this model cannot be written as a Hugging Face model: "
+        + " | ".join(reasons or ["no converter exports"])
         + ". Each architecture holds only its own design; build the model from components that one has"
     )
 
@@ -159,7 +162,9 @@ def _shards(index: Path) -> list[Path]:
         weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
         names = sorted(set(weight_map.values()))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-        raise InteropError(f"cannot read the shard index {index}: {err}; it needs a 'weight_map' of tensor -> file") from err
+        raise InteropError(
+            f"cannot read the shard index {index}: {err}; it needs a 'weight_map' of tensor -> file"
+        ) from err
     missing = [n for n in names if not (index.parent / n).is_file()]
     if missing:
         raise InteropError(f"{index} lists shards that are not in {index.parent}: {', '.join(missing)}")
@@ -281,5 +286,7 @@ def to_hf(
         write_atomically(folder / "model.safetensors", lambda f: save_file(tensors, f, metadata={"format": "pt"}))
         write_atomically(folder / "config.json", lambda f: f.write_text(text, encoding="utf-8"))
     except OSError as err:
-        raise InteropError(f"cannot write the Hugging Face folder {folder}: {err}; pick a writable folder path") from err
+        raise InteropError(
+            f"cannot write the Hugging Face folder {folder}: {err}; pick a writable folder path"
+        ) from err
     return folder

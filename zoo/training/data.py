@@ -271,7 +271,11 @@ def tokens_data(train: Tensor, val: Tensor, *, source: str = "tokens", tokenizer
             or tokens.dtype == torch.bool
             or (tokens.numel() and int(tokens.min()) < 0)
         ):
-            what = f"dtype {tokens.dtype}, shape {tuple(tokens.shape)}" if isinstance(tokens, Tensor) else type(tokens).__name__
+            what = (
+                f"dtype {tokens.dtype}, shape {tuple(tokens.shape)}"
+                if isinstance(tokens, Tensor)
+                else type(tokens).__name__
+            )
             minimum = f" with minimum {tokens.min().item()}" if isinstance(tokens, Tensor) and tokens.numel() else ""
             raise InputError(
                 f"the {part} tokens must be a 1-D tensor of non-negative integer token ids, got {what}"
@@ -336,7 +340,8 @@ def _text_files(inputs: Sequence[str | os.PathLike[str]]) -> list[Path]:
         elif path.is_dir():
             files.extend(
                 sorted(
-                    p for p in path.rglob("*")
+                    p
+                    for p in path.rglob("*")
                     if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
                 )
             )
@@ -469,7 +474,9 @@ def prepare(
     try:
         writers = {s: _ShardWriter(temporary, s, itemsize, shard_tokens) for s in ("train", "val")}
         n_bytes = {"train": 0, "val": 0}
-        for train_ids, val_ids, train_bytes, val_bytes in _tokenize_all(files, tokenizer, val_fraction, typecode, workers):
+        for train_ids, val_ids, train_bytes, val_bytes in _tokenize_all(
+            files, tokenizer, val_fraction, typecode, workers
+        ):
             writers["train"].add(train_ids)
             writers["val"].add(val_ids)
             n_bytes["train"] += train_bytes
@@ -533,7 +540,9 @@ def open_data(path: str | os.PathLike[str], *, verify: bool = False) -> TokenDat
     except (OSError, ValueError) as err:
         raise InputError(f"{file} is damaged ({err}); prepare the data again with `zoo data prepare`") from err
     if not isinstance(manifest, dict) or manifest.get("digest") != manifest_digest(manifest):
-        raise InputError(f"{file} is damaged (its digest does not match); prepare the data again with `zoo data prepare`")
+        raise InputError(
+            f"{file} is damaged (its digest does not match); prepare the data again with `zoo data prepare`"
+        )
     if manifest.get("format") != MANIFEST_FORMAT or manifest.get("dtype") not in _DTYPES:
         raise InputError(
             f"{file} has format {manifest.get('format')!r}, this zoo reads {MANIFEST_FORMAT}; prepare the data again"
@@ -555,8 +564,13 @@ def open_data(path: str | os.PathLike[str], *, verify: bool = False) -> TokenDat
             shards.append(torch.from_file(str(shard_path), shared=False, size=shard["tokens"], dtype=torch_dtype))
         splits[name] = TokenSplit(tuple(shards), manifest["splits"][name]["bytes"])
     return TokenData(
-        splits["train"], splits["val"], manifest["tokenizer"], manifest["vocab_size"], str(folder),
-        manifest["digest"], folder,
+        splits["train"],
+        splits["val"],
+        manifest["tokenizer"],
+        manifest["vocab_size"],
+        str(folder),
+        manifest["digest"],
+        folder,
     )
 
 
@@ -604,9 +618,10 @@ def resolve_data(data: Any, *, tokenizer: str = "gpt2", val_fraction: float = 0.
     if (folder / MANIFEST).is_file():
         return open_data(folder)
     try:
-        return prepare(files, folder, tokenizer=tokenizer, val_fraction=val_fraction, workers=1 if len(files) == 1 else None)
+        return prepare(
+            files, folder, tokenizer=tokenizer, val_fraction=val_fraction, workers=1 if len(files) == 1 else None
+        )
     except (InputError, OSError):
         if (folder / MANIFEST).is_file():  # another rank prepared it first
             return open_data(folder)
         raise
-

@@ -36,8 +36,11 @@ class EvalResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "split": self.split, "loss": self.loss, "perplexity": self.perplexity,
-            "tokens": self.tokens, "bits_per_byte": self.bits_per_byte,
+            "split": self.split,
+            "loss": self.loss,
+            "perplexity": self.perplexity,
+            "tokens": self.tokens,
+            "bits_per_byte": self.bits_per_byte,
         }
 
 
@@ -76,7 +79,9 @@ def evaluate(
     max_len = getattr(config, "max_seq_len", None)
     seq_len = seq_len or min(max_len or 1024, 1024)
     if max_len is not None and seq_len > max_len:
-        raise ConfigError(f"seq_len={seq_len} is over the model's max_seq_len={max_len}; use --seq-len {max_len} or less")
+        raise ConfigError(
+            f"seq_len={seq_len} is over the model's max_seq_len={max_len}; use --seq-len {max_len} or less"
+        )
     token_data = resolve_data(data, tokenizer="gpt2" if getattr(config, "vocab_size", 0) >= 50257 else "bytes")
     vocab = getattr(config, "vocab_size", None)
     if vocab is not None and (top := token_data.max_token()) >= vocab:

@@ -82,8 +82,19 @@ _LOGS = (METRICS, "tensorboard")  # what a run writes before its first version
 PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10G": 125.0, "4090": 165.0}
 # Settings a resume may change: they do not change what the run computes, except ``steps``
 # (training longer), which stretches the cosine schedule from the resume point on.
-_RESUMABLE_CHANGES = ("steps", "eval_every", "eval_batches", "save_every", "keep_last", "compile", "activation_checkpointing",
-                      "strategy", "micro_batch_size", "peak_tflops", "threads")
+_RESUMABLE_CHANGES = (
+    "steps",
+    "eval_every",
+    "eval_batches",
+    "save_every",
+    "keep_last",
+    "compile",
+    "activation_checkpointing",
+    "strategy",
+    "micro_batch_size",
+    "peak_tflops",
+    "threads",
+)
 
 
 @dataclass(frozen=True)
@@ -121,7 +132,9 @@ class TrainSettings:
         ] + [
             f"{name}={value!r} must be a finite number"
             for name in ("lr", "min_lr_ratio", "weight_decay", "grad_clip")
-            if not isinstance(value := getattr(self, name), (int, float)) or isinstance(value, bool) or not math.isfinite(value)
+            if not isinstance(value := getattr(self, name), (int, float))
+            or isinstance(value, bool)
+            or not math.isfinite(value)
         ]
         if wrong:
             raise ConfigError(f"invalid training settings: {'; '.join(wrong)}")
@@ -202,7 +215,11 @@ class StepReport:
 
     def to_dict(self) -> dict[str, Any]:
         row: dict[str, Any] = {
-            "step": self.step, "loss": self.loss, "lr": self.lr, "tokens": self.tokens, "tokens_per_s": self.tokens_per_s,
+            "step": self.step,
+            "loss": self.loss,
+            "lr": self.lr,
+            "tokens": self.tokens,
+            "tokens_per_s": self.tokens_per_s,
         }
         if self.mfu is not None:
             row["mfu"] = self.mfu
@@ -338,14 +355,15 @@ def _train(
     state = _resume_state(model, config, data, settings, out) if resume and out is not None else None
     strategy = choose_strategy(settings.strategy, world, sum(p.numel() for p in model.parameters()))
     if settings.dtype == "fp16" and (world.device.type != "cuda" or strategy == "fsdp"):
-        raise ConfigError(
-            "dtype fp16 needs CUDA and the single or ddp strategy (a grad scaler); use --dtype bf16"
-        )
+        raise ConfigError("dtype fp16 needs CUDA and the single or ddp strategy (a grad scaler); use --dtype bf16")
     low = torch.bfloat16 if settings.dtype == "bf16" else torch.float16 if settings.dtype == "fp16" else None
     wrapped = prepare_model(
-        model, strategy, world,
+        model,
+        strategy,
+        world,
         param_dtype=low if strategy == "fsdp" else None,
-        compile=settings.compile, activation_checkpointing=settings.activation_checkpointing,
+        compile=settings.compile,
+        activation_checkpointing=settings.activation_checkpointing,
     )
 
     def autocast() -> contextlib.AbstractContextManager[Any]:
@@ -395,7 +413,9 @@ def _train(
             mfu = speed * 3 * flops / (world.size * peak * 1e12) if flops and peak else None
             report = StepReport(done, settings.steps, value, lr, tokens, speed, mfu, val_loss)
             metrics.write(report)
-            if out is not None and (done == settings.steps or (settings.save_every and done % settings.save_every == 0)):
+            if out is not None and (
+                done == settings.steps or (settings.save_every and done % settings.save_every == 0)
+            ):
                 checkpoint = _save(r, optimizer, scaler, sampler, done, tokens, metadata)
                 metrics.flush()
             if on_step is not None:
@@ -471,9 +491,7 @@ def _output_folder(out: str | os.PathLike[str] | None, resume: bool, world: Worl
     return folder
 
 
-def _resume_state(
-    model: nn.Module, config: Any, data: TokenData, settings: TrainSettings, out: Path
-) -> TrainingState:
+def _resume_state(model: nn.Module, config: Any, data: TokenData, settings: TrainSettings, out: Path) -> TrainingState:
     """The newest version's weights loaded into ``model``, and its training state, checked."""
     newest = versions(out)[-1]
     state = read_state(state_path(newest.path))
@@ -513,12 +531,17 @@ def _restore_random_state(
         torch.cuda.set_rng_state(cuda, world.device)
     if scaler is not None and "scaler/scale" in state.tensors:
         scaler.load_state_dict(
-            {**scaler.state_dict(), "scale": float(state.tensors["scaler/scale"]),
-             "_growth_tracker": int(state.tensors["scaler/growth_tracker"])}
+            {
+                **scaler.state_dict(),
+                "scale": float(state.tensors["scaler/scale"]),
+                "_growth_tracker": int(state.tensors["scaler/growth_tracker"]),
+            }
         )
 
 
-def _step(r: _Run, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, sampler: WindowSampler) -> float:
+def _step(
+    r: _Run, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, sampler: WindowSampler
+) -> float:
     """One optimizer step on the next global batch; returns its mean loss over all ranks."""
     index = sampler.draw(r.settings.batch_size)  # the global batch, the same on every rank
     share = r.settings.batch_size // r.world.size
@@ -608,20 +631,35 @@ def _save(
         tensors["scaler/growth_tracker"] = torch.tensor(int(scaler.state_dict().get("_growth_tracker", 0)))
     full = None
     if r.strategy == "fsdp":
-        full = cast(dict[str, Tensor], get_model_state_dict(r.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)))
+        full = cast(
+            dict[str, Tensor],
+            get_model_state_dict(r.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)),
+        )
     path = None
     if r.world.is_main:
         config = getattr(r.model, "config", None)
         state = TrainingState(
-            step, tokens, r.settings.to_dict(), config.model_dump_json() if config is not None else "null",
-            r.data.digest, r.world.size, tensors, groups,
+            step,
+            tokens,
+            r.settings.to_dict(),
+            config.model_dump_json() if config is not None else "null",
+            r.data.digest,
+            r.world.size,
+            tensors,
+            groups,
         )
         existing = versions(r.out)
         number = (existing[-1].version if existing else 0) + 1
         write_state(state_path(r.out / f"v{number:04d}.safetensors"), state)
         training = {
-            "step": step, "tokens": tokens, "tokenizer": r.data.tokenizer, "manifest_digest": r.data.digest,
-            "data": r.data.source, "world_size": r.world.size, "strategy": r.strategy, "settings": r.settings.to_dict(),
+            "step": step,
+            "tokens": tokens,
+            "tokenizer": r.data.tokenizer,
+            "manifest_digest": r.data.digest,
+            "data": r.data.source,
+            "world_size": r.world.size,
+            "strategy": r.strategy,
+            "settings": r.settings.to_dict(),
         }
         path = save(_plain_model(r.model, full), r.out, metadata={**metadata, "training": training})
         if path.name != f"v{number:04d}.safetensors":
@@ -664,7 +702,9 @@ class _Metrics:
         path = r.out / METRICS
         if state is not None and path.is_file():
             kept = [line for line in path.read_text(encoding="utf-8").splitlines() if _line_step(line) <= state.step]
-            write_atomically(path, lambda file: file.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8"))
+            write_atomically(
+                path, lambda file: file.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+            )
         self.file = open(path, "a" if state is not None else "w", encoding="utf-8")  # noqa: SIM115  closed in __exit__
         try:
             from torch.utils.tensorboard import (
@@ -760,7 +800,12 @@ def train(
     data_tokenizer = tokenizer or model_tokenizer or ("gpt2" if _gpt2_vocab(module) else "bytes")
     token_data = resolve_data(data, tokenizer=data_tokenizer)
     return run(
-        module, token_data, settings, out=out, resume=resuming, model_tokenizer=model_tokenizer,
+        module,
+        token_data,
+        settings,
+        out=out,
+        resume=resuming,
+        model_tokenizer=model_tokenizer,
         metadata={"source": str(model) if not isinstance(model, nn.Module) else type(model).__name__},
         on_step=on_step,
     )

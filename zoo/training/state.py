@@ -41,7 +41,9 @@ def state_path(version: Path) -> Path:
     return version.with_name(version.name.removesuffix(".safetensors") + SUFFIX)
 
 
-def optimizer_tensors(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict[str, Tensor], list[dict[str, Any]]]:
+def optimizer_tensors(
+    model: nn.Module, optimizer: torch.optim.Optimizer
+) -> tuple[dict[str, Tensor], list[dict[str, Any]]]:
     """The full optimizer state as flat tensors ``optim/<param>/<key>`` and its groups
     (learning rate and the like, parameters by name). Collective: every rank calls it."""
     full = cast(dict[str, Any], get_optimizer_state_dict(model, optimizer, options=_FULL))

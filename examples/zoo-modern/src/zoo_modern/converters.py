@@ -22,11 +22,20 @@ from zoo_modern.positions import rotary_dims
 
 DEFAULT_ROPE = ("default", None)
 # Hugging Face activation names with an exact zoo activation component.
-ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu", "silu": "silu"}
+ACTIVATIONS = {
+    "gelu": "gelu",
+    "gelu_new": "gelu_tanh",
+    "gelu_fast": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "relu": "relu",
+    "silu": "silu",
+}
 ACTIVATIONS_OUT = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "silu": "silu"}
 
 
-def rope(hf: Mapping[str, Any], where: str, *, theta: str = "rope_theta", pct: str = "partial_rotary_factor") -> tuple[float, float]:
+def rope(
+    hf: Mapping[str, Any], where: str, *, theta: str = "rope_theta", pct: str = "partial_rotary_factor"
+) -> tuple[float, float]:
     """``(base, fraction of head_dim rotated)`` from ``rope_parameters`` (transformers 5)
     or the older top-level fields; refuses scaled variants (linear, dynamic, yarn, llama3)."""
     params = hf.get("rope_parameters") or {}
@@ -84,7 +93,9 @@ class LlamaFamily(Converter):
     def check(self, hf: Mapping[str, Any], where: str) -> None:
         """Refuse the family's settings the zoo does not model."""
         if hf.get("attention_bias"):
-            raise self.refuse(where, "attention_bias", True, "biases on q/k/v/o projections are not modelled for this family")
+            raise self.refuse(
+                where, "attention_bias", True, "biases on q/k/v/o projections are not modelled for this family"
+            )
         if hf.get("mlp_bias"):
             raise self.refuse(where, "mlp_bias", True, "biases in the SwiGLU projections are not modelled")
 
@@ -99,7 +110,12 @@ class LlamaFamily(Converter):
         if hf.get("hidden_act", "silu") != "silu":
             raise self.refuse(where, "hidden_act", hf["hidden_act"], "the SwiGLU gate is SiLU in the zoo")
         if hf.get("head_dim") not in (None, d // heads):
-            raise self.refuse(where, "head_dim", hf["head_dim"], f"the zoo's head_dim is hidden_size / num_attention_heads = {d // heads}")
+            raise self.refuse(
+                where,
+                "head_dim",
+                hf["head_dim"],
+                f"the zoo's head_dim is hidden_size / num_attention_heads = {d // heads}",
+            )
         base, fraction = rope(hf, where)
         if fraction != 1.0:
             raise self.refuse(where, "partial_rotary_factor", fraction, "this family rotates the whole head")
@@ -160,7 +176,9 @@ class LlamaFamily(Converter):
             blockers.append(f"bias=true ({self.architecture} has no biases)")
         _, qkv_bias, out_bias = self.attention_layout(config)
         if qkv_bias != self.qkv_bias:
-            blockers.append(f"q/k/v biases {'on' if qkv_bias else 'off'} ({self.architecture} has them {'on' if self.qkv_bias else 'off'})")
+            blockers.append(
+                f"q/k/v biases {'on' if qkv_bias else 'off'} ({self.architecture} has them {'on' if self.qkv_bias else 'off'})"
+            )
         if out_bias:
             blockers.append(f"an output-projection bias ({self.architecture}'s o_proj has none)")
         return blockers
@@ -168,7 +186,9 @@ class LlamaFamily(Converter):
     def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
         base = rotary_base(config)
         options = config.mlp.options
-        hidden = options.get("hidden") or swiglu_hidden(config.d_ff or 4 * config.d_model, options.get("multiple_of", 256))
+        hidden = options.get("hidden") or swiglu_hidden(
+            config.d_ff or 4 * config.d_model, options.get("multiple_of", 256)
+        )
         return {
             "vocab_size": config.vocab_size,
             "hidden_size": config.d_model,
@@ -308,7 +328,9 @@ class GPTNeoX(Converter):
         except (KeyError, TypeError, ValueError) as err:
             raise InteropError(f"{where}: a GPTNeoXForCausalLM config.json needs {err} as an integer") from err
         if hf.get("attention_bias", True) is not True:
-            raise self.refuse(where, "attention_bias", hf["attention_bias"], "the zoo's NeoX layout has attention biases")
+            raise self.refuse(
+                where, "attention_bias", hf["attention_bias"], "the zoo's NeoX layout has attention biases"
+            )
         activation = hf.get("hidden_act", "gelu")
         if activation not in ACTIVATIONS:
             raise self.refuse(where, "hidden_act", activation, f"supported: {', '.join(sorted(ACTIVATIONS))}")
@@ -316,7 +338,12 @@ class GPTNeoX(Converter):
         head_dim = d // heads
         rotary_dim = int(head_dim * fraction)
         if rotary_dim % 2 or rotary_dim < 2:
-            raise self.refuse(where, "rotary_pct", fraction, f"it rotates {rotary_dim} of {head_dim} dimensions; the zoo needs an even number >= 2")
+            raise self.refuse(
+                where,
+                "rotary_pct",
+                fraction,
+                f"it rotates {rotary_dim} of {head_dim} dimensions; the zoo needs an even number >= 2",
+            )
         dropout = float(hf.get("hidden_dropout") or 0.0)
         return {
             "vocab_size": vocab,
@@ -379,7 +406,9 @@ class GPTNeoX(Converter):
             blockers.append(f"activation {config.activation.name!r}")
         if not config.bias:
             blockers.append("bias=false (GPT-NeoX's projections and norms have biases)")
-        if config.position.name == "rotary" and int(config.head_dim * (turned(config) / config.head_dim)) != turned(config):
+        if config.position.name == "rotary" and int(config.head_dim * (turned(config) / config.head_dim)) != turned(
+            config
+        ):
             blockers.append("a rotary_dim that rotary_pct cannot express exactly")
         return blockers
 
