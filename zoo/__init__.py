@@ -12,7 +12,7 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from zoo._version import __version__
 
 # zoo needs no NumPy (checkpoints are written and hashed without it); without NumPy
 # installed, torch warns about it on import, which every zoo command would print.

@@ -46,7 +46,7 @@ from typing import Any
 import torch
 import torch.distributed
 
-import zoo
+from zoo._version import __version__
 from zoo.checkpoint import save
 from zoo.config import ModelConfig, resolve_config
 from zoo.errors import ConfigError, InputError, ZooError
@@ -619,7 +619,7 @@ def run_ablation(
         data=corpus.describe(),
         tuning=tuning,
         command=command or _equivalent_command(base, target, locals()),
-        version=str(zoo.__version__),
+        version=str(__version__),
         order=order,
         results_path=out_dir / "ablation.json",
         plot_path=None,

@@ -23,8 +23,6 @@ import pluggy
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from zoo.config import ModelConfig
-
 PROJECT = "zoo"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
@@ -56,7 +54,7 @@ class RegisterComponent(Protocol):
         factory: Callable[..., Any],
         options_model: type[BaseModel] | None = None,
         *,
-        check: Callable[[ModelConfig, Any], None] | None = None,
+        check: Callable[[Any, Any], None] | None = None,  # (ModelConfig, options); hookspecs sits below config
     ) -> None: ...
 
 
@@ -67,7 +65,7 @@ class RegisterPreset(Protocol):
     Presets are validated when first used, so a broken one fails alone, naming its file.
     """
 
-    def __call__(self, name: str, source: Path | dict[str, Any] | ModelConfig, *, description: str = "") -> None: ...
+    def __call__(self, name: str, source: Path | dict[str, Any] | BaseModel, *, description: str = "") -> None: ...
 
 
 class RegisterConverter(Protocol):

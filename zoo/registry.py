@@ -31,6 +31,7 @@ from typing import Any
 import pluggy
 from pydantic import BaseModel, ConfigDict
 
+from zoo._version import __version__
 from zoo.contracts import legacy_arguments, options_from_signature
 from zoo.errors import (
     DuplicateComponentError,
@@ -202,7 +203,7 @@ class Registry:
 
         if builtins:
             for module_name in BUILTIN_PLUGINS:
-                info = PluginInfo(module_name, BUILTIN_DISTRIBUTION, _version(), "loaded", builtin=True)
+                info = PluginInfo(module_name, BUILTIN_DISTRIBUTION, __version__, "loaded", builtin=True)
                 self._load(info, lambda m=module_name: importlib.import_module(m))
         if entry_points:
             found = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
@@ -433,12 +434,6 @@ def _origin(info: PluginInfo) -> str:
     if info.distribution:
         return f"distribution {info.distribution} {info.version or ''}".strip()
     return "not from an installed distribution"
-
-
-def _version() -> str:
-    from zoo import __version__
-
-    return __version__
 
 
 _default: Registry | None = None

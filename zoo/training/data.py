@@ -32,8 +32,9 @@ import torch
 import xxhash
 from torch import Tensor
 
-from zoo import __version__
+from zoo._version import __version__
 from zoo.errors import ConfigError, InputError, ZooError
+from zoo.text import tokenizer as text_tokenizer
 
 BUNDLED_CORPUS = "shakespeare.txt"
 BYTE_PIECES: tuple[bytes, ...] = tuple(bytes([b]) for b in range(256))  # byte token i is bytes([i])
@@ -104,9 +105,7 @@ def read_text(path: Path) -> str:
 def gpt2_tokenizer() -> Any | None:
     """GPT-2's tokenizer when the ``text`` extra is installed, else None."""
     try:
-        import zoo
-
-        return zoo.tokenizer("gpt2")
+        return text_tokenizer("gpt2")
     except (ImportError, ZooError):
         return None
 
@@ -356,9 +355,7 @@ def _encoder(tokenizer: str) -> Any:
     if tokenizer == "bytes":
         return None
     try:
-        import zoo
-
-        return zoo.tokenizer("gpt2")
+        return text_tokenizer("gpt2")
     except (ImportError, ZooError) as err:
         raise ConfigError(
             f"the GPT-2 tokenizer is not available ({err}); install `pip install 'zoo-lm[text]'` or "

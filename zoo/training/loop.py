@@ -41,10 +41,10 @@ from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
 )
 
-import zoo
-from zoo.checkpoint import inspect, save, unwrap, versions, write_atomically
+from zoo.checkpoint import inspect, load, save, unwrap, versions, write_atomically
 from zoo.config import ModelConfig, resolve_config
 from zoo.errors import CheckpointError, ConfigError, InputError
+from zoo.factory import build
 from zoo.summary import summarize
 from zoo.training.data import (
     TOKENIZERS,
@@ -510,7 +510,7 @@ def _resume_state(model: nn.Module, config: Any, data: TokenData, settings: Trai
         )
     if state.manifest_digest and data.digest and state.manifest_digest != data.digest:
         raise InputError(f"{out} was trained on other data (manifest digest differs); resume with the run's --data")
-    saved_model = zoo.load(newest.path)
+    saved_model = load(newest.path)
     model.load_state_dict(saved_model.state_dict())
     return state
 
@@ -674,7 +674,7 @@ def _plain_model(model: nn.Module, full: dict[str, Tensor] | None) -> nn.Module:
     if full is None:
         return unwrap(model)
     config: ModelConfig = getattr(model, "config")  # noqa: B009  nn.Module's __getattr__ types it as Tensor
-    copy = zoo.build(config, device="meta")
+    copy = build(config, device="meta")
     copy.load_state_dict(full, assign=True)
     if hasattr(copy, "tie_weights"):
         copy.tie_weights()
@@ -828,11 +828,11 @@ def _model_of(
     path = Path(model)
     if path.exists():
         meta = versions(path)[-1].metadata if path.is_dir() else inspect(path, verify=False).metadata
-        loaded = zoo.load(path)
+        loaded = load(path)
         if overrides:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(settings.seed)
-                rebuilt = zoo.build(resolve_config(loaded.config, overrides))
+                rebuilt = build(resolve_config(loaded.config, overrides))
             try:
                 rebuilt.load_state_dict(loaded.state_dict())
             except RuntimeError as err:
@@ -844,7 +844,7 @@ def _model_of(
         trained = _trained_tokenizer(saved[-1].metadata)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(settings.seed)
-        return zoo.build(str(model), **overrides), trained
+        return build(str(model), **overrides), trained
 
 
 def _trained_tokenizer(metadata: dict[str, Any]) -> str | None:

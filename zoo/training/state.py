@@ -27,7 +27,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-from zoo import __version__
+from zoo._version import __version__
 from zoo.checkpoint import digest, write_atomically
 from zoo.errors import CheckpointError
 
