@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # This machine ships a CPU wheel of torch 2.13.0; the library itself declares a range.
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-all bench clean
+.PHONY: demo lint test test-all bench clean
 
 $(STAMP): pyproject.toml Makefile $(wildcard examples/*/pyproject.toml)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,7 +39,15 @@ demo: $(STAMP)
 		--data runs/demo-data --out runs/demo-train --batch-size 8 --seq-len 64 --lr 3e-3 --eval-every 10 --save-every 10 --steps 30 --resume
 	$(BIN)/zoo eval runs/demo-train --data runs/demo-data --seq-len 64
 
-test: $(STAMP)
+# Hygiene, run by `make test` before the tests: lint, format, types ([tool.mypy]) and the
+# import layers ([tool.importlinter] in pyproject.toml).
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: lint
 	$(BIN)/python -m pytest -n 2 -q
 
 test-all: $(STAMP)

@@ -48,7 +48,8 @@ if TYPE_CHECKING:  # the lazily loaded names below, as type checkers and IDEs se
     from zoo.pipelines import generate_text  # noqa: F401
     from zoo.summary import summarize  # noqa: F401
     from zoo.text import tokenizer  # noqa: F401
-    from zoo.training import evaluate, train  # noqa: F401
+    from zoo.training import train  # noqa: F401
+    from zoo.training.evaluate import evaluate  # noqa: F401  (zoo.training.evaluate is also a module's name)
 
 # Heavier parts load on first use, so `import zoo` stays quick.
 _LAZY = {

@@ -116,7 +116,7 @@ def options_from_signature(factory: Callable[..., Any]) -> type[BaseModel]:
         fields[name] = (hints.get(name, Any), default)
     config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, arbitrary_types_allowed=True)
     name = f"{getattr(factory, '__name__', 'Component')}Options"
-    return create_model(name, __config__=config, **fields)  # type: ignore[call-overload, no-any-return]
+    return create_model(name, __config__=config, **fields)
 
 
 def legacy_arguments(factory: Callable[..., Any]) -> bool:

@@ -19,6 +19,7 @@ that installs it (``zoo-lm-modern``); a name that matches neither is a warning.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import importlib
 import importlib.metadata as metadata
 import os
@@ -159,6 +160,11 @@ def _names_of(ep: metadata.EntryPoint) -> set[str]:
     return {ep.name, _canonical(dist.name)} if dist is not None else {ep.name}
 
 
+def _given(plugin: object) -> object:
+    """A plugin object passed to ``Registry(plugins=...)``: loading it is returning it."""
+    return plugin
+
+
 def _env_list(name: str) -> list[str] | None:
     raw = os.environ.get(name)
     if raw is None:
@@ -204,7 +210,7 @@ class Registry:
         if builtins:
             for module_name in BUILTIN_PLUGINS:
                 info = PluginInfo(module_name, BUILTIN_DISTRIBUTION, __version__, "loaded", builtin=True)
-                self._load(info, lambda m=module_name: importlib.import_module(m))
+                self._load(info, functools.partial(importlib.import_module, module_name))
         if entry_points:
             found = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
             for ep in found:
@@ -212,18 +218,18 @@ class Registry:
                 info = PluginInfo(ep.name, dist.name if dist else None, dist.version if dist else None, "loaded")
                 names = _names_of(ep)
                 allowed = allow is None or bool(names & {*allow, *map(_canonical, allow)})
-                denied = bool(deny) and bool(names & {*deny, *map(_canonical, deny or ())})
+                denied = bool(deny and names & {*deny, *map(_canonical, deny)})
                 if not allowed or denied:
                     self.plugins.append(replace(info, status="skipped"))
                     continue
                 self._load(info, ep.load)
-            known = set().union(*(_names_of(ep) for ep in found))
+            known = {name for ep in found for name in _names_of(ep)}
             unknown = sorted(
                 n for n in {*(allow or ()), *(deny or ())} if n not in known and _canonical(n) not in known
             )
             if unknown:
                 installed = ", ".join(
-                    f"{ep.name} ({ep.dist.name})" if getattr(ep, "dist", None) else ep.name for ep in found
+                    f"{ep.name} ({dist.name})" if (dist := getattr(ep, "dist", None)) else ep.name for ep in found
                 )
                 warnings.warn(
                     f"plugin control (ZOO_PLUGINS / ZOO_DISABLE_PLUGINS) names {', '.join(map(repr, unknown))}, "
@@ -234,7 +240,7 @@ class Registry:
                 )
         for index, obj in enumerate(plugins):
             name = getattr(obj, "__name__", None) or f"{type(obj).__name__}-{index}"
-            self._load(PluginInfo(name, None, None, "loaded"), lambda o=obj: o)
+            self._load(PluginInfo(name, None, None, "loaded"), functools.partial(_given, obj))
 
     # -- loading -----------------------------------------------------------------
 

@@ -223,7 +223,9 @@ def _check_generator(generator: object, device: torch.device) -> None:
         )
 
 
-def _eos_tensor(eos_token_id: int | Sequence[int] | None, device: torch.device, vocab: int | None) -> Tensor | None:
+def _eos_tensor(
+    eos_token_id: int | Sequence[int] | Tensor | None, device: torch.device, vocab: int | None
+) -> Tensor | None:
     if eos_token_id is None:
         return None
     given = eos_token_id.tolist() if isinstance(eos_token_id, Tensor) else eos_token_id

@@ -69,10 +69,10 @@ def converter_for(hf: Mapping[str, Any], *, where: str = "config.json", registry
                     f"{where}: architectures names {entry.architecture} (model_type {entry.model_type!r}) but "
                     f"model_type is {str(model_type)[:80]!r}; config.json contradicts itself, fix one of them"
                 )
-            return entry.converter  # type: ignore[no-any-return]
+            return entry.converter
     for entry in installed:
         if entry.model_type == model_type:
-            return entry.converter  # type: ignore[no-any-return]
+            return entry.converter
     names = ", ".join(f"{e.architecture} ({e.provider})" for e in installed) or "none"
     hint = ""
     plugin = KNOWN_PLUGINS.get(model_type) if isinstance(model_type, str) else None
@@ -110,7 +110,7 @@ def _exporter(config: ModelConfig, architecture: str | None, registry: Registry 
             continue
         blockers = entry.converter.blockers(config)
         if not blockers:
-            return entry.converter  # type: ignore[no-any-return]
+            return entry.converter
         reasons.append(f"as {entry.architecture} ({entry.provider}): " + "; ".join(blockers))
     raise InteropError(
         "this model cannot be written as a Hugging Face model: "
