@@ -63,6 +63,7 @@ def edit_metadata(raw: bytes, *, signed: bool = True, **changes: str | None) -> 
 
 
 def edit_config(raw: bytes, *, signed: bool = True, **changes: Any) -> bytes:
+    """Update fields of ``zoo.config`` (its JSON object) with ``changes``."""
     header, _ = split_file(raw)
     config = json.loads(header["__metadata__"]["zoo.config"])
     config.update(changes)
