@@ -20,7 +20,8 @@ import torch
 
 import zoo
 from helpers import TINY
-from zoo.cli import main, parse_sets, parse_value
+from zoo.cli import main
+from zoo.config import parse_sets, parse_value
 from zoo.registry import set_default_registry
 from zoo.summary import summarize
 
@@ -361,7 +362,7 @@ def test_an_unexpected_exception_is_one_line_unless_debugging(cli: Any, monkeypa
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr("zoo.summary.summarize", broken)
+    monkeypatch.setattr("zoo.cli.presets.summarize", broken)
     result = cli("info", "gpt2-small")
     assert result.code == 2
     assert result.err.strip() == (
@@ -588,7 +589,7 @@ def test_generate_streams_what_generate_text_returns(
 
         return real(*args, on_text=seen, **kwargs)
 
-    monkeypatch.setattr(pipelines, "generate_text", spy)
+    monkeypatch.setattr("zoo.cli.generate.generate_text", spy)
     import io
 
     buffer = io.StringIO()
@@ -721,7 +722,7 @@ def test_ablate_flags_reach_run_ablation(cli: Any, monkeypatch: pytest.MonkeyPat
         seen.update(kwargs)
         raise zoo.ConfigError("stopped by the test")
 
-    monkeypatch.setattr("zoo.ablate.run_ablation", spy)
+    monkeypatch.setattr("zoo.cli.ablate.run_ablation", spy)
     flags = [
         "--from",
         "gpt2-small",

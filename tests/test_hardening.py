@@ -30,7 +30,9 @@ import zoo
 from helpers import TINY, edit_config, edit_metadata, edit_tensors, join_file, split_file, tiny
 from zoo import CheckpointError, ConfigError, InputError
 from zoo.checkpoint import digest, inspect
-from zoo.cli import PipeConsole, Ui, cmd_list, main
+from zoo.cli import main
+from zoo.cli.presets import cmd_list
+from zoo.cli.render import PipeConsole, Ui
 from zoo.decoding import generate
 from zoo.errors import DISTRIBUTION, printable, quoted
 
@@ -545,7 +547,7 @@ def test_piped_output_is_not_width_limited() -> None:
 
 
 def test_progress_goes_to_stderr_and_results_to_stdout(tmp_path: Path) -> None:
-    source = (ROOT / "zoo/cli.py").read_text(encoding="utf-8")
+    source = "".join(path.read_text(encoding="utf-8") for path in (ROOT / "zoo/cli").glob("*.py"))
     assert "ui.out.status" not in source and "console=ui.out" not in source
     result = run([*ZOO, "build", "gpt2-small", "--set", "n_layers=1", "-o", str(tmp_path / "m.safetensors")])
     assert result.returncode == 0 and result.stdout.count("\n") == 1 and "saved to" in result.stdout

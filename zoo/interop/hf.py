@@ -254,7 +254,7 @@ def from_hf(
 
 
 def to_hf(
-    model: DecoderLM,
+    model: torch.nn.Module,
     path: str | os.PathLike[str],
     *,
     architecture: str | None = None,

@@ -1,4 +1,4 @@
-"""The training commands of ``zoo``: ``data prepare``, ``train`` and ``eval``.
+"""``zoo data prepare``, ``zoo train`` and ``zoo eval``: training data, training, evaluation.
 
 ``zoo train`` runs as one process, or as every rank of ``torchrun --nproc_per_node N -m
 zoo train ...``; only rank 0 shows progress and writes. Progress goes to stderr, so
@@ -25,7 +25,9 @@ from rich.progress import (
 
 import zoo
 from zoo.checkpoint import versions
-from zoo.cli import Ui, fmt_int, new_table, parse_sets
+from zoo.cli.options import Commands
+from zoo.cli.render import Ui, fmt_int, new_table
+from zoo.config import parse_sets
 from zoo.training import (
     BUNDLED_CORPUS,
     DTYPES,
@@ -58,6 +60,62 @@ SETTING_FLAGS = {
     "threads": int,
     "peak_tflops": float,
 }
+
+
+def add_parsers(commands: Commands) -> None:
+    data = commands.sub.add_parser("data", help="prepare training data", description="prepare training data")
+    data_sub = data.add_subparsers(dest="data_command", metavar="COMMAND", required=True)
+    help = "tokenize text files or folders into shards of token ids and a manifest.json"
+    p = data_sub.add_parser("prepare", help=help, description=help, parents=[commands.common, commands.json_flag])
+    p.set_defaults(handler=cmd_data_prepare)
+    p.add_argument(
+        "inputs", nargs="*", metavar="INPUT", help="text files or folders (default: the bundled Shakespeare)"
+    )
+    p.add_argument("-o", "--output", required=True, metavar="DATA_DIR", help="a new (or empty) folder")
+    p.add_argument("--tokenizer", choices=TOKENIZERS, default="gpt2", help="default gpt2")
+    p.add_argument("--val-fraction", type=float, default=0.005, help="tail of each file kept for validation (0.005)")
+    p.add_argument("--workers", type=int, default=None, metavar="N", help="tokenizing processes (default: CPUs)")
+
+    help = "train a preset or a checkpoint on a corpus; under torchrun, on every rank"
+    p = commands.add("train", cmd_train, help, [commands.json_flag])
+    p.add_argument("name", metavar="NAME|CHECKPOINT", help="a preset to build, or a checkpoint to fine-tune")
+    p.add_argument(
+        "--data",
+        default=None,
+        metavar="PATH",
+        help="a prepared folder, or text files/folders (prepared into a cache); default: Shakespeare",
+    )
+    p.add_argument("--out", required=True, metavar="DIR", help="versions, training states and metrics.jsonl")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field; repeatable"
+    )
+    defaults = TrainSettings()
+    for field, kind in SETTING_FLAGS.items():
+        flag = "--warmup" if field == "warmup_steps" else "--" + field.replace("_", "-")
+        default = getattr(defaults, field)
+        p.add_argument(
+            flag,
+            dest=field,
+            type=kind,
+            default=None,
+            metavar="N",
+            help=f"default {'auto' if default is None else default}",
+        )
+    p.add_argument("--dtype", choices=DTYPES, default="fp32", help="fp32 (default), bf16 autocast, fp16 (CUDA)")
+    p.add_argument("--compile", action="store_true", help="torch.compile each block")
+    p.add_argument("--activation-checkpointing", action="store_true", help="recompute block activations in backward")
+    p.add_argument("--strategy", choices=STRATEGIES, default="auto", help="auto: DDP if it fits, else FSDP2")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its newest version")
+    p.add_argument("--tokenizer", choices=TOKENIZERS, default=None, help="for raw text --data (default: the model's)")
+
+    help = "evaluate a checkpoint: loss, perplexity, tokens, bits per byte"
+    p = commands.add("eval", cmd_eval, help, [commands.json_flag])
+    p.add_argument("checkpoint", help="a checkpoint file or folder")
+    p.add_argument("--data", default=None, metavar="PATH", help="a prepared folder or text; default: Shakespeare")
+    p.add_argument("--split", choices=("val", "train"), default="val")
+    p.add_argument("--batches", type=int, default=None, metavar="N", help="default: the whole split")
+    p.add_argument("--batch-size", type=int, default=8, metavar="N")
+    p.add_argument("--seq-len", type=int, default=None, metavar="N", help="default: max_seq_len, at most 1024")
 
 
 def cmd_data_prepare(args: argparse.Namespace, ui: Ui) -> int:
@@ -167,66 +225,3 @@ def cmd_eval(args: argparse.Namespace, ui: Ui) -> int:
     table.add_row("bits per byte", "-" if result.bits_per_byte is None else f"{result.bits_per_byte:.4f}")
     ui.print(table)
     return 0
-
-
-def add_commands(sub: Any) -> None:
-    """Add ``data``, ``train`` and ``eval`` to the ``zoo`` parser's subcommands."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks of errors")
-    common.add_argument("--json", action="store_true", help="print JSON instead of tables")
-
-    data = sub.add_parser("data", help="prepare training data", description="prepare training data")
-    data_sub = data.add_subparsers(dest="data_command", metavar="COMMAND", required=True)
-    help = "tokenize text files or folders into shards of token ids and a manifest.json"
-    p = data_sub.add_parser("prepare", help=help, description=help, parents=[common])
-    p.set_defaults(handler=cmd_data_prepare)
-    p.add_argument(
-        "inputs", nargs="*", metavar="INPUT", help="text files or folders (default: the bundled Shakespeare)"
-    )
-    p.add_argument("-o", "--output", required=True, metavar="DATA_DIR", help="a new (or empty) folder")
-    p.add_argument("--tokenizer", choices=TOKENIZERS, default="gpt2", help="default gpt2")
-    p.add_argument("--val-fraction", type=float, default=0.005, help="tail of each file kept for validation (0.005)")
-    p.add_argument("--workers", type=int, default=None, metavar="N", help="tokenizing processes (default: CPUs)")
-
-    help = "train a preset or a checkpoint on a corpus; under torchrun, on every rank"
-    p = sub.add_parser("train", help=help, description=help, parents=[common])
-    p.set_defaults(handler=cmd_train)
-    p.add_argument("name", metavar="NAME|CHECKPOINT", help="a preset to build, or a checkpoint to fine-tune")
-    p.add_argument(
-        "--data",
-        default=None,
-        metavar="PATH",
-        help="a prepared folder, or text files/folders (prepared into a cache); default: Shakespeare",
-    )
-    p.add_argument("--out", required=True, metavar="DIR", help="versions, training states and metrics.jsonl")
-    p.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field; repeatable"
-    )
-    defaults = TrainSettings()
-    for field, kind in SETTING_FLAGS.items():
-        flag = "--warmup" if field == "warmup_steps" else "--" + field.replace("_", "-")
-        default = getattr(defaults, field)
-        p.add_argument(
-            flag,
-            dest=field,
-            type=kind,
-            default=None,
-            metavar="N",
-            help=f"default {'auto' if default is None else default}",
-        )
-    p.add_argument("--dtype", choices=DTYPES, default="fp32", help="fp32 (default), bf16 autocast, fp16 (CUDA)")
-    p.add_argument("--compile", action="store_true", help="torch.compile each block")
-    p.add_argument("--activation-checkpointing", action="store_true", help="recompute block activations in backward")
-    p.add_argument("--strategy", choices=STRATEGIES, default="auto", help="auto: DDP if it fits, else FSDP2")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out from its newest version")
-    p.add_argument("--tokenizer", choices=TOKENIZERS, default=None, help="for raw text --data (default: the model's)")
-
-    help = "evaluate a checkpoint: loss, perplexity, tokens, bits per byte"
-    p = sub.add_parser("eval", help=help, description=help, parents=[common])
-    p.set_defaults(handler=cmd_eval)
-    p.add_argument("checkpoint", help="a checkpoint file or folder")
-    p.add_argument("--data", default=None, metavar="PATH", help="a prepared folder or text; default: Shakespeare")
-    p.add_argument("--split", choices=("val", "train"), default="val")
-    p.add_argument("--batches", type=int, default=None, metavar="N", help="default: the whole split")
-    p.add_argument("--batch-size", type=int, default=8, metavar="N")
-    p.add_argument("--seq-len", type=int, default=None, metavar="N", help="default: max_seq_len, at most 1024")

@@ -1,0 +1,50 @@
+"""``zoo convert``: Hugging Face folders and nanoGPT checkpoints to zoo checkpoints, and
+zoo checkpoints to Hugging Face folders."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import zoo
+from zoo.cli.options import Commands
+from zoo.cli.render import Ui, fmt_int
+
+
+def add_parsers(commands: Commands) -> None:
+    p = commands.add(
+        "convert", cmd_convert, "convert Hugging Face folders and nanoGPT checkpoints to zoo checkpoints and back"
+    )
+    direction = p.add_mutually_exclusive_group(required=True)
+    direction.add_argument(
+        "--from-hf", metavar="DIR", help="a Hugging Face folder to import (see `zoo plugins` for the families)"
+    )
+    direction.add_argument("--from-nanogpt", metavar="CKPT", help="a nanoGPT ckpt.pt (or its out_dir) to import")
+    direction.add_argument("--to-hf", metavar="CHECKPOINT", help="a zoo checkpoint to export")
+    p.add_argument(
+        "--architecture",
+        default=None,
+        metavar="NAME",
+        help="with --to-hf: the Hugging Face architecture to write (default: the first that fits)",
+    )
+    p.add_argument("-o", "--output", required=True, metavar="PATH", help="where to write the result")
+
+
+def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
+    source = args.from_hf or args.from_nanogpt
+    model: zoo.DecoderLM | zoo.EncoderDecoder
+    if source:
+        with ui.err.status(f"reading {source}"):
+            model = zoo.from_hf(source) if args.from_hf else zoo.from_nanogpt(source)
+        with ui.err.status(f"saving to {args.output}"):
+            written = zoo.save(model, args.output)
+        count = fmt_int(model.num_parameters())
+        ui.line(f"converted {source} ({count} parameters) to the zoo checkpoint {written}", "green")
+    else:
+        with ui.err.status(f"loading {args.to_hf}"):
+            model = zoo.load(args.to_hf)
+        with ui.err.status(f"writing a Hugging Face model to {args.output}"):
+            folder = zoo.to_hf(model, args.output, architecture=args.architecture)
+        architecture = json.loads((folder / "config.json").read_text(encoding="utf-8"))["architectures"][0]
+        ui.line(f"converted {args.to_hf} to the Hugging Face folder {args.output} ({architecture})", "green")
+    return 0
