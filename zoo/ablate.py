@@ -16,8 +16,12 @@ Per variant it reports the mean final validation loss with a 95% Student t inter
 and the difference to the base paired over matching seeds, with its interval and
 p-value (``zoo.stats``); a swap is significant when that interval excludes 0 (and
 the difference is not float rounding, ``MIN_EFFECT``). Sizes
-(d_model, layers, heads, d_ff, vocabulary, context) are set by the shared scale, so
-they are reported as differences but never swapped.
+(d_model, layers, heads, d_ff, context) are set by the shared scale and the vocabulary
+by the data, so they are reported as differences but never swapped.
+
+The data: the bundled Shakespeare or a text file, tokenised in memory with a small
+vocabulary, or a folder prepared by ``zoo data prepare`` (``zoo.training.open_data``),
+whose tokenizer and vocabulary every run then uses.
 
 Runs are independent, so they run in ``workers`` processes (or over the ranks of a
 ``torchrun`` launch) with the same numbers as one after another. Each run leaves its
