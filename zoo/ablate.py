@@ -927,7 +927,7 @@ def _execute(
         report(0, None)
     loss: float | None
     try:
-        trained = fit(model, context.token_data(), job.settings, on_step=report)
+        trained = fit(model, context.token_data(), None, job.settings, on_step=report)
     except ConfigError as err:
         if not job.tune:
             raise ConfigError(f"run {job.label!r}: {err}") from err

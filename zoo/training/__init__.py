@@ -1,6 +1,6 @@
 """Training: data preparation, the one training loop, distributed strategies, exact
 resume, and evaluation. ``zoo.train`` and ``zoo.evaluate`` are the entry points;
-``fit`` trains a built model on ``TokenData`` in one process (what ``ablate`` uses)."""
+``fit`` trains a built model in one process, on token ids or ``TokenData`` (what ``ablate`` uses)."""
 
 from __future__ import annotations
 

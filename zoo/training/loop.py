@@ -15,8 +15,8 @@
 - deterministic on CPU: deterministic kernels while training, the random state forked
   from, and restored to, the caller's, and the thread count pinnable (``threads``).
 
-``fit`` trains a built model on ``TokenData`` in one process, on the model's device (what
-``ablate`` uses); ``train`` takes a preset name, a checkpoint or a model and any data
+``fit`` trains a built model in one process, on the model's device, on in-memory token
+ids or ``TokenData`` (what ``ablate`` uses); ``train`` takes a preset name, a checkpoint or a model and any data
 ``resolve_data`` accepts; both go through ``run``.
 """
 
@@ -51,6 +51,7 @@ from zoo.training.data import (
     TokenData,
     WindowSampler,
     resolve_data,
+    tokens_data,
     validation_batches,
 )
 from zoo.training.distributed import (
@@ -751,19 +752,29 @@ def _line_step(line: str) -> int:
 
 def fit(
     model: nn.Module,
-    data: TokenData,
+    train_tokens: Tensor | TokenData,
+    val_tokens: Tensor | None,
     settings: TrainSettings,
     *,
     on_step: Callable[[int, float], None] | None = None,
 ) -> TrainResult:
-    """Train ``model`` (token ids (B, S) -> (B, S, V)) on ``data`` (a prepared folder's
-    ``open_data``, or in-memory tokens' ``tokens_data``) in this process, on the model's
-    device, without saving.
+    """Train ``model`` (token ids (B, S) -> (B, S, V)) in this process, on the model's
+    device, without saving: on in-memory training and validation token ids, or on
+    ``TokenData`` (a prepared folder's ``open_data``) given as ``train_tokens`` with
+    ``val_tokens=None``.
 
     ``on_step(step, train_loss)`` is called after every update. The same seed gives the
     same data order for every model; on CPU the run is deterministic. The model is left
     in eval mode.
     """
+    if isinstance(train_tokens, TokenData):
+        if val_tokens is not None:
+            raise InputError("fit takes TokenData with val_tokens=None: its validation split is the data's own")
+        data = train_tokens
+    else:
+        if val_tokens is None:
+            raise InputError("fit needs val_tokens with in-memory training tokens (or TokenData alone)")
+        data = tokens_data(train_tokens, val_tokens)
     device = next(model.parameters()).device
     world = World(0, 1, 0, device)
     report = None if on_step is None else (lambda r: on_step(r.step, r.loss))
