@@ -17,8 +17,9 @@ import pytest
 
 import zoo
 from zoo.ablate import SIZE_AXES, AblationResult, diff_configs, plot_curves, run_ablation, table
+from zoo.cli import main
 from zoo.stats import mean_interval, paired_difference
-from zoo.training import TrainSettings, bundled_corpus, load_corpus, validation_batches
+from zoo.training import TrainSettings, bundled_corpus, load_corpus, prepare, validation_batches
 from zoo.training import mean_loss as evaluate
 
 TINY_SCALE: dict[str, Any] = dict(
@@ -223,6 +224,53 @@ def test_a_data_file_is_used(tmp_path: Path) -> None:
     assert zoo.load(result.runs[0].checkpoint).config.vocab_size == 256
 
 
+def test_a_prepared_folder_is_trained_on_as_the_same_text_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`zoo ablate --data DIR` with a folder of `zoo data prepare`: its manifest's tokenizer and
+    vocabulary; the same bytes and split as the text file, so the same numbers, in worker processes."""
+    text = tmp_path / "abc.txt"
+    text.write_text("abcabcabcabd" * 400, encoding="utf-8")
+    folder = tmp_path / "prepared"
+    prepared = prepare([text], folder, tokenizer="bytes", val_fraction=0.1, workers=1)
+    scale = {**TINY_SCALE, "steps": 40, "eval_every": 40}
+    del scale["max_chars"]
+    from_text = run_ablation(
+        "gpt2-small", "gpt2-small", **scale, data=text, out_dir=tmp_path / "t", tokenizer="bytes", seeds=1
+    )
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in scale.items()]
+    argv = ["ablate", "--from=gpt2-small", "--to=gpt2-small", *flags, "--seeds=1", "--workers=2", "--json"]
+    assert main([*argv, f"--data={folder}", f"--out={tmp_path / 'p'}"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["data"] == {
+        "source": str(folder),
+        "tokenizer": "bytes",
+        "vocab_size": 256,
+        "train_tokens": 4320,
+        "val_tokens": 480,
+        "manifest_digest": prepared.digest,
+    }
+    assert [r["final_val_loss"]["mean"] for r in shown["runs"]] == [r.final_val_loss for r in from_text.runs]
+    assert shown["runs"][0]["final_val_loss"]["mean"] < math.log(4)
+    assert zoo.load(shown["runs"][0]["seeds"][0]["checkpoint"]).config.vocab_size == 256  # the manifest's
+    report = (tmp_path / "p" / "report.md").read_text()
+    assert f"- Data: {folder}, 4,320 training and 480 validation tokens (a folder prepared" in report
+    assert f"manifest {prepared.digest}" in report and "- Tokenizer: bytes, vocabulary 256." in report
+    assert "--tokenizer" not in shown["command"] and "--vocab-limit" not in shown["command"]
+
+
+def test_a_prepared_folder_with_another_tokenizer_or_max_chars_is_refused(tmp_path: Path) -> None:
+    text = tmp_path / "abc.txt"
+    text.write_text("abcabcabcabd" * 400, encoding="utf-8")
+    prepare([text], tmp_path / "prepared", tokenizer="bytes", val_fraction=0.1, workers=1)
+    with pytest.raises(zoo.InputError, match="prepared with the 'bytes' tokenizer, not 'gpt2'; drop --tokenizer"):
+        run_ablation("gpt2-small", "gpt2-small", data=tmp_path / "prepared", out_dir=tmp_path / "o", tokenizer="gpt2")
+    with pytest.raises(zoo.ConfigError, match="max_chars=30000 cuts a text file, but .* is a prepared folder"):
+        run_ablation("gpt2-small", "gpt2-small", **TINY_SCALE, data=tmp_path / "prepared", out_dir=tmp_path / "o")
+    with pytest.raises(zoo.InputError, match="has no manifest.json; create it with `zoo data prepare"):
+        run_ablation("gpt2-small", "gpt2-small", data=tmp_path, out_dir=tmp_path / "o")
+
+
 def test_an_unusable_output_folder_is_refused(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
@@ -385,16 +433,19 @@ def test_plots_are_written_or_explained(ablation: Any, tmp_path: Path, monkeypat
 
 
 def test_torchrun_spreads_runs_over_ranks(ablation: Any, tmp_path: Path) -> None:
-    """Two ranks under torchrun (gloo): each trains half the runs, rank 0 reports the same numbers."""
+    """Two ranks under torchrun (gloo): each trains half the runs, rank 0 reports the same
+    numbers and shows the progress of every run; rank 1 shows none."""
     result, _ = ablation
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY_SCALE.items()]
-    out = tmp_path / "ranks"
+    out, logs = tmp_path / "ranks", tmp_path / "logs"
     command = [
         sys.executable,
         "-m",
         "torch.distributed.run",
         "--standalone",
         "--nproc-per-node=2",
+        f"--log-dir={logs}",
+        "--redirects=2",  # each rank's stderr to LOG_DIR/<run>/attempt_0/<rank>/stderr.log
         "-m",
         "zoo",
         "ablate",
@@ -413,7 +464,12 @@ def test_torchrun_spreads_runs_over_ranks(ablation: Any, tmp_path: Path) -> None
         os.killpg(launch.pid, signal.SIGKILL)  # torchrun and both ranks
         launch.communicate()
         raise
-    assert launch.returncode == 0, stderr[-3000:]
+    errors = {int(path.parent.name): path.read_text() for path in logs.rglob("stderr.log")}
+    assert launch.returncode == 0, (stderr[-3000:], errors)
+    assert sorted(errors) == [0, 1]
+    labels = [f"{run.name} seed {s}" for run in result.runs for s in (0, 1)]
+    assert not any(label in errors[1] for label in labels), errors[1]  # no progress from rank 1
+    assert all(f"{label} " in errors[0] for label in labels), errors[0]  # rank 0: every run, its own and rank 1's
     data = json.loads(stdout)  # rank 0 alone prints
     assert data["runs"] == json.loads((out / "ablation.json").read_text())["runs"]
     assert [[s["final_val_loss"] for s in r["seeds"]] for r in data["runs"]] == [r.losses() for r in result.runs]

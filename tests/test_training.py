@@ -4,6 +4,7 @@ exact resume, checkpoints across world sizes, evaluation, and every bad input re
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import shutil
@@ -22,14 +23,17 @@ from zoo.cli import main
 from zoo.training import (
     TrainSettings,
     WindowSampler,
+    World,
     bundled_corpus,
     evaluate,
     mean_loss,
     open_data,
     prepare,
+    run,
     train,
     validation_batches,
 )
+from zoo.training.state import read_state, state_path
 
 MODEL = [
     "--set",
@@ -528,8 +532,35 @@ def test_activation_checkpointing_keeps_the_losses_and_bf16_trains(data: Path) -
     assert checkpointed.losses == pytest.approx(plain.losses, abs=1e-6)
     low = train("gpt2-small", data, TrainSettings(**{**settings.__dict__, "dtype": "bf16"}), overrides=OVERRIDES)
     assert low.losses == pytest.approx(plain.losses, abs=0.05) and low.losses != plain.losses
-    with pytest.raises(zoo.ConfigError, match="fp16 needs CUDA"):
-        train("gpt2-small", data, TrainSettings(**{**settings.__dict__, "dtype": "fp16"}), overrides=OVERRIDES)
+
+
+def test_fp16_trains_with_a_grad_scaler_whose_state_resumes(data: Path, tmp_path: Path) -> None:
+    """fp16 autocast with a grad scaler, on CPU: the scaler's state is saved with every
+    version and a resume puts it back, so the resumed run is the uninterrupted one."""
+    settings = TrainSettings(**{**SETTINGS.__dict__, "dtype": "fp16"})
+    whole = train("gpt2-small", data, settings, out=tmp_path / "whole", overrides=OVERRIDES)
+    plain = train("gpt2-small", data, TrainSettings(**{**SETTINGS.__dict__, "save_every": None}), overrides=OVERRIDES)
+    assert all(math.isfinite(x) for x in whole.losses) and len(whole.losses) == 6
+    assert whole.losses == pytest.approx(plain.losses, abs=0.05) and whole.losses != plain.losses  # autocast ran
+    scaler = {v: read_state(state_path(tmp_path / "whole" / f"{v}.safetensors")).tensors for v in ("v0001", "v0002")}
+    # each step with finite gradients counts towards the next growth of the scale
+    assert [int(scaler[v]["scaler/growth_tracker"]) for v in scaler] == [3, 6]
+    assert all(float(scaler[v]["scaler/scale"]) == 2.0**16 for v in scaler)  # torch's initial scale, not overflowed
+    resumed = tmp_path / "resumed"
+    shutil.copytree(tmp_path / "whole", resumed)
+    for name in ("v0002.safetensors", "v0002.state.safetensors"):
+        (resumed / name).unlink()
+    train("gpt2-small", data, settings, out=resumed, resume=True, overrides=OVERRIDES)
+    assert losses(resumed) == losses(tmp_path / "whole")  # bit for bit
+    after = read_state(state_path(resumed / "v0002.safetensors")).tensors
+    assert int(after["scaler/growth_tracker"]) == 6  # restored (3), not a fresh scaler's 0, then 3 more steps
+    with pytest.raises(zoo.ConfigError, match="fp16 needs the single or ddp strategy"):
+        run(
+            zoo.build("gpt2-small", **OVERRIDES),
+            open_data(data),
+            TrainSettings(**{**settings.__dict__, "strategy": "fsdp"}),
+            world=World(0, 2, 0, torch.device("cpu")),  # FSDP2 over two ranks, refused before any collective
+        )
 
 
 def test_fine_tuning_a_checkpoint_starts_from_its_weights(runs: dict[str, Path], data: Path, tmp_path: Path) -> None:

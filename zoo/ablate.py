@@ -16,8 +16,12 @@ Per variant it reports the mean final validation loss with a 95% Student t inter
 and the difference to the base paired over matching seeds, with its interval and
 p-value (``zoo.stats``); a swap is significant when that interval excludes 0 (and
 the difference is not float rounding, ``MIN_EFFECT``). Sizes
-(d_model, layers, heads, d_ff, vocabulary, context) are set by the shared scale, so
-they are reported as differences but never swapped.
+(d_model, layers, heads, d_ff, context) are set by the shared scale and the vocabulary
+by the data, so they are reported as differences but never swapped.
+
+The data: the bundled Shakespeare or a text file, tokenised in memory with a small
+vocabulary, or a folder prepared by ``zoo data prepare`` (``zoo.training.open_data``),
+whose tokenizer and vocabulary every run then uses.
 
 Runs are independent, so they run in ``workers`` processes (or over the ranks of a
 ``torchrun`` launch) with the same numbers as one after another. Each run leaves its
@@ -49,18 +53,21 @@ import torch.distributed
 from zoo._version import __version__
 from zoo.checkpoint import save
 from zoo.config import ModelConfig, resolve_config
-from zoo.errors import ConfigError, InputError, ZooError
+from zoo.errors import ConfigError, InputError, ZooError, printable
 from zoo.factory import build
 from zoo.registry import KINDS, Registry, default_registry
 from zoo.stats import Interval, mean_interval, paired_difference
 from zoo.summary import summarize
 from zoo.training import (
     CurvePoint,
+    TokenData,
     TrainSettings,
     bundled_corpus,
     fit,  # the zoo's one training loop: every run goes through here
     load_corpus,
+    open_data,
     read_text,
+    tokens_data,
 )
 
 # The order of rows in a comparison: architecture, components, switches, then sizes.
@@ -404,7 +411,7 @@ def run_ablation(
     batch: int = DEFAULT_SCALE["batch"],
     lr: float = DEFAULT_SCALE["lr"],
     eval_every: int = DEFAULT_SCALE["eval_every"],
-    data: Path | None = None,
+    data: str | os.PathLike[str] | None = None,
     out_dir: Path,
     seeds: int = DEFAULT_SEEDS,
     seed: int = 0,
@@ -427,12 +434,17 @@ def run_ablation(
     each with ``seeds`` seeds; save every run and report means, intervals and paired
     differences.
 
-    ``base``/``target``: preset names (decoder-only). ``data``: a UTF-8 text file
-    (default: the bundled Shakespeare). ``tokenizer``: ``"auto"`` (GPT-2 when the
-    ``text`` extra is installed, else bytes), ``"gpt2"`` or ``"bytes"``; with GPT-2,
-    ``vocab_limit`` keeps the most frequent tokens and spells the rest as bytes (see
-    ``zoo.training.load_corpus``; None keeps every token); ``max_chars`` keeps only the
-    start of the text.
+    ``base``/``target``: preset names (decoder-only). ``data``: a folder prepared by
+    ``zoo data prepare`` (``zoo.training.prepare``), trained on as it is: its manifest's
+    tokenizer and vocabulary size every model, its validation split is the held-out
+    part; or a UTF-8 text file (default: the bundled Shakespeare) tokenised in memory
+    (``zoo.training.load_corpus``), its last 10% held out. For a text file only:
+    ``tokenizer`` is ``"auto"`` (GPT-2 when the ``text`` extra is installed, else
+    bytes), ``"gpt2"`` or ``"bytes"``; with GPT-2, ``vocab_limit`` keeps the most
+    frequent tokens and spells the rest as bytes (None keeps every token);
+    ``max_chars`` keeps only the start of the text. With a prepared folder,
+    ``tokenizer`` other than ``"auto"`` must be the manifest's, ``max_chars`` must be
+    None and ``vocab_limit`` is not used.
 
     ``seeds``: runs per variant, with seeds ``seed .. seed + seeds - 1`` (init and data
     order). ``tune_lr``: first train every variant briefly (``tune_fraction`` of the
@@ -453,7 +465,9 @@ def run_ablation(
     ``on_progress(run, step, steps, loss)`` is called with ``step=0, loss=None`` when a
     run starts, after every update with its training loss, and once more with
     ``step=steps`` and the final validation loss when the run is done (``run`` names
-    the variant, its seed or the swept rate).
+    the variant, its seed or the swept rate). Under ``torchrun`` it is called on rank 0
+    only: for rank 0's own runs as they train, and for the other ranks' runs once each
+    phase is over (their final call only).
 
     Writes to ``out_dir``: ``NN-<run>.safetensors`` (the first seed) and
     ``NN-<run>-seedK.safetensors`` per run, each with a ``.json`` record of its curve,
@@ -482,36 +496,19 @@ def run_ablation(
     tune_lr = tune_lr or lr_grid is not None  # a grid asks for the sweep
     grid = _lr_grid(lr, lr_grid) if tune_lr else []
     tune_steps = max(1, round(steps * tune_fraction))
-    text = read_text(data) if data is not None else bundled_corpus()
-    corpus = load_corpus(
-        text,
-        tokenizer=tokenizer,
-        vocab_limit=vocab_limit,
-        max_chars=max_chars,
-        source=str(data) if data else "bundled Shakespeare",
-    )
+    notes: list[str] = []
+    tokens, described = _ablation_data(data, tokenizer, vocab_limit, max_chars, notes)
     scale = {
         "d_model": d_model,
         "n_layers": layers,
         "n_heads": heads,
-        "vocab_size": corpus.vocab_size,
+        "vocab_size": described["vocab_size"],
         "max_seq_len": seq_len,
     }
     small_base = _at_scale(base_config, scale, registry)
     small_target = _at_scale(target_config, scale, registry)
     differences = diff_configs(base_config, target_config, registry=registry)
 
-    notes: list[str] = []
-    if corpus.tokenizer == "gpt2":
-        kept = corpus.vocab_size - (256 if corpus.byte_fallback else 0)
-        spelled = (
-            f", the rarer {corpus.byte_fallback:.0%} of tokens spelled out as bytes" if corpus.byte_fallback else ""
-        )
-        notes.append(f"GPT-2 tokens: the {kept} most frequent in the text, renumbered{spelled}")
-    elif tokenizer == "auto":
-        notes.append(
-            "byte tokens (vocabulary 256): the GPT-2 tokenizer is not installed; `pip install 'zoo-lm[text]'` adds it"
-        )
     swappable = [(axis, value) for axis, _, value in differences if axis not in SIZE_AXES and axis != "architecture"]
     on_path = path is not None and path is not False
     if not on_path:
@@ -528,7 +525,7 @@ def run_ablation(
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise InputError(f"cannot create the output folder {out_dir}: {err.strerror}; pick another out_dir") from err
-    context = _Context(corpus.train, corpus.val, corpus.describe(), out_dir, device, threads)
+    context = _Context(tokens, described, out_dir, device, threads)
     trained: list[str] = []
     reused: list[str] = []
 
@@ -616,7 +613,7 @@ def run_ablation(
         settings=settings,
         seeds=seed_list,
         scale={"d_model": d_model, "layers": layers, "heads": heads},
-        data=corpus.describe(),
+        data=described,
         tuning=tuning,
         command=command or _equivalent_command(base, target, locals()),
         version=str(__version__),
@@ -652,6 +649,56 @@ def _check_choices(*, seeds: int, workers: int, order: str, device: str, tune_fr
         problems.append(f"tune_fraction={tune_fraction!r} must be within (0, 1] (--tune-fraction)")
     if problems:
         raise ConfigError(f"invalid ablation settings: {'; '.join(problems)}")
+
+
+def _ablation_data(
+    data: str | os.PathLike[str] | None,
+    tokenizer: str,
+    vocab_limit: int | None,
+    max_chars: int | None,
+    notes: list[str],
+) -> tuple[tuple[torch.Tensor, torch.Tensor] | Path, dict[str, Any]]:
+    """What every run trains on, and its description (the report's data and tokenizer):
+    a prepared folder as it is (each process maps its shards), or a text file tokenised
+    here into in-memory training and validation ids."""
+    if data is not None and Path(data).is_dir():
+        folder = Path(data)
+        prepared = open_data(folder)  # a folder without a manifest: an error that says how to prepare it
+        if max_chars is not None:
+            raise ConfigError(
+                f"max_chars={max_chars} cuts a text file, but {printable(str(folder))} is a prepared folder; "
+                f"drop --max-chars, or prepare a shorter text with `zoo data prepare`"
+            )
+        if tokenizer not in ("auto", prepared.tokenizer):
+            raise InputError(
+                f"{printable(str(folder))} was prepared with the {prepared.tokenizer!r} tokenizer, not "
+                f"{tokenizer!r}; drop --tokenizer (a prepared folder brings its own), or prepare the text "
+                f"again with `zoo data prepare --tokenizer {tokenizer}`"
+            )
+        notes.append(
+            f"prepared data: its {prepared.tokenizer} tokenizer and vocabulary ({prepared.vocab_size:,}) for every "
+            f"run; --vocab-limit applies to text files only"
+        )
+        return folder, prepared.describe()
+    text = read_text(Path(data)) if data is not None else bundled_corpus()
+    corpus = load_corpus(
+        text,
+        tokenizer=tokenizer,
+        vocab_limit=vocab_limit,
+        max_chars=max_chars,
+        source=str(data) if data is not None else "bundled Shakespeare",
+    )
+    if corpus.tokenizer == "gpt2":
+        kept = corpus.vocab_size - (256 if corpus.byte_fallback else 0)
+        spelled = (
+            f", the rarer {corpus.byte_fallback:.0%} of tokens spelled out as bytes" if corpus.byte_fallback else ""
+        )
+        notes.append(f"GPT-2 tokens: the {kept} most frequent in the text, renumbered{spelled}")
+    elif tokenizer == "auto":
+        notes.append(
+            "byte tokens (vocabulary 256): the GPT-2 tokenizer is not installed; `pip install 'zoo-lm[text]'` adds it"
+        )
+    return (corpus.train, corpus.val), corpus.describe()
 
 
 def _lr_grid(lr: float, grid: Sequence[float] | None) -> list[float]:
@@ -736,6 +783,7 @@ def _slug(text: str) -> str:
 def _equivalent_command(base: str, target: str, args: dict[str, Any]) -> str:
     """The ``zoo ablate`` command line that repeats a Python call."""
     words = ["zoo", "ablate", "--from", base, "--to", target]
+    prepared = args.get("data") is not None and Path(args["data"]).is_dir()  # brings its tokenizer
     for name in (
         "d_model",
         "layers",
@@ -754,12 +802,13 @@ def _equivalent_command(base: str, target: str, args: dict[str, Any]) -> str:
         "order",
         "device",
     ):
-        if args.get(name) is not None:
+        if args.get(name) is not None and not (prepared and name == "tokenizer"):
             words += [
                 f"--{name.replace('_', '-')}",
                 f"{args[name]:g}" if isinstance(args[name], float) else str(args[name]),
             ]
-    words += ["--vocab-limit", "all" if args.get("vocab_limit") is None else str(args["vocab_limit"])]
+    if not prepared:
+        words += ["--vocab-limit", "all" if args.get("vocab_limit") is None else str(args["vocab_limit"])]
     if args.get("data") is not None:
         words += ["--data", str(args["data"])]
     if args.get("tune_lr"):
@@ -794,12 +843,18 @@ class _Job:
 class _Context:
     """What every run shares: the data, the output folder, the device."""
 
-    train: torch.Tensor
-    val: torch.Tensor
-    data: dict[str, Any]
+    tokens: tuple[torch.Tensor, torch.Tensor] | Path  # in-memory train and val ids, or a prepared folder
+    data: dict[str, Any]  # the description: source, tokenizer, vocabulary, token counts
     out_dir: Path
     device: str
     threads: int | None
+
+    def token_data(self) -> TokenData:
+        """The tokens to train on; a prepared folder is mapped by the process that trains,
+        so a worker process receives its path, never a copy of its shards."""
+        if isinstance(self.tokens, Path):
+            return open_data(self.tokens)
+        return tokens_data(*self.tokens, source=self.data["source"], tokenizer=self.data["tokenizer"])
 
 
 def _fingerprint(job: _Job, context: _Context) -> dict[str, Any]:
@@ -872,7 +927,7 @@ def _execute(
         report(0, None)
     loss: float | None
     try:
-        trained = fit(model, context.train, context.val, job.settings, on_step=report)
+        trained = fit(model, context.token_data(), None, job.settings, on_step=report)
     except ConfigError as err:
         if not job.tune:
             raise ConfigError(f"run {job.label!r}: {err}") from err
@@ -926,13 +981,18 @@ def _run_jobs(
     rank, world = _distributed()
     _barrier()  # every rank has the same list before any writes a record
     mine = todo[rank::world]
+    shown = on_progress if rank == 0 else None  # progress from rank 0 only
     devices = _devices(context.device, workers if world == 1 else 1, rank)
     if workers <= 1 or world > 1 or len(mine) <= 1:
         for job in mine:
-            _execute(job, context, devices[0], _reporter(on_progress, job), registry)
+            _execute(job, context, devices[0], _reporter(shown, job), registry)
     else:
-        _run_in_processes(mine, context, min(workers, len(mine)), devices, on_progress)
+        _run_in_processes(mine, context, min(workers, len(mine)), devices, shown)
     _barrier()
+    if shown is not None and world > 1:  # the other ranks' runs, done now: their final losses
+        for job in todo:
+            if job not in mine:
+                shown(job.label, job.settings.steps, job.settings.steps, _read_record(job, context)["final_val_loss"])
 
 
 def _reporter(on_progress: ProgressCallback | None, job: _Job) -> Callable[[int, float | None], None] | None:
@@ -1219,7 +1279,12 @@ def report_markdown(result: AblationResult) -> str:
         "",
         (
             f"- Data: {d['source']}, {d['train_tokens']:,} training and {d['val_tokens']:,} validation tokens "
-            f"(the last 10% held out)."
+            + (
+                f"(a folder prepared by `zoo data prepare`, manifest {d['manifest_digest']}: its validation split "
+                f"held out)."
+                if d.get("manifest_digest")
+                else "(the last 10% held out)."
+            )
         ),
         f"- Tokenizer: {d['tokenizer']}, vocabulary {d['vocab_size']:,}"
         + (f" ({d['byte_fallback']:.0%} of GPT-2 tokens spelled out as bytes)" if d.get("byte_fallback") else "")

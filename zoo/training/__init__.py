@@ -1,6 +1,6 @@
 """Training: data preparation, the one training loop, distributed strategies, exact
 resume, and evaluation. ``zoo.train`` and ``zoo.evaluate`` are the entry points;
-``fit`` trains in-memory token tensors (what ``ablate`` uses)."""
+``fit`` trains a built model in one process, on token ids or ``TokenData`` (what ``ablate`` uses)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Training data: text to token ids, on disk or in memory, and the windows a step trains on.
 
 - ``load_corpus``: a text tokenised in memory, with a small vocabulary for tiny models
-  (what ``ablate`` trains on).
+  (what ``ablate`` trains on when given a text; a prepared folder it opens with ``open_data``).
 - ``prepare``: text files and folders tokenised in parallel processes into shards of
   ``uint16`` (``uint32`` when the vocabulary needs it) plus ``manifest.json``.
 - ``open_data``: a prepared folder, its shards memory-mapped with ``torch.from_file``, so

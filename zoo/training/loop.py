@@ -6,8 +6,8 @@
 - ``batch_size`` sequences per optimizer step over all ranks, ``micro_batch_size`` per
   forward on one rank, accumulated ``batch_size / (micro_batch_size * world_size)`` times.
   Every step trains on the same windows whatever the world size (``WindowSampler``).
-- autocast in bf16 (CPU or CUDA) or fp16 with a grad scaler (CUDA); under FSDP2 a
-  ``MixedPrecisionPolicy`` instead. Optional ``torch.compile`` and activation
+- autocast in bf16, or in fp16 with a grad scaler (CPU or CUDA; its state is saved and
+  resumed with the run's); under FSDP2 a ``MixedPrecisionPolicy`` instead (bf16 only). Optional ``torch.compile`` and activation
   checkpointing per block.
 - validation loss every ``eval_every`` steps (and before the first); every
   ``save_every`` steps and at the end a ``zoo.save`` version in ``out`` plus its training
@@ -15,9 +15,9 @@
 - deterministic on CPU: deterministic kernels while training, the random state forked
   from, and restored to, the caller's, and the thread count pinnable (``threads``).
 
-``fit`` trains in-memory token tensors in one process (what ``ablate`` uses); ``train``
-takes a preset name, a checkpoint or a model and any data ``resolve_data`` accepts; both
-go through ``run``.
+``fit`` trains a built model in one process, on the model's device, on in-memory token
+ids or ``TokenData`` (what ``ablate`` uses); ``train`` takes a preset name, a checkpoint or a model and any data
+``resolve_data`` accepts; both go through ``run``.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ class TrainSettings:
     seed: int = 0
     threads: int | None = None  # torch CPU threads while training; None: leave as set
     micro_batch_size: int | None = None  # sequences per forward on one rank; None: batch_size / world size
-    dtype: str = "fp32"  # fp32, bf16 (autocast / FSDP2 mixed precision) or fp16 (CUDA, grad scaler)
+    dtype: str = "fp32"  # fp32, bf16 (autocast / FSDP2 mixed precision) or fp16 (autocast, grad scaler)
     compile: bool = False  # torch.compile each block
     activation_checkpointing: bool = False  # recompute each block's activations in backward
     strategy: str = "auto"  # auto, single, ddp, fsdp
@@ -354,8 +354,10 @@ def _train(
     out = _output_folder(out_arg, resume, world)
     state = _resume_state(model, config, data, settings, out) if resume and out is not None else None
     strategy = choose_strategy(settings.strategy, world, sum(p.numel() for p in model.parameters()))
-    if settings.dtype == "fp16" and (world.device.type != "cuda" or strategy == "fsdp"):
-        raise ConfigError("dtype fp16 needs CUDA and the single or ddp strategy (a grad scaler); use --dtype bf16")
+    if settings.dtype == "fp16" and strategy == "fsdp":
+        raise ConfigError(
+            "dtype fp16 needs the single or ddp strategy (a grad scaler); use --dtype bf16 with --strategy fsdp"
+        )
     low = torch.bfloat16 if settings.dtype == "bf16" else torch.float16 if settings.dtype == "fp16" else None
     wrapped = prepare_model(
         model,
@@ -750,20 +752,29 @@ def _line_step(line: str) -> int:
 
 def fit(
     model: nn.Module,
-    train_tokens: Tensor,
-    val_tokens: Tensor,
+    train_tokens: Tensor | TokenData,
+    val_tokens: Tensor | None,
     settings: TrainSettings,
     *,
     on_step: Callable[[int, float], None] | None = None,
 ) -> TrainResult:
-    """Train ``model`` (token ids (B, S) -> (B, S, V)) on in-memory token ids, in this
-    process, on the model's device.
+    """Train ``model`` (token ids (B, S) -> (B, S, V)) in this process, on the model's
+    device, without saving: on in-memory training and validation token ids, or on
+    ``TokenData`` (a prepared folder's ``open_data``) given as ``train_tokens`` with
+    ``val_tokens=None``.
 
     ``on_step(step, train_loss)`` is called after every update. The same seed gives the
     same data order for every model; on CPU the run is deterministic. The model is left
     in eval mode.
     """
-    data = tokens_data(train_tokens, val_tokens)
+    if isinstance(train_tokens, TokenData):
+        if val_tokens is not None:
+            raise InputError("fit takes TokenData with val_tokens=None: its validation split is the data's own")
+        data = train_tokens
+    else:
+        if val_tokens is None:
+            raise InputError("fit needs val_tokens with in-memory training tokens (or TokenData alone)")
+        data = tokens_data(train_tokens, val_tokens)
     device = next(model.parameters()).device
     world = World(0, 1, 0, device)
     report = None if on_step is None else (lambda r: on_step(r.step, r.loss))
