@@ -68,7 +68,12 @@ def add_parsers(commands: Commands) -> None:
         "--workers", type=int, default=None, metavar="N", help="runs trained at once, one process each (default 1)"
     )
     p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="cuda: one GPU per worker (default cpu)")
-    p.add_argument("--data", default=None, metavar="FILE", help="a text file to train on (default: Shakespeare)")
+    p.add_argument(
+        "--data",
+        default=None,
+        metavar="FILE|DIR",
+        help="a text file, or a folder prepared by `zoo data prepare` (default: Shakespeare)",
+    )
     p.add_argument(
         "--tokenizer", choices=("auto", "gpt2", "bytes"), default=None, help="auto: GPT-2 if installed, else bytes"
     )

@@ -101,7 +101,12 @@ def add_parsers(commands: Commands) -> None:
             metavar="N",
             help=f"default {'auto' if default is None else default}",
         )
-    p.add_argument("--dtype", choices=DTYPES, default="fp32", help="fp32 (default), bf16 autocast, fp16 (CUDA)")
+    p.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default="fp32",
+        help="fp32 (default), bf16 autocast, fp16 autocast with a grad scaler",
+    )
     p.add_argument("--compile", action="store_true", help="torch.compile each block")
     p.add_argument("--activation-checkpointing", action="store_true", help="recompute block activations in backward")
     p.add_argument("--strategy", choices=STRATEGIES, default="auto", help="auto: DDP if it fits, else FSDP2")
