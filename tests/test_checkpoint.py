@@ -15,7 +15,7 @@ import pickle
 import struct
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 import zoo
-from helpers import TINY, tiny
+from helpers import TINY, edit_config, edit_metadata, edit_tensors, join_file, split_file, tiny
 from zoo import CheckpointError
 from zoo.checkpoint import FORMAT, digest, inspect
 from zoo.factory import dtype_arg
@@ -38,59 +38,6 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
-
-
-# -- byte-level helpers ----------------------------------------------------------------
-
-
-def split_file(raw: bytes) -> tuple[dict[str, Any], bytes]:
-    """A safetensors file's JSON header (as a dict) and its data section."""
-    (length,) = struct.unpack("<Q", raw[:8])
-    return json.loads(raw[8 : 8 + length]), raw[8 + length :]
-
-
-def join_file(header: dict[str, Any], data: bytes) -> bytes:
-    """The inverse of ``split_file``: header padded with spaces to 8 bytes, as safetensors does."""
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    return struct.pack("<Q", len(text)) + text + data
-
-
-def resign(raw: bytes) -> bytes:
-    """``raw`` with ``zoo.digest`` recomputed over its (possibly edited) contents."""
-    header, data = split_file(raw)
-    tensors = safetensors.torch.load(raw)
-    header["__metadata__"]["zoo.digest"] = digest(header["__metadata__"], tensors)
-    return join_file(header, data)
-
-
-def edit_metadata(raw: bytes, *, signed: bool = True, **changes: str | None) -> bytes:
-    """Set (or with ``None`` remove) metadata entries; ``zoo_config`` means ``zoo.config``."""
-    header, data = split_file(raw)
-    for key, value in changes.items():
-        key = key.replace("zoo_", "zoo.", 1)
-        if value is None:
-            header["__metadata__"].pop(key, None)
-        else:
-            header["__metadata__"][key] = value
-    edited = join_file(header, data)
-    return resign(edited) if signed else edited
-
-
-def edit_config(raw: bytes, *, signed: bool = True, **changes: Any) -> bytes:
-    header, _ = split_file(raw)
-    config = json.loads(header["__metadata__"]["zoo.config"])
-    config.update(changes)
-    return edit_metadata(raw, signed=signed, zoo_config=json.dumps(config))
-
-
-def edit_tensors(raw: bytes, change: Callable[[dict[str, torch.Tensor]], None], *, signed: bool = True) -> bytes:
-    """Rewrite the tensors through ``change(tensors)`` (in place), keeping the metadata."""
-    header, _ = split_file(raw)
-    tensors = safetensors.torch.load(raw)
-    change(tensors)
-    edited = safetensors.torch.save(tensors, metadata=header["__metadata__"])
-    return resign(edited) if signed else edited
 
 
 # -- comparing models ------------------------------------------------------------------

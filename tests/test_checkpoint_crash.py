@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 import zoo
-import zoo.checkpoint
+import zoo.checkpoint.store
 from helpers import tiny
 from zoo.checkpoint import inspect
 
@@ -57,7 +57,7 @@ def _kill_self(*args: Any, **kwargs: Any) -> None:
 
 def _save_with_fault(model: nn.Module, path: Path, step: int, fault: str) -> None:
     """In a forked child: save, SIGKILLing this process at the named point."""
-    ckpt = zoo.checkpoint
+    ckpt = zoo.checkpoint.store
     if fault == "mid-write":  # half the file written, then the process dies
 
         def write_half(filename: Path, tensors: Any, metadata: Any) -> None:

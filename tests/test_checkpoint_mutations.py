@@ -28,16 +28,9 @@ from typing import Any, NamedTuple
 import pytest
 import safetensors.torch
 import torch
-from test_checkpoint import (
-    edit_config,
-    edit_metadata,
-    edit_tensors,
-    join_file,
-    split_file,
-)
 
 import zoo
-from helpers import tiny
+from helpers import edit_config, edit_metadata, edit_tensors, join_file, split_file, tiny
 from zoo import CheckpointError
 from zoo.checkpoint import FORMAT, inspect
 from zoo.cli import main

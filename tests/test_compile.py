@@ -36,6 +36,7 @@ CASES += [
     ("attention", {"name": "eager", "n_kv_heads": 1}),
     ("attention", {"name": "gqa", "n_kv_heads": 2, "kernel": "eager"}),
     ("position", {"name": "rotary", "rotary_pct": 0.5}),
+    ("placement", {"name": "parallel", "shared_norm": True}),  # GPT-J: one norm feeds both halves
 ]
 IDS = [f"{kind}-{spec if isinstance(spec, str) else '-'.join(map(str, spec.values()))}" for kind, spec in CASES]
 
@@ -92,7 +93,9 @@ def test_forward_and_decode_step_compile_to_one_graph(kind: str, spec: Any) -> N
 # Components refused in an encoder-decoder (they join a decoder-only layer's attention and MLP).
 DECODER_ONLY = {("placement", "parallel")}
 SEQ2SEQ = [
-    (case, i) for case, i in zip(CASES, IDS, strict=True) if not isinstance(case[1], str) or case not in DECODER_ONLY
+    ((kind, spec), i)
+    for (kind, spec), i in zip(CASES, IDS, strict=True)
+    if (kind, spec if isinstance(spec, str) else spec["name"]) not in DECODER_ONLY
 ]
 
 

@@ -308,6 +308,46 @@ def test_block_runs_as_the_placement_says() -> None:
     assert "blocks.0.attn_residual.norm.weight" in model.state_dict()  # names as for pre-norm
 
 
+class Halves(Placement):
+    """Pre-norm that records which half of its layer's pair it is."""
+
+    def __init__(self, norm: nn.Module, half: str = "alone") -> None:
+        super().__init__()
+        self.norm, self.half = norm, half
+
+    def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
+        return x + sublayer(self.norm(x), *args)
+
+    @classmethod
+    def pair(cls, make: Any) -> tuple[Placement, Placement]:
+        return make(half="attention"), make(half="mlp")
+
+
+def test_a_layers_two_placements_come_from_one_pair_call() -> None:
+    plugin = inline("halves", zoo_register_components=lambda register: register("placement", "halves", Halves))
+    registry = zoo.Registry(entry_points=False, plugins=[plugin])
+    decoder = tiny(registry=registry, placement="halves")
+    seq2seq = tiny("transformer-2017-base", registry=registry, placement="halves", n_encoder_layers=2)
+    for block in [*decoder.blocks, *seq2seq.encoder, *seq2seq.decoder]:
+        assert (block.attn_residual.half, block.mlp_residual.half) == ("attention", "mlp")
+    assert [block.cross_residual.half for block in seq2seq.decoder] == ["alone", "alone"]  # cross-attention's own
+    assert decoder.blocks[0].attn_residual.norm is not decoder.blocks[0].mlp_residual.norm
+    default = tiny(placement="pre").blocks[0]  # Placement.pair: two independent placements
+    assert isinstance(default.mlp_residual, PreNorm) and default.attn_residual.norm is not default.mlp_residual.norm
+
+
+def test_pair_arguments_the_constructor_does_not_take_are_refused() -> None:
+    class Misspelt(Halves):
+        @classmethod
+        def pair(cls, make: Any) -> tuple[Placement, Placement]:
+            return make(), make(nrom=None)
+
+    plugin = inline("misspelt", zoo_register_components=lambda register: register("placement", "misspelt", Misspelt))
+    registry = zoo.Registry(entry_points=False, plugins=[plugin])
+    with pytest.raises(zoo.ConfigError, match="placement 'misspelt'.*nrom.*does not take"):
+        tiny(registry=registry, placement="misspelt")
+
+
 # -- the registry is passed explicitly ----------------------------------------------------------
 
 

@@ -24,17 +24,10 @@ from typing import Any
 import pytest
 import safetensors.torch
 import torch
-from test_checkpoint import (
-    edit_config,
-    edit_metadata,
-    edit_tensors,
-    join_file,
-    split_file,
-)
 from torch import nn
 
 import zoo
-from helpers import TINY, tiny
+from helpers import TINY, edit_config, edit_metadata, edit_tensors, join_file, split_file, tiny
 from zoo import CheckpointError, ConfigError, InputError
 from zoo.checkpoint import digest, inspect
 from zoo.cli import PipeConsole, Ui, cmd_list, main

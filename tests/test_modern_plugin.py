@@ -13,12 +13,14 @@ import importlib.metadata as metadata
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 import zoo
 from helpers import TINY, tiny
+from zoo.plugins.attention import SdpaAttention
 
 MODERN = {
     ("position", "rotary"),
@@ -315,6 +317,69 @@ def test_sandwich_normalises_what_each_sublayer_adds() -> None:
     rms = added.pow(2).mean(-1).sqrt()
     torch.testing.assert_close(rms, torch.ones_like(rms), rtol=1e-3, atol=1e-3)  # norm weights start at 1
     assert isinstance(model.final_norm, torch.nn.RMSNorm)
+
+
+# -- parallel attention and MLP -------------------------------------------------------------
+
+
+def norm_keys(model: torch.nn.Module) -> set[str]:
+    return {name for name in model.state_dict() if "residual.norm" in name}
+
+
+def test_parallel_shared_norm_is_gpt_j_one_norm_per_layer() -> None:
+    neox = tiny(position="rotary", placement="parallel")
+    gpt_j = tiny(position="rotary", placement={"name": "parallel", "shared_norm": True})
+    layers, d = TINY["n_layers"], TINY["d_model"]
+    both = {
+        f"blocks.{i}.{half}_residual.norm.{p}"
+        for i in range(layers)
+        for half in ("attn", "mlp")
+        for p in ("weight", "bias")
+    }
+    assert norm_keys(neox) == both  # GPT-NeoX: ln1 and ln2, named as for pre-norm
+    assert norm_keys(gpt_j) == {name for name in both if ".attn_" in name}  # GPT-J: ln1 only
+    assert neox.num_parameters() - gpt_j.num_parameters() == layers * 2 * d  # one LayerNorm less per layer
+    assert set(neox.state_dict()) - set(gpt_j.state_dict()) == both - norm_keys(gpt_j)
+    block = gpt_j.blocks[0]
+    assert block.mlp_residual.norm is None and block.attn_residual.norm is not None
+    x, ctx = torch.randn(2, 5, d), zoo.AttentionContext(is_causal=True)
+    h = block.attn_residual.norm(x)
+    torch.testing.assert_close(block(x, ctx), x + block.attn(h, ctx) + block.mlp(h))
+
+
+class FailsOnce:
+    """A plugin whose attention fails the first time it is made: a build that dies after
+    the layer's placements exist."""
+
+    def __init__(self) -> None:
+        self.failures = [RuntimeError("attention failed on purpose")]
+
+    @zoo.hookimpl
+    def zoo_register_components(self, register: Any) -> None:
+        def attention(d_model: int, n_heads: int, bias: bool) -> torch.nn.Module:
+            if self.failures:
+                raise self.failures.pop()
+            return SdpaAttention(d_model=d_model, n_heads=n_heads, bias=bias)
+
+        register("attention", "fails_once", attention)
+
+
+@pytest.mark.parametrize("shared_norm", [True, False])
+def test_a_failed_build_leaves_no_half_layer_behind(shared_norm: bool) -> None:
+    """A layer's two placements are made together: nothing from a build that failed
+    half way pairs with the next build's (same config, same registry)."""
+    registry = zoo.Registry(plugins=[FailsOnce()])
+    overrides = {"position": "rotary", "placement": {"name": "parallel", "shared_norm": shared_norm}}
+    config = zoo.get_config("gpt2-small", registry=registry, **TINY, **overrides, attention="fails_once")
+    with pytest.raises(RuntimeError, match="on purpose") as failed:
+        zoo.build(config, registry=registry)
+    assert failed.traceback  # still holds the failed build's frames, and the placements they made
+    model = zoo.build(config, registry=registry)
+    reference = tiny(**overrides)
+    assert set(model.state_dict()) == set(reference.state_dict())
+    assert model.num_parameters() == reference.num_parameters()
+    assert len(norm_keys(model)) == TINY["n_layers"] * (2 if shared_norm else 4)
+    model(random_ids(2, 6))
 
 
 # -- the preset ----------------------------------------------------------------------------

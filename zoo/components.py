@@ -10,6 +10,7 @@ of whole models.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 from torch import nn
 
 from zoo.config import ModelConfig
-from zoo.contracts import CONFIG_ARGUMENTS, constructor_parameters, part_kind
+from zoo.contracts import CONFIG_ARGUMENTS, Placement, constructor_parameters, part_kind
 from zoo.errors import ConfigError
 from zoo.registry import Component, Registry, default_registry
 
@@ -61,8 +62,9 @@ class Components:
         self._config_arguments = config_arguments(config)
         self._making: list[str] = []  # kinds being made, outermost first
 
-    def make(self, kind: str) -> Any:
-        """A new instance of the configured component of ``kind``."""
+    def make(self, kind: str, **given: Any) -> Any:
+        """A new instance of the configured component of ``kind``; ``given`` constructor
+        arguments take the place of what would be filled in (see ``Placement.pair``)."""
         spec = getattr(self.config, kind)
         component = self.registry.get(kind, spec.name)
         if kind in self._making:
@@ -74,13 +76,21 @@ class Components:
         options = component.options_model.model_validate(spec.options)
         self._making.append(kind)
         try:
-            return component.factory(**self.arguments(component, options))
+            return component.factory(**self.arguments(component, options, given))
         finally:
             self._making.pop()
 
-    def arguments(self, component: Component, options: Any) -> dict[str, Any]:
-        """The keyword arguments for ``component``'s factory, filled by name."""
-        given = dict(options)
+    def placements(self) -> tuple[Placement, Placement]:
+        """One layer's placements, around its attention and its MLP, made together by the
+        configured placement's ``pair`` (independent ones for a factory that is no class)."""
+        factory = self.registry.get("placement", self.config.placement.name).factory
+        placement = factory if isinstance(factory, type) and issubclass(factory, Placement) else Placement
+        return placement.pair(functools.partial(self.make, "placement"))
+
+    def arguments(self, component: Component, options: Any, given: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The keyword arguments for ``component``'s factory, filled by name: ``given``
+        first, then its options, the config's values, and fresh modules of other kinds."""
+        explicit, given = given or {}, {**dict(options), **(given or {})}
         arguments: dict[str, Any] = {}
         for parameter in constructor_parameters(component.factory):
             name = parameter.name
@@ -99,6 +109,12 @@ class Components:
                 )
         if accepts_any_keyword(component.factory):  # options it does not name go through **kwargs
             arguments.update((k, v) for k, v in given.items() if k not in arguments)
+        unknown = sorted(set(explicit) - set(arguments))
+        if unknown:
+            raise ConfigError(
+                f"{component.kind} {component.name!r} (plugin {component.plugin.name!r}) was made with "
+                f"{', '.join(unknown)}, which its constructor does not take; name them in its signature"
+            )
         return arguments
 
     def norm(self) -> nn.Module:

@@ -23,8 +23,9 @@ The kinds:
   applies ``ctx.mask`` / ``ctx.is_causal``.
 - position: a ``PositionEncoding``: adds to embeddings, rotates q/k (with the state its
   ``prepare`` made once per forward), and/or biases scores.
-- placement: a ``Placement``: joins a sub-layer to the residual stream, owning its norms;
-  its ``block`` says how a layer's two sub-layers combine.
+- placement: a ``Placement``: joins a sub-layer to the residual stream, owning its norms.
+  A layer's two (around attention, around the MLP) are made together by its ``pair``,
+  and its ``block`` says how they combine.
 - norm, activation, mlp: modules from (B, S, d) to (B, S, d).
 - init: a callable ``init(model)`` that draws fresh weights in place.
 
@@ -158,8 +159,9 @@ class PositionEncoding(nn.Module):
 class Placement(nn.Module):
     """Joins a sub-layer to the residual stream: ``forward(x, sublayer, *args)``.
 
-    ``block`` says how one layer's attention and MLP combine; by default one after the
-    other. A placement that runs them side by side overrides it.
+    A layer asks for its two placements at once, with ``pair``, and runs them with
+    ``block``: by default two independent ones, one sub-layer after the other. A
+    placement that runs attention and MLP side by side overrides both.
     """
 
     #: Whether a model of blocks placed like this wants a norm after the last block.
@@ -167,6 +169,16 @@ class Placement(nn.Module):
 
     def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
         raise NotImplementedError
+
+    @classmethod
+    def pair(cls, make: Callable[..., Placement]) -> tuple[Placement, Placement]:
+        """One layer's placements, around its attention and around its MLP.
+
+        ``make(**arguments)`` makes one as configured, with ``arguments`` in place of what
+        the model would fill in (``make(norm=None)``: no norm of its own). Both halves
+        come from one call, so they can share what they own without state kept elsewhere.
+        """
+        return make(), make()
 
     @classmethod
     def block(

@@ -37,9 +37,10 @@ class Block(nn.Module):
 
     def __init__(self, parts: Components) -> None:
         super().__init__()
-        self.attn_residual: Placement = parts.make("placement")  # owns the norm(s) around attention
+        attn_residual, mlp_residual = parts.placements()  # made as a pair: they may share a norm
+        self.attn_residual: Placement = attn_residual  # owns the norm(s) around attention
         self.attn = parts.make("attention")
-        self.mlp_residual: Placement = parts.make("placement")  # owns the norm(s) around the MLP
+        self.mlp_residual: Placement = mlp_residual  # owns the norm(s) around the MLP
         self.mlp = parts.make("mlp")
 
     def forward(self, x: Tensor, ctx: AttentionContext) -> Tensor:

@@ -27,15 +27,20 @@ from zoo.registry import Registry
 
 
 class DecoderBlock(nn.Module):
-    """One decoder layer: causal self-attention, cross-attention to the encoder, MLP."""
+    """One decoder layer: causal self-attention, cross-attention to the encoder, MLP.
+
+    Self-attention's and the MLP's placements are a pair, as in ``Block``; the three
+    sub-layers run one after the other.
+    """
 
     def __init__(self, parts: Components) -> None:
         super().__init__()
-        self.attn_residual: Placement = parts.make("placement")
+        attn_residual, mlp_residual = parts.placements()
+        self.attn_residual: Placement = attn_residual
         self.attn = parts.make("attention")
         self.cross_residual: Placement = parts.make("placement")
         self.cross_attn = parts.make("attention")  # queries from the target, keys/values from memory
-        self.mlp_residual: Placement = parts.make("placement")
+        self.mlp_residual: Placement = mlp_residual
         self.mlp = parts.make("mlp")
 
     def forward(self, x: Tensor, self_ctx: AttentionContext, cross_ctx: AttentionContext) -> Tensor:

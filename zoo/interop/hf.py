@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.checkpoint import path_arg, write_atomically
+from zoo.checkpoint.store import path_arg, write_atomically
 from zoo.config import ModelConfig, validate_config
 from zoo.errors import ConfigError, InteropError
 from zoo.factory import build, device_arg, dtype_arg, reset_buffers

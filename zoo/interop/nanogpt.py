@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from zoo.checkpoint import path_arg
+from zoo.checkpoint.store import path_arg
 from zoo.config import validate_config
 from zoo.errors import ConfigError, InteropError
 from zoo.factory import build, device_arg, dtype_arg, reset_buffers

@@ -28,7 +28,8 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from zoo import __version__
-from zoo.checkpoint import digest, write_atomically
+from zoo.checkpoint.hashing import digest
+from zoo.checkpoint.store import write_atomically
 from zoo.errors import CheckpointError
 
 STATE_FORMAT = 1

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-import weakref
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -41,36 +41,31 @@ class ParallelOptions(BaseModel):
     shared_norm: bool = Field(False, description="one norm feeds attention and MLP (GPT-J); false: one each (GPT-NeoX)")
 
 
-# A layer asks for its attention's placement, then its MLP's. With a shared norm the
-# second of each pair owns none: the first one waiting for its partner, per config.
-_waiting: dict[int, weakref.ref[Parallel]] = {}
-
-
 class Parallel(Placement):
     """Parallel attention and MLP, x + attn(norm1(x)) + mlp(norm2(x)) (GPT-J, GPT-NeoX, PaLM).
 
-    Each layer has two of these (one per sub-layer), each owning its norm; with a shared
-    norm the MLP's has none and reads the attention's. ``block`` runs the pair; on its
-    own (``forward``) it is pre-norm.
+    A layer's two of these (one per sub-layer) each own a norm; with a shared norm,
+    ``pair`` makes the MLP's without one, and ``block`` feeds it the attention's. On its
+    own (``forward``) one with a norm is pre-norm.
     """
 
     Options = ParallelOptions
     final_norm = True
 
-    def __init__(self, norm: nn.Module, config: Any = None, shared_norm: bool = False) -> None:
+    def __init__(self, norm: nn.Module | None, shared_norm: bool = False) -> None:
         super().__init__()
         self.shared_norm = shared_norm
-        first = _waiting.pop(id(config), None) if shared_norm else None
-        if first is not None and first() is not None:
-            self.norm: nn.Module | None = None  # the MLP's half of a pair: its attention's norm serves both
-        else:
-            self.norm = norm
-            if shared_norm:
-                _waiting[id(config)] = weakref.ref(self)
+        self.norm = norm  # None: the MLP's half of a shared-norm pair
 
     def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
-        assert self.norm is not None, "a shared-norm parallel placement runs only as a pair (block)"
+        assert self.norm is not None, "the MLP's half of a shared-norm parallel pair runs only in its block"
         return x + sublayer(self.norm(x), *args)
+
+    @classmethod
+    def pair(cls, make: Callable[..., Placement]) -> tuple[Placement, Placement]:
+        attn_residual = make()
+        shared = isinstance(attn_residual, Parallel) and attn_residual.shared_norm
+        return attn_residual, make(norm=None) if shared else make()
 
     @classmethod
     def block(
