@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml Makefile $(wildcard examples/*/pyproject.toml)
 	touch $(STAMP)
 
 # The main job: GPT-2 Small's parts, the swap toward the 2017 design, the 2017-vs-GPT-2
-# comparison, a short ablation that trains each swap, and a look inside one checkpoint.
+# comparison, a 2-seed ablation that trains each swap on 2 workers (its report in
+# runs/demo/report.md), a look inside one checkpoint, then prepare, train, resume, evaluate.
 demo: $(STAMP)
 	$(BIN)/zoo info gpt2-small
 	$(BIN)/zoo compare gpt2-small gpt2-small --set-b placement=post --set-b position=sinusoidal --set-b activation=relu

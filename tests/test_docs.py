@@ -396,11 +396,20 @@ def test_relative_links_resolve() -> None:
 
 
 def test_the_layout_in_design_md_names_every_module_of_zoo() -> None:
+    """Every module and package of zoo/ is named, and every entry names one that exists;
+    ``name.py`` and ``name/`` are the same entry, so a module may become a package."""
     layout = next(b.text for b in parse_blocks(ROOT / "docs" / "design.md") if b.text.startswith("pyproject.toml"))
+    lines = layout.splitlines()
+    section = lines[lines.index(next(x for x in lines if x.startswith("zoo/"))) + 1 :]
+    section = section[: next(i for i, x in enumerate(section) if not x.startswith(" "))]
+    named = {m.group(1) for m in re.finditer(r"(?:^|\s)(\w+)(?:\.py|/)(?=[\s:;,)]|$)", "\n".join(section))}
     entries = [p for p in (ROOT / "zoo").iterdir() if p.name != "__main__.py" and not p.name.startswith((".", "_"))]
-    tokens = [p.name if p.suffix == ".py" else f"{p.name}/" for p in entries if p.suffix == ".py" or p.is_dir()]
-    missing = sorted(t for t in tokens if not re.search(rf"(^|\s){re.escape(t)}", layout, re.MULTILINE))
-    assert not missing, f"docs/design.md's layout does not name {missing}: add them"
+    names = {p.stem for p in entries if p.suffix == ".py" or (p.is_dir() and p.name != "__pycache__")}
+    missing = sorted(names - named)
+    assert not missing, f"docs/design.md's layout does not name {missing} (as name.py or name/): add them"
+    first_column = {m.group(1) for x in section if (m := re.match(r"^  (\w+)(?:\.py|/)\s", x))}
+    stale = sorted(first_column - names - {"__init__"})
+    assert not stale, f"docs/design.md's layout names {stale}, which zoo/ no longer has: remove them"
 
 
 def test_install_commands_name_the_distributions_in_pyproject() -> None:
