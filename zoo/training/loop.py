@@ -36,10 +36,6 @@ from typing import Any, Self, cast
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
-)
 
 from zoo.checkpoint import inspect, load, save, unwrap, versions, write_atomically
 from zoo.config import ModelConfig, resolve_config
@@ -633,6 +629,11 @@ def _save(
         tensors["scaler/growth_tracker"] = torch.tensor(int(scaler.state_dict().get("_growth_tracker", 0)))
     full = None
     if r.strategy == "fsdp":
+        from torch.distributed.checkpoint.state_dict import (  # on use: slow import
+            StateDictOptions,
+            get_model_state_dict,
+        )
+
         full = cast(
             dict[str, Tensor],
             get_model_state_dict(r.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)),
