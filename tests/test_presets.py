@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 
@@ -88,11 +86,12 @@ def test_swapping_gpt2_toward_2017() -> None:
     assert model.num_parameters() == 124_439_808 - 1024 * 768 - 2 * 768
 
 
-def test_meta_build_is_quick_even_for_xl() -> None:
-    zoo.build("gpt2-xl", device="meta")  # warm imports
-    start = time.perf_counter()
-    zoo.build("gpt2-xl", device="meta")
-    assert time.perf_counter() - start < 2.0  # generous: typically ~0.1 s
+def test_meta_build_of_xl_is_structure_only() -> None:
+    """device="meta" gives gpt2-xl no storage and no draws, which is why it is instant
+    (timed by `zoo bench startup`, not here: a timed test fails on a busy machine)."""
+    model = zoo.build("gpt2-xl", device="meta")
+    assert all(t.is_meta for t in (*model.parameters(), *model.buffers()))
+    assert model.num_parameters() == 1_557_611_200
 
 
 def test_build_with_dtype_and_device() -> None:
