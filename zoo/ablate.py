@@ -780,28 +780,33 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:60]
 
 
+# run_ablation arguments that are also `zoo ablate` flags of the same name (--d-model for d_model),
+# shared by the CLI (flags -> arguments) and the report (arguments -> the command that repeats them).
+FLAG_OPTIONS = (
+    "d_model",
+    "layers",
+    "heads",
+    "seq_len",
+    "steps",
+    "batch",
+    "lr",
+    "eval_every",
+    "seeds",
+    "seed",
+    "workers",
+    "tokenizer",
+    "max_chars",
+    "threads",
+    "order",
+    "device",
+)
+
+
 def _equivalent_command(base: str, target: str, args: dict[str, Any]) -> str:
     """The ``zoo ablate`` command line that repeats a Python call."""
     words = ["zoo", "ablate", "--from", base, "--to", target]
     prepared = args.get("data") is not None and Path(args["data"]).is_dir()  # brings its tokenizer
-    for name in (
-        "d_model",
-        "layers",
-        "heads",
-        "seq_len",
-        "steps",
-        "batch",
-        "lr",
-        "eval_every",
-        "seeds",
-        "seed",
-        "workers",
-        "tokenizer",
-        "max_chars",
-        "threads",
-        "order",
-        "device",
-    ):
+    for name in FLAG_OPTIONS:
         if args.get(name) is not None and not (prepared and name == "tokenizer"):
             words += [
                 f"--{name.replace('_', '-')}",

@@ -13,6 +13,7 @@ from rich.text import Text
 from zoo.ablate import (
     DEFAULT_SCALE,
     DEFAULT_SEEDS,
+    FLAG_OPTIONS,
     ORDERS,
     TUNE_FRACTION,
     run_ablation,
@@ -113,26 +114,7 @@ def rate_list(text: str) -> list[float]:
 
 
 # Flags of `zoo ablate` passed to run_ablation when given (its defaults rule otherwise).
-ABLATE_OPTIONS = (
-    "d_model",
-    "layers",
-    "heads",
-    "seq_len",
-    "steps",
-    "batch",
-    "lr",
-    "eval_every",
-    "seed",
-    "seeds",
-    "tokenizer",
-    "vocab_limit",
-    "max_chars",
-    "threads",
-    "tune_fraction",
-    "order",
-    "workers",
-    "device",
-)
+ABLATE_OPTIONS = (*FLAG_OPTIONS, "vocab_limit", "tune_fraction")
 
 
 def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
