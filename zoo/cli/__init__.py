@@ -92,6 +92,7 @@ def load_plugins(ui: Ui, *, quiet: bool) -> None:
 # Python arguments that library messages suggest, and the flags that do the same here.
 CLI_HINTS = {
     "verify=False": "--no-verify",
+    "overwrite=True": "--overwrite",
 }
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import zoo
 from zoo.cli.options import Commands
 from zoo.cli.render import Ui, fmt_int
+from zoo.errors import ZooError
 
 
 def add_parsers(commands: Commands) -> None:
@@ -28,6 +30,12 @@ def add_parsers(commands: Commands) -> None:
         help="with --to-hf: the Hugging Face architecture to write (default: the first that fits)",
     )
     p.add_argument("-o", "--output", required=True, metavar="PATH", help="where to write the result")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing output whole: the Hugging Face folder (with --to-hf) or the checkpoint file "
+        "(default: refuse an output the zoo did not make; a checkpoint folder gets a new version instead)",
+    )
 
 
 def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
@@ -36,6 +44,12 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
     if source:
         with ui.err.status(f"reading {source}"):
             model = zoo.from_hf(source) if args.from_hf else zoo.from_nanogpt(source)
+        target = Path(args.output)
+        if not args.overwrite and (target.is_file() or target.is_symlink()):
+            raise ZooError(
+                f"{target} exists; pass --overwrite to replace it, or give a new file name or a checkpoint "
+                f"folder (which gets a new version)"
+            )
         with ui.err.status(f"saving to {args.output}"):
             written = zoo.save(model, args.output)
         count = fmt_int(model.num_parameters())
@@ -44,7 +58,7 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
         with ui.err.status(f"loading {args.to_hf}"):
             model = zoo.load(args.to_hf)
         with ui.err.status(f"writing a Hugging Face model to {args.output}"):
-            folder = zoo.to_hf(model, args.output, architecture=args.architecture)
+            folder = zoo.to_hf(model, args.output, architecture=args.architecture, overwrite=args.overwrite)
         architecture = json.loads((folder / "config.json").read_text(encoding="utf-8"))["architectures"][0]
         ui.line(f"converted {args.to_hf} to the Hugging Face folder {args.output} ({architecture})", "green")
     return 0

@@ -7,7 +7,7 @@ import argparse
 from rich.text import Text
 
 from zoo.cli.options import Commands, seed
-from zoo.cli.render import Ui
+from zoo.cli.render import Ui, terminal_text
 from zoo.pipelines import generate_text
 
 
@@ -27,6 +27,13 @@ def add_parsers(commands: Commands) -> None:
     p.add_argument("--repetition-penalty", type=float, default=None)
     p.add_argument("--seed", type=seed, default=None, help="seed of the sampling, 0 .. 2**64-1")
     p.add_argument("--no-echo", action="store_true", help="print only the generated text, not the prompt")
+    p.add_argument(
+        "--raw",
+        action="store_true",
+        help="when stdout is not a terminal, write the text exactly as generated, control characters included "
+        "(default: control characters other than newline and tab are written as escapes such as \\x1b; "
+        "on a terminal they always are)",
+    )
 
 
 def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
@@ -39,14 +46,23 @@ def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
     sampling_flags = any(getattr(args, key) is not None for key in ("temperature", "top_k", "top_p"))
     options["do_sample"] = args.sample or (sampling_flags and not args.greedy)
 
-    echo = [] if args.no_echo else [Text(args.prompt, style="bold")]  # shown once text starts coming
+    # Control characters a model spells reach a terminal as escapes; raw bytes go to a pipe only with --raw.
+    raw = args.raw and not ui.out.is_terminal
+    shown = (lambda text: text) if raw else terminal_text
+    echo = [] if args.no_echo else [shown(args.prompt)]  # shown once text starts coming
 
     def on_text(piece: str) -> None:
-        ui.out.print(*echo, Text(piece), sep="", end="", soft_wrap=True)
+        if raw:
+            ui.out.file.write("".join(echo) + piece)
+        else:
+            ui.out.print(*(Text(e, style="bold") for e in echo), Text(shown(piece)), sep="", end="", soft_wrap=True)
         ui.out.file.flush()
         echo.clear()
 
     # A Hugging Face folder (config.json) or a zoo checkpoint; generate_text tells them apart.
     generate_text(args.model, args.prompt, on_text=on_text, **options)
-    ui.out.print(*echo, soft_wrap=True)
+    if raw:
+        ui.out.file.write("".join(echo) + "\n")
+    else:
+        ui.out.print(*(Text(e, style="bold") for e in echo), soft_wrap=True)
     return 0

@@ -217,8 +217,16 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
 
 def cmd_eval(args: argparse.Namespace, ui: Ui) -> int:
     model = zoo.load(args.checkpoint)
+    training = zoo.inspect(args.checkpoint, verify=False).metadata.get("training")
+    trained = training.get("tokenizer") if isinstance(training, dict) else None
     result = evaluate(
-        model, args.data, split=args.split, seq_len=args.seq_len, batch_size=args.batch_size, batches=args.batches
+        model,
+        args.data,
+        split=args.split,
+        seq_len=args.seq_len,
+        batch_size=args.batch_size,
+        batches=args.batches,
+        tokenizer=trained if trained in TOKENIZERS else None,
     )
     if ui.json_mode:
         ui.json(result.to_dict())

@@ -20,7 +20,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.checkpoint.store import path_arg, write_atomically
+from zoo.checkpoint.owned import staged_folder
+from zoo.checkpoint.store import path_arg, write_atomically, write_safetensors
 from zoo.config import ModelConfig, validate_config
 from zoo.errors import ConfigError, InteropError
 from zoo.factory import build, device_arg, dtype_arg, reset_buffers
@@ -45,6 +46,7 @@ WEIGHT_FILES = (
 # model_type -> the plugin distribution whose converter reads it, for the hint when the
 # plugin is not installed.
 # model_type -> (distribution, folder of this checkout that holds it)
+EXPORT_KIND = "hf-export"  # the kind of output folder to_hf writes (zoo.checkpoint.owned)
 KNOWN_PLUGINS = {name: ("zoo-lm-modern", "examples/zoo-modern") for name in ("llama", "mistral", "qwen2", "gpt_neox")}
 
 
@@ -259,6 +261,7 @@ def to_hf(
     *,
     architecture: str | None = None,
     registry: Registry | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Write ``model`` as a Hugging Face folder (config.json + model.safetensors).
 
@@ -266,26 +269,30 @@ def to_hf(
     express the model (GPT-2 for GPT-2's design, Llama for LLaMA's, ...);
     ``transformers.AutoModelForCausalLM.from_pretrained(path)`` loads it with the same
     logits. A model no converter can express is refused, naming what blocks each.
-    Returns the folder.
+
+    The folder is written whole (``zoo.checkpoint.owned.staged_folder``): a new or empty
+    folder, or an earlier export left as it was; a folder holding anything else is
+    refused unless ``overwrite=True``, which replaces it whole. A failed export leaves
+    nothing behind. Returns the folder.
     """
     if not isinstance(model, DecoderLM):
         raise InteropError(
             f"to_hf writes decoder-only language models, got {type(model).__name__}; "
             f"the Hugging Face causal-LM layouts have no encoder"
         )
+    if not isinstance(overwrite, bool):
+        raise InteropError(f"overwrite must be True or False, got {overwrite!r}")
     config = model.config
     converter = _exporter(config, architecture, registry)  # refuses before any work
     hf_config = config_to_hf(config, model.tok_emb.weight.dtype, architecture=converter.architecture, registry=registry)
     tensors = state_to_hf(converter, model.state_dict(), config)
     folder = path_arg(path, "write to", InteropError, "a folder path")
-    from safetensors.torch import save_file
-
     text = json.dumps(hf_config, indent=2, sort_keys=True) + "\n"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        write_atomically(folder / "model.safetensors", lambda f: save_file(tensors, f, metadata={"format": "pt"}))
-        write_atomically(folder / "config.json", lambda f: f.write_text(text, encoding="utf-8"))
-    except OSError as err:
+        with staged_folder(folder, EXPORT_KIND, "zoo.to_hf", error=InteropError, overwrite=overwrite) as staging:
+            write_atomically(staging / "model.safetensors", lambda f: write_safetensors(f, tensors, {"format": "pt"}))
+            write_atomically(staging / "config.json", lambda f: f.write_text(text, encoding="utf-8"))
+    except (OSError, ValueError) as err:
         raise InteropError(
             f"cannot write the Hugging Face folder {folder}: {err}; pick a writable folder path"
         ) from err
