@@ -165,6 +165,8 @@ def open_append(path: Path, error: type[ZooError]) -> Any:
             raise error(
                 f"{path} is a symbolic link; the zoo writes its own files only, never through a link: remove it"
             ) from err
+        if path.exists() and not path.is_file():
+            raise error(f"{path} is not a regular file; remove it so the zoo can write its own") from err
         raise error(f"cannot write {path}: {err.strerror or err}") from err
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)

@@ -93,15 +93,15 @@ def read_marker(folder: Path, error: type[ZooError]) -> Marker | None:
         ) from err
 
 
-def check_output_path(path: Path, error: type[ZooError]) -> None:
+def check_output_path(path: Path, error: type[ZooError], what: str = "the output folder") -> None:
     """Refuse an output path that is a symbolic link or something other than a folder."""
     if path.is_symlink():
         raise error(
-            f"the output {path} is a symbolic link (to {os.readlink(path)}); the zoo does not write through "
-            f"links: give the folder itself"
+            f"cannot write {what} {path}: it is a symbolic link (to {os.readlink(path)}); the zoo does not "
+            f"write through links: give the folder itself"
         )
     if path.exists() and not path.is_dir():
-        raise error(f"the output {path} is a file, not a folder; remove it or pick another path")
+        raise error(f"cannot write {what} {path}: it is a file, not a folder; remove it or pick another path")
     for parent in path.parents:
         if parent.exists() and not parent.is_dir():
             raise error(f"cannot create {path}: {parent} is a file, not a folder; pick another path")
@@ -326,7 +326,13 @@ def _makedirs(folder: Path, error: type[ZooError]) -> list[Path]:
 
 @contextlib.contextmanager
 def staged_folder(
-    path: Path, kind: str, command: str, *, error: type[ZooError], overwrite: bool = False
+    path: Path,
+    kind: str,
+    command: str,
+    *,
+    error: type[ZooError],
+    overwrite: bool = False,
+    what: str = "the output folder",
 ) -> Iterator[Path]:
     """A fresh hidden folder beside ``path`` to write an output into; on success it
     replaces ``path`` whole, with a marker listing the files written; on failure it is
@@ -335,7 +341,7 @@ def staged_folder(
     ``path`` may be absent, empty, or this kind's own unchanged output; anything else
     needs ``overwrite``. A folder a run holds locked is never replaced.
     """
-    check_output_path(path, error)
+    check_output_path(path, error, what)
     if not overwrite and (why := _foreign(path, kind, error)):
         raise _refusal(path, why, error)
     made = _makedirs(path.parent, error)
@@ -347,7 +353,7 @@ def staged_folder(
         files = sorted(os.listdir(staging))
         _write_marker(staging, kind, command, files)
         with _parent_lock(path.parent):
-            check_output_path(path, error)  # again: another process may have acted meanwhile
+            check_output_path(path, error, what)  # again: another process may have acted meanwhile
             if not overwrite and (why := _foreign(path, kind, error)):
                 raise _refusal(path, why, error)
             if os.path.lexists(path) and _held_by_another(path):
@@ -418,23 +424,35 @@ def claim(
             shutil.rmtree(staging, ignore_errors=True)
             raise
         return OwnedFolder(path, marker, True, fd)
+    _inspect_claim(path, kind, error, adopt)  # refuse before creating anything in a folder not ours
     _makedirs(path, error)
+    had_lock = os.path.lexists(path / LOCK)
     fd = _take_lock(path, error)
     try:
-        found = read_marker(path, error)
-        entries = _entries(path)
-        fresh = not entries
-        if found is None:
-            if entries and not (adopt is not None and adopt(path)):
-                raise _refusal(path, f"holds {len(entries)} file(s) the zoo did not write (no {MARKER})", error)
-            found = _write_marker(path, kind, command)
-        elif found.kind != kind:
-            raise _refusal(path, f"was made by {found.command} ({found.kind}), not by this command", error)
-        marker = found
+        marker, fresh = _inspect_claim(path, kind, error, adopt)  # again, now that no one else can act
+        if marker is None:
+            marker = _write_marker(path, kind, command)
     except BaseException:
+        if not had_lock:
+            with contextlib.suppress(OSError):
+                (path / LOCK).unlink()
         _release(fd)
         raise
     return OwnedFolder(path, marker, fresh, fd)
+
+
+def _inspect_claim(
+    path: Path, kind: str, error: type[ZooError], adopt: Callable[[Path], bool] | None
+) -> tuple[Marker | None, bool]:
+    """``(marker, fresh)`` of a folder a run of ``kind`` may take; the refusal otherwise."""
+    found = read_marker(path, error) if path.is_dir() else None
+    entries = _entries(path)
+    if found is None:
+        if entries and not (adopt is not None and adopt(path)):
+            raise _refusal(path, f"holds {len(entries)} file(s) the zoo did not write (no {MARKER})", error)
+    elif found.kind != kind:
+        raise _refusal(path, f"was made by {found.command} ({found.kind}), not by this command", error)
+    return found, not entries
 
 
 @contextlib.contextmanager

@@ -24,7 +24,7 @@ from rich.progress import (
 )
 
 import zoo
-from zoo.checkpoint import versions
+from zoo.checkpoint import inspect, versions
 from zoo.cli.options import Commands
 from zoo.cli.render import Ui, fmt_int, new_table
 from zoo.config import parse_sets
@@ -217,7 +217,7 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
 
 def cmd_eval(args: argparse.Namespace, ui: Ui) -> int:
     model = zoo.load(args.checkpoint)
-    training = zoo.inspect(args.checkpoint, verify=False).metadata.get("training")
+    training = inspect(args.checkpoint, verify=False).metadata.get("training")
     trained = training.get("tokenizer") if isinstance(training, dict) else None
     result = evaluate(
         model,

@@ -694,7 +694,7 @@ def open_data(path: str | os.PathLike[str], *, verify: bool = False) -> TokenDat
             size = info.st_size if info is not None and stat.S_ISREG(info.st_mode) else -1
             if size != shard.tokens * itemsize:
                 raise InputError(
-                    f"shard {shard_path} is missing, not a file, or of the wrong size ({size} bytes, expected "
+                    f"shard {shard_path} is missing, truncated, not a file, or of the wrong size ({size} bytes, expected "
                     f"{shard.tokens * itemsize}); prepare the data again with `zoo data prepare`"
                 )
             if shard.sample is not None and not verify:
