@@ -52,17 +52,18 @@ def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
     echo = [] if args.no_echo else [shown(args.prompt)]  # shown once text starts coming
 
     def on_text(piece: str) -> None:
-        if raw:
-            ui.out.file.write("".join(echo) + piece)
-        else:
-            ui.out.print(*(Text(e, style="bold") for e in echo), Text(shown(piece)), sep="", end="", soft_wrap=True)
+        if echo and not raw:
+            ui.out.print(Text(echo[0], style="bold"), end="", soft_wrap=True)
+        elif echo:
+            ui.out.file.write(echo[0])
+        ui.out.file.write(shown(piece))  # not through rich, which would turn tabs into spaces
         ui.out.file.flush()
         echo.clear()
 
     # A Hugging Face folder (config.json) or a zoo checkpoint; generate_text tells them apart.
     generate_text(args.model, args.prompt, on_text=on_text, **options)
-    if raw:
-        ui.out.file.write("".join(echo) + "\n")
-    else:
-        ui.out.print(*(Text(e, style="bold") for e in echo), soft_wrap=True)
+    if echo and not raw:
+        ui.out.print(Text(echo[0], style="bold"), end="", soft_wrap=True)
+    ui.out.file.write("".join(echo) * raw + "\n")
+    ui.out.file.flush()
     return 0
