@@ -19,7 +19,17 @@ from typing import Any
 
 from zoo.errors import ZooError, printable, quoted
 
-__all__ = ["MAX_DEPTH", "confined", "depth", "loads", "open_append", "read_bytes", "read_json", "read_text"]
+__all__ = [
+    "MAX_DEPTH",
+    "confined",
+    "depth",
+    "loads",
+    "open_append",
+    "open_read",
+    "read_bytes",
+    "read_json",
+    "read_text",
+]
 
 #: Deepest nesting of lists and objects a JSON file the zoo reads may have.
 MAX_DEPTH = 32
@@ -52,6 +62,14 @@ def _open_regular(path: Path, error: type[ZooError], what: str, *, follow: bool 
         kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file (a device, FIFO or socket)"
         raise error(f"{what} {path} is {kind}; it must be a regular file")
     return fd
+
+
+def open_read(path: str | os.PathLike[str], error: type[ZooError], what: str = "file", *, follow: bool = True) -> Any:
+    """``path`` opened to read bytes, refused unless it is a regular file (for files read a
+    line at a time, too big to read whole)."""
+    fd = _open_regular(Path(path), error, what, follow=follow)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
 
 
 def read_bytes(

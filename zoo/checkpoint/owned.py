@@ -104,7 +104,7 @@ def check_output_path(path: Path, error: type[ZooError], what: str = "the output
         raise error(f"cannot write {what} {path}: it is a file, not a folder; remove it or pick another path")
     for parent in path.parents:
         if parent.exists() and not parent.is_dir():
-            raise error(f"cannot create {path}: {parent} is a file, not a folder; pick another path")
+            raise error(f"cannot create {what} {path}: {parent} is a file, not a folder; pick another path")
         if parent.exists():
             break
 
@@ -303,9 +303,15 @@ def _write_marker(folder: Path, kind: str, command: str, files: list[str] | None
     return marker
 
 
-def _refusal(target: Path, why: str, error: type[ZooError]) -> ZooError:
+def _refusal(
+    target: Path, why: str, error: type[ZooError], what: str = "the output folder", hint: str = ""
+) -> ZooError:
+    if hint:
+        return error(
+            f"{what} {target} is not empty; {hint} (it {why}; the zoo never writes into a folder it did not make)"
+        )
     return error(
-        f"the output folder {target} {why}; the zoo never writes into a folder it did not make. Give a new or "
+        f"{what} {target} {why}; the zoo never writes into a folder it did not make. Give a new or "
         f"empty folder, or pass overwrite=True to replace {target.name} whole (everything in it is removed)"
     )
 
@@ -390,6 +396,8 @@ def claim(
     error: type[ZooError],
     overwrite: bool = False,
     adopt: Callable[[Path], bool] | None = None,
+    what: str = "the output folder",
+    hint: str = "",
 ) -> OwnedFolder:
     """Lock ``path`` (created if absent) for a run of ``kind``; the caller releases it.
 
@@ -397,9 +405,10 @@ def claim(
     decides whether its contents may be resumed); a folder without a marker is taken
     only when ``adopt(path)`` recognises it (a run of an older zoo, which gets the
     marker then); anything else is refused unless ``overwrite``, which first swaps in
-    an empty folder (the old one removed whole once the new one is locked).
+    an empty folder (the old one removed whole once the new one is locked). ``what``
+    names the folder in messages (``--out``); ``hint`` replaces the advice of a refusal.
     """
-    check_output_path(path, error)
+    check_output_path(path, error, what)
     if overwrite and _entries(path) + ([MARKER] if os.path.lexists(path / MARKER) else []):
         _makedirs(path.parent, error)
         _clean_stale(path)
@@ -424,12 +433,12 @@ def claim(
             shutil.rmtree(staging, ignore_errors=True)
             raise
         return OwnedFolder(path, marker, True, fd)
-    _inspect_claim(path, kind, error, adopt)  # refuse before creating anything in a folder not ours
+    _inspect_claim(path, kind, error, adopt, what, hint)  # refuse before creating anything in a folder not ours
     _makedirs(path, error)
     had_lock = os.path.lexists(path / LOCK)
     fd = _take_lock(path, error)
     try:
-        marker, fresh = _inspect_claim(path, kind, error, adopt)  # again, now that no one else can act
+        marker, fresh = _inspect_claim(path, kind, error, adopt, what, hint)  # again, now no one else can act
         if marker is None:
             marker = _write_marker(path, kind, command)
     except BaseException:
@@ -442,16 +451,22 @@ def claim(
 
 
 def _inspect_claim(
-    path: Path, kind: str, error: type[ZooError], adopt: Callable[[Path], bool] | None
+    path: Path,
+    kind: str,
+    error: type[ZooError],
+    adopt: Callable[[Path], bool] | None,
+    what: str = "the output folder",
+    hint: str = "",
 ) -> tuple[Marker | None, bool]:
     """``(marker, fresh)`` of a folder a run of ``kind`` may take; the refusal otherwise."""
     found = read_marker(path, error) if path.is_dir() else None
     entries = _entries(path)
     if found is None:
         if entries and not (adopt is not None and adopt(path)):
-            raise _refusal(path, f"holds {len(entries)} file(s) the zoo did not write (no {MARKER})", error)
+            why = f"holds {len(entries)} file(s) the zoo did not write (no {MARKER})"
+            raise _refusal(path, why, error, what, hint)
     elif found.kind != kind:
-        raise _refusal(path, f"was made by {found.command} ({found.kind}), not by this command", error)
+        raise _refusal(path, f"was made by {found.command} ({found.kind}), not by this command", error, what, hint)
     return found, not entries
 
 

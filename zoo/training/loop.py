@@ -29,6 +29,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -52,7 +53,9 @@ from zoo.training.data import (
 )
 from zoo.training.distributed import (
     World,
+    agree,
     all_sum,
+    broadcast_text,
     choose_strategy,
     close_world,
     gradient_sync,
@@ -205,7 +208,8 @@ def run(
     if world is None:
         world, created = init_world()
     try:
-        return _train(model, data, settings, out, resume, world, model_tokenizer, metadata or {}, on_step)
+        with contextlib.ExitStack() as stack:  # holds the out folder's lock for the run
+            return _train(model, data, settings, out, resume, world, model_tokenizer, metadata or {}, on_step, stack)
     finally:
         close_world(created)
 
@@ -220,17 +224,21 @@ def _train(
     model_tokenizer: str | None,
     metadata: dict[str, Any],
     on_step: Callable[[StepReport], None] | None,
+    stack: contextlib.ExitStack,
 ) -> TrainResult:
     config = getattr(model, "config", None)
     _check_inputs(model, config, data, settings, model_tokenizer)
     micro, accum = _micro_batches(settings, world)
-    out = output_folder(out_arg, resume, world)
+    out = output_folder(out_arg, resume, world, stack)
     state = resume_state(model, config, data, settings, out) if resume and out is not None else None
     strategy = choose_strategy(settings.strategy, world, sum(p.numel() for p in model.parameters()))
     if settings.dtype == "fp16" and strategy == "fsdp":
         raise ConfigError(
             "dtype fp16 needs the single or ddp strategy (a grad scaler); use --dtype bf16 with --strategy fsdp"
         )
+    agree(world, settings, data, config, out_arg, resume)  # every rank the same run, before the first collective step
+    run_id = state.run_id if state is not None and state.run_id else broadcast_text(secrets.token_hex(8), world)
+    metadata = {**metadata, "run_id": run_id}
     low = torch.bfloat16 if settings.dtype == "bf16" else torch.float16 if settings.dtype == "fp16" else None
     wrapped = prepare_model(
         model,
