@@ -525,7 +525,9 @@ def read_manifest(folder: Path) -> Manifest:
     file = folder / MANIFEST
     again = f"prepare the data again with `zoo data prepare TEXT -o {folder}`"
     if not os.path.lexists(file):
-        raise InputError(f"{folder} has no {MANIFEST}: it is not a prepared folder; {again}")
+        raise InputError(
+            f"{folder} has no {MANIFEST}; create it with `zoo data prepare TEXT -o {folder}` (it is not a prepared folder)"
+        )
     data = read_json(file, InputError, "data manifest", limit=MANIFEST_LIMIT)
     if not isinstance(data, dict) or data.get("digest") != manifest_digest(data):
         raise InputError(f"{file} is damaged (its digest does not match its contents); {again}")
