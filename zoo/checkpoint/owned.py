@@ -438,9 +438,8 @@ def claim(
     had_lock = os.path.lexists(path / LOCK)
     fd = _take_lock(path, error)
     try:
-        marker, fresh = _inspect_claim(path, kind, error, adopt, what, hint)  # again, now no one else can act
-        if marker is None:
-            marker = _write_marker(path, kind, command)
+        found, fresh = _inspect_claim(path, kind, error, adopt, what, hint)  # again, now no one else can act
+        marker = found if found is not None else _write_marker(path, kind, command)
     except BaseException:
         if not had_lock:
             with contextlib.suppress(OSError):
