@@ -252,7 +252,7 @@ def tokenizer(name_or_path: str | os.PathLike[str] | Tokenizer = "gpt2", *, revi
     if str(name_or_path) == "bytes":
         return ByteTokenizer()
     folder = Path(name_or_path)
-    if isinstance(name_or_path, str) and not folder.exists() and is_hub_id(name_or_path):
+    if isinstance(name_or_path, str) and is_hub_id(name_or_path):
         folder = snapshot(name_or_path, revision, weights=False)
     elif revision is not None:
         raise ConfigError(f"revision={revision!r} is for hub ids; {printable(str(name_or_path))!r} is a local path")

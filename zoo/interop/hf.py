@@ -228,7 +228,7 @@ def from_hf(
         )
     target_dtype = dtype_arg(dtype, InteropError)
     target_device = device_arg(device, InteropError)
-    folder, _ = local_or_snapshot(path, revision)
+    folder, _ = local_or_snapshot(path, revision, bare=True)
     folder = path_arg(folder, "read", InteropError, "a folder path")
     config_path = folder / "config.json"
     if not config_path.is_file():

@@ -47,12 +47,12 @@ _ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 _TRUE = {"1", "on", "yes", "true"}
 
 
-def is_hub_id(text: str | os.PathLike[str]) -> bool:
-    """Whether ``text`` reads as a hub id (``ORG/NAME`` or ``NAME``) rather than a path:
-    no existing file or folder of that name, no path syntax."""
+def is_hub_id(text: object, *, bare: bool = False) -> bool:
+    """Whether ``text`` reads as a hub id rather than a path: ``ORG/NAME`` (or, with
+    ``bare``, a legacy ``NAME`` such as ``gpt2``), and no file or folder of that name."""
     if not isinstance(text, str) or ".." in text or text.endswith((".", "-")) or Path(text).exists():
         return False
-    return bool(_ID.match(text))
+    return bool(_ID.match(text)) and (bare or "/" in text)
 
 
 def cache_folder() -> Path:
@@ -82,16 +82,21 @@ def offline() -> bool:
 
 
 def local_or_snapshot(
-    path_or_id: str | os.PathLike[str], revision: str | None = None, *, weights: bool = True
+    path_or_id: str | os.PathLike[str], revision: str | None = None, *, weights: bool = True, bare: bool = False
 ) -> tuple[Path, str | None]:
     """A local folder as it is, or a hub id's snapshot folder; with the id's resolved
-    commit (``None`` for a folder). ``weights=False`` fetches config and tokenizer only."""
+    commit (``None`` for a folder). ``weights=False`` fetches config and tokenizer only;
+    ``bare`` takes a name without an organisation (``gpt2``) as an id too."""
     if not isinstance(path_or_id, (str, os.PathLike)) or not str(path_or_id):
         raise InteropError(
             f"expected a Hugging Face folder or a hub id such as 'openai-community/gpt2', got {path_or_id!r}"
         )
-    if isinstance(path_or_id, str) and is_hub_id(path_or_id):
-        folder = snapshot(path_or_id, revision, weights=weights)
+    if is_hub_id(path_or_id, bare=bare):
+        assert isinstance(path_or_id, str)
+        try:
+            folder = snapshot(path_or_id, revision, weights=weights)
+        except InteropError as err:  # it may have been meant as a path
+            raise InteropError(f"{err} (no local file or folder {path_or_id!r} exists either)") from err
         return folder, folder.name
     if revision is not None:
         raise InteropError(
