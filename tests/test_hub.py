@@ -26,7 +26,7 @@ pytest.importorskip("tokenizers")
 
 VOCAB = 400
 GPT2 = dict(n_embd=32, n_layer=2, n_head=4, n_positions=64, vocab_size=VOCAB, bos_token_id=0, eos_token_id=0)
-EOT = {"eos_token": "<|endoftext|>", "bos_token": "<|endoftext|>"}
+EOT = {"eos_token": "<|endoftext|>"}  # GPT-2's design: an empty prompt starts from it
 
 
 def _gpt2(folder: Path, seed: int, **save: Any) -> Path:

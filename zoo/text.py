@@ -215,7 +215,8 @@ class DecodeStream:
     def __init__(self, tokenizer: Tokenizer, prefix: Sequence[int] = ()) -> None:
         self.tokenizer = tokenizer
         self.ids = list(prefix)
-        self.done = len(tokenizer.decode(self.ids)) if self.ids else 0
+        # A prefix that ends inside a character: its U+FFFD is not text yet.
+        self.done = len(tokenizer.decode(self.ids).rstrip("\ufffd")) if self.ids else 0
 
     def push(self, token_id: int) -> str:
         """Text completed by this token (possibly empty)."""
