@@ -29,7 +29,7 @@ from zoo.training import (
     mean_loss,
     open_data,
     prepare,
-    run,
+    run_loop,
     train,
     validation_batches,
 )
@@ -555,7 +555,7 @@ def test_fp16_trains_with_a_grad_scaler_whose_state_resumes(data: Path, tmp_path
     after = read_state(state_path(resumed / "v0002.safetensors")).tensors
     assert int(after["scaler/growth_tracker"]) == 6  # restored (3), not a fresh scaler's 0, then 3 more steps
     with pytest.raises(zoo.ConfigError, match="fp16 needs the single or ddp strategy"):
-        run(
+        run_loop(
             zoo.build("gpt2-small", **OVERRIDES),
             open_data(data),
             TrainSettings(**{**settings.__dict__, "strategy": "fsdp"}),
