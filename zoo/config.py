@@ -116,6 +116,7 @@ SPECS: dict[str, type[ComponentSpec]] = {
     kind.name: type(f"{kind.name.capitalize()}Spec", (ComponentSpec,), {"kind": kind.name, "__module__": __name__})
     for kind in COMPONENT_KINDS
 }
+globals().update({spec.__name__: spec for spec in SPECS.values()})  # zoo.config.AttentionSpec: picklable by name
 
 
 class Dropout(BaseModel):
