@@ -22,7 +22,7 @@ import secrets
 import shutil
 import stat
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -317,6 +317,13 @@ class WindowSampler:
 
     def set_state(self, state: Tensor) -> None:
         self.generator.set_state(state)
+
+    def state_dict(self) -> dict[str, Tensor]:
+        """The data cursor (``Stateful``, ``zoo.training.stateful``)."""
+        return {"cursor": self.state()}
+
+    def load_state_dict(self, state: Mapping[str, Tensor]) -> None:
+        self.set_state(state["cursor"])
 
 
 def training_batches(tokens: Tensor, settings: Any) -> Iterator[tuple[Tensor, Tensor]]:
