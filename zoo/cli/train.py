@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -187,6 +188,7 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
         )
         progress.stop()
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the wrap-up
         progress.stop()
         done = versions(args.out) if Path(args.out).is_dir() else []
         where = f"the last complete version is {done[-1].path}; continue with --resume" if done else "nothing was saved"

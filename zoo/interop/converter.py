@@ -275,7 +275,7 @@ def check_weights(tensors: Mapping[str, Tensor], where: str, *, allow_nonfinite:
             raise InteropError(
                 f"{where}: the tensor {name[:120]!r} holds {bad:,} NaN or infinite value(s); a model with them "
                 f"generates garbage. Restore the weights from a copy, or load them anyway with "
-                f"allow_nonfinite=True (--allow-nonfinite)"
+                f"allow_nonfinite=True"
             )
 
 
