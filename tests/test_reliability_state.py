@@ -367,3 +367,17 @@ def test_a_second_ctrl_c_prints_no_traceback(data: Path, tmp_path: Path) -> None
     _, err = process.communicate(timeout=120)
     assert process.returncode == 130, err
     assert "Traceback" not in err and "error: interrupted after step" in err, err
+
+
+def test_ablate_overwrite_replaces_a_folder_whole_and_stays_out_of_the_repeat_command(
+    text: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "report.md").write_text("my report")
+    (out / "notes.txt").write_text("mine")
+    result = ablate(out, text, overwrite=True)
+    assert "notes.txt" not in os.listdir(out) and (out / "report.md").read_text() != "my report"
+    assert "--overwrite" not in result.command
+    marker = read_marker(out, InputError)
+    assert marker is not None and marker.kind == "ablate"
