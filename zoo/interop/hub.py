@@ -89,7 +89,8 @@ def local_or_snapshot(
     ``bare`` takes a name without an organisation (``gpt2``) as an id too."""
     if not isinstance(path_or_id, (str, os.PathLike)) or not str(path_or_id):
         raise InteropError(
-            f"expected a Hugging Face folder or a hub id such as 'openai-community/gpt2', got {path_or_id!r}"
+            f"expected a Hugging Face folder or a hub id such as 'openai-community/gpt2', got {path_or_id!r}; "
+            f"give a folder path or an id"
         )
     if is_hub_id(path_or_id, bare=bare):
         assert isinstance(path_or_id, str)

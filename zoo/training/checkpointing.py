@@ -16,6 +16,7 @@ from zoo.checkpoint import load, save, unwrap, versions
 from zoo.config import ModelConfig
 from zoo.errors import CheckpointError, ConfigError, InputError
 from zoo.factory import build
+from zoo.text import TOKENIZER_FOLDER, keep_tokenizer_files
 from zoo.training.data import TokenData, WindowSampler
 from zoo.training.distributed import World, all_gather, barrier
 from zoo.training.metrics import LOGS
@@ -164,7 +165,11 @@ def save_version(
             "strategy": strategy,
             "settings": settings.to_dict(),
         }
-        path = save(_plain_model(model, full), out, metadata={**metadata, "training": training})
+        kept = {}
+        if data.tokenizer_files and data.path is not None:  # the data's own tokenizer travels with the run
+            hashes = keep_tokenizer_files(data.path / TOKENIZER_FOLDER, out / TOKENIZER_FOLDER)
+            kept = {"tokenizer": {"files": hashes, "source": data.tokenizer}}
+        path = save(_plain_model(model, full), out, metadata={**metadata, **kept, "training": training})
         if path.name != f"v{number:04d}.safetensors":
             raise CheckpointError(f"another process is saving into {out}; give each run its own --out folder")
         _prune(out, settings.keep_last)

@@ -34,6 +34,7 @@ from torch import Tensor
 
 from zoo._version import __version__
 from zoo.errors import ConfigError, InputError, ZooError
+from zoo.text import TOKENIZER_FOLDER, keep_tokenizer_files
 from zoo.text import tokenizer as text_tokenizer
 
 BUNDLED_CORPUS = "shakespeare.txt"
@@ -236,11 +237,12 @@ class TokenData:
 
     train: TokenSplit
     val: TokenSplit
-    tokenizer: str  # "gpt2", "bytes", or a description for in-memory tokens
+    tokenizer: str  # "gpt2", "bytes", a tokenizer folder or hub id, or a description for in-memory tokens
     vocab_size: int | None  # None: unknown (in-memory tokens)
     source: str
     digest: str | None = None  # the manifest's digest; None in memory
     path: Path | None = None  # the prepared folder
+    tokenizer_files: dict[str, str] | None = None  # kept in path/tokenizer/: file -> sha256
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -352,8 +354,11 @@ def _text_files(inputs: Sequence[str | os.PathLike[str]]) -> list[Path]:
 
 
 def _encoder(tokenizer: str) -> Any:
+    """None for bytes, else the tokenizer: GPT-2's, or a kept tokenizer folder's."""
     if tokenizer == "bytes":
         return None
+    if tokenizer != "gpt2":
+        return text_tokenizer(Path(tokenizer))  # a folder (kept in the data folder), see prepare
     try:
         return text_tokenizer("gpt2")
     except (ImportError, ZooError) as err:
@@ -376,7 +381,11 @@ def _tokenize_file(path: str, tokenizer: str, val_fraction: float, typecode: str
     ids = gpt2.encode(text)
     n_val = int(len(ids) * val_fraction)
     train_ids, val_ids = ids[: len(ids) - n_val], ids[len(ids) - n_val :]
-    val_bytes = len(gpt2.encoding.decode_bytes(val_ids))
+    if hasattr(gpt2, "encoding"):  # tiktoken: the exact bytes
+        val_bytes = len(gpt2.encoding.decode_bytes(val_ids))
+    else:  # the UTF-8 bytes of the text the ids decode to
+        val_bytes = len(gpt2.decode(val_ids).encode("utf-8"))
+        val_bytes = min(val_bytes, len(raw))
     train_arr, val_arr = array.array(typecode, train_ids), array.array(typecode, val_ids)
     if gpt2.eot_token_id is not None and ids:
         (val_arr if n_val else train_arr).append(gpt2.eot_token_id)  # documents end with <|endoftext|>
@@ -446,14 +455,24 @@ def prepare(
     """Tokenise text files and folders into ``out``: shards of token ids and ``manifest.json``.
 
     Each file is one document; its last ``val_fraction`` of tokens goes to the validation
-    split (GPT-2 documents end with ``<|endoftext|>``). Files are tokenised by ``workers``
-    processes (default: one per CPU, at most one per file). ``out`` must not exist or be
-    empty; it appears complete or not at all.
+    split (documents end with the tokenizer's end-of-text token). Files are tokenised by
+    ``workers`` processes (default: one per CPU, at most one per file). ``out`` must not
+    exist or be empty; it appears complete or not at all.
+
+    ``tokenizer`` is a name (``gpt2``, ``bytes``), a tokenizer folder or a hub id; the
+    files of a folder or id are kept in ``out/tokenizer/`` (their sha256 in the
+    manifest), so the data, and every run trained on it, carries its own tokenizer.
     """
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
+    if not isinstance(tokenizer, (str, os.PathLike)) or not str(tokenizer):
+        raise ConfigError(
+            f"tokenizer={tokenizer!r}: give {' or '.join(TOKENIZERS)}, a tokenizer folder or a hub id (--tokenizer)"
+        )
+    tokenizer = str(tokenizer)
+    kept: Any = None
     if tokenizer not in TOKENIZERS:
-        raise ConfigError(f"unknown tokenizer {tokenizer!r}; use {' or '.join(TOKENIZERS)} (--tokenizer)")
+        kept = text_tokenizer(tokenizer)  # a folder or a hub id: resolved (and checked) once, here
     if not isinstance(val_fraction, (int, float)) or not 0.0 < val_fraction < 1.0:
         raise ConfigError(f"val_fraction={val_fraction} must be between 0 and 1 (--val-fraction)")
     if workers is not None and (not _is_int(workers) or workers < 1):
@@ -462,17 +481,21 @@ def prepare(
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise InputError(f"output {target} exists and is not an empty folder; pass a new folder (-o)")
     files = _text_files(list(inputs))
-    vocab = 256 if tokenizer == "bytes" else _encoder(tokenizer).vocab_size
+    vocab = 256 if tokenizer == "bytes" else (kept or _encoder(tokenizer)).vocab_size
     dtype = "uint16" if vocab <= 1 << 16 else "uint32"
     typecode, itemsize = _DTYPES[dtype][1], _DTYPES[dtype][2]
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.parent / f".{target.name}.tmp-{secrets.token_hex(4)}"
     temporary.mkdir()
     try:
+        encoder, kept_files = tokenizer, None
+        if kept is not None:  # the workers read the copy kept with the data
+            kept_files = keep_tokenizer_files(Path(kept.name), temporary / TOKENIZER_FOLDER)
+            encoder = str(temporary / TOKENIZER_FOLDER)
         writers = {s: _ShardWriter(temporary, s, itemsize, shard_tokens) for s in ("train", "val")}
         n_bytes = {"train": 0, "val": 0}
         for train_ids, val_ids, train_bytes, val_bytes in _tokenize_all(
-            files, tokenizer, val_fraction, typecode, workers
+            files, encoder, val_fraction, typecode, workers
         ):
             writers["train"].add(train_ids)
             writers["val"].add(val_ids)
@@ -499,6 +522,8 @@ def prepare(
             "sources": [str(f) for f in files[:100]],
             "splits": splits,
         }
+        if kept_files is not None:
+            manifest["tokenizer_files"] = kept_files
         manifest["digest"] = manifest_digest(manifest)
         (temporary / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
         if target.exists():
@@ -568,6 +593,7 @@ def open_data(path: str | os.PathLike[str], *, verify: bool = False) -> TokenDat
         str(folder),
         manifest["digest"],
         folder,
+        manifest.get("tokenizer_files"),
     )
 
 

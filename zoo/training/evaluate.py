@@ -64,11 +64,13 @@ def evaluate(
     seq_len: int | None = None,
     batch_size: int = 8,
     batches: int | None = None,
+    tokenizer: str | None = None,
 ) -> EvalResult:
     """Loss, perplexity, tokens and bits per byte of ``model`` on a split of ``data``
     (anything ``zoo.train`` accepts), over ``batches`` batches of ``batch_size`` windows
     (default: the whole split). ``seq_len`` defaults to the model's ``max_seq_len``,
-    capped at 1024."""
+    capped at 1024. ``tokenizer`` (a name, folder or hub id) tokenises raw text ``data``;
+    default: GPT-2's for GPT-2's vocabulary, else bytes."""
     if split not in ("train", "val"):
         raise ConfigError(f"split={split!r} must be 'train' or 'val' (--split)")
     if batches is not None and (isinstance(batches, bool) or not isinstance(batches, int) or batches < 1):
@@ -82,7 +84,8 @@ def evaluate(
         raise ConfigError(
             f"seq_len={seq_len} is over the model's max_seq_len={max_len}; use --seq-len {max_len} or less"
         )
-    token_data = resolve_data(data, tokenizer="gpt2" if getattr(config, "vocab_size", 0) >= 50257 else "bytes")
+    tokenizer = tokenizer or ("gpt2" if getattr(config, "vocab_size", 0) >= 50257 else "bytes")
+    token_data = resolve_data(data, tokenizer=tokenizer)
     vocab = getattr(config, "vocab_size", None)
     if vocab is not None and (top := token_data.max_token()) >= vocab:
         raise InputError(

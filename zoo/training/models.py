@@ -14,6 +14,9 @@ from zoo.checkpoint import inspect, load, versions
 from zoo.config import resolve_config
 from zoo.errors import ConfigError
 from zoo.factory import build
+from zoo.interop.hf import from_hf
+from zoo.interop.hub import is_hub_id, local_or_snapshot
+from zoo.text import has_tokenizer
 from zoo.training.settings import TrainSettings
 
 
@@ -32,6 +35,11 @@ def model_of(
     if not isinstance(model, (str, os.PathLike)):
         raise ConfigError(f"train() takes a preset name, a checkpoint path or a model, got {type(model).__name__}")
     path = Path(model)
+    if (path / "config.json").is_file() or is_hub_id(str(model)):  # a Hugging Face folder or hub id: fine-tune it
+        if overrides:
+            raise ConfigError("overrides apply to a preset name or a zoo checkpoint, not to imported weights")
+        folder, _ = local_or_snapshot(str(model))
+        return from_hf(folder).train(), str(model) if has_tokenizer(folder) else None
     if path.exists():
         meta = versions(path)[-1].metadata if path.is_dir() else inspect(path, verify=False).metadata
         loaded = load(path)
