@@ -75,7 +75,8 @@ def cmd_list(args: argparse.Namespace, ui: Ui) -> int:
         else:
             entry.update(
                 architecture=config.architecture,
-                layers=layers_label(config),
+                layers=config.n_layers,
+                encoder_layers=config.n_encoder_layers,
                 d_model=config.d_model,
                 n_heads=config.n_heads,
                 d_ff=config.d_ff,
@@ -107,7 +108,7 @@ def cmd_list(args: argparse.Namespace, ui: Ui) -> int:
             continue
         table.add_row(
             e["name"],
-            e["layers"],
+            layers_label(e["config"]),
             str(e["d_model"]),
             str(e["n_heads"]),
             str(e["d_ff"]),

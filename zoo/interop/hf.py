@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.checkpoint.store import path_arg, write_atomically
+from zoo.checkpoint.store import path_arg, write_atomically, write_safetensors
 from zoo.config import ModelConfig, validate_config
 from zoo.errors import ConfigError, InteropError
 from zoo.factory import build, device_arg, dtype_arg, reset_buffers
@@ -305,12 +305,10 @@ def to_hf(
     hf_config = config_to_hf(config, model.tok_emb.weight.dtype, architecture=converter.architecture, registry=registry)
     tensors = state_to_hf(converter, model.state_dict(), config)
     folder = path_arg(path, "write to", InteropError, "a folder path")
-    from safetensors.torch import save_file
-
     text = json.dumps(hf_config, indent=2, sort_keys=True) + "\n"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        write_atomically(folder / "model.safetensors", lambda f: save_file(tensors, f, metadata={"format": "pt"}))
+        write_atomically(folder / "model.safetensors", lambda f: write_safetensors(f, tensors, {"format": "pt"}))
         write_atomically(folder / "config.json", lambda f: f.write_text(text, encoding="utf-8"))
     except OSError as err:
         raise InteropError(
