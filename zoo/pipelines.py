@@ -76,7 +76,7 @@ def generate_text(
     tokenizer: Tokenizer | str | os.PathLike[str] | None = None,
     stop_at_eot: bool = True,
     revision: str | None = None,
-) -> Any:
+) -> str | list[str]:
     """Continue ``prompt`` and return the new text (without the prompt).
 
     ``model_or_path``: a model, a Hugging Face folder, a hub id (``revision`` picks its
@@ -239,7 +239,7 @@ def tokenizer_record(source: str | os.PathLike[str], revision: str | None = None
     if text in NAMES:
         return {"name": text}
     if isinstance(source, str) and is_hub_id(source):
-        folder, commit = local_or_snapshot(source, revision, weights=False)
+        folder, commit = local_or_snapshot(source, revision, need="tokenizer")
         return {"hub": source, "revision": commit or revision}
     raise ConfigError(
         f"tokenizer_record takes a name ({', '.join(NAMES)}) or a hub id, got {printable(text)!r}; "
@@ -284,7 +284,7 @@ def recorded_tokenizer_source(path: str | os.PathLike[str], version: int | None 
         return str(folder)
     if isinstance(record.get("hub"), str):
         revision = record.get("revision")
-        folder, _ = local_or_snapshot(record["hub"], revision if isinstance(revision, str) else None, weights=False)
+        folder, _ = local_or_snapshot(record["hub"], revision if isinstance(revision, str) else None, need="tokenizer")
         return str(folder)
     name = record.get("name")
     if isinstance(name, str) and (name in NAMES or is_hub_id(name) or Path(name).is_dir()):

@@ -254,7 +254,7 @@ def tokenizer(name_or_path: str | os.PathLike[str] | Tokenizer = "gpt2", *, revi
         return ByteTokenizer()
     folder = Path(name_or_path)
     if isinstance(name_or_path, str) and is_hub_id(name_or_path):
-        folder = snapshot(name_or_path, revision, weights=False)
+        folder = snapshot(name_or_path, revision, need="tokenizer")
     elif revision is not None:
         raise ConfigError(f"revision={revision!r} is for hub ids; {printable(str(name_or_path))!r} is a local path")
     if not str(name_or_path) or not folder.is_dir():
