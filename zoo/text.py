@@ -271,9 +271,11 @@ def folder_tokenizer(folder: Path) -> Tokenizer:
     folder = folder.resolve()  # the folder, not the files: in a hub snapshot they link into blobs/
     if (folder / "tokenizer.json").is_file():
         file = folder / "tokenizer.json"
-        settings = folder / "tokenizer_config.json"
-        stamps = [_stamp(file)] + ([_stamp(settings)] if settings.is_file() else [])
-        return _cached_hf(file, settings if settings.is_file() else None, *stamps)
+        # tokenizer_config.json's special tokens, else special_tokens_map.json's (older folders)
+        settings = tuple(
+            f for f in (folder / "special_tokens_map.json", folder / "tokenizer_config.json") if f.is_file()
+        )
+        return _cached_hf(file, settings, _stamp(file), *map(_stamp, settings))
     vocab, merges = folder / "vocab.json", folder / "merges.txt"
     if not (vocab.is_file() and merges.is_file()):
         raise InteropError(
@@ -325,8 +327,9 @@ def kept_tokenizer(folder: Path, hashes: Mapping[str, Any], where: str) -> Token
 
 
 @functools.lru_cache(maxsize=8)
-def _cached_hf(file: Path, settings: Path | None, *stamps: tuple[int, int]) -> HFTokenizer:
-    """A ``tokenizer.json`` tokenizer, built once per version of its files (``stamps``)."""
+def _cached_hf(file: Path, settings: tuple[Path, ...], *stamps: tuple[int, int]) -> HFTokenizer:
+    """A ``tokenizer.json`` tokenizer, built once per version of its files (``stamps``);
+    ``settings``: JSON files of special tokens and options, later ones winning."""
     try:
         library = importlib.import_module("tokenizers")
     except ImportError as err:
@@ -336,14 +339,14 @@ def _cached_hf(file: Path, settings: Path | None, *stamps: tuple[int, int]) -> H
     except Exception as err:  # the Rust side raises plain Exceptions for malformed files
         raise InteropError(f"cannot read the tokenizer {file}: {printable(str(err))[:300]}") from err
     config: dict[str, Any] = {}
-    if settings is not None:
+    for path in settings:
         try:
-            loaded = json.loads(settings.read_text(encoding="utf-8"))
+            loaded = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
-            raise InteropError(f"cannot read {settings}: {err}") from err
+            raise InteropError(f"cannot read {path}: {err}") from err
         if not isinstance(loaded, dict):
-            raise InteropError(f"{settings} does not hold a JSON object")
-        config = loaded
+            raise InteropError(f"{path} does not hold a JSON object")
+        config.update({k: v for k, v in loaded.items() if v is not None})
     return HFTokenizer(backend, str(file.parent), config)
 
 
