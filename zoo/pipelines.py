@@ -12,7 +12,8 @@ Which tokenizer a model goes with, when none is given:
   ``"bytes"``), a hub id at a commit, or tokenizer files kept beside the versions
   (``RUN/tokenizer/``) with their sha256; a training run records the name its data
   was prepared with;
-- otherwise GPT-2's, for a model with GPT-2's vocabulary (50257).
+- otherwise GPT-2's, for a model with GPT-2's vocabulary (50257), and bytes for a
+  vocabulary of 256.
 """
 
 from __future__ import annotations
@@ -182,6 +183,8 @@ def _new_tokens(max_new_tokens: int | None, max_length: int | None, prompt_len: 
 def _default_tokenizer(model: DecoderLM, source: object) -> Tokenizer:
     if model.config.vocab_size in (GPT2_VOCAB, 50304):  # GPT-2's, or padded to 64 like Pythia and nanoGPT
         return load_tokenizer("gpt2")
+    if model.config.vocab_size == 256:  # one id per byte: the byte tokenizer's vocabulary
+        return load_tokenizer("bytes")
     where = f"{printable(str(source))!r}" if isinstance(source, (str, os.PathLike)) else "this model"
     raise ConfigError(
         f"{where} records no tokenizer and its vocabulary ({model.config.vocab_size}) is not GPT-2's; pass "
