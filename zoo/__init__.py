@@ -18,6 +18,7 @@ from zoo._version import __version__
 # installed, torch warns about it on import, which every zoo command would print.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
 
+from zoo import decoding as _decoding  # noqa: F401  registers the decode loop behind DecoderLM.generate
 from zoo.config import ModelConfig, get_config
 from zoo.contracts import AttentionContext, Placement, PositionEncoding, residual_output
 from zoo.errors import *  # noqa: F403  ZooError and its subclasses, listed in zoo.errors.__all__
