@@ -110,6 +110,7 @@ def meta(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
 aten = torch.ops.aten
 RESULT_CASES: dict[str, tuple[Any, tuple[Any, ...], dict[str, Any]]] = {
     "add broadcast": (aten.add.Tensor, (meta(2, 1, 4), meta(3, 1)), {}),
+    "add broadcast 0-dim": (aten.add.Tensor, (meta(), meta(2, 3)), {}),
     "int + float promotes": (aten.add.Tensor, (meta(2, 3, dtype=torch.long), meta(3)), {}),
     "int * 0-dim float64 is float32": (aten.mul.Tensor, (meta(2, 3, dtype=torch.long), meta(dtype=torch.float64)), {}),
     "int / int is float": (aten.div.Tensor, (meta(4, dtype=torch.long), meta(4, dtype=torch.long)), {}),
@@ -131,6 +132,7 @@ RESULT_CASES: dict[str, tuple[Any, tuple[Any, ...], dict[str, Any]]] = {
     "mean keepdim": (aten.mean.dim, (meta(2, 3, 8), [-1], True), {}),
     "sum all": (aten.sum.dim_IntList, (meta(2, 3, dtype=torch.long), None), {}),
     "addmm": (aten.addmm.default, (meta(3), meta(7, 5), meta(5, 3)), {}),
+    "embedding": (aten.embedding.default, (meta(50, 8), meta(2, 5, dtype=torch.long)), {}),
     "arange": (aten.arange.start, (3, 19), {"device": "meta"}),
 }
 

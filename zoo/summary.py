@@ -22,6 +22,7 @@ encoder-decoder are counted as they are built:
 from __future__ import annotations
 
 import functools
+import itertools
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -107,6 +108,17 @@ def _stand_in(value: Any) -> Any:
     return value
 
 
+def _broadcast(shapes: list[torch.Size]) -> list[int]:
+    """The broadcast of ``shapes`` (``torch.broadcast_shapes`` imports sympy to say it)."""
+    out: list[int] = []
+    for sizes in itertools.zip_longest(*(reversed(s) for s in shapes), fillvalue=1):
+        wide = {n for n in sizes if n != 1}
+        if len(wide) > 1:
+            raise RuntimeError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
+        out.append(wide.pop() if wide else 1)
+    return out[::-1]
+
+
 def _meta_result(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The result of an op whose meta kernel is written in Python, made without it.
 
@@ -137,6 +149,9 @@ def _meta_result(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> An
         probe = func(_stand_in(parts), dim)
         shape = [*parts[0].shape[:dim], len(parts), *parts[0].shape[dim:]]
         return torch.empty(shape, dtype=probe.dtype, device="meta")
+    if packet is _aten.embedding and all(isinstance(a, Tensor) and a.is_meta for a in args[:2]):
+        weight, indices = args[0], args[1]  # its meta kernel's checks import sympy
+        return torch.empty((*indices.shape, weight.shape[-1]), dtype=weight.dtype, device="meta")
     metas = [a for a in args if isinstance(a, Tensor) and a.is_meta]
     if not metas or kwargs.get("out") is not None:
         return None
@@ -170,7 +185,7 @@ def _meta_result(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> An
         return None
     if func._schema.is_mutable:  # in place (add_): the result is its first argument
         return args[0] if isinstance(args[0], Tensor) else None
-    shape = torch.broadcast_shapes(*(t.shape for t in metas)) if pointwise else args[0].shape
+    shape = _broadcast([t.shape for t in metas]) if pointwise else args[0].shape
     return torch.empty(shape, dtype=probe.dtype, device="meta")
 
 
