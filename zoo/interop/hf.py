@@ -1,6 +1,7 @@
 """Hugging Face folders in and out: ``from_hf(path)`` and ``to_hf(model, path)``.
 
-A folder is ``config.json`` plus weights (``model.safetensors``, shards listed in
+``from_hf`` (and ``from_pretrained``) also take a hub id, resolved to a cached
+snapshot by ``zoo.interop.hub``. A folder is ``config.json`` plus weights (``model.safetensors``, shards listed in
 ``model.safetensors.index.json``, or a legacy ``pytorch_model.bin``, read without
 unpickling code). Which family it is comes from ``config.json``'s ``architectures``
 (else ``model_type``); the converter registered for it by a plugin (GPT-2 by the
@@ -20,21 +21,25 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.checkpoint.store import path_arg, write_atomically
+from zoo.checkpoint.owned import staged_folder
+from zoo.checkpoint.store import path_arg, write_atomically, write_safetensors
 from zoo.config import ModelConfig, validate_config
-from zoo.errors import ConfigError, InteropError
+from zoo.errors import ConfigError, InteropError, quoted
 from zoo.factory import build, device_arg, dtype_arg, reset_buffers
+from zoo.files import confined, read_json
 from zoo.interop.converter import (
     KERNELS,
     Converter,
+    check_storage,
     state_from_hf,
     state_to_hf,
     untie_if_stored,
 )
+from zoo.interop.hub import local_or_snapshot
 from zoo.model import DecoderLM
 from zoo.registry import RegisteredConverter, Registry, default_registry
 
-__all__ = ["config_from_hf", "config_to_hf", "converter_for", "from_hf", "read_weights", "to_hf"]
+__all__ = ["config_from_hf", "config_to_hf", "converter_for", "from_hf", "from_pretrained", "read_weights", "to_hf"]
 
 WEIGHT_FILES = (
     "model.safetensors",
@@ -45,6 +50,8 @@ WEIGHT_FILES = (
 # model_type -> the plugin distribution whose converter reads it, for the hint when the
 # plugin is not installed.
 # model_type -> (distribution, folder of this checkout that holds it)
+CONFIG_LIMIT = 4 << 20  # bytes; a config.json is a few kB
+EXPORT_KIND = "hf-export"  # the kind of output folder to_hf writes (zoo.checkpoint.owned)
 KNOWN_PLUGINS = {name: ("zoo-lm-modern", "examples/zoo-modern") for name in ("llama", "mistral", "qwen2", "gpt_neox")}
 
 
@@ -158,17 +165,17 @@ def read_weights(folder: Path) -> dict[str, Tensor]:
 
 
 def _shards(index: Path) -> list[Path]:
-    try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        names = sorted(set(weight_map.values()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-        raise InteropError(
-            f"cannot read the shard index {index}: {err}; it needs a 'weight_map' of tensor -> file"
-        ) from err
-    missing = [n for n in names if not (index.parent / n).is_file()]
+    """The shard files an index names: plain names inside its folder, each a file."""
+    data = read_json(index, InteropError, "shard index", limit=64 << 20)
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise InteropError(f"cannot read the shard index {index}: it needs a 'weight_map' of tensor name -> file name")
+    names = sorted(set(weight_map.values()))
+    paths = [confined(index.parent, name, InteropError, str(index)) for name in names]
+    missing = [quoted(n, 80) for n, p in zip(names, paths, strict=True) if not p.is_file()]
     if missing:
-        raise InteropError(f"{index} lists shards that are not in {index.parent}: {', '.join(missing)}")
-    return [index.parent / n for n in names]
+        raise InteropError(f"{index} lists shards that are not in {index.parent}: {', '.join(missing[:6])}")
+    return paths
 
 
 def _read_file(path: Path) -> dict[str, Tensor]:
@@ -189,6 +196,7 @@ def _read_file(path: Path) -> dict[str, Tensor]:
         ) from err
     if not isinstance(state, Mapping) or not all(isinstance(v, Tensor) for v in state.values()):
         raise InteropError(f"{path} does not hold a mapping of tensor names to tensors")
+    check_storage(state, str(path))  # a pickle's views may claim far more than they store
     return dict(state)
 
 
@@ -205,16 +213,22 @@ def _local_tensors(converter: Converter, tensors: Mapping[str, Tensor]) -> dict[
 def from_hf(
     path: str | os.PathLike[str],
     *,
-    dtype: torch.dtype | None = None,
+    revision: str | None = None,
+    dtype: torch.dtype | str | None = None,
     device: torch.device | str | None = None,
     attention: str = "sdpa",
     registry: Registry | None = None,
+    allow_nonfinite: bool = False,
 ) -> DecoderLM:
-    """A zoo model from a Hugging Face folder, in eval mode.
+    """A zoo model from a Hugging Face folder or hub id, in eval mode.
 
-    The family comes from ``config.json`` (see ``zoo plugins`` for the converters
-    installed). Weights keep their stored dtype unless ``dtype`` is given.
+    ``path`` is a folder, or a hub id such as ``"openai-community/gpt2"`` resolved
+    through the hub cache (``zoo.interop.hub``; ``revision`` picks a branch, tag or
+    commit). The family comes from ``config.json`` (see ``zoo plugins`` for the
+    converters installed). Weights keep their stored dtype unless ``dtype`` is given.
     ``attention`` picks the kernel (``"sdpa"`` or ``"eager"``; the same math).
+    Weights must be floating point and finite: a NaN or infinity is an error naming
+    the tensor unless ``allow_nonfinite=True``.
     """
     if attention not in KERNELS:
         raise InteropError(
@@ -223,14 +237,15 @@ def from_hf(
         )
     target_dtype = dtype_arg(dtype, InteropError)
     target_device = device_arg(device, InteropError)
-    folder = path_arg(path, "read", InteropError, "a folder path")
+    folder, _ = local_or_snapshot(path, revision, bare=True)
+    folder = path_arg(folder, "read", InteropError, "a folder path")
     config_path = folder / "config.json"
     if not config_path.is_file():
-        raise InteropError(f"{folder} is not a Hugging Face model folder: it has no config.json")
-    try:
-        hf = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise InteropError(f"cannot read {config_path}: {err}") from err
+        raise InteropError(
+            f"{folder} is not a Hugging Face model folder: it has no config.json. Give a folder that "
+            f"transformers saved (save_pretrained), or a hub id such as 'openai-community/gpt2'"
+        )
+    hf = read_json(config_path, InteropError, "config.json", limit=CONFIG_LIMIT)  # bounded, finite numbers
     if not isinstance(hf, dict):
         raise InteropError(f"{config_path} does not hold a JSON object")
     registry = registry or default_registry()
@@ -244,7 +259,9 @@ def from_hf(
         raise InteropError(f"{config_path} describes no valid zoo model: {err}") from err
     model = build(config, device="meta", registry=registry)
     assert isinstance(model, DecoderLM)  # the config is a decoder's
-    state = state_from_hf(converter, tensors, config, model.state_dict(), where=str(folder))
+    state = state_from_hf(
+        converter, tensors, config, model.state_dict(), where=str(folder), allow_nonfinite=allow_nonfinite
+    )
     target = target_dtype or state["tok_emb.weight"].dtype
     state = {name: tensor.to(target) for name, tensor in state.items()}
     model.load_state_dict(state, strict=True, assign=True)
@@ -253,12 +270,31 @@ def from_hf(
     return model.to(target_device or "cpu").eval()
 
 
+def from_pretrained(
+    path_or_id: str | os.PathLike[str],
+    *,
+    revision: str | None = None,
+    dtype: torch.dtype | str | None = None,
+    device: torch.device | str | None = None,
+) -> DecoderLM:
+    """A pretrained model by hub id (``"openai-community/gpt2"``) or folder, in eval mode,
+    as transformers' ``AutoModelForCausalLM.from_pretrained`` names it.
+
+    The first call for an id needs the network, or a hub cache that holds it
+    (``HF_HOME``; ``HF_HUB_OFFLINE=1`` never downloads); later calls read the cache.
+    ``revision`` picks a branch, tag or commit; ``dtype`` converts the weights (default:
+    as stored); ``device`` places them. ``zoo.from_hf`` is the same with more options.
+    """
+    return from_hf(path_or_id, revision=revision, dtype=dtype, device=device)
+
+
 def to_hf(
     model: torch.nn.Module,
     path: str | os.PathLike[str],
     *,
     architecture: str | None = None,
     registry: Registry | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Write ``model`` as a Hugging Face folder (config.json + model.safetensors).
 
@@ -266,26 +302,32 @@ def to_hf(
     express the model (GPT-2 for GPT-2's design, Llama for LLaMA's, ...);
     ``transformers.AutoModelForCausalLM.from_pretrained(path)`` loads it with the same
     logits. A model no converter can express is refused, naming what blocks each.
-    Returns the folder.
+
+    The folder is written whole (``zoo.checkpoint.owned.staged_folder``): a new or empty
+    folder, or an earlier export left as it was; a folder holding anything else is
+    refused unless ``overwrite=True``, which replaces it whole. A failed export leaves
+    nothing behind. Returns the folder.
     """
     if not isinstance(model, DecoderLM):
         raise InteropError(
             f"to_hf writes decoder-only language models, got {type(model).__name__}; "
             f"the Hugging Face causal-LM layouts have no encoder"
         )
+    if not isinstance(overwrite, bool):
+        raise InteropError(f"overwrite must be True or False, got {overwrite!r}")
     config = model.config
     converter = _exporter(config, architecture, registry)  # refuses before any work
     hf_config = config_to_hf(config, model.tok_emb.weight.dtype, architecture=converter.architecture, registry=registry)
     tensors = state_to_hf(converter, model.state_dict(), config)
     folder = path_arg(path, "write to", InteropError, "a folder path")
-    from safetensors.torch import save_file
-
     text = json.dumps(hf_config, indent=2, sort_keys=True) + "\n"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        write_atomically(folder / "model.safetensors", lambda f: save_file(tensors, f, metadata={"format": "pt"}))
-        write_atomically(folder / "config.json", lambda f: f.write_text(text, encoding="utf-8"))
-    except OSError as err:
+        with staged_folder(
+            folder, EXPORT_KIND, "zoo.to_hf", error=InteropError, overwrite=overwrite, what="the Hugging Face folder"
+        ) as staging:
+            write_atomically(staging / "model.safetensors", lambda f: write_safetensors(f, tensors, {"format": "pt"}))
+            write_atomically(staging / "config.json", lambda f: f.write_text(text, encoding="utf-8"))
+    except (OSError, ValueError) as err:
         raise InteropError(
             f"cannot write the Hugging Face folder {folder}: {err}; pick a writable folder path"
         ) from err

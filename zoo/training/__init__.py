@@ -1,8 +1,12 @@
-"""Training: data preparation, the one training loop, distributed strategies, exact
-resume, and evaluation. ``zoo.train`` and ``zoo.evaluate`` are the entry points;
-``fit`` trains a built model in one process, on token ids or ``TokenData`` (what ``ablate`` uses)."""
+"""Training: data preparation, the one training loop (``loop``) with its ``settings``,
+``checkpointing`` (exact resume), ``metrics`` and ``models``, distributed strategies, and
+evaluation. ``zoo.train`` and ``zoo.evaluate`` are the entry points; ``fit`` trains a
+built model in one process, on token ids or ``TokenData`` (what ``ablate`` uses)."""
 
 from __future__ import annotations
+
+import warnings
+from typing import Any
 
 from zoo.training.data import (
     BUNDLED_CORPUS,
@@ -25,12 +29,8 @@ from zoo.training.data import (
 from zoo.training.distributed import STRATEGIES, World
 from zoo.training.evaluate import EvalResult, evaluate
 from zoo.training.loop import (
-    DTYPES,
-    METRICS,
     CurvePoint,
-    StepReport,
     TrainResult,
-    TrainSettings,
     deterministic,
     fit,
     learning_rate,
@@ -38,12 +38,15 @@ from zoo.training.loop import (
     mean_loss,
     parameter_groups,
     run,
+    run_loop,
     train,
 )
+from zoo.training.metrics import METRICS, StepReport
+from zoo.training.settings import PRECISIONS, TrainSettings
 
 __all__ = [
     "BUNDLED_CORPUS",
-    "DTYPES",
+    "PRECISIONS",
     "MANIFEST",
     "METRICS",
     "STRATEGIES",
@@ -72,8 +75,21 @@ __all__ = [
     "read_text",
     "resolve_data",
     "run",
+    "run_loop",
     "tokens_data",
     "train",
     "training_batches",
     "validation_batches",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Deprecated names: ``DTYPES`` (the precisions' names) is now ``PRECISIONS``."""
+    if name == "DTYPES":
+        warnings.warn(
+            "zoo.training.DTYPES is now zoo.training.PRECISIONS (a dict: precision -> autocast dtype)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return tuple(PRECISIONS)
+    raise AttributeError(f"module 'zoo.training' has no attribute {name!r}")
