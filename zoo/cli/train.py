@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from zoo.pipelines import recorded_tokenizer_source
 from zoo.text import has_tokenizer
 from zoo.training import (
     BUNDLED_CORPUS,
-    DTYPES,
+    PRECISIONS,
     STRATEGIES,
     StepReport,
     TrainSettings,
@@ -111,7 +112,7 @@ def add_parsers(commands: Commands) -> None:
         )
     p.add_argument(
         "--dtype",
-        choices=DTYPES,
+        choices=tuple(PRECISIONS),
         default="fp32",
         help="fp32 (default), bf16 autocast, fp16 autocast with a grad scaler",
     )
@@ -207,6 +208,7 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
         )
         progress.stop()
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the wrap-up
         progress.stop()
         done = versions(args.out) if Path(args.out).is_dir() else []
         where = f"the last complete version is {done[-1].path}; continue with --resume" if done else "nothing was saved"
@@ -244,7 +246,7 @@ def cmd_eval(args: argparse.Namespace, ui: Ui) -> int:
         tokenizer = tokenizer or (str(folder) if has_tokenizer(folder) else None)
     else:
         model = zoo.load(source)
-        tokenizer = tokenizer or recorded_tokenizer_source(source)
+        tokenizer = tokenizer or recorded_tokenizer_source(source)  # the run's own
     result = evaluate(
         model,
         args.data,
