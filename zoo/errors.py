@@ -21,6 +21,7 @@ __all__ = [
     "PluginError",
     "CheckpointError",
     "InteropError",
+    "HookError",
 ]
 
 #: The name ``pip install`` knows this package by (the import name is ``zoo``).
@@ -124,3 +125,7 @@ class CheckpointError(ZooError):
 
 class InteropError(ZooError):
     """A foreign model (Hugging Face layout) cannot be converted exactly."""
+
+
+class HookError(ZooError, ValueError):
+    """A hook point is unknown to a model, or a hook cannot run where it was asked to."""
