@@ -80,7 +80,7 @@ class Components:
         finally:
             self._making.pop()
         if isinstance(made, nn.Module):
-            made.zoo_kind = kind  # what it was made as: hook points find an MLP's activation by it
+            made.zoo_kind = kind  # type: ignore[assignment]  # what it was made as: hook points find an MLP's activation by it
         return made
 
     def placements(self) -> tuple[Placement, Placement]:

@@ -251,9 +251,7 @@ class AttentionContext:
     def for_layer(self, cache: LayerCache | None) -> AttentionContext:
         if cache is self.cache:
             return self
-        return AttentionContext(
-            self.mask, self.is_causal, self.encoding, self.rotation, cache, self.memory, self.hooks
-        )
+        return AttentionContext(self.mask, self.is_causal, self.encoding, self.rotation, cache, self.memory, self.hooks)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, *, dropout: float = 0.0, explicit: bool = False) -> Tensor:
         """softmax(q k^T / sqrt(dk) + mask) v per head, (B, H, S, dk), for q (B, H, S, dk) and
@@ -272,7 +270,13 @@ class AttentionContext:
         if not explicit:
             mask = self.mask if self.mask is None or self.mask.dtype == q.dtype else self.mask.to(q.dtype)
             return F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=self.is_causal, enable_gqa=k.shape[1] != q.shape[1]
+                q,
+                k,
+                v,
+                attn_mask=mask,
+                dropout_p=dropout,
+                is_causal=self.is_causal,
+                enable_gqa=k.shape[1] != q.shape[1],
             )  # (B, H, S, dk)
         batch, heads, q_len, dk = q.shape
         kv_heads, k_len = k.shape[1], k.shape[2]

@@ -83,20 +83,21 @@ class Stack:
 
 def stacks(model: nn.Module) -> list[Stack]:
     """The stacks of ``model``: one for a decoder-only model, encoder and decoder for a seq2seq one."""
-    blocks, encoder, decoder = (getattr(model, name, None) for name in ("blocks", "encoder", "decoder"))
+    m: Any = getattr(model, "_orig_mod", model)
+    blocks, encoder, decoder = (getattr(m, name, None) for name in ("blocks", "encoder", "decoder"))
     if isinstance(blocks, nn.ModuleList):
-        return [Stack("", "blocks.", blocks, model.final_norm, "hook_final_norm")]
+        return [Stack("", "blocks.", blocks, m.final_norm, "hook_final_norm")]
     if isinstance(encoder, nn.ModuleList) and isinstance(decoder, nn.ModuleList):
         return [
-            Stack("encoder.", "encoder.", encoder, model.encoder_norm, "encoder.hook_final_norm"),
-            Stack("decoder.", "decoder.", decoder, model.final_norm, "hook_final_norm"),
+            Stack("encoder.", "encoder.", encoder, m.encoder_norm, "encoder.hook_final_norm"),
+            Stack("decoder.", "decoder.", decoder, m.final_norm, "hook_final_norm"),
         ]
     raise HookError(f"{type(model).__name__} has no hook points: they belong to zoo models (zoo.build(...))")
 
 
 def sublayers(block: nn.Module) -> list[tuple[str, str, str, str | None]]:
     """A block's sub-layers in order: (module, its placement, output point, stream point after it)."""
-    found = [("attn", "attn_residual", "hook_attn_out", "hook_resid_mid")]
+    found: list[tuple[str, str, str, str | None]] = [("attn", "attn_residual", "hook_attn_out", "hook_resid_mid")]
     if hasattr(block, "cross_attn"):
         found.append(("cross_attn", "cross_residual", "hook_cross_out", "hook_resid_cross"))
     found.append(("mlp", "mlp_residual", "hook_mlp_out", None))
@@ -136,6 +137,7 @@ def block_points(block: nn.Module) -> list[str]:
 
 def hook_points(model: nn.Module) -> list[str]:
     """Every hook point of ``model``, in the order its forward reaches them."""
+    model = getattr(model, "_orig_mod", model)  # a torch.compile'd model: its module
     names: list[str] = []
     for stack in stacks(model):
         names += [f"{stack.embed}hook_embed", f"{stack.embed}hook_pos_embed"]
@@ -161,11 +163,6 @@ class HookState:
         fns = self.fns.get(name)
         if not fns:
             return x
-        if torch.compiler.is_compiling():
-            raise HookError(
-                f"hooks (here at {name!r}) run Python on each activation, which torch.compile does not "
-                f"trace; set them on the uncompiled model (compiled._orig_mod), or compile without fullgraph"
-            )
         for fn in list(fns):
             out = fn(x, name)
             if out is None:
@@ -273,18 +270,34 @@ def _install(model: Any, state: HookState) -> None:
                 if attr == "mlp":
                     activation = activation_of(sub)
                     if activation is not None:
-                        add(activation.register_forward_pre_hook(functools.partial(_input, state, f"{prefix}mlp.hook_pre")))
+                        add(
+                            activation.register_forward_pre_hook(
+                                functools.partial(_input, state, f"{prefix}mlp.hook_pre")
+                            )
+                        )
                     if projection is not None:
-                        add(projection.register_forward_pre_hook(functools.partial(_input, state, f"{prefix}mlp.hook_post")))
+                        add(
+                            projection.register_forward_pre_hook(
+                                functools.partial(_input, state, f"{prefix}mlp.hook_post")
+                            )
+                        )
                 else:
                     hook = functools.partial(_attention_in, state, f"{prefix}{attr}.")
                     add(sub.register_forward_pre_hook(hook, with_kwargs=True))
                     if projection is not None:
-                        add(projection.register_forward_pre_hook(functools.partial(_heads_in, state, f"{prefix}{attr}.hook_z")))
+                        add(
+                            projection.register_forward_pre_hook(
+                                functools.partial(_heads_in, state, f"{prefix}{attr}.hook_z")
+                            )
+                        )
                 add(sub.register_forward_hook(functools.partial(_output, state, f"{prefix}{output}", frame, attr)))
                 if stream is not None:
                     joined = getattr(block, placement)
-                    add(joined.register_forward_hook(functools.partial(_output, state, f"{prefix}{stream}", frame, "mid")))
+                    add(
+                        joined.register_forward_hook(
+                            functools.partial(_output, state, f"{prefix}{stream}", frame, "mid")
+                        )
+                    )
             add(block.register_forward_hook(functools.partial(_block_out, state, prefix, frame)))
         add(stack.norm.register_forward_hook(functools.partial(_output, state, stack.norm_point, None, "")))
     add(model.register_forward_hook(functools.partial(_output, state, "hook_logits", None, "")))
@@ -303,8 +316,7 @@ def _unknown(model: nn.Module, name: str, known: Sequence[str]) -> HookError:
         f" Points end in one of {', '.join(sorted(scheme))}." if local not in scheme else ""
     )
     return HookError(
-        f"{name!r} is not a hook point of this model.{hint} List them with model.hook_points() "
-        f"(e.g. {known[2]!r})"
+        f"{name!r} is not a hook point of this model.{hint} List them with model.hook_points() (e.g. {known[2]!r})"
     )
 
 
@@ -331,13 +343,13 @@ def hooked(model: nn.Module, fns: Mapping[str, HookFn | Sequence[HookFn]]) -> It
     A hook returns None (it only reads) or a tensor of the activation's shape that takes
     its place. Contexts nest; on exit the model is as it was.
     """
-    m: Any = model
-    select(model, list(fns))  # every name must be a point of this model
+    m: Any = getattr(model, "_orig_mod", model)  # a torch.compile'd model: its module
+    select(m, list(fns))  # every name must be a point of this model
     state: HookState | None = m.hook_state
     fresh = state is None
     if state is None:
         state = HookState(m.config.n_heads)
-        _install(model, state)
+        _install(m, state)
         m.hook_state = state
     added: list[tuple[str, HookFn]] = []
     try:
@@ -384,6 +396,10 @@ def run_with_cache(
     return out, {n: cache[n] for n in selected if n in cache}
 
 
+def _replace_with(activation: Tensor, x: Tensor, name: str) -> Tensor:
+    return activation
+
+
 @dataclass(frozen=True)
 class Patching:
     """Activation patching: a metric on the clean run, the corrupted run, and the corrupted
@@ -418,7 +434,7 @@ def patch(
         corrupted_value = float(metric(model(*corrupted_args)))
         patched = {}
         for name, activation in cache.items():
-            with hooked(model, {name: lambda x, n, a=activation: a}):
+            with hooked(model, {name: functools.partial(_replace_with, activation)}):
                 patched[name] = float(metric(model(*corrupted_args)))
     return Patching(clean_value, corrupted_value, patched)
 
