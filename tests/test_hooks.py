@@ -307,3 +307,39 @@ def test_residual_stream_and_patterns_match_transformers(tmp_path: Path, family:
         torch.testing.assert_close(ours[f"blocks.{i}.attn.hook_pattern"], theirs.attentions[i], rtol=0, atol=1e-5)
     torch.testing.assert_close(ours["hook_final_norm"], theirs.hidden_states[layers], rtol=0, atol=1e-5)
     torch.testing.assert_close(ours["hook_logits"], theirs.logits, rtol=0, atol=1e-4)
+
+
+# TransformerLens names the same places; its bridge wraps a transformers model offline.
+TL_NAMES = {
+    "attn.hook_scores": "attn.hook_attn_scores",
+    "hook_final_norm": "ln_final.hook_out",
+}  # hook_normalized: before the affine
+
+
+@pytest.mark.slow  # importing transformer_lens alone takes seconds
+def test_run_with_cache_matches_transformer_lens_hook_by_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    bridge_module = pytest.importorskip("transformer_lens.model_bridge")
+    reference, folder = hf_model(tmp_path, "gpt2")
+    bridge = bridge_module.TransformerBridge.boot_transformers(str(folder), hf_model=reference, tokenizer=None)
+    model = zoo.from_hf(folder)
+    idx = ids(2, 9, vocab=VOCAB)
+    logits, theirs = bridge.run_with_cache(idx)
+    out, ours = model.run_with_cache(idx)
+    torch.testing.assert_close(out, logits, rtol=0, atol=1e-4)
+    compared = 0
+    for name, ours_value in ours.items():
+        local = name.split(".", 2)[-1] if name.startswith("blocks.") else name
+        prefix = name[: len(name) - len(local)]
+        tl_name = prefix + TL_NAMES.get(local, local)
+        if name == "hook_logits" or tl_name not in theirs:
+            continue
+        value = theirs[tl_name]
+        if local in ("attn.hook_q", "attn.hook_k", "attn.hook_v"):
+            ours_value = ours_value.transpose(1, 2)  # TransformerLens: (B, S, H, dk)
+        if local == "attn.hook_scores":  # masked entries: -inf there, a large negative here
+            keep = torch.ones(9, 9, dtype=torch.bool).tril()
+            ours_value, value = ours_value[..., keep], value[..., keep]
+        torch.testing.assert_close(ours_value, value, rtol=0, atol=1e-5, msg=name)
+        compared += 1
+    assert compared == len(ours) - 1  # every point but the logits (compared above)
