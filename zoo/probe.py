@@ -366,8 +366,3 @@ def _draw(ax: Any, metric: str, result: ProbeResult, colour: str) -> None:
         ax.plot(layers, result.update_ratio["mlp"], color=colour, linestyle="--", label=f"{label}: MLP")
         ax.set_yscale("log")
         ax.set_title("update-to-weight ratio ||dW|| / ||W|| between versions", fontsize=9)
-
-
-def parse_metric_list(text: str) -> list[str]:
-    """``residual,grad`` -> ["residual", "grad"]."""
-    return [m.strip() for m in text.split(",") if m.strip()]

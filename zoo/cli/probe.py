@@ -6,11 +6,20 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from rich.table import Table
-
 from zoo.cli.options import Commands, seed
 from zoo.cli.render import Ui, new_table
-from zoo.probe import METRICS, ProbeResult, designs, parse_metric_list, plot, probe_designs, write_json
+from zoo.probe import METRICS, ProbeResult, designs, plot, probe_designs, write_json
+
+
+def metric_list(text: str) -> list[str]:
+    """``--metrics residual,grad``: names from ``METRICS``."""
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in names if m not in METRICS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown metric(s) {', '.join(unknown) or '(none)'}; choose from {','.join(METRICS)}"
+        )
+    return names
 
 
 def add_parsers(commands: Commands) -> None:
@@ -49,7 +58,7 @@ def add_parsers(commands: Commands) -> None:
     p.add_argument("--seed", type=seed, default=0, metavar="N", help="seed of each preset's fresh weights (default: 0)")
     p.add_argument(
         "--metrics",
-        type=parse_metric_list,
+        type=metric_list,
         default=list(METRICS),
         metavar="LIST",
         help=f"what to show and plot, comma-separated from {','.join(METRICS)} (default: all)",
@@ -86,31 +95,33 @@ def cmd_probe(args: argparse.Namespace, ui: Ui) -> int:
 def show(results: Sequence[ProbeResult], ui: Ui, metrics: Sequence[str]) -> None:
     """A table of the designs, then one table per metric: a row per layer, a column per design."""
     sources = sorted({r.tokens for r in results})
-    legend = new_table(f"designs, measured on {'; '.join(sources)}", "#", "design", "loss", right=["loss"])
+    ui.line(f"designs, measured on {'; '.join(sources)}", "bold")
+    legend = new_table(None, "#", "design", "loss (nats/token)", right=["loss (nats/token)"])
     for i, result in enumerate(results, 1):
         legend.add_row(str(i), result.label, f"{result.loss:.3f}")
     ui.print(legend)
     depth = max(r.layers for r in results)
     if "residual" in metrics:
         rows = ["embed", *map(str, range(depth))]
-        ui.print(per_layer("residual stream RMS", rows, [r.residual_rms for r in results]))
+        per_layer(ui, "residual stream RMS", rows, [r.residual_rms for r in results])
     if "grad" in metrics:
         for group in ("attention", "mlp"):
             values = [r.grad_norm[group] for r in results]
-            ui.print(per_layer(f"gradient norm, {group} weights", list(map(str, range(depth))), values))
+            per_layer(ui, f"gradient norm, {group} weights", list(map(str, range(depth))), values)
     if "entropy" in metrics:
         values = [[sum(h) / len(h) for h in r.attention_entropy] for r in results]
-        ui.print(per_layer("attention entropy (nats), head mean", list(map(str, range(depth))), values, "{:.3f}"))
+        per_layer(ui, "attention entropy (nats), head mean", list(map(str, range(depth))), values, "{:.3f}")
     if "update" in metrics and any(r.update_ratio for r in results):
         for group in ("attention", "mlp"):
             values = [r.update_ratio[group] if r.update_ratio else [] for r in results]
-            ui.print(per_layer(f"update / weight, {group}", list(map(str, range(depth))), values))
+            per_layer(ui, f"update / weight, {group}", list(map(str, range(depth))), values)
 
 
-def per_layer(title: str, rows: Sequence[str], values: Sequence[Sequence[float]], fmt: str = "{:.3g}") -> Table:
-    """A row per layer (``rows`` names them), a column per design (numbered as in the legend)."""
+def per_layer(ui: Ui, title: str, rows: Sequence[str], values: Sequence[Sequence[float]], fmt: str = "{:.3g}") -> None:
+    """``title``, then a row per layer (``rows`` names them), a column per design (numbered as in the legend)."""
     columns = [str(i) for i in range(1, len(values) + 1)]
-    table = new_table(title, "block", *columns, right=["block", *columns])
+    table = new_table(None, "block", *columns, right=["block", *columns])
     for i, row in enumerate(rows):
         table.add_row(row, *(fmt.format(v[i]) if i < len(v) else "" for v in values))
-    return table
+    ui.line(title, "bold")
+    ui.print(table)
