@@ -19,12 +19,11 @@ from typing import Any, cast
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from zoo._version import __version__
 from zoo.checkpoint.hashing import digest
-from zoo.checkpoint.store import write_atomically
+from zoo.checkpoint.store import write_atomically, write_safetensors
 from zoo.errors import CheckpointError
 
 STATE_FORMAT = 1
@@ -113,7 +112,7 @@ def write_state(path: Path, state: TrainingState) -> Path:
     }
     header["zoo.digest"] = digest(header, state.tensors)
     try:
-        return write_atomically(path, lambda file: save_file(state.tensors, file, metadata=header))
+        return write_atomically(path, lambda file: write_safetensors(file, state.tensors, header))
     except (OSError, SafetensorError, ValueError) as err:
         raise CheckpointError(f"cannot write the training state {path}: {err}") from err
 
