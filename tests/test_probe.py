@@ -146,3 +146,23 @@ def test_zoo_probe_prints_tables_and_writes_json_and_a_plot(tmp_path: Path, caps
     with pytest.raises(SystemExit):
         main(["probe", "gpt2-small", "--metrics", "residual,bogus"])
     assert "bogus" in capsys.readouterr().err
+
+
+def test_the_two_observations_of_the_docs_hold_at_a_small_scale() -> None:
+    """docs/probe.md's findings, at 32 wide and 12 layers (its figures: 64 wide, up to 48 layers)."""
+    sets = ["d_model=32", "n_heads=4", "d_ff=128", "vocab_size=256", "max_seq_len=64", "n_layers=12"]
+    variants = ["init=gpt2", "init.scale_residual=false", "init=torch"]
+    found = designs(["gpt2-small"], sets=sets, variants=variants)
+    scaled, unscaled, plain = probe_designs(found, batch_size=4, seq_len=64)
+
+    def growth(values: list[float]) -> float:
+        """The last three layers against the first three (one layer alone is noisy)."""
+        return sum(values[-3:]) / sum(values[:3])
+
+    assert growth(scaled.residual_rms) < 1.3 < 1.6 < growth(unscaled.residual_rms)
+    assert plain.residual_rms[0] > 30 * scaled.residual_rms[0] and growth(plain.residual_rms) > 1.1
+    found = designs(["transformer-2017"], sets=sets, variants=["placement=post", "placement=pre"])
+    post, pre = probe_designs(found, batch_size=4, seq_len=64)
+    for group in ("attention", "mlp"):  # post-norm: larger near the output; pre-norm: smaller
+        assert growth(post.grad_norm[group]) > 1.5 and growth(pre.grad_norm[group]) < 0.8
+    assert max(post.residual_rms[1:]) < 1.01 < pre.residual_rms[-1]  # post-norm's stream is normalised

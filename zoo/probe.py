@@ -323,46 +323,55 @@ def plot(results: Sequence[ProbeResult], path: str | os.PathLike[str], *, metric
     if unknown:
         raise ConfigError(f"unknown plot metric(s) {', '.join(unknown)}; choose from {', '.join(METRICS)}")
     panels = [m for m in metrics if m != "update" or any(r.update_ratio for r in results)]
-    fig = Figure(figsize=(5.2 * len(panels), 4.2), dpi=110)
+    entries = len(results) * (2 if any(m in ("grad", "update") for m in panels) else 1)
+    fig = Figure(figsize=(max(7.0, 5.6 * len(panels)), 4.0 + 0.17 * entries), dpi=110)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     colours = [f"C{i % 10}" for i in range(len(results))]
     for ax, metric in zip(axes, panels, strict=True):
         for result, colour in zip(results, colours, strict=True):
-            _draw(ax, metric, result, colour)
+            _draw(ax, metric, result, colour, width=1.0 + 2.0 * (len(results) - results.index(result)) / len(results))
         ax.set_xlabel("block (0: the embeddings, n: leaving block n - 1)" if metric == "residual" else "block")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
     sources = sorted({r.tokens for r in results})
-    fig.suptitle(f"zoo probe at init or as saved; measured on {'; '.join(sources)}", fontsize=9)
+    fig.suptitle(f"zoo probe, measured on {'; '.join(sources)}", fontsize=9)
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     return write_atomically(Path(path), lambda p: p.write_bytes(buffer.getvalue()))
 
 
-def _draw(ax: Any, metric: str, result: ProbeResult, colour: str) -> None:
+def _draw(ax: Any, metric: str, result: ProbeResult, colour: str, *, width: float) -> None:
+    """One design's lines on one panel; earlier designs are drawn wider, so lines that
+    coincide (the same weights at another depth) stay visible."""
     if metric == "residual":
-        ax.plot(range(result.layers + 1), result.residual_rms, color=colour, label=result.label)
+        ax.plot(range(result.layers + 1), result.residual_rms, color=colour, linewidth=width, label=result.label)
         ax.set_yscale("log")
         ax.set_title("residual stream RMS (entering block 0, then after each block)", fontsize=9)
     elif metric == "grad":
         layers = range(result.layers)
-        ax.plot(layers, result.grad_norm["attention"], color=colour, label=f"{result.label}: attention")
-        ax.plot(layers, result.grad_norm["mlp"], color=colour, linestyle="--", label=f"{result.label}: MLP")
+        ax.plot(
+            layers, result.grad_norm["attention"], color=colour, linewidth=width, label=f"{result.label}: attention"
+        )
+        ax.plot(
+            layers, result.grad_norm["mlp"], color=colour, linewidth=width, linestyle="--", label=f"{result.label}: MLP"
+        )
         ax.set_yscale("log")
         ax.set_title("gradient norm per layer after one backward (next-token loss)", fontsize=9)
     elif metric == "entropy":
         layers = range(result.layers)
         mean = [sum(h) / len(h) for h in result.attention_entropy]
         low, high = [min(h) for h in result.attention_entropy], [max(h) for h in result.attention_entropy]
-        ax.plot(layers, mean, color=colour, label=result.label)
+        ax.plot(layers, mean, color=colour, linewidth=width, label=result.label)
         ax.fill_between(layers, low, high, color=colour, alpha=0.15, linewidth=0)
         ax.set_title("attention entropy (nats): head mean, band min..max", fontsize=9)
     elif metric == "update" and result.update_ratio is not None:
         layers = range(result.layers)
         between = result.update_between
         label = f"{result.label} v{between[0]}->v{between[1]}" if between else result.label
-        ax.plot(layers, result.update_ratio["attention"], color=colour, label=f"{label}: attention")
-        ax.plot(layers, result.update_ratio["mlp"], color=colour, linestyle="--", label=f"{label}: MLP")
+        ax.plot(layers, result.update_ratio["attention"], color=colour, linewidth=width, label=f"{label}: attention")
+        ax.plot(
+            layers, result.update_ratio["mlp"], color=colour, linewidth=width, linestyle="--", label=f"{label}: MLP"
+        )
         ax.set_yscale("log")
         ax.set_title("update-to-weight ratio ||dW|| / ||W|| between versions", fontsize=9)
