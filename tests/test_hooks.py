@@ -78,6 +78,64 @@ def test_every_component_exposes_every_point_and_leaves_the_forward_unchanged(ki
     torch.testing.assert_close(cache["hook_logits"], out)
 
 
+SEQ2SEQ = [(case, i) for case, i in zip(CASES, IDS, strict=True) if "parallel" not in i]
+
+
+@pytest.mark.parametrize(("kind", "spec"), [c for c, _ in SEQ2SEQ], ids=[i for _, i in SEQ2SEQ])
+def test_every_component_exposes_every_point_in_the_encoder_decoder(kind: str, spec: Any) -> None:
+    model = tiny("transformer-2017-base", n_encoder_layers=1, n_layers=1, **{kind: spec})
+    src, tgt = ids(2, 6), ids(2, 4, seed=2)
+    out, cache = model.run_with_cache(src, tgt)
+    assert list(cache) == model.hook_points() and len(cache) == 2 + 13 + 1 + 2 + 13 + 8 + 2
+    torch.testing.assert_close(out, model(src, tgt), rtol=0, atol=1e-6)
+
+
+class TanhMLP(torch.nn.Module):
+    """A plugin's MLP written from scratch: no zoo base class, no hook code."""
+
+    def __init__(self, d_model: int, d_ff: int) -> None:
+        super().__init__()
+        self.into, self.act = torch.nn.Linear(d_model, d_ff), torch.nn.Tanh()
+        self.back = zoo.residual_output(torch.nn.Linear(d_ff, d_model))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.back(self.act(self.into(x)))
+
+
+class SingleHeadGroups(torch.nn.Module):
+    """A plugin's attention written from scratch (separate q, k, v layers), through ctx.attend."""
+
+    def __init__(self, d_model: int, n_heads: int) -> None:
+        super().__init__()
+        self.n_heads = n_heads
+        self.q, self.k, self.v = (torch.nn.Linear(d_model, d_model) for _ in range(3))
+        self.proj = zoo.residual_output(torch.nn.Linear(d_model, d_model))
+
+    def forward(self, x: Tensor, ctx: zoo.AttentionContext) -> Tensor:
+        b, s, d = x.shape
+        q, k, v = (f(x).view(b, s, self.n_heads, -1).transpose(1, 2) for f in (self.q, self.k, self.v))
+        q, k = ctx.rotate(q, k)
+        return self.proj(ctx.attend(q, k, v).transpose(1, 2).reshape(b, s, d))
+
+
+def test_a_plugins_components_get_every_point_without_hook_code() -> None:
+    def register(register: Any) -> None:
+        register("mlp", "tanh-mlp", TanhMLP)
+        register("attention", "separate-qkv", SingleHeadGroups)
+
+    plugin = type("Plugin", (), {"zoo_register_components": staticmethod(zoo.hookimpl(register))})
+    registry = zoo.Registry(entry_points=False, plugins=[plugin()])
+    torch.manual_seed(0)
+    config = {**TINY, "mlp": "tanh-mlp", "attention": "separate-qkv"}
+    model = zoo.build("gpt2-small", registry=registry, **config).eval()
+    idx = ids(2, 7)
+    out, cache = model.run_with_cache(idx)
+    assert list(cache) == scheme(TINY["n_layers"])
+    torch.testing.assert_close(out, model(idx), rtol=0, atol=1e-6)
+    x = cache["blocks.0.mlp.hook_pre"]
+    torch.testing.assert_close(cache["blocks.0.mlp.hook_post"], torch.tanh(x))
+
+
 def test_the_stream_points_add_up_for_pre_norm_and_parallel() -> None:
     idx = ids(2, 7)
     for placement in ("pre", "parallel"):
