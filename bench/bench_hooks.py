@@ -58,9 +58,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seq", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--preset", default="gpt2-small")
+    parser.add_argument(
+        "--small", action="store_true", help="d_model 64, 4 heads, 256 tokens of vocabulary: Python overhead dominates"
+    )
     args = parser.parse_args(argv)
     setup()
-    model = zoo.build(args.preset).eval()
+    small = {"d_model": 64, "n_heads": 4, "vocab_size": 256} if args.small else {}
+    model = zoo.build(args.preset, **small).eval()
     plain = without_hooks(model)
     idx = torch.randint(0, model.config.vocab_size, (1, args.seq))
 
@@ -87,7 +91,8 @@ def main(argv: list[str] | None = None) -> None:
     rows = [
         (name, f"{t * 1e3:.1f} ms", f"{t / base:.3f}x the forward without hook machinery") for name, t in times.items()
     ]
-    print(table(f"{args.preset}, 1 x {args.seq} tokens, fp32, {torch.get_num_threads()} threads", rows))
+    shape = " (d_model 64, 4 heads, vocabulary 256)" if args.small else ""
+    print(table(f"{args.preset}{shape}, 1 x {args.seq} tokens, fp32, {torch.get_num_threads()} threads", rows))
 
 
 if __name__ == "__main__":
