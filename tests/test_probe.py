@@ -65,6 +65,7 @@ def test_probe_numbers_equal_a_direct_computation(placement: str) -> None:
     tokens, source = corpus_batch(256, 2, 24)
     assert source == "2 x 24 tokens of the bundled corpus (bytes)"
     result = probe(model, tokens)
+    assert all(p.grad is None for p in model.parameters())  # the probe leaves the model's .grad alone
     want = direct(model, tokens)
     assert result.layers == 3 and len(result.residual_rms) == 4
     assert result.residual_rms == pytest.approx(want["rms"], rel=1e-6)
@@ -73,7 +74,6 @@ def test_probe_numbers_equal_a_direct_computation(placement: str) -> None:
     for got, expected in zip(result.attention_entropy, want["entropy"], strict=True):
         assert got == pytest.approx(expected, rel=1e-5)
     assert all(0 < h <= math.log(24) for layer in result.attention_entropy for h in layer)
-    assert all(p.grad is None for p in model.parameters())  # the probe leaves no gradients behind
 
 
 def test_update_ratio_between_the_last_two_versions_of_a_folder(tmp_path: Path) -> None:

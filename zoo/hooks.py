@@ -33,7 +33,9 @@ between them; its ``hook_resid_mid`` is ``resid_pre + attn_out``, the stream as 
 alone leaves it, and replacing it shifts ``resid_post`` by the same amount.
 
 A hook is ``fn(activation, name)``; it reads the activation, or returns a tensor of the
-same shape to use in its place.
+same shape to use in its place. Under ``torch.compile`` hooks work: dynamo traces them and
+recompiles once when hooks are set or removed (``model.hook_state`` is in its guards); a
+hook it cannot trace breaks the graph, which ``fullgraph=True`` refuses.
 """
 
 from __future__ import annotations

@@ -140,19 +140,19 @@ def probe(model: nn.Module, tokens: Tensor, *, label: str = "model", source: str
     layers = len(m.blocks)
     was_training = model.training
     model.eval()
-    model.zero_grad(set_to_none=True)
     wanted = ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(layers)]
     wanted += [f"blocks.{i}.attn.hook_pattern" for i in range(layers)]
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     try:
         with torch.enable_grad():
             output, cache = run_with_cache(model, tokens, names=wanted)
             loss = next_token_loss(model, output, tokens)
-            loss.backward()
-        grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
-        grad_norm, grad_other = grouped_norms(model, grads, layers)
+            # autograd.grad, not backward: the model's own .grad stay as they were
+            found = torch.autograd.grad(loss, [p for _, p in named], allow_unused=True)
     finally:
-        model.zero_grad(set_to_none=True)
         model.train(was_training)
+    grads = {n: g for (n, _), g in zip(named, found, strict=True) if g is not None}
+    grad_norm, grad_other = grouped_norms(model, grads, layers)
     rms = [float(cache[n].double().pow(2).mean().sqrt()) for n in wanted[: layers + 1]]
     heads = [entropy(cache[f"blocks.{i}.attn.hook_pattern"]).tolist() for i in range(layers)]
     return ProbeResult(label, source, layers, loss.item(), rms, grad_norm, grad_other, heads)
