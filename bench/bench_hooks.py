@@ -61,8 +61,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--small", action="store_true", help="d_model 64, 4 heads, 256 tokens of vocabulary: Python overhead dominates"
     )
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (1 is steadier on a shared machine)")
     args = parser.parse_args(argv)
-    setup()
+    setup(args.threads)
     small = {"d_model": 64, "n_heads": 4, "vocab_size": 256} if args.small else {}
     model = zoo.build(args.preset, **small).eval()
     plain = without_hooks(model)
