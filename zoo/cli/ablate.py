@@ -15,6 +15,8 @@ from zoo.ablate import (
     DEFAULT_SEEDS,
     ORDERS,
     TUNE_FRACTION,
+    AblationResult,
+    ProgressCallback,
     run_ablation,
     significant_swaps,
     table,
@@ -137,6 +139,22 @@ ABLATE_OPTIONS = (
 
 
 def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
+    progress, on_progress = _progress(ui)
+    with progress:
+        result = run_ablation(
+            base=args.base, target=args.target, out_dir=Path(args.out), on_progress=on_progress, **_options(args)
+        )
+    if not result.main_process:
+        return 0  # under torchrun, rank 0 reports
+    if ui.json_mode:
+        ui.json({**result.to_dict(), "results_path": str(result.results_path)})
+        return 0
+    _show(result, args, ui)
+    return 0
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    """The run_ablation arguments the flags give (unset flags leave its defaults)."""
     options: dict[str, Any] = {key: getattr(args, key) for key in ABLATE_OPTIONS if getattr(args, key) is not None}
     if args.data is not None:
         options["data"] = Path(args.data)
@@ -148,6 +166,11 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
         options["lr_grid"] = args.lr_grid
     if args.path is not None:
         options["path"] = True if args.path is True else [axis.strip() for axis in args.path.split(",") if axis.strip()]
+    return options
+
+
+def _progress(ui: Ui) -> tuple[Progress, ProgressCallback]:
+    """A progress display on stderr, a bar per run, and the callback that drives it."""
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -169,15 +192,11 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
         if step == total:
             done.add(run)
 
-    with progress:
-        result = run_ablation(
-            base=args.base, target=args.target, out_dir=Path(args.out), on_progress=on_progress, **options
-        )
-    if not result.main_process:
-        return 0  # under torchrun, rank 0 reports
-    if ui.json_mode:
-        ui.json({**result.to_dict(), "results_path": str(result.results_path)})
-        return 0
+    return progress, on_progress
+
+
+def _show(result: AblationResult, args: argparse.Namespace, ui: Ui) -> None:
+    """The table, the budget, what is significant, the notes and where the files are."""
     seeds = len(result.seeds)
     header, rows = table(result, compact=True)
     title = (
@@ -220,4 +239,3 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
     ui.line(
         f"checkpoints: {', '.join(run.checkpoint.name for run in result.runs)} (first seed) in {Path(args.out)}", "dim"
     )
-    return 0

@@ -7,10 +7,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from zoo.errors import ConfigError
 from zoo.training.distributed import STRATEGIES
 
-DTYPES = ("fp32", "bf16", "fp16")
+#: The training precisions (``--dtype``) and the dtype each autocasts to (fp32: none).
+PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 # Settings a resume may change: they do not change what the run computes, except ``steps``
 # (training longer), which stretches the cosine schedule from the resume point on.
 RESUMABLE_CHANGES = (
@@ -78,14 +81,23 @@ class TrainSettings:
             for name in ("threads", "micro_batch_size", "save_every", "keep_last")
             if getattr(self, name) is not None and getattr(self, name) <= 0
         ]
+        if not 0 <= self.seed < 1 << 63:
+            problems.append(f"seed={self.seed} must lie in 0 .. 2**63-1 (--seed; each rank seeds with seed + rank)")
+        betas = self.betas
+        if not (
+            isinstance(betas, (tuple, list))
+            and len(betas) == 2
+            and all(isinstance(b, (int, float)) and not isinstance(b, bool) and 0.0 <= b < 1.0 for b in betas)
+        ):
+            problems.append(f"betas={betas!r} must be two numbers in [0, 1), such as (0.9, 0.95)")
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             problems.append(f"min_lr_ratio={self.min_lr_ratio} must be within [0, 1]")
         if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:
             problems.append(f"warmup_steps={self.warmup_steps} must be within [0, steps={self.steps}]")
         if self.weight_decay < 0 or self.grad_clip < 0:
             problems.append("weight_decay and grad_clip must be >= 0")
-        if self.dtype not in DTYPES:
-            problems.append(f"dtype={self.dtype!r} must be one of {', '.join(DTYPES)}")
+        if self.dtype not in PRECISIONS:
+            problems.append(f"dtype={self.dtype!r} must be one of {', '.join(PRECISIONS)}")
         if self.strategy not in STRATEGIES:
             problems.append(f"strategy={self.strategy!r} must be one of {', '.join(STRATEGIES)}")
         if self.peak_tflops is not None and not (isinstance(self.peak_tflops, (int, float)) and self.peak_tflops > 0):
