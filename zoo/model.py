@@ -211,8 +211,10 @@ class DecoderLM(TokenModel):
     def generate(self, input_ids: Tensor, max_new_tokens: int | None = None, **kwargs: Any) -> Tensor:
         """KV-cached decoding; see ``zoo.decoding.generate`` for the options.
 
-        A convenience: decoding sits a layer above the model, so it is imported here, on use.
+        A convenience: the decode loop sits a layer above the model and registers itself
+        in ``zoo.generation`` (``import zoo`` does it); its weight layouts are kept between
+        calls in ``zoo.decoding.layouts``.
         """
-        from zoo.decoding import generate
+        from zoo.generation import provided
 
-        return generate(self, input_ids, max_new_tokens, **kwargs)
+        return provided(self)(self, input_ids, max_new_tokens, **kwargs)

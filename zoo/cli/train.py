@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from rich.progress import (
 )
 
 import zoo
-from zoo.checkpoint import versions
+from zoo.checkpoint import inspect, versions
 from zoo.cli.options import Commands
 from zoo.cli.render import Ui, fmt_int, new_table
 from zoo.config import parse_sets
@@ -187,6 +188,7 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
         )
         progress.stop()
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the wrap-up
         progress.stop()
         done = versions(args.out) if Path(args.out).is_dir() else []
         where = f"the last complete version is {done[-1].path}; continue with --resume" if done else "nothing was saved"
@@ -217,8 +219,16 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
 
 def cmd_eval(args: argparse.Namespace, ui: Ui) -> int:
     model = zoo.load(args.checkpoint)
+    training = inspect(args.checkpoint, verify=False).metadata.get("training")
+    trained = training.get("tokenizer") if isinstance(training, dict) else None
     result = evaluate(
-        model, args.data, split=args.split, seq_len=args.seq_len, batch_size=args.batch_size, batches=args.batches
+        model,
+        args.data,
+        split=args.split,
+        seq_len=args.seq_len,
+        batch_size=args.batch_size,
+        batches=args.batches,
+        tokenizer=trained if trained in TOKENIZERS else None,
     )
     if ui.json_mode:
         ui.json(result.to_dict())
