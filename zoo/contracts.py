@@ -252,6 +252,17 @@ def takes_cross(placement: type[Placement]) -> bool:
     return "cross" in inspect.signature(placement.block).parameters
 
 
+def require_cross(placement: type[Placement], name: str) -> None:
+    """Refuse ``placement`` (registered as ``name``) for an encoder-decoder when its
+    ``block`` takes no cross-attention: it places decoder-only layers."""
+    if not takes_cross(placement):
+        raise ValueError(
+            f"placement {name!r} combines a decoder-only layer's attention and MLP (its block takes no "
+            f"cross-attention), so it cannot place an 'encoder_decoder' model's decoder layers; use "
+            f"placement 'pre' or 'post'"
+        )
+
+
 def residual_output(layer: nn.Linear) -> nn.Linear:
     """Mark ``layer`` as a projection that writes into the residual stream.
 
