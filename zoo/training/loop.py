@@ -189,6 +189,8 @@ class _Run:
     sampler: WindowSampler
     schedule: Schedule
     val_batches: list[tuple[Tensor, Tensor]]
+    flops: float | None  # forward FLOPs per token, when a peak is known for MFU
+    peak: float | None  # the device's peak TFLOP/s, for MFU
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.low is None:
@@ -298,6 +300,8 @@ def _prepare(
         WindowSampler(data.train, settings.seq_len, settings.seed),
         Schedule(settings),
         validation_batches(data.val, settings),
+        flops_per_token(config, settings, world),
+        device_peak_tflops(settings, world),
     )
     return r, state
 
@@ -338,10 +342,7 @@ def _updates(
     """The optimizer steps left, each reported, evaluated and saved when due; returns the
     seconds spent in them, their losses and the last version saved."""
     settings, world, schedule = r.settings, r.world, r.schedule
-    flops, peak = (
-        flops_per_token(getattr(r.model, "config", None), settings, world),
-        device_peak_tflops(settings, world),
-    )
+    flops, peak = r.flops, r.peak
     seconds, since_eval, losses, checkpoint = 0.0, [], [], None
     while schedule.step < settings.steps:
         began = time.perf_counter()
