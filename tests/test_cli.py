@@ -439,7 +439,7 @@ def test_build_into_a_folder_keeps_versions(cli: Any, tmp_path: Path) -> None:
     info = cli("inspect", str(folder), "--json").json()
     assert [v["version"] for v in info["versions"]] == [1, 2]
     assert info["version"] == 2
-    first = cli("inspect", str(folder), "--checkpoint-version", "1", "--json").json()
+    first = cli("inspect", str(folder), "--version", "1", "--json").json()
     assert first["version"] == 1 and first["digest_ok"] is True
     table = cli("inspect", str(folder)).out
     assert "versions" in table

@@ -7,8 +7,9 @@ import argparse
 import json
 
 import zoo
-from zoo.cli.options import Commands
+from zoo.cli.options import Commands, add_out, add_version
 from zoo.cli.render import Ui, fmt_int
+from zoo.errors import InputError
 
 
 def add_parsers(commands: Commands) -> None:
@@ -19,32 +20,37 @@ def add_parsers(commands: Commands) -> None:
     direction.add_argument(
         "--from-hf", metavar="DIR", help="a Hugging Face folder to import (see `zoo plugins` for the families)"
     )
-    direction.add_argument("--from-nanogpt", metavar="CKPT", help="a nanoGPT ckpt.pt (or its out_dir) to import")
-    direction.add_argument("--to-hf", metavar="CHECKPOINT", help="a zoo checkpoint to export")
+    direction.add_argument("--from-nanogpt", metavar="FILE|DIR", help="a nanoGPT ckpt.pt (or its out_dir) to import")
+    direction.add_argument("--to-hf", metavar="CHECKPOINT", help="a zoo checkpoint file or folder to export")
+    add_version(p, "the --to-hf checkpoint folder")
     p.add_argument(
         "--architecture",
         default=None,
         metavar="NAME",
-        help="with --to-hf: the Hugging Face architecture to write (default: the first that fits)",
+        help="with --to-hf: the Hugging Face architecture to write (default: the first installed one that fits)",
     )
-    p.add_argument("-o", "--output", required=True, metavar="PATH", help="where to write the result")
+    add_out(p, "where to write: a .safetensors file or a folder of versions (--from-*), a folder (--to-hf)")
 
 
 def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
     source = args.from_hf or args.from_nanogpt
     model: zoo.DecoderLM | zoo.EncoderDecoder
+    if source and args.version is not None:
+        raise InputError(
+            "--version selects a version of the --to-hf checkpoint folder; --from-hf and --from-nanogpt take none"
+        )
     if source:
         with ui.err.status(f"reading {source}"):
             model = zoo.from_hf(source) if args.from_hf else zoo.from_nanogpt(source)
-        with ui.err.status(f"saving to {args.output}"):
-            written = zoo.save(model, args.output)
+        with ui.err.status(f"saving to {args.out}"):
+            written = zoo.save(model, args.out)
         count = fmt_int(model.num_parameters())
         ui.line(f"converted {source} ({count} parameters) to the zoo checkpoint {written}", "green")
     else:
         with ui.err.status(f"loading {args.to_hf}"):
-            model = zoo.load(args.to_hf)
-        with ui.err.status(f"writing a Hugging Face model to {args.output}"):
-            folder = zoo.to_hf(model, args.output, architecture=args.architecture)
+            model = zoo.load(args.to_hf, version=args.version)
+        with ui.err.status(f"writing a Hugging Face model to {args.out}"):
+            folder = zoo.to_hf(model, args.out, architecture=args.architecture)
         architecture = json.loads((folder / "config.json").read_text(encoding="utf-8"))["architectures"][0]
-        ui.line(f"converted {args.to_hf} to the Hugging Face folder {args.output} ({architecture})", "green")
+        ui.line(f"converted {args.to_hf} to the Hugging Face folder {args.out} ({architecture})", "green")
     return 0

@@ -6,27 +6,51 @@ import argparse
 
 from rich.text import Text
 
-from zoo.cli.options import Commands, seed
+import zoo
+from zoo.cli.options import Commands, add_seed, add_version, positive
 from zoo.cli.render import Ui
 from zoo.pipelines import generate_text
 
 
 def add_parsers(commands: Commands) -> None:
     p = commands.add("generate", cmd_generate, "generate text from a checkpoint or a Hugging Face folder, streaming")
-    p.add_argument("model", metavar="PATH_OR_HF_DIR")
-    p.add_argument("--prompt", required=True)
-    p.add_argument("--max-new-tokens", type=int, default=None)
+    p.add_argument("model", metavar="PATH_OR_HF_DIR", help="a zoo checkpoint file or folder, or a Hugging Face folder")
+    add_version(p)
+    p.add_argument("--prompt", required=True, metavar="TEXT", help="the text to continue ('' starts a sample)")
+    p.add_argument("--max-new-tokens", type=positive, default=None, metavar="N", help="tokens to generate (default 50)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--greedy", action="store_true", help="always take the most likely token (the default)")
     mode.add_argument(
         "--sample", action="store_true", help="sample (implied by --temperature, --top-k, --top-p); --seed repeats one"
     )
-    p.add_argument("--temperature", type=float, default=None)
-    p.add_argument("--top-k", type=int, default=None)
-    p.add_argument("--top-p", type=float, default=None)
-    p.add_argument("--repetition-penalty", type=float, default=None)
-    p.add_argument("--seed", type=seed, default=None, help="seed of the sampling, 0 .. 2**64-1")
-    p.add_argument("--no-echo", action="store_true", help="print only the generated text, not the prompt")
+    p.add_argument(
+        "--temperature", type=float, default=None, metavar="TEMPERATURE", help="divides the logits (default 1.0)"
+    )
+    p.add_argument(
+        "--top-k", type=positive, default=None, metavar="N", help="sample among the N most likely (default: all)"
+    )
+    p.add_argument(
+        "--top-p",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="sample among the most likely tokens holding this share of the probability (default: all)",
+    )
+    p.add_argument(
+        "--repetition-penalty",
+        type=float,
+        default=None,
+        metavar="PENALTY",
+        help="divides the logits of tokens seen so far (default 1.0: none)",
+    )
+    add_seed(p, "seed of the sampling, 0 .. 2**64-1 (default: a fresh one each run)")
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="NAME|DIR",
+        help="gpt2, or a folder with vocab.json and merges.txt (default: the model folder's own, else gpt2)",
+    )
+    p.add_argument("--no-echo", action="store_true", help="print only the generated text (default: the prompt too)")
 
 
 def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
@@ -47,6 +71,7 @@ def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
         echo.clear()
 
     # A Hugging Face folder (config.json) or a zoo checkpoint; generate_text tells them apart.
-    generate_text(args.model, args.prompt, on_text=on_text, **options)
+    model = args.model if args.version is None else zoo.load(args.model, version=args.version)
+    generate_text(model, args.prompt, on_text=on_text, tokenizer=args.tokenizer, **options)
     ui.out.print(*echo, soft_wrap=True)
     return 0

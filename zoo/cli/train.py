@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import torch
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -25,7 +27,8 @@ from rich.progress import (
 
 import zoo
 from zoo.checkpoint import versions
-from zoo.cli.options import Commands
+from zoo.checkpoint.store import resolve
+from zoo.cli.options import Commands, add_batch_size, add_out, add_version, positive, seed
 from zoo.cli.render import Ui, fmt_int, new_table
 from zoo.config import parse_sets
 from zoo.training import (
@@ -41,25 +44,35 @@ from zoo.training import (
 )
 from zoo.training.loop import METRICS
 
-# flag -> TrainSettings field, for the flags that map one to one
-SETTING_FLAGS = {
-    "steps": int,
-    "batch_size": int,
-    "micro_batch_size": int,
-    "seq_len": int,
-    "lr": float,
-    "min_lr_ratio": float,
-    "warmup_steps": int,
-    "weight_decay": float,
-    "grad_clip": float,
-    "eval_every": int,
-    "eval_batches": int,
-    "save_every": int,
-    "keep_last": int,
-    "seed": int,
-    "threads": int,
-    "peak_tflops": float,
-}
+# TrainSettings field -> (type, metavar, what it is, the default when TrainSettings says None),
+# for the flags that map one to one (flag: the field with dashes; warmup_steps is --warmup).
+SETTING_FLAGS: dict[str, tuple[Callable[[str], Any], str, str, str | None]] = {
+    "steps": (positive, "N", "optimizer steps", None),
+    "batch_size": (positive, "N", "sequences per optimizer step, over all ranks", None),
+    "micro_batch_size": (
+        positive, "N", "sequences per forward on one rank (gradients accumulate)",
+        "the whole --batch-size share of each rank in one forward",
+    ),
+    "seq_len": (positive, "N", "tokens per training sequence", None),
+    "lr": (float, "LR", "peak learning rate (AdamW)", None),
+    "min_lr_ratio": (float, "FRACTION", "the cosine schedule ends at lr times this", None),
+    "warmup_steps": (int, "N", "steps of linear warm-up", "a tenth of --steps, at least 1"),
+    "weight_decay": (float, "DECAY", "AdamW weight decay", None),
+    "grad_clip": (float, "NORM", "clip the global gradient norm to this; 0 turns clipping off", None),
+    "eval_every": (positive, "N", "evaluate on the validation split every N steps (and at the end)", None),
+    "eval_batches": (positive, "N", "validation batches per evaluation", None),
+    "save_every": (positive, "N", "save a version every N steps", "at the end only"),
+    "keep_last": (positive, "N", "keep only the newest N versions", "keep every version"),
+    "seed": (seed, "N", "seed of the init, the data order and dropout", None),
+    "threads": (positive, "N", "torch CPU threads", f"as torch has it, {torch.get_num_threads()} here"),
+    "peak_tflops": (
+        float, "TFLOPS", "peak TFLOP/s of one device, for MFU", "a known GPU's peak; on CPU none, so no MFU",
+    ),
+}  # fmt: skip
+
+
+def setting_flag(field: str) -> str:
+    return "--warmup" if field == "warmup_steps" else "--" + field.replace("_", "-")
 
 
 def add_parsers(commands: Commands) -> None:
@@ -71,35 +84,44 @@ def add_parsers(commands: Commands) -> None:
     p.add_argument(
         "inputs", nargs="*", metavar="INPUT", help="text files or folders (default: the bundled Shakespeare)"
     )
-    p.add_argument("-o", "--output", required=True, metavar="DATA_DIR", help="a new (or empty) folder")
-    p.add_argument("--tokenizer", choices=TOKENIZERS, default="gpt2", help="default gpt2")
-    p.add_argument("--val-fraction", type=float, default=0.005, help="tail of each file kept for validation (0.005)")
-    p.add_argument("--workers", type=int, default=None, metavar="N", help="tokenizing processes (default: CPUs)")
+    add_out(p, "a new (or empty) folder for the shards and manifest.json", metavar="DIR")
+    p.add_argument("--tokenizer", choices=TOKENIZERS, default="gpt2", help="(default gpt2)")
+    p.add_argument(
+        "--val-fraction",
+        type=float,
+        default=0.005,
+        metavar="FRACTION",
+        help="the tail of each file kept for validation (default 0.005)",
+    )
+    p.add_argument(
+        "--workers",
+        type=positive,
+        default=None,
+        metavar="N",
+        help=f"tokenizing processes (default: one per CPU, at most one per file; {os.cpu_count()} CPUs here)",
+    )
 
     help = "train a preset or a checkpoint on a corpus; under torchrun, on every rank"
-    p = commands.add("train", cmd_train, help, [commands.json_flag])
+    p = commands.add("train", cmd_train, help, [commands.json_flag, commands.sets])
     p.add_argument("name", metavar="NAME|CHECKPOINT", help="a preset to build, or a checkpoint to fine-tune")
+    add_version(p, "a checkpoint folder given as NAME")
     p.add_argument(
         "--data",
         default=None,
         metavar="PATH",
-        help="a prepared folder, or text files/folders (prepared into a cache); default: Shakespeare",
+        help="a prepared folder, or text files/folders (prepared into a cache) (default: the bundled Shakespeare)",
     )
-    p.add_argument("--out", required=True, metavar="DIR", help="versions, training states and metrics.jsonl")
-    p.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field; repeatable"
-    )
+    add_out(p, "the run's folder: versions, training states and metrics.jsonl", metavar="DIR")
     defaults = TrainSettings()
-    for field, kind in SETTING_FLAGS.items():
-        flag = "--warmup" if field == "warmup_steps" else "--" + field.replace("_", "-")
+    for field, (kind, metavar, what, auto) in SETTING_FLAGS.items():
         default = getattr(defaults, field)
         p.add_argument(
-            flag,
+            setting_flag(field),
             dest=field,
             type=kind,
             default=None,
-            metavar="N",
-            help=f"default {'auto' if default is None else default}",
+            metavar=metavar,
+            help=f"{what} (default: {auto})" if default is None else f"{what} (default {default})",
         )
     p.add_argument(
         "--dtype",
@@ -107,25 +129,49 @@ def add_parsers(commands: Commands) -> None:
         default="fp32",
         help="fp32 (default), bf16 autocast, fp16 autocast with a grad scaler",
     )
-    p.add_argument("--compile", action="store_true", help="torch.compile each block")
-    p.add_argument("--activation-checkpointing", action="store_true", help="recompute block activations in backward")
-    p.add_argument("--strategy", choices=STRATEGIES, default="auto", help="auto: DDP if it fits, else FSDP2")
+    p.add_argument("--compile", action="store_true", help="torch.compile each block (default: eager)")
+    p.add_argument(
+        "--activation-checkpointing",
+        action="store_true",
+        help="recompute block activations in backward (default: keep them)",
+    )
+    p.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="auto",
+        help="auto (default): single for one process; under torchrun ddp, or fsdp on CUDA when "
+        "weights, gradients and AdamW state would not fit in 60%% of a device",
+    )
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its newest version")
-    p.add_argument("--tokenizer", choices=TOKENIZERS, default=None, help="for raw text --data (default: the model's)")
+    p.add_argument(
+        "--tokenizer",
+        choices=TOKENIZERS,
+        default=None,
+        help="for raw text --data (default: the one a checkpoint was trained with, else gpt2 for "
+        "GPT-2's vocabulary size, else bytes)",
+    )
 
     help = "evaluate a checkpoint: loss, perplexity, tokens, bits per byte"
     p = commands.add("eval", cmd_eval, help, [commands.json_flag])
-    p.add_argument("checkpoint", help="a checkpoint file or folder")
-    p.add_argument("--data", default=None, metavar="PATH", help="a prepared folder or text; default: Shakespeare")
-    p.add_argument("--split", choices=("val", "train"), default="val")
-    p.add_argument("--batches", type=int, default=None, metavar="N", help="default: the whole split")
-    p.add_argument("--batch-size", type=int, default=8, metavar="N")
-    p.add_argument("--seq-len", type=int, default=None, metavar="N", help="default: max_seq_len, at most 1024")
+    p.add_argument("checkpoint", metavar="CHECKPOINT", help="a checkpoint file or folder")
+    add_version(p)
+    p.add_argument(
+        "--data",
+        default=None,
+        metavar="PATH",
+        help="a prepared folder or text (default: the bundled Shakespeare)",
+    )
+    p.add_argument("--split", choices=("val", "train"), default="val", help="(default val)")
+    p.add_argument("--batches", type=positive, default=None, metavar="N", help="(default: the whole split)")
+    add_batch_size(p, "sequences per forward (default 8)", default=8)
+    p.add_argument(
+        "--seq-len", type=positive, default=None, metavar="N", help="(default: the model's max_seq_len, at most 1024)"
+    )
 
 
 def cmd_data_prepare(args: argparse.Namespace, ui: Ui) -> int:
     inputs = args.inputs or [str(resources.files("zoo").joinpath("data", BUNDLED_CORPUS))]
-    data = prepare(inputs, args.output, tokenizer=args.tokenizer, val_fraction=args.val_fraction, workers=args.workers)
+    data = prepare(inputs, args.out, tokenizer=args.tokenizer, val_fraction=args.val_fraction, workers=args.workers)
     if ui.json_mode:
         ui.json(data.describe())
         return 0
@@ -176,7 +222,7 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
 
     try:
         result = train(
-            args.name,
+            args.name if args.version is None else str(resolve(args.name, args.version)),
             args.data,
             settings,
             out=args.out,
@@ -216,7 +262,7 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def cmd_eval(args: argparse.Namespace, ui: Ui) -> int:
-    model = zoo.load(args.checkpoint)
+    model = zoo.load(args.checkpoint, version=args.version)
     result = evaluate(
         model, args.data, split=args.split, seq_len=args.seq_len, batch_size=args.batch_size, batches=args.batches
     )
