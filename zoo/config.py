@@ -6,7 +6,7 @@ against the registry at validation time, and the validated config records every
 option with its default filled in, so a saved config rebuilds the same model later.
 
 Presets are TOML files of config fields; a ``[preset]`` table may name a preset it
-``extends`` and a ``description``.
+``extends``, a ``description``, and the hub id of its weights (``pretrained``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
@@ -46,6 +47,10 @@ MAX_D_FF = 1 << 18
 MAX_LAYERS = 1 << 10
 MAX_HEADS = 1 << 10
 MAX_PARAMETERS = 200_000_000_000
+
+# What a preset's [preset] table may hold; ``pretrained`` is the hub id of its weights.
+PRESET_KEYS = frozenset({"extends", "description", "pretrained"})
+HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 
 # A number that may be written as an int, never as a bool or a string, and is finite.
 FiniteFloat = Annotated[float, Strict(), Field(allow_inf_nan=False)]
@@ -453,8 +458,14 @@ def _read_preset(name: str, registry: Registry) -> tuple[dict[str, Any], dict[st
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
             raise PresetError(f"cannot read {where}: {err}. Fix the TOML file.") from err
     meta = data.pop("preset", {})
-    if not isinstance(meta, Mapping) or set(meta) - {"extends", "description"}:
-        raise PresetError(f"{where}: the [preset] table may only hold 'extends' and 'description'")
+    if not isinstance(meta, Mapping) or set(meta) - PRESET_KEYS:
+        raise PresetError(f"{where}: the [preset] table may only hold {', '.join(map(repr, sorted(PRESET_KEYS)))}")
+    weights = meta.get("pretrained")
+    if weights is not None and not (isinstance(weights, str) and HUB_ID.match(weights)):
+        raise PresetError(
+            f"{where}: [preset] pretrained = {printable(repr(weights))[:80]} is not a hub id; write the id of "
+            f'the weights, e.g. pretrained = "openai-community/gpt2"'
+        )
     return data, dict(meta), where
 
 
@@ -487,6 +498,20 @@ def preset_description(name: str, registry: Registry | None = None) -> str:
     return str(meta.get("description", ""))
 
 
+def preset_pretrained(name: str, registry: Registry | None = None) -> str | None:
+    """The hub id of the weights preset ``name`` names (``[preset] pretrained``), or None.
+
+    Not inherited through ``extends``: ``gpt2-medium`` extends ``gpt2-small`` but names
+    its own weights. A preset that cannot be read has none (its error shows when used).
+    """
+    try:
+        _, meta, _ = _read_preset(name, registry or default_registry())
+    except PresetError:
+        return None
+    weights = meta.get("pretrained")
+    return weights if isinstance(weights, str) else None
+
+
 def get_config(name: str, *, registry: Registry | None = None, **overrides: Any) -> ModelConfig:
     """The validated config of preset ``name``, with optional overrides."""
     return resolve_config(name, overrides, registry=registry)
@@ -501,5 +526,6 @@ __all__ = [
     "apply_overrides",
     "resolve_config",
     "preset_dict",
+    "preset_pretrained",
     "get_config",
 ]

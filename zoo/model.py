@@ -329,7 +329,7 @@ class DecoderLM(TokenModel):
                 attn.recorded = None
         return weights
 
-    def generate(self, input_ids: Tensor, max_new_tokens: int, **kwargs: Any) -> Tensor:
+    def generate(self, input_ids: Tensor, max_new_tokens: int | None = None, **kwargs: Any) -> Tensor:
         """KV-cached decoding; see ``zoo.decoding.generate`` for the options.
 
         A convenience: decoding sits a layer above the model, so it is imported here, on use.

@@ -1,4 +1,4 @@
-"""``zoo generate``: text from a checkpoint or a Hugging Face folder, streamed as it comes."""
+"""``zoo generate``: text from a checkpoint, a Hugging Face folder or a hub id, streamed as it comes."""
 
 from __future__ import annotations
 
@@ -6,18 +6,43 @@ import argparse
 
 from rich.text import Text
 
-import zoo
 from zoo.cli.options import Commands, add_seed, add_version, positive
 from zoo.cli.render import Ui
-from zoo.pipelines import generate_text
+from zoo.errors import printable
+from zoo.pipelines import generate_text, load_with_tokenizer
 
 
 def add_parsers(commands: Commands) -> None:
-    p = commands.add("generate", cmd_generate, "generate text from a checkpoint or a Hugging Face folder, streaming")
-    p.add_argument("model", metavar="PATH_OR_HF_DIR", help="a zoo checkpoint file or folder, or a Hugging Face folder")
-    add_version(p)
-    p.add_argument("--prompt", required=True, metavar="TEXT", help="the text to continue ('' starts a sample)")
-    p.add_argument("--max-new-tokens", type=positive, default=None, metavar="N", help="tokens to generate (default 50)")
+    p = commands.add(
+        "generate",
+        cmd_generate,
+        "generate text from a checkpoint, a Hugging Face folder or a hub id, streaming",
+    )
+    p.add_argument(
+        "model",
+        metavar="MODEL",
+        help="a zoo checkpoint (file or run folder), a Hugging Face folder, or a hub id such as openai-community/gpt2",
+    )
+    add_version(p, "a run folder")
+    p.add_argument(
+        "--prompt", required=True, metavar="TEXT", help="the text to continue ('' starts from the start token)"
+    )
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="NAME|DIR|ID",
+        help="gpt2, bytes, a folder with tokenizer.json, or a hub id (default: the model's own: the folder's "
+        "files, the one a checkpoint records, else GPT-2's for GPT-2's vocabulary)",
+    )
+    length = p.add_mutually_exclusive_group()
+    length.add_argument("--max-new-tokens", type=positive, default=None, metavar="N", help="new tokens (default 50)")
+    length.add_argument(
+        "--max-length",
+        type=positive,
+        default=None,
+        metavar="N",
+        help="prompt plus new tokens, as in transformers (default: set by --max-new-tokens)",
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--greedy", action="store_true", help="always take the most likely token (the default)")
     mode.add_argument(
@@ -27,14 +52,14 @@ def add_parsers(commands: Commands) -> None:
         "--temperature", type=float, default=None, metavar="TEMPERATURE", help="divides the logits (default 1.0)"
     )
     p.add_argument(
-        "--top-k", type=positive, default=None, metavar="N", help="sample among the N most likely (default: all)"
+        "--top-k", type=positive, default=None, metavar="N", help="sample among the N likeliest (default: all)"
     )
     p.add_argument(
         "--top-p",
         type=float,
         default=None,
         metavar="FRACTION",
-        help="sample among the most likely tokens holding this share of the probability (default: all)",
+        help="sample among the likeliest tokens holding this share of the probability (default 1: all)",
     )
     p.add_argument(
         "--repetition-penalty",
@@ -43,25 +68,41 @@ def add_parsers(commands: Commands) -> None:
         metavar="PENALTY",
         help="divides the logits of tokens seen so far (default 1.0: none)",
     )
-    add_seed(p, "seed of the sampling, 0 .. 2**64-1 (default: a fresh one each run)")
     p.add_argument(
-        "--tokenizer",
-        default=None,
-        metavar="NAME|DIR",
-        help="gpt2, or a folder with vocab.json and merges.txt (default: the model folder's own, else gpt2)",
+        "--num-return-sequences", type=positive, default=1, metavar="N", help="continuations to sample (default 1)"
     )
+    p.add_argument(
+        "--pad-token-id", type=int, default=None, metavar="ID", help="fills finished sequences (default: end-of-text)"
+    )
+    add_seed(p, "seed of the sampling, 0 .. 2**64-1 (default: a fresh one each run)")
+    p.add_argument("--revision", default=None, metavar="REV", help="a hub id's branch, tag or commit (default: main)")
     p.add_argument("--no-echo", action="store_true", help="print only the generated text (default: the prompt too)")
 
 
 def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
     options = {
         key: getattr(args, key)
-        for key in ("max_new_tokens", "temperature", "top_k", "top_p", "repetition_penalty", "seed")
+        for key in (
+            "max_new_tokens",
+            "max_length",
+            "temperature",
+            "top_k",
+            "top_p",
+            "repetition_penalty",
+            "seed",
+            "pad_token_id",
+        )
         if getattr(args, key) is not None
     }
     # Greedy unless asked to sample; a sampling flag (temperature, top-k, top-p) asks.
     sampling_flags = any(getattr(args, key) is not None for key in ("temperature", "top_k", "top_p"))
     options["do_sample"] = args.sample or (sampling_flags and not args.greedy)
+    count = args.num_return_sequences
+
+    with ui.err.status(f"loading {printable(args.model)}"):
+        model, own = load_with_tokenizer(args.model, revision=args.revision, version=args.version)
+    # Given, else the model's own; neither: GPT-2's for GPT-2's vocabulary (generate_text decides).
+    tokenizer = args.tokenizer if args.tokenizer is not None else own
 
     echo = [] if args.no_echo else [Text(args.prompt, style="bold")]  # shown once text starts coming
 
@@ -70,8 +111,11 @@ def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
         ui.out.file.flush()
         echo.clear()
 
-    # A Hugging Face folder (config.json) or a zoo checkpoint; generate_text tells them apart.
-    model = args.model if args.version is None else zoo.load(args.model, version=args.version)
-    generate_text(model, args.prompt, on_text=on_text, tokenizer=args.tokenizer, **options)
-    ui.out.print(*echo, soft_wrap=True)
+    if count == 1:
+        generate_text(model, args.prompt, on_text=on_text, tokenizer=tokenizer, **options)
+        ui.out.print(*echo, soft_wrap=True)
+        return 0
+    texts = generate_text(model, args.prompt, num_return_sequences=count, tokenizer=tokenizer, **options)
+    for i, text in enumerate(texts, 1):
+        ui.out.print(Text(f"[{i}/{count}] ", style="dim"), *echo, Text(text), sep="", soft_wrap=True)
     return 0

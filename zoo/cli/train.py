@@ -42,7 +42,7 @@ from zoo.training import (
     prepare,
     train,
 )
-from zoo.training.loop import METRICS
+from zoo.training.metrics import METRICS
 
 # TrainSettings field -> (type, metavar, what it is, the default when TrainSettings says None),
 # for the flags that map one to one (flag: the field with dashes; warmup_steps is --warmup).
