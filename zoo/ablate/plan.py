@@ -271,6 +271,14 @@ def make_plan(options: Options, registry: Registry) -> Plan:
                 f"{name!r} is an {config.architecture} model; an ablation trains language models "
                 f"on one text, so both sides must be decoder-only presets (see `zoo list`)"
             )
+    differences = diff_configs(base_config, target_config, registry=registry)
+    swappable = [(axis, value) for axis, _, value in differences if axis not in SIZE_AXES and axis != "architecture"]
+    if not swappable:  # before any data is read or run trained
+        what = "only in sizes, which the ablation sets itself" if differences else "in nothing"
+        raise ConfigError(
+            f"{options.base!r} and {options.target!r} differ {what}: there is no swap to ablate; "
+            f"pick a --to that differs in a component (`zoo compare {options.base} PRESET` shows what differs)"
+        )
     o = options
     settings = TrainSettings(
         steps=o.steps,
@@ -293,8 +301,6 @@ def make_plan(options: Options, registry: Registry) -> Plan:
     }
     small_base = at_scale(base_config, scale, registry)
     small_target = at_scale(target_config, scale, registry)
-    differences = diff_configs(base_config, target_config, registry=registry)
-    swappable = [(axis, value) for axis, _, value in differences if axis not in SIZE_AXES and axis != "architecture"]
     ends = Variant(o.base, "base", small_base), Variant(o.target, "target", small_target)
     if o.on_path:
         variants = cumulative_path(ends, swappable, o.path or [], notes, registry)

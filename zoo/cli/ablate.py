@@ -160,6 +160,8 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
     done: set[str] = set()
 
     def on_progress(run: str, step: int, total: int, loss: float | None) -> None:
+        if not tasks and not done:
+            progress.start()  # at the first run, so a refused plan prints its error alone
         if run not in tasks:
             for name in [n for n in done if n.startswith("tune ") and n in tasks]:
                 progress.remove_task(tasks.pop(name))  # a finished sweep run makes room
@@ -169,10 +171,13 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
         if step == total:
             done.add(run)
 
-    with progress:
+    try:
         result = run_ablation(
             base=args.base, target=args.target, out_dir=Path(args.out), on_progress=on_progress, **options
         )
+    finally:
+        if tasks or done:  # started (stop prints a line even when it was not)
+            progress.stop()
     if not result.main_process:
         return 0  # under torchrun, rank 0 reports
     if ui.json_mode:

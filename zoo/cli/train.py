@@ -16,27 +16,20 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-)
 
 import zoo
-from zoo.checkpoint import versions
+from zoo.checkpoint import CheckpointInfo, inspect, versions
 from zoo.checkpoint.store import resolve
 from zoo.cli.options import Commands, add_batch_size, add_out, add_version, positive, seed
+from zoo.cli.progress import TrainProgress
 from zoo.cli.render import Ui, fmt_int, new_table
 from zoo.config import parse_sets
+from zoo.errors import InputError, printable
 from zoo.training import (
     BUNDLED_CORPUS,
     DTYPES,
     STRATEGIES,
     TOKENIZERS,
-    StepReport,
     TrainSettings,
     evaluate,
     prepare,
@@ -144,6 +137,14 @@ def add_parsers(commands: Commands) -> None:
     )
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its newest version")
     p.add_argument(
+        "--log-every",
+        type=positive,
+        default=None,
+        metavar="N",
+        help="not in a terminal: a progress line every N steps (default: a tenth of --steps, at least 1)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress, only the final line (default: progress)")
+    p.add_argument(
         "--tokenizer",
         choices=TOKENIZERS,
         default=None,
@@ -159,7 +160,7 @@ def add_parsers(commands: Commands) -> None:
         "--data",
         default=None,
         metavar="PATH",
-        help="a prepared folder or text (default: the bundled Shakespeare)",
+        help="a prepared folder or text (default: the data the run was trained on, as its checkpoint records)",
     )
     p.add_argument("--split", choices=("val", "train"), default="val", help="(default val)")
     p.add_argument("--batches", type=positive, default=None, metavar="N", help="(default: the whole split)")
@@ -194,65 +195,56 @@ def settings_from(args: argparse.Namespace) -> TrainSettings:
     return TrainSettings(**values)
 
 
+def recorded_path(data: str | None) -> str | None:
+    """``--data`` as the run records it: an existing path made absolute, so that ``zoo
+    eval RUN`` finds it from any folder."""
+    return str(Path(data).resolve()) if data is not None and Path(data).exists() else data
+
+
 def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
     settings = settings_from(args)
     main_rank = int(os.environ.get("RANK", "0")) == 0
-    progress = Progress(
-        TextColumn("step"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[info]}"),
-        TimeRemainingColumn(),
-        console=ui.err,
-        disable=not main_rank,
-    )
-    task = progress.add_task("train", total=settings.steps, info="")
-    last: list[StepReport] = []
-
-    def on_step(report: StepReport) -> None:
-        if not last:
-            progress.start()  # after the checks, so an error is the only line
-        last[:] = [report]
-        info = f"loss {report.loss:.4f}  {report.tokens_per_s:,.0f} tok/s"
-        if report.mfu is not None:
-            info += f"  MFU {report.mfu:.1%}"
-        if report.val_loss is not None:
-            info += f"  val {report.val_loss:.4f}"
-        progress.update(task, completed=report.step, info=info)
-
+    log_every = args.log_every or max(1, settings.steps // 10)
+    progress = TrainProgress(ui.err, settings.steps, log_every=log_every, quiet=args.quiet, main_rank=main_rank)
     try:
-        result = train(
-            args.name if args.version is None else str(resolve(args.name, args.version)),
-            args.data,
-            settings,
-            out=args.out,
-            resume=args.resume or None,
-            overrides=parse_sets(args.set),
-            tokenizer=args.tokenizer,
-            on_step=on_step,
-        )
-        progress.stop()
+        with progress:
+            result = train(
+                args.name if args.version is None else str(resolve(args.name, args.version)),
+                recorded_path(args.data),
+                settings,
+                out=args.out,
+                resume=args.resume or None,
+                overrides=parse_sets(args.set),
+                tokenizer=args.tokenizer,
+                on_step=progress,
+            )
     except KeyboardInterrupt:
-        progress.stop()
         done = versions(args.out) if Path(args.out).is_dir() else []
         where = f"the last complete version is {done[-1].path}; continue with --resume" if done else "nothing was saved"
-        step = f" after step {last[0].step}" if last else ""
+        step = f" after step {progress.last.step}" if progress.last else ""
         ui.error(f"interrupted{step}; {where}")
         return 130
     if not main_rank:
         return 0
     final = result.curve[-1]
     saved = result.checkpoint or zoo.versions(args.out)[-1].path
+    trained = result.tokens_seen > 0
     summary = {
         "step": final.step,
         "val_loss": final.val_loss,
         "val_perplexity": math.exp(min(final.val_loss, 700.0)),
-        "tokens_per_second": result.tokens_per_second,
+        "tokens_per_second": result.tokens_per_second if trained else None,
         "checkpoint": str(saved),
         "metrics": str(Path(args.out) / METRICS),
     }
     if ui.json_mode:
         ui.json(summary)
+    elif not trained:  # resumed a finished run: no step ran, so there is no speed to report
+        ui.line(
+            f"{args.out} is already at step {final.step} of --steps {settings.steps}: nothing to train "
+            f"(raise --steps to continue); val loss {final.val_loss:.4f} "
+            f"(perplexity {summary['val_perplexity']:.2f}); checkpoint {saved}"
+        )
     else:
         ui.line(
             f"step {final.step}: val loss {final.val_loss:.4f} (perplexity {summary['val_perplexity']:.2f}), "
@@ -261,15 +253,35 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
     return 0
 
 
+def run_data(checkpoint: str, info: CheckpointInfo) -> str:
+    """The data a ``zoo train`` checkpoint was trained on, as it recorded; an error naming
+    ``--data`` when it recorded none or the data is gone."""
+    training = info.metadata.get("training")
+    recorded = training.get("data") if isinstance(training, dict) else None
+    if not isinstance(recorded, str):
+        raise InputError(
+            f"{printable(checkpoint)} records no training data (it was not saved by `zoo train`); "
+            f"give the data to evaluate on with --data DIR"
+        )
+    if not Path(recorded).exists():
+        raise InputError(
+            f"{printable(checkpoint)} was trained on {printable(recorded)}, which is not there from here; "
+            f"give the data to evaluate on with --data DIR"
+        )
+    return recorded
+
+
 def cmd_eval(args: argparse.Namespace, ui: Ui) -> int:
-    model = zoo.load(args.checkpoint, version=args.version)
-    result = evaluate(
-        model, args.data, split=args.split, seq_len=args.seq_len, batch_size=args.batch_size, batches=args.batches
-    )
+    info = inspect(args.checkpoint, version=args.version, verify=False)
+    data = args.data if args.data is not None else run_data(args.checkpoint, info)
+    model = zoo.load(info.path)
+    seq_len = args.seq_len or min(getattr(model.config, "max_seq_len", 1024), 1024)
+    result = evaluate(model, data, split=args.split, seq_len=seq_len, batch_size=args.batch_size, batches=args.batches)
     if ui.json_mode:
-        ui.json(result.to_dict())
+        ui.json({**result.to_dict(), "checkpoint": str(info.path), "data": data, "seq_len": seq_len})
         return 0
-    table = new_table(f"{escape(args.checkpoint)} on the {result.split} split", "measure", "value", right=("value",))
+    title = f"{info.path} on the {result.split} split of {data}, seq_len {seq_len}"
+    table = new_table(title, "measure", "value", right=("value",))
     table.add_row("loss", f"{result.loss:.4f}")
     table.add_row("perplexity", f"{result.perplexity:.2f}")
     table.add_row("tokens", fmt_int(result.tokens))
