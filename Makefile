@@ -28,8 +28,8 @@ demo: $(STAMP)
 	$(BIN)/zoo info gpt2-small
 	$(BIN)/zoo compare gpt2-small gpt2-small --set-b placement=post --set-b position=sinusoidal --set-b activation=relu
 	$(BIN)/zoo compare transformer-2017 gpt2-small
-	$(BIN)/zoo ablate --from transformer-2017 --to gpt2-small --d-model 48 --layers 2 --heads 4 \
-		--seq-len 48 --steps 60 --batch 12 --lr 4e-3 --eval-every 15 --seeds 2 --workers 2 --out runs/demo
+	$(BIN)/zoo ablate --from transformer-2017 --to gpt2-small --set d_model=48 --set n_layers=2 --set n_heads=4 \
+		--seq-len 48 --steps 60 --batch-size 12 --lr 4e-3 --eval-every 15 --seeds 2 --workers 2 -o runs/demo
 	$(BIN)/zoo inspect runs/demo/00-base-transformer-2017.safetensors
 	# Training: prepare the bundled text, train a small GPT-2 for 20 steps, resume it to 30, evaluate.
 	rm -rf runs/demo-data runs/demo-train

@@ -33,11 +33,10 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
 
 
 COMMANDS = subcommands()
-OUTPUTS = ("build", "convert", "data prepare", "train")  # what writes files
+OUTPUTS = ("build", "convert", "data prepare", "train", "ablate", "plot")  # what writes files
 READS_CHECKPOINTS = ("inspect", "eval", "generate", "convert", "train")  # what reads a checkpoint folder
-MAKES_CONFIGS = ("info", "compare", "build", "train")  # what builds a config from a name
-# `zoo ablate` moves to the vocabulary with the split of zoo/ablate.py (issue 20).
-PENDING = {"ablate"}
+MAKES_CONFIGS = ("info", "compare", "build", "train", "ablate")  # what builds a config from a name
+PENDING: set[str] = set()
 
 
 def visible(parser: argparse.ArgumentParser) -> list[argparse.Action]:
@@ -77,7 +76,7 @@ def test_set_field_value_wherever_a_config_is_made(command: str) -> None:
 
 
 def test_batch_size_is_one_name() -> None:
-    for command in ("train", "eval"):
+    for command in ("train", "eval", "ablate"):
         assert flags(COMMANDS[command])["--batch-size"].metavar == "N"
 
 
@@ -130,3 +129,25 @@ def test_help_names_every_flag_of_the_vocabulary(capsys: pytest.CaptureFixture[s
     text = " ".join(capsys.readouterr().out.split())
     for shown in ("--version N", "--batch-size N", "(default 8)", "(default: the newest)", "(default val)"):
         assert shown in text, shown
+
+
+def test_ablate_takes_the_vocabulary_and_repeats_itself_in_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = "--d-model 16 --layers 1 --heads 2 --batch 2 --seq-len 16 --steps 1 --eval-every 1 --seeds 1"
+    args = [*old.split(), "--tokenizer", "bytes", "--max-chars", "4000", "--threads", "1", "--json"]
+    assert main(["ablate", "--from", "transformer-2017", "--to", "gpt2-small", *args, "-o", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    for spelling, new in (
+        ("--d-model", "--set d_model=N"),
+        ("--layers", "--set n_layers=N"),
+        ("--batch", "--batch-size"),
+    ):
+        assert f"warning: {spelling} is now {new}" in err, err
+    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    (repeat,) = [line for line in report.splitlines() if "zoo ablate --from" in line]
+    for shown in ("--set d_model=16", "--set n_layers=1", "--set n_heads=2", "--batch-size 2", f"-o {tmp_path}"):
+        assert shown in repeat, repeat
+    assert "--d-model" not in repeat and "--batch " not in repeat
+    assert main(["ablate", "--set", "dropout=0", "-o", str(tmp_path / "x")]) == 1
+    assert "zoo ablate sets the scale both sides train at (d_model, n_layers, n_heads)" in capsys.readouterr().err

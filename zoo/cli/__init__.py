@@ -19,11 +19,13 @@ import sys
 import traceback
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.text import Text
 
 import zoo
 from zoo.cli import ablate, bench, checkpoints, convert, generate, presets, train
+from zoo.cli.configfile import RUN_CONFIG, read_config
 from zoo.cli.options import make_commands
 from zoo.cli.render import Ui
 from zoo.errors import ZooError
@@ -90,6 +92,26 @@ def quiet_broken_pipe() -> int:
     return 0
 
 
+def with_config_files(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None, args: argparse.Namespace
+) -> argparse.Namespace:
+    """``args`` again with the command's config files as the flags' defaults: a resumed
+    run's ``run.toml``, then ``--config FILE``; the command line overrides both."""
+    command: argparse.ArgumentParser | None = getattr(args, "config_parser", None)
+    if command is None:
+        return args
+    defaults: dict[str, object] = {}
+    saved = Path(args.out) / RUN_CONFIG if getattr(args, "resume", False) and args.out else None
+    if saved is not None and saved.is_file():
+        defaults.update(read_config(saved, command))
+    if args.config is not None:
+        defaults.update(read_config(args.config, command))
+    if not defaults:
+        return args
+    command.set_defaults(**defaults)
+    return parser.parse_args(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``zoo`` command; returns the exit status."""
     parser = build_parser()
@@ -98,9 +120,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     ui = Ui(json_mode=getattr(args, "json", False))
-    for message in getattr(args, "renamed_flags", []):
-        ui.warn(message)
     try:
+        args = with_config_files(parser, argv, args)
+        for message in getattr(args, "renamed_flags", []):
+            ui.warn(message)
         load_plugins(ui, quiet=args.handler is presets.cmd_plugins)
         return args.handler(args, ui)
     except BrokenPipeError:

@@ -42,7 +42,7 @@ METAVARS = frozenset(
     {"N", "LR", "FRACTION", "DIR", "FILE", "PATH", "ID", "NAME", "FIELD=VALUE", "KEY=VALUE", "TEXT",
      "NAME|DIR", "NAME|CHECKPOINT", "PATH_OR_HF_DIR", "PATTERN", "KIND", "TFLOPS", "NORM", "DECAY",
      "TEMPERATURE", "PENALTY", "PRESET", "CHECKPOINT", "INPUT", "AXIS,AXIS,...", "R,R,...", "N|all",
-     "FILE|DIR", "ARGS", "A", "B", "REV", "MODEL", "NAME|DIR|ID", "DIR|ID"}
+     "FILE|DIR", "ARGS", "A", "B", "REV", "MODEL", "NAME|DIR|ID", "DIR|ID", "NAME,NAME,...", "RUN"}
 )  # fmt: skip
 
 
@@ -111,6 +111,18 @@ def add_sets(p: argparse.ArgumentParser, dest: str = "set", flag: str = "--set",
         or "override a model config field; dotted fields reach into components (attention.name=eager); "
         "repeatable (default: the config as it is)",
     )
+
+
+def add_config(p: argparse.ArgumentParser, command: str) -> None:
+    """``--config FILE``: the command's flags from a TOML file (``zoo.cli.configfile``)."""
+    p.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help=f"a TOML file of `zoo {command}` flags by name (batch_size = 16); flags given here override it "
+        "(default: none)",
+    )
+    p.set_defaults(config_parser=p)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,22 +20,25 @@ import torch
 import zoo
 from zoo.checkpoint import CheckpointInfo, inspect, versions
 from zoo.checkpoint.store import resolve
-from zoo.cli.options import Commands, add_batch_size, add_out, add_version, positive, seed
+from zoo.cli.configfile import RUN_CONFIG, file_keys, write_config
+from zoo.cli.options import Commands, add_batch_size, add_config, add_out, add_version, positive, seed
 from zoo.cli.progress import TrainProgress
 from zoo.cli.render import Ui, fmt_int, new_table
 from zoo.config import parse_sets
-from zoo.errors import InputError, printable
+from zoo.errors import InputError, ZooError, printable
 from zoo.training import (
     BUNDLED_CORPUS,
     DTYPES,
     STRATEGIES,
     TOKENIZERS,
+    StepReport,
     TrainSettings,
     evaluate,
     prepare,
     train,
 )
-from zoo.training.metrics import METRICS
+from zoo.training.curves import CURVES, NO_MATPLOTLIB, have_matplotlib, plot_runs
+from zoo.training.metrics import LOGGERS, METRICS, check_loggers
 
 # TrainSettings field -> (type, metavar, what it is, the default when TrainSettings says None),
 # for the flags that map one to one (flag: the field with dashes; warmup_steps is --warmup).
@@ -96,8 +99,15 @@ def add_parsers(commands: Commands) -> None:
 
     help = "train a preset or a checkpoint on a corpus; under torchrun, on every rank"
     p = commands.add("train", cmd_train, help, [commands.json_flag, commands.sets])
-    p.add_argument("name", metavar="NAME|CHECKPOINT", help="a preset to build, or a checkpoint to fine-tune")
+    p.add_argument(
+        "name",
+        nargs="?",
+        metavar="NAME|CHECKPOINT",
+        help="a preset to build, or a checkpoint to fine-tune (default: the --config file's, or with --resume "
+        "the run's own)",
+    )
     add_version(p, "a checkpoint folder given as NAME")
+    add_config(p, "train")
     p.add_argument(
         "--data",
         default=None,
@@ -145,6 +155,14 @@ def add_parsers(commands: Commands) -> None:
     )
     p.add_argument("--quiet", action="store_true", help="no progress, only the final line (default: progress)")
     p.add_argument(
+        "--log",
+        type=logger_list,
+        default=(),
+        metavar="NAME,NAME,...",
+        help=f"loggers beside metrics.jsonl: {', '.join(LOGGERS)} (default: metrics.jsonl only)",
+    )
+
+    p.add_argument(
         "--tokenizer",
         choices=TOKENIZERS,
         default=None,
@@ -168,6 +186,12 @@ def add_parsers(commands: Commands) -> None:
     p.add_argument(
         "--seq-len", type=positive, default=None, metavar="N", help="(default: the model's max_seq_len, at most 1024)"
     )
+
+    help = "draw runs' train and validation loss and learning rate against steps (and tokens), overlaid"
+    p = commands.add("plot", cmd_plot, help)
+    p.add_argument("runs", nargs="+", metavar="RUN", help="`zoo train` run folders (or their metrics.jsonl)")
+    add_out(p, "the PNG to write", metavar="FILE", required=False, default="curves.png")
+    p.add_argument("--title", default=None, metavar="TEXT", help="(default: the run folders' names)")
 
 
 def cmd_data_prepare(args: argparse.Namespace, ui: Ui) -> int:
@@ -195,6 +219,25 @@ def settings_from(args: argparse.Namespace) -> TrainSettings:
     return TrainSettings(**values)
 
 
+def write_run_config(args: argparse.Namespace, settings: TrainSettings) -> Path:
+    """``run.toml`` in the out folder: every flag of this run, resolved, so that the folder
+    alone repeats it (``--config RUN/run.toml``) or continues it (``--resume``)."""
+    resolved = settings.to_dict()
+    values: dict[str, Any] = {}
+    for dest in dict.fromkeys(action.dest for action in file_keys(args.config_parser).values()):
+        if dest in ("resume", "version"):
+            continue  # how this command line started, not what the run is
+        values[dest] = resolved[dest] if dest in resolved else getattr(args, dest, None)
+    values["data"] = recorded_path(args.data)
+    return write_config(
+        Path(args.out) / RUN_CONFIG,
+        values,
+        f"zoo train settings of this run, resolved (zoo {zoo.__version__}).\n"
+        f"Repeat it: zoo train --config {Path(args.out) / RUN_CONFIG} -o NEW_DIR; continue it: zoo train -o "
+        f"{args.out} --resume --steps N",
+    )
+
+
 def recorded_path(data: str | None) -> str | None:
     """``--data`` as the run records it: an existing path made absolute, so that ``zoo
     eval RUN`` finds it from any folder."""
@@ -205,7 +248,18 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
     settings = settings_from(args)
     main_rank = int(os.environ.get("RANK", "0")) == 0
     log_every = args.log_every or max(1, settings.steps // 10)
+    if args.name is None:
+        raise InputError(
+            "give the model to train: a preset or checkpoint NAME, a --config file with name = ..., "
+            "or --resume with the -o of a run (its run.toml names it)"
+        )
     progress = TrainProgress(ui.err, settings.steps, log_every=log_every, quiet=args.quiet, main_rank=main_rank)
+
+    def on_step(report: StepReport) -> None:
+        if progress.last is None and main_rank:  # the run has passed its checks and has its folder
+            write_run_config(args, settings)
+        progress(report)
+
     try:
         with progress:
             result = train(
@@ -216,7 +270,8 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
                 resume=args.resume or None,
                 overrides=parse_sets(args.set),
                 tokenizer=args.tokenizer,
-                on_step=progress,
+                on_step=on_step,
+                log=args.log,
             )
     except KeyboardInterrupt:
         done = versions(args.out) if Path(args.out).is_dir() else []
@@ -237,9 +292,12 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
         "checkpoint": str(saved),
         "metrics": str(Path(args.out) / METRICS),
     }
+    if have_matplotlib():  # the run's own curves, beside its metrics
+        summary["curves"] = str(plot_runs([args.out], Path(args.out) / CURVES))
     if ui.json_mode:
         ui.json(summary)
-    elif not trained:  # resumed a finished run: no step ran, so there is no speed to report
+        return 0
+    if not trained:  # resumed a finished run: no step ran, so there is no speed to report
         ui.line(
             f"{args.out} is already at step {final.step} of --steps {settings.steps}: nothing to train "
             f"(raise --steps to continue); val loss {final.val_loss:.4f} "
@@ -250,6 +308,21 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
             f"step {final.step}: val loss {final.val_loss:.4f} (perplexity {summary['val_perplexity']:.2f}), "
             f"{result.tokens_per_second:,.0f} tokens/s; checkpoint {saved}"
         )
+    ui.line(f"curves: {summary['curves']}" if "curves" in summary else f"no curves: {NO_MATPLOTLIB}", "dim")
+    return 0
+
+
+def logger_list(text: str) -> tuple[str, ...]:
+    """``--log``: comma-separated logger names."""
+    try:
+        return check_loggers([part.strip() for part in text.split(",") if part.strip()])
+    except ZooError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def cmd_plot(args: argparse.Namespace, ui: Ui) -> int:
+    written = plot_runs(args.runs, args.out, title=args.title)
+    ui.line(f"plotted {len(args.runs)} run(s) to {written}")
     return 0
 
 

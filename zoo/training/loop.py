@@ -30,7 +30,7 @@ import dataclasses
 import math
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,7 +59,14 @@ from zoo.training.distributed import (
     init_world,
     prepare_model,
 )
-from zoo.training.metrics import METRICS, MetricsWriter, StepReport, device_peak_tflops, flops_per_token
+from zoo.training.metrics import (
+    METRICS,
+    MetricsWriter,
+    StepReport,
+    check_loggers,
+    device_peak_tflops,
+    flops_per_token,
+)
 from zoo.training.models import gpt2_vocab, model_of
 from zoo.training.settings import DTYPES, TrainSettings
 from zoo.training.state import load_optimizer
@@ -193,11 +200,13 @@ def run(
     model_tokenizer: str | None = None,
     metadata: dict[str, Any] | None = None,
     on_step: Callable[[StepReport], None] | None = None,
+    log: Sequence[str] = (),
 ) -> TrainResult:
     """Train ``model`` on ``data`` with ``settings``; the loop every entry point uses.
 
     ``out``: the folder of versions, metrics and training states (rank 0 writes); with
-    ``resume`` the run continues from its newest version. ``world``: None joins the
+    ``resume`` the run continues from its newest version; ``log`` names loggers beside
+    ``metrics.jsonl`` (``csv``, ``tensorboard``, ``wandb``). ``world``: None joins the
     process group torchrun describes (a world of one without torchrun). The model is
     left in eval mode.
     """
@@ -205,7 +214,7 @@ def run(
     if world is None:
         world, created = init_world()
     try:
-        return _train(model, data, settings, out, resume, world, model_tokenizer, metadata or {}, on_step)
+        return _train(model, data, settings, out, resume, world, model_tokenizer, metadata or {}, on_step, log)
     finally:
         close_world(created)
 
@@ -220,8 +229,10 @@ def _train(
     model_tokenizer: str | None,
     metadata: dict[str, Any],
     on_step: Callable[[StepReport], None] | None,
+    log: Sequence[str] = (),
 ) -> TrainResult:
     config = getattr(model, "config", None)
+    check_loggers(log)
     _check_inputs(model, config, data, settings, model_tokenizer)
     micro, accum = _micro_batches(settings, world)
     out = output_folder(out_arg, resume, world)
@@ -254,7 +265,7 @@ def _train(
     flops, peak_tflops = flops_per_token(config, settings, world), device_peak_tflops(settings, world)
     with (
         deterministic(settings.seed + world.rank, settings.threads),
-        MetricsWriter(out, world.is_main, state.step if state is not None else None) as metrics,
+        MetricsWriter(out, world.is_main, state.step if state is not None else None, log, settings) as metrics,
     ):
         start, tokens = 0, 0
         curve: list[CurvePoint] = []
@@ -437,6 +448,7 @@ def train(
     overrides: dict[str, Any] | None = None,
     tokenizer: str | None = None,
     on_step: Callable[[StepReport], None] | None = None,
+    log: Sequence[str] = (),
 ) -> TrainResult:
     """Train a model: a preset name (built with ``overrides`` and ``settings.seed``), a
     checkpoint file or folder (fine-tuning), or a model; on ``data``: a prepared folder,
@@ -465,4 +477,5 @@ def train(
         model_tokenizer=model_tokenizer,
         metadata={"source": str(model) if not isinstance(model, nn.Module) else type(model).__name__},
         on_step=on_step,
+        log=log,
     )

@@ -1,11 +1,12 @@
 """What a run reports per step (``StepReport``), its MFU, and where it goes:
-``out/metrics.jsonl`` on rank 0 and TensorBoard events when installed."""
+``out/metrics.jsonl`` on rank 0, and the loggers asked for (CSV, TensorBoard, W&B)."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -14,12 +15,13 @@ import torch
 
 from zoo.checkpoint import write_atomically
 from zoo.config import ModelConfig
+from zoo.errors import ConfigError
 from zoo.summary import summarize
 from zoo.training.distributed import World
 from zoo.training.settings import TrainSettings
 
 METRICS = "metrics.jsonl"
-LOGS = (METRICS, "tensorboard")  # what a run writes before its first version
+LOGS = (METRICS, "metrics.csv", "tensorboard", "wandb", "run.toml")  # what a run writes before its first version
 #: Dense bf16 peak TFLOP/s of known GPUs, for MFU when --peak-tflops is not given.
 PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10G": 125.0, "4090": 165.0}
 
@@ -68,56 +70,130 @@ def device_peak_tflops(settings: TrainSettings, world: World) -> float | None:
     return None
 
 
-class MetricsWriter:
-    """``out/metrics.jsonl`` (rank 0) and TensorBoard events when installed. A resumed
-    run first drops the lines after its version's step, then appends."""
+#: The loggers ``--log`` may name, beside metrics.jsonl (always written), and the extra
+#: that installs each one's library.
+LOGGERS = {"csv": None, "tensorboard": "tensorboard", "wandb": "wandb"}
+CSV = "metrics.csv"
+CSV_FIELDS = ("step", "loss", "lr", "tokens", "tokens_per_s", "mfu", "val_loss", "val_perplexity")
 
-    def __init__(self, out: Path | None, is_main: bool, resumed_at: int | None) -> None:
+
+def check_loggers(names: Sequence[str]) -> tuple[str, ...]:
+    """``names`` checked against ``LOGGERS``; an error listing them otherwise."""
+    unknown = [n for n in names if n not in LOGGERS]
+    if unknown:
+        raise ConfigError(
+            f"unknown logger {', '.join(map(repr, unknown))}; --log takes a comma-separated list of "
+            f"{', '.join(LOGGERS)} (metrics.jsonl is always written)"
+        )
+    return tuple(dict.fromkeys(names))
+
+
+class MetricsWriter:
+    """``out/metrics.jsonl`` (rank 0), and the loggers asked for, each through its own
+    library: ``metrics.csv`` (csv), TensorBoard events in ``out/tensorboard``, a W&B run
+    in ``out/wandb`` (``WANDB_MODE=offline`` keeps it local). A resumed run first drops
+    the lines after its version's step, then appends."""
+
+    def __init__(
+        self,
+        out: Path | None,
+        is_main: bool,
+        resumed_at: int | None,
+        loggers: Sequence[str] = (),
+        settings: TrainSettings | None = None,
+    ) -> None:
         self.file: Any = None
+        self.csv: Any = None
         self.board: Any = None
+        self.wandb: Any = None
+        loggers = check_loggers(loggers)
         if out is None or not is_main:
             return
-        path = out / METRICS
-        if resumed_at is not None and path.is_file():
-            kept = [line for line in path.read_text(encoding="utf-8").splitlines() if _line_step(line) <= resumed_at]
-            write_atomically(
-                path, lambda file: file.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+        self.file = _reopen(out / METRICS, resumed_at)
+        if "csv" in loggers:
+            self.csv = _reopen(out / CSV, resumed_at, header=",".join(CSV_FIELDS))
+        if "tensorboard" in loggers:
+            try:
+                from torch.utils.tensorboard import SummaryWriter  # the optional `tensorboard` extra
+            except ImportError as err:
+                raise ConfigError(_missing("tensorboard", err)) from err
+            self.board = SummaryWriter(str(out / "tensorboard"))
+        if "wandb" in loggers:
+            try:
+                import wandb  # the optional `wandb` extra
+            except ImportError as err:
+                raise ConfigError(_missing("wandb", err)) from err
+            self.wandb = wandb.init(
+                project=os.environ.get("WANDB_PROJECT", "zoo"),
+                name=out.resolve().name,
+                dir=str(out),
+                config=settings.to_dict() if settings is not None else None,
+                reinit="finish_previous",
             )
-        self.file = open(path, "a" if resumed_at is not None else "w", encoding="utf-8")  # noqa: SIM115  closed in __exit__
-        try:
-            from torch.utils.tensorboard import (
-                SummaryWriter,  # the optional `tensorboard` extra
-            )
-        except ImportError:
-            return
-        self.board = SummaryWriter(str(out / "tensorboard"))
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.file is not None:
-            self.file.close()
+        for handle in (self.file, self.csv):
+            if handle is not None:
+                handle.close()
         if self.board is not None:
             self.board.close()
+        if self.wandb is not None:
+            self.wandb.finish()
 
     def write(self, report: StepReport) -> None:
         if self.file is None:
             return
-        self.file.write(json.dumps(report.to_dict()) + "\n")
+        row = report.to_dict()
+        self.file.write(json.dumps(row) + "\n")
+        if self.csv is not None:
+            self.csv.write(",".join(_csv_cell(row.get(key)) for key in CSV_FIELDS) + "\n")
         if self.board is not None:
-            for key, value in report.to_dict().items():
+            for key, value in row.items():
                 if key != "step":
                     self.board.add_scalar(f"train/{key}", value, report.step)
+        if self.wandb is not None:
+            self.wandb.log({k: v for k, v in row.items() if k != "step"}, step=report.step)
 
     def flush(self) -> None:
-        if self.file is not None:
-            self.file.flush()
-            os.fsync(self.file.fileno())
+        for handle in (self.file, self.csv):
+            if handle is not None:
+                handle.flush()
+                os.fsync(handle.fileno())
+        if self.board is not None:
+            self.board.flush()
+
+
+def _reopen(path: Path, resumed_at: int | None, header: str | None = None) -> Any:
+    """``path`` opened to append after the rows of steps up to ``resumed_at`` (a resume),
+    or new (with ``header`` as its first line)."""
+    if resumed_at is not None and path.is_file():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        body = lines[1:] if header is not None else lines
+        kept = ([header] if header is not None else []) + [line for line in body if _line_step(line) <= resumed_at]
+        write_atomically(path, lambda file: file.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8"))
+        return open(path, "a", encoding="utf-8")  # noqa: SIM115  closed in MetricsWriter.__exit__
+    handle = open(path, "w", encoding="utf-8")  # noqa: SIM115  closed in MetricsWriter.__exit__
+    if header is not None:
+        handle.write(header + "\n")
+    return handle
+
+
+def _csv_cell(value: Any) -> str:
+    return "" if value is None else repr(value) if isinstance(value, float) else str(value)
+
+
+def _missing(extra: str, err: ImportError) -> str:
+    return f"--log {extra} needs the {extra} library ({err}); pip install 'zoo-lm[{extra}]'"
 
 
 def _line_step(line: str) -> int:
+    """The step of a metrics.jsonl line or a metrics.csv row; a torn line is dropped."""
     try:
-        return int(json.loads(line)["step"])
+        if line.startswith("{"):
+            return int(json.loads(line)["step"])
+        return int(line.split(",", 1)[0])
     except (ValueError, KeyError, TypeError):
-        return 1 << 62  # a torn last line: dropped
+        return 1 << 62
