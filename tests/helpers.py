@@ -11,6 +11,8 @@ import hashlib
 import json
 import os
 import struct
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -165,3 +167,16 @@ def train_tokenizer(folder: Path, kind: str = "bpe", vocab_size: int = 400, **sp
     extra = {"unk_token": "[UNK]"} if kind == "wordpiece" else {"unk_token": "<unk>"} if kind == "metaspace" else {}
     PreTrainedTokenizerFast(tokenizer_object=tok, **extra, **special).save_pretrained(folder)
     return folder
+
+
+#: The zoo command, as a fresh Python process runs it.
+ZOO = [sys.executable, "-m", "zoo"]
+
+
+def run(
+    command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``command`` in a subprocess with ``env`` added to this one's, its output as text."""
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})}, cwd=cwd
+    )

@@ -22,13 +22,14 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category
 import torch
 
 from zoo.config import ModelConfig, get_config
-from zoo.contracts import AttentionContext, Placement, PositionEncoding, residual_output
+from zoo.contracts import AttentionContext, CrossAttention, Placement, PositionEncoding, residual_output
 from zoo.errors import *  # noqa: F403  ZooError and its subclasses, listed in zoo.errors.__all__
 from zoo.errors import ConfigError
 from zoo.errors import __all__ as _ERRORS
 from zoo.factory import build as _build
-from zoo.hookspecs import hookimpl
-from zoo.model import DecoderLM, check_inputs
+from zoo.hookspecs import RegisterComponent, RegisterConverter, RegisterPreset, hookimpl
+from zoo.inputs import check_inputs
+from zoo.model import DecoderLM
 from zoo.plugins.attention import Attention, EagerAttention, SdpaAttention
 from zoo.registry import KINDS, Component, Registry, default_registry
 from zoo.seq2seq import EncoderDecoder
@@ -133,9 +134,13 @@ __all__ = [
     "Component",
     "KINDS",
     "hookimpl",
+    "RegisterComponent",
+    "RegisterPreset",
+    "RegisterConverter",
     "AttentionContext",
     "PositionEncoding",
     "Placement",
+    "CrossAttention",
     "residual_output",
     "check_inputs",
     "Attention",

@@ -19,7 +19,7 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -36,6 +36,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
+from zoo.contracts import COMPONENT_KINDS
 from zoo.errors import ConfigError, PresetError, did_you_mean, printable, quoted
 from zoo.registry import KINDS, Registry, default_registry
 
@@ -114,32 +115,13 @@ def config_json_schema(registry: Registry | None = None) -> dict[str, Any]:
         _schema_registry.reset(token)
 
 
-class AttentionSpec(ComponentSpec):
-    kind: ClassVar[str] = "attention"
-
-
-class NormSpec(ComponentSpec):
-    kind: ClassVar[str] = "norm"
-
-
-class PlacementSpec(ComponentSpec):
-    kind: ClassVar[str] = "placement"
-
-
-class ActivationSpec(ComponentSpec):
-    kind: ClassVar[str] = "activation"
-
-
-class PositionSpec(ComponentSpec):
-    kind: ClassVar[str] = "position"
-
-
-class MlpSpec(ComponentSpec):
-    kind: ClassVar[str] = "mlp"
-
-
-class InitSpec(ComponentSpec):
-    kind: ClassVar[str] = "init"
+#: The spec class of each kind (``AttentionSpec``, ``NormSpec``, ...), made from the
+#: declaration of the kinds, ``zoo.contracts.COMPONENT_KINDS``.
+SPECS: dict[str, type[ComponentSpec]] = {
+    kind.name: type(f"{kind.name.capitalize()}Spec", (ComponentSpec,), {"kind": kind.name, "__module__": __name__})
+    for kind in COMPONENT_KINDS
+}
+globals().update({spec.__name__: spec for spec in SPECS.values()})  # zoo.config.AttentionSpec: picklable by name
 
 
 class Dropout(BaseModel):
@@ -189,13 +171,14 @@ class ModelConfig(BaseModel):
         None, description="norm after the last block (default: as the placement says)"
     )
 
-    attention: AttentionSpec = AttentionSpec(name="sdpa")
-    norm: NormSpec = NormSpec(name="layernorm")
-    placement: PlacementSpec = PlacementSpec(name="pre")
-    activation: ActivationSpec = ActivationSpec(name="gelu")
-    position: PositionSpec = PositionSpec(name="learned")
-    mlp: MlpSpec = MlpSpec(name="standard")
-    init: InitSpec = InitSpec(name="gpt2")
+    # One field per kind of component (``COMPONENT_KINDS``), after the fields above, its
+    # default that kind's: ``attention: AttentionSpec = AttentionSpec(name="sdpa")``, ...
+    __annotations__.update({kind.name: SPECS[kind.name] for kind in COMPONENT_KINDS})
+    vars().update({kind.name: SPECS[kind.name](name=kind.default) for kind in COMPONENT_KINDS})
+
+    if TYPE_CHECKING:  # the component fields, made above, as type checkers see them
+
+        def __getattr__(self, kind: str) -> ComponentSpec: ...
 
     @model_validator(mode="after")
     def _check(self, info: ValidationInfo) -> ModelConfig:

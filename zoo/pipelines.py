@@ -92,21 +92,8 @@ def generate_text(
         raise InputError("pass seed= or generator=, not both: a seed makes a generator")
     _check_count(num_return_sequences, "num_return_sequences")
     model, own = load_with_tokenizer(model_or_path, revision=revision)
-    if tokenizer is None:
-        tokenizer = own or _default_tokenizer(model, model_or_path)
-    elif not isinstance(tokenizer, Tokenizer):
-        tokenizer = load_tokenizer(tokenizer)
-    vocab = model.config.vocab_size
-    if tokenizer.vocab_size > vocab:
-        raise ConfigError(
-            f"the tokenizer {printable(tokenizer.name)!r} has {tokenizer.vocab_size} tokens but the model's "
-            f"vocabulary has {vocab}; pass a tokenizer that matches the model (tokenizer=..., or --tokenizer)"
-        )
-    ids = tokenizer.encode(prompt)
-    if not ids:
-        if tokenizer.start_token_id is None:
-            raise InputError("the prompt is empty and the tokenizer has no start token to begin from; give a prompt")
-        ids = [tokenizer.start_token_id]
+    tokenizer = _tokenizer_for(model, model_or_path, own, tokenizer)
+    ids = _prompt_ids(tokenizer, prompt)
     device = next(model.parameters()).device
     if seed is not None:
         generator = torch.Generator(device=device).manual_seed(seed)
@@ -150,6 +137,37 @@ def generate_text(
         emit(row, stream.flush())
     texts = ["".join(p) for p in pieces]
     return texts if num_return_sequences > 1 else texts[0]
+
+
+def _tokenizer_for(
+    model: Any,
+    model_or_path: nn.Module | str | os.PathLike[str],
+    own: Tokenizer | None,
+    tokenizer: Tokenizer | str | os.PathLike[str] | None,
+) -> Tokenizer:
+    """The tokenizer given (loaded by name, folder or id), else the model's own; checked
+    against the model's vocabulary."""
+    if tokenizer is None:
+        tokenizer = own or _default_tokenizer(model, model_or_path)
+    elif not isinstance(tokenizer, Tokenizer):
+        tokenizer = load_tokenizer(tokenizer)
+    vocab = model.config.vocab_size
+    if tokenizer.vocab_size > vocab:
+        raise ConfigError(
+            f"the tokenizer {printable(tokenizer.name)!r} has {tokenizer.vocab_size} tokens but the model's "
+            f"vocabulary has {vocab}; pass a tokenizer that matches the model (tokenizer=..., or --tokenizer)"
+        )
+    return tokenizer
+
+
+def _prompt_ids(tokenizer: Tokenizer, prompt: str) -> list[int]:
+    """The prompt's ids; an empty prompt starts from the tokenizer's start token."""
+    ids = tokenizer.encode(prompt)
+    if not ids:
+        if tokenizer.start_token_id is None:
+            raise InputError("the prompt is empty and the tokenizer has no start token to begin from; give a prompt")
+        ids = [tokenizer.start_token_id]
+    return ids
 
 
 def _check_count(value: object, name: str) -> None:

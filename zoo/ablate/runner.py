@@ -19,7 +19,7 @@ import torch
 from zoo.ablate.plan import Job
 from zoo.ablate.records import Context, finished, read_record, write_record
 from zoo.checkpoint import save
-from zoo.errors import ConfigError
+from zoo.errors import ConfigError, DivergenceError
 from zoo.factory import build
 from zoo.registry import Registry, default_registry
 from zoo.training import fit  # the zoo's one training loop: every run goes through here
@@ -92,10 +92,12 @@ def execute(job: Job, context: Context, device: str, report: Reporter | None, re
     loss: float | None
     try:
         trained = fit(model, context.token_data(), None, job.settings, on_step=report)
-    except ConfigError as err:
+    except DivergenceError as err:
         if not job.tune:
-            raise ConfigError(f"run {job.label!r}: {err}") from err
+            raise DivergenceError(f"run {job.label!r}: {err}") from err
         loss, curve, speed = None, [], 0.0  # a rate of the sweep that diverged
+    except ConfigError as err:
+        raise ConfigError(f"run {job.label!r}: {err}") from err
     else:
         loss, curve, speed = trained.final_val_loss, trained.curve, trained.tokens_per_second
         if job.tune and not math.isfinite(loss):

@@ -15,6 +15,8 @@ from zoo.ablate import (
     DEFAULT_SEEDS,
     ORDERS,
     TUNE_FRACTION,
+    AblationResult,
+    ProgressCallback,
     run_ablation,
     significant_swaps,
     table,
@@ -212,6 +214,29 @@ def scale_options(args: argparse.Namespace) -> dict[str, int]:
 
 
 def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
+    options = _options(args)
+    nothing = swapless(args.base, args.target, default_registry())
+    if nothing is not None:  # said before it trains, not only in the notes after
+        ui.warn(nothing)
+    progress, on_progress = _progress(ui)
+    try:
+        result = run_ablation(
+            base=args.base, target=args.target, out_dir=Path(args.out), on_progress=on_progress, **options
+        )
+    finally:
+        if progress.live.is_started:  # stop() prints a line even when it never started
+            progress.stop()
+    if not result.main_process:
+        return 0  # under torchrun, rank 0 reports
+    if ui.json_mode:
+        ui.json({**result.to_dict(), "results_path": str(result.results_path)})
+        return 0
+    _show(result, args, ui)
+    return 0
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    """The run_ablation arguments the flags give (unset flags leave its defaults)."""
     given = {**vars(args), "batch": args.batch_size}
     options: dict[str, Any] = {key: given[key] for key in ABLATE_OPTIONS if given.get(key) is not None}
     options.update(scale_options(args))
@@ -225,6 +250,11 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
         options["lr_grid"] = args.lr_grid
     if args.path is not None:
         options["path"] = True if args.path is True else [axis.strip() for axis in args.path.split(",") if axis.strip()]
+    return options
+
+
+def _progress(ui: Ui) -> tuple[Progress, ProgressCallback]:
+    """A progress display on stderr, a bar per run, and the callback that drives it."""
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -237,7 +267,7 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
     done: set[str] = set()
 
     def on_progress(run: str, step: int, total: int, loss: float | None) -> None:
-        if not tasks and not done:
+        if not progress.live.is_started:
             progress.start()  # at the first run, so a refused plan prints its error alone
         if run not in tasks:
             for name in [n for n in done if n.startswith("tune ") and n in tasks]:
@@ -248,21 +278,11 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
         if step == total:
             done.add(run)
 
-    nothing = swapless(args.base, args.target, default_registry())
-    if nothing is not None:  # said before it trains, not only in the notes after
-        ui.warn(nothing)
-    try:
-        result = run_ablation(
-            base=args.base, target=args.target, out_dir=Path(args.out), on_progress=on_progress, **options
-        )
-    finally:
-        if tasks or done:  # started (stop prints a line even when it was not)
-            progress.stop()
-    if not result.main_process:
-        return 0  # under torchrun, rank 0 reports
-    if ui.json_mode:
-        ui.json({**result.to_dict(), "results_path": str(result.results_path)})
-        return 0
+    return progress, on_progress
+
+
+def _show(result: AblationResult, args: argparse.Namespace, ui: Ui) -> None:
+    """The table, the budget, what is significant, the notes and where the files are."""
     seeds = len(result.seeds)
     header, rows = table(result, compact=True)
     title = (
@@ -305,4 +325,3 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
     ui.line(
         f"checkpoints: {', '.join(run.checkpoint.name for run in result.runs)} (first seed) in {Path(args.out)}", "dim"
     )
-    return 0

@@ -28,7 +28,7 @@ from zoo.config import parse_sets
 from zoo.errors import InputError, ZooError, printable
 from zoo.training import (
     BUNDLED_CORPUS,
-    DTYPES,
+    PRECISIONS,
     STRATEGIES,
     TOKENIZERS,
     StepReport,
@@ -128,7 +128,7 @@ def add_parsers(commands: Commands) -> None:
         )
     p.add_argument(
         "--dtype",
-        choices=DTYPES,
+        choices=tuple(PRECISIONS),
         default="fp32",
         help="fp32 (default), bf16 autocast, fp16 autocast with a grad scaler",
     )

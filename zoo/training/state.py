@@ -96,6 +96,27 @@ class TrainingState:
     def rng(self, kind: str, rank: int) -> Tensor | None:
         return self.tensors.get(f"rng/{kind}/{rank}")
 
+    def parts(self) -> dict[str, Tensor]:
+        """The state of every stateful part (``zoo.training.stateful``), keyed
+        ``<part>/<key>``: the file's tensors, and the schedule's from the header."""
+        return {**self.tensors, "schedule/step": torch.tensor(self.step), "schedule/tokens": torch.tensor(self.tokens)}
+
+    @classmethod
+    def of_parts(
+        cls,
+        parts: dict[str, Tensor],
+        settings: dict[str, Any],
+        config: str,
+        manifest_digest: str | None,
+        world_size: int,
+        groups: list[dict[str, Any]],
+    ) -> TrainingState:
+        """The state to write from ``parts`` (``stateful.collect``): the schedule's step
+        and tokens go to the header, every other part's tensors to the file's tensors."""
+        tensors = {k: v for k, v in parts.items() if not k.startswith("schedule/")}
+        step, tokens = int(parts["schedule/step"]), int(parts["schedule/tokens"])
+        return cls(step, tokens, settings, config, manifest_digest, world_size, tensors, groups)
+
 
 def write_state(path: Path, state: TrainingState) -> Path:
     """Write ``state`` to ``path`` atomically, with a digest."""
