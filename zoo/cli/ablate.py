@@ -49,8 +49,89 @@ def add_parsers(commands: Commands) -> None:
         "train a base, each single swap (or a cumulative path) toward a target, and the target, over seeds",
         [commands.json_flag],
     )
-    p.add_argument("--from", dest="base", default="transformer-2017", metavar="PRESET", help="default transformer-2017")
-    p.add_argument("--to", dest="target", default="gpt2-small", metavar="PRESET", help="default gpt2-small")
+    p.add_argument(
+        "--from", dest="base", default="transformer-2017", metavar="PRESET", help="the base (default transformer-2017)"
+    )
+    p.add_argument(
+        "--to", dest="target", default="gpt2-small", metavar="PRESET", help="the target (default gpt2-small)"
+    )
+    _add_scale(p)
+    p.add_argument(
+        "--tune-lr",
+        action="store_true",
+        help="sweep a learning rate per variant, train each at its best (default: one --lr for all)",
+    )
+    p.add_argument(
+        "--lr-grid",
+        type=rate_list,
+        default=None,
+        metavar="R,R,...",
+        help="the rates --tune-lr sweeps (implies it; default: --lr times 0.25, 0.5, 1, 2)",
+    )
+    p.add_argument(
+        "--tune-fraction",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help=f"the sweep's share of the steps (default {TUNE_FRACTION})",
+    )
+    p.add_argument(
+        "--path",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="AXIS,AXIS,...",
+        help="a cumulative path (base, +swap 1, +swaps 1-2, ..., target) instead of single swaps; optionally its "
+        "order (default: single swaps)",
+    )
+    p.add_argument("--order", choices=ORDERS, default=None, help="table rows by effect size (default) or in plan order")
+    p.add_argument(
+        "--workers", type=positive, default=None, metavar="N", help="runs trained at once, one process each (default 1)"
+    )
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="cuda: one GPU per worker (default cpu)")
+    _add_text(p)
+    p.add_argument("--threads", type=positive, default=None, metavar="N", help="torch CPU threads per run (default 1)")
+    add_out(
+        p,
+        "output folder; run again on it, it trains only unfinished runs",
+        metavar="DIR",
+        required=False,
+        default="runs/ablation",
+    )
+
+
+def _add_text(p: argparse.ArgumentParser) -> None:
+    """The text the study trains on, and its tokens."""
+    p.add_argument(
+        "--data",
+        default=None,
+        metavar="FILE|DIR",
+        help="a text file, or a folder prepared by `zoo data prepare` (default: the bundled Shakespeare)",
+    )
+    p.add_argument(
+        "--tokenizer",
+        choices=("auto", "gpt2", "bytes"),
+        default=None,
+        help="auto (default): gpt2 if its files are installed (the text extra), else bytes",
+    )
+    p.add_argument(
+        "--vocab-limit",
+        type=vocab_limit,
+        default=None,
+        metavar="N|all",
+        help="GPT-2 tokens: keep the N most frequent, spell the rest as bytes (default 1024)",
+    )
+    p.add_argument(
+        "--max-chars",
+        type=positive,
+        default=None,
+        metavar="N",
+        help="train on the first N characters only (default: all of the text)",
+    )
+
+
+def _add_scale(p: argparse.ArgumentParser) -> None:
+    """The scale and training flags: what every run of the study shares."""
     add_config(p, "ablate")
     scale = ", ".join(f"{field}={DEFAULT_SCALE[option]}" for field, option in SCALE_FIELDS.items())
     add_sets(
@@ -86,73 +167,6 @@ def add_parsers(commands: Commands) -> None:
         "--seeds", type=positive, default=None, metavar="N", help=f"runs per variant (default {DEFAULT_SEEDS})"
     )
     add_seed(p, "the first seed; seeds run N, N+1, ... (default 0)")
-    p.add_argument(
-        "--tune-lr",
-        action="store_true",
-        help="sweep a learning rate per variant, train each at its best (default: one --lr for all)",
-    )
-    p.add_argument(
-        "--lr-grid",
-        type=rate_list,
-        default=None,
-        metavar="R,R,...",
-        help="the rates --tune-lr sweeps (implies it; default: --lr times 0.25, 0.5, 1, 2)",
-    )
-    p.add_argument(
-        "--tune-fraction",
-        type=float,
-        default=None,
-        metavar="FRACTION",
-        help=f"the sweep's share of the steps (default {TUNE_FRACTION})",
-    )
-    p.add_argument(
-        "--path",
-        nargs="?",
-        const=True,
-        default=None,
-        metavar="AXIS,AXIS,...",
-        help="a cumulative path (base, +swap 1, +swaps 1-2, ..., target) instead of single swaps; optionally its "
-        "order (default: single swaps)",
-    )
-    p.add_argument("--order", choices=ORDERS, default=None, help="table rows by effect size (default) or in plan order")
-    p.add_argument(
-        "--workers", type=positive, default=None, metavar="N", help="runs trained at once, one process each (default 1)"
-    )
-    p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="cuda: one GPU per worker (default cpu)")
-    p.add_argument(
-        "--data",
-        default=None,
-        metavar="FILE|DIR",
-        help="a text file, or a folder prepared by `zoo data prepare` (default: the bundled Shakespeare)",
-    )
-    p.add_argument(
-        "--tokenizer",
-        choices=("auto", "gpt2", "bytes"),
-        default=None,
-        help="auto (default): gpt2 if its files are installed (the text extra), else bytes",
-    )
-    p.add_argument(
-        "--vocab-limit",
-        type=vocab_limit,
-        default=None,
-        metavar="N|all",
-        help="GPT-2 tokens: keep the N most frequent, spell the rest as bytes (default 1024)",
-    )
-    p.add_argument(
-        "--max-chars",
-        type=positive,
-        default=None,
-        metavar="N",
-        help="train on the first N characters only (default: all of the text)",
-    )
-    p.add_argument("--threads", type=positive, default=None, metavar="N", help="torch CPU threads per run (default 1)")
-    add_out(
-        p,
-        "output folder; run again on it, it trains only unfinished runs",
-        metavar="DIR",
-        required=False,
-        default="runs/ablation",
-    )
 
 
 def vocab_limit(text: str) -> int | str:

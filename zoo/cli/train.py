@@ -72,6 +72,13 @@ def setting_flag(field: str) -> str:
 
 
 def add_parsers(commands: Commands) -> None:
+    _add_data_prepare(commands)
+    _add_train(commands)
+    _add_eval(commands)
+    _add_plot(commands)
+
+
+def _add_data_prepare(commands: Commands) -> None:
     data = commands.sub.add_parser("data", help="prepare training data", description="prepare training data")
     data_sub = data.add_subparsers(dest="data_command", metavar="COMMAND", required=True)
     help = "tokenize text files or folders into shards of token ids and a manifest.json"
@@ -97,6 +104,8 @@ def add_parsers(commands: Commands) -> None:
         help=f"tokenizing processes (default: one per CPU, at most one per file; {os.cpu_count()} CPUs here)",
     )
 
+
+def _add_train(commands: Commands) -> None:
     help = "train a preset or a checkpoint on a corpus; under torchrun, on every rank"
     p = commands.add("train", cmd_train, help, [commands.json_flag, commands.sets])
     p.add_argument(
@@ -170,6 +179,8 @@ def add_parsers(commands: Commands) -> None:
         "GPT-2's vocabulary size, else bytes)",
     )
 
+
+def _add_eval(commands: Commands) -> None:
     help = "evaluate a checkpoint: loss, perplexity, tokens, bits per byte"
     p = commands.add("eval", cmd_eval, help, [commands.json_flag])
     p.add_argument("checkpoint", metavar="CHECKPOINT", help="a checkpoint file or folder")
@@ -187,6 +198,8 @@ def add_parsers(commands: Commands) -> None:
         "--seq-len", type=positive, default=None, metavar="N", help="(default: the model's max_seq_len, at most 1024)"
     )
 
+
+def _add_plot(commands: Commands) -> None:
     help = "draw runs' train and validation loss and learning rate against steps (and tokens), overlaid"
     p = commands.add("plot", cmd_plot, help)
     p.add_argument("runs", nargs="+", metavar="RUN", help="`zoo train` run folders (or their metrics.jsonl)")
