@@ -66,7 +66,7 @@ def add_out(
     p: argparse.ArgumentParser, help: str, *, metavar: str = "PATH", required: bool = True, default: str | None = None
 ) -> None:
     """``-o/--out``: where a command writes (``--output`` is the old spelling)."""
-    if not required:
+    if not required and default is not None:
         help = f"{help} (default {default})"
     # One of the two is required: a group, so that the old spelling counts as giving it.
     group = p.add_mutually_exclusive_group(required=required)

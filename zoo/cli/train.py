@@ -123,7 +123,14 @@ def _add_train(commands: Commands) -> None:
         metavar="PATH",
         help="a prepared folder, or text files/folders (prepared into a cache) (default: the bundled Shakespeare)",
     )
-    add_out(p, "the run's folder: versions, training states and metrics.jsonl", metavar="DIR")
+    # Not required by the parser, so that a --config file may give it; cmd_train insists.
+    add_out(
+        p,
+        "the run's folder: versions, training states, metrics.jsonl, run.toml (no default: give it, or out in "
+        "the --config file)",
+        metavar="DIR",
+        required=False,
+    )
     defaults = TrainSettings()
     for field, (kind, metavar, what, auto) in SETTING_FLAGS.items():
         default = getattr(defaults, field)
@@ -261,6 +268,8 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
     settings = settings_from(args)
     main_rank = int(os.environ.get("RANK", "0")) == 0
     log_every = args.log_every or max(1, settings.steps // 10)
+    if args.out is None:
+        raise InputError("give the run's folder with -o/--out DIR (or out = ... in the --config file)")
     if args.name is None:
         raise InputError(
             "give the model to train: a preset or checkpoint NAME, a --config file with name = ..., "
