@@ -98,6 +98,12 @@ def test_config_files_run_toml_and_resume(data: Path, tmp_path: Path, capsys: py
     assert f"plotted 2 run(s) to {tmp_path / 'both.png'}" in capsys.readouterr().out
     assert (tmp_path / "both.png").read_bytes().startswith(PNG)
 
+    placed = tmp_path / "placed.toml"  # -o/--out given by the file alone
+    placed.write_text(config.read_text(encoding="utf-8").replace("steps = 3", f'steps = 1\nout = "{tmp_path / "p"}"'))
+    assert main(["train", "--config", str(placed)]) == 0
+    assert [r["step"] for r in rows(tmp_path / "p")] == [1]
+    capsys.readouterr()
+
     bad = tmp_path / "bad.toml"
     bad.write_text("stpes = 3\n", encoding="utf-8")
     assert main(["train", "gpt2-small", "--config", str(bad), "-o", str(tmp_path / "x")]) == 1
