@@ -22,19 +22,20 @@ import codecs
 import functools
 import hashlib
 import importlib
-import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from zoo.errors import ConfigError, InteropError, printable
+from zoo.files import loads, read_bytes, read_json
 from zoo.interop.hub import is_hub_id, snapshot
 
 __all__ = ["ByteTokenizer", "HFTokenizer", "TextStream", "Tokenizer", "TiktokenTokenizer", "tokenizer"]
 
 EOT = "<|endoftext|>"
 NAMES = ("gpt2", "bytes")
+TOKENIZER_LIMIT = 64 << 20  # bytes of vocab.json or merges.txt (GPT-2's are 1 MB and 0.5 MB)
 
 # GPT-2's pre-tokenisation rule, from its released encoder: contractions, runs of
 # letters, of digits, of other symbols (each with an optional leading space), whitespace.
@@ -295,16 +296,14 @@ def _cached_hf(file: Path, settings: Path | None, *stamps: tuple[int, int]) -> H
         library = importlib.import_module("tokenizers")
     except ImportError as err:
         raise ConfigError(f"{file} needs the package 'tokenizers', which is not installed; {TOKENIZERS_HINT}") from err
+    text = read_bytes(file, InteropError, "tokenizer.json", limit=TOKENIZER_LIMIT).decode("utf-8", errors="replace")
     try:
-        backend = library.Tokenizer.from_file(str(file))
+        backend = library.Tokenizer.from_str(text)  # read bounded: a regular file, not /dev/zero
     except Exception as err:  # the Rust side raises plain Exceptions for malformed files
         raise InteropError(f"cannot read the tokenizer {file}: {printable(str(err))[:300]}") from err
     config: dict[str, Any] = {}
     if settings is not None:
-        try:
-            loaded = json.loads(settings.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            raise InteropError(f"cannot read {settings}: {err}") from err
+        loaded = read_json(settings, InteropError, "tokenizer settings", limit=TOKENIZER_LIMIT)
         if not isinstance(loaded, dict):
             raise InteropError(f"{settings} does not hold a JSON object")
         config = loaded
@@ -341,8 +340,16 @@ def _from_files(vocab: Path, merges: Path, *, name: str, hashes: Sequence[str] |
     load = importlib.import_module("tiktoken.load")
     # tiktoken caches files it reads by path; the content hashes make it re-read a
     # file that changed since, instead of using a stale copy.
+    vocab_bytes = read_bytes(vocab, InteropError, "vocab.json", limit=TOKENIZER_LIMIT)  # read once, bounded
+    ids = loads(vocab_bytes.decode("utf-8", errors="replace"), InteropError, str(vocab))
+    if not isinstance(ids, dict) or not all(
+        isinstance(token, str) and type(rank) is int and 0 <= rank < 1 << 31 for token, rank in ids.items()
+    ):
+        raise InteropError(
+            f"{vocab} is not a GPT-2 style vocabulary: it must be one JSON object of token -> id (a whole number >= 0)"
+        )
+    read_bytes(merges, InteropError, "merges.txt", limit=TOKENIZER_LIMIT)  # a regular file of bounded size
     try:
-        vocab_bytes = vocab.read_bytes()  # read once: hashed here, parsed for the special tokens
         vocab_hash, merges_hash = hashes or (hashlib.sha256(vocab_bytes).hexdigest(), _sha256(merges))
         ranks = load.data_gym_to_mergeable_bpe_ranks(
             vocab_bpe_file=str(merges),
@@ -350,8 +357,7 @@ def _from_files(vocab: Path, merges: Path, *, name: str, hashes: Sequence[str] |
             vocab_bpe_hash=merges_hash,
             encoder_json_hash=vocab_hash,
         )
-        ids = json.loads(vocab_bytes.decode("utf-8"))
-    except (AssertionError, KeyError, ValueError, OSError) as err:
+    except (AssertionError, KeyError, ValueError, OSError, TypeError, AttributeError, IndexError) as err:
         raise InteropError(
             f"cannot read the tokenizer in {vocab.parent}: {vocab.name} and {merges.name} are "
             f"not a matching GPT-2 style byte-level BPE ({type(err).__name__}: {err})"

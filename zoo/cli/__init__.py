@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import traceback
 import warnings
@@ -71,6 +72,8 @@ def load_plugins(ui: Ui, *, quiet: bool) -> None:
 # Python arguments that library messages suggest, and the flags that do the same here.
 CLI_HINTS = {
     "verify=False": "--no-verify",
+    "overwrite=True": "--overwrite",
+    "allow_nonfinite=True": "--allow-nonfinite",
 }
 
 
@@ -134,6 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ui.error(cli_hints(str(err)))
         return 1
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: no traceback over the message
         ui.error("interrupted")
         return 130
     except Exception as err:  # a bug, not a user error: say so, keep it to one line

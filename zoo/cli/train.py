@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -296,6 +297,7 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
                 log=args.log,
             )
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the wrap-up
         done = versions(args.out) if Path(args.out).is_dir() else []
         where = f"the last complete version is {done[-1].path}; continue with --resume" if done else "nothing was saved"
         step = f" after step {progress.last.step}" if progress.last else ""
@@ -371,7 +373,17 @@ def cmd_eval(args: argparse.Namespace, ui: Ui) -> int:
     data = args.data if args.data is not None else run_data(args.checkpoint, info)
     model = zoo.load(info.path)
     seq_len = args.seq_len or min(getattr(model.config, "max_seq_len", 1024), 1024)
-    result = evaluate(model, data, split=args.split, seq_len=seq_len, batch_size=args.batch_size, batches=args.batches)
+    training = info.metadata.get("training")
+    trained = training.get("tokenizer") if isinstance(training, dict) else None
+    result = evaluate(
+        model,
+        data,
+        split=args.split,
+        seq_len=seq_len,
+        batch_size=args.batch_size,
+        batches=args.batches,
+        tokenizer=trained if trained in TOKENIZERS else None,
+    )
     if ui.json_mode:
         ui.json({**result.to_dict(), "checkpoint": str(info.path), "data": data, "seq_len": seq_len})
         return 0

@@ -34,6 +34,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import secrets
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -58,7 +59,9 @@ from zoo.training.data import (
 )
 from zoo.training.distributed import (
     World,
+    agree,
     all_sum,
+    broadcast_text,
     choose_strategy,
     close_world,
     gradient_sync,
@@ -237,8 +240,10 @@ def run_loop(
         world, created = init_world()
     try:
         check_loggers(log)
-        r, state = _prepare(model, data, settings, out, resume, world, model_tokenizer)
-        return _loop(r, state, metadata or {}, on_step, log)
+        with contextlib.ExitStack() as stack:  # holds the out folder's lock for the run
+            r, state = _prepare(model, data, settings, out, resume, world, model_tokenizer, stack)
+            run_id = state.run_id if state is not None and state.run_id else broadcast_text(secrets.token_hex(8), world)
+            return _loop(r, state, {**(metadata or {}), "run_id": run_id}, on_step, log)
     finally:
         close_world(created)
 
@@ -261,19 +266,22 @@ def _prepare(
     resume: bool,
     world: World,
     model_tokenizer: str | None,
+    stack: contextlib.ExitStack,
 ) -> tuple[_Run, TrainingState | None]:
-    """The run checked and set up: the folder, the strategy, the optimizer and the
-    stateful parts; with ``resume`` the newest version's weights loaded and its state."""
+    """The run checked and set up: the folder (claimed until ``stack`` closes), the
+    strategy, the optimizer and the stateful parts; with ``resume`` the newest version's
+    weights loaded and its state. Every rank is checked to run the same run first."""
     config = getattr(model, "config", None)
     _check_inputs(model, config, data, settings, model_tokenizer)
     micro, accum = _micro_batches(settings, world)
-    out = output_folder(out_arg, resume, world)
+    out = output_folder(out_arg, resume, world, stack)
     state = resume_state(model, config, data, settings, out) if resume and out is not None else None
     strategy = choose_strategy(settings.strategy, world, sum(p.numel() for p in model.parameters()))
     if settings.dtype == "fp16" and strategy == "fsdp":
         raise ConfigError(
             "dtype fp16 needs the single or ddp strategy (a grad scaler); use --dtype bf16 with --strategy fsdp"
         )
+    agree(world, settings, data, config, out_arg, resume)  # every rank the same run, before the first collective step
     low = PRECISIONS[settings.dtype]
     wrapped = prepare_model(
         model,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -15,13 +15,13 @@ import torch
 
 from zoo.checkpoint import write_atomically
 from zoo.config import ModelConfig
-from zoo.errors import ConfigError
+from zoo.errors import ConfigError, InputError
+from zoo.files import open_append, open_read
 from zoo.summary import summarize
 from zoo.training.distributed import World
 from zoo.training.settings import TrainSettings
 
 METRICS = "metrics.jsonl"
-LOGS = (METRICS, "metrics.csv", "tensorboard", "wandb", "run.toml")  # what a run writes before its first version
 #: Dense bf16 peak TFLOP/s of known GPUs, for MFU when --peak-tflops is not given.
 PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10G": 125.0, "4090": 165.0}
 
@@ -70,9 +70,9 @@ def device_peak_tflops(settings: TrainSettings, world: World) -> float | None:
     return None
 
 
-#: The loggers ``--log`` may name, beside metrics.jsonl (always written), and the extra
-#: that installs each one's library.
-LOGGERS = {"csv": None, "tensorboard": "tensorboard", "wandb": "wandb"}
+#: The loggers ``--log`` may name, beside metrics.jsonl (always written); each is written
+#: by its own library (csv: the standard library's; the others are extras of the same name).
+LOGGERS = ("csv", "tensorboard", "wandb")
 CSV = "metrics.csv"
 CSV_FIELDS = ("step", "loss", "lr", "tokens", "tokens_per_s", "mfu", "val_loss", "val_perplexity")
 
@@ -103,21 +103,21 @@ class MetricsWriter:
         settings: TrainSettings | None = None,
     ) -> None:
         self.file: Any = None
-        self.csv: Any = None
+        self.table: Any = None
         self.board: Any = None
         self.wandb: Any = None
         loggers = check_loggers(loggers)
         if out is None or not is_main:
             return
-        self.file = _reopen(out / METRICS, resumed_at)
+        self.file = _reopen(out / METRICS, resumed_at, _line_step)
         if "csv" in loggers:
-            self.csv = _reopen(out / CSV, resumed_at, header=",".join(CSV_FIELDS))
+            self.table = _reopen(out / CSV, resumed_at, _row_step, header=",".join(CSV_FIELDS))
         if "tensorboard" in loggers:
             try:
                 from torch.utils.tensorboard import SummaryWriter  # the optional `tensorboard` extra
             except ImportError as err:
                 raise ConfigError(_missing("tensorboard", err)) from err
-            self.board = SummaryWriter(str(out / "tensorboard"))
+            self.board = SummaryWriter(str(_own_folder(out / "tensorboard")))
         if "wandb" in loggers:
             try:
                 import wandb  # the optional `wandb` extra
@@ -126,7 +126,7 @@ class MetricsWriter:
             self.wandb = wandb.init(
                 project=os.environ.get("WANDB_PROJECT", "zoo"),
                 name=out.resolve().name,
-                dir=str(out),
+                dir=str(_own_folder(out / "wandb").parent),
                 config=settings.to_dict() if settings is not None else None,
                 reinit="finish_previous",
             )
@@ -135,7 +135,7 @@ class MetricsWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for handle in (self.file, self.csv):
+        for handle in (self.file, self.table):
             if handle is not None:
                 handle.close()
         if self.board is not None:
@@ -148,8 +148,8 @@ class MetricsWriter:
             return
         row = report.to_dict()
         self.file.write(json.dumps(row) + "\n")
-        if self.csv is not None:
-            self.csv.write(",".join(_csv_cell(row.get(key)) for key in CSV_FIELDS) + "\n")
+        if self.table is not None:
+            self.table.write(",".join(_cell(row.get(key)) for key in CSV_FIELDS) + "\n")
         if self.board is not None:
             for key, value in row.items():
                 if key != "step":
@@ -158,7 +158,7 @@ class MetricsWriter:
             self.wandb.log({k: v for k, v in row.items() if k != "step"}, step=report.step)
 
     def flush(self) -> None:
-        for handle in (self.file, self.csv):
+        for handle in (self.file, self.table):
             if handle is not None:
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -166,22 +166,23 @@ class MetricsWriter:
             self.board.flush()
 
 
-def _reopen(path: Path, resumed_at: int | None, header: str | None = None) -> Any:
-    """``path`` opened to append after the rows of steps up to ``resumed_at`` (a resume),
-    or new (with ``header`` as its first line)."""
-    if resumed_at is not None and path.is_file():
-        lines = path.read_text(encoding="utf-8").splitlines()
-        body = lines[1:] if header is not None else lines
-        kept = ([header] if header is not None else []) + [line for line in body if _line_step(line) <= resumed_at]
-        write_atomically(path, lambda file: file.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8"))
-        return open(path, "a", encoding="utf-8")  # noqa: SIM115  closed in MetricsWriter.__exit__
-    handle = open(path, "w", encoding="utf-8")  # noqa: SIM115  closed in MetricsWriter.__exit__
-    if header is not None:
-        handle.write(header + "\n")
-    return handle
+def _reopen(path: Path, resumed_at: int | None, step_of: Callable[[str], int], header: str | None = None) -> Any:
+    """``path`` replaced by its lines of steps up to ``resumed_at`` (none for a new run;
+    ``header`` first), then opened to append. Replaced, never truncated in place: a
+    planted link is replaced, not written through."""
+    kept = _kept_lines(path, resumed_at, step_of) if resumed_at is not None and os.path.lexists(path) else []
+    lines = ([header] if header is not None else []) + kept
+    write_atomically(path, lambda file: file.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8"))
+    return open_append(path, InputError)
 
 
-def _csv_cell(value: Any) -> str:
+def _own_folder(folder: Path) -> Path:
+    if folder.is_symlink():
+        raise InputError(f"{folder} is a symbolic link; the zoo does not write through links: remove it")
+    return folder
+
+
+def _cell(value: Any) -> str:
     return "" if value is None else repr(value) if isinstance(value, float) else str(value)
 
 
@@ -189,11 +190,37 @@ def _missing(extra: str, err: ImportError) -> str:
     return f"--log {extra} needs the {extra} library ({err}); pip install 'zoo-lm[{extra}]'"
 
 
+def _kept_lines(path: Path, resumed_at: int, step_of: Callable[[str], int]) -> list[str]:
+    """The lines of a resumed run's metrics up to its step; damaged lines (a torn last
+    line, bad UTF-8, garbage) are dropped, a folder or device in its place is an error."""
+    kept = []
+    with open_read(path, InputError, "the metrics file", follow=False) as handle:
+        for raw in handle:
+            try:
+                line = raw.decode("utf-8").rstrip("\n")
+            except UnicodeDecodeError:
+                continue
+            if step_of(line) <= resumed_at:
+                kept.append(line)
+    return kept
+
+
 def _line_step(line: str) -> int:
-    """The step of a metrics.jsonl line or a metrics.csv row; a torn line is dropped."""
-    try:
-        if line.startswith("{"):
-            return int(json.loads(line)["step"])
-        return int(line.split(",", 1)[0])
-    except (ValueError, KeyError, TypeError):
+    """The step of one metrics line; ``1 << 62`` (dropped) for anything but a JSON object
+    with a whole-number step."""
+    if len(line) > 1 << 16:
         return 1 << 62
+    try:
+        row = json.loads(line)
+    except (ValueError, RecursionError):
+        return 1 << 62
+    step = row.get("step") if isinstance(row, dict) else None
+    return step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else 1 << 62
+
+
+def _row_step(line: str) -> int:
+    """The step of one metrics.csv row; ``1 << 62`` (dropped) for the header or a torn row."""
+    first, _, rest = line.partition(",")
+    if not first.isdigit() or rest.count(",") != len(CSV_FIELDS) - 2:
+        return 1 << 62
+    return int(first)
