@@ -70,8 +70,9 @@ def test_inspect_selects_versions_with_its_own_flag(tmp_path: Path, capsys: pyte
     zoo.save(tiny(), tmp_path / "run")
     assert main(["inspect", str(tmp_path / "run"), "--version", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["version"] == 1
-    with pytest.raises(SystemExit):  # --version belongs to zoo itself
-        main(["inspect", str(tmp_path / "run"), "--version", "1"])
+    assert main(["inspect", str(tmp_path / "run"), "--checkpoint-version", "2", "--json"]) == 0  # the old spelling
+    out, err = capsys.readouterr()
+    assert json.loads(out)["version"] == 2 and "--checkpoint-version is now --version" in err
 
 
 def test_error_hints_name_cli_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -156,7 +156,7 @@ def make_commands(parser: argparse.ArgumentParser) -> Commands:
     context = argparse.ArgumentParser(add_help=False)
     context.add_argument(
         "--context",
-        type=positive,
+        type=int,  # the summary says what a wrong one is
         default=None,
         metavar="N",
         help="sequence length for FLOPs/token (default: max_seq_len)",
