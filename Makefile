@@ -1,5 +1,7 @@
 # Every target creates .venv on first use; nothing else needs installing by hand.
 PYTHON ?= python3
+# bash for `set -o pipefail` in demo: a piped command still fails the target.
+SHELL  := /bin/bash
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
@@ -28,17 +30,19 @@ demo: $(STAMP)
 	$(BIN)/zoo info gpt2-small
 	$(BIN)/zoo compare gpt2-small gpt2-small --set-b placement=post --set-b position=sinusoidal --set-b activation=relu
 	$(BIN)/zoo compare transformer-2017 gpt2-small
-	$(BIN)/zoo ablate --from transformer-2017 --to gpt2-small --d-model 48 --layers 2 --heads 4 \
-		--seq-len 48 --steps 60 --batch 12 --lr 4e-3 --eval-every 15 --seeds 2 --workers 2 --out runs/demo
+	$(BIN)/zoo ablate --from transformer-2017 --to gpt2-small --set d_model=48 --set n_layers=2 --set n_heads=4 \
+		--seq-len 48 --steps 60 --batch-size 12 --lr 4e-3 --eval-every 15 --seeds 2 --workers 2 -o runs/demo
 	$(BIN)/zoo inspect runs/demo/00-base-transformer-2017.safetensors
-	# Training: prepare the bundled text, train a small GPT-2 for 20 steps, resume it to 30, evaluate.
+	# Training: prepare the bundled text, train a small GPT-2 for 20 steps (plain progress lines when piped),
+	# resume it to 30 (run.toml holds its flags), evaluate it on its own data, draw its curves.
 	rm -rf runs/demo-data runs/demo-train
 	$(BIN)/zoo data prepare -o runs/demo-data --tokenizer bytes
-	$(BIN)/zoo train gpt2-small --set n_layers=2 --set d_model=64 --set n_heads=4 --set vocab_size=256 --set max_seq_len=128 \
-		--data runs/demo-data --out runs/demo-train --batch-size 8 --seq-len 64 --lr 3e-3 --eval-every 10 --save-every 10 --steps 20
-	$(BIN)/zoo train gpt2-small --set n_layers=2 --set d_model=64 --set n_heads=4 --set vocab_size=256 --set max_seq_len=128 \
-		--data runs/demo-data --out runs/demo-train --batch-size 8 --seq-len 64 --lr 3e-3 --eval-every 10 --save-every 10 --steps 30 --resume
-	$(BIN)/zoo eval runs/demo-train --data runs/demo-data --seq-len 64
+	set -o pipefail; $(BIN)/zoo train gpt2-small --set n_layers=2 --set d_model=64 --set n_heads=4 --set vocab_size=256 \
+		--set max_seq_len=128 --data runs/demo-data --out runs/demo-train --batch-size 8 --seq-len 64 --lr 3e-3 \
+		--eval-every 10 --save-every 10 --steps 20 --log-every 5 2>&1 | cat
+	$(BIN)/zoo train --out runs/demo-train --resume --steps 30
+	$(BIN)/zoo eval runs/demo-train --seq-len 64
+	$(BIN)/zoo plot runs/demo-train -o runs/demo-train/curves.png
 
 # Hygiene, run by `make test` before the tests: lint, format, types ([tool.mypy]) and the
 # import layers ([tool.importlinter] in pyproject.toml).
