@@ -98,7 +98,7 @@ class EncoderDecoder(TokenModel):
         self.check_tokens(src, src.shape[-1] if src.dim() else 0, "src")
         seq = src.shape[1]
         positions = torch.arange(seq, device=src.device)[None]  # (1, S)
-        x = self.embed(src, positions)
+        x = self.embed(src, positions, "encoder.")
         mask, _ = make_mask(
             q_len=seq,
             k_len=seq,
@@ -141,7 +141,7 @@ class EncoderDecoder(TokenModel):
                 f"d_model={self.config.d_model}), got {tuple(memory.shape)}; pass model.encode(src)"
             )
         positions = torch.arange(offset, offset + seq, device=tgt.device)[None]  # (1, T)
-        x = self.embed(tgt, positions)
+        x = self.embed(tgt, positions, "decoder.")
         self_mask, is_causal = make_mask(
             q_len=seq,
             k_len=offset + seq,

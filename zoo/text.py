@@ -23,7 +23,7 @@ import functools
 import hashlib
 import importlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -255,7 +255,7 @@ def tokenizer(name_or_path: str | os.PathLike[str] | Tokenizer = "gpt2", *, revi
         return ByteTokenizer()
     folder = Path(name_or_path)
     if isinstance(name_or_path, str) and is_hub_id(name_or_path):
-        folder = snapshot(name_or_path, revision, weights=False)
+        folder = snapshot(name_or_path, revision, need="tokenizer")
     elif revision is not None:
         raise ConfigError(f"revision={revision!r} is for hub ids; {printable(str(name_or_path))!r} is a local path")
     if not str(name_or_path) or not folder.is_dir():
@@ -269,17 +269,20 @@ def tokenizer(name_or_path: str | os.PathLike[str] | Tokenizer = "gpt2", *, revi
 def folder_tokenizer(folder: Path) -> Tokenizer:
     """The tokenizer a Hugging Face folder holds: ``tokenizer.json``, else ``vocab.json``
     and ``merges.txt``; ``InteropError`` when it has neither."""
+    folder = folder.resolve()  # the folder, not the files: in a hub snapshot they link into blobs/
     if (folder / "tokenizer.json").is_file():
-        file = (folder / "tokenizer.json").resolve()
-        settings = folder / "tokenizer_config.json"
-        stamps = [_stamp(file)] + ([_stamp(settings)] if settings.is_file() else [])
-        return _cached_hf(file, settings.resolve() if settings.is_file() else None, *stamps)
+        file = folder / "tokenizer.json"
+        # tokenizer_config.json's special tokens, else special_tokens_map.json's (older folders)
+        settings = tuple(
+            f for f in (folder / "special_tokens_map.json", folder / "tokenizer_config.json") if f.is_file()
+        )
+        return _cached_hf(file, settings, _stamp(file), *map(_stamp, settings))
     vocab, merges = folder / "vocab.json", folder / "merges.txt"
     if not (vocab.is_file() and merges.is_file()):
         raise InteropError(
             f"{folder} holds no tokenizer: expected tokenizer.json, or vocab.json and merges.txt (GPT-2's format)"
         )
-    return _cached_files(vocab.resolve(), merges.resolve(), _stamp(vocab), _stamp(merges))
+    return _cached_files(vocab, merges, _stamp(vocab), _stamp(merges))
 
 
 def has_tokenizer(folder: Path) -> bool:
@@ -289,9 +292,45 @@ def has_tokenizer(folder: Path) -> bool:
     )
 
 
+TOKENIZER_FOLDER = "tokenizer"  # where a prepared data folder or a run keeps its tokenizer's files
+KEPT_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt")
+
+
+def keep_tokenizer_files(folder: str | os.PathLike[str], target: str | os.PathLike[str]) -> dict[str, str]:
+    """Copy a tokenizer folder's files into ``target`` (created) and return each one's
+    sha256, the record that lets a later reader check it has the same tokenizer."""
+    source, into = Path(folder), Path(target)
+    if not has_tokenizer(source):
+        raise ConfigError(
+            f"{printable(str(source))!r} holds no tokenizer (tokenizer.json, or vocab.json and merges.txt)"
+        )
+    into.mkdir(parents=True, exist_ok=True)
+    hashes = {}
+    for name in KEPT_FILES:
+        if (source / name).is_file():
+            data = (source / name).read_bytes()  # a copy, never a link into a hub cache
+            (into / name).write_bytes(data)
+            hashes[name] = hashlib.sha256(data).hexdigest()
+    return hashes
+
+
+def kept_tokenizer(folder: Path, hashes: Mapping[str, Any], where: str) -> Tokenizer:
+    """The tokenizer kept in ``folder``, after checking its files against ``hashes``."""
+    for name, expected in hashes.items():
+        kept = folder / str(name)
+        if not kept.is_file() or _sha256(kept) != expected:
+            state = "missing" if not kept.is_file() else "changed (its sha256 differs)"
+            raise InteropError(
+                f"{where} records the tokenizer file {printable(str(name))!r}, but {kept} is {state}; restore "
+                f"it, or pass the tokenizer (--tokenizer)"
+            )
+    return folder_tokenizer(folder)
+
+
 @functools.lru_cache(maxsize=8)
-def _cached_hf(file: Path, settings: Path | None, *stamps: tuple[int, int]) -> HFTokenizer:
-    """A ``tokenizer.json`` tokenizer, built once per version of its files (``stamps``)."""
+def _cached_hf(file: Path, settings: tuple[Path, ...], *stamps: tuple[int, int]) -> HFTokenizer:
+    """A ``tokenizer.json`` tokenizer, built once per version of its files (``stamps``);
+    ``settings``: JSON files of special tokens and options, later ones winning."""
     try:
         library = importlib.import_module("tokenizers")
     except ImportError as err:
@@ -302,11 +341,11 @@ def _cached_hf(file: Path, settings: Path | None, *stamps: tuple[int, int]) -> H
     except Exception as err:  # the Rust side raises plain Exceptions for malformed files
         raise InteropError(f"cannot read the tokenizer {file}: {printable(str(err))[:300]}") from err
     config: dict[str, Any] = {}
-    if settings is not None:
-        loaded = read_json(settings, InteropError, "tokenizer settings", limit=TOKENIZER_LIMIT)
+    for path in settings:
+        loaded = read_json(path, InteropError, "tokenizer settings", limit=TOKENIZER_LIMIT)
         if not isinstance(loaded, dict):
-            raise InteropError(f"{settings} does not hold a JSON object")
-        config = loaded
+            raise InteropError(f"{path} does not hold a JSON object")
+        config.update({k: v for k, v in loaded.items() if v is not None})
     return HFTokenizer(backend, str(file.parent), config)
 
 

@@ -94,6 +94,12 @@ def add_parsers(commands: Commands) -> None:
         metavar="DIR",
         help="output folder; run again on it, it trains only unfinished runs (default runs/ablation)",
     )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an --out folder this ablation did not make (or another's) whole, everything in it removed "
+        "(default: refuse it)",
+    )
 
 
 def vocab_limit(text: str) -> int | str:
@@ -142,7 +148,12 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
     progress, on_progress = _progress(ui)
     with progress:
         result = run_ablation(
-            base=args.base, target=args.target, out_dir=Path(args.out), on_progress=on_progress, **_options(args)
+            base=args.base,
+            target=args.target,
+            out_dir=Path(args.out),
+            on_progress=on_progress,
+            overwrite=args.overwrite,
+            **_options(args),
         )
     if not result.main_process:
         return 0  # under torchrun, rank 0 reports

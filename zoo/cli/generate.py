@@ -29,7 +29,7 @@ def add_parsers(commands: Commands) -> None:
         default=None,
         metavar="NAME|DIR|ID",
         help="gpt2, bytes, a folder with tokenizer.json, or a hub id (default: the model's own: the folder's "
-        "files, the one a checkpoint records, else GPT-2's for GPT-2's vocabulary)",
+        "files, the one a checkpoint records, else GPT-2's for GPT-2's vocabulary, bytes for 256)",
     )
     length = p.add_mutually_exclusive_group()
     length.add_argument("--max-new-tokens", type=int, default=None, metavar="N", help="new tokens (default: 50)")

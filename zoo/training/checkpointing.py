@@ -21,6 +21,7 @@ from zoo.checkpoint.owned import LOCK, MARKER, FolderLockedError, claim
 from zoo.config import ModelConfig
 from zoo.errors import CheckpointError, ConfigError, InputError, ZooError
 from zoo.factory import build
+from zoo.text import TOKENIZER_FOLDER, keep_tokenizer_files
 from zoo.training.data import TokenData
 from zoo.training.distributed import World, barrier, broadcast_text
 from zoo.training.settings import RESUMABLE_CHANGES, TrainSettings
@@ -207,6 +208,9 @@ def save_version(
             "settings": settings.to_dict(),
         }
         extra = {k: v for k, v in metadata.items() if k != "run_id"}  # the run is named in training
+        if data.tokenizer_files and data.path is not None:  # the data's own tokenizer travels with the run
+            hashes = keep_tokenizer_files(data.path / TOKENIZER_FOLDER, out / TOKENIZER_FOLDER)
+            extra["tokenizer"] = {"files": hashes, "source": data.tokenizer}
         path = save(_plain_model(model, full), out, metadata={**extra, "training": training})
         if path.name != f"v{number:04d}.safetensors":
             raise CheckpointError(f"another process is saving into {out}; give each run its own --out folder")

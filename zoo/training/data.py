@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from multiprocessing import get_all_start_methods, get_context
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import torch
 import xxhash
@@ -40,6 +40,7 @@ from zoo._version import __version__
 from zoo.checkpoint.owned import check_output_path
 from zoo.errors import ConfigError, InputError, ZooError, printable, quoted
 from zoo.files import confined, read_json
+from zoo.text import KEPT_FILES, TOKENIZER_FOLDER, keep_tokenizer_files
 from zoo.text import tokenizer as text_tokenizer
 
 BUNDLED_CORPUS = "shakespeare.txt"
@@ -243,11 +244,12 @@ class TokenData:
 
     train: TokenSplit
     val: TokenSplit
-    tokenizer: str  # "gpt2", "bytes", or a description for in-memory tokens
+    tokenizer: str  # "gpt2", "bytes", a tokenizer folder or hub id, or a description for in-memory tokens
     vocab_size: int | None  # None: unknown (in-memory tokens)
     source: str
     digest: str | None = None  # the manifest's digest; None in memory
     path: Path | None = None  # the prepared folder
+    tokenizer_files: dict[str, str] | None = None  # kept in path/tokenizer/: file -> sha256
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -384,8 +386,11 @@ def _refuse_prepared(folder: Path, files: list[Path]) -> None:
 
 
 def _encoder(tokenizer: str) -> Any:
+    """None for bytes, else the tokenizer: GPT-2's, or a kept tokenizer folder's."""
     if tokenizer == "bytes":
         return None
+    if tokenizer != "gpt2":
+        return text_tokenizer(Path(tokenizer))  # a folder (kept in the data folder), see prepare
     try:
         return text_tokenizer("gpt2")
     except (ImportError, ZooError) as err:
@@ -410,7 +415,11 @@ def _tokenize_file(path: str, tokenizer: str, val_fraction: float, typecode: str
     ids = gpt2.encode(text)
     n_val = int(len(ids) * val_fraction)
     train_ids, val_ids = ids[: len(ids) - n_val], ids[len(ids) - n_val :]
-    val_bytes = len(gpt2.encoding.decode_bytes(val_ids))
+    if hasattr(gpt2, "encoding"):  # tiktoken: the exact bytes
+        val_bytes = len(gpt2.encoding.decode_bytes(val_ids))
+    else:  # the UTF-8 bytes of the text the ids decode to
+        val_bytes = len(gpt2.decode(val_ids).encode("utf-8"))
+        val_bytes = min(val_bytes, len(raw))
     train_arr, val_arr = array.array(typecode, train_ids), array.array(typecode, val_ids)
     if gpt2.eot_token_id is not None and ids:
         (val_arr if n_val else train_arr).append(gpt2.eot_token_id)  # documents end with <|endoftext|>
@@ -509,7 +518,8 @@ class Manifest(_Strict):
 
     format: Literal[1]
     zoo_version: str = Field(max_length=100)
-    tokenizer: Literal["gpt2", "bytes"]
+    tokenizer: str = Field(min_length=1, max_length=1000)  # gpt2, bytes, or the folder or hub id it came from
+    tokenizer_files: dict[str, Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] | None = None  # in tokenizer/
     vocab_size: int = Field(ge=2, le=1 << 32)
     dtype: Literal["uint16", "uint32"]
     val_fraction: float = Field(gt=0, lt=1)
@@ -524,6 +534,12 @@ class Manifest(_Strict):
             raise ValueError(f"vocab_size {self.vocab_size} does not fit the dtype uint16")
         if self.tokenizer == "bytes" and self.vocab_size != 256:
             raise ValueError(f"the bytes tokenizer has 256 tokens, the manifest says {self.vocab_size}")
+        if (self.tokenizer not in TOKENIZERS) != bool(self.tokenizer_files):
+            raise ValueError(
+                "a tokenizer other than gpt2 and bytes comes with its files (tokenizer_files), and only it"
+            )
+        if self.tokenizer_files and set(self.tokenizer_files) - set(KEPT_FILES):
+            raise ValueError(f"tokenizer_files names files other than {', '.join(KEPT_FILES)}")
         return self
 
 
@@ -587,14 +603,24 @@ def prepare(
     """Tokenise text files and folders into ``out``: shards of token ids and ``manifest.json``.
 
     Each file is one document; its last ``val_fraction`` of tokens goes to the validation
-    split (GPT-2 documents end with ``<|endoftext|>``). Files are tokenised by ``workers``
-    processes (default: one per CPU, at most one per file). ``out`` must not exist or be
-    empty; it appears complete or not at all.
+    split (documents end with the tokenizer's end-of-text token). Files are tokenised by
+    ``workers`` processes (default: one per CPU, at most one per file). ``out`` must not
+    exist or be empty; it appears complete or not at all.
+
+    ``tokenizer`` is a name (``gpt2``, ``bytes``), a tokenizer folder or a hub id; the
+    files of a folder or id are kept in ``out/tokenizer/`` (their sha256 in the
+    manifest), so the data, and every run trained on it, carries its own tokenizer.
     """
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
+    if not isinstance(tokenizer, (str, os.PathLike)) or not str(tokenizer):
+        raise ConfigError(
+            f"tokenizer={tokenizer!r}: give {' or '.join(TOKENIZERS)}, a tokenizer folder or a hub id (--tokenizer)"
+        )
+    tokenizer = str(tokenizer)
+    kept: Any = None
     if tokenizer not in TOKENIZERS:
-        raise ConfigError(f"unknown tokenizer {tokenizer!r}; use {' or '.join(TOKENIZERS)} (--tokenizer)")
+        kept = text_tokenizer(tokenizer)  # a folder or a hub id: resolved (and checked) once, here
     if not isinstance(val_fraction, (int, float)) or not 0.0 < val_fraction < 1.0:
         raise ConfigError(f"val_fraction={val_fraction} must be between 0 and 1 (--val-fraction)")
     if workers is not None and (not _is_int(workers) or workers < 1):
@@ -604,7 +630,7 @@ def prepare(
     if target.exists() and any(target.iterdir()):
         raise InputError(f"output {target} exists and is not an empty folder; pass a new folder (-o)")
     files = _text_files(list(inputs))
-    vocab = 256 if tokenizer == "bytes" else _encoder(tokenizer).vocab_size
+    vocab = 256 if tokenizer == "bytes" else (kept or _encoder(tokenizer)).vocab_size
     dtype = "uint16" if vocab <= 1 << 16 else "uint32"
     typecode, itemsize = _DTYPES[dtype][1], _DTYPES[dtype][2]
     try:
@@ -616,25 +642,11 @@ def prepare(
             f"cannot write the prepared data to {target}: {err.strerror or err}; pick a writable -o"
         ) from err
     try:
-        writers = {s: _ShardWriter(temporary, s, itemsize, shard_tokens) for s in ("train", "val")}
-        n_bytes = {"train": 0, "val": 0}
-        for train_ids, val_ids, train_bytes, val_bytes in _tokenize_all(
-            files, tokenizer, val_fraction, typecode, workers
-        ):
-            writers["train"].add(train_ids)
-            writers["val"].add(val_ids)
-            n_bytes["train"] += train_bytes
-            n_bytes["val"] += val_bytes
-        splits: dict[str, dict[str, Any]] = {s: {"shards": w.finish(), "bytes": n_bytes[s]} for s, w in writers.items()}
-        for split in splits.values():
-            split["tokens"] = sum(shard["tokens"] for shard in split["shards"])
-        if splits["train"]["tokens"] == 0:
-            raise InputError(f"the corpus ({len(files)} file(s)) holds no text: it is empty; pass files with text")
-        if splits["val"]["tokens"] == 0:
-            raise InputError(
-                f"the corpus has {splits['train']['tokens']} tokens, too few for a validation split of "
-                f"{val_fraction}; raise --val-fraction or add text"
-            )
+        encoder, kept_files = tokenizer, None
+        if kept is not None:  # the workers read the copy kept with the data
+            kept_files = keep_tokenizer_files(Path(kept.name), temporary / TOKENIZER_FOLDER)
+            encoder = str(temporary / TOKENIZER_FOLDER)
+        splits = _write_splits(files, temporary, encoder, val_fraction, (typecode, itemsize), shard_tokens, workers)
         manifest: dict[str, Any] = {
             "format": MANIFEST_FORMAT,
             "zoo_version": __version__,
@@ -646,6 +658,8 @@ def prepare(
             "sources": [str(f) for f in files[:100]],
             "splits": splits,
         }
+        if kept_files is not None:
+            manifest["tokenizer_files"] = kept_files
         manifest["digest"] = manifest_digest(manifest)
         (temporary / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
         if target.exists():
@@ -660,6 +674,37 @@ def prepare(
         if temporary.exists():
             shutil.rmtree(temporary, ignore_errors=True)
     return open_data(target)
+
+
+def _write_splits(
+    files: list[Path],
+    folder: Path,
+    encoder: str,
+    val_fraction: float,
+    item: tuple[str, int],
+    shard_tokens: int,
+    workers: int | None,
+) -> dict[str, dict[str, Any]]:
+    """Every file tokenised into the shards of ``folder``; the manifest's ``splits``."""
+    typecode, itemsize = item
+    writers = {s: _ShardWriter(folder, s, itemsize, shard_tokens) for s in ("train", "val")}
+    n_bytes = {"train": 0, "val": 0}
+    for train_ids, val_ids, train_bytes, val_bytes in _tokenize_all(files, encoder, val_fraction, typecode, workers):
+        writers["train"].add(train_ids)
+        writers["val"].add(val_ids)
+        n_bytes["train"] += train_bytes
+        n_bytes["val"] += val_bytes
+    splits: dict[str, dict[str, Any]] = {s: {"shards": w.finish(), "bytes": n_bytes[s]} for s, w in writers.items()}
+    for split in splits.values():
+        split["tokens"] = sum(shard["tokens"] for shard in split["shards"])
+    if splits["train"]["tokens"] == 0:
+        raise InputError(f"the corpus ({len(files)} file(s)) holds no text: it is empty; pass files with text")
+    if splits["val"]["tokens"] == 0:
+        raise InputError(
+            f"the corpus has {splits['train']['tokens']} tokens, too few for a validation split of "
+            f"{val_fraction}; raise --val-fraction or add text"
+        )
+    return splits
 
 
 def _tokenize_all(
@@ -724,6 +769,7 @@ def open_data(path: str | os.PathLike[str], *, verify: bool = False) -> TokenDat
         str(folder),
         manifest.digest,
         folder,
+        dict(manifest.tokenizer_files) if manifest.tokenizer_files else None,
     )
 
 

@@ -71,9 +71,10 @@ def evaluate(
     (default: the whole split). ``seq_len`` defaults to the model's ``max_seq_len``,
     capped at 1024.
 
-    ``tokenizer`` is the one the model was trained with (a zoo checkpoint records it;
-    ``zoo eval`` passes it): data tokenised otherwise is refused, as ``zoo train``
-    refuses it, and so is byte-level data for a model with GPT-2's vocabulary."""
+    ``tokenizer`` is the one the model was trained with (a name, a tokenizer folder or a
+    hub id; a zoo checkpoint records it, ``zoo eval`` passes it): raw text ``data`` is
+    tokenised with it, and data tokenised otherwise is refused, as ``zoo train`` refuses
+    it, and so is byte-level data for a model with GPT-2's vocabulary."""
     if split not in ("train", "val"):
         raise ConfigError(f"split={split!r} must be 'train' or 'val' (--split)")
     if batches is not None and (isinstance(batches, bool) or not isinstance(batches, int) or batches < 1):
@@ -84,8 +85,10 @@ def evaluate(
     max_len = getattr(config, "max_seq_len", None)
     if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1):
         raise ConfigError(f"seq_len={seq_len!r} must be a positive integer (--seq-len), or None for the default")
-    if tokenizer is not None and tokenizer not in TOKENIZERS:
-        raise ConfigError(f"tokenizer={tokenizer!r} must be one of {', '.join(TOKENIZERS)} or None")
+    if tokenizer is not None and (not isinstance(tokenizer, str) or not tokenizer):
+        raise ConfigError(
+            f"tokenizer={tokenizer!r} must be {', '.join(TOKENIZERS)}, a tokenizer folder, a hub id or None"
+        )
     seq_len = seq_len or min(max_len or 1024, 1024)
     if max_len is not None and seq_len > max_len:
         raise ConfigError(
@@ -94,7 +97,8 @@ def evaluate(
     vocab = getattr(config, "vocab_size", None)
     expected = tokenizer or ("gpt2" if (vocab or 0) >= 50257 else None)
     token_data = resolve_data(data, tokenizer=expected or "bytes")
-    if expected is not None and token_data.tokenizer in TOKENIZERS and token_data.tokenizer != expected:
+    named = (token_data.tokenizer in TOKENIZERS, expected in TOKENIZERS)
+    if expected is not None and (named == (True, True) and token_data.tokenizer != expected or named == (True, False)):
         why = "was trained with" if tokenizer else "has the vocabulary of"
         raise InputError(
             f"the data was tokenized with {token_data.tokenizer!r} but the model {why} {expected!r}; its loss "
