@@ -106,7 +106,6 @@ def test_the_training_state_file_keeps_its_keys(tmp_path: Path, dtype: str) -> N
         header = dict(f.metadata() or {})
         names = set(f.keys())  # noqa: SIM118
     assert set(header) == {
-        "run_id",  # the run the state belongs to (absent from files of older zoos, which still load)
         "zoo.state_format",
         "zoo.version",
         "zoo.digest",
