@@ -1,6 +1,6 @@
 """The part maker: the configured component of each kind, constructed with explicit arguments.
 
-``Components(config, registry).make("attention")`` looks up the configured attention,
+``PartMaker(config, registry).make("attention")`` looks up the configured attention,
 validates its options, and calls its factory (usually the module class itself) with
 every argument filled by name, as ``zoo.contracts`` describes: the component's options,
 the config's sizes (``CONFIG_ARGUMENTS``) and fresh modules of other kinds (``norm``,

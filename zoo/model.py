@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.cache import KVCache
-from zoo.components import Components
+from zoo.components import PartMaker
 from zoo.config import ModelConfig
 from zoo.contracts import AttentionContext, Placement, PositionEncoding, make_mask
 from zoo.errors import InputError
@@ -45,7 +45,7 @@ class Block(nn.Module):
     """One layer: attention and MLP, each joined to the residual stream by the placement,
     combined as the placement's ``block`` says (one after the other, by default)."""
 
-    def __init__(self, parts: Components) -> None:
+    def __init__(self, parts: PartMaker) -> None:
         super().__init__()
         attn_residual, mlp_residual = parts.placements()  # made as a pair: they may share a norm
         self.attn_residual: Placement = attn_residual  # owns the norm(s) around attention
@@ -64,7 +64,7 @@ class TokenModel(nn.Module):
     head: nn.Linear  # set by each model, after its layers
     final_norm: nn.Module
 
-    def __init__(self, config: ModelConfig, parts: Components) -> None:
+    def __init__(self, config: ModelConfig, parts: PartMaker) -> None:
         super().__init__()
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
@@ -156,7 +156,7 @@ class DecoderLM(TokenModel):
     """
 
     def __init__(self, config: ModelConfig, registry: Registry | None = None) -> None:
-        parts = Components(config, registry)
+        parts = PartMaker(config, registry)
         super().__init__(config, parts)
         blocks = [Block(parts) for _ in range(config.n_layers)]
         self.blocks = nn.ModuleList(blocks)
