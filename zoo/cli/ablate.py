@@ -13,7 +13,6 @@ from rich.text import Text
 from zoo.ablate import (
     DEFAULT_SCALE,
     DEFAULT_SEEDS,
-    FLAG_OPTIONS,
     ORDERS,
     TUNE_FRACTION,
     run_ablation,
@@ -113,8 +112,28 @@ def rate_list(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"expected comma-separated rates such as 1e-3,3e-3, got {text!r}") from None
 
 
-# Flags of `zoo ablate` passed to run_ablation when given (its defaults rule otherwise).
-ABLATE_OPTIONS = (*FLAG_OPTIONS, "vocab_limit", "tune_fraction")
+# Flags of `zoo ablate` passed as the run_ablation argument of the same name when given
+# (its defaults rule otherwise); --data, --lr-grid, --tune-lr and --path are converted below.
+ABLATE_OPTIONS = (
+    "d_model",
+    "layers",
+    "heads",
+    "seq_len",
+    "steps",
+    "batch",
+    "lr",
+    "eval_every",
+    "seeds",
+    "seed",
+    "workers",
+    "tokenizer",
+    "max_chars",
+    "threads",
+    "order",
+    "device",
+    "vocab_limit",
+    "tune_fraction",
+)
 
 
 def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:

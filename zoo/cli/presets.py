@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 import zoo
-from zoo.ablate import diff_configs
+from zoo.ablate.compare import diff_configs
 from zoo.cli.options import Commands, load_config
 from zoo.cli.render import (
     Ui,

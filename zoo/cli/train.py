@@ -39,7 +39,7 @@ from zoo.training import (
     prepare,
     train,
 )
-from zoo.training.loop import METRICS
+from zoo.training.metrics import METRICS
 
 # flag -> TrainSettings field, for the flags that map one to one
 SETTING_FLAGS = {

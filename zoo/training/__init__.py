@@ -1,6 +1,7 @@
-"""Training: data preparation, the one training loop, distributed strategies, exact
-resume, and evaluation. ``zoo.train`` and ``zoo.evaluate`` are the entry points;
-``fit`` trains a built model in one process, on token ids or ``TokenData`` (what ``ablate`` uses)."""
+"""Training: data preparation, the one training loop (``loop``) with its ``settings``,
+``checkpointing`` (exact resume), ``metrics`` and ``models``, distributed strategies, and
+evaluation. ``zoo.train`` and ``zoo.evaluate`` are the entry points; ``fit`` trains a
+built model in one process, on token ids or ``TokenData`` (what ``ablate`` uses)."""
 
 from __future__ import annotations
 
@@ -25,12 +26,8 @@ from zoo.training.data import (
 from zoo.training.distributed import STRATEGIES, World
 from zoo.training.evaluate import EvalResult, evaluate
 from zoo.training.loop import (
-    DTYPES,
-    METRICS,
     CurvePoint,
-    StepReport,
     TrainResult,
-    TrainSettings,
     deterministic,
     fit,
     learning_rate,
@@ -40,6 +37,8 @@ from zoo.training.loop import (
     run,
     train,
 )
+from zoo.training.metrics import METRICS, StepReport
+from zoo.training.settings import DTYPES, TrainSettings
 
 __all__ = [
     "BUNDLED_CORPUS",

@@ -16,6 +16,7 @@ and the rendezvous; a plain ``zoo train`` runs as a world of one.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -48,14 +49,18 @@ class World:
         return self.size > 1
 
 
-def init_world(device: str | torch.device | None = None) -> tuple[World, bool]:
+def init_world(
+    device: str | torch.device | None = None, *, timeout: datetime.timedelta | None = None
+) -> tuple[World, bool]:
     """The world torchrun describes (a world of one without it); initialises the process
-    group when needed. Returns the world and whether this call created the group."""
+    group when needed (gloo for ``device="cpu"``, else nccl when there is a GPU), with
+    torch's default ``timeout`` for collectives unless given. Returns the world and
+    whether this call created the group."""
     created = False
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size > 1 and not dist.is_initialized():
         backend = "nccl" if torch.cuda.is_available() and device != "cpu" else "gloo"
-        dist.init_process_group(backend)
+        dist.init_process_group(backend, timeout=timeout)
         created = True
     if dist.is_initialized():
         rank, size = dist.get_rank(), dist.get_world_size()

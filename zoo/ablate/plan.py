@@ -1,0 +1,428 @@
+"""The plan of an ablation: its options, checked; the base and target presets resolved to
+configs once, at the shared scale; the variants (each single swap, or a cumulative path);
+the data every run trains on; and the jobs, one per variant, seed and swept rate.
+
+Everything after the plan works on its configs, never on the preset names again.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shlex
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from zoo.ablate.compare import SIZE_AXES, diff_configs, swap_value
+from zoo.ablate.results import ORDERS
+from zoo.config import ModelConfig, resolve_config
+from zoo.errors import ConfigError, InputError, ZooError, printable
+from zoo.registry import Registry, default_registry
+from zoo.training import TrainSettings, bundled_corpus, load_corpus, open_data, read_text
+
+#: The default scale: each of the nine runs of transformer-2017 -> gpt2-small takes a
+#: few seconds of one CPU core (GPT-2 tokens with a 1024 + 256 vocabulary, or bytes).
+DEFAULT_SCALE: dict[str, Any] = {
+    "d_model": 64,
+    "layers": 2,
+    "heads": 4,
+    "seq_len": 64,
+    "steps": 150,
+    "batch": 16,
+    "lr": 3e-3,
+    "eval_every": 25,
+}
+#: The scale of ``make demo``: the same runs, a fraction of the steps.
+DEMO_SCALE: dict[str, Any] = {
+    "d_model": 48,
+    "layers": 2,
+    "heads": 4,
+    "seq_len": 48,
+    "steps": 60,
+    "batch": 12,
+    "lr": 4e-3,
+    "eval_every": 15,
+}
+#: Seeds per variant by default: the fewest that give an interval worth reading.
+DEFAULT_SEEDS = 3
+#: ``tune_lr``'s default grid: the learning rate times these (log-spaced, factor 2).
+LR_GRID_FACTORS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0)
+#: ``tune_lr``'s default budget: this fraction of the steps, one seed.
+TUNE_FRACTION = 0.25
+#: The sweep's seed is the first seed plus this: not a compared seed, and the same
+#: whatever the number of seeds (so adding seeds reuses the sweep).
+TUNE_SEED_OFFSET = 1000
+
+# run_ablation arguments that are also `zoo ablate` flags of the same name (--d-model for d_model):
+# the command that repeats an ablation names them.
+FLAG_OPTIONS = (
+    "d_model",
+    "layers",
+    "heads",
+    "seq_len",
+    "steps",
+    "batch",
+    "lr",
+    "eval_every",
+    "seeds",
+    "seed",
+    "workers",
+    "tokenizer",
+    "max_chars",
+    "threads",
+    "order",
+    "device",
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    """The arguments of ``run_ablation`` that shape the study (everything but the callbacks)."""
+
+    base: str
+    target: str
+    d_model: int
+    layers: int
+    heads: int
+    seq_len: int
+    steps: int
+    batch: int
+    lr: float
+    eval_every: int
+    data: str | os.PathLike[str] | None
+    out_dir: Path
+    seeds: int
+    seed: int
+    tune_lr: bool
+    lr_grid: list[float] | None
+    tune_fraction: float
+    path: bool | list[str] | None
+    order: str
+    workers: int
+    device: str
+    tokenizer: str
+    vocab_limit: int | None
+    max_chars: int | None
+    threads: int | None
+
+    @property
+    def on_path(self) -> bool:
+        return self.path is not None and self.path is not False
+
+    @property
+    def prepared(self) -> bool:
+        """Whether ``data`` names a prepared folder (which brings its tokenizer)."""
+        return self.data is not None and Path(self.data).is_dir()
+
+    def check(self) -> None:
+        """Refuse settings no run could use, all problems in one message."""
+        problems = []
+        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
+            problems.append(f"seeds={self.seeds!r} must be an integer >= 1 (--seeds)")
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            problems.append(f"workers={self.workers!r} must be an integer >= 1 (--workers)")
+        if self.order not in ORDERS:
+            problems.append(f"order={self.order!r} must be one of {', '.join(ORDERS)} (--order)")
+        if self.device not in ("cpu", "cuda"):
+            problems.append(f"device={self.device!r} must be 'cpu' or 'cuda' (--device)")
+        elif self.device == "cuda" and not torch.cuda.is_available():
+            problems.append("device='cuda' but torch sees no GPU; use --device cpu")
+        if not isinstance(self.tune_fraction, (int, float)) or not 0.0 < self.tune_fraction <= 1.0:
+            problems.append(f"tune_fraction={self.tune_fraction!r} must be within (0, 1] (--tune-fraction)")
+        if problems:
+            raise ConfigError(f"invalid ablation settings: {'; '.join(problems)}")
+
+    def command(self) -> str:
+        """The ``zoo ablate`` command line that repeats these options."""
+        words = ["zoo", "ablate", "--from", self.base, "--to", self.target]
+        for name in FLAG_OPTIONS:
+            value = getattr(self, name)
+            if value is not None and not (self.prepared and name == "tokenizer"):
+                words += [f"--{name.replace('_', '-')}", f"{value:g}" if isinstance(value, float) else str(value)]
+        if not self.prepared:
+            words += ["--vocab-limit", "all" if self.vocab_limit is None else str(self.vocab_limit)]
+        if self.data is not None:
+            words += ["--data", str(self.data)]
+        if self.tune_lr:
+            words += ["--tune-lr", "--tune-fraction", f"{self.tune_fraction:g}"]
+            if self.lr_grid is not None:
+                words += ["--lr-grid", ",".join(f"{r:g}" for r in self.lr_grid)]
+        if self.path is True:
+            words.append("--path")
+        elif self.path:
+            words += ["--path", ",".join(self.path)]
+        words += ["--out", str(self.out_dir)]
+        return shlex.join(words)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One design the ablation trains: the base, a swap (or a path step), the target."""
+
+    name: str
+    axis: str  # "base", "target" or the swapped field
+    config: ModelConfig
+
+
+@dataclass(frozen=True)
+class Job:
+    """One training run: a variant's config at one seed and rate."""
+
+    key: str  # file stem inside the output folder
+    label: str  # the name progress reports show
+    axis: str  # the variant's axis: "base", "target" or the swapped field
+    config: ModelConfig
+    settings: TrainSettings
+    tune: bool  # a run of the learning-rate sweep: no checkpoint, divergence allowed
+
+
+@dataclass
+class Plan:
+    """The whole study before anything trains: variants, settings, seeds and the sweep."""
+
+    options: Options
+    differences: list[tuple[str, Any, Any]]
+    variants: list[Variant]
+    settings: TrainSettings  # shared by every run; its seed is the first, its lr the base rate
+    grid: list[float]  # the sweep's rates; empty without tune_lr
+    tokens: tuple[torch.Tensor, torch.Tensor] | Path  # in-memory train and val ids, or a prepared folder
+    data: dict[str, Any]  # the description: source, tokenizer, vocabulary, token counts
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def mode(self) -> str:
+        return "path" if self.options.on_path else "swaps"
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(range(self.options.seed, self.options.seed + self.options.seeds))
+
+    @property
+    def tuning(self) -> dict[str, Any] | None:
+        """The sweep's grid, steps, budget fraction and seed; None without one."""
+        if not self.grid:
+            return None
+        steps = max(1, round(self.options.steps * self.options.tune_fraction))
+        seed = self.options.seed + TUNE_SEED_OFFSET
+        return {"grid": self.grid, "steps": steps, "fraction": self.options.tune_fraction, "seed": seed}
+
+    def tune_jobs(self) -> list[list[Job]]:
+        """Per variant, a short run at each rate of the grid."""
+        tuning = self.tuning
+        if tuning is None:
+            return [[] for _ in self.variants]
+        steps, seed = tuning["steps"], tuning["seed"]
+        short = replace(self.settings, steps=steps, eval_every=steps, seed=seed, warmup_steps=None)
+        return [
+            [
+                Job(
+                    f"tune/{index:02d}-{slug(v.name)}-lr{rate:g}",
+                    f"tune {v.name} lr={rate:g}",
+                    v.axis,
+                    v.config,
+                    replace(short, lr=rate),
+                    tune=True,
+                )
+                for rate in self.grid
+            ]
+            for index, v in enumerate(self.variants)
+        ]
+
+    def seed_jobs(self, lrs: list[float]) -> list[list[Job]]:
+        """Per variant, a run at each seed, at the variant's rate."""
+        jobs = []
+        for index, v in enumerate(self.variants):
+            prefix = v.axis if v.axis in ("base", "target") else ("path" if self.options.on_path else "swap")
+            stem = f"{index:02d}-{prefix}-{slug(v.name)}"
+            one = self.options.seeds == 1
+            jobs.append(
+                [
+                    Job(
+                        stem + ("" if s == 0 else f"-seed{s}"),
+                        v.name if one and s == 0 else f"{v.name} seed {s}",
+                        v.axis,
+                        v.config,
+                        replace(self.settings, seed=s, lr=lrs[index]),
+                        tune=False,
+                    )
+                    for s in self.seeds
+                ]
+            )
+        return jobs
+
+
+def make_plan(options: Options, registry: Registry) -> Plan:
+    """Resolve the presets once, scale them, list their differences and the variants."""
+    options.check()
+    if options.workers > 1 and registry is not default_registry():
+        raise ConfigError(
+            "workers > 1 trains in fresh processes, which see the installed plugins only, not a "
+            "registry built in this one; use workers=1 with a custom registry"
+        )
+    base_config = resolve_config(options.base, registry=registry)
+    target_config = resolve_config(options.target, registry=registry)
+    for name, config in ((options.base, base_config), (options.target, target_config)):
+        if config.architecture != "decoder":
+            raise ConfigError(
+                f"{name!r} is an {config.architecture} model; an ablation trains language models "
+                f"on one text, so both sides must be decoder-only presets (see `zoo list`)"
+            )
+    o = options
+    settings = TrainSettings(
+        steps=o.steps,
+        batch_size=o.batch,
+        seq_len=o.seq_len,
+        lr=o.lr,
+        eval_every=o.eval_every,
+        seed=o.seed,
+        threads=o.threads,
+    )
+    grid = lr_grid(o.lr, o.lr_grid) if o.tune_lr else []
+    notes: list[str] = []
+    tokens, described = ablation_data(o.data, o.tokenizer, o.vocab_limit, o.max_chars, notes)
+    scale = {
+        "d_model": o.d_model,
+        "n_layers": o.layers,
+        "n_heads": o.heads,
+        "vocab_size": described["vocab_size"],
+        "max_seq_len": o.seq_len,
+    }
+    small_base = at_scale(base_config, scale, registry)
+    small_target = at_scale(target_config, scale, registry)
+    differences = diff_configs(base_config, target_config, registry=registry)
+    swappable = [(axis, value) for axis, _, value in differences if axis not in SIZE_AXES and axis != "architecture"]
+    ends = Variant(o.base, "base", small_base), Variant(o.target, "target", small_target)
+    if o.on_path:
+        variants = cumulative_path(ends, swappable, o.path or [], notes, registry)
+    else:
+        variants = single_swaps(ends, swappable, notes, registry)
+    return Plan(o, differences, variants, settings, grid, tokens, described, notes)
+
+
+def ablation_data(
+    data: str | os.PathLike[str] | None,
+    tokenizer: str,
+    vocab_limit: int | None,
+    max_chars: int | None,
+    notes: list[str],
+) -> tuple[tuple[torch.Tensor, torch.Tensor] | Path, dict[str, Any]]:
+    """What every run trains on, and its description (the report's data and tokenizer):
+    a prepared folder as it is (each process maps its shards), or a text file tokenised
+    here into in-memory training and validation ids."""
+    if data is not None and Path(data).is_dir():
+        return _prepared_data(Path(data), tokenizer, max_chars, notes)
+    text = read_text(Path(data)) if data is not None else bundled_corpus()
+    corpus = load_corpus(
+        text,
+        tokenizer=tokenizer,
+        vocab_limit=vocab_limit,
+        max_chars=max_chars,
+        source=str(data) if data is not None else "bundled Shakespeare",
+    )
+    if corpus.tokenizer == "gpt2":
+        kept = corpus.vocab_size - (256 if corpus.byte_fallback else 0)
+        spelled = (
+            f", the rarer {corpus.byte_fallback:.0%} of tokens spelled out as bytes" if corpus.byte_fallback else ""
+        )
+        notes.append(f"GPT-2 tokens: the {kept} most frequent in the text, renumbered{spelled}")
+    elif tokenizer == "auto":
+        notes.append(
+            "byte tokens (vocabulary 256): the GPT-2 tokenizer is not installed; `pip install 'zoo-lm[text]'` adds it"
+        )
+    return (corpus.train, corpus.val), corpus.describe()
+
+
+def _prepared_data(
+    folder: Path, tokenizer: str, max_chars: int | None, notes: list[str]
+) -> tuple[Path, dict[str, Any]]:
+    prepared = open_data(folder)  # a folder without a manifest: an error that says how to prepare it
+    if max_chars is not None:
+        raise ConfigError(
+            f"max_chars={max_chars} cuts a text file, but {printable(str(folder))} is a prepared folder; "
+            f"drop --max-chars, or prepare a shorter text with `zoo data prepare`"
+        )
+    if tokenizer not in ("auto", prepared.tokenizer):
+        raise InputError(
+            f"{printable(str(folder))} was prepared with the {prepared.tokenizer!r} tokenizer, not "
+            f"{tokenizer!r}; drop --tokenizer (a prepared folder brings its own), or prepare the text "
+            f"again with `zoo data prepare --tokenizer {tokenizer}`"
+        )
+    notes.append(
+        f"prepared data: its {prepared.tokenizer} tokenizer and vocabulary ({prepared.vocab_size:,}) for every "
+        f"run; --vocab-limit applies to text files only"
+    )
+    return folder, prepared.describe()
+
+
+def lr_grid(lr: float, grid: list[float] | None) -> list[float]:
+    """The sweep's rates, sorted: ``grid``, or ``lr`` times ``LR_GRID_FACTORS``."""
+    rates = [lr * f for f in LR_GRID_FACTORS] if grid is None else list(grid)
+    bad = [r for r in rates if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r < math.inf]
+    if not rates or bad:
+        raise ConfigError(f"the learning-rate grid needs rates > 0, got {list(rates)!r}; e.g. --lr-grid 1e-3,3e-3,1e-2")
+    return sorted({float(r) for r in rates})
+
+
+def single_swaps(
+    ends: tuple[Variant, Variant], swappable: list[tuple[str, Any]], notes: list[str], registry: Registry
+) -> list[Variant]:
+    """Base, the base with each single swap, target."""
+    base, target = ends
+    plan = [base]
+    for axis, value in swappable:
+        try:
+            swapped = resolve_config(base.config, {axis: swap_value(target.config, axis)}, registry=registry)
+        except ZooError as err:
+            notes.append(f"swap {axis}={value} skipped: it cannot be applied alone ({err})")
+            continue
+        plan.append(Variant(f"{axis}={value}", axis, swapped))
+    plan.append(target)
+    return plan
+
+
+def cumulative_path(
+    ends: tuple[Variant, Variant],
+    swappable: list[tuple[str, Any]],
+    path: bool | list[str],
+    notes: list[str],
+    registry: Registry,
+) -> list[Variant]:
+    """Base, base + swap 1, base + swaps 1-2, ..., target, in ``path``'s order."""
+    base, target = ends
+    values = dict(swappable)
+    given = [] if path is True else [str(axis) for axis in path]  # type: ignore[union-attr]
+    unknown = [axis for axis in given if axis not in values]
+    if unknown or len(set(given)) != len(given):
+        raise InputError(
+            f"the path names {', '.join(repr(a) for a in unknown) or 'an axis twice'}; it takes each of "
+            f"the swappable differences at most once: {', '.join(values) or 'none'} (--path AXIS,AXIS,...)"
+        )
+    plan = [base]
+    overrides: dict[str, Any] = {}
+    for axis in [*given, *(a for a in values if a not in given)]:
+        trial = {**overrides, axis: swap_value(target.config, axis)}
+        try:
+            config = resolve_config(base.config, trial, registry=registry)
+        except ZooError as err:
+            notes.append(f"path step {axis}={values[axis]} skipped: it cannot be applied here ({err})")
+            continue
+        overrides = trial
+        if config == target.config:
+            continue  # the last step is the target itself, trained below
+        plan.append(Variant(f"+{axis}={values[axis]}", axis, config))
+    plan.append(target)
+    return plan
+
+
+def at_scale(config: ModelConfig, scale: dict[str, Any], registry: Registry) -> ModelConfig:
+    """``config`` at the shared scale; d_ff keeps the config's own d_ff / d_model ratio."""
+    d_ff = max(1, round(config.d_ff * scale["d_model"] / config.d_model))
+    return resolve_config(config, {**scale, "d_ff": d_ff}, registry=registry)
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:60]

@@ -1,0 +1,317 @@
+"""The report of an ablation: its table as text cells, ``report.md``, the curves and the
+paired differences as plots, and ``ablation.json``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from zoo.ablate.compare import SIZE_AXES
+from zoo.ablate.records import write_text
+from zoo.ablate.results import LEVEL, MIN_EFFECT, TRAIN_FLOPS_FACTOR, AblationResult, AblationRun
+from zoo.stats import Interval
+
+
+def table(
+    result: AblationResult, order: str | None = None, *, compact: bool = False
+) -> tuple[list[str], list[list[str]]]:
+    """The ablation's table as text cells, ``(header, rows)``, in ``rows(order)``'s order;
+    ``report.md`` shows it whole, the CLI ``compact`` (without parameters, FLOPs per
+    token and, on a path, the columns against the base; the rate only when tuned, the
+    training FLOPs only when they differ).
+
+    A swap's significance mark ``*`` is ``AblationRun.significant``: the 95% interval of
+    its paired difference to the base (on a path, to the row before) excludes 0.
+    """
+    path = result.mode == "path"
+    columns = [
+        "run",
+        "lr",
+        "val loss",
+        "Δ vs base",
+        "p",
+        "Δ this step",
+        "p (step)",
+        "sig",
+        "parameters",
+        "FLOPs/token",
+        "train FLOPs",
+    ]
+    dropped = set() if path else {"Δ this step", "p (step)"}
+    if compact:  # 80 columns: the step's Δ stands for the path, FLOPs for the budget
+        dropped |= {"parameters", "FLOPs/token", "p (step)"} | (set() if result.tuning else {"lr"})
+        dropped |= {"Δ vs base", "p"} if path else set()
+        dropped |= {"train FLOPs"} if len({run.train_flops for run in result.runs}) == 1 else set()
+    rows = []
+    for run in result.rows(order):
+        is_base = run.axis == "base"
+        step = run.delta_vs_previous
+        cells = {
+            "run": run.name,
+            "lr": f"{run.lr:.3g}",
+            "val loss": run.loss.format(),
+            "Δ vs base": "" if is_base else run.delta_vs_base.format(sign=True),
+            "p": "" if is_base else _p(run.delta_vs_base),
+            "Δ this step": "" if step is None else step.format(sign=True),
+            "p (step)": "" if step is None else _p(step),
+            "sig": "*" if run.significant else "",
+            "parameters": f"{run.parameters:,}",
+            "FLOPs/token": _si(run.flops_per_token),
+            "train FLOPs": _si(run.train_flops),
+        }
+        rows.append([cells[c] for c in columns if c not in dropped])
+    return [c for c in columns if c not in dropped], rows
+
+
+def _p(interval: Interval) -> str:
+    if interval.p_value is None:
+        return "n/a"
+    return "<0.001" if interval.p_value < 0.001 else f"{interval.p_value:.3f}"
+
+
+def _si(value: float) -> str:
+    """``1.23M``, ``4.5G``: a count in three significant digits."""
+    for factor, unit in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g}{unit}"
+    return f"{value:.3g}"
+
+
+def significant_swaps(result: AblationResult) -> list[str]:
+    """The names of the rows whose (paired) difference is significant, in table order."""
+    return [run.name for run in result.rows() if run.significant]
+
+
+def write_report(result: AblationResult) -> None:
+    """Write ``ablation.json``, the two plots and ``report.md`` into the results folder."""
+    folder = result.results_path.parent
+    result.plot_path = plot_curves(
+        result.runs, folder / "ablation.png", title=f"{result.base} -> {result.target}", notes=result.notes
+    )
+    result.delta_plot_path = plot_deltas(result, folder / "deltas.png")
+    result.report_path = folder / "report.md"
+    write_text(result.results_path, json.dumps(result.to_dict(), indent=2) + "\n")
+    write_text(result.report_path, report_markdown(result))
+
+
+def report_markdown(result: AblationResult) -> str:
+    """``report.md``: everything needed to read and repeat the ablation, on its own."""
+    lines = [*_summary(result), *_plots(result), *_rates(result), *_setup(result)]
+    if result.notes:
+        lines += ["## Notes", "", *(f"- {note}" for note in result.notes), ""]
+    return "\n".join(lines)
+
+
+def _summary(result: AblationResult) -> list[str]:
+    """The title, the command that repeats the ablation, the table and what is significant."""
+    s = result.settings
+    n = len(result.seeds)
+    header, rows = table(result)
+    significant = significant_swaps(result)
+    return [
+        f"# Ablation: {result.base} → {result.target}",
+        "",
+        (
+            f"{'A cumulative path' if result.mode == 'path' else 'Each single swap'} from `{result.base}` toward "
+            f"`{result.target}`, {len(result.runs)} variants × {n} seed{'s' if n > 1 else ''} "
+            f"({', '.join(map(str, result.seeds))}), zoo {result.version}."
+        ),
+        "",
+        "```bash",
+        result.command,
+        "```",
+        "",
+        "## Results",
+        "",
+        f"Final validation loss (nats/token) after {s.steps} steps: mean over the seeds ± the half-width "
+        f"of its {LEVEL:.0%} Student t interval. **Δ vs base**: the difference to the base paired over "
+        f"matching seeds (negative: better), ± its {LEVEL:.0%} interval; **p**: two-sided paired t test. "
+        f"**sig** `*`: the interval excludes 0 and |Δ| ≥ {MIN_EFFECT:g} (smaller is float rounding)"
+        + ("; on this path, of the step's own difference (Δ this step)." if result.mode == "path" else ".")
+        + (
+            " Rows: base, the swaps by effect size (largest first), target."
+            if result.order == "effect" and result.mode != "path"
+            else ""
+        ),
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|",
+        *("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows),
+        "",
+        f"Significant at {LEVEL:.0%}: {', '.join(f'`{name}`' for name in significant) if significant else 'none'}.",
+        "",
+    ]
+
+
+def _plots(result: AblationResult) -> list[str]:
+    lines = []
+    if result.plot_path:
+        lines += [
+            f"![validation curves]({result.plot_path.name})",
+            "",
+            f"Validation loss per step: the mean over the seeds, the band its {LEVEL:.0%} interval.",
+            "",
+        ]
+    if result.delta_plot_path:
+        lines += [
+            f"![paired differences]({result.delta_plot_path.name})",
+            "",
+            f"Paired Δ vs base with {LEVEL:.0%} error bars; a bar that misses 0 is significant.",
+            "",
+        ]
+    return lines
+
+
+def _rates(result: AblationResult) -> list[str]:
+    """The learning rates: the sweep's table, or the one rate of every run."""
+    lines = ["## Learning rates", ""]
+    if not result.tuning:
+        return lines + [f"One rate for every run: {result.settings.lr:g} (`--tune-lr` sweeps one per variant).", ""]
+    t = result.tuning
+    lines += [
+        (
+            f"Each variant trained at the best rate of a sweep over {', '.join(f'{r:g}' for r in t['grid'])}: "
+            f"{t['steps']} steps ({t['fraction']:g} of the budget), seed {t['seed']} (not one of the compared seeds), "
+            f"final validation loss per rate (— diverged):"
+        ),
+        "",
+        "| run | " + " | ".join(f"{r:g}" for r in t["grid"]) + " | chosen |",
+        "|---|" + "---:|" * (len(t["grid"]) + 1),
+    ]
+    for run in result.runs:
+        cells = ["—" if x.final_val_loss is None else f"{x.final_val_loss:.3f}" for x in run.tune]
+        lines.append(f"| {run.name} | " + " | ".join(cells) + f" | {run.lr:g} |")
+    return lines + [""]
+
+
+def _setup(result: AblationResult) -> list[str]:
+    """The budget, the data, the scale, the training recipe, the differences and the files."""
+    s, d = result.settings, result.data
+    tokens = s.steps * s.tokens_per_step
+    return [
+        "## Budget",
+        "",
+        (
+            f"Every run: {s.steps} steps × {s.batch_size} sequences × {s.seq_len} tokens = {tokens:,} tokens. "
+            f"FLOPs/token: one forward pass at {s.seq_len} tokens, measured by `zoo.summary`; train FLOPs per run "
+            f"≈ {TRAIN_FLOPS_FACTOR} × forward × tokens (the table). The whole ablation: {_si(result.total_train_flops)} "
+            f"FLOPs{' including the sweep' if result.tuning else ''}."
+        ),
+        "",
+        "## Setup",
+        "",
+        (
+            f"- Data: {d['source']}, {d['train_tokens']:,} training and {d['val_tokens']:,} validation tokens "
+            + (
+                f"(a folder prepared by `zoo data prepare`, manifest {d['manifest_digest']}: its validation split "
+                f"held out)."
+                if d.get("manifest_digest")
+                else "(the last 10% held out)."
+            )
+        ),
+        f"- Tokenizer: {d['tokenizer']}, vocabulary {d['vocab_size']:,}"
+        + (f" ({d['byte_fallback']:.0%} of GPT-2 tokens spelled out as bytes)" if d.get("byte_fallback") else "")
+        + ".",
+        (
+            f"- Scale shared by every run: d_model {result.scale['d_model']}, {result.scale['layers']} layers, "
+            f"{result.scale['heads']} heads, context {s.seq_len}; sizes are never swapped."
+        ),
+        (
+            f"- Training: AdamW β {s.betas[0]}/{s.betas[1]}, weight decay {s.weight_decay:g} on matrices, warmup "
+            f"{s.warmup} steps then cosine to {s.min_lr_ratio:g} × peak, gradient clip {s.grad_clip:g}, validation "
+            f"every {s.eval_every} steps on {s.eval_batches * s.batch_size} fixed windows. A seed sets the init and "
+            f"the data order; every variant sees the same data in the same order for the same seed."
+        ),
+        "- Differences (base → target): "
+        + "; ".join(
+            f"{axis} {a} → {b}" + ("" if axis not in SIZE_AXES else " (size: not swapped)")
+            for axis, a, b in result.differences
+        )
+        + ".",
+        "",
+        "## Files",
+        "",
+        f"`{result.results_path.name}` (every seed's curve, means, intervals and paired differences), one "
+        "checkpoint per run and seed with a `.json` record of its curve (`zoo inspect` shows a checkpoint's "
+        "ablation metadata)" + (", `tune/` (the sweep's records)" if result.tuning else "") + ".",
+        "",
+    ]
+
+
+def _figure() -> Any:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        return None
+    return Figure
+
+
+_NO_PLOT = "no plot: matplotlib is not installed; `pip install 'zoo-lm[plot]'` adds it"
+
+
+def plot_curves(runs: list[AblationRun], path: Path, *, title: str, notes: list[str]) -> Path | None:
+    """Validation loss against step for every run: the mean over the seeds with its
+    interval as a band, as a PNG; None (and a note) without matplotlib. Draws on a
+    standalone ``Figure``, leaving pyplot's global state alone."""
+    figure = _figure()
+    if figure is None:
+        if _NO_PLOT not in notes:
+            notes.append(_NO_PLOT)
+        return None
+    fig = figure(figsize=(8, 5), dpi=120)
+    ax = fig.add_subplot()
+    for run in runs:
+        points = run.mean_curve()
+        steps = [step for step, _ in points]
+        means = [ci.mean for _, ci in points]
+        style = {"linewidth": 2.5} if run.axis in ("base", "target") else {"linewidth": 1.2, "alpha": 0.85}
+        (line,) = ax.plot(steps, means, label=f"{run.name} ({run.loss.format()})", **style)
+        if all(ci.half_width is not None for _, ci in points):
+            low = [ci.low for _, ci in points]
+            high = [ci.high for _, ci in points]
+            ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
+    ax.set_xlabel("step")
+    ax.set_ylabel(f"validation loss (nats/token), mean ± {LEVEL:.0%} CI")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    return path
+
+
+def plot_deltas(result: AblationResult, path: Path) -> Path | None:
+    """The paired difference of every run to the base with its interval as error bars
+    (significant ones in colour), as a PNG; None without matplotlib."""
+    figure = _figure()
+    if figure is None:
+        if _NO_PLOT not in result.notes:
+            result.notes.append(_NO_PLOT)
+        return None
+    rows = [run for run in result.rows() if run.axis != "base"]
+    fig = figure(figsize=(8, 1.2 + 0.45 * len(rows)), dpi=120)
+    ax = fig.add_subplot()
+    for y, run in enumerate(reversed(rows)):
+        delta = run.delta_vs_base
+        colour = (
+            ("tab:green" if delta.mean < 0 else "tab:red")
+            if delta.significant and abs(delta.mean) >= MIN_EFFECT
+            else "tab:gray"
+        )
+        ax.errorbar(
+            delta.mean,
+            y,
+            xerr=delta.half_width if delta.half_width is not None else None,
+            fmt="o",
+            color=colour,
+            capsize=4,
+        )
+    ax.axvline(0.0, color="black", linewidth=1)
+    ax.set_yticks(range(len(rows)), [run.name for run in reversed(rows)], fontsize=8)
+    ax.set_xlabel(f"Δ final validation loss vs {result.base} (paired, {LEVEL:.0%} CI; < 0 is better)")
+    ax.set_title(f"{result.base} -> {result.target}: {len(result.seeds)} seeds")
+    ax.grid(alpha=0.3, axis="x")
+    fig.tight_layout()
+    fig.savefig(path)
+    return path

@@ -1,0 +1,234 @@
+"""What an ablation measured: a run per variant and seed, the variants with their
+statistics, and the whole study (``AblationResult``), each with its ``to_dict`` for
+``ablation.json``."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zoo.ablate.compare import SIZE_AXES
+from zoo.config import ModelConfig
+from zoo.errors import InputError
+from zoo.stats import Interval, mean_interval
+from zoo.training import CurvePoint, TrainSettings
+
+#: Confidence level of every interval.
+LEVEL = 0.95
+#: Paired differences smaller than this (nats/token) are float rounding, not effects:
+#: a swap that computes the same loss another way (head_output=logits) differs by ~1e-7,
+#: consistently enough over seeds for its interval to exclude 0. Never marked significant.
+MIN_EFFECT = 1e-4
+#: Training FLOPs per token as a multiple of the forward FLOPs (backward ~ 2x forward).
+TRAIN_FLOPS_FACTOR = 3
+
+#: The orders of the table's rows (``AblationResult.rows``).
+ORDERS = ("effect", "plan")
+
+
+@dataclass(frozen=True)
+class SeedRun:
+    """One trained model: a variant at one seed, with its checkpoint."""
+
+    seed: int
+    final_val_loss: float
+    curve: list[CurvePoint]
+    tokens_per_second: float
+    checkpoint: Path
+    reused: bool = False  # read back from an earlier, interrupted ablation
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "final_val_loss": self.final_val_loss,
+            "curve": curve_dict(self.curve),
+            "tokens_per_second": self.tokens_per_second,
+            "checkpoint": str(self.checkpoint),
+        }
+
+
+@dataclass(frozen=True)
+class TuneRun:
+    """One short run of the learning-rate sweep; ``final_val_loss`` is None when it diverged."""
+
+    lr: float
+    final_val_loss: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lr": self.lr, "final_val_loss": self.final_val_loss, "diverged": self.final_val_loss is None}
+
+
+@dataclass
+class AblationRun:
+    """One variant of an ablation, trained once per seed.
+
+    ``axis`` is ``"base"``, ``"target"`` or the config field swapped to the target's
+    value (on a cumulative path: the field this row adds). ``loss`` is the final
+    validation loss over the seeds; ``delta_vs_base`` the paired difference to the
+    base (negative: better than the base); ``delta_vs_previous`` on a path, the paired
+    difference to the row before (what adding this swap did). ``flops_per_token`` is
+    the forward pass at the training context; ``train_flops`` one seed's training
+    (``TRAIN_FLOPS_FACTOR`` x forward x tokens). ``tune`` holds the sweep that chose
+    ``lr`` (empty without ``tune_lr``).
+    """
+
+    name: str
+    axis: str
+    config: ModelConfig
+    lr: float
+    seeds: list[SeedRun]
+    loss: Interval
+    delta_vs_base: Interval
+    delta_vs_previous: Interval | None
+    parameters: int
+    flops_per_token: float
+    train_flops: float
+    tune: list[TuneRun] = field(default_factory=list)
+
+    @property
+    def final_val_loss(self) -> float:
+        """The mean final validation loss over the seeds."""
+        return self.loss.mean
+
+    @property
+    def perplexity(self) -> float:
+        return math.exp(self.loss.mean) if self.loss.mean < 700 else math.inf
+
+    @property
+    def checkpoint(self) -> Path:
+        """The first seed's checkpoint."""
+        return self.seeds[0].checkpoint
+
+    @property
+    def significant(self) -> bool:
+        """Whether this row's difference (to the base; on a path, to the row before) has
+        an interval that excludes 0 and is at least ``MIN_EFFECT``."""
+        delta = self.delta_vs_previous or self.delta_vs_base
+        return self.axis != "base" and delta.significant and abs(delta.mean) >= MIN_EFFECT
+
+    def losses(self) -> list[float]:
+        return [s.final_val_loss for s in self.seeds]
+
+    def mean_curve(self, level: float = LEVEL) -> list[tuple[int, Interval]]:
+        """Validation loss at each evaluated step, as a mean and interval over the seeds."""
+        steps = [p.step for p in self.seeds[0].curve]
+        return [(step, mean_interval([s.curve[i].val_loss for s in self.seeds], level)) for i, step in enumerate(steps)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "axis": self.axis,
+            "config": self.config.model_dump(mode="json"),
+            "lr": self.lr,
+            "final_val_loss": self.loss.to_dict(),
+            "perplexity": self.perplexity,
+            "delta_vs_base": self.delta_vs_base.to_dict(),
+            "delta_vs_previous": self.delta_vs_previous.to_dict() if self.delta_vs_previous else None,
+            "parameters": self.parameters,
+            "flops_per_token": self.flops_per_token,
+            "train_flops": self.train_flops,
+            "significant": self.significant,
+            "tune": [t.to_dict() for t in self.tune],
+            "seeds": [s.to_dict() for s in self.seeds],
+            "mean_curve": [{"step": step, **ci.to_dict()} for step, ci in self.mean_curve()],
+        }
+
+
+@dataclass
+class AblationResult:
+    """Every run of an ablation, its statistics, and where the outputs are.
+
+    ``runs`` are in plan order (base, swaps in ``AXES`` order or path order, target);
+    ``rows()`` gives the table's order. ``trained``/``reused`` name the runs trained
+    now and those read back from an earlier, interrupted ablation in the same folder.
+    A plot path is None when it could not be drawn; ``notes`` then says why (and
+    records anything else worth knowing, such as a swap that could not be built).
+    """
+
+    base: str
+    target: str
+    mode: str  # "swaps" (each single swap) or "path" (cumulative)
+    differences: list[tuple[str, Any, Any]]
+    runs: list[AblationRun]
+    settings: TrainSettings  # shared by every run; its seed is the first, its lr the base rate
+    seeds: list[int]
+    scale: dict[str, int]  # d_model, layers, heads shared by every run
+    data: dict[str, Any]
+    tuning: dict[str, Any] | None  # grid, steps, seed of the sweep; None without tune_lr
+    command: str
+    version: str
+    order: str  # "effect" or "plan": the order of rows()
+    results_path: Path
+    plot_path: Path | None
+    delta_plot_path: Path | None
+    report_path: Path | None
+    notes: list[str] = field(default_factory=list)
+    trained: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+    main_process: bool = True  # False on ranks > 0 of a torchrun launch (rank 0 writes the report)
+
+    def run(self, name_or_axis: str) -> AblationRun:
+        """The run called ``name_or_axis``, or the one that swapped that axis."""
+        for run in self.runs:
+            if name_or_axis in (run.name, run.axis):
+                return run
+        names = ", ".join(repr(n) for run in self.runs for n in dict.fromkeys((run.name, run.axis)))
+        raise InputError(f"this ablation has no run or axis {name_or_axis!r}; it has {names}")
+
+    def rows(self, order: str | None = None) -> list[AblationRun]:
+        """The runs in table order: ``"effect"`` puts the swaps between base and target by
+        the size of their effect, largest first; ``"plan"`` keeps the plan's (§08) order.
+        A cumulative path always keeps its order."""
+        order = order or self.order
+        if order not in ORDERS:
+            raise InputError(f"unknown row order {order!r}; use one of {', '.join(ORDERS)}")
+        if order == "plan" or self.mode == "path":
+            return list(self.runs)
+        middle = sorted(self.runs[1:-1], key=lambda r: -abs(r.delta_vs_base.mean))
+        return [self.runs[0], *middle, self.runs[-1]]
+
+    @property
+    def total_train_flops(self) -> float:
+        main = sum(run.train_flops * len(run.seeds) for run in self.runs)
+        tune_steps = self.tuning["steps"] if self.tuning else 0
+        per_step = self.settings.tokens_per_step * TRAIN_FLOPS_FACTOR
+        return main + sum(run.flops_per_token * per_step * tune_steps * len(run.tune) for run in self.runs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "base": self.base,
+            "target": self.target,
+            "mode": self.mode,
+            "differences": [
+                {"axis": axis, "base": a, "target": b, "swapped": axis not in SIZE_AXES}
+                for axis, a, b in self.differences
+            ],
+            "scale": self.scale,
+            "settings": {**self.settings.__dict__, "betas": list(self.settings.betas)},
+            "seeds": self.seeds,
+            "level": LEVEL,
+            "tuning": self.tuning,
+            "budget": {
+                "tokens_per_run": self.settings.steps * self.settings.tokens_per_step,
+                "train_flops_factor": TRAIN_FLOPS_FACTOR,
+                "total_train_flops": self.total_train_flops,
+            },
+            "data": self.data,
+            "command": self.command,
+            "zoo_version": self.version,
+            "order": self.order,
+            "table": [run.name for run in self.rows()],
+            "runs": [run.to_dict() for run in self.runs],
+            "plots": {
+                "curves": str(self.plot_path) if self.plot_path else None,
+                "deltas": str(self.delta_plot_path) if self.delta_plot_path else None,
+            },
+            "report": str(self.report_path) if self.report_path else None,
+            "notes": self.notes,
+        }
+
+
+def curve_dict(curve: list[CurvePoint]) -> list[dict[str, Any]]:
+    return [{"step": p.step, "train_loss": p.train_loss, "val_loss": p.val_loss} for p in curve]

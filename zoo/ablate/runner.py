@@ -1,0 +1,195 @@
+"""Running an ablation's jobs: each trains through the zoo's one loop (``training.fit``)
+and leaves its record, in this process, in worker processes, or as this rank's share of a
+``torchrun`` launch (the process group is ``training.distributed``'s)."""
+
+from __future__ import annotations
+
+import datetime
+import math
+import multiprocessing
+import os
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from queue import Empty
+from typing import Any
+
+import torch
+
+from zoo.ablate.plan import Job
+from zoo.ablate.records import Context, finished, read_record, write_record
+from zoo.checkpoint import save
+from zoo.errors import ConfigError
+from zoo.factory import build
+from zoo.registry import Registry, default_registry
+from zoo.training import fit  # the zoo's one training loop: every run goes through here
+from zoo.training.distributed import World, barrier, init_world
+
+ProgressCallback = Callable[[str, int, int, float | None], None]
+Reporter = Callable[[int, float | None], None]
+
+# Runs take minutes; the ranks that finish first wait at a barrier for the rest.
+_DIST_TIMEOUT = datetime.timedelta(hours=24)
+
+
+def join_world() -> World:
+    """This process's place under ``torchrun`` (a world of one otherwise): a gloo group,
+    whatever the device, since the ranks only meet at barriers between phases."""
+    world, _ = init_world("cpu", timeout=_DIST_TIMEOUT)
+    return world
+
+
+@dataclass
+class Runner:
+    """Trains jobs that have no record yet, and keeps the names of those trained and reused."""
+
+    context: Context
+    workers: int
+    world: World
+    registry: Registry
+    on_progress: ProgressCallback | None = None
+    trained: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+
+    def run(self, jobs: list[Job]) -> None:
+        """Train the jobs without a record: here, in ``workers`` processes, or this rank's share."""
+        todo = []
+        for job in jobs:
+            if finished(job, self.context):
+                self.reused.append(job.key)
+            else:
+                todo.append(job)
+        self.trained.extend(job.key for job in todo)
+        rank, size = self.world.rank, self.world.size
+        barrier(self.world)  # every rank has the same list before any writes a record
+        mine = todo[rank::size]
+        shown = self.on_progress if rank == 0 else None  # progress from rank 0 only
+        devices = _devices(self.context.device, self.workers if size == 1 else 1, rank)
+        if self.workers <= 1 or size > 1 or len(mine) <= 1:
+            for job in mine:
+                execute(job, self.context, devices[0], _reporter(shown, job), self.registry)
+        else:
+            _run_in_processes(mine, self.context, min(self.workers, len(mine)), devices, shown)
+        barrier(self.world)
+        if shown is not None and size > 1:  # the other ranks' runs, done now: their final losses
+            for job in todo:
+                if job not in mine:
+                    steps = job.settings.steps
+                    shown(job.label, steps, steps, read_record(job, self.context)["final_val_loss"])
+
+
+def execute(job: Job, context: Context, device: str, report: Reporter | None, registry: Registry) -> None:
+    """Train ``job`` and leave its record (and, for a compared run, its checkpoint)."""
+    if device.startswith("cuda"):
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(job.settings.seed)
+        model = build(job.config, registry=registry)
+    model.to(device)
+    steps = job.settings.steps
+    if report is not None:
+        report(0, None)
+    loss: float | None
+    try:
+        trained = fit(model, context.token_data(), None, job.settings, on_step=report)
+    except ConfigError as err:
+        if not job.tune:
+            raise ConfigError(f"run {job.label!r}: {err}") from err
+        loss, curve, speed = None, [], 0.0  # a rate of the sweep that diverged
+    else:
+        loss, curve, speed = trained.final_val_loss, trained.curve, trained.tokens_per_second
+        if job.tune and not math.isfinite(loss):
+            loss = None
+    if not job.tune:
+        about = {
+            "run": job.label,
+            "axis": job.axis,
+            "seed": job.settings.seed,
+            "lr": job.settings.lr,
+            "steps": steps,
+            "final_val_loss": loss,
+            "data": context.data,
+        }
+        save(model.to("cpu"), context.checkpoint(job), metadata={"ablation": about}, registry=registry)
+    write_record(job, context, loss, curve, speed)
+    if report is not None:
+        report(steps, loss)
+
+
+def _reporter(on_progress: ProgressCallback | None, job: Job) -> Reporter | None:
+    if on_progress is None:
+        return None
+    steps = job.settings.steps
+    return lambda step, loss: on_progress(job.label, step, steps, loss)
+
+
+def _devices(device: str, count: int, rank: int) -> list[str]:
+    """One device per worker: the CPU, or the GPUs round robin (a rank: its local GPU)."""
+    if device == "cpu":
+        return ["cpu"] * max(1, count)
+    gpus = torch.cuda.device_count()
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    return [f"cuda:{(local + i) % gpus}" for i in range(max(1, count))]
+
+
+# -- worker processes --------------------------------------------------------------------
+
+# The state of a worker process, set once by _start_worker.
+_WORKER: dict[str, Any] = {}
+
+
+def _start_worker(context: Context, progress: Any, devices: Any) -> None:
+    _WORKER.update(context=context, progress=progress, device=devices.get())
+    if context.threads is not None:
+        torch.set_num_threads(context.threads)
+
+
+def _work(job: Job) -> None:
+    progress = _WORKER["progress"]
+
+    def report(step: int, loss: float | None) -> None:
+        if step < job.settings.steps or loss is None:  # the parent reports the end itself
+            progress.put((job.label, step, job.settings.steps, loss))
+
+    execute(job, _WORKER["context"], _WORKER["device"], report, default_registry())
+
+
+def _run_in_processes(
+    jobs: list[Job], context: Context, workers: int, devices: list[str], on_progress: ProgressCallback | None
+) -> None:
+    """Train ``jobs`` in ``workers`` fresh (spawned) processes; each writes its record."""
+    mp = multiprocessing.get_context("spawn")
+    progress, free = mp.Queue(), mp.Queue()
+    for device in devices[:workers]:
+        free.put(device)
+    done_labels: set[str] = set()
+
+    def drain() -> None:
+        while True:
+            try:
+                label, step, total, loss = progress.get_nowait()
+            except Empty:
+                return
+            if on_progress is not None and label not in done_labels:
+                on_progress(label, step, total, loss)
+
+    with ProcessPoolExecutor(
+        workers, mp_context=mp, initializer=_start_worker, initargs=(context, progress, free)
+    ) as pool:
+        futures: dict[Future[None], Job] = {pool.submit(_work, job): job for job in jobs}
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                drain()
+                for future in done:
+                    future.result()  # a run's error stops the ablation
+                    job = futures[future]
+                    done_labels.add(job.label)
+                    if on_progress is not None:
+                        steps = job.settings.steps
+                        on_progress(job.label, steps, steps, read_record(job, context)["final_val_loss"])
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+    drain()

@@ -1,0 +1,58 @@
+"""The model ``train`` trains: a built model, a checkpoint (with the tokenizer it was
+trained with), or a preset name built with overrides and the run's seed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from zoo.checkpoint import inspect, load, versions
+from zoo.config import resolve_config
+from zoo.errors import ConfigError
+from zoo.factory import build
+from zoo.training.settings import TrainSettings
+
+
+def gpt2_vocab(model: nn.Module) -> bool:
+    return getattr(getattr(model, "config", None), "vocab_size", 0) >= 50257
+
+
+def model_of(
+    model: nn.Module | str | os.PathLike[str], overrides: dict[str, Any], settings: TrainSettings, resume_from: Any
+) -> tuple[nn.Module, str | None]:
+    """The model to train and the tokenizer it was trained with (when a checkpoint says)."""
+    if isinstance(model, nn.Module):
+        if overrides:
+            raise ConfigError("overrides apply to a preset name or checkpoint, not to a built model")
+        return model, None
+    if not isinstance(model, (str, os.PathLike)):
+        raise ConfigError(f"train() takes a preset name, a checkpoint path or a model, got {type(model).__name__}")
+    path = Path(model)
+    if path.exists():
+        meta = versions(path)[-1].metadata if path.is_dir() else inspect(path, verify=False).metadata
+        loaded = load(path)
+        if overrides:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(settings.seed)
+                rebuilt = build(resolve_config(loaded.config, overrides))
+            try:
+                rebuilt.load_state_dict(loaded.state_dict())
+            except RuntimeError as err:
+                raise ConfigError(f"the overrides change the shape of {path}'s weights: {err}") from err
+            loaded = rebuilt
+        return loaded.train(), trained_tokenizer(meta)
+    trained = None
+    if resume_from is not None and Path(resume_from).is_dir() and (saved := versions(resume_from)):
+        trained = trained_tokenizer(saved[-1].metadata)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(settings.seed)
+        return build(str(model), **overrides), trained
+
+
+def trained_tokenizer(metadata: dict[str, Any]) -> str | None:
+    training = metadata.get("training")
+    return training.get("tokenizer") if isinstance(training, dict) else None
