@@ -22,6 +22,7 @@ from zoo.ablate.results import ORDERS
 from zoo.config import ModelConfig, resolve_config
 from zoo.errors import ConfigError, InputError, ZooError, printable
 from zoo.registry import Registry, default_registry
+from zoo.stats import CORRECTIONS, DEFAULT_CORRECTION
 from zoo.training import TrainSettings, bundled_corpus, load_corpus, open_data, read_text
 
 #: The default scale: each of the nine runs of transformer-2017 -> gpt2-small takes a
@@ -56,6 +57,9 @@ TUNE_FRACTION = 0.25
 #: The sweep's seed is the first seed plus this: not a compared seed, and the same
 #: whatever the number of seeds (so adding seeds reuses the sweep).
 TUNE_SEED_OFFSET = 1000
+#: The A/A control (the base again) trains at seeds ``seed + CONTROL_SEED_OFFSET + i``, an
+#: independent stream paired with the base's seed ``seed + i``: its Δ is pure seed noise.
+CONTROL_SEED_OFFSET = 2000
 
 # run_ablation arguments that are also `zoo ablate` flags of the same name (--d-model for d_model):
 # the command that repeats an ablation names them.
@@ -76,6 +80,8 @@ FLAG_OPTIONS = (
     "threads",
     "order",
     "device",
+    "correction",
+    "warmup",
 )
 
 
@@ -108,6 +114,9 @@ class Options:
     vocab_limit: int | None
     max_chars: int | None
     threads: int | None
+    correction: str = DEFAULT_CORRECTION
+    warmup: int | None = None  # warm-up steps; None: the training loop's default (a tenth of the steps)
+    swaps: list[str] | None = None  # train only these single swaps (axes); None: every one
 
     @property
     def on_path(self) -> bool:
@@ -133,6 +142,14 @@ class Options:
             problems.append("device='cuda' but torch sees no GPU; use --device cpu")
         if not isinstance(self.tune_fraction, (int, float)) or not 0.0 < self.tune_fraction <= 1.0:
             problems.append(f"tune_fraction={self.tune_fraction!r} must be within (0, 1] (--tune-fraction)")
+        if self.correction not in CORRECTIONS:
+            problems.append(f"correction={self.correction!r} must be one of {', '.join(CORRECTIONS)} (--correction)")
+        if self.warmup is not None and (
+            isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or not 0 <= self.warmup <= self.steps
+        ):
+            problems.append(f"warmup={self.warmup!r} must be an integer within [0, steps={self.steps}] (--warmup)")
+        if self.swaps is not None and self.on_path:
+            problems.append("swaps picks single swaps; a cumulative path takes its axes from path (--path AXIS,...)")
         if problems:
             raise ConfigError(f"invalid ablation settings: {'; '.join(problems)}")
 
@@ -155,6 +172,8 @@ class Options:
             words.append("--path")
         elif self.path:
             words += ["--path", ",".join(self.path)]
+        if self.swaps is not None:
+            words += ["--swaps", ",".join(self.swaps)]
         words += ["--out", str(self.out_dir)]
         return shlex.join(words)
 
@@ -164,7 +183,7 @@ class Variant:
     """One design the ablation trains: the base, a swap (or a path step), the target."""
 
     name: str
-    axis: str  # "base", "target" or the swapped field
+    axis: str  # "base", "control" (the base again, other seeds), "target" or the swapped field
     config: ModelConfig
 
 
@@ -210,8 +229,14 @@ class Plan:
         seed = self.options.seed + TUNE_SEED_OFFSET
         return {"grid": self.grid, "steps": steps, "fraction": self.options.tune_fraction, "seed": seed}
 
+    def seeds_of(self, variant: Variant) -> list[int]:
+        """The seeds ``variant`` trains at: the compared seeds, or the control's own stream."""
+        offset = CONTROL_SEED_OFFSET if variant.axis == "control" else 0
+        return [s + offset for s in self.seeds]
+
     def tune_jobs(self) -> list[list[Job]]:
-        """Per variant, a short run at each rate of the grid."""
+        """Per variant, a short run at each rate of the grid (none for the control, which
+        trains at the base's rate)."""
         tuning = self.tuning
         if tuning is None:
             return [[] for _ in self.variants]
@@ -227,17 +252,26 @@ class Plan:
                     replace(short, lr=rate),
                     tune=True,
                 )
-                for rate in self.grid
+                for rate in (self.grid if v.axis != "control" else [])
             ]
-            for index, v in enumerate(self.variants)
+            for index, v in self._numbered()
         ]
+
+    def _numbered(self) -> list[tuple[int, Variant]]:
+        """The variants with the number their files carry; the control's files carry none
+        (``control-<base>-seedK``), so the swaps keep their numbers."""
+        numbered, index = [], 0
+        for v in self.variants:
+            numbered.append((-1 if v.axis == "control" else index, v))
+            index += v.axis != "control"
+        return numbered
 
     def seed_jobs(self, lrs: list[float]) -> list[list[Job]]:
         """Per variant, a run at each seed, at the variant's rate."""
         jobs = []
-        for index, v in enumerate(self.variants):
+        for (index, v), lr in zip(self._numbered(), lrs):
             prefix = v.axis if v.axis in ("base", "target") else ("path" if self.options.on_path else "swap")
-            stem = f"{index:02d}-{prefix}-{slug(v.name)}"
+            stem = f"control-{slug(self.options.base)}" if index < 0 else f"{index:02d}-{prefix}-{slug(v.name)}"
             one = self.options.seeds == 1
             jobs.append(
                 [
@@ -246,10 +280,10 @@ class Plan:
                         v.name if one and s == 0 else f"{v.name} seed {s}",
                         v.axis,
                         v.config,
-                        replace(self.settings, seed=s, lr=lrs[index]),
+                        replace(self.settings, seed=s, lr=lr),
                         tune=False,
                     )
-                    for s in self.seeds
+                    for s in self.seeds_of(v)
                 ]
             )
         return jobs
@@ -280,6 +314,7 @@ def make_plan(options: Options, registry: Registry) -> Plan:
         eval_every=o.eval_every,
         seed=o.seed,
         threads=o.threads,
+        warmup_steps=o.warmup,
     )
     grid = lr_grid(o.lr, o.lr_grid) if o.tune_lr else []
     notes: list[str] = []
@@ -299,8 +334,24 @@ def make_plan(options: Options, registry: Registry) -> Plan:
     if o.on_path:
         variants = cumulative_path(ends, swappable, o.path or [], notes, registry)
     else:
-        variants = single_swaps(ends, swappable, notes, registry)
+        variants = single_swaps(ends, _picked(swappable, o.swaps), notes, registry)
+    control = Variant("control", "control", small_base)  # the A/A row: the base under other seeds
+    variants.insert(1, control)
     return Plan(o, differences, variants, settings, grid, tokens, described, notes)
+
+
+def _picked(swappable: list[tuple[str, Any]], swaps: list[str] | None) -> list[tuple[str, Any]]:
+    """The swaps named by ``swaps`` (in the differences' order), or all of them."""
+    if swaps is None:
+        return swappable
+    axes = [axis for axis, _ in swappable]
+    unknown = [axis for axis in swaps if axis not in axes]
+    if unknown or not swaps:
+        raise InputError(
+            f"swaps names {', '.join(repr(a) for a in unknown) or 'nothing'}; it takes axes among the "
+            f"swappable differences: {', '.join(axes) or 'none'} (--swaps AXIS,AXIS,...)"
+        )
+    return [(axis, value) for axis, value in swappable if axis in swaps]
 
 
 def ablation_data(

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from zoo.ablate.diagnostics import Diagnostics
 from zoo.ablate.plan import Job
 from zoo.ablate.results import SeedRun, curve_dict
 from zoo.checkpoint.store import write_atomically
@@ -82,7 +83,12 @@ def read_record(job: Job, context: Context) -> dict[str, Any]:
 
 
 def write_record(
-    job: Job, context: Context, loss: float | None, curve: list[CurvePoint], tokens_per_second: float
+    job: Job,
+    context: Context,
+    loss: float | None,
+    curve: list[CurvePoint],
+    tokens_per_second: float,
+    diagnostics: list[Diagnostics] | None = None,
 ) -> None:
     """Leave ``job``'s record: what it measured, and the fingerprint that makes it reusable."""
     record = {
@@ -92,6 +98,7 @@ def write_record(
         "curve": curve_dict(curve),
         "tokens_per_second": tokens_per_second,
         "checkpoint": None if job.tune else context.checkpoint(job).name,
+        "diagnostics": [d.to_dict() for d in diagnostics or []],
     }
     write_text(context.record_path(job), json.dumps(record, indent=1) + "\n")
 
@@ -105,6 +112,7 @@ def seed_run(job: Job, record: dict[str, Any], context: Context, reused: bool) -
         tokens_per_second=record["tokens_per_second"],
         checkpoint=context.out_dir / record["checkpoint"],  # a name: the folder may have moved
         reused=reused,
+        diagnostics=[Diagnostics.from_dict(d) for d in record.get("diagnostics", [])],
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from zoo._version import __version__
@@ -15,7 +16,7 @@ from zoo.ablate.results import LEVEL, TRAIN_FLOPS_FACTOR, AblationResult, Ablati
 from zoo.ablate.runner import ProgressCallback, Runner, join_world
 from zoo.errors import ConfigError, InputError
 from zoo.registry import Registry, default_registry
-from zoo.stats import mean_interval, paired_difference
+from zoo.stats import DEFAULT_CORRECTION, adjust_optional, mean_interval, paired_difference
 from zoo.summary import summarize
 from zoo.training.distributed import barrier
 
@@ -48,6 +49,9 @@ def run_ablation(
     vocab_limit: int | None = 1024,
     max_chars: int | None = None,
     threads: int | None = 1,
+    correction: str = DEFAULT_CORRECTION,
+    warmup: int | None = None,
+    swaps: Sequence[str] | None = None,
     command: str | None = None,
     registry: Registry | None = None,
 ) -> AblationResult:
@@ -74,7 +78,14 @@ def run_ablation(
     ``tune_lr``), then train it at its best rate; otherwise every run uses ``lr``. ``path``: True for the cumulative path in
     the default order, or a sequence of axes giving its order (axes left out follow in
     the default order). ``order``: the table's rows by ``"effect"`` size or in
-    ``"plan"`` order.
+    ``"plan"`` order. ``swaps``: train only these single swaps (axes), not every one.
+
+    Every study has a ``control`` row: the base again at seeds ``seed +
+    CONTROL_SEED_OFFSET + i``, paired with the base's seed ``seed + i``, so its
+    difference is seed noise alone (an A/A test). ``correction``: ``"holm"`` (default),
+    ``"bonferroni"``, ``"bh"`` or ``"none"``, over the tests of every row but the base
+    (``zoo.stats.adjust_p``); a row's ``*`` follows its adjusted p. ``warmup``: the
+    learning-rate warm-up steps (default: a tenth of the steps).
 
     ``workers``: runs trained at once, each in a process of its own (results identical
     to ``workers=1``). Under ``torchrun`` the runs are spread over the ranks instead;
@@ -96,7 +107,6 @@ def run_ablation(
     and ``report.md``. Restarted with the same ``out_dir``, it trains only the runs
     that have no record yet.
     """
-    registry = registry or default_registry()
     registry = registry or default_registry()
     options = Options(
         base=base,
@@ -124,6 +134,9 @@ def run_ablation(
         vocab_limit=vocab_limit,
         max_chars=max_chars,
         threads=threads,
+        correction=correction,
+        warmup=warmup,
+        swaps=None if swaps is None else list(swaps),
     )
     return _run(options, on_progress, command or options.command(), registry or default_registry())
 
@@ -148,6 +161,7 @@ def _run(options: Options, on_progress: ProgressCallback | None, command: str, r
     runner = Runner(context, options.workers, world, registry, on_progress)
     tunes = _tune(plan, runner)
     lrs = [_best_rate(v.name, tune, plan.grid) if tune else options.lr for v, tune in zip(plan.variants, tunes)]
+    lrs = [lrs[0] if v.axis == "control" else lr for v, lr in zip(plan.variants, lrs)]  # the base's rate
     jobs = plan.seed_jobs(lrs)
     runner.run([job for per_variant in jobs for job in per_variant])
     runs = _collect(plan, jobs, lrs, tunes, runner, registry)
@@ -191,7 +205,8 @@ def _collect(
         seed_runs = [seed_run(job, read_record(job, context), context, job.key in runner.reused) for job in mine]
         summary = summarize(variant.config, context=settings.seq_len, registry=registry)
         losses = [s.final_val_loss for s in seed_runs]
-        previous = runs[-1].losses() if runs and plan.options.on_path else None
+        steps = [run for run in runs if run.axis != "control"]  # a path's rows; the control is on none
+        previous = steps[-1].losses() if steps and plan.options.on_path and variant.axis != "control" else None
         runs.append(
             AblationRun(
                 name=variant.name,
@@ -211,6 +226,20 @@ def _collect(
                 tune=tune,
             )
         )
+    return corrected(runs, plan.options.correction)
+
+
+def corrected(runs: list[AblationRun], method: str) -> list[AblationRun]:
+    """``runs`` with every tested difference's ``p_adjusted`` set: one family for the
+    differences to the base (every row but the base), and on a path one for the steps."""
+    tested = runs[1:]
+    to_base = adjust_optional([run.delta_vs_base.p_value for run in tested], method)
+    steps = [run.delta_vs_previous.p_value for run in tested if run.delta_vs_previous is not None]
+    to_previous = iter(adjust_optional(steps, method))
+    for run, p in zip(tested, to_base):
+        run.delta_vs_base = replace(run.delta_vs_base, p_adjusted=p)
+        if run.delta_vs_previous is not None:
+            run.delta_vs_previous = replace(run.delta_vs_previous, p_adjusted=next(to_previous))
     return runs
 
 
@@ -245,4 +274,5 @@ def _result(plan: Plan, runs: list[AblationRun], command: str, runner: Runner) -
         trained=runner.trained,
         reused=runner.reused,
         main_process=runner.world.is_main,
+        correction=o.correction,
     )
