@@ -4,10 +4,12 @@ cannot carry (docs/ablation.md's), and the next step. ``report.md`` and the CLI 
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from zoo.ablate.results import ALPHA, AblationResult, AblationRun
-from zoo.stats import POWER, seeds_needed
+from zoo.ablate.results import ALPHA, MIN_EFFECT, AblationResult, AblationRun
+from zoo.stats import POWER, Interval, seeds_needed
 
 #: The corrections by name, as a sentence says them.
 CORRECTION_NAMES = {
@@ -35,11 +37,14 @@ def corrected_alpha(result: AblationResult) -> float:
 
 
 def unclear_rows(result: AblationResult) -> list[Unclear]:
-    """The unmarked swaps and target (in table order) with a spread to compute power from."""
+    """The unmarked swaps and target (in table order) with a spread to compute power from and a
+    difference that is not float rounding (``MIN_EFFECT``)."""
     rows = []
     for run in result.rows():
         delta = run.tested
         if run.axis in ("base", "control") or run.significant or delta.sd is None or delta.n < 2:
+            continue
+        if abs(delta.mean) < MIN_EFFECT:
             continue
         rows.append(Unclear(run, seeds_needed(delta.sd, delta.mean, alpha=corrected_alpha(result), limit=SEED_LIMIT)))
     return rows
@@ -93,6 +98,12 @@ def noise_section(result: AblationResult) -> list[str]:
             )
             lines.append(f"- `{row.run.name}` (Δ {d.format(4, sign=True)}): {what}.")
         lines.append("")
+    rounding = [
+        run.name for run in result.rows() if run.axis not in ("base", "control") and abs(run.tested.mean) < MIN_EFFECT
+    ]
+    if rounding:
+        names = ", ".join(f"`{name}`" for name in rounding)
+        lines += [f"{names}: |Δ| < {MIN_EFFECT:g}, float rounding: the same loss computed another way.", ""]
     return lines
 
 
@@ -141,9 +152,12 @@ def next_step(result: AblationResult) -> str:
         return "train `--seeds 3` or more: one seed has no interval"
     if control is not None and control.significant:
         return "the control is marked: add seeds (`--seeds`) before trusting any mark"
-    if unclear and min(row.seeds or 0 for row in unclear) <= max(8, 2 * len(result.seeds)):
-        wanted = min(row.seeds or 0 for row in unclear)
-        return f"`--seeds {wanted}` resolves the closest unclear row ({unclear[0].run.name}); finished seeds are reused"
+    closest = min(unclear, key=lambda row: row.seeds or 0, default=None)
+    if closest is not None and (closest.seeds or 0) <= max(8, 2 * len(result.seeds)):
+        return (
+            f"`--seeds {closest.seeds}` should resolve the closest unclear row ({closest.run.name}); "
+            "finished seeds are reused"
+        )
     return (
         "see whether the marked effects hold with size: `--scales` (e.g. 64x2,128x4,192x6) with "
         "`--tokens-per-param`, and whether they hold at their best rate: `--lr-sweep`"
@@ -152,3 +166,23 @@ def next_step(result: AblationResult) -> str:
 
 def next_step_section(result: AblationResult) -> list[str]:
     return ["## Next step", "", next_step(result)[0].upper() + next_step(result)[1:] + ".", ""]
+
+
+#: How an effect moves along a scale ladder (``trend``).
+TRENDS = ("grows", "shrinks", "flips", "flat within noise")
+
+
+def trend(deltas: Sequence[Interval]) -> str:
+    """How a Δ changes from the first rung to the last: ``"flat within noise"`` when the change
+    is within the two intervals' combined half-width; ``"flips"`` when both ends exclude 0 on
+    opposite sides; else ``"grows"`` or ``"shrinks"`` (in size); ``"unknown"`` without
+    intervals (one seed)."""
+    if len(deltas) < 2 or any(d.half_width is None for d in deltas):
+        return "unknown"
+    first, last = deltas[0], deltas[-1]
+    noise = math.hypot(first.half_width or 0.0, last.half_width or 0.0)
+    if abs(last.mean - first.mean) <= noise:
+        return "flat within noise"
+    if first.mean * last.mean < 0 and last.significant and first.significant:
+        return "flips"
+    return "grows" if abs(last.mean) > abs(first.mean) else "shrinks"

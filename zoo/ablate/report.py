@@ -274,7 +274,8 @@ def _setup(result: AblationResult) -> list[str]:
     ]
 
 
-def _figure() -> Any:
+def figure_class() -> Any:
+    """matplotlib's ``Figure`` (drawn on standalone, leaving pyplot's state alone); None without matplotlib."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
@@ -289,7 +290,7 @@ def plot_curves(runs: list[AblationRun], path: Path, *, title: str, notes: list[
     """Validation loss against step for every run: the mean over the seeds with its
     interval as a band, as a PNG; None (and a note) without matplotlib. Draws on a
     standalone ``Figure``, leaving pyplot's global state alone."""
-    figure = _figure()
+    figure = figure_class()
     if figure is None:
         if _NO_PLOT not in notes:
             notes.append(_NO_PLOT)
@@ -319,7 +320,7 @@ def plot_curves(runs: list[AblationRun], path: Path, *, title: str, notes: list[
 def plot_deltas(result: AblationResult, path: Path) -> Path | None:
     """The paired difference of every run to the base with its interval as error bars
     (significant ones in colour), as a PNG; None without matplotlib."""
-    figure = _figure()
+    figure = figure_class()
     if figure is None:
         if _NO_PLOT not in result.notes:
             result.notes.append(_NO_PLOT)
@@ -355,10 +356,12 @@ def plot_diagnostics(result: AblationResult, path: Path) -> Path | None:
     """Per block, the gradient norm of its weights and the residual stream's RMS after it,
     at the first and the last evaluation, one line per variant (mean over the seeds); None
     without matplotlib or without diagnostics (records from before they were taken)."""
-    figure = _figure()
+    figure = figure_class()
     runs = [run for run in result.runs if run.axis != "control" and all(s.diagnostics for s in run.seeds)]
     if figure is None or not runs:
         return None
+    from matplotlib.ticker import MaxNLocator
+
     fig = figure(figsize=(11, 7), dpi=110)
     axes = fig.subplots(2, 2, squeeze=False)
     for col, (index, when) in enumerate(((0, "first"), (-1, "last"))):
@@ -375,6 +378,7 @@ def plot_diagnostics(result: AblationResult, path: Path) -> Path | None:
         axes[0][col].set_yscale("log")
         for row in axes:
             row[col].set_xlabel("block")
+            row[col].xaxis.set_major_locator(MaxNLocator(integer=True))
             row[col].grid(alpha=0.3)
     axes[0][0].legend(fontsize=7)
     fig.suptitle(f"{result.base} -> {result.target}: inside the runs")
