@@ -134,7 +134,7 @@ def _study_region(study: StudyResult, figures: dict[str, str]) -> str:
 
 def _marked(study: StudyResult, rung: str, name: str) -> bool:
     result = study.cell(rung)
-    return any(run.name == name and run.significant for run in result.runs)
+    return any(run.name == name and run.significant for run in result.rows())
 
 
 def cells_table_plain(study: StudyResult) -> list[str]:

@@ -211,7 +211,7 @@ class StudyResult:
         out = []
         for lr, warmup in itertools.product(self.rates, self.warmups):
             results = [self.cell(r.name, lr, warmup) for r in self.rungs]
-            for run in results[0].runs[1:]:
+            for run in results[0].rows("plan")[1:]:
                 rows = [_row(result, run.name) for result in results]
                 if any(row is None for row in rows):
                     continue
@@ -279,7 +279,7 @@ class StudyResult:
 
 
 def _row(result: AblationResult, name: str) -> AblationRun | None:
-    return next((run for run in result.runs if run.name == name), None)
+    return next((run for run in result.rows("plan") if run.name == name), None)
 
 
 def _table_dict(result: AblationResult) -> list[dict[str, Any]]:

@@ -183,7 +183,7 @@ class Variant:
     """One design the ablation trains: the base, a swap (or a path step), the target."""
 
     name: str
-    axis: str  # "base", "control" (the base again, other seeds), "target" or the swapped field
+    axis: str  # "base", "target" or the swapped field
     config: ModelConfig
 
 
@@ -229,14 +229,8 @@ class Plan:
         seed = self.options.seed + TUNE_SEED_OFFSET
         return {"grid": self.grid, "steps": steps, "fraction": self.options.tune_fraction, "seed": seed}
 
-    def seeds_of(self, variant: Variant) -> list[int]:
-        """The seeds ``variant`` trains at: the compared seeds, or the control's own stream."""
-        offset = CONTROL_SEED_OFFSET if variant.axis == "control" else 0
-        return [s + offset for s in self.seeds]
-
     def tune_jobs(self) -> list[list[Job]]:
-        """Per variant, a short run at each rate of the grid (none for the control, which
-        trains at the base's rate)."""
+        """Per variant, a short run at each rate of the grid."""
         tuning = self.tuning
         if tuning is None:
             return [[] for _ in self.variants]
@@ -252,26 +246,17 @@ class Plan:
                     replace(short, lr=rate),
                     tune=True,
                 )
-                for rate in (self.grid if v.axis != "control" else [])
+                for rate in self.grid
             ]
-            for index, v in self._numbered()
+            for index, v in enumerate(self.variants)
         ]
-
-    def _numbered(self) -> list[tuple[int, Variant]]:
-        """The variants with the number their files carry; the control's files carry none
-        (``control-<base>-seedK``), so the swaps keep their numbers."""
-        numbered, index = [], 0
-        for v in self.variants:
-            numbered.append((-1 if v.axis == "control" else index, v))
-            index += v.axis != "control"
-        return numbered
 
     def seed_jobs(self, lrs: list[float]) -> list[list[Job]]:
         """Per variant, a run at each seed, at the variant's rate."""
         jobs = []
-        for (index, v), lr in zip(self._numbered(), lrs):
+        for index, (v, lr) in enumerate(zip(self.variants, lrs)):
             prefix = v.axis if v.axis in ("base", "target") else ("path" if self.options.on_path else "swap")
-            stem = f"control-{slug(self.options.base)}" if index < 0 else f"{index:02d}-{prefix}-{slug(v.name)}"
+            stem = f"{index:02d}-{prefix}-{slug(v.name)}"
             one = self.options.seeds == 1
             jobs.append(
                 [
@@ -283,10 +268,31 @@ class Plan:
                         replace(self.settings, seed=s, lr=lr),
                         tune=False,
                     )
-                    for s in self.seeds_of(v)
+                    for s in self.seeds
                 ]
             )
         return jobs
+
+    def control_jobs(self, lr: float) -> list[Job]:
+        """The A/A control: the base again at the base's rate, at seeds ``seed +
+        CONTROL_SEED_OFFSET + i`` (files ``control-<base>-seedK``, so the variants keep
+        their numbers)."""
+        base = self.variants[0]
+        return [
+            Job(
+                f"control-{slug(self.options.base)}-seed{s}",
+                f"control seed {s}",
+                "control",
+                base.config,
+                replace(self.settings, seed=s, lr=lr),
+                tune=False,
+            )
+            for s in self.control_seeds
+        ]
+
+    @property
+    def control_seeds(self) -> list[int]:
+        return [s + CONTROL_SEED_OFFSET for s in self.seeds]
 
 
 def make_plan(options: Options, registry: Registry) -> Plan:
@@ -335,8 +341,6 @@ def make_plan(options: Options, registry: Registry) -> Plan:
         variants = cumulative_path(ends, swappable, o.path or [], notes, registry)
     else:
         variants = single_swaps(ends, _picked(swappable, o.swaps), notes, registry)
-    control = Variant("control", "control", small_base)  # the A/A row: the base under other seeds
-    variants.insert(1, control)
     return Plan(o, differences, variants, settings, grid, tokens, described, notes)
 
 

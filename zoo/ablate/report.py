@@ -357,7 +357,7 @@ def plot_diagnostics(result: AblationResult, path: Path) -> Path | None:
     at the first and the last evaluation, one line per variant (mean over the seeds); None
     without matplotlib or without diagnostics (records from before they were taken)."""
     figure = figure_class()
-    runs = [run for run in result.runs if run.axis != "control" and all(s.diagnostics for s in run.seeds)]
+    runs = [run for run in result.runs if all(s.diagnostics for s in run.seeds)]
     if figure is None or not runs:
         return None
     from matplotlib.ticker import MaxNLocator

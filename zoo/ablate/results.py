@@ -199,13 +199,14 @@ class AblationResult:
     main_process: bool = True  # False on ranks > 0 of a torchrun launch (rank 0 writes the report)
     correction: str = DEFAULT_CORRECTION  # the family-wise correction over the rows' tests
     diagnostics_plot_path: Path | None = None
+    control: AblationRun | None = None  # the A/A row (None in results from before it existed)
 
     def run(self, name_or_axis: str) -> AblationRun:
         """The run called ``name_or_axis``, or the one that swapped that axis."""
-        for run in self.runs:
+        for run in self.rows("plan"):
             if name_or_axis in (run.name, run.axis):
                 return run
-        names = ", ".join(repr(n) for run in self.runs for n in dict.fromkeys((run.name, run.axis)))
+        names = ", ".join(repr(n) for run in self.rows("plan") for n in dict.fromkeys((run.name, run.axis)))
         raise InputError(f"this ablation has no run or axis {name_or_axis!r}; it has {names}")
 
     def rows(self, order: str | None = None) -> list[AblationRun]:
@@ -215,26 +216,21 @@ class AblationResult:
         order = order or self.order
         if order not in ORDERS:
             raise InputError(f"unknown row order {order!r}; use one of {', '.join(ORDERS)}")
+        control = [self.control] if self.control is not None else []
         if order == "plan" or self.mode == "path":
-            return list(self.runs)
-        head = [run for run in self.runs[:-1] if run.axis in ("base", "control")]
-        middle = sorted((r for r in self.runs[1:-1] if r.axis != "control"), key=lambda r: -abs(r.delta_vs_base.mean))
-        return [*head, *middle, self.runs[-1]]
-
-    @property
-    def control(self) -> AblationRun | None:
-        """The A/A row (None in records from before it existed)."""
-        return next((run for run in self.runs if run.axis == "control"), None)
+            return [self.runs[0], *control, *self.runs[1:]]
+        middle = sorted(self.runs[1:-1], key=lambda r: -abs(r.delta_vs_base.mean))
+        return [self.runs[0], *control, *middle, self.runs[-1]]
 
     @property
     def swaps(self) -> list[AblationRun]:
-        """The rows between base and target, without the control."""
-        return [run for run in self.runs if run.axis not in ("base", "control", "target")]
+        """The rows between base and target (single swaps or path steps)."""
+        return self.runs[1:-1]
 
     @property
     def tests(self) -> int:
-        """How many tests the correction is over: every row but the base."""
-        return sum(run.axis != "base" for run in self.runs)
+        """How many tests the correction is over: every row but the base, the control included."""
+        return len(self.runs) - 1 + (self.control is not None)
 
     def noise_floor(self, *, corrected: bool = False) -> float | None:
         """The smallest paired Δ these seeds detect with 80% power, from the spread of the
@@ -252,7 +248,7 @@ class AblationResult:
 
     @property
     def total_train_flops(self) -> float:
-        main = sum(run.train_flops * len(run.seeds) for run in self.runs)
+        main = sum(run.train_flops * len(run.seeds) for run in [*self.runs, *([self.control] if self.control else [])])
         tune_steps = self.tuning["steps"] if self.tuning else 0
         per_step = self.settings.tokens_per_step * TRAIN_FLOPS_FACTOR
         return main + sum(run.flops_per_token * per_step * tune_steps * len(run.tune) for run in self.runs)
@@ -291,6 +287,7 @@ class AblationResult:
             "order": self.order,
             "table": [run.name for run in self.rows()],
             "runs": [run.to_dict() for run in self.runs],
+            "control": self.control.to_dict() if self.control is not None else None,
             "plots": {
                 "curves": str(self.plot_path) if self.plot_path else None,
                 "deltas": str(self.delta_plot_path) if self.delta_plot_path else None,

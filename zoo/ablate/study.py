@@ -161,11 +161,13 @@ def _run(options: Options, on_progress: ProgressCallback | None, command: str, r
     runner = Runner(context, options.workers, world, registry, on_progress)
     tunes = _tune(plan, runner)
     lrs = [_best_rate(v.name, tune, plan.grid) if tune else options.lr for v, tune in zip(plan.variants, tunes)]
-    lrs = [lrs[0] if v.axis == "control" else lr for v, lr in zip(plan.variants, lrs)]  # the base's rate
     jobs = plan.seed_jobs(lrs)
-    runner.run([job for per_variant in jobs for job in per_variant])
+    control_jobs = plan.control_jobs(lrs[0])  # the base's rate
+    runner.run([*(job for per_variant in jobs for job in per_variant), *control_jobs])
     runs = _collect(plan, jobs, lrs, tunes, runner, registry)
-    result = _result(plan, runs, command, runner)
+    control = _control(plan, control_jobs, runs[0], runner)
+    corrected(runs, plan.options.correction, control)
+    result = _result(plan, runs, command, runner, control)
     if result.main_process:
         write_report(result)
     barrier(world)  # the other ranks return once the report exists
@@ -205,8 +207,7 @@ def _collect(
         seed_runs = [seed_run(job, read_record(job, context), context, job.key in runner.reused) for job in mine]
         summary = summarize(variant.config, context=settings.seq_len, registry=registry)
         losses = [s.final_val_loss for s in seed_runs]
-        steps = [run for run in runs if run.axis != "control"]  # a path's rows; the control is on none
-        previous = steps[-1].losses() if steps and plan.options.on_path and variant.axis != "control" else None
+        previous = runs[-1].losses() if runs and plan.options.on_path else None
         runs.append(
             AblationRun(
                 name=variant.name,
@@ -226,13 +227,34 @@ def _collect(
                 tune=tune,
             )
         )
-    return corrected(runs, plan.options.correction)
+    return runs
 
 
-def corrected(runs: list[AblationRun], method: str) -> list[AblationRun]:
-    """``runs`` with every tested difference's ``p_adjusted`` set: one family for the
-    differences to the base (every row but the base), and on a path one for the steps."""
-    tested = runs[1:]
+def _control(plan: Plan, jobs: list[Job], base: AblationRun, runner: Runner) -> AblationRun:
+    """The A/A row: the base's config under its own seeds, paired with the base's seeds in order."""
+    context = runner.context
+    seed_runs = [seed_run(job, read_record(job, context), context, job.key in runner.reused) for job in jobs]
+    losses = [s.final_val_loss for s in seed_runs]
+    return AblationRun(
+        name="control",
+        axis="control",
+        config=base.config,
+        lr=base.lr,
+        seeds=seed_runs,
+        loss=mean_interval(losses, LEVEL),
+        delta_vs_base=paired_difference(base.losses(), losses, LEVEL),
+        delta_vs_previous=None,
+        parameters=base.parameters,
+        flops_per_token=base.flops_per_token,
+        train_flops=base.train_flops,
+    )
+
+
+def corrected(runs: list[AblationRun], method: str, control: AblationRun | None = None) -> list[AblationRun]:
+    """``runs`` (and ``control``) with every tested difference's ``p_adjusted`` set: one
+    family for the differences to the base (every row but the base, the control included),
+    and on a path one for the steps."""
+    tested = [*runs[1:], *([control] if control is not None else [])]
     to_base = adjust_optional([run.delta_vs_base.p_value for run in tested], method)
     steps = [run.delta_vs_previous.p_value for run in tested if run.delta_vs_previous is not None]
     to_previous = iter(adjust_optional(steps, method))
@@ -243,7 +265,7 @@ def corrected(runs: list[AblationRun], method: str) -> list[AblationRun]:
     return runs
 
 
-def _result(plan: Plan, runs: list[AblationRun], command: str, runner: Runner) -> AblationResult:
+def _result(plan: Plan, runs: list[AblationRun], command: str, runner: Runner, control: AblationRun) -> AblationResult:
     o, notes = plan.options, plan.notes
     if not plan.grid:
         notes.append(f"one learning rate for every run: {o.lr:g} (tune_lr / --tune-lr sweeps one per variant)")
@@ -275,4 +297,5 @@ def _result(plan: Plan, runs: list[AblationRun], command: str, runner: Runner) -
         reused=runner.reused,
         main_process=runner.world.is_main,
         correction=o.correction,
+        control=control,
     )
