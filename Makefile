@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # This machine ships a CPU wheel of torch 2.13.0; the library itself declares a range.
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo lint test test-all bench clean
+.PHONY: demo lint test test-all bench study clean
 
 $(STAMP): pyproject.toml Makefile $(wildcard examples/*/pyproject.toml)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,17 @@ demo: $(STAMP)
 	$(BIN)/zoo train gpt2-small --set n_layers=2 --set d_model=64 --set n_heads=4 --set vocab_size=256 --set max_seq_len=128 \
 		--data runs/demo-data --out runs/demo-train --batch-size 8 --seq-len 64 --lr 3e-3 --eval-every 10 --save-every 10 --steps 30 --resume
 	$(BIN)/zoo eval runs/demo-train --data runs/demo-data --seq-len 64
+
+# The study behind docs/ablation.md's generated section (about 25 minutes on 2 CPU cores):
+# a scale ladder of every 2017 -> GPT-2 swap, and post- vs pre-norm with and without warm-up
+# at 6 layers. Each writes its results into docs/ablation.md between markers (--docs);
+# finished runs in runs/study* are reused, so an interrupted `make study` resumes.
+STUDY_LADDER ?= --scales 32x2,64x2,96x3 --tokens-per-param 1.5 --batch 8 --seeds 3 --workers 2
+STUDY_WARMUP ?= --d-model 64 --layers 6 --heads 4 --steps 200 --lr 1e-2 --eval-every 25 --swaps placement \
+	--warmup-sweep 0,50 --seeds 3 --workers 2
+study: $(STAMP)
+	$(BIN)/zoo ablate $(STUDY_LADDER) --out runs/study --docs docs/ablation.md
+	$(BIN)/zoo ablate $(STUDY_WARMUP) --out runs/study-warmup --docs docs/ablation.md
 
 # Hygiene, run by `make test` before the tests: lint, format, types ([tool.mypy]) and the
 # import layers ([tool.importlinter] in pyproject.toml).

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from zoo.ablate.advice import floor_sentence, next_step
-from zoo.ablate.grid import StudyResult, cells_table, sweep_sentences, sweep_table
+from zoo.ablate.grid import StudyResult, cells_table, sweep_sentences, sweep_table, warmup_verdict
 from zoo.ablate.records import write_text
 from zoo.ablate.report import table
 from zoo.ablate.results import AblationResult
@@ -127,6 +127,8 @@ def _study_region(study: StudyResult, figures: dict[str, str]) -> str:
         lines += ["", "Δ vs base (paired over seeds, ± 95% CI); `*`: significant after the correction.", ""]
     if study.swept:
         lines += [*sweep_table(study), "", *sweep_sentences(study), ""]
+        verdict = warmup_verdict(study)
+        lines += [f"**{verdict}**", ""] if verdict else []
     for role, path in figures.items():
         lines += [f"![{role}]({path})", ""]
     return "\n".join(lines)

@@ -653,6 +653,37 @@ def sweep_sentences(study: StudyResult) -> list[str]:
     return lines
 
 
+def warmup_verdict(study: StudyResult) -> str | None:
+    """With a warm-up sweep, a post-norm base and a ``placement`` swap: whether this study shows
+    Xiong et al.'s result (removing warm-up hurts post-norm, not pre-norm), said plainly."""
+    if study.swept != "warmup" or study.cells[0][1].runs[0].config.placement.name != "post":
+        return None
+    rung = study.rungs[-1].name
+    effects = {e.axis: e for e in study.sweep_effects() if e.rung == rung}
+    post, pre = effects.get("base"), effects.get("placement")
+    if post is None or pre is None or post.delta.half_width is None or pre.delta.half_width is None:
+        return None
+    low, high = post.low if post.low is not None else "auto", post.high if post.high is not None else "auto"
+    hurts = post.delta.mean > 0 and post.delta.p_value is not None and post.delta.p_value < ALPHA
+    apart = post.delta.mean - pre.delta.mean > math.hypot(post.delta.half_width, pre.delta.half_width)
+    said = (
+        f"Warm-up {low} instead of {high} at {rung}: post-norm (the base) {post.delta.format(4, sign=True)} "
+        f"(p {_p(post.delta.p_value)}), pre-norm {pre.delta.format(4, sign=True)} (p {_p(pre.delta.p_value)})."
+    )
+    if hurts and apart:
+        return said + " This run shows Xiong et al.'s result: without warm-up post-norm ends worse, pre-norm does not."
+    if hurts:
+        return said + (
+            " Removing the warm-up hurts post-norm, but pre-norm's change is not told apart from it: this run "
+            "shows only half of Xiong et al.'s result."
+        )
+    return said + (
+        " This run does not show Xiong et al.'s result: post-norm is not significantly worse without warm-up "
+        "at this depth, rate and budget (gradient clipping and a short run may hide it; try more layers or a "
+        "higher --lr)."
+    )
+
+
 def study_markdown(study: StudyResult) -> str:
     """``report.md`` of a study: the cells, the trends along the ladder, the sweep, caveats, next step."""
     first = study.cells[0][1]
@@ -703,6 +734,7 @@ def study_markdown(study: StudyResult) -> str:
             "",
             *sweep_sentences(study),
             "",
+            *([verdict, ""] if (verdict := warmup_verdict(study)) else []),
         ]
         if study.sweep_plot_path:
             lines += [f"![final loss against the sweep]({study.sweep_plot_path.name})", ""]
