@@ -2,7 +2,7 @@
 
 The same model shape, batch and optimiser on both sides: AdamW, gradient clipping, one
 optimizer step per batch of ``--batch`` x ``--seq`` tokens. zoo's number is the loop's
-own per-step tokens/s (``zoo.training.run``, the code ``zoo train`` runs), median over
+own per-step tokens/s (``zoo.training.run_loop``, the code ``zoo train`` runs), median over
 the timed steps. Target on CPU: zoo >= 1.1x transformers. ``--device cuda`` runs
 gpt2-small in bf16 with ``--compile`` and reports tokens/s and MFU (peak from a table
 of known GPUs, or ``--peak-tflops``).
@@ -19,7 +19,7 @@ import torch
 
 import zoo
 from bench.common import setup, table
-from zoo.training import TrainSettings, World, run, tokens_data
+from zoo.training import TrainSettings, World, run_loop, tokens_data
 
 
 def zoo_steps(args: argparse.Namespace, device: torch.device, data: object) -> tuple[float, float | None]:
@@ -38,7 +38,7 @@ def zoo_steps(args: argparse.Namespace, device: torch.device, data: object) -> t
         peak_tflops=args.peak_tflops,
     )
     reports: list = []
-    run(model, data, settings, world=World(0, 1, 0, device), on_step=reports.append)  # type: ignore[arg-type]
+    run_loop(model, data, settings, world=World(0, 1, 0, device), on_step=reports.append)  # type: ignore[arg-type]
     timed = reports[2:]  # the first steps warm up (and compile)
     mfu = [r.mfu for r in timed if r.mfu is not None]
     return statistics.median(r.tokens_per_s for r in timed), statistics.median(mfu) if mfu else None

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import nn
 
-from zoo.hookspecs import hookimpl
+from zoo.hookspecs import RegisterComponent, hookimpl
 
 
 def relu() -> nn.Module:
@@ -30,6 +28,6 @@ def silu() -> nn.Module:
 
 
 @hookimpl
-def zoo_register_components(register: Any) -> None:
+def zoo_register_components(register: RegisterComponent) -> None:
     for factory in (relu, gelu, gelu_tanh, silu):
         register("activation", factory.__name__, factory)

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
 from zoo.contracts import AttentionContext, residual_output
-from zoo.hookspecs import hookimpl
+from zoo.hookspecs import RegisterComponent, hookimpl
 
 
 class AttentionOptions(BaseModel):
@@ -167,6 +167,6 @@ def check_kv_heads(config: Any, options: AttentionOptions) -> None:
 
 
 @hookimpl
-def zoo_register_components(register: Any) -> None:
+def zoo_register_components(register: RegisterComponent) -> None:
     register("attention", "sdpa", SdpaAttention, check=check_kv_heads)
     register("attention", "eager", EagerAttention, check=check_kv_heads)

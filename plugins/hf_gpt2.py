@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from zoo.errors import InteropError
-from zoo.hookspecs import hookimpl
+from zoo.hookspecs import RegisterConverter, hookimpl
 from zoo.interop.converter import KERNELS, Converter, Rule, refuse
 
 if TYPE_CHECKING:
@@ -197,5 +197,5 @@ class GPT2(Converter):
 
 
 @hookimpl
-def zoo_register_converters(register: Any) -> None:
+def zoo_register_converters(register: RegisterConverter) -> None:
     register(GPT2())

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
 from zoo.contracts import is_residual_output
 from zoo.errors import ConfigError
-from zoo.hookspecs import hookimpl
+from zoo.hookspecs import RegisterComponent, hookimpl
 
 
 def init_all(model: nn.Module, draw: Callable[[nn.Module, Tensor], None], scheme: str) -> None:
@@ -92,7 +91,7 @@ def torch_defaults() -> Callable[[nn.Module], None]:
 
 
 @hookimpl
-def zoo_register_components(register: Any) -> None:
+def zoo_register_components(register: RegisterComponent) -> None:
     register("init", "gpt2", gpt2, Gpt2InitOptions)
     register("init", "xavier", xavier)
     register("init", "torch", torch_defaults)

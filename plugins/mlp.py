@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import Tensor, nn
 
 from zoo.contracts import residual_output
-from zoo.hookspecs import hookimpl
+from zoo.hookspecs import RegisterComponent, hookimpl
 
 
 class StandardMLP(nn.Module):
@@ -25,5 +23,5 @@ class StandardMLP(nn.Module):
 
 
 @hookimpl
-def zoo_register_components(register: Any) -> None:
+def zoo_register_components(register: RegisterComponent) -> None:
     register("mlp", "standard", StandardMLP)

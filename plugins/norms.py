@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import nn
 
-from zoo.hookspecs import hookimpl
+from zoo.hookspecs import RegisterComponent, hookimpl
 
 
 def layernorm(d_model: int, norm_eps: float = 1e-5, bias: bool = True) -> nn.Module:
@@ -20,6 +18,6 @@ def rmsnorm(d_model: int, norm_eps: float = 1e-5) -> nn.Module:
 
 
 @hookimpl
-def zoo_register_components(register: Any) -> None:
+def zoo_register_components(register: RegisterComponent) -> None:
     register("norm", "layernorm", layernorm)
     register("norm", "rmsnorm", rmsnorm)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import Tensor, nn
 
 from zoo.contracts import Placement
-from zoo.hookspecs import hookimpl
+from zoo.hookspecs import RegisterComponent, hookimpl
 
 
 class PreNorm(Placement):
@@ -37,6 +35,6 @@ class PostNorm(Placement):
 
 
 @hookimpl
-def zoo_register_components(register: Any) -> None:
+def zoo_register_components(register: RegisterComponent) -> None:
     register("placement", "pre", PreNorm)
     register("placement", "post", PostNorm)

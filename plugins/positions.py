@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
 from zoo.contracts import PositionEncoding
-from zoo.hookspecs import hookimpl
+from zoo.hookspecs import RegisterComponent, hookimpl
 
 
 class LearnedPositions(PositionEncoding):
@@ -64,7 +64,7 @@ class NoPositions(PositionEncoding):
 
 
 @hookimpl
-def zoo_register_components(register: Any) -> None:
+def zoo_register_components(register: RegisterComponent) -> None:
     register("position", "learned", LearnedPositions)
     register("position", "sinusoidal", SinusoidalPositions, check=_check_even)
     register("position", "none", NoPositions)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from importlib import resources
-from typing import Any
 
-from zoo.hookspecs import hookimpl
+from zoo.hookspecs import RegisterPreset, hookimpl
 
 
 @hookimpl
-def zoo_register_presets(register: Any) -> None:
+def zoo_register_presets(register: RegisterPreset) -> None:
     for entry in sorted(resources.files("zoo.presets").iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".toml"):
             register(entry.name.removesuffix(".toml"), entry)

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 import zoo
 from zoo import model as model_module
-from zoo.components import Components, config_arguments
+from zoo.components import PartMaker, config_arguments
 from zoo.config import config_json_schema
 from zoo.contracts import (
     CONFIG_ARGUMENTS,
@@ -63,7 +63,7 @@ def test_the_part_maker_fills_every_config_argument() -> None:
     values = config_arguments(config)
     assert tuple(values) == CONFIG_ARGUMENTS
     assert (values["head_dim"], values["dropout"], values["norm_eps"]) == (8, 0.0, config.norm_eps)
-    attn = Components(config).make("attention")
+    attn = PartMaker(config).make("attention")
     assert (attn.d_model, attn.n_heads, attn.n_kv_heads) == (32, 4, 4)
 
 

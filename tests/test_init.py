@@ -10,7 +10,7 @@ from torch import nn
 
 import zoo
 from helpers import TINY
-from zoo.components import Components
+from zoo.components import PartMaker
 
 INITS = [c.name for c in zoo.components("init")]
 
@@ -62,6 +62,6 @@ def test_init_refuses_a_module_it_cannot_initialise() -> None:
             self.scale = nn.Parameter(torch.empty(3))
 
     container = nn.Sequential(nn.Linear(2, 2), Odd())
-    init = Components(zoo.get_config("gpt2-small")).make("init")
+    init = PartMaker(zoo.get_config("gpt2-small")).make("init")
     with pytest.raises(zoo.ConfigError, match="reset_parameters"):
         init(container)

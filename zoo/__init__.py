@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import warnings
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from zoo._version import __version__
@@ -18,16 +19,54 @@ from zoo._version import __version__
 # installed, torch warns about it on import, which every zoo command would print.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
 
+import torch
+
 from zoo.config import ModelConfig, get_config
-from zoo.contracts import AttentionContext, Placement, PositionEncoding, residual_output
+from zoo.contracts import AttentionContext, CrossAttention, Placement, PositionEncoding, residual_output
 from zoo.errors import *  # noqa: F403  ZooError and its subclasses, listed in zoo.errors.__all__
+from zoo.errors import ConfigError
 from zoo.errors import __all__ as _ERRORS
-from zoo.factory import build
-from zoo.hookspecs import hookimpl
-from zoo.model import DecoderLM, check_inputs
+from zoo.factory import build as _build
+from zoo.hookspecs import RegisterComponent, RegisterConverter, RegisterPreset, hookimpl
+from zoo.inputs import check_inputs
+from zoo.model import DecoderLM
 from zoo.plugins.attention import Attention, EagerAttention, SdpaAttention
 from zoo.registry import KINDS, Component, Registry, default_registry
 from zoo.seq2seq import EncoderDecoder
+
+
+def build(
+    name_or_config: str | ModelConfig | Mapping[str, Any],
+    *,
+    pretrained: bool = False,
+    revision: str | None = None,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | str | None = None,
+    registry: Registry | None = None,
+    **overrides: Any,
+) -> DecoderLM | EncoderDecoder:
+    """Build a model from a preset name, a config or a mapping, with overrides.
+
+    ``zoo.build("gpt2-small", placement="post", position="sinusoidal",
+    activation="relu")`` swaps components; ``attention={"name": "eager"}`` passes a
+    component with options. ``device="meta"`` builds the structure only.
+
+    ``pretrained=True`` loads the weights the preset names (``zoo list`` shows which do;
+    ``revision`` picks their branch, tag or commit) from the hub cache, after checking
+    that their config is the preset's, and returns the model in eval mode; overrides
+    may then change only dropout and the attention kernel.
+    """
+    if not isinstance(pretrained, bool):
+        raise ConfigError(f"pretrained must be True or False, got {pretrained!r}; for a hub id use zoo.from_pretrained")
+    if pretrained:
+        from zoo.interop.pretrained import build_pretrained
+
+        return build_pretrained(
+            name_or_config, revision=revision, device=device, dtype=dtype, registry=registry, overrides=overrides
+        )
+    if revision is not None:
+        raise ConfigError("revision= picks the version of pretrained weights; pass it with pretrained=True")
+    return _build(name_or_config, device=device, dtype=dtype, registry=registry, **overrides)
 
 
 def list_models(pattern: str = "*", *, registry: Registry | None = None) -> list[str]:
@@ -43,7 +82,7 @@ def components(kind: str | None = None, *, registry: Registry | None = None) -> 
 if TYPE_CHECKING:  # the lazily loaded names below, as type checkers and IDEs see them
     from zoo.checkpoint import load, save, versions  # noqa: F401
     from zoo.interop.converter import Converter, Rule  # noqa: F401
-    from zoo.interop.hf import from_hf, to_hf  # noqa: F401
+    from zoo.interop.hf import from_hf, from_pretrained, to_hf  # noqa: F401
     from zoo.interop.nanogpt import from_nanogpt  # noqa: F401
     from zoo.pipelines import generate_text  # noqa: F401
     from zoo.summary import summarize  # noqa: F401
@@ -58,6 +97,7 @@ _LAZY = {
     "versions": "zoo.checkpoint",
     "from_hf": "zoo.interop.hf",
     "to_hf": "zoo.interop.hf",
+    "from_pretrained": "zoo.interop.hf",
     "from_nanogpt": "zoo.interop.nanogpt",
     "Converter": "zoo.interop.converter",
     "Rule": "zoo.interop.converter",
@@ -94,9 +134,13 @@ __all__ = [
     "Component",
     "KINDS",
     "hookimpl",
+    "RegisterComponent",
+    "RegisterPreset",
+    "RegisterConverter",
     "AttentionContext",
     "PositionEncoding",
     "Placement",
+    "CrossAttention",
     "residual_output",
     "check_inputs",
     "Attention",

@@ -53,8 +53,9 @@ def accepts_any_keyword(factory: Callable[..., Any]) -> bool:
     return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
-class Components:
-    """Makes the configured component of each kind for one config."""
+class PartMaker:
+    """Makes the configured component of each kind for one config: the parts of one model.
+    (A registered component is a ``zoo.registry.Component``.)"""
 
     def __init__(self, config: ModelConfig, registry: Registry | None = None) -> None:
         self.config = config
@@ -121,3 +122,8 @@ class Components:
         """A new norm module of the configured kind (the model's final norms use it)."""
         module: nn.Module = self.make("norm")
         return module
+
+
+#: The part maker's former name, kept so existing imports work (``zoo.components`` is
+#: not part of the ``zoo`` facade); new code says ``PartMaker``.
+Components = PartMaker

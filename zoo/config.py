@@ -6,7 +6,7 @@ against the registry at validation time, and the validated config records every
 option with its default filled in, so a saved config rebuilds the same model later.
 
 Presets are TOML files of config fields; a ``[preset]`` table may name a preset it
-``extends`` and a ``description``.
+``extends``, a ``description``, and the hub id of its weights (``pretrained``).
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -35,6 +36,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
+from zoo.contracts import COMPONENT_KINDS
 from zoo.errors import ConfigError, PresetError, did_you_mean, printable, quoted
 from zoo.registry import KINDS, Registry, default_registry
 
@@ -46,6 +48,10 @@ MAX_D_FF = 1 << 18
 MAX_LAYERS = 1 << 10
 MAX_HEADS = 1 << 10
 MAX_PARAMETERS = 200_000_000_000
+
+# What a preset's [preset] table may hold; ``pretrained`` is the hub id of its weights.
+PRESET_KEYS = frozenset({"extends", "description", "pretrained"})
+HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 
 # A number that may be written as an int, never as a bool or a string, and is finite.
 FiniteFloat = Annotated[float, Strict(), Field(allow_inf_nan=False)]
@@ -109,32 +115,13 @@ def config_json_schema(registry: Registry | None = None) -> dict[str, Any]:
         _schema_registry.reset(token)
 
 
-class AttentionSpec(ComponentSpec):
-    kind: ClassVar[str] = "attention"
-
-
-class NormSpec(ComponentSpec):
-    kind: ClassVar[str] = "norm"
-
-
-class PlacementSpec(ComponentSpec):
-    kind: ClassVar[str] = "placement"
-
-
-class ActivationSpec(ComponentSpec):
-    kind: ClassVar[str] = "activation"
-
-
-class PositionSpec(ComponentSpec):
-    kind: ClassVar[str] = "position"
-
-
-class MlpSpec(ComponentSpec):
-    kind: ClassVar[str] = "mlp"
-
-
-class InitSpec(ComponentSpec):
-    kind: ClassVar[str] = "init"
+#: The spec class of each kind (``AttentionSpec``, ``NormSpec``, ...), made from the
+#: declaration of the kinds, ``zoo.contracts.COMPONENT_KINDS``.
+SPECS: dict[str, type[ComponentSpec]] = {
+    kind.name: type(f"{kind.name.capitalize()}Spec", (ComponentSpec,), {"kind": kind.name, "__module__": __name__})
+    for kind in COMPONENT_KINDS
+}
+globals().update({spec.__name__: spec for spec in SPECS.values()})  # zoo.config.AttentionSpec: picklable by name
 
 
 class Dropout(BaseModel):
@@ -184,13 +171,14 @@ class ModelConfig(BaseModel):
         None, description="norm after the last block (default: as the placement says)"
     )
 
-    attention: AttentionSpec = AttentionSpec(name="sdpa")
-    norm: NormSpec = NormSpec(name="layernorm")
-    placement: PlacementSpec = PlacementSpec(name="pre")
-    activation: ActivationSpec = ActivationSpec(name="gelu")
-    position: PositionSpec = PositionSpec(name="learned")
-    mlp: MlpSpec = MlpSpec(name="standard")
-    init: InitSpec = InitSpec(name="gpt2")
+    # One field per kind of component (``COMPONENT_KINDS``), after the fields above, its
+    # default that kind's: ``attention: AttentionSpec = AttentionSpec(name="sdpa")``, ...
+    __annotations__.update({kind.name: SPECS[kind.name] for kind in COMPONENT_KINDS})
+    vars().update({kind.name: SPECS[kind.name](name=kind.default) for kind in COMPONENT_KINDS})
+
+    if TYPE_CHECKING:  # the component fields, made above, as type checkers see them
+
+        def __getattr__(self, kind: str) -> ComponentSpec: ...
 
     @model_validator(mode="after")
     def _check(self, info: ValidationInfo) -> ModelConfig:
@@ -453,8 +441,14 @@ def _read_preset(name: str, registry: Registry) -> tuple[dict[str, Any], dict[st
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
             raise PresetError(f"cannot read {where}: {err}. Fix the TOML file.") from err
     meta = data.pop("preset", {})
-    if not isinstance(meta, Mapping) or set(meta) - {"extends", "description"}:
-        raise PresetError(f"{where}: the [preset] table may only hold 'extends' and 'description'")
+    if not isinstance(meta, Mapping) or set(meta) - PRESET_KEYS:
+        raise PresetError(f"{where}: the [preset] table may only hold {', '.join(map(repr, sorted(PRESET_KEYS)))}")
+    weights = meta.get("pretrained")
+    if weights is not None and not (isinstance(weights, str) and HUB_ID.match(weights)):
+        raise PresetError(
+            f"{where}: [preset] pretrained = {printable(repr(weights))[:80]} is not a hub id; write the id of "
+            f'the weights, e.g. pretrained = "openai-community/gpt2"'
+        )
     return data, dict(meta), where
 
 
@@ -487,6 +481,20 @@ def preset_description(name: str, registry: Registry | None = None) -> str:
     return str(meta.get("description", ""))
 
 
+def preset_pretrained(name: str, registry: Registry | None = None) -> str | None:
+    """The hub id of the weights preset ``name`` names (``[preset] pretrained``), or None.
+
+    Not inherited through ``extends``: ``gpt2-medium`` extends ``gpt2-small`` but names
+    its own weights. A preset that cannot be read has none (its error shows when used).
+    """
+    try:
+        _, meta, _ = _read_preset(name, registry or default_registry())
+    except PresetError:
+        return None
+    weights = meta.get("pretrained")
+    return weights if isinstance(weights, str) else None
+
+
 def get_config(name: str, *, registry: Registry | None = None, **overrides: Any) -> ModelConfig:
     """The validated config of preset ``name``, with optional overrides."""
     return resolve_config(name, overrides, registry=registry)
@@ -501,5 +509,6 @@ __all__ = [
     "apply_overrides",
     "resolve_config",
     "preset_dict",
+    "preset_pretrained",
     "get_config",
 ]

@@ -40,7 +40,7 @@ import inspect
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import torch
 from pydantic import BaseModel, ConfigDict, create_model
@@ -67,8 +67,33 @@ CONFIG_ARGUMENTS: tuple[str, ...] = (
     "embedding_dropout",  # config.dropout.embedding
 )
 
+
+@dataclass(frozen=True)
+class ComponentKind:
+    """One kind of component: its name (a config field, the ``kind`` of ``register``), the
+    component a config uses when it names none, and whether it is a module another
+    constructor may ask for by argument name (``init`` is applied to the model instead)."""
+
+    name: str
+    default: str
+    part: bool = True
+
+
+#: Every kind of component, declared once: ``KINDS`` (the registry), ``PART_KINDS``, the
+#: config's spec classes and fields and the ablation's axes derive from it, in this order.
+#: A new kind is one entry here, plus what its components promise (above) for the model to use.
+COMPONENT_KINDS: tuple[ComponentKind, ...] = (
+    ComponentKind("attention", "sdpa"),
+    ComponentKind("norm", "layernorm"),
+    ComponentKind("placement", "pre"),
+    ComponentKind("activation", "gelu"),
+    ComponentKind("position", "learned"),
+    ComponentKind("mlp", "standard"),
+    ComponentKind("init", "gpt2", part=False),
+)
+
 #: Kinds whose modules a constructor may ask for by argument name (``norm``, ``norm_in``).
-PART_KINDS: tuple[str, ...] = ("attention", "norm", "placement", "activation", "position", "mlp")
+PART_KINDS: tuple[str, ...] = tuple(kind.name for kind in COMPONENT_KINDS if kind.part)
 
 #: The additive mask value for forbidden scores: half of float16's lowest, so a mask
 #: built in any float dtype converts to any other, and a score added to it stays finite.
@@ -189,10 +214,32 @@ class Placement(nn.Module):
         mlp_residual: Placement,
         mlp: nn.Module,
         ctx: AttentionContext,
+        cross: CrossAttention | None = None,
     ) -> Tensor:
-        """One layer: attention joined by ``attn_residual``, then the MLP by ``mlp_residual``."""
+        """One layer: attention joined by ``attn_residual``, then (in an encoder-decoder's
+        decoder) the cross-attention by its own placement, then the MLP by ``mlp_residual``.
+
+        A placement that overrides ``block`` without a ``cross`` argument places
+        decoder-only layers; the zoo refuses it for an encoder-decoder (``takes_cross``)."""
         x = attn_residual(x, attn, ctx)
+        if cross is not None:
+            x = cross.residual(x, cross.attn, cross.ctx)
         return mlp_residual(x, mlp)
+
+
+class CrossAttention(NamedTuple):
+    """An encoder-decoder's cross-attention sub-layer, for ``Placement.block``: its
+    placement, the attention (queries from the target, keys and values from the encoder's
+    output) and its context."""
+
+    residual: Placement
+    attn: nn.Module
+    ctx: AttentionContext
+
+
+def takes_cross(placement: type[Placement]) -> bool:
+    """Whether ``placement``'s ``block`` can place a decoder layer with cross-attention."""
+    return "cross" in inspect.signature(placement.block).parameters
 
 
 def residual_output(layer: nn.Linear) -> nn.Linear:

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 __all__ = [
     "ZooError",
     "ConfigError",
+    "DivergenceError",
     "InputError",
     "PresetError",
     "RegistryError",
@@ -40,6 +41,12 @@ class ZooError(Exception):
 
 class ConfigError(ZooError, ValueError):
     """A model config is invalid: a field is out of range or two fields disagree."""
+
+
+class DivergenceError(ConfigError):
+    """Training diverged: the loss became NaN or infinite. A ``ConfigError`` because the
+    fix is a setting (a lower learning rate, a longer warmup); the learning-rate sweep of
+    an ablation catches this one alone, as the mark of a rate too high."""
 
 
 class InputError(ZooError, ValueError):

@@ -9,13 +9,14 @@ one pass of random draws rather than torch's default init followed by another.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
-from zoo.components import Components
+from zoo.components import PartMaker
 from zoo.config import MAX_PARAMETERS, ModelConfig, resolve_config
 from zoo.errors import ConfigError, ZooError
 from zoo.memory import allocating, model_bytes, require
@@ -23,7 +24,8 @@ from zoo.model import DecoderLM
 from zoo.registry import Registry
 from zoo.seq2seq import EncoderDecoder
 
-DTYPES = {
+#: The names a dtype may be given by (``dtype_arg``), each with its torch dtype.
+DTYPE_NAMES = {
     "float32": torch.float32, "fp32": torch.float32,
     "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
     "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
@@ -31,13 +33,22 @@ DTYPES = {
 }  # fmt: skip
 
 
+def __getattr__(name: str) -> Any:
+    """Deprecated names: ``DTYPES`` is now ``DTYPE_NAMES`` (``zoo.training.PRECISIONS`` is
+    the training precisions)."""
+    if name == "DTYPES":
+        warnings.warn("zoo.factory.DTYPES is now zoo.factory.DTYPE_NAMES", DeprecationWarning, stacklevel=2)
+        return DTYPE_NAMES
+    raise AttributeError(f"module 'zoo.factory' has no attribute {name!r}")
+
+
 def dtype_arg(dtype: torch.dtype | str | None, error: type[ZooError] = ConfigError) -> torch.dtype | None:
     """A floating-point dtype a model can run in, from a ``torch.dtype`` or a name ("bf16"),
     else ``error`` (float8 dtypes hold weights, but matmuls do not run in them)."""
-    if dtype is None or (isinstance(dtype, torch.dtype) and dtype in DTYPES.values()):
+    if dtype is None or (isinstance(dtype, torch.dtype) and dtype in DTYPE_NAMES.values()):
         return dtype
-    if isinstance(dtype, str) and dtype.lower().removeprefix("torch.") in DTYPES:
-        return DTYPES[dtype.lower().removeprefix("torch.")]
+    if isinstance(dtype, str) and dtype.lower().removeprefix("torch.") in DTYPE_NAMES:
+        return DTYPE_NAMES[dtype.lower().removeprefix("torch.")]
     raise error(
         f"dtype must be a floating-point dtype a model runs in: float32, bfloat16, float16 or float64 "
         f"(a torch.dtype or a name such as 'bf16'), got {dtype!r}"
@@ -121,7 +132,7 @@ class _SkipMetaInit(torch.overrides.TorchFunctionMode):
 
 def initialize(model: nn.Module, config: ModelConfig, registry: Registry | None = None) -> nn.Module:
     """Draw fresh weights for ``model`` with the init scheme ``config`` names."""
-    Components(config, registry).make("init")(model)
+    PartMaker(config, registry).make("init")(model)
     return model
 
 

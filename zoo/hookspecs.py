@@ -15,6 +15,7 @@ so every component and preset records the distribution that provided it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -61,11 +62,14 @@ class RegisterComponent(Protocol):
 class RegisterPreset(Protocol):
     """``register(name, source, *, description="")``.
 
-    ``source`` is a TOML file path, a mapping of config fields, or a ``ModelConfig``.
+    ``source`` is a TOML file (a path, or a package resource from ``importlib.resources``),
+    a mapping of config fields, or a ``ModelConfig``.
     Presets are validated when first used, so a broken one fails alone, naming its file.
     """
 
-    def __call__(self, name: str, source: Path | dict[str, Any] | BaseModel, *, description: str = "") -> None: ...
+    def __call__(
+        self, name: str, source: Path | Traversable | dict[str, Any] | BaseModel, *, description: str = ""
+    ) -> None: ...
 
 
 class RegisterConverter(Protocol):

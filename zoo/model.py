@@ -5,11 +5,10 @@ final norm, and a head tied to the token embedding. Every part with a choice beh
 (attention, norm, placement, activation, position, MLP) comes from the registry.
 
 ``forward`` checks what it can see without reading data (types, shapes, dtypes,
-lengths), so it never waits on the device and compiles to one graph. Checks of values
-(token ids in the vocabulary, mask entries 0/1, positions in range) are in
-``check_inputs``, which the entry points (generate, the text pipelines, the CLI) call
-once per request; out-of-range ids that reach the embedding on the CPU still raise an
-``InputError``.
+lengths), so it never waits on the device and compiles to one graph; the checks live in
+``zoo.inputs``, with ``check_inputs``, which also checks values and which the entry points
+call once per request. Out-of-range ids that reach the embedding on the CPU still raise
+an ``InputError``.
 """
 
 from __future__ import annotations
@@ -26,9 +25,17 @@ from zoo.components import Components
 from zoo.config import ModelConfig
 from zoo.contracts import AttentionContext, Placement, PositionEncoding, make_mask
 from zoo.errors import ConfigError, InputError
+from zoo.inputs import (  # noqa: F401  INDEX_DTYPES and check_inputs: importable from here as before
+    INDEX_DTYPES,
+    as_padding,
+    check_cache,
+    check_inputs,
+    check_positions,
+    check_tensor,
+    check_tokens,
+    value_problems,
+)
 from zoo.registry import KINDS, Registry
-
-INDEX_DTYPES = (torch.int64, torch.int32)  # what embedding lookups take
 
 
 class Block(nn.Module):
@@ -45,32 +52,6 @@ class Block(nn.Module):
 
     def forward(self, x: Tensor, ctx: AttentionContext) -> Tensor:
         return type(self.attn_residual).block(x, self.attn_residual, self.attn, self.mlp_residual, self.mlp, ctx)
-
-
-def check_tensor(value: object, name: str, hint: str) -> Tensor:
-    """``value`` if it is a tensor, else an ``InputError`` saying what to pass."""
-    if not isinstance(value, Tensor):
-        raise InputError(
-            f"{name} must be a torch.Tensor {hint}, got {type(value).__name__}; convert it with torch.tensor(...)"
-        )
-    return value
-
-
-def as_padding(mask: Tensor | None, tokens: Tensor, name: str, *, cached: int = 0) -> Tensor | None:
-    """A (B, cached + S) mask of 1 (real) / 0 (padding) as booleans, checked against ``tokens``
-    by shape and dtype (its values are ``check_inputs``' job)."""
-    if mask is None:
-        return None
-    check_tensor(mask, name, "of 1 for real tokens and 0 for padding")
-    expected = (tokens.shape[0], cached + tokens.shape[1])
-    if tuple(mask.shape) != expected:
-        raise InputError(
-            f"{name} must have shape {expected} (batch, {'cached + new' if cached else 'sequence'} "
-            f"length) with 1 for real tokens and 0 for padding, got {tuple(mask.shape)}"
-        )
-    if mask.is_complex():
-        raise InputError(f"{name} must hold 1 for real tokens and 0 for padding, got {mask.dtype}")
-    return mask.bool()
 
 
 class TokenModel(nn.Module):
@@ -116,14 +97,7 @@ class TokenModel(nn.Module):
         """``positions`` (1|B, S) checked by shape and dtype, or ``offset .. offset+S-1``."""
         if positions is None:
             return torch.arange(offset, offset + seq, device=device)[None]  # (1, S)
-        check_tensor(positions, "positions", f"of shape (1 or {batch}, {seq})")
-        if positions.dim() != 2 or positions.shape[1] != seq or positions.shape[0] not in (1, batch):
-            raise InputError(f"positions must have shape (1 or {batch}, {seq}), got {tuple(positions.shape)}")
-        if positions.dtype not in INDEX_DTYPES:
-            raise InputError(
-                f"positions must be integers (int64 or int32), got {positions.dtype}; pass positions.long()"
-            )
-        return positions
+        return check_positions(positions, batch, seq)
 
     def output(self, x: Tensor) -> Tensor:
         """Logits (B, S, V) of the last hidden states, or log-probabilities if configured."""
@@ -134,43 +108,12 @@ class TokenModel(nn.Module):
         return logits
 
     def check_tokens(self, idx: Tensor, length: int, name: str = "idx") -> None:
-        """Refuse token ids that are not a (batch, seq) integer tensor, or too long.
-
-        Shapes and dtypes only, so it costs nothing and compiles away; ``check_inputs``
-        checks values.
-        """
-        check_tensor(idx, name, "of token ids of shape (batch, seq)")
-        if idx.dim() != 2 or idx.dtype not in INDEX_DTYPES:
-            raise InputError(
-                f"{name} must be an integer tensor of token ids of shape (batch, seq), got "
-                f"{idx.dtype} of shape {tuple(idx.shape)}; add a batch dimension with {name}[None]"
-            )
-        limit = self.position.max_positions
-        if limit is not None and length > limit:
-            raise ConfigError(
-                f"{name}: {length} positions do not fit: position {self.config.position.name!r} "
-                f"holds max_seq_len={limit}; shorten the input to at most {limit} tokens (prompt "
-                f"plus new tokens), or use a position encoding without a limit"
-            )
+        """Token ids of shape (batch, seq) whose ``length`` positions fit (``zoo.inputs``)."""
+        check_tokens(self, idx, length, name)
 
     def check_cache(self, cache: object, layers: int, batch: int) -> KVCache | None:
-        """``cache`` if it is a ``KVCache`` of this model's layers and this batch."""
-        if cache is None:
-            return None
-        if not isinstance(cache, KVCache):
-            raise InputError(f"cache must be a KVCache from model.new_cache(), got {type(cache).__name__}")
-        if len(cache) != layers:
-            raise InputError(
-                f"cache has {len(cache)} layers but this model needs {layers}: it comes from "
-                f"another model; make one with model.new_cache()"
-            )
-        keys = cache[0].keys
-        if cache.length and keys is not None and keys.shape[0] != batch:
-            raise InputError(
-                f"cache holds a batch of {keys.shape[0]} but idx has {batch} rows; "
-                f"use one cache per batch (model.new_cache())"
-            )
-        return cache
+        """``cache`` if it is a ``KVCache`` of ``layers`` layers and this batch (``zoo.inputs``)."""
+        return check_cache(cache, layers, batch)
 
     def num_parameters(self, *, trainable_only: bool = False) -> int:
         """Number of parameters, tied weights counted once."""
@@ -180,70 +123,6 @@ class TokenModel(nn.Module):
         c = self.config
         sizes = f"layers={c.n_layers}, d_model={c.d_model}, heads={c.n_heads}, d_ff={c.d_ff}, vocab={c.vocab_size}"
         return ", ".join([sizes, *(f"{kind}={getattr(c, kind).name}" for kind in KINDS)])
-
-
-def value_problems(
-    model: TokenModel,
-    idx: Tensor,
-    *,
-    attention_mask: Tensor | None = None,
-    positions: Tensor | None = None,
-    name: str = "idx",
-) -> list[str]:
-    """What is wrong with the values of the inputs (reads them: not for inside forward)."""
-    problems = []
-    vocab = model.config.vocab_size
-    if idx.numel() and not idx.is_meta:
-        low, high = int(idx.min()), int(idx.max())
-        if low < 0 or high >= vocab:
-            problems.append(
-                f"{name}: token id {low if low < 0 else high} is outside the vocabulary "
-                f"[0, {vocab}); check the tokenizer matches the model"
-            )
-    if attention_mask is not None and attention_mask.numel() and not attention_mask.is_meta:
-        odd = attention_mask[(attention_mask != 0) & (attention_mask != 1)]
-        if odd.numel():
-            problems.append(f"attention_mask must hold 1 for real tokens and 0 for padding, found {odd[0].item()!r}")
-    limit = model.position.max_positions
-    if positions is not None and positions.numel() and not positions.is_meta:
-        low, high = int(positions.min()), int(positions.max())
-        if low < 0 or (limit is not None and high >= limit):
-            span = f"[0, {limit})" if limit is not None else "[0, inf)"
-            problems.append(
-                f"positions must lie in {span} for position {model.config.position.name!r}, got {low}..{high}"
-            )
-    return problems
-
-
-def check_inputs(
-    model: TokenModel,
-    idx: Tensor,
-    *,
-    attention_mask: Tensor | None = None,
-    positions: Tensor | None = None,
-    cache: KVCache | None = None,
-    name: str = "idx",
-) -> None:
-    """Check inputs for ``model`` as ``forward`` does, and their values too: token ids in
-    the vocabulary, mask entries 0 or 1, positions in range. Raises ``InputError``.
-
-    Reading values waits for the device, so entry points call this once per request
-    (not per decoding step) and ``forward`` does not.
-    """
-    check_tensor(idx, name, "of token ids of shape (batch, seq)")
-    new_cache = getattr(model, "new_cache", None)
-    layers = len(new_cache()) if new_cache is not None else len(cache or ())
-    cache = model.check_cache(cache, layers, idx.shape[0] if idx.dim() else 0)
-    offset = cache.length if cache is not None else 0
-    model.check_tokens(idx, offset + idx.shape[-1], name)
-    batch, seq = idx.shape
-    if positions is not None:
-        positions = model.positions_for(positions, batch, seq, offset, idx.device)
-    if attention_mask is not None:
-        as_padding(attention_mask, idx, "attention_mask", cached=offset)
-    problems = value_problems(model, idx, attention_mask=attention_mask, positions=positions, name=name)
-    if problems:
-        raise InputError("; ".join(problems))
 
 
 class DecoderLM(TokenModel):
@@ -329,7 +208,7 @@ class DecoderLM(TokenModel):
                 attn.recorded = None
         return weights
 
-    def generate(self, input_ids: Tensor, max_new_tokens: int, **kwargs: Any) -> Tensor:
+    def generate(self, input_ids: Tensor, max_new_tokens: int | None = None, **kwargs: Any) -> Tensor:
         """KV-cached decoding; see ``zoo.decoding.generate`` for the options.
 
         A convenience: decoding sits a layer above the model, so it is imported here, on use.

@@ -1,95 +1,128 @@
-"""Text in, text out: ``zoo.generate_text`` and loading a model by path.
+"""Text in, text out: ``zoo.generate_text``, and loading a model with its tokenizer.
 
-A layer above decoding: it loads models (zoo checkpoints, Hugging Face folders) and
-tokenizers, encodes the prompt, runs ``zoo.decoding.generate`` and decodes the
-continuation as it streams.
+A layer above decoding: it loads models (zoo checkpoints, Hugging Face folders, hub
+ids) and the tokenizer each one goes with, encodes the prompt, runs
+``zoo.decoding.generate`` and decodes the continuation as it streams.
+
+Which tokenizer a model goes with, when none is given:
+
+- a Hugging Face folder or hub id: the tokenizer files it holds (``tokenizer.json``, or
+  ``vocab.json`` and ``merges.txt``);
+- a zoo checkpoint: the one it records (``tokenizer_record``): a name (``"gpt2"``,
+  ``"bytes"``), a hub id at a commit, or tokenizer files kept beside the versions
+  (``RUN/tokenizer/``) with their sha256; a training run records the name its data
+  was prepared with;
+- otherwise GPT-2's, for a model with GPT-2's vocabulary (50257).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Callable
+import shutil
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from zoo.checkpoint import load
+from zoo.checkpoint.format import json_field
+from zoo.checkpoint.store import open_file, resolve
 from zoo.decoding import generate
-from zoo.errors import ConfigError, InputError
+from zoo.errors import CheckpointError, ConfigError, InputError, printable
 from zoo.interop.hf import from_hf
+from zoo.interop.hub import is_hub_id, local_or_snapshot
 from zoo.model import DecoderLM
-from zoo.text import Tokenizer
+from zoo.text import NAMES, Tokenizer, folder_tokenizer, has_tokenizer
 from zoo.text import tokenizer as load_tokenizer
 
-__all__ = ["generate_text", "load_model"]
+__all__ = [
+    "generate_text",
+    "keep_tokenizer",
+    "load_model",
+    "load_with_tokenizer",
+    "recorded_tokenizer",
+    "tokenizer_record",
+]
+
+GPT2_VOCAB = 50257
+TOKENIZER_FOLDER = "tokenizer"  # beside a checkpoint directory's versions
 
 
 def generate_text(
     model_or_path: nn.Module | str | os.PathLike[str],
     prompt: str,
     *,
-    max_new_tokens: int = 50,
+    max_new_tokens: int | None = None,
+    max_length: int | None = None,
     do_sample: bool = False,
     temperature: float = 1.0,
     top_k: int | None = None,
     top_p: float | None = None,
     repetition_penalty: float = 1.0,
+    num_return_sequences: int = 1,
+    pad_token_id: int | None = None,
     seed: int | None = None,
+    generator: torch.Generator | None = None,
     on_text: Callable[[str], object] | None = None,
     tokenizer: Tokenizer | str | os.PathLike[str] | None = None,
     stop_at_eot: bool = True,
-) -> str:
+    revision: str | None = None,
+) -> Any:
     """Continue ``prompt`` and return the new text (without the prompt).
 
-    ``model_or_path``: a model, a Hugging Face GPT-2 folder or a zoo checkpoint.
-    ``tokenizer``: defaults to the folder's own ``vocab.json``/``merges.txt`` when it
-    has them, else GPT-2's. ``on_text(piece)`` streams the text as it is generated
-    (whole characters only). ``seed`` makes sampling reproducible. An empty prompt
-    starts from ``<|endoftext|>``, as GPT-2's unconditional samples do; generation
-    stops at ``<|endoftext|>`` unless ``stop_at_eot`` is false.
+    ``model_or_path``: a model, a Hugging Face folder, a hub id (``revision`` picks its
+    version) or a zoo checkpoint. ``tokenizer``: a ``Tokenizer``, a name (``"gpt2"``,
+    ``"bytes"``), a folder or a hub id; by default the model's own (see the module).
+    ``max_new_tokens`` (default 50) or ``max_length`` (prompt plus new tokens, as in
+    transformers) bound the length. ``on_text(piece)`` streams the text as it is
+    generated (whole characters only; the first sequence's, with several).
+    ``num_return_sequences`` > 1 samples that many continuations and returns a list.
+    ``seed`` or ``generator`` (one of them) makes sampling reproducible. An empty
+    prompt starts from the tokenizer's start token (``<|endoftext|>`` for GPT-2);
+    generation stops at its end-of-text token unless ``stop_at_eot`` is false.
     """
     if not isinstance(prompt, str):
         raise InputError(f"prompt must be a str, got {type(prompt).__name__}; pass '' to start from <|endoftext|>")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise InputError(f"seed must be an integer or None, got {seed!r}")
-    model = load_model(model_or_path)
-    if tokenizer is None:
-        tokenizer = _folder_tokenizer(model_or_path) or load_tokenizer("gpt2")
-    elif not isinstance(tokenizer, Tokenizer):
-        tokenizer = load_tokenizer(tokenizer)
-    vocab = model.config.vocab_size
-    if tokenizer.vocab_size > vocab:
-        raise ConfigError(
-            f"the tokenizer {tokenizer.name!r} has {tokenizer.vocab_size} tokens but the model's "
-            f"vocabulary has {vocab}; pass a tokenizer that matches the model (tokenizer=...)"
-        )
-    ids = tokenizer.encode(prompt)
-    if not ids:
-        if tokenizer.eot_token_id is None:
-            raise InputError("the prompt is empty and the tokenizer has no <|endoftext|> to start from; give a prompt")
-        ids = [tokenizer.eot_token_id]
+    if seed is not None and generator is not None:
+        raise InputError("pass seed= or generator=, not both: a seed makes a generator")
+    _check_count(num_return_sequences, "num_return_sequences")
+    model, own = load_with_tokenizer(model_or_path, revision=revision)
+    tokenizer = _tokenizer_for(model, model_or_path, own, tokenizer)
+    ids = _prompt_ids(tokenizer, prompt)
     device = next(model.parameters()).device
-    generator = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
+    if seed is not None:
+        generator = torch.Generator(device=device).manual_seed(seed)
     eot = tokenizer.eot_token_id if stop_at_eot else None
-    decoder = tokenizer.stream()
-    pieces: list[str] = []
+    streams = [tokenizer.stream(ids) for _ in range(num_return_sequences)]
+    pieces: list[list[str]] = [[] for _ in streams]
 
-    def emit(piece: str) -> None:
+    def emit(row: int, piece: str) -> None:
         if piece:
-            pieces.append(piece)
-            if on_text is not None:
+            pieces[row].append(piece)
+            if on_text is not None and row == 0:
                 on_text(piece)
 
-    def on_token(tokens: Tensor) -> None:
-        token = int(tokens[0])
-        if token != eot:
-            emit(decoder.push(token))
+    finished = [False] * num_return_sequences
 
+    def on_token(tokens: Tensor) -> None:
+        for row, token in enumerate(tokens.tolist()):
+            if finished[row]:
+                continue
+            if token == eot:
+                finished[row] = True
+                continue
+            emit(row, streams[row].push(token))
+
+    prompt_ids = torch.tensor([ids], device=device).expand(num_return_sequences, -1)
     generate(
         model,
-        torch.tensor([ids], device=device),
-        max_new_tokens,
+        prompt_ids,
+        _new_tokens(max_new_tokens, max_length, len(ids)),
         do_sample=do_sample,
         temperature=temperature,
         top_k=top_k,
@@ -98,23 +131,104 @@ def generate_text(
         eos_token_id=eot,
         generator=generator,
         on_token=on_token,
+        pad_token_id=pad_token_id,
     )
-    emit(decoder.flush())
-    return "".join(pieces)
+    for row, stream in enumerate(streams):
+        emit(row, stream.flush())
+    texts = ["".join(p) for p in pieces]
+    return texts if num_return_sequences > 1 else texts[0]
 
 
-def load_model(model_or_path: nn.Module | str | os.PathLike[str]) -> DecoderLM:
-    """A decoder-only model as given, or loaded from a Hugging Face folder or a zoo checkpoint."""
+def _tokenizer_for(
+    model: Any,
+    model_or_path: nn.Module | str | os.PathLike[str],
+    own: Tokenizer | None,
+    tokenizer: Tokenizer | str | os.PathLike[str] | None,
+) -> Tokenizer:
+    """The tokenizer given (loaded by name, folder or id), else the model's own; checked
+    against the model's vocabulary."""
+    if tokenizer is None:
+        tokenizer = own or _default_tokenizer(model, model_or_path)
+    elif not isinstance(tokenizer, Tokenizer):
+        tokenizer = load_tokenizer(tokenizer)
+    vocab = model.config.vocab_size
+    if tokenizer.vocab_size > vocab:
+        raise ConfigError(
+            f"the tokenizer {printable(tokenizer.name)!r} has {tokenizer.vocab_size} tokens but the model's "
+            f"vocabulary has {vocab}; pass a tokenizer that matches the model (tokenizer=..., or --tokenizer)"
+        )
+    return tokenizer
+
+
+def _prompt_ids(tokenizer: Tokenizer, prompt: str) -> list[int]:
+    """The prompt's ids; an empty prompt starts from the tokenizer's start token."""
+    ids = tokenizer.encode(prompt)
+    if not ids:
+        if tokenizer.start_token_id is None:
+            raise InputError("the prompt is empty and the tokenizer has no start token to begin from; give a prompt")
+        ids = [tokenizer.start_token_id]
+    return ids
+
+
+def _check_count(value: object, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _new_tokens(max_new_tokens: int | None, max_length: int | None, prompt_len: int) -> int:
+    """New tokens to ask for: ``max_new_tokens``, else ``max_length`` less the prompt, else 50."""
+    if max_new_tokens is not None and max_length is not None:
+        raise InputError("pass max_new_tokens or max_length, not both (max_length counts the prompt too)")
+    if max_length is None:
+        return 50 if max_new_tokens is None else max_new_tokens
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+        raise InputError(f"max_length must be an integer >= 1, got {max_length!r}")
+    if max_length < prompt_len:
+        raise InputError(
+            f"max_length={max_length} counts the prompt, which alone has {prompt_len} tokens; raise it, or "
+            f"use max_new_tokens for the new tokens only"
+        )
+    return max_length - prompt_len
+
+
+def _default_tokenizer(model: DecoderLM, source: object) -> Tokenizer:
+    if model.config.vocab_size in (GPT2_VOCAB, 50304):  # GPT-2's, or padded to 64 like Pythia and nanoGPT
+        return load_tokenizer("gpt2")
+    where = f"{printable(str(source))!r}" if isinstance(source, (str, os.PathLike)) else "this model"
+    raise ConfigError(
+        f"{where} records no tokenizer and its vocabulary ({model.config.vocab_size}) is not GPT-2's; pass "
+        f"one: tokenizer='bytes' (zoo generate --tokenizer bytes), a tokenizer folder or a hub id"
+    )
+
+
+def load_model(
+    model_or_path: nn.Module | str | os.PathLike[str], *, revision: str | None = None, version: int | None = None
+) -> DecoderLM:
+    """A decoder-only model as given, or loaded from a Hugging Face folder, a hub id or a
+    zoo checkpoint (``version`` picks one of a directory's versions)."""
+    return load_with_tokenizer(model_or_path, revision=revision, version=version)[0]
+
+
+def load_with_tokenizer(
+    model_or_path: nn.Module | str | os.PathLike[str], *, revision: str | None = None, version: int | None = None
+) -> tuple[DecoderLM, Tokenizer | None]:
+    """The model (as ``load_model``) and the tokenizer it goes with, where it names one."""
     if isinstance(model_or_path, nn.Module):
-        return _decoder(model_or_path, type(model_or_path).__name__)
+        return _decoder(model_or_path, type(model_or_path).__name__), None
     if not isinstance(model_or_path, (str, os.PathLike)) or not str(model_or_path):
         raise InputError(
-            f"model_or_path must be a model, a Hugging Face folder or a zoo checkpoint path, "
+            f"model_or_path must be a model, a Hugging Face folder, a hub id or a zoo checkpoint path, "
             f"got {type(model_or_path).__name__} {model_or_path!r}"
         )
     path = Path(model_or_path)
-    model = from_hf(path) if (path / "config.json").is_file() else load(path)
-    return _decoder(model, f"the model in {str(path)!r}")
+    if (path / "config.json").is_file() or (isinstance(model_or_path, str) and is_hub_id(model_or_path)):
+        folder, _ = local_or_snapshot(model_or_path, revision)
+        own = folder_tokenizer(folder) if has_tokenizer(folder) else None
+        return _decoder(from_hf(folder), f"the model {printable(str(model_or_path))!r}"), own
+    if revision is not None:
+        raise InputError(f"revision={revision!r} is for hub ids; {printable(str(path))!r} is a local checkpoint")
+    loaded = _decoder(load(path, version=version), f"the model in {printable(str(path))!r}")
+    return loaded, recorded_tokenizer(path, version)
 
 
 def _decoder(model: nn.Module, what: str) -> DecoderLM:
@@ -126,9 +240,78 @@ def _decoder(model: nn.Module, what: str) -> DecoderLM:
     return model
 
 
-def _folder_tokenizer(model_or_path: object) -> Tokenizer | None:
-    if isinstance(model_or_path, (str, os.PathLike)):
-        folder = Path(model_or_path)
-        if (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
-            return load_tokenizer(folder)
-    return None
+# -- the tokenizer a checkpoint records ---------------------------------------------------
+
+
+def tokenizer_record(source: str | os.PathLike[str], revision: str | None = None) -> dict[str, Any]:
+    """What a checkpoint's metadata records (under ``"tokenizer"``) for a tokenizer
+    ``source``: a name, or a hub id pinned to its commit. A folder is kept with
+    ``keep_tokenizer`` instead (its files travel with the run)."""
+    text = str(source)
+    if text in NAMES:
+        return {"name": text}
+    if isinstance(source, str) and is_hub_id(source):
+        folder, commit = local_or_snapshot(source, revision, weights=False)
+        return {"hub": source, "revision": commit or revision}
+    raise ConfigError(
+        f"tokenizer_record takes a name ({', '.join(NAMES)}) or a hub id, got {printable(text)!r}; "
+        f"keep a folder's files beside a run's versions with keep_tokenizer(folder, run)"
+    )
+
+
+def keep_tokenizer(folder: str | os.PathLike[str], run: str | os.PathLike[str]) -> dict[str, Any]:
+    """Copy a tokenizer folder's files into ``run/tokenizer/`` (beside its versions) and
+    return the record to save with them: each file's sha256."""
+    source, target = Path(folder), Path(run) / TOKENIZER_FOLDER
+    files = [
+        f for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt") if (source / f).is_file()
+    ]
+    if not has_tokenizer(source):
+        raise ConfigError(
+            f"{printable(str(source))!r} holds no tokenizer (tokenizer.json, or vocab.json and merges.txt)"
+        )
+    target.mkdir(parents=True, exist_ok=True)
+    hashes = {}
+    for name in files:
+        shutil.copyfile(source / name, target / name)  # a copy, never a link into a cache
+        hashes[name] = _sha256(target / name)
+    return {"files": hashes}
+
+
+def recorded_tokenizer(path: str | os.PathLike[str], version: int | None = None) -> Tokenizer | None:
+    """The tokenizer a zoo checkpoint records (see the module), or None if it records none."""
+    file = resolve(path, version)
+    metadata, _ = open_file(file, tensors=False)
+    user = json_field(metadata, "zoo.metadata", file, dict) if "zoo.metadata" in metadata else {}
+    record = user.get("tokenizer")
+    if record is None and isinstance(user.get("training"), Mapping):
+        record = user["training"].get("tokenizer")  # a run records the name its data was prepared with
+    if record is None:
+        return None
+    if isinstance(record, str):
+        record = {"name": record}
+    if not isinstance(record, Mapping):
+        raise CheckpointError(f"{file}: metadata 'tokenizer' is {printable(repr(record))[:80]}, not a record")
+    if isinstance(record.get("name"), str) and record["name"] in NAMES:
+        return load_tokenizer(record["name"])
+    if isinstance(record.get("hub"), str):
+        revision = record.get("revision")
+        return load_tokenizer(record["hub"], revision=revision if isinstance(revision, str) else None)
+    if isinstance(record.get("files"), Mapping):
+        folder = (Path(path) if Path(path).is_dir() else file.parent) / TOKENIZER_FOLDER
+        for name, expected in record["files"].items():
+            kept = folder / str(name)
+            if not kept.is_file() or _sha256(kept) != expected:
+                raise CheckpointError(
+                    f"{file} records the tokenizer file {printable(str(name))!r} beside its versions, but "
+                    f"{kept} is {'missing' if not kept.is_file() else 'changed (its sha256 differs)'}; restore "
+                    f"it, or pass the tokenizer (--tokenizer)"
+                )
+        return folder_tokenizer(folder)
+    if isinstance(record.get("name"), str):  # a name this zoo does not know, e.g. from in-memory tokens
+        return None
+    raise CheckpointError(f"{file}: metadata 'tokenizer' names no name, hub id or files")
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

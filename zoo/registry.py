@@ -33,7 +33,7 @@ import pluggy
 from pydantic import BaseModel, ConfigDict
 
 from zoo._version import __version__
-from zoo.contracts import legacy_arguments, options_from_signature
+from zoo.contracts import COMPONENT_KINDS, legacy_arguments, options_from_signature
 from zoo.errors import (
     DuplicateComponentError,
     PluginError,
@@ -44,7 +44,8 @@ from zoo.errors import (
 )
 from zoo.hookspecs import PROJECT, ZooSpec
 
-KINDS: tuple[str, ...] = ("attention", "norm", "placement", "activation", "position", "mlp", "init")
+#: The kinds of component, in their order (``zoo.contracts.COMPONENT_KINDS``).
+KINDS: tuple[str, ...] = tuple(kind.name for kind in COMPONENT_KINDS)
 
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "zoo.plugins.attention",

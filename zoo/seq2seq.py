@@ -18,22 +18,23 @@ import torch
 from torch import Tensor, nn
 
 from zoo.cache import KVCache
-from zoo.components import Components
+from zoo.components import PartMaker
 from zoo.config import ModelConfig
-from zoo.contracts import AttentionContext, Placement, make_mask
+from zoo.contracts import AttentionContext, CrossAttention, Placement, make_mask, takes_cross
 from zoo.errors import ConfigError, InputError
-from zoo.model import Block, TokenModel, as_padding, check_tensor
+from zoo.inputs import as_padding, check_tensor
+from zoo.model import Block, TokenModel
 from zoo.registry import Registry
 
 
 class DecoderBlock(nn.Module):
     """One decoder layer: causal self-attention, cross-attention to the encoder, MLP.
 
-    Self-attention's and the MLP's placements are a pair, as in ``Block``; the three
-    sub-layers run one after the other.
+    Self-attention's and the MLP's placements are a pair, as in ``Block``, and the
+    placement's ``block`` combines the three sub-layers (by default one after the other).
     """
 
-    def __init__(self, parts: Components) -> None:
+    def __init__(self, parts: PartMaker) -> None:
         super().__init__()
         attn_residual, mlp_residual = parts.placements()
         self.attn_residual: Placement = attn_residual
@@ -44,10 +45,10 @@ class DecoderBlock(nn.Module):
         self.mlp = parts.make("mlp")
 
     def forward(self, x: Tensor, self_ctx: AttentionContext, cross_ctx: AttentionContext) -> Tensor:
-        x = self.attn_residual(x, self.attn, self_ctx)
-        x = self.cross_residual(x, self.cross_attn, cross_ctx)
-        x = self.mlp_residual(x, self.mlp)
-        return x
+        cross = CrossAttention(self.cross_residual, self.cross_attn, cross_ctx)
+        return type(self.attn_residual).block(
+            x, self.attn_residual, self.attn, self.mlp_residual, self.mlp, self_ctx, cross=cross
+        )
 
 
 class EncoderDecoder(TokenModel):
@@ -64,10 +65,16 @@ class EncoderDecoder(TokenModel):
                 f"EncoderDecoder needs architecture='encoder_decoder', got {config.architecture!r}; "
                 f"build decoder-only configs with zoo.build (DecoderLM)"
             )
-        parts = Components(config, registry)
+        parts = PartMaker(config, registry)
         super().__init__(config, parts)  # one embedding for source, target and head
         self.encoder = nn.ModuleList(Block(parts) for _ in range(config.n_encoder_layers))
         decoder = [DecoderBlock(parts) for _ in range(config.n_layers)]
+        if not takes_cross(type(decoder[0].attn_residual)):
+            raise ConfigError(
+                f"placement {config.placement.name!r} combines a decoder-only layer's attention and MLP (its "
+                f"block takes no cross-attention), so it cannot place an 'encoder_decoder' model's decoder "
+                f"layers; use placement 'pre' or 'post'"
+            )
         self.decoder = nn.ModuleList(decoder)
         wants_final_norm = self.wants_final_norm(decoder[0].attn_residual)
         self.encoder_norm = parts.norm() if wants_final_norm else nn.Identity()

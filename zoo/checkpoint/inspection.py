@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from zoo.checkpoint.fit import check_dtypes, check_fit
+from zoo.checkpoint.checks import check_dtypes, check_fit
 from zoo.checkpoint.format import CheckpointInfo, TensorInfo, VersionInfo, format_of, json_field, parse_time, read
 from zoo.checkpoint.hashing import dtype_name
 from zoo.checkpoint.store import VERSION_NAME, open_file, path_arg, resolve, version_files

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from zoo.checkpoint.fit import (
+from zoo.checkpoint.checks import (
     RUNNABLE_FLOATS,
     check_allocation,
     check_dtypes,

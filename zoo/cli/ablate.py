@@ -16,6 +16,7 @@ from zoo.ablate import (
     ORDERS,
     TUNE_FRACTION,
     AblationResult,
+    ProgressCallback,
     run_ablation,
     significant_swaps,
     table,
@@ -223,6 +224,32 @@ STUDY_OPTIONS = ("scales", "tokens_per_param", "flops_per_run", "lr_sweep", "war
 
 
 def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
+    progress, on_progress = _progress(ui)
+    studied = {key: getattr(args, key) for key in STUDY_OPTIONS if getattr(args, key) is not None}
+    with progress:
+        if studied:
+            study = run_study(
+                args.base, args.target, out_dir=Path(args.out), on_progress=on_progress, **_options(args), **studied
+            )
+        else:
+            result = run_ablation(
+                base=args.base, target=args.target, out_dir=Path(args.out), on_progress=on_progress, **_options(args)
+            )
+    if studied:
+        return _show_study(study, args, ui)
+    if not result.main_process:
+        return 0  # under torchrun, rank 0 reports
+    if args.docs is not None:
+        write_docs_region(Path(args.docs), Path(args.out).name, result)
+    if ui.json_mode:
+        ui.json({**result.to_dict(), "results_path": str(result.results_path)})
+        return 0
+    _show(result, args, ui)
+    return 0
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    """The run_ablation arguments the flags give (unset flags leave its defaults)."""
     options: dict[str, Any] = {key: getattr(args, key) for key in ABLATE_OPTIONS if getattr(args, key) is not None}
     if args.data is not None:
         options["data"] = Path(args.data)
@@ -234,6 +261,11 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
         options["lr_grid"] = args.lr_grid
     if args.path is not None:
         options["path"] = True if args.path is True else [axis.strip() for axis in args.path.split(",") if axis.strip()]
+    return options
+
+
+def _progress(ui: Ui) -> tuple[Progress, ProgressCallback]:
+    """A progress display on stderr, a bar per run, and the callback that drives it."""
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -255,26 +287,7 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
         if step == total:
             done.add(run)
 
-    studied = {key: getattr(args, key) for key in STUDY_OPTIONS if getattr(args, key) is not None}
-    with progress:
-        if studied:
-            study = run_study(
-                args.base, args.target, out_dir=Path(args.out), on_progress=on_progress, **options, **studied
-            )
-        else:
-            result = run_ablation(
-                base=args.base, target=args.target, out_dir=Path(args.out), on_progress=on_progress, **options
-            )
-    if studied:
-        return _show_study(study, args, ui)
-    if not result.main_process:
-        return 0  # under torchrun, rank 0 reports
-    if args.docs is not None:
-        write_docs_region(Path(args.docs), Path(args.out).name, result)
-    if ui.json_mode:
-        ui.json({**result.to_dict(), "results_path": str(result.results_path)})
-        return 0
-    return _show_ablation(result, args, ui)
+    return progress, on_progress
 
 
 def _show_study(study: StudyResult, args: argparse.Namespace, ui: Ui) -> int:
@@ -287,7 +300,7 @@ def _show_study(study: StudyResult, args: argparse.Namespace, ui: Ui) -> int:
         return 0
     for cell, result in study.cells:
         ui.line(f"{cell.name}: {cell.steps} steps", "bold")
-        _show_ablation(result, args, ui, brief=True)
+        _show(result, args, ui, brief=True)
     trends = study.trends()
     if trends:
         rich_table = new_table(
@@ -306,7 +319,8 @@ def _show_study(study: StudyResult, args: argparse.Namespace, ui: Ui) -> int:
     return 0
 
 
-def _show_ablation(result: AblationResult, args: argparse.Namespace, ui: Ui, *, brief: bool = False) -> int:
+def _show(result: AblationResult, args: argparse.Namespace, ui: Ui, *, brief: bool = False) -> None:
+    """The table, the budget, what is significant, the notes and where the files are."""
     seeds = len(result.seeds)
     header, rows = table(result, compact=True)
     title = (
@@ -346,7 +360,7 @@ def _show_ablation(result: AblationResult, args: argparse.Namespace, ui: Ui, *, 
         ui.line(floor)
     ui.line(f"next: {next_step(result)}")
     if brief:
-        return 0
+        return
     for note in result.notes:
         ui.line(note, "yellow")
     if result.reused:
@@ -361,4 +375,3 @@ def _show_ablation(result: AblationResult, args: argparse.Namespace, ui: Ui, *, 
     ui.line(
         f"checkpoints: {', '.join(run.checkpoint.name for run in result.runs)} (first seed) in {Path(args.out)}", "dim"
     )
-    return 0

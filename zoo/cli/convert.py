@@ -9,6 +9,9 @@ import json
 import zoo
 from zoo.cli.options import Commands
 from zoo.cli.render import Ui, fmt_int
+from zoo.interop.hub import local_or_snapshot
+from zoo.pipelines import keep_tokenizer
+from zoo.text import has_tokenizer
 
 
 def add_parsers(commands: Commands) -> None:
@@ -17,7 +20,10 @@ def add_parsers(commands: Commands) -> None:
     )
     direction = p.add_mutually_exclusive_group(required=True)
     direction.add_argument(
-        "--from-hf", metavar="DIR", help="a Hugging Face folder to import (see `zoo plugins` for the families)"
+        "--from-hf",
+        metavar="DIR|ID",
+        help="a Hugging Face folder, or a hub id such as openai-community/gpt2, to import "
+        "(see `zoo plugins` for the families)",
     )
     direction.add_argument("--from-nanogpt", metavar="CKPT", help="a nanoGPT ckpt.pt (or its out_dir) to import")
     direction.add_argument("--to-hf", metavar="CHECKPOINT", help="a zoo checkpoint to export")
@@ -27,6 +33,9 @@ def add_parsers(commands: Commands) -> None:
         metavar="NAME",
         help="with --to-hf: the Hugging Face architecture to write (default: the first that fits)",
     )
+    p.add_argument(
+        "--revision", default=None, metavar="REV", help="with --from-hf ID: a branch, tag or commit (default: main)"
+    )
     p.add_argument("-o", "--output", required=True, metavar="PATH", help="where to write the result")
 
 
@@ -34,10 +43,20 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
     source = args.from_hf or args.from_nanogpt
     model: zoo.DecoderLM | zoo.EncoderDecoder
     if source:
+        metadata = None
         with ui.err.status(f"reading {source}"):
-            model = zoo.from_hf(source) if args.from_hf else zoo.from_nanogpt(source)
+            if args.from_hf:
+                folder, commit = local_or_snapshot(args.from_hf, args.revision)
+                model = zoo.from_hf(folder)
+            else:
+                model = zoo.from_nanogpt(source)
+        if args.from_hf and has_tokenizer(folder):  # the checkpoint records its tokenizer
+            if commit is not None:
+                metadata = {"tokenizer": {"hub": args.from_hf, "revision": commit}}
+            elif not args.output.endswith(".safetensors"):
+                metadata = {"tokenizer": keep_tokenizer(folder, args.output)}
         with ui.err.status(f"saving to {args.output}"):
-            written = zoo.save(model, args.output)
+            written = zoo.save(model, args.output, metadata=metadata)
         count = fmt_int(model.num_parameters())
         ui.line(f"converted {source} ({count} parameters) to the zoo checkpoint {written}", "green")
     else:

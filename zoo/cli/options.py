@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import zoo
 from zoo.checkpoint import inspect
 from zoo.cli.render import Ui
-from zoo.config import ModelConfig, parse_sets, preset_description, resolve_config
+from zoo.config import ModelConfig, parse_sets, preset_description, resolve_config, validate_config
+from zoo.errors import InteropError
+from zoo.interop.hf import config_from_hf
+from zoo.interop.hub import is_hub_id, local_or_snapshot
 
 #: A command's handler: the parsed arguments and the output in, the exit status out.
 Handler = Callable[[argparse.Namespace, Ui], int]
@@ -49,12 +54,30 @@ def seed(text: str) -> int:
     return value
 
 
+def json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path`` (a ``config.json``), else an ``InteropError``."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise InteropError(f"cannot read {path}: {err}") from err
+    if not isinstance(data, dict):
+        raise InteropError(f"{path} does not hold a JSON object")
+    return data
+
+
 def load_config(name: str, sets: Iterable[str] = ()) -> tuple[ModelConfig, str]:
     """The config of a preset, or of a checkpoint file or folder, with ``--set`` overrides.
 
     Returns the config and what to call it: the preset with its description, or the path.
     """
     overrides = parse_sets(sets)
+    if name not in zoo.list_models() and ((Path(name) / "config.json").is_file() or is_hub_id(name)):
+        folder, commit = local_or_snapshot(name, weights=False)  # a Hugging Face folder or hub id: its config.json
+        config_path = folder / "config.json"
+        hf = json_object(config_path)
+        fields = config_from_hf(hf, where=str(config_path))
+        base = validate_config(fields, source=str(config_path))
+        return resolve_config(base, overrides), f"{name} (at {commit})" if commit else name
     if name not in zoo.list_models() and Path(name).exists():
         info = inspect(name, verify=False)
         return resolve_config(info.config, overrides), name

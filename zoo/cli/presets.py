@@ -22,7 +22,7 @@ from zoo.cli.render import (
     new_table,
     summary_table,
 )
-from zoo.config import ModelConfig, preset_description
+from zoo.config import ModelConfig, preset_description, preset_pretrained
 from zoo.errors import ZooError
 from zoo.registry import KINDS, default_registry
 from zoo.summary import count_parameters, meta_model, summarize
@@ -62,7 +62,11 @@ def cmd_list(args: argparse.Namespace, ui: Ui) -> int:
         raise zoo.PresetError(f"no preset matches {args.pattern!r}; available presets: {', '.join(zoo.list_models())}")
     entries = []
     for name in names:
-        entry: dict[str, Any] = {"name": name, "description": preset_description(name)}
+        entry: dict[str, Any] = {
+            "name": name,
+            "description": preset_description(name),
+            "pretrained": preset_pretrained(name),  # the hub id of its weights, or None
+        }
         try:
             config = zoo.get_config(name)
             counts, _ = count_parameters(*meta_model(config))
@@ -71,7 +75,8 @@ def cmd_list(args: argparse.Namespace, ui: Ui) -> int:
         else:
             entry.update(
                 architecture=config.architecture,
-                layers=layers_label(config),
+                layers=config.n_layers,
+                encoder_layers=config.n_encoder_layers,
                 d_model=config.d_model,
                 n_heads=config.n_heads,
                 d_ff=config.d_ff,
@@ -92,22 +97,24 @@ def cmd_list(args: argparse.Namespace, ui: Ui) -> int:
         "d_ff",
         "vocab",
         "parameters",
+        "weights",
         "description",
         right=("layers", "d_model", "heads", "d_ff", "vocab", "parameters"),
         clip=("description",),
     )
     for e in entries:
         if "error" in e:
-            table.add_row(e["name"], *[""] * 6, Text(e["error"], style="red", overflow="fold"))
+            table.add_row(e["name"], *[""] * 7, Text(e["error"], style="red", overflow="fold"))
             continue
         table.add_row(
             e["name"],
-            e["layers"],
+            layers_label(e["config"]),
             str(e["d_model"]),
             str(e["n_heads"]),
             str(e["d_ff"]),
             fmt_int(e["vocab_size"]),
             fmt_int(e["parameters"]),
+            e["pretrained"] or "",
             clipped(e["description"]),
         )
     ui.print(table)

@@ -4,6 +4,7 @@ numbers and config values. The only module of the zoo that prints, with the comm
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -122,7 +123,15 @@ class Ui:
 
     def print(self, *things: Any, **kwargs: Any) -> None:
         """Print renderables; a table narrower terminals cannot hold without cutting a
-        number or a name is printed at the width it needs (the terminal wraps its lines)."""
+        number or a name is printed at the width it needs (the terminal wraps its lines).
+
+        Not to a terminal (a pipe, a file), each is printed as its content only: a table's
+        title and caption on lines of their own (never wrapped to the table's width), no
+        padding past the last character of a line, no blank first or last line."""
+        if not self.out.is_terminal:
+            for thing in things:
+                self._print_plain(thing, **kwargs)
+            return
         unlimited = self.out.options.update_width(UNLIMITED_WIDTH)
         needed = max(
             (Measurement.get(self.out, unlimited, t).minimum for t in things if isinstance(t, Table)), default=0
@@ -134,6 +143,27 @@ class Ui:
             self.out.print(*things, **kwargs)
         finally:
             self.out.width = width
+
+    def _print_plain(self, thing: Any, **kwargs: Any) -> None:
+        title = caption = None
+        if isinstance(thing, Table):
+            title, caption = thing.title, thing.caption
+            thing = copy.copy(thing)
+            thing.title = thing.caption = None
+        if title is not None:
+            self.line(str(title))
+        with self.out.capture() as captured:
+            self.out.print(thing, **kwargs)
+        lines = [line.rstrip() for line in captured.get().splitlines()]
+        while lines and not lines[0]:
+            lines.pop(0)
+        while lines and not lines[-1]:
+            lines.pop()
+        if lines:
+            self.out.file.write("\n".join(lines) + "\n")
+            self.out.file.flush()
+        if caption is not None:
+            self.line(str(caption))
 
     def line(self, text: str, style: str = "") -> None:
         """One line of plain text (no markup, control characters escaped), never wrapped."""

@@ -30,7 +30,7 @@ from zoo.cli.render import Ui, fmt_int, new_table
 from zoo.config import parse_sets
 from zoo.training import (
     BUNDLED_CORPUS,
-    DTYPES,
+    PRECISIONS,
     STRATEGIES,
     TOKENIZERS,
     StepReport,
@@ -103,7 +103,7 @@ def add_parsers(commands: Commands) -> None:
         )
     p.add_argument(
         "--dtype",
-        choices=DTYPES,
+        choices=tuple(PRECISIONS),
         default="fp32",
         help="fp32 (default), bf16 autocast, fp16 autocast with a grad scaler",
     )

@@ -50,6 +50,7 @@ def stream(
     eos_token_id: int | Sequence[int] | None = None,
     generator: torch.Generator | None = None,
     attention_mask: Tensor | None = None,
+    pad_token_id: int | None = None,
 ) -> Iterator[Step]:
     """Decode step by step, yielding each ``Step``; stops when every sequence is finished.
 
@@ -62,10 +63,13 @@ def stream(
     ids, mask = _check_inputs(engine, input_ids, max_new_tokens, attention_mask)
     _check_generator(generator, ids.device)
     eos = _eos_tensor(eos_token_id, ids.device, engine.config.vocab_size)
+    pad = _eos_tensor(pad_token_id, ids.device, engine.config.vocab_size, "pad_token_id")
+    if pad is not None and pad.numel() != 1:
+        raise InputError(f"pad_token_id must be one token id, got {pad_token_id!r}")
     if max_new_tokens == 0:
         return
     try:
-        decoding = _Decoding(engine, ids, mask, max_new_tokens, sampling, eos, generator)
+        decoding = _Decoding(engine, ids, mask, max_new_tokens, sampling, eos, generator, pad)
         scores = decoding.prefill()
         for step in range(max_new_tokens):
             tokens, finished = decoding.choose(scores)
@@ -96,10 +100,11 @@ class _Decoding:
         sampling: Sampling,
         eos: Tensor | None,
         generator: torch.Generator | None,
+        pad: Tensor | None = None,
     ) -> None:
         self.engine, self.ids, self.sampling, self.eos, self.generator = engine, ids, sampling, eos, generator
         batch, self.prompt_len = ids.shape
-        self.pad = int(eos[0]) if eos is not None else 0
+        self.pad = int(pad[0]) if pad is not None else int(eos[0]) if eos is not None else 0
         self.finished = torch.zeros(batch, dtype=torch.bool, device=ids.device)
         self.cache = engine.new_cache(self.prompt_len + max_new_tokens)
         self.mask: Tensor | None = None
@@ -146,8 +151,12 @@ class _Decoding:
 def generate(
     model: DecoderLM | Engine,
     input_ids: Tensor,
-    max_new_tokens: int,
+    max_new_tokens: int | None = None,
     *,
+    max_length: int | None = None,
+    num_return_sequences: int = 1,
+    pad_token_id: int | None = None,
+    seed: int | None = None,
     do_sample: bool = False,
     temperature: float = 1.0,
     top_k: int | None = None,
@@ -168,6 +177,13 @@ def generate(
     tokens, 0 for padding. ``on_token(tokens)`` receives each step's new ids (B,) as
     they come. A 1-D prompt gives a 1-D result. ``model`` may be an ``Engine`` prepared
     once for many calls.
+
+    As in transformers: ``max_length`` bounds prompt plus new tokens instead of
+    ``max_new_tokens`` (one of them; neither means 50 new tokens);
+    ``num_return_sequences`` continues each prompt that many times (rows
+    ``b * n .. b * n + n - 1`` for prompt ``b``); ``pad_token_id`` fills finished
+    sequences (default: the first EOS id); ``seed`` seeds a fresh generator (or pass
+    ``generator``, not both).
     """
     sampling = Sampling(do_sample, temperature, top_k, top_p, repetition_penalty)
     single = isinstance(input_ids, Tensor) and input_ids.dim() == 1
@@ -176,6 +192,20 @@ def generate(
         attention_mask = (
             attention_mask[None] if attention_mask is not None and attention_mask.dim() == 1 else attention_mask
         )
+    max_new_tokens = _new_tokens(max_new_tokens, max_length, input_ids)
+    if isinstance(num_return_sequences, bool) or not isinstance(num_return_sequences, int) or num_return_sequences < 1:
+        raise InputError(f"num_return_sequences must be an integer >= 1, got {num_return_sequences!r}")
+    if num_return_sequences > 1:
+        single = False
+        input_ids = input_ids.repeat_interleave(num_return_sequences, dim=0)
+        if attention_mask is not None:
+            attention_mask = attention_mask.repeat_interleave(num_return_sequences, dim=0)
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise InputError(f"seed must be an integer or None, got {seed!r}")
+        if generator is not None:
+            raise InputError("pass seed= or generator=, not both: a seed makes a generator")
+        generator = torch.Generator(device=_device(model)).manual_seed(seed)
     new: list[Tensor] = []
     for step in stream(
         model,
@@ -185,6 +215,7 @@ def generate(
         eos_token_id=eos_token_id,
         generator=generator,
         attention_mask=attention_mask,
+        pad_token_id=pad_token_id,
     ):
         new.append(step.tokens)
         if on_token is not None:
@@ -192,6 +223,23 @@ def generate(
     prompt = input_ids.to(_device(model))  # the prompt as checked: a tensor on the model's device
     out = torch.cat([prompt, torch.stack(new, dim=1)], dim=1) if new else prompt
     return out[0] if single else out
+
+
+def _new_tokens(max_new_tokens: int | None, max_length: int | None, input_ids: Tensor) -> int:
+    """``max_new_tokens``, or ``max_length`` less the prompt's length, or 50."""
+    if max_length is None:
+        return 50 if max_new_tokens is None else max_new_tokens
+    if max_new_tokens is not None:
+        raise InputError("pass max_new_tokens or max_length, not both (max_length counts the prompt too)")
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+        raise InputError(f"max_length must be an integer >= 1, got {max_length!r}")
+    prompt = input_ids.shape[-1] if isinstance(input_ids, Tensor) else 0
+    if max_length < prompt:
+        raise InputError(
+            f"max_length={max_length} counts the prompt, which alone has {prompt} tokens; raise it, or pass "
+            f"max_new_tokens for the new tokens only"
+        )
+    return max_length - prompt
 
 
 def _device(model: DecoderLM | Engine) -> torch.device:
@@ -224,18 +272,21 @@ def _check_generator(generator: object, device: torch.device) -> None:
 
 
 def _eos_tensor(
-    eos_token_id: int | Sequence[int] | Tensor | None, device: torch.device, vocab: int | None
+    eos_token_id: int | Sequence[int] | Tensor | None,
+    device: torch.device,
+    vocab: int | None,
+    name: str = "eos_token_id",
 ) -> Tensor | None:
     if eos_token_id is None:
         return None
     given = eos_token_id.tolist() if isinstance(eos_token_id, Tensor) else eos_token_id
     ids = [given] if isinstance(given, int) else list(given) if isinstance(given, Sequence) else [given]
     if not ids or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-        raise InputError(f"eos_token_id must be a token id, a sequence of them, or None; got {eos_token_id!r}")
+        raise InputError(f"{name} must be a token id, a sequence of them, or None; got {eos_token_id!r}")
     if vocab is not None and not all(0 <= i < vocab for i in ids):
         raise InputError(
-            f"eos_token_id {eos_token_id!r} is outside the model's vocabulary [0, {vocab}); "
-            f"pass the end-of-text id of the tokenizer that matches the model"
+            f"{name} {eos_token_id!r} is outside the model's vocabulary [0, {vocab}); "
+            f"pass an id of the tokenizer that matches the model"
         )
     return torch.tensor(ids, device=device)
 

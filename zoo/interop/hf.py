@@ -1,6 +1,7 @@
 """Hugging Face folders in and out: ``from_hf(path)`` and ``to_hf(model, path)``.
 
-A folder is ``config.json`` plus weights (``model.safetensors``, shards listed in
+``from_hf`` (and ``from_pretrained``) also take a hub id, resolved to a cached
+snapshot by ``zoo.interop.hub``. A folder is ``config.json`` plus weights (``model.safetensors``, shards listed in
 ``model.safetensors.index.json``, or a legacy ``pytorch_model.bin``, read without
 unpickling code). Which family it is comes from ``config.json``'s ``architectures``
 (else ``model_type``); the converter registered for it by a plugin (GPT-2 by the
@@ -20,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.checkpoint.store import path_arg, write_atomically
+from zoo.checkpoint.store import path_arg, write_atomically, write_safetensors
 from zoo.config import ModelConfig, validate_config
 from zoo.errors import ConfigError, InteropError
 from zoo.factory import build, device_arg, dtype_arg, reset_buffers
@@ -31,10 +32,11 @@ from zoo.interop.converter import (
     state_to_hf,
     untie_if_stored,
 )
+from zoo.interop.hub import local_or_snapshot
 from zoo.model import DecoderLM
 from zoo.registry import RegisteredConverter, Registry, default_registry
 
-__all__ = ["config_from_hf", "config_to_hf", "converter_for", "from_hf", "read_weights", "to_hf"]
+__all__ = ["config_from_hf", "config_to_hf", "converter_for", "from_hf", "from_pretrained", "read_weights", "to_hf"]
 
 WEIGHT_FILES = (
     "model.safetensors",
@@ -205,15 +207,18 @@ def _local_tensors(converter: Converter, tensors: Mapping[str, Tensor]) -> dict[
 def from_hf(
     path: str | os.PathLike[str],
     *,
-    dtype: torch.dtype | None = None,
+    revision: str | None = None,
+    dtype: torch.dtype | str | None = None,
     device: torch.device | str | None = None,
     attention: str = "sdpa",
     registry: Registry | None = None,
 ) -> DecoderLM:
-    """A zoo model from a Hugging Face folder, in eval mode.
+    """A zoo model from a Hugging Face folder or hub id, in eval mode.
 
-    The family comes from ``config.json`` (see ``zoo plugins`` for the converters
-    installed). Weights keep their stored dtype unless ``dtype`` is given.
+    ``path`` is a folder, or a hub id such as ``"openai-community/gpt2"`` resolved
+    through the hub cache (``zoo.interop.hub``; ``revision`` picks a branch, tag or
+    commit). The family comes from ``config.json`` (see ``zoo plugins`` for the
+    converters installed). Weights keep their stored dtype unless ``dtype`` is given.
     ``attention`` picks the kernel (``"sdpa"`` or ``"eager"``; the same math).
     """
     if attention not in KERNELS:
@@ -223,10 +228,14 @@ def from_hf(
         )
     target_dtype = dtype_arg(dtype, InteropError)
     target_device = device_arg(device, InteropError)
-    folder = path_arg(path, "read", InteropError, "a folder path")
+    folder, _ = local_or_snapshot(path, revision, bare=True)
+    folder = path_arg(folder, "read", InteropError, "a folder path")
     config_path = folder / "config.json"
     if not config_path.is_file():
-        raise InteropError(f"{folder} is not a Hugging Face model folder: it has no config.json")
+        raise InteropError(
+            f"{folder} is not a Hugging Face model folder: it has no config.json. Give a folder that "
+            f"transformers saved (save_pretrained), or a hub id such as 'openai-community/gpt2'"
+        )
     try:
         hf = json.loads(config_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
@@ -251,6 +260,24 @@ def from_hf(
     model.tie_weights()
     reset_buffers(model)
     return model.to(target_device or "cpu").eval()
+
+
+def from_pretrained(
+    path_or_id: str | os.PathLike[str],
+    *,
+    revision: str | None = None,
+    dtype: torch.dtype | str | None = None,
+    device: torch.device | str | None = None,
+) -> DecoderLM:
+    """A pretrained model by hub id (``"openai-community/gpt2"``) or folder, in eval mode,
+    as transformers' ``AutoModelForCausalLM.from_pretrained`` names it.
+
+    The first call for an id needs the network, or a hub cache that holds it
+    (``HF_HOME``; ``HF_HUB_OFFLINE=1`` never downloads); later calls read the cache.
+    ``revision`` picks a branch, tag or commit; ``dtype`` converts the weights (default:
+    as stored); ``device`` places them. ``zoo.from_hf`` is the same with more options.
+    """
+    return from_hf(path_or_id, revision=revision, dtype=dtype, device=device)
 
 
 def to_hf(
@@ -278,12 +305,10 @@ def to_hf(
     hf_config = config_to_hf(config, model.tok_emb.weight.dtype, architecture=converter.architecture, registry=registry)
     tensors = state_to_hf(converter, model.state_dict(), config)
     folder = path_arg(path, "write to", InteropError, "a folder path")
-    from safetensors.torch import save_file
-
     text = json.dumps(hf_config, indent=2, sort_keys=True) + "\n"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        write_atomically(folder / "model.safetensors", lambda f: save_file(tensors, f, metadata={"format": "pt"}))
+        write_atomically(folder / "model.safetensors", lambda f: write_safetensors(f, tensors, {"format": "pt"}))
         write_atomically(folder / "config.json", lambda f: f.write_text(text, encoding="utf-8"))
     except OSError as err:
         raise InteropError(

@@ -5,6 +5,9 @@ built model in one process, on token ids or ``TokenData`` (what ``ablate`` uses)
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 from zoo.training.data import (
     BUNDLED_CORPUS,
     MANIFEST,
@@ -35,14 +38,15 @@ from zoo.training.loop import (
     mean_loss,
     parameter_groups,
     run,
+    run_loop,
     train,
 )
 from zoo.training.metrics import METRICS, StepReport
-from zoo.training.settings import DTYPES, TrainSettings
+from zoo.training.settings import PRECISIONS, TrainSettings
 
 __all__ = [
     "BUNDLED_CORPUS",
-    "DTYPES",
+    "PRECISIONS",
     "MANIFEST",
     "METRICS",
     "STRATEGIES",
@@ -71,8 +75,21 @@ __all__ = [
     "read_text",
     "resolve_data",
     "run",
+    "run_loop",
     "tokens_data",
     "train",
     "training_batches",
     "validation_batches",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Deprecated names: ``DTYPES`` (the precisions' names) is now ``PRECISIONS``."""
+    if name == "DTYPES":
+        warnings.warn(
+            "zoo.training.DTYPES is now zoo.training.PRECISIONS (a dict: precision -> autocast dtype)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return tuple(PRECISIONS)
+    raise AttributeError(f"module 'zoo.training' has no attribute {name!r}")

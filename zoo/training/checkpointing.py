@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -16,11 +17,12 @@ from zoo.checkpoint import load, save, unwrap, versions
 from zoo.config import ModelConfig
 from zoo.errors import CheckpointError, ConfigError, InputError
 from zoo.factory import build
-from zoo.training.data import TokenData, WindowSampler
-from zoo.training.distributed import World, all_gather, barrier
+from zoo.training.data import TokenData
+from zoo.training.distributed import World, barrier
 from zoo.training.metrics import LOGS
 from zoo.training.settings import RESUMABLE_CHANGES, TrainSettings
 from zoo.training.state import TrainingState, optimizer_tensors, read_state, state_path, write_state
+from zoo.training.stateful import Stateful, collect
 
 
 def output_folder(out: str | os.PathLike[str] | None, resume: bool, world: World) -> Path | None:
@@ -75,30 +77,6 @@ def resume_state(model: nn.Module, config: Any, data: TokenData, settings: Train
     return state
 
 
-def restore_random_state(
-    state: TrainingState, sampler: WindowSampler, scaler: torch.amp.GradScaler | None, world: World
-) -> None:
-    """The data cursor, and this rank's random state (a new rank's is derived from the
-    seed and step, so a resume at another world size stays deterministic)."""
-    sampler.set_state(state.tensors["data/cursor"])
-    cpu = state.rng("cpu", world.rank)
-    if cpu is not None:
-        torch.set_rng_state(cpu)
-    else:
-        torch.manual_seed(state.settings["seed"] + world.rank + 1_000_003 * state.step)
-    cuda = state.rng("cuda", world.rank)
-    if cuda is not None and world.device.type == "cuda":
-        torch.cuda.set_rng_state(cuda, world.device)
-    if scaler is not None and "scaler/scale" in state.tensors:
-        scaler.load_state_dict(
-            {
-                **scaler.state_dict(),
-                "scale": float(state.tensors["scaler/scale"]),
-                "_growth_tracker": int(state.tensors["scaler/growth_tracker"]),
-            }
-        )
-
-
 def save_version(
     out: Path,
     model: nn.Module,
@@ -107,26 +85,15 @@ def save_version(
     settings: TrainSettings,
     data: TokenData,
     optimizer: torch.optim.Optimizer,
-    scaler: torch.amp.GradScaler | None,
-    sampler: WindowSampler,
-    step: int,
-    tokens: int,
+    states: Mapping[str, Stateful],
     metadata: dict[str, Any],
 ) -> Path | None:
-    """A new version in ``out`` and its training state; collective, rank 0 writes.
+    """A new version in ``out`` and its training state: the optimizer's and every part of
+    ``states`` (``stateful.collect``); collective, rank 0 writes.
 
     The state is written first, then the version, so a version always has its state."""
     optim, groups = optimizer_tensors(model, optimizer)
-    tensors = dict(optim)
-    for rank, rng in enumerate(all_gather(torch.get_rng_state(), world)):
-        tensors[f"rng/cpu/{rank}"] = rng
-    if world.device.type == "cuda":
-        for rank, rng in enumerate(all_gather(torch.cuda.get_rng_state(world.device), world)):
-            tensors[f"rng/cuda/{rank}"] = rng
-    tensors["data/cursor"] = sampler.state()
-    if scaler is not None:
-        tensors["scaler/scale"] = torch.tensor(scaler.get_scale())
-        tensors["scaler/growth_tracker"] = torch.tensor(int(scaler.state_dict().get("_growth_tracker", 0)))
+    parts = {**optim, **collect(states)}
     full = None
     if strategy == "fsdp":
         from torch.distributed.checkpoint.state_dict import (  # on use: slow import
@@ -141,22 +108,14 @@ def save_version(
     path = None
     if world.is_main:
         config = getattr(model, "config", None)
-        state = TrainingState(
-            step,
-            tokens,
-            settings.to_dict(),
-            config.model_dump_json() if config is not None else "null",
-            data.digest,
-            world.size,
-            tensors,
-            groups,
-        )
+        config_json = config.model_dump_json() if config is not None else "null"
+        state = TrainingState.of_parts(parts, settings.to_dict(), config_json, data.digest, world.size, groups)
         existing = versions(out)
         number = (existing[-1].version if existing else 0) + 1
         write_state(state_path(out / f"v{number:04d}.safetensors"), state)
         training = {
-            "step": step,
-            "tokens": tokens,
+            "step": state.step,
+            "tokens": state.tokens,
             "tokenizer": data.tokenizer,
             "manifest_digest": data.digest,
             "data": data.source,

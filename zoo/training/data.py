@@ -20,7 +20,7 @@ import os
 import secrets
 import shutil
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
@@ -310,6 +310,13 @@ class WindowSampler:
 
     def set_state(self, state: Tensor) -> None:
         self.generator.set_state(state)
+
+    def state_dict(self) -> dict[str, Tensor]:
+        """The data cursor (``Stateful``, ``zoo.training.stateful``)."""
+        return {"cursor": self.state()}
+
+    def load_state_dict(self, state: Mapping[str, Tensor]) -> None:
+        self.set_state(state["cursor"])
 
 
 def training_batches(tokens: Tensor, settings: Any) -> Iterator[tuple[Tensor, Tensor]]:

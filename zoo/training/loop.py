@@ -6,21 +6,26 @@
 - ``batch_size`` sequences per optimizer step over all ranks, ``micro_batch_size`` per
   forward on one rank, accumulated ``batch_size / (micro_batch_size * world_size)`` times.
   Every step trains on the same windows whatever the world size (``WindowSampler``).
-- autocast in bf16, or in fp16 with a grad scaler (CPU or CUDA; its state is saved and
-  resumed with the run's); under FSDP2 a ``MixedPrecisionPolicy`` instead (bf16 only). Optional ``torch.compile`` and activation
-  checkpointing per block.
+- autocast in bf16, or in fp16 with a grad scaler (CPU or CUDA); under FSDP2 a
+  ``MixedPrecisionPolicy`` instead (bf16 only). Optional ``torch.compile`` and
+  activation checkpointing per block.
 - validation loss every ``eval_every`` steps (and before the first); every
   ``save_every`` steps and at the end a ``zoo.save`` version in ``out`` plus its training
-  state (``zoo.training.state``); ``resume`` continues from the newest version, exactly.
+  state (``zoo.training.state``): the optimizer's and that of each stateful part
+  (``zoo.training.stateful``: schedule, data cursor, grad scaler, random state);
+  ``resume`` continues from the newest version, exactly. A loss that becomes NaN or
+  infinite stops the run with a ``DivergenceError``.
 - deterministic on CPU: deterministic kernels while training, the random state forked
   from, and restored to, the caller's, and the thread count pinnable (``threads``).
 
-``fit`` trains a built model in one process, on the model's device, on in-memory token
-ids or ``TokenData`` (what ``ablate`` uses); ``train`` takes a preset name, a checkpoint or a model and any data
-``resolve_data`` accepts; both go through ``run``.
+The entry points: ``train`` takes a preset name, a checkpoint or a model and any data
+``resolve_data`` accepts, and saves into ``out``; ``fit`` trains a built model in one
+process on in-memory token ids or ``TokenData`` (what ``ablate`` uses), saving nothing;
+both go through ``run_loop``, the loop itself, given ``TokenData`` and a world.
 
-Beside the loop: ``settings`` (``TrainSettings``), ``checkpointing`` (save, resume),
-``metrics`` (``metrics.jsonl``, MFU) and ``models`` (what ``train`` is given, resolved).
+Beside the loop: ``settings`` (``TrainSettings``), ``stateful`` (the parts a resume
+restores), ``checkpointing`` (save, resume), ``metrics`` (``metrics.jsonl``, MFU) and
+``models`` (what ``train`` is given, resolved).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import dataclasses
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,8 +46,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.config import ModelConfig
-from zoo.errors import ConfigError, InputError
-from zoo.training.checkpointing import output_folder, restore_random_state, resume_state, save_version
+from zoo.errors import ConfigError, DivergenceError, InputError
+from zoo.training.checkpointing import output_folder, resume_state, save_version
 from zoo.training.data import (
     TOKENIZERS,
     TokenData,
@@ -61,11 +67,12 @@ from zoo.training.distributed import (
 )
 from zoo.training.metrics import METRICS, MetricsWriter, StepReport, device_peak_tflops, flops_per_token
 from zoo.training.models import gpt2_vocab, model_of
-from zoo.training.settings import DTYPES, TrainSettings
-from zoo.training.state import load_optimizer
+from zoo.training.settings import PRECISIONS, TrainSettings
+from zoo.training.state import TrainingState, load_optimizer
+from zoo.training.stateful import RandomState, ScalerState, Schedule, Stateful, learning_rate, restore
 
 __all__ = [  # the names zoo.training has always found here
-    "DTYPES",
+    "PRECISIONS",
     "METRICS",
     "CurvePoint",
     "StepReport",
@@ -120,15 +127,6 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, An
     ]
 
 
-def learning_rate(step: int, settings: TrainSettings) -> float:
-    """The learning rate of update ``step`` (0-based): linear warmup, then cosine decay."""
-    peak, floor, warmup = settings.lr, settings.lr * settings.min_lr_ratio, settings.warmup
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    progress = (step - warmup) / max(1, settings.steps - warmup)
-    return floor + 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0))) * (peak - floor)
-
-
 def lm_loss(model: nn.Module, inputs: Tensor, targets: Tensor) -> Tensor:
     """Mean next-token cross-entropy; right for logits and for log-probabilities alike
     (log_softmax of log-probabilities is the identity)."""
@@ -166,9 +164,12 @@ def deterministic(seed: int, threads: int | None = None) -> Iterator[None]:
             torch.set_num_threads(previous_threads)
 
 
+# -- the loop --------------------------------------------------------------------------
+
+
 @dataclass
 class _Run:
-    """What one call of ``run`` works with, resolved and checked."""
+    """What one call of ``run_loop`` works with, resolved and checked."""
 
     model: nn.Module  # the model as built (its parameters sharded in place under FSDP2)
     wrapped: nn.Module  # what forward runs through (DDP wrapper, or the model)
@@ -179,10 +180,31 @@ class _Run:
     micro: int  # sequences per forward on one rank
     accum: int  # micro-batches per optimizer step on one rank
     out: Path | None
-    autocast: Callable[[], contextlib.AbstractContextManager[Any]]
+    low: torch.dtype | None  # autocast's dtype (bf16, fp16), None for fp32 or under FSDP2
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler  # enabled for fp16 only
+    sampler: WindowSampler
+    schedule: Schedule
+    val_batches: list[tuple[Tensor, Tensor]]
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.low is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.world.device.type, dtype=self.low)
+
+    @property
+    def states(self) -> dict[str, Stateful]:
+        """The stateful parts a save collects and a resume restores, in restore order
+        (the schedule first: a new rank's random state derives from its step)."""
+        return {
+            "schedule": self.schedule,
+            "data": self.sampler,
+            "scaler": ScalerState(self.scaler),
+            "rng": RandomState(self.world, self.settings.seed, self.schedule),
+        }
 
 
-def run(
+def run_loop(
     model: nn.Module,
     data: TokenData,
     settings: TrainSettings,
@@ -205,12 +227,23 @@ def run(
     if world is None:
         world, created = init_world()
     try:
-        return _train(model, data, settings, out, resume, world, model_tokenizer, metadata or {}, on_step)
+        r, state = _prepare(model, data, settings, out, resume, world, model_tokenizer)
+        return _loop(r, state, metadata or {}, on_step)
     finally:
         close_world(created)
 
 
-def _train(
+def run(model: nn.Module, data: TokenData, settings: TrainSettings, **options: Any) -> TrainResult:
+    """Deprecated: ``run_loop``, its new name (``train`` and ``fit`` are the entry points)."""
+    warnings.warn(
+        "zoo.training.run is now zoo.training.run_loop; the old name goes in a later release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return run_loop(model, data, settings, **options)
+
+
+def _prepare(
     model: nn.Module,
     data: TokenData,
     settings: TrainSettings,
@@ -218,9 +251,9 @@ def _train(
     resume: bool,
     world: World,
     model_tokenizer: str | None,
-    metadata: dict[str, Any],
-    on_step: Callable[[StepReport], None] | None,
-) -> TrainResult:
+) -> tuple[_Run, TrainingState | None]:
+    """The run checked and set up: the folder, the strategy, the optimizer and the
+    stateful parts; with ``resume`` the newest version's weights loaded and its state."""
     config = getattr(model, "config", None)
     _check_inputs(model, config, data, settings, model_tokenizer)
     micro, accum = _micro_batches(settings, world)
@@ -231,7 +264,7 @@ def _train(
         raise ConfigError(
             "dtype fp16 needs the single or ddp strategy (a grad scaler); use --dtype bf16 with --strategy fsdp"
         )
-    low = torch.bfloat16 if settings.dtype == "bf16" else torch.float16 if settings.dtype == "fp16" else None
+    low = PRECISIONS[settings.dtype]
     wrapped = prepare_model(
         model,
         strategy,
@@ -240,72 +273,102 @@ def _train(
         compile=settings.compile,
         activation_checkpointing=settings.activation_checkpointing,
     )
-
-    def autocast() -> contextlib.AbstractContextManager[Any]:
-        if low is None or strategy == "fsdp":
-            return contextlib.nullcontext()
-        return torch.autocast(world.device.type, dtype=low)
-
-    r = _Run(model, wrapped, world, strategy, settings, data, micro, accum, out, autocast)
     optimizer = torch.optim.AdamW(parameter_groups(model, settings.weight_decay), lr=settings.lr, betas=settings.betas)
-    scaler = torch.amp.GradScaler(world.device.type) if settings.dtype == "fp16" else None
-    sampler = WindowSampler(data.train, settings.seq_len, settings.seed)
-    val_batches = validation_batches(data.val, settings)
-    flops, peak_tflops = flops_per_token(config, settings, world), device_peak_tflops(settings, world)
+    r = _Run(
+        model,
+        wrapped,
+        world,
+        strategy,
+        settings,
+        data,
+        micro,
+        accum,
+        out,
+        None if strategy == "fsdp" else low,  # FSDP2's MixedPrecisionPolicy casts instead
+        optimizer,
+        torch.amp.GradScaler(world.device.type, enabled=settings.dtype == "fp16"),
+        WindowSampler(data.train, settings.seq_len, settings.seed),
+        Schedule(settings),
+        validation_batches(data.val, settings),
+    )
+    return r, state
+
+
+def _loop(
+    r: _Run, state: TrainingState | None, metadata: dict[str, Any], on_step: Callable[[StepReport], None] | None
+) -> TrainResult:
+    """Train from the start (after a first evaluation) or from ``state``, to ``settings.steps``."""
+    settings, world = r.settings, r.world
+    resumed_at = state.step if state is not None else None
     with (
         deterministic(settings.seed + world.rank, settings.threads),
-        MetricsWriter(out, world.is_main, state.step if state is not None else None) as metrics,
+        MetricsWriter(r.out, world.is_main, resumed_at) as metrics,
     ):
-        start, tokens = 0, 0
         curve: list[CurvePoint] = []
         if state is not None:
-            start, tokens = state.step, state.tokens
-            load_optimizer(model, optimizer, state.tensors, state.groups)
-            restore_random_state(state, sampler, scaler, world)
+            load_optimizer(r.model, r.optimizer, state.tensors, state.groups)
+            restore(r.states, state.parts())
         else:
-            curve.append(CurvePoint(0, None, _evaluate(r, val_batches)))
-        wrapped.train()
-        seconds, since_eval, losses, checkpoint = 0.0, [], [], None
-        for step in range(start, settings.steps):
-            began = time.perf_counter()
-            lr = learning_rate(step, settings)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            value = _step(r, optimizer, scaler, sampler)
-            spent = time.perf_counter() - began
-            seconds += spent
-            if not math.isfinite(value):
-                raise ConfigError(
-                    f"the training loss became {value} at step {step + 1}: training diverged; "
-                    f"lower the learning rate (lr={settings.lr}) or raise warmup_steps"
-                )
-            done, tokens = step + 1, tokens + settings.tokens_per_step
-            since_eval.append(value)
-            losses.append(value)
-            val_loss = None
-            if done % settings.eval_every == 0 or done == settings.steps:
-                val_loss = _evaluate(r, val_batches)
-                curve.append(CurvePoint(done, sum(since_eval) / len(since_eval), val_loss))
-                since_eval = []
-            speed = settings.tokens_per_step / spent if spent else 0.0
-            mfu = speed * 3 * flops / (world.size * peak_tflops * 1e12) if flops and peak_tflops else None
-            report = StepReport(done, settings.steps, value, lr, tokens, speed, mfu, val_loss)
-            metrics.write(report)
-            if out is not None and (
-                done == settings.steps or (settings.save_every and done % settings.save_every == 0)
-            ):
-                checkpoint = save_version(
-                    out, model, world, strategy, settings, data, optimizer, scaler, sampler, done, tokens, metadata
-                )
-                metrics.flush()
-            if on_step is not None:
-                on_step(report)
+            curve.append(CurvePoint(0, None, _evaluate(r, r.val_batches)))
+        start = r.schedule.step
+        r.wrapped.train()
+        seconds, losses, checkpoint = _updates(r, curve, metrics, metadata, on_step)
         if not curve:  # resumed a finished run: report where it stands
-            curve.append(CurvePoint(start, None, _evaluate(r, val_batches)))
-    model.eval()
-    steps_run = settings.steps - start
-    trained = steps_run * settings.tokens_per_step
+            curve.append(CurvePoint(start, None, _evaluate(r, r.val_batches)))
+    r.model.eval()
+    trained = (settings.steps - start) * settings.tokens_per_step
     return TrainResult(curve, trained / seconds if seconds else 0.0, seconds, trained, checkpoint, losses)
+
+
+def _updates(
+    r: _Run,
+    curve: list[CurvePoint],
+    metrics: MetricsWriter,
+    metadata: dict[str, Any],
+    on_step: Callable[[StepReport], None] | None,
+) -> tuple[float, list[float], Path | None]:
+    """The optimizer steps left, each reported, evaluated and saved when due; returns the
+    seconds spent in them, their losses and the last version saved."""
+    settings, world, schedule = r.settings, r.world, r.schedule
+    flops, peak = (
+        flops_per_token(getattr(r.model, "config", None), settings, world),
+        device_peak_tflops(settings, world),
+    )
+    seconds, since_eval, losses, checkpoint = 0.0, [], [], None
+    while schedule.step < settings.steps:
+        began = time.perf_counter()
+        lr = schedule.lr
+        for group in r.optimizer.param_groups:
+            group["lr"] = lr
+        value = _step(r)
+        spent = time.perf_counter() - began
+        seconds += spent
+        if not math.isfinite(value):
+            raise DivergenceError(
+                f"the training loss became {value} at step {schedule.step + 1}: training diverged; "
+                f"lower the learning rate (lr={settings.lr}) or raise warmup_steps"
+            )
+        schedule.advance()
+        done = schedule.step
+        since_eval.append(value)
+        losses.append(value)
+        val_loss = None
+        if done % settings.eval_every == 0 or done == settings.steps:
+            val_loss = _evaluate(r, r.val_batches)
+            curve.append(CurvePoint(done, sum(since_eval) / len(since_eval), val_loss))
+            since_eval = []
+        speed = settings.tokens_per_step / spent if spent else 0.0
+        mfu = speed * 3 * flops / (world.size * peak * 1e12) if flops and peak else None
+        report = StepReport(done, settings.steps, value, lr, schedule.tokens, speed, mfu, val_loss)
+        metrics.write(report)
+        if r.out is not None and (done == settings.steps or (settings.save_every and done % settings.save_every == 0)):
+            checkpoint = save_version(
+                r.out, r.model, world, r.strategy, settings, r.data, r.optimizer, r.states, metadata
+            )
+            metrics.flush()
+        if on_step is not None:
+            on_step(report)
+    return seconds, losses, checkpoint
 
 
 def _check_inputs(
@@ -343,31 +406,25 @@ def _micro_batches(settings: TrainSettings, world: World) -> tuple[int, int]:
     return micro, settings.batch_size // (micro * world.size)
 
 
-def _step(
-    r: _Run, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, sampler: WindowSampler
-) -> float:
-    """One optimizer step on the next global batch; returns its mean loss over all ranks."""
-    index = sampler.draw(r.settings.batch_size)  # the global batch, the same on every rank
+def _step(r: _Run) -> float:
+    """One optimizer step on the next global batch; returns its mean loss over all ranks.
+    The grad scaler is a no-op unless enabled (fp16)."""
+    index = r.sampler.draw(r.settings.batch_size)  # the global batch, the same on every rank
     share = r.settings.batch_size // r.world.size
     mine = index[r.world.rank * share : (r.world.rank + 1) * share]
-    optimizer.zero_grad(set_to_none=True)
+    r.optimizer.zero_grad(set_to_none=True)
     total = torch.zeros((), device=r.world.device)
     for j, part in enumerate(mine.split(r.micro)):
-        x, y = sampler.windows(part)
+        x, y = r.sampler.windows(part)
         with gradient_sync(r.wrapped, j == r.accum - 1), r.autocast():
             loss = lm_loss(r.wrapped, x.to(r.world.device), y.to(r.world.device))
-        scaled = loss / r.accum
-        (scaler.scale(scaled) if scaler is not None else scaled).backward()
+        r.scaler.scale(loss / r.accum).backward()
         total += loss.detach()
-    if scaler is not None:
-        scaler.unscale_(optimizer)
+    r.scaler.unscale_(r.optimizer)
     if r.settings.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(list(r.wrapped.parameters()), r.settings.grad_clip)
-    if scaler is not None:
-        scaler.step(optimizer)
-        scaler.update()
-    else:
-        optimizer.step()
+    r.scaler.step(r.optimizer)
+    r.scaler.update()
     return float(all_sum(total, r.world) / (r.accum * r.world.size))
 
 
@@ -424,7 +481,7 @@ def fit(
     device = next(model.parameters()).device
     world = World(0, 1, 0, device)
     report = None if on_step is None else (lambda r: on_step(r.step, r.loss))
-    return run(model, data, dataclasses.replace(settings, strategy="single"), world=world, on_step=report)
+    return run_loop(model, data, dataclasses.replace(settings, strategy="single"), world=world, on_step=report)
 
 
 def train(
@@ -456,7 +513,7 @@ def train(
     module, model_tokenizer = model_of(model, overrides or {}, settings, out if resuming else None)
     data_tokenizer = tokenizer or model_tokenizer or ("gpt2" if gpt2_vocab(module) else "bytes")
     token_data = resolve_data(data, tokenizer=data_tokenizer)
-    return run(
+    return run_loop(
         module,
         token_data,
         settings,

@@ -7,10 +7,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from zoo.errors import ConfigError
 from zoo.training.distributed import STRATEGIES
 
-DTYPES = ("fp32", "bf16", "fp16")
+#: The training precisions (``--dtype``) and the dtype each autocasts to (fp32: none).
+PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 # Settings a resume may change: they do not change what the run computes, except ``steps``
 # (training longer), which stretches the cosine schedule from the resume point on.
 RESUMABLE_CHANGES = (
@@ -84,8 +87,8 @@ class TrainSettings:
             problems.append(f"warmup_steps={self.warmup_steps} must be within [0, steps={self.steps}]")
         if self.weight_decay < 0 or self.grad_clip < 0:
             problems.append("weight_decay and grad_clip must be >= 0")
-        if self.dtype not in DTYPES:
-            problems.append(f"dtype={self.dtype!r} must be one of {', '.join(DTYPES)}")
+        if self.dtype not in PRECISIONS:
+            problems.append(f"dtype={self.dtype!r} must be one of {', '.join(PRECISIONS)}")
         if self.strategy not in STRATEGIES:
             problems.append(f"strategy={self.strategy!r} must be one of {', '.join(STRATEGIES)}")
         if self.peak_tflops is not None and not (isinstance(self.peak_tflops, (int, float)) and self.peak_tflops > 0):

@@ -19,12 +19,11 @@ from typing import Any, cast
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from zoo._version import __version__
 from zoo.checkpoint.hashing import digest
-from zoo.checkpoint.store import write_atomically
+from zoo.checkpoint.store import write_atomically, write_safetensors
 from zoo.errors import CheckpointError
 
 STATE_FORMAT = 1
@@ -97,6 +96,27 @@ class TrainingState:
     def rng(self, kind: str, rank: int) -> Tensor | None:
         return self.tensors.get(f"rng/{kind}/{rank}")
 
+    def parts(self) -> dict[str, Tensor]:
+        """The state of every stateful part (``zoo.training.stateful``), keyed
+        ``<part>/<key>``: the file's tensors, and the schedule's from the header."""
+        return {**self.tensors, "schedule/step": torch.tensor(self.step), "schedule/tokens": torch.tensor(self.tokens)}
+
+    @classmethod
+    def of_parts(
+        cls,
+        parts: dict[str, Tensor],
+        settings: dict[str, Any],
+        config: str,
+        manifest_digest: str | None,
+        world_size: int,
+        groups: list[dict[str, Any]],
+    ) -> TrainingState:
+        """The state to write from ``parts`` (``stateful.collect``): the schedule's step
+        and tokens go to the header, every other part's tensors to the file's tensors."""
+        tensors = {k: v for k, v in parts.items() if not k.startswith("schedule/")}
+        step, tokens = int(parts["schedule/step"]), int(parts["schedule/tokens"])
+        return cls(step, tokens, settings, config, manifest_digest, world_size, tensors, groups)
+
 
 def write_state(path: Path, state: TrainingState) -> Path:
     """Write ``state`` to ``path`` atomically, with a digest."""
@@ -113,7 +133,7 @@ def write_state(path: Path, state: TrainingState) -> Path:
     }
     header["zoo.digest"] = digest(header, state.tensors)
     try:
-        return write_atomically(path, lambda file: save_file(state.tensors, file, metadata=header))
+        return write_atomically(path, lambda file: write_safetensors(file, state.tensors, header))
     except (OSError, SafetensorError, ValueError) as err:
         raise CheckpointError(f"cannot write the training state {path}: {err}") from err
 

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
@@ -80,11 +79,3 @@ class Parallel(Placement):
         h = attn_residual.norm(x)  # type: ignore[operator]
         m = h if mlp_residual.norm is None else mlp_residual.norm(x)  # type: ignore[operator]
         return x + attn(h, ctx) + mlp(m)
-
-
-def check_parallel(config: Any, options: ParallelOptions) -> None:
-    if config.architecture != "decoder":
-        raise ValueError(
-            f"placement 'parallel' joins a decoder layer's attention and MLP; an {config.architecture!r} "
-            f"model has cross-attention between them. Use placement 'pre' or 'post'"
-        )

@@ -8,34 +8,33 @@ callback that records this distribution as the provider of everything registered
 from __future__ import annotations
 
 from importlib import resources
-from typing import Any
 
 import zoo
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
 from zoo_modern.converters import CONVERTERS
 from zoo_modern.mlp import SwiGluOptions, swiglu
-from zoo_modern.placement import Parallel, SandwichNorm, check_parallel
+from zoo_modern.placement import Parallel, SandwichNorm
 from zoo_modern.positions import ALiBi, Rotary, check_rotary
 
 
 @zoo.hookimpl
-def zoo_register_components(register: Any) -> None:
+def zoo_register_components(register: zoo.RegisterComponent) -> None:
     register("position", "rotary", Rotary, check=check_rotary)
     register("position", "alibi", ALiBi)
     register("mlp", "swiglu", swiglu, SwiGluOptions)
     register("attention", "gqa", gqa, GqaOptions, check=check_gqa)
     register("placement", "sandwich", SandwichNorm)
-    register("placement", "parallel", Parallel, check=check_parallel)
+    register("placement", "parallel", Parallel)  # decoder-only: its block takes no cross-attention
 
 
 @zoo.hookimpl
-def zoo_register_presets(register: Any) -> None:
+def zoo_register_presets(register: zoo.RegisterPreset) -> None:
     presets = resources.files("zoo_modern") / "presets"
     for name in ("gpt2-small-modern", "llama-style-small", "pythia-160m", "pythia-410m"):
         register(name, presets / f"{name}.toml")
 
 
 @zoo.hookimpl
-def zoo_register_converters(register: Any) -> None:
+def zoo_register_converters(register: zoo.RegisterConverter) -> None:
     for converter in CONVERTERS:
         register(converter)

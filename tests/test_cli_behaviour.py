@@ -1,0 +1,92 @@
+"""The CLI's behaviour: usage errors, numbers never clipped, piped output, progress on
+stderr, a closed pipe, bare `zoo`, inspect's flags, hints naming flags, plugin control
+by distribution name.
+
+(Once ``test_hardening.py``, by the items of issue 9.)
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import zoo
+from helpers import ZOO, edit_metadata, run, tiny
+from zoo.cli import main
+from zoo.cli.presets import cmd_list
+from zoo.cli.render import PipeConsole, Ui
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_huge_seed_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["build", "gpt2-small", "-o", str(tmp_path / "x"), "--seed", "1180591620717411303424"])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert "--seed" in err and "2**64-1" in err and "unexpected" not in err
+
+
+def test_numbers_are_never_clipped_in_a_narrow_terminal() -> None:
+    ui = Ui()
+    buffer = io.StringIO()
+    ui.out = PipeConsole(file=buffer, width=60, force_terminal=True, color_system=None, highlight=False)
+    assert cmd_list(type("Args", (), {"pattern": "gpt2-*"})(), ui) == 0
+    text = buffer.getvalue()
+    assert "1,557,611,200" in text and "774,030,080" in text
+
+
+def test_piped_output_is_not_width_limited() -> None:
+    result = run([*ZOO, "list"], {"COLUMNS": "40"})
+    assert result.returncode == 0 and "1,557,611,200" in result.stdout
+    assert "GPT-2 XL: 48 layers, d_model 1600, 25 heads" in result.stdout  # descriptions whole too
+
+
+def test_progress_goes_to_stderr_and_results_to_stdout(tmp_path: Path) -> None:
+    source = "".join(path.read_text(encoding="utf-8") for path in (ROOT / "zoo/cli").glob("*.py"))
+    assert "ui.out.status" not in source and "console=ui.out" not in source
+    result = run([*ZOO, "build", "gpt2-small", "--set", "n_layers=1", "-o", str(tmp_path / "m.safetensors")])
+    assert result.returncode == 0 and result.stdout.count("\n") == 1 and "saved to" in result.stdout
+
+
+def test_a_closed_pipe_exits_quietly() -> None:
+    result = run(["bash", "-c", f"{sys.executable} -m zoo info gpt2-small | head -1; exit ${{PIPESTATUS[0]}}"])
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout.startswith("gpt2-small")
+
+
+def test_bare_zoo_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: zoo") and "inspect" in out
+
+
+def test_inspect_selects_versions_with_its_own_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    zoo.save(tiny(), tmp_path / "run")
+    zoo.save(tiny(), tmp_path / "run")
+    assert main(["inspect", str(tmp_path / "run"), "--checkpoint-version", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["version"] == 1
+    with pytest.raises(SystemExit):  # --version belongs to zoo itself
+        main(["inspect", str(tmp_path / "run"), "--version", "1"])
+
+
+def test_error_hints_name_cli_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = zoo.save(tiny(), tmp_path / "m.safetensors")
+    path.write_bytes(edit_metadata(path.read_bytes(), signed=False, zoo_digest=None))
+    assert main(["inspect", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "--no-verify" in err and "verify=False" not in err
+
+
+def test_plugin_control_accepts_distribution_names_and_warns_about_unknown_ones() -> None:
+    skipped = run([*ZOO, "plugins", "--json"], {"ZOO_DISABLE_PLUGINS": "zoo-lm-modern"})
+    modern = [p for p in json.loads(skipped.stdout) if p["name"] == "modern"]
+    assert modern and modern[0]["status"] == "skipped"
+    allowed = run([*ZOO, "plugins", "--json"], {"ZOO_PLUGINS": "zoo_lm.modern"})  # pip's spelling rules
+    assert [p["status"] for p in json.loads(allowed.stdout) if p["name"] == "modern"] == ["loaded"]
+    unknown = run([*ZOO, "list"], {"ZOO_DISABLE_PLUGINS": "no-such-plugin"})
+    assert unknown.returncode == 0 and "'no-such-plugin'" in unknown.stderr and "warning" in unknown.stderr

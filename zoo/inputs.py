@@ -1,0 +1,165 @@
+"""The checks at the model's boundary, out of the model's file: what ``forward`` checks
+without reading data (types, shapes, dtypes, lengths: free, and compiled away), and
+``check_inputs``, which also reads values (token ids in the vocabulary, mask entries 0/1,
+positions in range) and so waits for the device: the entry points (generate, the text
+pipelines, the CLI) call it once per request, never ``forward``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from zoo.cache import KVCache
+from zoo.config import ModelConfig
+from zoo.contracts import PositionEncoding
+from zoo.errors import ConfigError, InputError
+
+INDEX_DTYPES = (torch.int64, torch.int32)  # what embedding lookups take
+
+
+class Checked(Protocol):
+    """What the checks need of a model: its config and its position encoding."""
+
+    config: ModelConfig
+    position: PositionEncoding
+
+
+def check_tensor(value: object, name: str, hint: str) -> Tensor:
+    """``value`` if it is a tensor, else an ``InputError`` saying what to pass."""
+    if not isinstance(value, Tensor):
+        raise InputError(
+            f"{name} must be a torch.Tensor {hint}, got {type(value).__name__}; convert it with torch.tensor(...)"
+        )
+    return value
+
+
+def as_padding(mask: Tensor | None, tokens: Tensor, name: str, *, cached: int = 0) -> Tensor | None:
+    """A (B, cached + S) mask of 1 (real) / 0 (padding) as booleans, checked against ``tokens``
+    by shape and dtype (its values are ``check_inputs``' job)."""
+    if mask is None:
+        return None
+    check_tensor(mask, name, "of 1 for real tokens and 0 for padding")
+    expected = (tokens.shape[0], cached + tokens.shape[1])
+    if tuple(mask.shape) != expected:
+        raise InputError(
+            f"{name} must have shape {expected} (batch, {'cached + new' if cached else 'sequence'} "
+            f"length) with 1 for real tokens and 0 for padding, got {tuple(mask.shape)}"
+        )
+    if mask.is_complex():
+        raise InputError(f"{name} must hold 1 for real tokens and 0 for padding, got {mask.dtype}")
+    return mask.bool()
+
+
+def check_tokens(model: Checked, idx: Tensor, length: int, name: str = "idx") -> None:
+    """Refuse token ids that are not a (batch, seq) integer tensor, or ``length`` positions
+    (cached + new) that the model's position encoding cannot hold. Shapes and dtypes only."""
+    check_tensor(idx, name, "of token ids of shape (batch, seq)")
+    if idx.dim() != 2 or idx.dtype not in INDEX_DTYPES:
+        raise InputError(
+            f"{name} must be an integer tensor of token ids of shape (batch, seq), got "
+            f"{idx.dtype} of shape {tuple(idx.shape)}; add a batch dimension with {name}[None]"
+        )
+    limit = model.position.max_positions
+    if limit is not None and length > limit:
+        raise ConfigError(
+            f"{name}: {length} positions do not fit: position {model.config.position.name!r} "
+            f"holds max_seq_len={limit}; shorten the input to at most {limit} tokens (prompt "
+            f"plus new tokens), or use a position encoding without a limit"
+        )
+
+
+def check_cache(cache: object, layers: int, batch: int) -> KVCache | None:
+    """``cache`` if it is a ``KVCache`` of ``layers`` layers and this batch."""
+    if cache is None:
+        return None
+    if not isinstance(cache, KVCache):
+        raise InputError(f"cache must be a KVCache from model.new_cache(), got {type(cache).__name__}")
+    if len(cache) != layers:
+        raise InputError(
+            f"cache has {len(cache)} layers but this model needs {layers}: it comes from "
+            f"another model; make one with model.new_cache()"
+        )
+    keys = cache[0].keys
+    if cache.length and keys is not None and keys.shape[0] != batch:
+        raise InputError(
+            f"cache holds a batch of {keys.shape[0]} but idx has {batch} rows; "
+            f"use one cache per batch (model.new_cache())"
+        )
+    return cache
+
+
+def check_positions(positions: object, batch: int, seq: int) -> Tensor:
+    """``positions`` if it is a (1|B, S) integer tensor."""
+    positions = check_tensor(positions, "positions", f"of shape (1 or {batch}, {seq})")
+    if positions.dim() != 2 or positions.shape[1] != seq or positions.shape[0] not in (1, batch):
+        raise InputError(f"positions must have shape (1 or {batch}, {seq}), got {tuple(positions.shape)}")
+    if positions.dtype not in INDEX_DTYPES:
+        raise InputError(f"positions must be integers (int64 or int32), got {positions.dtype}; pass positions.long()")
+    return positions
+
+
+def value_problems(
+    model: Checked,
+    idx: Tensor,
+    *,
+    attention_mask: Tensor | None = None,
+    positions: Tensor | None = None,
+    name: str = "idx",
+) -> list[str]:
+    """What is wrong with the values of the inputs (reads them: not for inside forward)."""
+    problems = []
+    vocab = model.config.vocab_size
+    if idx.numel() and not idx.is_meta:
+        low, high = int(idx.min()), int(idx.max())
+        if low < 0 or high >= vocab:
+            problems.append(
+                f"{name}: token id {low if low < 0 else high} is outside the vocabulary "
+                f"[0, {vocab}); check the tokenizer matches the model"
+            )
+    if attention_mask is not None and attention_mask.numel() and not attention_mask.is_meta:
+        odd = attention_mask[(attention_mask != 0) & (attention_mask != 1)]
+        if odd.numel():
+            problems.append(f"attention_mask must hold 1 for real tokens and 0 for padding, found {odd[0].item()!r}")
+    limit = model.position.max_positions
+    if positions is not None and positions.numel() and not positions.is_meta:
+        low, high = int(positions.min()), int(positions.max())
+        if low < 0 or (limit is not None and high >= limit):
+            span = f"[0, {limit})" if limit is not None else "[0, inf)"
+            problems.append(
+                f"positions must lie in {span} for position {model.config.position.name!r}, got {low}..{high}"
+            )
+    return problems
+
+
+def check_inputs(
+    model: Checked,
+    idx: Tensor,
+    *,
+    attention_mask: Tensor | None = None,
+    positions: Tensor | None = None,
+    cache: KVCache | None = None,
+    name: str = "idx",
+) -> None:
+    """Check inputs for ``model`` as ``forward`` does, and their values too: token ids in
+    the vocabulary, mask entries 0 or 1, positions in range. Raises ``InputError``.
+
+    Reading values waits for the device, so entry points call this once per request
+    (not per decoding step) and ``forward`` does not.
+    """
+    check_tensor(idx, name, "of token ids of shape (batch, seq)")
+    new_cache = getattr(model, "new_cache", None)
+    layers = len(new_cache()) if new_cache is not None else len(cache or ())
+    cache = check_cache(cache, layers, idx.shape[0] if idx.dim() else 0)
+    offset = cache.length if cache is not None else 0
+    check_tokens(model, idx, offset + idx.shape[-1], name)
+    batch, seq = idx.shape
+    if positions is not None:
+        positions = check_positions(positions, batch, seq)
+    if attention_mask is not None:
+        as_padding(attention_mask, idx, "attention_mask", cached=offset)
+    problems = value_problems(model, idx, attention_mask=attention_mask, positions=positions, name=name)
+    if problems:
+        raise InputError("; ".join(problems))

@@ -1,0 +1,244 @@
+"""Hub ids to local folders, through ``huggingface_hub`` (the ``hub`` extra).
+
+``snapshot("openai-community/gpt2")`` returns the folder of a cached snapshot holding
+only what the zoo reads: ``config.json``, the weights (``model.safetensors``, or its
+index and the shards it lists; ``pytorch_model.bin`` files only where a repository has
+no safetensors) and the tokenizer files. The cache is the client's own (``HF_HOME``,
+``HF_HUB_CACHE``), read first: a complete snapshot is used without the network.
+``HF_HUB_OFFLINE=1`` never touches the network; a token comes from the environment
+(``HF_TOKEN``) or the client's login. Every failure of the client becomes an
+``InteropError`` that names the id, the cache folder searched and how to fetch it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from zoo.errors import InteropError, printable
+
+__all__ = [
+    "CONFIG_FILES",
+    "TOKENIZER_FILES",
+    "cache_folder",
+    "is_hub_id",
+    "local_or_snapshot",
+    "offline",
+    "snapshot",
+]
+
+CONFIG_FILES = ("config.json", "generation_config.json")
+SAFETENSORS = ("model.safetensors", "model.safetensors.index.json")
+PICKLES = ("pytorch_model.bin", "pytorch_model.bin.index.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+)
+INSTALL_HINT = "install the hub extra: pip install 'zoo-lm[hub]'"
+# A repository id: NAME or ORG/NAME, letters, digits, '-', '_', '.' (no '..', no leading '.').
+_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
+_TRUE = {"1", "on", "yes", "true"}
+
+
+def is_hub_id(text: object, *, bare: bool = False) -> bool:
+    """Whether ``text`` reads as a hub id rather than a path: ``ORG/NAME`` (or, with
+    ``bare``, a legacy ``NAME`` such as ``gpt2``), and no file or folder of that name."""
+    if not isinstance(text, str) or ".." in text or text.endswith((".", "-")) or Path(text).exists():
+        return False
+    return bool(_ID.match(text)) and (bare or "/" in text)
+
+
+def cache_folder() -> Path:
+    """The hub cache the client reads and fills: ``HF_HUB_CACHE``, else ``HF_HOME/hub``,
+    else the client's default (``~/.cache/huggingface/hub``); read at each call."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        return Path("~/.cache/huggingface/hub").expanduser()
+    return Path(constants.HF_HUB_CACHE)
+
+
+def offline() -> bool:
+    """Whether ``HF_HUB_OFFLINE`` forbids the network (read at each call)."""
+    value = os.environ.get("HF_HUB_OFFLINE")
+    if value is not None:
+        return value.strip().lower() in _TRUE
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        return False
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def local_or_snapshot(
+    path_or_id: str | os.PathLike[str], revision: str | None = None, *, weights: bool = True, bare: bool = False
+) -> tuple[Path, str | None]:
+    """A local folder as it is, or a hub id's snapshot folder; with the id's resolved
+    commit (``None`` for a folder). ``weights=False`` fetches config and tokenizer only;
+    ``bare`` takes a name without an organisation (``gpt2``) as an id too."""
+    if not isinstance(path_or_id, (str, os.PathLike)) or not str(path_or_id):
+        raise InteropError(
+            f"expected a Hugging Face folder or a hub id such as 'openai-community/gpt2', got {path_or_id!r}"
+        )
+    if is_hub_id(path_or_id, bare=bare):
+        assert isinstance(path_or_id, str)
+        try:
+            folder = snapshot(path_or_id, revision, weights=weights)
+        except InteropError as err:  # it may have been meant as a path
+            raise InteropError(f"{err} (no local file or folder {path_or_id!r} exists either)") from err
+        return folder, folder.name
+    if revision is not None:
+        raise InteropError(
+            f"revision={revision!r} picks a version of a hub id, but {printable(str(path_or_id))!r} is a "
+            f"local path; drop revision, or pass an id such as 'openai-community/gpt2'"
+        )
+    return Path(path_or_id), None
+
+
+def snapshot(repo_id: str, revision: str | None = None, *, weights: bool = True) -> Path:
+    """The cached snapshot folder of ``repo_id`` at ``revision`` (a branch, tag or commit;
+    default ``main``), downloading only the missing files the zoo needs."""
+    if not isinstance(repo_id, str) or not _ID.match(repo_id):
+        raise InteropError(
+            f"{printable(str(repo_id))!r} is not a hub id: expected ORG/NAME such as 'openai-community/gpt2'"
+        )
+    if revision is not None and (not isinstance(revision, str) or not revision.strip()):
+        raise InteropError(f"revision must be a branch, tag or commit name, got {revision!r}")
+    hub = _client()
+    cache = cache_folder()
+    where = _describe(repo_id, revision)
+    folder = _cached(hub, repo_id, revision, cache)
+    if folder is not None and not _missing(folder, weights):
+        return folder
+    if offline():
+        missing = _missing(folder, weights) if folder is not None else None
+        raise InteropError(
+            f"{where} is not in the hub cache {cache}"
+            + (f" (its snapshot lacks {', '.join(missing)})" if missing else "")
+            + f", and HF_HUB_OFFLINE is set, so it cannot be downloaded. {_fetch_hint(repo_id, revision)}"
+        )
+    return _download(hub, repo_id, revision, cache, weights)
+
+
+# -- the client ------------------------------------------------------------------------
+
+
+def _client() -> Any:
+    try:
+        import huggingface_hub
+    except ImportError as err:
+        raise InteropError(f"loading a model by hub id needs the package huggingface_hub; {INSTALL_HINT}") from err
+    return huggingface_hub
+
+
+def _describe(repo_id: str, revision: str | None) -> str:
+    return f"{repo_id!r}" + (f" at revision {printable(revision)!r}" if revision else "")
+
+
+def _fetch_hint(repo_id: str, revision: str | None) -> str:
+    rev = f" --revision {revision}" if revision else ""
+    return (
+        f"Fetch it once with the network (unset HF_HUB_OFFLINE and run this again, or `hf download {repo_id}{rev}`), "
+        f"point HF_HOME at a cache that holds it, or pass a local folder"
+    )
+
+
+def _cached(hub: Any, repo_id: str, revision: str | None, cache: Path) -> Path | None:
+    """The snapshot folder the cache holds for ``revision``, or None."""
+    try:
+        found = hub.snapshot_download(
+            repo_id, revision=revision, cache_dir=str(cache), local_files_only=True, allow_patterns=["config.json"]
+        )
+    except Exception:  # not cached (LocalEntryNotFoundError and relatives): ask the network
+        return None
+    return Path(found)
+
+
+def _missing(folder: Path, weights: bool) -> list[str]:
+    """What a snapshot still lacks for the zoo (config, weights), by file name."""
+    missing = [] if (folder / "config.json").is_file() else ["config.json"]
+    if not weights:
+        return missing
+    for index_name, single in (("model.safetensors.index.json", "model.safetensors"), (PICKLES[1], PICKLES[0])):
+        if (folder / single).is_file():
+            return missing
+        index = folder / index_name
+        if index.is_file():
+            return missing + [s for s in _shards(index) if not (folder / s).is_file()]
+    return [*missing, "model.safetensors"]
+
+
+def _shards(index: Path) -> list[str]:
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        names = sorted({str(v) for v in weight_map.values()})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise InteropError(f"cannot read the shard index {index}: {err}; it needs a 'weight_map'") from err
+    bad = [n for n in names if "/" in n or "\\" in n or n.startswith(".")]
+    if bad:
+        raise InteropError(f"{index} names shard files outside its folder: {', '.join(map(repr, bad[:3]))}")
+    return names
+
+
+def _download(hub: Any, repo_id: str, revision: str | None, cache: Path, weights: bool) -> Path:
+    """Fetch config, tokenizer and weights in stages, so only one weight format comes."""
+    first = [*CONFIG_FILES, *TOKENIZER_FILES] + (list(SAFETENSORS) if weights else [])
+    folder = _fetch(hub, repo_id, revision, cache, first)
+    commit = folder.name  # every later stage reads the same commit
+    if weights:
+        if not (folder / SAFETENSORS[0]).is_file():
+            if (folder / SAFETENSORS[1]).is_file():
+                _fetch(hub, repo_id, commit, cache, _shards(folder / SAFETENSORS[1]))
+            else:  # no safetensors at all: the legacy pickles, read with weights_only=True
+                _fetch(hub, repo_id, commit, cache, list(PICKLES))
+                if (folder / PICKLES[1]).is_file():
+                    _fetch(hub, repo_id, commit, cache, _shards(folder / PICKLES[1]))
+    missing = _missing(folder, weights)
+    if missing:
+        raise InteropError(
+            f"{_describe(repo_id, revision)} has no {' or '.join(missing)}: it is not a model the zoo can "
+            f"load (a causal LM saved by transformers has config.json and model.safetensors)"
+        )
+    return folder
+
+
+def _fetch(hub: Any, repo_id: str, revision: str | None, cache: Path, patterns: Sequence[str]) -> Path:
+    where = _describe(repo_id, revision)
+    try:
+        return Path(
+            hub.snapshot_download(repo_id, revision=revision, cache_dir=str(cache), allow_patterns=list(patterns))
+        )
+    except Exception as err:  # the client's errors, mapped by kind below
+        kind = type(err).__name__
+        detail = printable(str(err).splitlines()[0] if str(err) else kind)[:300]
+        if kind == "GatedRepoError":
+            raise InteropError(
+                f"{where} is gated: accept its terms on the hub, then set HF_TOKEN (or `hf auth login`) ({detail})"
+            ) from err
+        if kind == "RepositoryNotFoundError":
+            raise InteropError(
+                f"{where}: no such model on the hub, or it is private (set HF_TOKEN for a private one). "
+                f"Check the id (ORG/NAME, e.g. 'openai-community/gpt2'); cache searched: {cache}"
+            ) from err
+        if kind == "RevisionNotFoundError":
+            raise InteropError(
+                f"{where}: the repository has no such revision; give a branch, tag or commit it has "
+                f"(default: main). Cache searched: {cache}"
+            ) from err
+        if isinstance(err, (KeyboardInterrupt, MemoryError)):
+            raise
+        raise InteropError(
+            f"cannot download {where} into the hub cache {cache}: {kind}: {detail}. The hub is unreachable from "
+            f"here, or the cache is not writable. {_fetch_hint(repo_id, revision)}"
+        ) from err
