@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from zoo.ablate.advice import floor_sentence, next_step
-from zoo.ablate.grid import StudyResult, cells_table, sweep_sentences, sweep_table, warmup_verdict
+from zoo.ablate.grid_report import cells_table, sweep_sentences, sweep_table, warmup_verdict
+from zoo.ablate.ladder import StudyResult
 from zoo.ablate.records import write_text
 from zoo.ablate.report import table
 from zoo.ablate.results import AblationResult
