@@ -1,5 +1,6 @@
-"""Run benchmarks: ``python -m bench`` runs them all; ``python -m bench NAME [ARGS...]``
-runs one with its own flags (``python -m bench modern --repeats 5``)."""
+"""Run benchmarks: ``python -m bench`` runs the CPU suite (all but ``gpu``, the prepared
+GPU run); ``python -m bench NAME [ARGS...]`` runs one with its own flags
+(``python -m bench modern --repeats 5``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import importlib
 import pkgutil
 import sys
 from pathlib import Path
+
+SEPARATE = {"gpu"}  # run by name only: `python -m bench gpu` needs a GPU and writes a report
 
 
 def available() -> list[str]:
@@ -19,10 +22,12 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] not in names:
         sys.stderr.write(f"unknown benchmark {argv[0]!r}; available: {', '.join(names)}\n")
         return 2
-    runs = [(argv[0], argv[1:])] if argv else [(name, []) for name in names]
+    runs = [(argv[0], argv[1:])] if argv else [(name, []) for name in names if name not in SEPARATE]
     for name, args in runs:
-        importlib.import_module(f"bench.bench_{name}").main(args)
+        status = importlib.import_module(f"bench.bench_{name}").main(args)
         sys.stdout.write("\n")
+        if status:
+            return int(status)
     return 0
 
 

@@ -3,7 +3,8 @@
 Both models hold the same random weights (a transformers GPT-2 saved locally and
 imported with ``zoo.from_hf``), so they also emit the same tokens, which is checked.
 Timed: 128 new tokens from a 32-token prompt, whole calls, interleaved; zoo decodes
-through an ``Engine`` prepared once (``model.generate`` prepares one per call). Then zoo's
+through an ``Engine`` prepared once (``model.generate`` keeps its layouts between calls;
+``zoo bench peers`` times it beside the engine). Then zoo's
 time per new token with ~100 and with ~1000 tokens in the cache: with a KV cache a
 step costs one position through the weights plus attention over the cache, so the
 second should stay close to the first.

@@ -8,13 +8,20 @@ greedy decodes are compared token for token.
 
 - forward: 1 x 256 tokens, inference mode;
 - training step: 4 x 128 tokens, forward + cross-entropy + backward + AdamW step;
-- greedy decode: 32-token prompt + 128 new tokens, zoo's inference engine (prepared
-  once) vs transformers ``generate``; zoo's ``model.generate`` (preparing per call) too;
-- forward as a fraction of the machine's matmul peak: one large square fp32 matmul
-  timed in the same interleaved run, and of the model's own matmul shapes.
+- greedy decode: 32-token prompt + 64 and + 128 new tokens, zoo's inference engine
+  (prepared once), zoo's ``model.generate`` (what users call: its weight layouts kept
+  between calls) and its first call on a model (layouts made in the call) vs
+  transformers ``generate``, tokens compared;
+- the machine's limits, measured in the same run: forward and training step as
+  fractions of one large square fp32 matmul's FLOP/s (timed interleaved with them; the
+  step's FLOPs are 3x the forward's matmuls), and decode as a fraction of the
+  memory-bandwidth floor: the bytes of weights a token reads over the read bandwidth
+  of a large tensor sum (timed interleaved with the decodes).
 
-Targets (issue 10): forward >= 1.15x the faster peer; training step >= 1.15x the faster
-peer; decode >= 1.5x transformers. Medians of interleaved runs (noise hits all alike).
+Targets: forward and training step >= 1.15x the faster peer; decode >= 1.5x
+transformers, ``model.generate`` >= 1.2x transformers and within 10% of the prepared
+engine; decode >= 95% of the bandwidth floor, forward >= 85% and training step >= 85%
+of the matmul peak. Medians of interleaved runs (noise hits all alike).
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from torch import Tensor, nn
 import zoo
 from bench.bench_forward import linear_shapes
 from bench.common import interleaved, matmul_suite, setup, table
-from zoo.decoding import Engine, generate
+from zoo.decoding import Engine, generate, layouts
 
 VOCAB, D, LAYERS, HEADS, POSITIONS = 50257, 768, 12, 12, 1024
 
@@ -98,10 +105,35 @@ def ratio_row(label: str, ours: float, theirs: float, target: float, peer: str) 
     return (label, f"{ratio:.2f}x", f"zoo vs {peer} (target >= {target}x): {verdict}")
 
 
+def fraction_row(label: str, fraction: float, goal: float, of: str) -> tuple[str, str, str]:
+    verdict = "met" if fraction >= goal else f"MISSED by {goal - fraction:.0%} points"
+    return (label, f"{fraction:.0%}", f"of {of} (goal >= {goal:.0%}): {verdict}")
+
+
+def weight_bytes_per_token(model: nn.Module) -> int:
+    """Bytes one decode step reads in weights: every parameter once (a tied head reads
+    the embedding's matrix whole), less the tables it reads one row of (positions)."""
+    seen: dict[int, nn.Parameter] = {id(p): p for p in model.parameters()}
+    tables = [m.weight for m in model.modules() if isinstance(m, nn.Embedding)]
+    head = getattr(model, "head", None)
+    read_whole = {id(head.weight)} if head is not None else set()
+    skipped = sum(t.numel() * t.element_size() for t in tables if id(t) not in read_whole)
+    return sum(p.numel() * p.element_size() for p in seen.values()) - skipped
+
+
+def read_bandwidth_probe(megabytes: int = 512) -> tuple[Callable[[], object], int]:
+    """A function that reads a tensor far larger than the caches once, and its bytes."""
+    big = torch.ones(megabytes * (1 << 20) // 4)
+    return (lambda: big.sum()), big.numel() * 4
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=7, help="interleaved runs of forward and training")
     parser.add_argument("--decode-repeats", type=int, default=3)
+    parser.add_argument(
+        "--new", type=lambda v: [int(x) for x in v.split(",")], default=[64, 128], help="new tokens, e.g. 64,128"
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--peak-size", type=int, default=2048, help="side of the square matmul for the peak")
     args = parser.parse_args(argv)
@@ -132,37 +164,53 @@ def main(argv: list[str] | None = None) -> None:
     # Training step, 4 x 128: forward, loss, backward, AdamW.
     batch = torch.randint(0, VOCAB, (4, 129))
     # On copies: training changes the weights, and the decodes below compare zoo with transformers.
-    steps = {name: train_step(name, copy.deepcopy(m), batch[:, :-1], batch[:, 1:]) for name, m in models.items()}
+    steps: dict[str, Callable[[], object]] = {
+        name: train_step(name, copy.deepcopy(m), batch[:, :-1], batch[:, 1:]) for name, m in models.items()
+    }
+    steps["peak matmul"] = lambda: a @ b
     training = interleaved(steps, repeats=max(3, args.repeats // 2))
+    del steps  # the training copies: free them before the decodes
+    train_peak = 2 * n**3 / training["peak matmul"] / 1e9
+    train_achieved = 3 * 4 * flops_forward(ours.config, 128) / training["zoo"] / 1e9
 
-    # Greedy decode: 32 + 128, zoo's engine (prepared once) vs transformers generate.
+    # Greedy decode: 32 + 64 and 32 + 128, zoo (engine prepared once; model.generate, its
+    # layouts kept; model.generate's first call) vs transformers generate, beside a read
+    # of a large tensor for the bandwidth.
     from transformers import GenerationConfig
 
     for m in models.values():
         m.eval()
     prompt = torch.randint(0, VOCAB, (1, 32))
-    greedy = GenerationConfig(max_new_tokens=128, do_sample=False, eos_token_id=None, pad_token_id=0)
     engine = Engine(ours)
-    outputs: dict[str, Tensor] = {}
+    probe, probe_bytes = read_bandwidth_probe()
+    outputs: dict[tuple[str, int], Tensor] = {}
 
-    def decode_engine() -> None:
-        outputs["zoo"] = generate(engine, prompt, 128)
+    def decoder(label: str, new: int) -> Callable[[], None]:
+        greedy = GenerationConfig(max_new_tokens=new, do_sample=False, eos_token_id=None, pad_token_id=0)
 
-    def decode_model() -> None:
-        outputs["zoo model.generate"] = ours.generate(prompt, 128)
+        def run() -> None:
+            if label == "zoo engine":
+                outputs[label, new] = generate(engine, prompt, new)
+            elif label == "zoo model.generate":
+                outputs[label, new] = ours.generate(prompt, new)
+            elif label == "zoo first call":
+                layouts.release(ours)  # as on a model never decoded before
+                outputs[label, new] = ours.generate(prompt, new)
+            else:
+                with torch.inference_mode():
+                    outputs[label, new] = hf.generate(prompt, generation_config=greedy)
 
-    def decode_hf() -> None:
-        with torch.inference_mode():
-            outputs["transformers"] = hf.generate(prompt, generation_config=greedy)
+        return run
 
-    decode = interleaved(
-        {"zoo": decode_engine, "transformers": decode_hf, "zoo model.generate": decode_model},
-        repeats=args.decode_repeats,
-    )
-    same = torch.equal(outputs["zoo"], outputs["transformers"]) and torch.equal(
-        outputs["zoo"], outputs["zoo model.generate"]
-    )
-
+    labels = ("zoo engine", "zoo model.generate", "zoo first call", "transformers")
+    decode_fns: dict[str, Callable[[], object]] = {
+        f"{label} +{new}": decoder(label, new) for new in args.new for label in labels
+    }
+    decode_fns["bandwidth"] = probe
+    decode = interleaved(decode_fns, repeats=args.decode_repeats)
+    same = all(torch.equal(outputs[label, new], outputs["transformers", new]) for new in args.new for label in labels)
+    bandwidth = probe_bytes / decode["bandwidth"]  # bytes/s
+    floor_s = weight_bytes_per_token(ours) / bandwidth  # seconds per token
     faster_forward = min(("transformers", "x-transformers"), key=forward.__getitem__)
     faster_training = min(("transformers", "x-transformers"), key=training.__getitem__)
     ms = lambda s: f"{s * 1e3:.1f} ms"  # noqa: E731
@@ -191,20 +239,52 @@ def main(argv: list[str] | None = None) -> None:
         ratio_row(
             "train step ratio", training["zoo"], training[faster_training], 1.15, f"{faster_training} (the faster peer)"
         ),
+        ("train step peak matmul", f"{train_peak:.0f} GFLOP/s", f"one {n} x {n} fp32 matmul, timed beside the steps"),
+        ("zoo train step achieved", f"{train_achieved:.0f} GFLOP/s", "3x the forward's matmul FLOPs per step"),
+        fraction_row("train step / peak", train_achieved / train_peak, 0.85, "the measured matmul peak"),
+        fraction_row("forward / peak", achieved / peak, 0.85, "the measured matmul peak"),
         (
-            "decode zoo engine",
-            f"{decode['zoo']:.2f} s",
-            f"{decode['zoo'] / 128 * 1e3:.1f} ms/token, engine prepared once",
+            "read bandwidth",
+            f"{bandwidth / 1e9:.1f} GB/s",
+            f"sum of a {probe_bytes >> 20} MiB tensor, beside the decodes",
         ),
-        ("decode zoo model.generate", f"{decode['zoo model.generate']:.2f} s", "preparing an engine per call"),
         (
-            "decode transformers",
-            f"{decode['transformers']:.2f} s",
-            f"{decode['transformers'] / 128 * 1e3:.1f} ms/token",
+            "decode floor",
+            f"{floor_s * 1e3:.1f} ms/token",
+            f"{weight_bytes_per_token(ours) / 1e6:.0f} MB of weights per token / read bandwidth",
         ),
-        ratio_row("decode ratio", decode["zoo"], decode["transformers"], 1.5, "transformers generate"),
-        ("same tokens", "yes" if same else "NO", "greedy outputs compared token for token"),
     ]
+    for new in args.new:
+        per = lambda label, new=new: decode[f"{label} +{new}"] / new  # noqa: E731
+        rows += [
+            ("decode zoo engine" + f" +{new}", f"{per('zoo engine') * 1e3:.1f} ms/token", "engine prepared once"),
+            (
+                f"decode zoo model.generate +{new}",
+                f"{per('zoo model.generate') * 1e3:.1f} ms/token",
+                f"{per('zoo model.generate') / per('zoo engine'):.2f}x the engine's time (goal <= 1.10x)",
+            ),
+            (
+                f"decode zoo first call +{new}",
+                f"{per('zoo first call') * 1e3:.1f} ms/token",
+                f"{per('zoo first call') / per('zoo engine'):.2f}x the engine's time; layouts made in the call",
+            ),
+            (f"decode transformers +{new}", f"{per('transformers') * 1e3:.1f} ms/token", ""),
+            ratio_row(f"decode ratio +{new}", per("zoo engine"), per("transformers"), 1.5, "transformers (engine)"),
+            ratio_row(
+                f"model.generate ratio +{new}",
+                per("zoo model.generate"),
+                per("transformers"),
+                1.2,
+                "transformers (model.generate)",
+            ),
+            fraction_row(
+                f"decode / floor +{new}",
+                floor_s / per("zoo model.generate"),
+                0.95,
+                "the bandwidth floor (model.generate, prefill included)",
+            ),
+        ]
+    rows.append(("same tokens", "yes" if same else "NO", "greedy outputs compared token for token, every call"))
     print(table(f"gpt2-small, zoo vs peers, fp32 CPU, {torch.get_num_threads()} threads", rows))
 
 

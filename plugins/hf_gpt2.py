@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from zoo.errors import InteropError
 from zoo.hookspecs import RegisterConverter, hookimpl
-from zoo.interop.converter import KERNELS, Converter, Rule, refuse
+from zoo.interop.converter import KERNELS, Converter, Count, Epsilon, Fraction, HFFields, Rule, refuse
 
 if TYPE_CHECKING:
     from zoo.config import ModelConfig
@@ -60,6 +60,30 @@ REFUSALS = {
 }
 
 
+class GPT2Fields(HFFields):
+    """The GPT2Config fields the converter reads, typed (``GPT2.config_from_hf`` checks them first)."""
+
+    vocab_size: Count = 50257
+    n_positions: Count | None = None
+    n_ctx: Count | None = None
+    n_embd: Count = 768
+    n_layer: Count = 12
+    n_head: Count = 12
+    n_inner: Count | None = None
+    activation_function: str = "gelu_new"
+    resid_pdrop: Fraction = 0.1
+    embd_pdrop: Fraction = 0.1
+    attn_pdrop: Fraction = 0.1
+    layer_norm_epsilon: Epsilon = 1e-5
+    tie_word_embeddings: bool = True
+    scale_attn_weights: bool = True
+    add_cross_attention: bool = False
+    scale_attn_by_inverse_layer_idx: bool = False
+    reorder_and_upcast_attn: bool = False
+    is_encoder_decoder: bool = False
+    pruned_heads: dict[str, list[int]] | None = None
+
+
 class GPT2(Converter):
     """GPT-2 (``GPT2LMHeadModel``): pre-norm LayerNorm, learned positions, fused c_attn."""
 
@@ -73,6 +97,7 @@ class GPT2(Converter):
         return MASK_BUFFER.fullmatch(name) is not None
 
     def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
+        GPT2Fields.read(hf, where)  # every field read below has its type and range
         for flag, meaning in REFUSALS.items():
             if hf.get(flag):
                 raise InteropError(

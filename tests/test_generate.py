@@ -570,4 +570,6 @@ def test_public_names_point_at_the_split_modules() -> None:
 
 def test_generate_text_refuses_a_tokenizer_larger_than_the_vocabulary() -> None:
     with pytest.raises(zoo.ConfigError, match="50257 tokens.*97"):
+        generate_text(tiny(), "Hello", max_new_tokens=2, tokenizer="gpt2")
+    with pytest.raises(zoo.ConfigError, match=r"records no tokenizer and its vocabulary \(97\) is not GPT-2's.*bytes"):
         generate_text(tiny(), "Hello", max_new_tokens=2)

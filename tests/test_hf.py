@@ -242,7 +242,7 @@ def test_to_hf_loads_in_transformers_with_the_same_logits(tmp_path: Path, overri
     model = tiny(**overrides)
     randomise_(model)
     folder = zoo.to_hf(model, tmp_path / "export")
-    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]
+    assert sorted(p.name for p in folder.iterdir()) == [".zoo-folder.json", "config.json", "model.safetensors"]
     reference = GPT2LMHeadModel.from_pretrained(folder).eval()
     assert_same_logits(model, reference, vocab=TINY["vocab_size"])
     back = zoo.from_hf(folder)
@@ -337,8 +337,9 @@ def test_to_hf_files_get_the_umask_mode_not_0600(tmp_path: Path) -> None:
     (tmp_path / "plain").write_text("x", encoding="utf-8")
     expected = (tmp_path / "plain").stat().st_mode & 0o777
     folder = zoo.to_hf(model, tmp_path / "out")
-    assert {(folder / name).stat().st_mode & 0o777 for name in ("config.json", "model.safetensors")} == {expected}
-    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]
+    names = (".zoo-folder.json", "config.json", "model.safetensors")
+    assert {(folder / name).stat().st_mode & 0o777 for name in names} == {expected}
+    assert sorted(p.name for p in folder.iterdir()) == list(names)
 
 
 def set_tensor(folder: Path, name: str, tensor: torch.Tensor) -> None:

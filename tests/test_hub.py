@@ -355,3 +355,145 @@ def test_the_hub_client_is_named_when_missing(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(zoo.InteropError, match=r"pip install 'zoo-lm\[hub\]'"):
         zoo.from_pretrained("org/gpt2-tiny")
     assert os.environ["HF_HUB_OFFLINE"] == "1"
+
+
+# -- runs know their tokenizer ------------------------------------------------------------
+
+TRAIN = [
+    "--steps",
+    "2",
+    "--batch-size",
+    "2",
+    "--seq-len",
+    "16",
+    "--eval-every",
+    "2",
+    "--save-every",
+    "2",
+    "--threads",
+    "1",
+]
+
+
+def _text(tmp_path: Path) -> Path:
+    from helpers import bundled_lines
+
+    path = tmp_path / "text.txt"
+    path.write_text("\n".join(bundled_lines(400)), encoding="utf-8")
+    return path
+
+
+def test_zoo_generate_on_a_byte_level_run_prints_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As `make demo` does: bytes data, a byte-level model, then generate with no --tokenizer."""
+    data, run = tmp_path / "data", tmp_path / "run"
+    assert main(["data", "prepare", str(_text(tmp_path)), "-o", str(data), "--tokenizer", "bytes"]) == 0
+    sets = ["--set", "n_layers=1", "--set", "d_model=32", "--set", "n_heads=2", "--set", "vocab_size=256"]
+    assert (
+        main(["train", "gpt2-small", *sets, "--set", "max_seq_len=64", "--data", str(data), "--out", str(run), *TRAIN])
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["generate", str(run), "--prompt", "ROMEO:", "--max-new-tokens", "12", "--seed", "0", "--sample"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ROMEO:") and len(out.rstrip("\n")) > len("ROMEO:")
+    again = zoo.generate_text(str(run), "ROMEO:", max_new_tokens=12, seed=0, do_sample=True)
+    assert out.rstrip("\n") == "ROMEO:" + again
+    assert main(["eval", str(run), "--data", str(_text(tmp_path)), "--seq-len", "16", "--batches", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tokens"] > 0  # raw text, tokenised with the run's bytes
+
+
+def test_data_prepared_with_a_hub_tokenizer_travels_with_the_run(
+    hub: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, run = tmp_path / "data", tmp_path / "run"
+    assert (
+        main(["data", "prepare", str(_text(tmp_path)), "-o", str(data), "--tokenizer", "org/llama-tiny", "--json"]) == 0
+    )
+    described = json.loads(capsys.readouterr().out)
+    assert described["tokenizer"] == "org/llama-tiny" and described["vocab_size"] == VOCAB
+    manifest = json.loads((data / "manifest.json").read_text())
+    assert set(manifest["tokenizer_files"]) >= {"tokenizer.json", "tokenizer_config.json"}
+    tok = zoo.tokenizer("org/llama-tiny")
+    first = torch.from_file(str(data / "train-00000.bin"), size=8, dtype=torch.uint16).tolist()
+    assert first == tok.encode(_text(tmp_path).read_text())[:8]  # <s> first, as AutoTokenizer encodes it
+    sets = ["--set", "n_layers=1", "--set", "d_model=32", "--set", "n_heads=2", "--set", f"vocab_size={VOCAB}"]
+    assert (
+        main(["train", "gpt2-small", *sets, "--set", "max_seq_len=64", "--data", str(data), "--out", str(run), *TRAIN])
+        == 0
+    )
+    assert (run / "tokenizer" / "tokenizer.json").read_bytes() == (data / "tokenizer" / "tokenizer.json").read_bytes()
+    capsys.readouterr()
+    assert main(["generate", str(run), "--prompt", "To be", "--max-new-tokens", "6", "--no-echo"]) == 0
+    out = capsys.readouterr().out.rstrip("\n")
+    model = zoo.load(run)
+    ids = tok.encode("To be")
+    expected = zoo.generate_text(model, "To be", max_new_tokens=6, tokenizer=tok)
+    assert out == expected and model.generate(torch.tensor([ids]), 6).shape[1] <= len(ids) + 6
+
+
+def test_fine_tuning_a_hub_id(hub: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    args = ["train", "org/gpt2-tiny", "--data", str(_text(tmp_path)), "--out", str(run), *TRAIN]
+    assert main(args) == 0
+    tuned = zoo.load(run)
+    assert tuned.config.vocab_size == VOCAB and not torch.equal(
+        tuned.tok_emb.weight, zoo.from_pretrained("org/gpt2-tiny").tok_emb.weight
+    )
+    assert (run / "tokenizer" / "tokenizer.json").is_file()  # the id's tokenizer, kept with the run
+    capsys.readouterr()
+    assert (
+        main(["eval", "org/gpt2-tiny", "--data", str(_text(tmp_path)), "--seq-len", "16", "--batches", "1", "--json"])
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out)["tokens"] > 0
+
+
+def test_generation_arguments_from_transformers(hub: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    model = zoo.from_pretrained("org/gpt2-tiny")
+    ids = torch.tensor([[5, 6, 7]])
+    by_length = model.generate(ids, max_length=10)
+    torch.testing.assert_close(by_length, model.generate(ids, 7), atol=0, rtol=0)
+    assert by_length.shape == (1, 10)
+    many = model.generate(ids, 5, do_sample=True, num_return_sequences=3, seed=1)
+    assert many.shape == (3, 8) and torch.equal(
+        many, model.generate(ids, 5, do_sample=True, num_return_sequences=3, seed=1)
+    )
+    assert not torch.equal(many[0], many[1])  # three samples, not one repeated
+    gen = torch.Generator().manual_seed(1)
+    assert torch.equal(many, model.generate(ids, 5, do_sample=True, num_return_sequences=3, generator=gen))
+    eos = int(model.generate(ids, 1)[0, -1])  # the greedy next token, made the end of sequence
+    padded = model.generate(ids, 4, eos_token_id=eos, pad_token_id=399)
+    assert padded[0, 3] == eos and (padded[0, 4:] == 399).all()
+    with pytest.raises(zoo.InputError, match="not both"):
+        model.generate(ids, 5, max_length=9)
+    with pytest.raises(zoo.InputError, match="seed= or generator="):
+        model.generate(ids, 5, seed=1, generator=torch.Generator())
+    with pytest.raises(zoo.InputError, match="max_length=2 counts the prompt"):
+        model.generate(ids, max_length=2)
+    texts = zoo.generate_text("org/gpt2-tiny", "To be", max_length=8, do_sample=True, num_return_sequences=2, seed=3)
+    assert isinstance(texts, list) and len(texts) == 2
+    assert texts == zoo.generate_text(
+        "org/gpt2-tiny", "To be", max_length=8, do_sample=True, num_return_sequences=2, seed=3
+    )
+    args = ["generate", "org/gpt2-tiny", "--prompt", "To be", "--max-length", "8", "--sample", "--seed", "3"]
+    assert main([*args, "--num-return-sequences", "2", "--no-echo"]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"[{i}/2] {t}" for i, t in enumerate(texts, 1)]
+
+
+def test_generate_help_states_every_default(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["generate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for flag in ("--max-new-tokens N new tokens (default: 50)", "--temperature T", "--top-k K", "--top-p P",
+                 "--repetition-penalty R", "--num-return-sequences N", "--pad-token-id ID", "--seed N",
+                 "--tokenizer NAME|DIR|ID", "--revision REV", "--version N"):  # fmt: skip
+        assert flag in text
+    import argparse
+
+    from zoo.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for action in sub.choices["generate"]._actions:
+        takes_value = action.option_strings and action.nargs != 0 and action.dest not in ("prompt", "max_length")
+        if takes_value:
+            assert "default" in (action.help or ""), f"{action.option_strings[0]} does not state its default"

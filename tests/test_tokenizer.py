@@ -88,15 +88,15 @@ def test_hugging_face_folder_files(gpt2: tokenizer_module.Tokenizer, tmp_path: P
         assert folder.encode(text) == gpt2.encode(text)
 
 
-def test_folder_saved_by_transformers_5_names_the_fix(
+def test_a_folder_saved_by_transformers_5_reads_its_tokenizer_json(
     gpt2: tokenizer_module.Tokenizer, hf_reference: object, tmp_path: Path
 ) -> None:
     hf_reference.save_pretrained(tmp_path)  # type: ignore[attr-defined]
-    assert not (tmp_path / "vocab.json").exists()
-    with pytest.raises(zoo.InteropError, match=r"backend_tokenizer\.model\.save"):
-        zoo.tokenizer(tmp_path)
-    hf_reference.backend_tokenizer.model.save(str(tmp_path))  # type: ignore[attr-defined]
-    assert zoo.tokenizer(tmp_path).encode(TEXTS[2]) == gpt2.encode(TEXTS[2])
+    assert not (tmp_path / "vocab.json").exists() and (tmp_path / "tokenizer.json").is_file()
+    folder = zoo.tokenizer(tmp_path)
+    assert isinstance(folder, tokenizer_module.HFTokenizer)
+    for text in TEXTS:
+        assert folder.encode(text) == gpt2.encode(text) and folder.decode(gpt2.encode(text)) == text
 
 
 def test_mismatched_files_are_refused(tmp_path: Path) -> None:
@@ -107,7 +107,9 @@ def test_mismatched_files_are_refused(tmp_path: Path) -> None:
     with pytest.raises(zoo.InteropError, match="not a matching GPT-2 style byte-level BPE"):
         zoo.tokenizer(tmp_path)
     (tmp_path / "merges.txt").unlink()
-    with pytest.raises(zoo.InteropError, match="no vocab.json and merges.txt"):
+    with pytest.raises(
+        zoo.InteropError, match="holds no tokenizer: expected tokenizer.json, or vocab.json and merges.txt"
+    ):
         zoo.tokenizer(tmp_path)
 
 
@@ -153,5 +155,5 @@ def test_refuses_files_that_are_not_gpt2s(monkeypatch: pytest.MonkeyPatch) -> No
         zoo.tokenizer("gpt3")
     with pytest.raises(zoo.ConfigError, match="unknown tokenizer ''"):
         zoo.tokenizer("")
-    with pytest.raises(zoo.ConfigError, match="takes 'gpt2' or a folder path"):
+    with pytest.raises(zoo.ConfigError, match=r"takes a name \(gpt2, bytes\), a folder or a hub id"):
         zoo.tokenizer(3)  # type: ignore[arg-type]

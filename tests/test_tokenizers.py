@@ -137,3 +137,18 @@ def test_unknown_tokenizers_say_what_to_pass(tmp_path: Path) -> None:
     (tmp_path / "tokenizer.json").write_text("{not json")
     with pytest.raises(zoo.InteropError, match="cannot read the tokenizer"):
         zoo.tokenizer(tmp_path)
+
+
+def test_special_tokens_come_from_tokenizer_config_else_special_tokens_map(tmp_path: Path) -> None:
+    import json
+
+    folder = train_tokenizer(tmp_path / "bpe", "bpe", 300, **KINDS["bpe"])
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config.pop("eos_token", None)
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    (folder / "special_tokens_map.json").write_text(json.dumps({"eos_token": {"content": "<|pad|>"}}))
+    tok = zoo.tokenizer(folder)
+    assert isinstance(tok, HFTokenizer) and tok.eot_token_id == tok.backend.token_to_id("<|pad|>")
+    config["eos_token"] = "<|endoftext|>"  # tokenizer_config.json wins
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    assert zoo.tokenizer(folder).eot_token_id == tok.backend.token_to_id("<|endoftext|>")

@@ -21,6 +21,7 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category
 
 import torch
 
+from zoo import decoding as _decoding  # noqa: F401  registers the decode loop behind DecoderLM.generate
 from zoo.config import ModelConfig, get_config
 from zoo.contracts import AttentionContext, CrossAttention, Placement, PositionEncoding, residual_output
 from zoo.errors import *  # noqa: F403  ZooError and its subclasses, listed in zoo.errors.__all__

@@ -14,6 +14,8 @@ an ``InputError``.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
@@ -24,7 +26,8 @@ from zoo.cache import KVCache
 from zoo.components import Components
 from zoo.config import ModelConfig
 from zoo.contracts import AttentionContext, Placement, PositionEncoding, make_mask
-from zoo.errors import ConfigError, InputError
+from zoo.errors import InputError
+from zoo.hooks import HookFn, HookState, Names, hook_points, hooked, run_with_cache
 from zoo.inputs import (  # noqa: F401  INDEX_DTYPES and check_inputs: importable from here as before
     INDEX_DTYPES,
     as_padding,
@@ -68,6 +71,7 @@ class TokenModel(nn.Module):
         self.position: PositionEncoding = parts.make("position")
         self.drop = nn.Dropout(config.dropout.embedding)
         self.embed_scale = math.sqrt(config.d_model) if config.embedding_scale == "sqrt_d_model" else 1.0
+        self.hook_state: HookState | None = None  # only while hooks are set (zoo.hooks)
 
     def wants_final_norm(self, placement: nn.Module) -> bool:
         """A norm after the last layer: as configured, else as the placement says."""
@@ -80,12 +84,15 @@ class TokenModel(nn.Module):
         if self.config.tie_embeddings:
             self.head.weight = self.tok_emb.weight
 
-    def embed(self, idx: Tensor, positions: Tensor) -> Tensor:
-        """Token embeddings (B, S, d), scaled, with positions, after dropout."""
+    def embed(self, idx: Tensor, positions: Tensor, scope: str = "") -> Tensor:
+        """Token embeddings (B, S, d), scaled, with positions, after dropout; ``scope``
+        prefixes their hook points (``encoder.``)."""
         try:
             x = self.tok_emb(idx)  # (B, S, d)
             if self.embed_scale != 1.0:
                 x = x * self.embed_scale
+            if self.hook_state is not None:  # hook_embed, hook_pos_embed
+                return self.drop(self.hook_state.embed(self.position, x, positions, scope))
             return self.drop(self.position.embed(x, positions))
         except IndexError as err:  # an id or position past a table (the CPU says so here)
             problems = value_problems(self, idx, positions=positions)
@@ -114,6 +121,23 @@ class TokenModel(nn.Module):
     def check_cache(self, cache: object, layers: int, batch: int) -> KVCache | None:
         """``cache`` if it is a ``KVCache`` of ``layers`` layers and this batch (``zoo.inputs``)."""
         return check_cache(cache, layers, batch)
+
+    def hook_points(self) -> list[str]:
+        """The names of this model's hook points, in forward order (``zoo.hooks``)."""
+        return hook_points(self)
+
+    def hooks(self, fns: Mapping[str, HookFn | Sequence[HookFn]]) -> AbstractContextManager[None]:
+        """``with model.hooks({name: fn}):`` runs ``fn(activation, name)`` at each point; a hook
+        that returns a tensor (of the same shape) replaces the activation."""
+        return hooked(self, fns)
+
+    def run_with_cache(
+        self, *args: Any, names: Names = None, detach: bool = True, **kwargs: Any
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """The output of ``self(*args, **kwargs)`` and the activations at ``names`` (all by
+        default, or names, or a predicate), keyed by point name; ``detach=False`` keeps grad."""
+        out, cache = run_with_cache(self, *args, names=names, detach=detach, **kwargs)
+        return out, cache
 
     def num_parameters(self, *, trainable_only: bool = False) -> int:
         """Number of parameters, tied weights counted once."""
@@ -187,32 +211,22 @@ class DecoderLM(TokenModel):
 
     @torch.no_grad()
     def attention_maps(self, idx: Tensor) -> list[Tensor]:
-        """Attention weights of every layer, each (B, H, S, S), for inspection.
+        """Attention weights of every layer, each (B, H, S, S): the ``attn.hook_pattern`` points.
 
-        Needs an attention that can return its weights, such as ``eager``: one with
-        ``records_weights = True`` that appends them to its ``recorded`` list when set.
+        Any attention that follows the contract gives them; the fused kernel computes
+        them explicitly for this call only.
         """
-        attentions: list[Any] = [block.attn for block in self.blocks]
-        if not all(getattr(attn, "records_weights", False) for attn in attentions):
-            raise ConfigError(
-                f"attention {self.config.attention.name!r} cannot return its weights; "
-                f"build the model with attention='eager' to inspect them"
-            )
-        weights: list[Tensor] = []
-        try:
-            for attn in attentions:
-                attn.recorded = weights
-            self(idx)
-        finally:
-            for attn in attentions:
-                attn.recorded = None
-        return weights
+        names = [f"blocks.{i}.attn.hook_pattern" for i in range(len(self.blocks))]
+        _, cache = self.run_with_cache(idx, names=names)
+        return list(cache.values())
 
     def generate(self, input_ids: Tensor, max_new_tokens: int | None = None, **kwargs: Any) -> Tensor:
         """KV-cached decoding; see ``zoo.decoding.generate`` for the options.
 
-        A convenience: decoding sits a layer above the model, so it is imported here, on use.
+        A convenience: the decode loop sits a layer above the model and registers itself
+        in ``zoo.generation`` (``import zoo`` does it); its weight layouts are kept between
+        calls in ``zoo.decoding.layouts``.
         """
-        from zoo.decoding import generate
+        from zoo.generation import provided
 
-        return generate(self, input_ids, max_new_tokens, **kwargs)
+        return provided(self)(self, input_ids, max_new_tokens, **kwargs)

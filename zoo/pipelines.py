@@ -12,14 +12,13 @@ Which tokenizer a model goes with, when none is given:
   ``"bytes"``), a hub id at a commit, or tokenizer files kept beside the versions
   (``RUN/tokenizer/``) with their sha256; a training run records the name its data
   was prepared with;
-- otherwise GPT-2's, for a model with GPT-2's vocabulary (50257).
+- otherwise GPT-2's, for a model with GPT-2's vocabulary (50257), and bytes for a
+  vocabulary of 256.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -31,11 +30,19 @@ from zoo.checkpoint import load
 from zoo.checkpoint.format import json_field
 from zoo.checkpoint.store import open_file, resolve
 from zoo.decoding import generate
-from zoo.errors import CheckpointError, ConfigError, InputError, printable
+from zoo.errors import CheckpointError, ConfigError, InputError, InteropError, printable
 from zoo.interop.hf import from_hf
 from zoo.interop.hub import is_hub_id, local_or_snapshot
 from zoo.model import DecoderLM
-from zoo.text import NAMES, Tokenizer, folder_tokenizer, has_tokenizer
+from zoo.text import (
+    NAMES,
+    TOKENIZER_FOLDER,
+    Tokenizer,
+    folder_tokenizer,
+    has_tokenizer,
+    keep_tokenizer_files,
+    kept_tokenizer,
+)
 from zoo.text import tokenizer as load_tokenizer
 
 __all__ = [
@@ -44,11 +51,11 @@ __all__ = [
     "load_model",
     "load_with_tokenizer",
     "recorded_tokenizer",
+    "recorded_tokenizer_source",
     "tokenizer_record",
 ]
 
 GPT2_VOCAB = 50257
-TOKENIZER_FOLDER = "tokenizer"  # beside a checkpoint directory's versions
 
 
 def generate_text(
@@ -70,7 +77,7 @@ def generate_text(
     tokenizer: Tokenizer | str | os.PathLike[str] | None = None,
     stop_at_eot: bool = True,
     revision: str | None = None,
-) -> Any:
+) -> str | list[str]:
     """Continue ``prompt`` and return the new text (without the prompt).
 
     ``model_or_path``: a model, a Hugging Face folder, a hub id (``revision`` picks its
@@ -194,6 +201,8 @@ def _new_tokens(max_new_tokens: int | None, max_length: int | None, prompt_len: 
 def _default_tokenizer(model: DecoderLM, source: object) -> Tokenizer:
     if model.config.vocab_size in (GPT2_VOCAB, 50304):  # GPT-2's, or padded to 64 like Pythia and nanoGPT
         return load_tokenizer("gpt2")
+    if model.config.vocab_size == 256:  # one id per byte: the byte tokenizer's vocabulary
+        return load_tokenizer("bytes")
     where = f"{printable(str(source))!r}" if isinstance(source, (str, os.PathLike)) else "this model"
     raise ConfigError(
         f"{where} records no tokenizer and its vocabulary ({model.config.vocab_size}) is not GPT-2's; pass "
@@ -251,7 +260,7 @@ def tokenizer_record(source: str | os.PathLike[str], revision: str | None = None
     if text in NAMES:
         return {"name": text}
     if isinstance(source, str) and is_hub_id(source):
-        folder, commit = local_or_snapshot(source, revision, weights=False)
+        folder, commit = local_or_snapshot(source, revision, need="tokenizer")
         return {"hub": source, "revision": commit or revision}
     raise ConfigError(
         f"tokenizer_record takes a name ({', '.join(NAMES)}) or a hub id, got {printable(text)!r}; "
@@ -262,24 +271,19 @@ def tokenizer_record(source: str | os.PathLike[str], revision: str | None = None
 def keep_tokenizer(folder: str | os.PathLike[str], run: str | os.PathLike[str]) -> dict[str, Any]:
     """Copy a tokenizer folder's files into ``run/tokenizer/`` (beside its versions) and
     return the record to save with them: each file's sha256."""
-    source, target = Path(folder), Path(run) / TOKENIZER_FOLDER
-    files = [
-        f for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt") if (source / f).is_file()
-    ]
-    if not has_tokenizer(source):
-        raise ConfigError(
-            f"{printable(str(source))!r} holds no tokenizer (tokenizer.json, or vocab.json and merges.txt)"
-        )
-    target.mkdir(parents=True, exist_ok=True)
-    hashes = {}
-    for name in files:
-        shutil.copyfile(source / name, target / name)  # a copy, never a link into a cache
-        hashes[name] = _sha256(target / name)
-    return {"files": hashes}
+    return {"files": keep_tokenizer_files(folder, Path(run) / TOKENIZER_FOLDER)}
 
 
 def recorded_tokenizer(path: str | os.PathLike[str], version: int | None = None) -> Tokenizer | None:
     """The tokenizer a zoo checkpoint records (see the module), or None if it records none."""
+    source = recorded_tokenizer_source(path, version)
+    return load_tokenizer(source) if source is not None else None
+
+
+def recorded_tokenizer_source(path: str | os.PathLike[str], version: int | None = None) -> str | None:
+    """What ``zoo.tokenizer`` (and ``zoo data prepare --tokenizer``) takes to get the
+    tokenizer a checkpoint records: a name, or a folder (kept beside the versions and
+    checked against its sha256, or a hub snapshot); None if it records none."""
     file = resolve(path, version)
     metadata, _ = open_file(file, tensors=False)
     user = json_field(metadata, "zoo.metadata", file, dict) if "zoo.metadata" in metadata else {}
@@ -292,26 +296,20 @@ def recorded_tokenizer(path: str | os.PathLike[str], version: int | None = None)
         record = {"name": record}
     if not isinstance(record, Mapping):
         raise CheckpointError(f"{file}: metadata 'tokenizer' is {printable(repr(record))[:80]}, not a record")
-    if isinstance(record.get("name"), str) and record["name"] in NAMES:
-        return load_tokenizer(record["name"])
-    if isinstance(record.get("hub"), str):
-        revision = record.get("revision")
-        return load_tokenizer(record["hub"], revision=revision if isinstance(revision, str) else None)
     if isinstance(record.get("files"), Mapping):
         folder = (Path(path) if Path(path).is_dir() else file.parent) / TOKENIZER_FOLDER
-        for name, expected in record["files"].items():
-            kept = folder / str(name)
-            if not kept.is_file() or _sha256(kept) != expected:
-                raise CheckpointError(
-                    f"{file} records the tokenizer file {printable(str(name))!r} beside its versions, but "
-                    f"{kept} is {'missing' if not kept.is_file() else 'changed (its sha256 differs)'}; restore "
-                    f"it, or pass the tokenizer (--tokenizer)"
-                )
-        return folder_tokenizer(folder)
-    if isinstance(record.get("name"), str):  # a name this zoo does not know, e.g. from in-memory tokens
+        try:
+            kept_tokenizer(folder, record["files"], str(file))
+        except InteropError as err:
+            raise CheckpointError(str(err)) from err
+        return str(folder)
+    if isinstance(record.get("hub"), str):
+        revision = record.get("revision")
+        folder, _ = local_or_snapshot(record["hub"], revision if isinstance(revision, str) else None, need="tokenizer")
+        return str(folder)
+    name = record.get("name")
+    if isinstance(name, str) and (name in NAMES or is_hub_id(name) or Path(name).is_dir()):
+        return name
+    if isinstance(name, str):  # a description this zoo cannot load, e.g. of in-memory tokens
         return None
     raise CheckpointError(f"{file}: metadata 'tokenizer' names no name, hub id or files")
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()

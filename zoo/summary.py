@@ -8,10 +8,12 @@ encoder-decoder are counted as they are built:
   made it (the innermost one, so a norm inside a placement counts as a norm), and
   grouped as embeddings, attention, MLP, norms and head. Tied weights are counted once,
   where they first appear (a tied head shares the token embedding, so it adds 0).
-- FLOPs: one forward pass over ``context`` tokens on the meta device under torch's
-  ``FlopCounterMode``, which counts every matrix multiply by its shapes (2 FLOPs per
-  multiply-add; elementwise work such as norms and softmax is not counted, it is a
-  small fraction). Attention-score FLOPs (q kᵀ and weights · v, batched matmuls that
+- FLOPs: one forward pass over ``context`` tokens on the meta device under
+  ``FlopCounter``, a dispatch mode that counts every op torch's ``FlopCounterMode`` has
+  a formula for (matmuls, convolutions, attention kernels), by its shapes and with
+  those formulas (2 FLOPs per multiply-add; elementwise work such as norms and softmax
+  is not counted, it is a small fraction). ``FlopCounterMode`` itself is not used: its
+  module tracking imports ``torch._dynamo``, over a second of start-up for ``zoo info``. Attention-score FLOPs (q kᵀ and weights · v, batched matmuls that
   grow with the context) are reported separately; they are counted over the full
   S x S score matrix, as the kernels compute it. For the encoder-decoder, "per token"
   means per target token, with a source as long as the target.
@@ -20,6 +22,8 @@ encoder-decoder are counted as they are built:
 from __future__ import annotations
 
 import functools
+import itertools
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -27,7 +31,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import flop_registry
 
 from zoo.config import ModelConfig, resolve_config
 from zoo.errors import ConfigError
@@ -86,6 +91,138 @@ class ModelSummary:
             "score_flops_per_token": self.score_flops_per_token,
             "tied": [list(pair) for pair in self.tied],
         }
+
+
+_aten = torch.ops.aten
+_REDUCTIONS = frozenset({_aten.mean, _aten.sum, _aten.amax, _aten.amin})
+_SAME_SHAPE = frozenset({_aten.tril, _aten.triu, _aten._softmax, _aten._safe_softmax, _aten._log_softmax})
+
+
+def _stand_in(value: Any) -> Any:
+    """A one-element CPU tensor of a meta tensor's dtype and rank (type promotion only
+    looks at those); anything else as it is."""
+    if isinstance(value, Tensor) and value.is_meta:
+        return torch.zeros([1] * value.dim(), dtype=value.dtype)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_stand_in(v) for v in value)
+    return value
+
+
+def _broadcast(shapes: list[torch.Size]) -> list[int]:
+    """The broadcast of ``shapes`` (``torch.broadcast_shapes`` imports sympy to say it)."""
+    out: list[int] = []
+    for sizes in itertools.zip_longest(*(reversed(s) for s in shapes), fillvalue=1):
+        wide = {n for n in sizes if n != 1}
+        if len(wide) > 1:
+            raise RuntimeError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
+        out.append(wide.pop() if wide else 1)
+    return out[::-1]
+
+
+def _meta_result(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The result of an op whose meta kernel is written in Python, made without it.
+
+    torch computes elementwise ops, norms, softmax and ``cat`` on meta tensors with its
+    Python references, whose type-promotion wrapper imports ``torch._dynamo`` (over a
+    second) on first use. Here the output's dtype comes from running the op on one-element
+    CPU stand-ins and its shape from the inputs' shapes. None: run the op as it is.
+    """
+    packet = func._overloadpacket
+    if packet is _aten.arange and str(kwargs.get("device")) == "meta" and not any(isinstance(a, Tensor) for a in args):
+        probe = func(*args, **{**kwargs, "device": "cpu"})  # a range of positions: small
+        return torch.empty(probe.shape, dtype=probe.dtype, device="meta")
+    if packet is _aten.cat and isinstance(args[0], (list, tuple)) and all(isinstance(t, Tensor) for t in args[0]):
+        parts = [t for t in args[0] if t.dim() != 1 or t.shape[0] != 0]  # cat skips legacy empty (0,) inputs
+        if not parts or not all(t.is_meta for t in parts):
+            return None
+        dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+        dim = dim % parts[0].dim()
+        shape = list(parts[0].shape)
+        shape[dim] = sum(t.shape[dim] for t in parts)
+        probe = func(_stand_in(list(parts)), dim)
+        return torch.empty(shape, dtype=probe.dtype, device="meta")
+    if packet is _aten.stack and isinstance(args[0], (list, tuple)) and args[0]:
+        parts = list(args[0])
+        if not all(isinstance(t, Tensor) and t.is_meta and t.shape == parts[0].shape for t in parts):
+            return None
+        dim = (args[1] if len(args) > 1 else kwargs.get("dim", 0)) % (parts[0].dim() + 1)
+        probe = func(_stand_in(parts), dim)
+        shape = [*parts[0].shape[:dim], len(parts), *parts[0].shape[dim:]]
+        return torch.empty(shape, dtype=probe.dtype, device="meta")
+    if packet is _aten.embedding and all(isinstance(a, Tensor) and a.is_meta for a in args[:2]):
+        weight, indices = args[0], args[1]  # its meta kernel's checks import sympy
+        return torch.empty((*indices.shape, weight.shape[-1]), dtype=weight.dtype, device="meta")
+    metas = [a for a in args if isinstance(a, Tensor) and a.is_meta]
+    if not metas or kwargs.get("out") is not None:
+        return None
+    if packet in (_aten.mm, _aten.bmm, _aten.addmm, _aten.baddbmm):
+        a, b = (args[1], args[2]) if packet in (_aten.addmm, _aten.baddbmm) else (args[0], args[1])
+        if not (isinstance(a, Tensor) and isinstance(b, Tensor) and a.is_meta and b.is_meta):
+            return None
+        return torch.empty((*a.shape[:-1], b.shape[-1]), dtype=a.dtype, device="meta")
+    if packet in _REDUCTIONS and isinstance(args[0], Tensor) and args[0].is_meta:
+        x = args[0]
+        dims = args[1] if len(args) > 1 else kwargs.get("dim")
+        keep = bool(args[2] if len(args) > 2 else kwargs.get("keepdim", False))
+        dims = range(x.dim()) if dims is None or dims == [] else [dims] if isinstance(dims, int) else dims
+        reduced = {d % max(x.dim(), 1) for d in dims}
+        shape = [1 if i in reduced else n for i, n in enumerate(x.shape) if keep or i not in reduced]
+        probe = func(*_stand_in(args), **_stand_in(kwargs))
+        return torch.empty(shape, dtype=probe.dtype, device="meta")
+    if packet is _aten.native_layer_norm:  # (output, mean, rstd); the statistics in float32 for 16-bit inputs
+        x, normalized = args[0], list(args[1])
+        stats = [*x.shape[: x.dim() - len(normalized)], *([1] * len(normalized))]
+        low = x.dtype in (torch.float16, torch.bfloat16)
+        stat = lambda: torch.empty(stats, dtype=torch.float32 if low else x.dtype, device="meta")  # noqa: E731
+        return (torch.empty(x.shape, dtype=x.dtype, device="meta"), stat(), stat())
+    pointwise = torch.Tag.pointwise in func.tags
+    if not (pointwise or packet in _SAME_SHAPE):
+        return None
+    if any(isinstance(a, Tensor) and not a.is_meta and a.dim() > 0 for a in args):
+        return None  # a real tensor beside meta ones: let torch say what it thinks of that
+    probe = func(*_stand_in(args), **_stand_in(kwargs))
+    if not isinstance(probe, Tensor):
+        return None
+    if func._schema.is_mutable:  # in place (add_): the result is its first argument
+        return args[0] if isinstance(args[0], Tensor) else None
+    shape = _broadcast([t.shape for t in metas]) if pointwise else args[0].shape
+    return torch.empty(shape, dtype=probe.dtype, device="meta")
+
+
+class FlopCounter(TorchDispatchMode):
+    """Counts the FLOPs of the ops run under it, as torch's ``FlopCounterMode`` does.
+
+    Each op with a formula in torch's ``flop_registry`` (mm, addmm, bmm, baddbmm,
+    convolutions, the attention kernels) adds that formula's count for its arguments'
+    shapes, so meta tensors suffice. Unlike ``FlopCounterMode`` it does not track
+    modules (the hooks of ``count_flops`` do) and it makes the results of ops whose meta
+    kernels are Python references itself: both would import ``torch._dynamo``.
+    """
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """Keep ``__torch_dispatch__`` plain: torch would wrap it in ``torch._dynamo.disable``
+        (imported on the first op) to keep compilation out of it; nothing here is compiled."""
+        return False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_op: dict[str, int] = defaultdict(int)
+        self.total = 0
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        out = _meta_result(func, args, kwargs)
+        if out is None:
+            out = func(*args, **kwargs)
+        formula = flop_registry.get(func._overloadpacket)
+        if formula is not None:
+            flops = int(formula(*args, **kwargs, out_val=out))
+            self.by_op[str(func._overloadpacket)] += flops
+            self.total += flops
+        return out
 
 
 class _KindRecorder:
@@ -179,19 +316,19 @@ def count_flops(
     Every module gets hooks that note the FLOP count on entry and exit; what a module
     spent, less what its sub-modules spent, goes to its group.
     """
-    counter = FlopCounterMode(display=False)
+    counter = FlopCounter()
     per_group = dict.fromkeys(GROUPS, 0.0)
     stack: list[tuple[str, int]] = []  # (group, total FLOPs on entry) of open modules
 
     def enter(group: str) -> Callable[[nn.Module, Any], None]:
         def hook(module: nn.Module, args: Any) -> None:
-            stack.append((group, counter.get_total_flops()))
+            stack.append((group, counter.total))
 
         return hook
 
     def leave(module: nn.Module, args: Any, output: Any) -> None:
         group, before = stack.pop()
-        spent = counter.get_total_flops() - before
+        spent = counter.total - before
         per_group[group] += spent
         if stack:  # the enclosing module's span includes this one's: count it once
             per_group[stack[-1][0]] -= spent
@@ -208,8 +345,7 @@ def count_flops(
     finally:
         for handle in handles:
             handle.remove()
-    by_op = counter.get_flop_counts().get("Global", {})
-    scores = sum(n for op, n in by_op.items() if str(op) not in _WEIGHT_OPS)
+    scores = sum(n for op, n in counter.by_op.items() if op not in _WEIGHT_OPS)
     return {g: n / tokens for g, n in per_group.items()}, scores / tokens
 
 
@@ -243,4 +379,4 @@ def summarize(
     )
 
 
-__all__ = ["GROUPS", "ModelSummary", "summarize", "meta_model", "count_parameters", "count_flops"]
+__all__ = ["GROUPS", "FlopCounter", "ModelSummary", "summarize", "meta_model", "count_parameters", "count_flops"]

@@ -22,19 +22,20 @@ import codecs
 import functools
 import hashlib
 import importlib
-import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from zoo.errors import ConfigError, InteropError, printable
+from zoo.files import loads, read_bytes, read_json
 from zoo.interop.hub import is_hub_id, snapshot
 
 __all__ = ["ByteTokenizer", "HFTokenizer", "TextStream", "Tokenizer", "TiktokenTokenizer", "tokenizer"]
 
 EOT = "<|endoftext|>"
 NAMES = ("gpt2", "bytes")
+TOKENIZER_LIMIT = 64 << 20  # bytes of vocab.json or merges.txt (GPT-2's are 1 MB and 0.5 MB)
 
 # GPT-2's pre-tokenisation rule, from its released encoder: contractions, runs of
 # letters, of digits, of other symbols (each with an optional leading space), whitespace.
@@ -254,7 +255,7 @@ def tokenizer(name_or_path: str | os.PathLike[str] | Tokenizer = "gpt2", *, revi
         return ByteTokenizer()
     folder = Path(name_or_path)
     if isinstance(name_or_path, str) and is_hub_id(name_or_path):
-        folder = snapshot(name_or_path, revision, weights=False)
+        folder = snapshot(name_or_path, revision, need="tokenizer")
     elif revision is not None:
         raise ConfigError(f"revision={revision!r} is for hub ids; {printable(str(name_or_path))!r} is a local path")
     if not str(name_or_path) or not folder.is_dir():
@@ -268,17 +269,20 @@ def tokenizer(name_or_path: str | os.PathLike[str] | Tokenizer = "gpt2", *, revi
 def folder_tokenizer(folder: Path) -> Tokenizer:
     """The tokenizer a Hugging Face folder holds: ``tokenizer.json``, else ``vocab.json``
     and ``merges.txt``; ``InteropError`` when it has neither."""
+    folder = folder.resolve()  # the folder, not the files: in a hub snapshot they link into blobs/
     if (folder / "tokenizer.json").is_file():
-        file = (folder / "tokenizer.json").resolve()
-        settings = folder / "tokenizer_config.json"
-        stamps = [_stamp(file)] + ([_stamp(settings)] if settings.is_file() else [])
-        return _cached_hf(file, settings.resolve() if settings.is_file() else None, *stamps)
+        file = folder / "tokenizer.json"
+        # tokenizer_config.json's special tokens, else special_tokens_map.json's (older folders)
+        settings = tuple(
+            f for f in (folder / "special_tokens_map.json", folder / "tokenizer_config.json") if f.is_file()
+        )
+        return _cached_hf(file, settings, _stamp(file), *map(_stamp, settings))
     vocab, merges = folder / "vocab.json", folder / "merges.txt"
     if not (vocab.is_file() and merges.is_file()):
         raise InteropError(
             f"{folder} holds no tokenizer: expected tokenizer.json, or vocab.json and merges.txt (GPT-2's format)"
         )
-    return _cached_files(vocab.resolve(), merges.resolve(), _stamp(vocab), _stamp(merges))
+    return _cached_files(vocab, merges, _stamp(vocab), _stamp(merges))
 
 
 def has_tokenizer(folder: Path) -> bool:
@@ -288,26 +292,60 @@ def has_tokenizer(folder: Path) -> bool:
     )
 
 
+TOKENIZER_FOLDER = "tokenizer"  # where a prepared data folder or a run keeps its tokenizer's files
+KEPT_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt")
+
+
+def keep_tokenizer_files(folder: str | os.PathLike[str], target: str | os.PathLike[str]) -> dict[str, str]:
+    """Copy a tokenizer folder's files into ``target`` (created) and return each one's
+    sha256, the record that lets a later reader check it has the same tokenizer."""
+    source, into = Path(folder), Path(target)
+    if not has_tokenizer(source):
+        raise ConfigError(
+            f"{printable(str(source))!r} holds no tokenizer (tokenizer.json, or vocab.json and merges.txt)"
+        )
+    into.mkdir(parents=True, exist_ok=True)
+    hashes = {}
+    for name in KEPT_FILES:
+        if (source / name).is_file():
+            data = (source / name).read_bytes()  # a copy, never a link into a hub cache
+            (into / name).write_bytes(data)
+            hashes[name] = hashlib.sha256(data).hexdigest()
+    return hashes
+
+
+def kept_tokenizer(folder: Path, hashes: Mapping[str, Any], where: str) -> Tokenizer:
+    """The tokenizer kept in ``folder``, after checking its files against ``hashes``."""
+    for name, expected in hashes.items():
+        kept = folder / str(name)
+        if not kept.is_file() or _sha256(kept) != expected:
+            state = "missing" if not kept.is_file() else "changed (its sha256 differs)"
+            raise InteropError(
+                f"{where} records the tokenizer file {printable(str(name))!r}, but {kept} is {state}; restore "
+                f"it, or pass the tokenizer (--tokenizer)"
+            )
+    return folder_tokenizer(folder)
+
+
 @functools.lru_cache(maxsize=8)
-def _cached_hf(file: Path, settings: Path | None, *stamps: tuple[int, int]) -> HFTokenizer:
-    """A ``tokenizer.json`` tokenizer, built once per version of its files (``stamps``)."""
+def _cached_hf(file: Path, settings: tuple[Path, ...], *stamps: tuple[int, int]) -> HFTokenizer:
+    """A ``tokenizer.json`` tokenizer, built once per version of its files (``stamps``);
+    ``settings``: JSON files of special tokens and options, later ones winning."""
     try:
         library = importlib.import_module("tokenizers")
     except ImportError as err:
         raise ConfigError(f"{file} needs the package 'tokenizers', which is not installed; {TOKENIZERS_HINT}") from err
+    text = read_bytes(file, InteropError, "tokenizer.json", limit=TOKENIZER_LIMIT).decode("utf-8", errors="replace")
     try:
-        backend = library.Tokenizer.from_file(str(file))
+        backend = library.Tokenizer.from_str(text)  # read bounded: a regular file, not /dev/zero
     except Exception as err:  # the Rust side raises plain Exceptions for malformed files
         raise InteropError(f"cannot read the tokenizer {file}: {printable(str(err))[:300]}") from err
     config: dict[str, Any] = {}
-    if settings is not None:
-        try:
-            loaded = json.loads(settings.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            raise InteropError(f"cannot read {settings}: {err}") from err
+    for path in settings:
+        loaded = read_json(path, InteropError, "tokenizer settings", limit=TOKENIZER_LIMIT)
         if not isinstance(loaded, dict):
-            raise InteropError(f"{settings} does not hold a JSON object")
-        config = loaded
+            raise InteropError(f"{path} does not hold a JSON object")
+        config.update({k: v for k, v in loaded.items() if v is not None})
     return HFTokenizer(backend, str(file.parent), config)
 
 
@@ -341,8 +379,16 @@ def _from_files(vocab: Path, merges: Path, *, name: str, hashes: Sequence[str] |
     load = importlib.import_module("tiktoken.load")
     # tiktoken caches files it reads by path; the content hashes make it re-read a
     # file that changed since, instead of using a stale copy.
+    vocab_bytes = read_bytes(vocab, InteropError, "vocab.json", limit=TOKENIZER_LIMIT)  # read once, bounded
+    ids = loads(vocab_bytes.decode("utf-8", errors="replace"), InteropError, str(vocab))
+    if not isinstance(ids, dict) or not all(
+        isinstance(token, str) and type(rank) is int and 0 <= rank < 1 << 31 for token, rank in ids.items()
+    ):
+        raise InteropError(
+            f"{vocab} is not a GPT-2 style vocabulary: it must be one JSON object of token -> id (a whole number >= 0)"
+        )
+    read_bytes(merges, InteropError, "merges.txt", limit=TOKENIZER_LIMIT)  # a regular file of bounded size
     try:
-        vocab_bytes = vocab.read_bytes()  # read once: hashed here, parsed for the special tokens
         vocab_hash, merges_hash = hashes or (hashlib.sha256(vocab_bytes).hexdigest(), _sha256(merges))
         ranks = load.data_gym_to_mergeable_bpe_ranks(
             vocab_bpe_file=str(merges),
@@ -350,8 +396,7 @@ def _from_files(vocab: Path, merges: Path, *, name: str, hashes: Sequence[str] |
             vocab_bpe_hash=merges_hash,
             encoder_json_hash=vocab_hash,
         )
-        ids = json.loads(vocab_bytes.decode("utf-8"))
-    except (AssertionError, KeyError, ValueError, OSError) as err:
+    except (AssertionError, KeyError, ValueError, OSError, TypeError, AttributeError, IndexError) as err:
         raise InteropError(
             f"cannot read the tokenizer in {vocab.parent}: {vocab.name} and {merges.name} are "
             f"not a matching GPT-2 style byte-level BPE ({type(err).__name__}: {err})"

@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from zoo.ablate.results import ALPHA, MIN_EFFECT, AblationResult, AblationRun
+from zoo.ablate.results import ALPHA, MIN_EFFECT, AblationResult, AblationRun, md_code
 from zoo.stats import POWER, Interval, seeds_needed
 
 #: The corrections by name, as a sentence says them.
@@ -96,13 +96,13 @@ def noise_section(result: AblationResult) -> list[str]:
                 if row.seeds is not None
                 else f"more than {SEED_LIMIT} seeds would be needed: no effect worth the name at this scale"
             )
-            lines.append(f"- `{row.run.name}` (Δ {d.format(4, sign=True)}): {what}.")
+            lines.append(f"- {md_code(row.run.name)} (Δ {d.format(4, sign=True)}): {what}.")
         lines.append("")
     rounding = [
         run.name for run in result.rows() if run.axis not in ("base", "control") and abs(run.tested.mean) < MIN_EFFECT
     ]
     if rounding:
-        names = ", ".join(f"`{name}`" for name in rounding)
+        names = ", ".join(md_code(name) for name in rounding)
         lines += [f"{names}: |Δ| < {MIN_EFFECT:g}, float rounding: the same loss computed another way.", ""]
     return lines
 

@@ -13,7 +13,7 @@ from typing import Any
 from zoo.ablate.ladder import Cell, StudyResult, row_named
 from zoo.ablate.records import write_text
 from zoo.ablate.report import figure_class
-from zoo.ablate.results import ALPHA, LEVEL
+from zoo.ablate.results import ALPHA, LEVEL, md_code
 
 
 def write_study_report(study: StudyResult) -> None:
@@ -53,7 +53,7 @@ def cells_table(study: StudyResult) -> list[str]:
     for cell, result in study.cells:
         control = result.control
         floor = result.noise_floor()
-        marked = ", ".join(f"`{run.name}`" for run in result.rows() if run.significant) or "none"
+        marked = ", ".join(md_code(run.name) for run in result.rows() if run.significant) or "none"
         lines.append(
             f"| [{_cell_label(study, cell)}]({cell.name}/report.md) | {cell.steps} | "
             f"{cell.steps * study.budget['tokens_per_step']:,} | {_flops(result.runs[0].train_flops)} | "
@@ -116,7 +116,7 @@ def sweep_sentences(study: StudyResult) -> list[str]:
     for e in study.sweep_effects():
         sig = e.delta.p_value is not None and e.delta.p_value < ALPHA
         lines.append(
-            f"- `{e.name}` at {e.rung}: {what} {e.low if e.low is not None else 'auto'} instead of "
+            f"- {md_code(e.name)} at {e.rung}: {what} {e.low if e.low is not None else 'auto'} instead of "
             f"{e.high if e.high is not None else 'auto'} changes the final loss by {e.delta.format(4, sign=True)} "
             f"(paired over seeds, p {_p(e.delta.p_value)}{', significant' if sig else ', within noise'})."
         )

@@ -1,22 +1,69 @@
 """The records of an ablation's runs: one ``.json`` file per finished run beside its
 checkpoint, with a fingerprint of what was trained, so that a restarted ablation reuses
-what is finished (and refuses a record of another run under the same name)."""
+what is finished (and refuses a record of another run under the same name).
+
+A record is trusted, and its run reused, only when it reads back through its schema,
+its digest matches its contents, and (for a compared run) its checkpoint verifies and
+records the same digest; anything else is trained again. The fingerprint holds the
+data's content digest, so data edited in place (same length) is not "the same data"."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import torch
+import xxhash
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from zoo.ablate.diagnostics import Diagnostics
 from zoo.ablate.plan import Job
 from zoo.ablate.results import SeedRun, curve_dict
+from zoo.checkpoint import inspect
+from zoo.checkpoint.hashing import bytes_of
 from zoo.checkpoint.store import write_atomically
-from zoo.errors import InputError
+from zoo.errors import CheckpointError, InputError
+from zoo.files import confined, read_json
 from zoo.training import CurvePoint, TokenData, open_data, tokens_data
+
+RECORD_LIMIT = 16 << 20  # bytes; a record holds one run's curve
+Loss = Annotated[float, Field(ge=0.0, le=1e6)]
+
+
+class CurveRow(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    step: int = Field(ge=0)
+    train_loss: Loss | None
+    val_loss: Loss
+
+
+class Record(BaseModel):
+    """One run's ``.json`` record, as written by ``write_record``."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    run: str
+    fingerprint: dict[str, Any]
+    final_val_loss: Loss | None
+    curve: list[CurveRow] = Field(max_length=1 << 20)
+    tokens_per_second: float = Field(ge=0.0)
+    checkpoint: str | None
+    digest: str | None = None  # of everything else; None: written by an older zoo
+
+
+def content_digest(tokens: tuple[torch.Tensor, torch.Tensor] | Path) -> str:
+    """The data's content: a prepared folder's manifest digest (its shards checked against
+    it when opened), or a digest of in-memory token ids."""
+    if isinstance(tokens, Path):
+        digest = open_data(tokens).digest
+        return digest or ""
+    hasher = xxhash.xxh3_128()
+    for part in tokens:
+        hasher.update(bytes_of(part.to(torch.int64)))
+    return f"xxh3_128:{hasher.hexdigest()}"
 
 
 @dataclass(frozen=True)
@@ -28,6 +75,7 @@ class Context:
     out_dir: Path
     device: str
     threads: int | None
+    content: str = ""  # the data's content digest (``content_digest``)
 
     def token_data(self) -> TokenData:
         """The tokens to train on; a prepared folder is mapped by the process that trains,
@@ -50,48 +98,76 @@ def fingerprint(job: Job, context: Context) -> dict[str, Any]:
         "config": job.config.model_dump(mode="json"),
         "settings": settings,
         "data": context.data,
+        "content": context.content,
         "device": context.device,
     }
     return json.loads(json.dumps(key))  # as it reads back from a record
 
 
 def finished(job: Job, context: Context) -> bool:
-    """Whether ``job`` has a record (and checkpoint) from an earlier ablation; refuses a
-    record of a different run under the same name rather than overwrite it."""
-    path = context.record_path(job)
-    if not path.is_file():
+    """Whether ``job`` has a trusted record (and checkpoint) from an earlier ablation;
+    refuses a record of a different run under the same name rather than overwrite it.
+    A damaged, edited or unverifiable record is not trusted: the run is trained again."""
+    record = _read(context.record_path(job))
+    if record is None or not _trusted(job, context, record):
         return False
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False  # a torn record: train again
-    if record.get("fingerprint") != fingerprint(job, context):
+    if record.fingerprint != fingerprint(job, context):
         raise InputError(
-            f"{path} records a run with other settings (model, training, data or device) than "
+            f"{context.record_path(job)} records a run with other settings (model, training, data or device) than "
             f"this ablation's {job.label!r}; pass another --out, or delete the folder to start over"
         )
-    return job.tune or context.checkpoint(job).is_file()
+    return True
+
+
+def _read(path: Path) -> Record | None:
+    """The record at ``path`` through its schema; None when absent or damaged."""
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        return Record.model_validate(read_json(path, InputError, "run record", limit=RECORD_LIMIT, follow=False))
+    except (InputError, ValidationError):
+        return None
+
+
+def _body_digest(body: dict[str, Any]) -> str:
+    text = json.dumps({k: v for k, v in body.items() if k != "digest"}, sort_keys=True)
+    return f"xxh3_128:{xxhash.xxh3_128_hexdigest(text.encode())}"
+
+
+def _trusted(job: Job, context: Context, record: Record) -> bool:
+    """Its digest matches its contents, and a compared run's checkpoint verifies and records it."""
+    if record.digest is None or record.digest != _body_digest(record.model_dump(mode="json")):
+        return False
+    if job.tune:
+        return record.checkpoint is None
+    if record.checkpoint != context.checkpoint(job).name:
+        return False
+    try:
+        about = inspect(context.checkpoint(job), verify=True).metadata.get("ablation")
+    except CheckpointError:
+        return False
+    return isinstance(about, dict) and about.get("record_digest") == record.digest
 
 
 def read_record(job: Job, context: Context) -> dict[str, Any]:
     path = context.record_path(job)
-    try:
-        record: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise InputError(f"the run record {path} is missing or unreadable ({err}); run the ablation again") from err
-    return record
+    record = _read(path)
+    if record is None:
+        raise InputError(f"the run record {path} is missing or damaged; run the ablation again")
+    return record.model_dump(mode="json")
 
 
-def write_record(
+def record_body(
     job: Job,
     context: Context,
     loss: float | None,
     curve: list[CurvePoint],
     tokens_per_second: float,
     diagnostics: list[Diagnostics] | None = None,
-) -> None:
-    """Leave ``job``'s record: what it measured, and the fingerprint that makes it reusable."""
-    record = {
+) -> dict[str, Any]:
+    """``job``'s record: what it measured (the diagnostics too), the fingerprint that makes it
+    reusable, and its digest (which the run's checkpoint records too, binding the two)."""
+    body: dict[str, Any] = {
         "run": job.label,
         "fingerprint": fingerprint(job, context),
         "final_val_loss": loss,
@@ -100,7 +176,14 @@ def write_record(
         "checkpoint": None if job.tune else context.checkpoint(job).name,
         "diagnostics": [d.to_dict() for d in diagnostics or []],
     }
-    write_text(context.record_path(job), json.dumps(record, indent=1) + "\n")
+    body = json.loads(json.dumps(body))  # as it reads back
+    body["digest"] = _body_digest(body)
+    return body
+
+
+def write_record(job: Job, context: Context, body: dict[str, Any]) -> None:
+    """Leave ``job``'s record (``record_body``), after its checkpoint."""
+    write_text(context.record_path(job), json.dumps(body, indent=1) + "\n")
 
 
 def seed_run(job: Job, record: dict[str, Any], context: Context, reused: bool) -> SeedRun:
@@ -110,7 +193,7 @@ def seed_run(job: Job, record: dict[str, Any], context: Context, reused: bool) -
         final_val_loss=record["final_val_loss"],
         curve=curve,
         tokens_per_second=record["tokens_per_second"],
-        checkpoint=context.out_dir / record["checkpoint"],  # a name: the folder may have moved
+        checkpoint=confined(context.out_dir, record["checkpoint"], InputError, str(context.record_path(job))),
         reused=reused,
         diagnostics=[Diagnostics.from_dict(d) for d in record.get("diagnostics", [])],
     )

@@ -3,14 +3,17 @@ paired differences as plots, and ``ablation.json``."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from zoo.ablate.advice import CORRECTION_NAMES, caveats_section, next_step_section, noise_section
 from zoo.ablate.compare import SIZE_AXES
 from zoo.ablate.records import write_text
-from zoo.ablate.results import ALPHA, LEVEL, MIN_EFFECT, TRAIN_FLOPS_FACTOR, AblationResult, AblationRun
+from zoo.ablate.results import ALPHA, LEVEL, MIN_EFFECT, TRAIN_FLOPS_FACTOR, AblationResult, AblationRun, md_code
+from zoo.errors import printable
 
 
 def table(
@@ -100,12 +103,31 @@ def write_report(result: AblationResult) -> None:
     write_text(result.report_path, report_markdown(result))
 
 
+# What can start markup inside a line; "_" only at a word's edge (inside a word it is plain text).
+_MARKDOWN = re.compile(r"([\\`*\[\]!|~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+
+
+def md(text: object) -> str:
+    """A string from a file or an argument as plain markdown text: control characters as
+    escapes, HTML's ``& < >`` as entities, markdown's punctuation backslashed, so a data
+    path or a name cannot add a link, an image, a table cell or markup to ``report.md``."""
+    shown = html.escape(printable(text, None), quote=False)
+    return _MARKDOWN.sub(r"\\\1", shown)
+
+
+def _fenced(text: str, info: str) -> list[str]:
+    """A fenced code block of ``text`` that ``text`` cannot close."""
+    shown = "\n".join(printable(line, None) for line in text.split("\n"))
+    fence = "`" * max(3, max((len(run) for run in re.findall("`+", shown)), default=0) + 1)
+    return [f"{fence}{info}", shown, fence]
+
+
 def report_markdown(result: AblationResult) -> str:
     """``report.md``: everything needed to read and repeat the ablation, on its own."""
     lines = [*_summary(result), *noise_section(result), *_plots(result), *_rates(result), *_setup(result)]
     lines += [*caveats_section(result), *next_step_section(result)]
     if result.notes:
-        lines += ["## Notes", "", *(f"- {note}" for note in result.notes), ""]
+        lines += ["## Notes", "", *(f"- {md(note)}" for note in result.notes), ""]
     return "\n".join(lines)
 
 
@@ -116,17 +138,15 @@ def _summary(result: AblationResult) -> list[str]:
     header, rows = table(result)
     significant = significant_swaps(result)
     return [
-        f"# Ablation: {result.base} → {result.target}",
+        f"# Ablation: {md(result.base)} → {md(result.target)}",
         "",
         (
-            f"{'A cumulative path' if result.mode == 'path' else 'Each single swap'} from `{result.base}` toward "
-            f"`{result.target}`, {len(result.runs)} variants × {n} seed{'s' if n > 1 else ''} "
-            f"({', '.join(map(str, result.seeds))}), zoo {result.version}."
+            f"{'A cumulative path' if result.mode == 'path' else 'Each single swap'} from {md_code(result.base)} "
+            f"toward {md_code(result.target)}, {len(result.runs)} variants × {n} seed{'s' if n > 1 else ''} "
+            f"({', '.join(map(str, result.seeds))}), zoo {md(result.version)}."
         ),
         "",
-        "```bash",
-        result.command,
-        "```",
+        *_fenced(result.command, "bash"),
         "",
         "## Results",
         "",
@@ -152,12 +172,12 @@ def _summary(result: AblationResult) -> list[str]:
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|",
-        *("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows),
+        *("| " + " | ".join([md(row[0]), *(cell.replace("|", "\\|") for cell in row[1:])]) + " |" for row in rows),
         "",
         f"Significant at {LEVEL:.0%} after {result.correction}: "
-        f"{', '.join(f'`{name}`' for name in significant) if significant else 'none'}."
+        f"{', '.join(md_code(name) for name in significant) if significant else 'none'}."
         + (
-            f" Before correction also: {', '.join(f'`{n}`' for n in before)}."
+            f" Before correction also: {', '.join(md_code(n) for n in before)}."
             if (before := _before_only(result))
             else ""
         ),
@@ -216,7 +236,7 @@ def _rates(result: AblationResult) -> list[str]:
     ]
     for run in result.runs:
         cells = ["—" if x.final_val_loss is None else f"{x.final_val_loss:.3f}" for x in run.tune]
-        lines.append(f"| {run.name} | " + " | ".join(cells) + f" | {run.lr:g} |")
+        lines.append(f"| {md(run.name)} | " + " | ".join(cells) + f" | {run.lr:g} |")
     return lines + [""]
 
 
@@ -237,15 +257,15 @@ def _setup(result: AblationResult) -> list[str]:
         "## Setup",
         "",
         (
-            f"- Data: {d['source']}, {d['train_tokens']:,} training and {d['val_tokens']:,} validation tokens "
+            f"- Data: {md(d['source'])}, {d['train_tokens']:,} training and {d['val_tokens']:,} validation tokens "
             + (
-                f"(a folder prepared by `zoo data prepare`, manifest {d['manifest_digest']}: its validation split "
+                f"(a folder prepared by `zoo data prepare`, manifest {md(d['manifest_digest'])}: its validation split "
                 f"held out)."
                 if d.get("manifest_digest")
                 else "(the last 10% held out)."
             )
         ),
-        f"- Tokenizer: {d['tokenizer']}, vocabulary {d['vocab_size']:,}"
+        f"- Tokenizer: {md(d['tokenizer'])}, vocabulary {d['vocab_size']:,}"
         + (f" ({d['byte_fallback']:.0%} of GPT-2 tokens spelled out as bytes)" if d.get("byte_fallback") else "")
         + ".",
         (
@@ -260,7 +280,7 @@ def _setup(result: AblationResult) -> list[str]:
         ),
         "- Differences (base → target): "
         + "; ".join(
-            f"{axis} {a} → {b}" + ("" if axis not in SIZE_AXES else " (size: not swapped)")
+            f"{md(axis)} {md(a)} → {md(b)}" + ("" if axis not in SIZE_AXES else " (size: not swapped)")
             for axis, a, b in result.differences
         )
         + ".",

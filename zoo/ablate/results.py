@@ -5,6 +5,7 @@ statistics, and the whole study (``AblationResult``), each with its ``to_dict`` 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 from zoo.ablate.compare import SIZE_AXES
 from zoo.ablate.diagnostics import Diagnostics
 from zoo.config import ModelConfig
-from zoo.errors import InputError
+from zoo.errors import InputError, printable
 from zoo.stats import DEFAULT_CORRECTION, POWER, Interval, detectable_difference, mean_interval
 from zoo.training import CurvePoint, TrainSettings
 
@@ -300,3 +301,12 @@ class AblationResult:
 
 def curve_dict(curve: list[CurvePoint]) -> list[dict[str, Any]]:
     return [{"step": p.step, "train_loss": p.train_loss, "val_loss": p.val_loss} for p in curve]
+
+
+def md_code(text: object) -> str:
+    """``text`` as an inline code span: fenced by more backticks than it holds (and
+    control characters escaped), so it cannot close the span."""
+    shown = printable(text, None)
+    fence = "`" * (max((len(run) for run in re.findall("`+", shown)), default=0) + 1)
+    pad = " " if shown.startswith("`") or shown.endswith("`") else ""
+    return f"{fence}{pad}{shown}{pad}{fence}"

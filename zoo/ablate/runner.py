@@ -18,7 +18,7 @@ import torch
 
 from zoo.ablate.diagnostics import Probe
 from zoo.ablate.plan import Job
-from zoo.ablate.records import Context, finished, read_record, write_record
+from zoo.ablate.records import Context, finished, read_record, record_body, write_record
 from zoo.checkpoint import save
 from zoo.errors import ConfigError, DivergenceError
 from zoo.factory import build
@@ -114,6 +114,7 @@ def execute(job: Job, context: Context, device: str, report: Reporter | None, re
         loss, curve, speed = trained.final_val_loss, trained.curve, trained.tokens_per_second
         if job.tune and not math.isfinite(loss):
             loss = None
+    body = record_body(job, context, loss, curve, speed, probe.taken if probe is not None else None)
     if not job.tune:
         about = {
             "run": job.label,
@@ -123,9 +124,10 @@ def execute(job: Job, context: Context, device: str, report: Reporter | None, re
             "steps": steps,
             "final_val_loss": loss,
             "data": context.data,
+            "record_digest": body["digest"],  # binds the record to this checkpoint
         }
         save(model.to("cpu"), context.checkpoint(job), metadata={"ablation": about}, registry=registry)
-    write_record(job, context, loss, curve, speed, probe.taken if probe is not None else None)
+    write_record(job, context, body)
     if report is not None:
         report(steps, loss)
 

@@ -3,22 +3,28 @@ their records back into statistics, and write the report."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from zoo._version import __version__
 from zoo.ablate.plan import DEFAULT_SCALE, DEFAULT_SEEDS, TUNE_FRACTION, Job, Options, Plan, make_plan
-from zoo.ablate.records import Context, read_record, seed_run
+from zoo.ablate.records import Context, content_digest, read_record, seed_run
 from zoo.ablate.report import write_report
 from zoo.ablate.results import LEVEL, TRAIN_FLOPS_FACTOR, AblationResult, AblationRun, TuneRun
 from zoo.ablate.runner import ProgressCallback, Runner, join_world
-from zoo.errors import ConfigError, InputError
+from zoo.checkpoint.owned import LOCK, MARKER, claim
+from zoo.errors import ConfigError, InputError, ZooError
+from zoo.files import read_json
 from zoo.registry import Registry, default_registry
 from zoo.stats import DEFAULT_CORRECTION, adjust_optional, mean_interval, paired_difference
 from zoo.summary import summarize
-from zoo.training.distributed import barrier
+from zoo.training.distributed import World, barrier, broadcast_text
+
+ABLATE_KIND = "ablate"  # the kind of output folder an ablation owns
 
 
 def run_ablation(
@@ -151,13 +157,66 @@ def _run(options: Options, on_progress: ProgressCallback | None, command: str, r
         plan.notes.append(
             "one seed: no confidence intervals and no significance; use seeds >= 2 (3 or more to trust them)"
         )
-    try:
-        options.out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise InputError(
-            f"cannot create the output folder {options.out_dir}: {err.strerror}; pick another out_dir"
-        ) from err
-    context = Context(plan.tokens, plan.data, options.out_dir, options.device, options.threads)
+    with contextlib.ExitStack() as stack:
+        _claim(options.out_dir, world, stack)
+        content = content_digest(plan.tokens)
+        context = Context(plan.tokens, plan.data, options.out_dir, options.device, options.threads, content)
+        return _train_and_report(plan, options, context, world, registry, on_progress, command)
+
+
+def _claim(out_dir: Path, world: World, stack: contextlib.ExitStack) -> None:
+    """The out folder, owned for the ablation (``zoo.checkpoint.owned``): a marker, and a
+    lock held until ``stack`` closes; a folder the zoo did not make is refused. Rank 0
+    claims, every rank gets its verdict."""
+    failure = ""
+    if world.is_main:
+        try:
+            owned = claim(
+                out_dir,
+                ABLATE_KIND,
+                "zoo ablate",
+                error=InputError,
+                adopt=_older_ablation,
+                what="the output folder (--out)",
+                hint="give a new folder, or the folder of this ablation to restart it",
+            )
+            stack.callback(owned.release)
+        except ZooError as err:
+            failure = str(err)
+    failure = broadcast_text(failure, world)
+    if failure:
+        raise InputError(failure)
+
+
+_ABLATION_FILE = re.compile(r"[^/]+\.(safetensors|json)|tune|ablation\.png|deltas\.png|report\.md|\..*\.tmp")
+
+
+def _older_ablation(folder: Path) -> bool:
+    """Whether ``folder`` (no marker) is an ablation of an older zoo: only the files one
+    writes, and its ``ablation.json`` or a run record reads as one."""
+    names = [p.name for p in folder.iterdir() if p.name not in (LOCK, MARKER)]
+    if not names or not all(_ABLATION_FILE.fullmatch(name) for name in names):
+        return False
+    for name in names:
+        if name.endswith(".json"):
+            try:
+                data = read_json(folder / name, InputError, "record", limit=64 << 20, follow=False)
+            except InputError:
+                continue
+            if isinstance(data, dict) and ({"runs", "command"} <= data.keys() or {"run", "fingerprint"} <= data.keys()):
+                return True
+    return False
+
+
+def _train_and_report(
+    plan: Plan,
+    options: Options,
+    context: Context,
+    world: World,
+    registry: Registry,
+    on_progress: ProgressCallback | None,
+    command: str,
+) -> AblationResult:
     runner = Runner(context, options.workers, world, registry, on_progress)
     tunes = _tune(plan, runner)
     lrs = [_best_rate(v.name, tune, plan.grid) if tune else options.lr for v, tune in zip(plan.variants, tunes)]

@@ -7,7 +7,7 @@ the zoo raises on purpose (``ZooError``) print as one red line and exit 1; ``--d
 shows the traceback. ``--json`` prints machine-readable output instead of tables.
 
 Each command module (``presets``, ``checkpoints``, ``convert``, ``generate``, ``ablate``,
-``bench``, ``train``) holds its commands' options (``add_parsers``) beside their
+``bench``, ``train``, ``probe``) holds its commands' options (``add_parsers``) beside their
 handlers; ``render`` shows things, ``options`` holds what the commands share.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import traceback
 import warnings
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from rich.text import Text
 
 import zoo
-from zoo.cli import ablate, bench, checkpoints, convert, generate, presets, train
+from zoo.cli import ablate, bench, checkpoints, convert, generate, presets, probe, train
 from zoo.cli.options import Commands
 from zoo.cli.render import Ui
 from zoo.errors import ZooError
@@ -32,7 +33,7 @@ from zoo.registry import default_registry
 __all__ = ["build_parser", "main"]
 
 #: The command modules, in the order their commands are listed in ``zoo --help``.
-COMMAND_MODULES = (presets, checkpoints, convert, generate, ablate, bench, train)
+COMMAND_MODULES = (presets, checkpoints, convert, generate, ablate, bench, train, probe)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,6 +93,8 @@ def load_plugins(ui: Ui, *, quiet: bool) -> None:
 # Python arguments that library messages suggest, and the flags that do the same here.
 CLI_HINTS = {
     "verify=False": "--no-verify",
+    "overwrite=True": "--overwrite",
+    "allow_nonfinite=True": "--allow-nonfinite",
 }
 
 
@@ -132,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ui.error(cli_hints(str(err)))
         return 1
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: no traceback over the message
         ui.error("interrupted")
         return 130
     except Exception as err:  # a bug, not a user error: say so, keep it to one line

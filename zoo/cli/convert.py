@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import zoo
 from zoo.cli.options import Commands
 from zoo.cli.render import Ui, fmt_int
+from zoo.errors import ZooError
 from zoo.interop.hub import local_or_snapshot
 from zoo.pipelines import keep_tokenizer
 from zoo.text import has_tokenizer
@@ -37,6 +39,17 @@ def add_parsers(commands: Commands) -> None:
         "--revision", default=None, metavar="REV", help="with --from-hf ID: a branch, tag or commit (default: main)"
     )
     p.add_argument("-o", "--output", required=True, metavar="PATH", help="where to write the result")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing output whole: the Hugging Face folder (with --to-hf) or the checkpoint file "
+        "(default: refuse an output the zoo did not make; a checkpoint folder gets a new version instead)",
+    )
+    p.add_argument(
+        "--allow-nonfinite",
+        action="store_true",
+        help="with --from-hf/--from-nanogpt: import weights holding NaN or infinity (default: refuse them)",
+    )
 
 
 def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
@@ -47,9 +60,15 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
         with ui.err.status(f"reading {source}"):
             if args.from_hf:
                 folder, commit = local_or_snapshot(args.from_hf, args.revision)
-                model = zoo.from_hf(folder)
+                model = zoo.from_hf(folder, allow_nonfinite=args.allow_nonfinite)
             else:
-                model = zoo.from_nanogpt(source)
+                model = zoo.from_nanogpt(source, allow_nonfinite=args.allow_nonfinite)
+        target = Path(args.output)
+        if not args.overwrite and (target.is_file() or target.is_symlink()):
+            raise ZooError(
+                f"{target} exists; pass --overwrite to replace it, or give a new file name or a checkpoint "
+                f"folder (which gets a new version)"
+            )
         if args.from_hf and has_tokenizer(folder):  # the checkpoint records its tokenizer
             if commit is not None:
                 metadata = {"tokenizer": {"hub": args.from_hf, "revision": commit}}
@@ -63,7 +82,7 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
         with ui.err.status(f"loading {args.to_hf}"):
             model = zoo.load(args.to_hf)
         with ui.err.status(f"writing a Hugging Face model to {args.output}"):
-            folder = zoo.to_hf(model, args.output, architecture=args.architecture)
+            folder = zoo.to_hf(model, args.output, architecture=args.architecture, overwrite=args.overwrite)
         architecture = json.loads((folder / "config.json").read_text(encoding="utf-8"))["architectures"][0]
         ui.line(f"converted {args.to_hf} to the Hugging Face folder {args.output} ({architecture})", "green")
     return 0

@@ -7,7 +7,7 @@ import argparse
 from rich.text import Text
 
 from zoo.cli.options import Commands, seed
-from zoo.cli.render import Ui
+from zoo.cli.render import Ui, terminal_text
 from zoo.errors import printable
 from zoo.pipelines import generate_text, load_with_tokenizer
 
@@ -29,7 +29,7 @@ def add_parsers(commands: Commands) -> None:
         default=None,
         metavar="NAME|DIR|ID",
         help="gpt2, bytes, a folder with tokenizer.json, or a hub id (default: the model's own: the folder's "
-        "files, the one a checkpoint records, else GPT-2's for GPT-2's vocabulary)",
+        "files, the one a checkpoint records, else GPT-2's for GPT-2's vocabulary, bytes for 256)",
     )
     length = p.add_mutually_exclusive_group()
     length.add_argument("--max-new-tokens", type=int, default=None, metavar="N", help="new tokens (default: 50)")
@@ -61,6 +61,13 @@ def add_parsers(commands: Commands) -> None:
     p.add_argument("--revision", default=None, metavar="REV", help="a hub id's branch, tag or commit (default: main)")
     p.add_argument("--version", type=int, default=None, metavar="N", help="a run folder's version (default: newest)")
     p.add_argument("--no-echo", action="store_true", help="print only the generated text, not the prompt")
+    p.add_argument(
+        "--raw",
+        action="store_true",
+        help="when stdout is not a terminal, write the text exactly as generated, control characters included "
+        "(default: control characters other than newline and tab are written as escapes such as \\x1b; "
+        "on a terminal they always are)",
+    )
 
 
 def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
@@ -88,18 +95,35 @@ def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
     # Given, else the model's own; neither: GPT-2's for GPT-2's vocabulary (generate_text decides).
     tokenizer = args.tokenizer if args.tokenizer is not None else own
 
-    echo = [] if args.no_echo else [Text(args.prompt, style="bold")]  # shown once text starts coming
+    # Control characters a model spells reach a terminal as escapes; raw bytes go to a pipe only with --raw.
+    raw = args.raw and not ui.out.is_terminal
+    shown = (lambda text: text) if raw else terminal_text
+    echo = [] if args.no_echo else [shown(args.prompt)]  # shown once text starts coming
+
+    def write_echo() -> None:
+        if echo and not raw:
+            ui.out.print(Text(echo[0], style="bold"), end="", soft_wrap=True)
+        elif echo:
+            ui.out.file.write(echo[0])
+        echo.clear()
 
     def on_text(piece: str) -> None:
-        ui.out.print(*echo, Text(piece), sep="", end="", soft_wrap=True)
+        write_echo()
+        ui.out.file.write(shown(piece))  # not through rich, which would turn tabs into spaces
         ui.out.file.flush()
-        echo.clear()
 
     if count == 1:
         generate_text(model, args.prompt, on_text=on_text, tokenizer=tokenizer, **options)
-        ui.out.print(*echo, soft_wrap=True)
+        write_echo()
+        ui.out.file.write("\n")
+        ui.out.file.flush()
         return 0
     texts = generate_text(model, args.prompt, num_return_sequences=count, tokenizer=tokenizer, **options)
+    prompt = list(echo)
     for i, text in enumerate(texts, 1):
-        ui.out.print(Text(f"[{i}/{count}] ", style="dim"), *echo, Text(text), sep="", soft_wrap=True)
+        ui.out.print(Text(f"[{i}/{count}] ", style="dim"), end="", soft_wrap=True)
+        echo[:] = prompt
+        write_echo()
+        ui.out.file.write(shown(text) + "\n")
+    ui.out.file.flush()
     return 0

@@ -72,7 +72,7 @@ def load_config(name: str, sets: Iterable[str] = ()) -> tuple[ModelConfig, str]:
     """
     overrides = parse_sets(sets)
     if name not in zoo.list_models() and ((Path(name) / "config.json").is_file() or is_hub_id(name)):
-        folder, commit = local_or_snapshot(name, weights=False)  # a Hugging Face folder or hub id: its config.json
+        folder, commit = local_or_snapshot(name, need="config")  # a Hugging Face folder or hub id: its config.json
         config_path = folder / "config.json"
         hf = json_object(config_path)
         fields = config_from_hf(hf, where=str(config_path))

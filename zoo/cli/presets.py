@@ -41,7 +41,7 @@ def add_parsers(commands: Commands) -> None:
 
     config_flags = [commands.json_flag, commands.sets, commands.context]
     p = commands.add("info", cmd_info, "a config, its parameters by group, its FLOPs per token", config_flags)
-    p.add_argument("name", help="preset name, or a checkpoint file or folder")
+    p.add_argument("name", help="preset name, a checkpoint file or folder, a Hugging Face folder, or a hub id")
 
     p = commands.add("compare", cmd_compare, "what differs between two configs; parameters, FLOPs", config_flags)
     p.add_argument("a", help="preset name or checkpoint")

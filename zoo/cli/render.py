@@ -69,6 +69,16 @@ def fmt_value(value: Any, *, nested: bool = False, depth: int = 0) -> str:
     return printable(value)
 
 
+def terminal_text(text: str) -> str:
+    """Generated ``text`` safe for a terminal: newlines and tabs kept, every other control
+    or unprintable character (ESC of ANSI sequences, BEL, BS, CR, bidi overrides) shown as
+    its escape (``\\x1b``), so what a model spells cannot move the cursor, clear the screen
+    or rewrite the title."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
+
+
 def jsonable(value: Any) -> Any:
     """Dataclasses, pydantic models, paths and tuples as plain JSON values."""
     if hasattr(value, "model_dump"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -28,11 +29,13 @@ from zoo.checkpoint import versions
 from zoo.cli.options import Commands
 from zoo.cli.render import Ui, fmt_int, new_table
 from zoo.config import parse_sets
+from zoo.interop.hub import is_hub_id, local_or_snapshot
+from zoo.pipelines import recorded_tokenizer_source
+from zoo.text import has_tokenizer
 from zoo.training import (
     BUNDLED_CORPUS,
     PRECISIONS,
     STRATEGIES,
-    TOKENIZERS,
     StepReport,
     TrainSettings,
     evaluate,
@@ -72,7 +75,13 @@ def add_parsers(commands: Commands) -> None:
         "inputs", nargs="*", metavar="INPUT", help="text files or folders (default: the bundled Shakespeare)"
     )
     p.add_argument("-o", "--output", required=True, metavar="DATA_DIR", help="a new (or empty) folder")
-    p.add_argument("--tokenizer", choices=TOKENIZERS, default="gpt2", help="default gpt2")
+    p.add_argument(
+        "--tokenizer",
+        default="gpt2",
+        metavar="NAME|DIR|ID",
+        help="gpt2, bytes, a folder with tokenizer.json, or a hub id (its files are kept in the data folder); "
+        "default gpt2",
+    )
     p.add_argument("--val-fraction", type=float, default=0.005, help="tail of each file kept for validation (0.005)")
     p.add_argument("--workers", type=int, default=None, metavar="N", help="tokenizing processes (default: CPUs)")
 
@@ -111,16 +120,28 @@ def add_parsers(commands: Commands) -> None:
     p.add_argument("--activation-checkpointing", action="store_true", help="recompute block activations in backward")
     p.add_argument("--strategy", choices=STRATEGIES, default="auto", help="auto: DDP if it fits, else FSDP2")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its newest version")
-    p.add_argument("--tokenizer", choices=TOKENIZERS, default=None, help="for raw text --data (default: the model's)")
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="NAME|DIR|ID",
+        help="for raw text --data: gpt2, bytes, a folder or a hub id (default: the model's)",
+    )
 
     help = "evaluate a checkpoint: loss, perplexity, tokens, bits per byte"
     p = commands.add("eval", cmd_eval, help, [commands.json_flag])
-    p.add_argument("checkpoint", help="a checkpoint file or folder")
+    p.add_argument("checkpoint", help="a checkpoint file or folder, a Hugging Face folder, or a hub id")
     p.add_argument("--data", default=None, metavar="PATH", help="a prepared folder or text; default: Shakespeare")
     p.add_argument("--split", choices=("val", "train"), default="val")
     p.add_argument("--batches", type=int, default=None, metavar="N", help="default: the whole split")
     p.add_argument("--batch-size", type=int, default=8, metavar="N")
     p.add_argument("--seq-len", type=int, default=None, metavar="N", help="default: max_seq_len, at most 1024")
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="NAME|DIR|ID",
+        help="for raw text --data: gpt2, bytes, a folder or a hub id (default: the one the checkpoint records, "
+        "the folder's, else by vocabulary)",
+    )
 
 
 def cmd_data_prepare(args: argparse.Namespace, ui: Ui) -> int:
@@ -187,6 +208,7 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
         )
         progress.stop()
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the wrap-up
         progress.stop()
         done = versions(args.out) if Path(args.out).is_dir() else []
         where = f"the last complete version is {done[-1].path}; continue with --resume" if done else "nothing was saved"
@@ -216,9 +238,23 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def cmd_eval(args: argparse.Namespace, ui: Ui) -> int:
-    model = zoo.load(args.checkpoint)
+    source = args.checkpoint
+    tokenizer = args.tokenizer
+    if (Path(source) / "config.json").is_file() or is_hub_id(source):  # a Hugging Face folder or hub id
+        folder, _ = local_or_snapshot(source)
+        model: zoo.DecoderLM | zoo.EncoderDecoder = zoo.from_hf(folder)
+        tokenizer = tokenizer or (str(folder) if has_tokenizer(folder) else None)
+    else:
+        model = zoo.load(source)
+        tokenizer = tokenizer or recorded_tokenizer_source(source)  # the run's own
     result = evaluate(
-        model, args.data, split=args.split, seq_len=args.seq_len, batch_size=args.batch_size, batches=args.batches
+        model,
+        args.data,
+        split=args.split,
+        seq_len=args.seq_len,
+        batch_size=args.batch_size,
+        batches=args.batches,
+        tokenizer=tokenizer,
     )
     if ui.json_mode:
         ui.json(result.to_dict())

@@ -1,21 +1,27 @@
 """Decoding: sampling (how a token is chosen), the decode loop (``stream``, ``generate``)
-and the inference engine (``Engine``: the model prepared once for decoding).
+and the inference engine (``Engine``: the model prepared for decoding; ``layouts``: what
+``model.generate`` keeps between calls).
 
 Text in, text out (``zoo.generate_text``) lives a layer above, in ``zoo.pipelines``.
 """
 
 from __future__ import annotations
 
-from zoo.decoding.engine import Engine, PreparedLinear
+from zoo.decoding.engine import Engine, Layouts, PreparedLinear, layouts
 from zoo.decoding.loop import Step, generate, stream
 from zoo.decoding.sampling import Sampling, repetition_penalty, top_k, top_p
+from zoo.generation import provide
+
+provide(generate)  # DecoderLM.generate reaches the decode loop through zoo.generation
 
 __all__ = [
     "Engine",
+    "Layouts",
     "PreparedLinear",
     "Sampling",
     "Step",
     "generate",
+    "layouts",
     "repetition_penalty",
     "stream",
     "top_k",

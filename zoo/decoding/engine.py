@@ -1,4 +1,4 @@
-"""The inference engine: a language model prepared once for decoding, the user's model untouched.
+"""The inference engine: a language model prepared for decoding, the user's model untouched.
 
 ``Engine(model)`` makes its own module tree over the model's weights (a copy of the
 modules, sharing every parameter and buffer) in eval mode, and swaps each linear layer
@@ -9,22 +9,33 @@ for a ``PreparedLinear`` that knows the fast way to run it on this device:
   along ``in``; for the qkv and up projections and the vocabulary head that reads about
   half as fast (a whole gpt2-small step: ~21 instead of ~28 ms on two cores). On the CPU
   in float32 the engine keeps a copy of the weights with out >= in contiguous along
-  ``out`` (same values and shape) and uses it for every product;
+  ``out`` (same values and shape), its *layout*, and uses it for every product;
 - several rows through the vocabulary head (the last positions of a batch) run
   ordered (V, d) @ (d, rows) on the model's own (V, d) weight, which CPU BLAS runs 2-3x
   faster than (rows, d) @ (d, V) at a few rows.
 
-The copies cost memory (for gpt2-small about 0.75x the model) and time to make (~0.2 s),
-so keep an engine for repeated calls; it notices when the model's weights change
-(training, ``load_state_dict``) and prepares them again. The model itself stays
-device-agnostic and is never modified: not its parameters' storage, not its mode.
+The module tree is cheap to copy (milliseconds); the layouts are not (about 0.75x the
+model's memory for gpt2-small, ~0.2 s to make). So layouts live in a ``Layouts`` store,
+one entry per weight, each valid while its weight is the same tensor, at the same
+address, at the same in-place version: an engine prepares again (``refresh``) when the
+weights change (an optimizer step, ``load_state_dict``, ``.to(dtype)``), copying into
+the layouts it has instead of allocating new ones. An ``Engine`` owns its store, freed
+with it; ``model.generate`` and ``generate(model, ...)`` share ``layouts``, the store
+of the last ``layouts.max_models`` models decoded without an engine (one by default),
+dropped when such a model is freed or ``layouts.clear()`` is called; ``layouts.nbytes``
+says what it holds. The model itself stays device-agnostic and is never modified: not
+its parameters' storage, not its mode.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
+import threading
 import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -38,7 +49,7 @@ if TYPE_CHECKING:
     from zoo.cache import KVCache
     from zoo.config import ModelConfig
 
-__all__ = ["Engine", "PreparedLinear"]
+__all__ = ["Engine", "Layouts", "PreparedLinear", "layouts"]
 
 
 class PreparedLinear(nn.Module):
@@ -71,10 +82,128 @@ def _tensors(model: nn.Module) -> list[Tensor]:
     return list(itertools.chain(model.parameters(), model.buffers()))
 
 
+def _version(t: Tensor) -> int:
+    """How often ``t`` was changed in place; inference tensors keep no count (-1)."""
+    return -1 if t.is_inference() else t._version
+
+
 def _signature(model: nn.Module) -> tuple[tuple[int, int, int], ...]:
     """Which tensors the model holds, where, and how often they were changed in place
     (inference tensors keep no count: -1; they can change only inside inference mode)."""
-    return tuple((id(t), t.data_ptr(), -1 if t.is_inference() else t._version) for t in _tensors(model))
+    return tuple((id(t), t.data_ptr(), _version(t)) for t in _tensors(model))
+
+
+def _wants_layout(weight: Tensor) -> bool:
+    """Whether decoding reads ``weight`` (out, in) faster from a copy contiguous along ``out``."""
+    return (
+        weight.device.type == "cpu"
+        and weight.dtype == torch.float32
+        and weight.dim() == 2
+        and weight.shape[0] >= weight.shape[1]
+        and weight.is_contiguous()
+    )
+
+
+@dataclass
+class _Layout:
+    """One weight's decoding layout and what it was copied from."""
+
+    source: weakref.ref[Tensor]
+    key: tuple[int, int]  # (data_ptr, version) of the weight when copied; version -1: always copy again
+    tensor: Tensor  # the weight's values, contiguous along out
+
+
+class _Store:
+    """The layouts of one model's weights, by weight."""
+
+    def __init__(self) -> None:
+        self.entries: dict[int, _Layout] = {}
+
+    @property
+    def nbytes(self) -> int:
+        return sum(e.tensor.numel() * e.tensor.element_size() for e in self.entries.values())
+
+    def layout(self, weight: Tensor) -> Tensor:
+        """``weight``'s layout, copied again (into the same memory when it fits) if it changed."""
+        key = (weight.data_ptr(), _version(weight))
+        entry = self.entries.get(id(weight))
+        if entry is not None and entry.source() is weight:
+            if entry.key == key and key[1] != -1:
+                return entry.tensor
+            if entry.tensor.shape == weight.shape and entry.tensor.dtype == weight.dtype:
+                entry.tensor.copy_(weight)
+                entry.key = key
+                return entry.tensor
+        tensor = weight.detach().t().contiguous().t()
+        self.entries[id(weight)] = _Layout(weakref.ref(weight), key, tensor)
+        return tensor
+
+    def keep_only(self, weights: set[int]) -> None:
+        """Drop the layouts of weights the model no longer holds."""
+        for gone in set(self.entries) - weights:
+            del self.entries[gone]
+
+
+class Layouts:
+    """Decoding layouts kept between calls for models decoded without an ``Engine``.
+
+    Holds the stores of the last ``max_models`` models (least recently decoded dropped
+    first; 0 keeps none, so every call copies its layouts again); a store goes when its
+    model is freed. On the CPU in float32 a store costs about 0.75x the model's weights
+    (gpt2-small: ~0.38 GB); on other devices and dtypes nothing. ``nbytes`` is what the
+    stores hold now; ``release(model)`` and ``clear()`` free them.
+    """
+
+    def __init__(self, max_models: int = 1) -> None:
+        self.max_models = max_models
+        self._stores: OrderedDict[int, tuple[weakref.ref[nn.Module], _Store]] = OrderedDict()
+        self._lock = threading.RLock()  # re-entrant: a freed model's callback may run inside
+
+    def __len__(self) -> int:
+        return len(self._stores)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the layouts held, all models together."""
+        return sum(store.nbytes for _, store in list(self._stores.values()))
+
+    def store(self, model: nn.Module) -> _Store:
+        """The store of ``model`` (made now if it has none), as the most recent."""
+        key = id(model)
+        with self._lock:
+            held = self._stores.get(key)
+            if held is not None and held[0]() is model:
+                self._stores.move_to_end(key)
+                return held[1]
+            store = _Store()
+            if self.max_models > 0:
+                ref = weakref.ref(model, functools.partial(self._forget, key))
+                self._stores[key] = (ref, store)
+                while len(self._stores) > self.max_models:
+                    self._stores.popitem(last=False)
+            return store
+
+    def release(self, model: nn.Module) -> None:
+        """Free the layouts kept for ``model``."""
+        with self._lock:
+            held = self._stores.get(id(model))
+            if held is not None and held[0]() is model:
+                del self._stores[id(model)]
+
+    def clear(self) -> None:
+        """Free every layout kept."""
+        with self._lock:
+            self._stores.clear()
+
+    def _forget(self, key: int, _: object = None) -> None:
+        with self._lock:
+            held = self._stores.get(key)
+            if held is not None and held[0]() is None:
+                del self._stores[key]
+
+
+layouts = Layouts()
+"""The layouts ``model.generate`` and ``generate(model, ...)`` reuse between calls."""
 
 
 class Engine:
@@ -82,16 +211,19 @@ class Engine:
 
     ``engine.scores(ids, ...)`` is the model's forward for the last position only, as
     (B, V) scores, taking the same ``attention_mask``, ``positions`` and ``cache``.
+    ``layouts`` is where its weight layouts are kept: by default its own, freed with it;
+    ``zoo.decoding.layouts`` shares them between calls (what ``model.generate`` does).
     """
 
-    def __init__(self, model: DecoderLM) -> None:
+    def __init__(self, model: DecoderLM, *, layouts: Layouts | None = None) -> None:
         if not isinstance(model, DecoderLM):
             raise InputError(
                 f"decoding needs a zoo decoder-only language model (zoo.build('gpt2-small'), "
                 f"zoo.load(...)), got {type(model).__name__}"
             )
         self._source = weakref.ref(model)
-        self.model: DecoderLM = self._prepare(model)
+        self._store = layouts.store(model) if layouts is not None else _Store()
+        self.model: DecoderLM = self._prepare(model, self._store)
         self._signature = _signature(model)
 
     @property
@@ -103,11 +235,16 @@ class Engine:
         param = next(self.model.parameters(), None)
         return param.device if param is not None else torch.device("cpu")
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the weight layouts this engine uses (beyond the model's own weights)."""
+        return self._store.nbytes
+
     def refresh(self) -> None:
         """Prepare again if the model's weights changed since (in place or replaced)."""
         model = self._source()
         if model is not None and _signature(model) != self._signature:
-            self.model = self._prepare(model)
+            self.model = self._prepare(model, self._store)
             self._signature = _signature(model)
 
     def new_cache(self, capacity: int = 0) -> KVCache:
@@ -128,25 +265,23 @@ class Engine:
         return out[:, -1]
 
     @staticmethod
-    def _prepare(model: DecoderLM) -> DecoderLM:
+    @torch.inference_mode()  # layouts may be copied from inference tensors, and only serve decoding
+    def _prepare(model: DecoderLM, store: _Store) -> DecoderLM:
         """A copy of the module tree sharing every tensor, in eval mode, linears prepared."""
         shared: dict[int, object] = {id(t): t for t in _tensors(model)}
         prepared = copy.deepcopy(model, shared)  # modules copied, tensors shared
         prepared.eval()
         head = getattr(prepared, "head", None)
-        by_out: dict[int, Tensor] = {}  # one copy per weight, however many layers share it
+        used: set[int] = set()
         for parent in list(prepared.modules()):
             for name, child in list(parent.named_children()):
                 if not isinstance(child, nn.Linear):
                     continue
                 weight = child.weight
+                layout = store.layout(weight) if _wants_layout(weight) else None
+                if layout is not None:
+                    used.add(id(weight))
                 cpu_float = weight.device.type == "cpu" and weight.dtype == torch.float32
-                if cpu_float and weight.shape[0] >= weight.shape[1] and weight.is_contiguous():
-                    if id(weight) not in by_out:
-                        with torch.no_grad():
-                            by_out[id(weight)] = weight.detach().t().contiguous().t()
-                    layout: Tensor | None = by_out[id(weight)]
-                else:
-                    layout = None
                 setattr(parent, name, PreparedLinear(child, layout, weight_first=cpu_float and child is head))
+        store.keep_only(used)
         return prepared

@@ -4,7 +4,8 @@ The prompt runs through the model once, filling a KV cache; after that each new 
 is one position through the model, attending to the cached keys and values. The cache
 lives behind the attention contract (``AttentionContext.cache``), so any attention or
 position component gets cached decoding without code here. The steps run on an
-``Engine`` (the model prepared for decoding); pass one to reuse its preparation.
+``Engine`` (the model prepared for decoding): one made per call for a plain model
+(its weight layouts reused from ``zoo.decoding.layouts``), or one passed in.
 
 Prompts of different lengths share a batch by left padding: ``attention_mask`` is 0
 on the padding, positions count real tokens only (as transformers does), and every
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from zoo.decoding.engine import Engine
+from zoo.decoding.engine import Engine, layouts
 from zoo.decoding.sampling import Sampling
 from zoo.errors import ConfigError, InputError
 from zoo.memory import fmt_bytes, require
@@ -55,10 +56,11 @@ def stream(
     """Decode step by step, yielding each ``Step``; stops when every sequence is finished.
 
     A model is prepared into an ``Engine`` for this call (eval mode, no dropout; the
-    model itself is not touched); pass an ``Engine`` to reuse one across calls.
+    model itself is not touched), its weight layouts kept in ``zoo.decoding.layouts``
+    for the next call; an ``Engine`` passed in is used as it is.
     """
     sampling = sampling or Sampling()
-    engine = model if isinstance(model, Engine) else Engine(model)
+    engine = model if isinstance(model, Engine) else Engine(model, layouts=layouts)
     engine.refresh()
     ids, mask = _check_inputs(engine, input_ids, max_new_tokens, attention_mask)
     _check_generator(generator, ids.device)

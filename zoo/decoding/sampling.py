@@ -3,6 +3,7 @@ temperature, top-k, top-p (nucleus) and CTRL's repetition penalty."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -10,7 +11,7 @@ from torch import Tensor
 
 from zoo.errors import InputError
 
-__all__ = ["Sampling", "repetition_penalty", "top_k", "top_p"]
+__all__ = ["Sampling", "check_scores", "repetition_penalty", "top_k", "top_p"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,14 @@ class Sampling:
     logits or log-probabilities (a ``log_softmax`` head): they differ by a constant per
     row, which softmax, top-k and top-p ignore; the repetition penalty acts on the
     scores as given.
+
+    Every setting must be a finite number (``InputError`` otherwise). Extreme ones are
+    exact in the limit: the penalty and the temperature are applied in float64 to
+    scores shifted so that each row's best is 0, so ``temperature=1e-40`` samples only
+    among the highest-scoring tokens (greedy, ties shared) and ``repetition_penalty=1e-300``
+    puts the best repeated token first, instead of overflowing into NaN. Scores that
+    hold NaN or +inf (a model with non-finite weights), or a row with no finite score,
+    are an ``InputError`` naming the row, never a token drawn from garbage.
     """
 
     do_sample: bool = False
@@ -37,6 +46,12 @@ class Sampling:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise InputError(f"{name} must be a number, got {value!r}")
+            try:
+                finite = value is None or math.isfinite(value)
+            except OverflowError:  # an int too large for a float
+                finite = False
+            if not finite:
+                raise InputError(f"{name} must be a finite number, got {value!r}")
         if not self.temperature > 0:
             raise InputError(
                 f"temperature must be > 0, got {self.temperature}; use do_sample=False for greedy decoding"
@@ -56,12 +71,20 @@ class Sampling:
         Tokens top-k / top-p rule out get -inf.
         """
         scores = scores.float()
-        if seen is not None and self.repetition_penalty != 1.0:
-            scores = repetition_penalty(scores, seen, self.repetition_penalty)
+        check_scores(scores)
+        penalise = seen is not None and self.repetition_penalty != 1.0
+        warm = self.do_sample and self.temperature != 1.0
+        if penalise or warm:  # float64, each row's best at 0: no overflow to inf or NaN
+            wide = scores.double()
+            if penalise:
+                assert seen is not None
+                wide = repetition_penalty(wide, seen, self.repetition_penalty)
+            wide = wide - wide.amax(dim=-1, keepdim=True)
+            if warm:
+                wide = wide / self.temperature
+            scores = wide.float()
         if not self.do_sample:
             return scores
-        if self.temperature != 1.0:
-            scores = scores / self.temperature
         if self.top_k is not None:
             scores = top_k(scores, self.top_k)
         if self.top_p is not None and self.top_p < 1.0:
@@ -78,6 +101,17 @@ class Sampling:
             return self.scores(scores, seen).argmax(dim=-1)
         probs = self.probabilities(scores, seen)
         return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(1)
+
+
+def check_scores(scores: Tensor) -> None:
+    """``InputError`` when a row of (B, V) scores holds NaN or +inf or nothing finite."""
+    bad = (~(scores < math.inf)).any(dim=-1) | ~(scores > -math.inf).any(dim=-1)  # (B,)
+    if bool(bad.any()):
+        rows = bad.nonzero().flatten().tolist()
+        raise InputError(
+            f"the model's scores for row(s) {rows[:8]} hold NaN or infinity, or no finite value: its weights "
+            f"are not finite (or overflow in this dtype); check the checkpoint (`zoo inspect`), or run in float32"
+        )
 
 
 def repetition_penalty(scores: Tensor, seen: Tensor, penalty: float) -> Tensor:

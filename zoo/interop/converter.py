@@ -19,19 +19,71 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from torch import Tensor
 
-from zoo.errors import InteropError
+from zoo.errors import InteropError, printable
 
 if TYPE_CHECKING:
     from zoo.config import ModelConfig
 
-__all__ = ["Converter", "Rule", "refuse"]
+__all__ = ["Count", "Epsilon", "Fraction", "HFFields", "Converter", "Positive", "RopeTable", "Rule", "refuse"]
 
 KERNELS = ("sdpa", "eager")  # attention kernels; the same weights fit either
+
+
+# -- config.json fields, typed ---------------------------------------------------------------
+
+#: A size or count in config.json (layers, heads, widths, vocabulary): a whole number >= 1.
+Count = Annotated[int, Field(ge=1, le=1 << 31)]
+#: A probability (dropout) or share (rotary_pct): 0 to 1.
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+#: A norm's epsilon: above 0, below 1.
+Epsilon = Annotated[float, Field(gt=0.0, lt=1.0)]
+#: A positive, finite number (a rotary base).
+Positive = Annotated[float, Field(gt=0.0, le=1e30)]
+
+
+class HFFields(BaseModel):
+    """The ``config.json`` fields a converter reads, each typed and bounded; a converter
+    subclasses it and calls ``read`` first, so a list, a string, ``0`` heads or a width
+    of ``32.7`` is an ``InteropError`` naming the field, never a wrong model or a raw
+    exception. Strict: ``32.7`` is not read as ``32``, ``"12"`` not as ``12``, ``1`` not
+    as ``true``. Fields the converter does not read are ignored; ``null`` is "not set"."""
+
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+
+    @classmethod
+    def read(cls, hf: Mapping[str, Any], where: str) -> Self:
+        """``hf`` validated (``null`` values dropped: transformers writes them for "not set")."""
+        try:
+            return cls.model_validate({key: value for key, value in hf.items() if value is not None})
+        except ValidationError as err:
+            first = err.errors()[0]
+            field = ".".join(map(str, first["loc"])) or "config.json"
+            if first["type"] == "missing":
+                raise InteropError(
+                    f"{where}: {field} is missing; a {cls.__name__.removesuffix('Fields')} config.json needs it "
+                    f"(as an integer)"
+                ) from err
+            shown = printable(repr(first.get("input")), 60)
+            raise InteropError(
+                f"{where}: {field}={shown}: {first['msg'].lower()}; config.json is malformed (fix that field)"
+            ) from err
+
+
+class RopeTable(BaseModel):
+    """``rope_parameters`` / ``rope_scaling``: a table, whatever else it holds."""
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+
+    rope_type: str | None = None
+    type: str | None = None
+    rope_theta: Positive | None = None
+    partial_rotary_factor: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
 
 
 @dataclass(frozen=True)
@@ -165,8 +217,13 @@ def state_from_hf(
     config: ModelConfig,
     expected: Mapping[str, Tensor],
     where: str,
+    *,
+    allow_nonfinite: bool = False,
 ) -> dict[str, Tensor]:
-    """Zoo state dict from Hugging Face tensors (local names), checked name by name and shape by shape."""
+    """Zoo state dict from Hugging Face tensors (local names), checked name by name, shape
+    by shape, and value by value: weights must be floating point and (unless
+    ``allow_nonfinite``) finite, else an ``InteropError`` names the tensor."""
+    check_weights(tensors, where, allow_nonfinite=allow_nonfinite)
     remaining = dict(tensors)
     state: dict[str, Tensor] = {}
     missing: list[str] = []
@@ -201,6 +258,41 @@ def state_from_hf(
     if config.tie_embeddings:
         state["head.weight"] = state["tok_emb.weight"]
     return state
+
+
+def check_weights(tensors: Mapping[str, Tensor], where: str, *, allow_nonfinite: bool = False) -> None:
+    """Refuse integer or bool weights (they cannot be a model's parameters) and, unless
+    ``allow_nonfinite``, NaN or infinite values (a model that outputs garbage)."""
+    check_storage(tensors, where)
+    for name, tensor in tensors.items():
+        if not tensor.is_floating_point():
+            raise InteropError(
+                f"{where}: the tensor {name[:120]!r} holds {str(tensor.dtype).removeprefix('torch.')} values; "
+                f"model weights are floating point (float32, float16 or bfloat16): the file is not a model's weights"
+            )
+        if not allow_nonfinite and tensor.numel() and not bool(torch.isfinite(tensor).all()):
+            bad = int((~torch.isfinite(tensor)).sum())
+            raise InteropError(
+                f"{where}: the tensor {name[:120]!r} holds {bad:,} NaN or infinite value(s); a model with them "
+                f"generates garbage. Restore the weights from a copy, or load them anyway with "
+                f"allow_nonfinite=True"
+            )
+
+
+def check_storage(tensors: Mapping[str, Tensor], where: str) -> None:
+    """Refuse tensors whose shape claims more elements than their storage holds (stride
+    0, overlapping strides): a few kB of file that would be expanded into gigabytes. Run
+    before anything copies a tensor."""
+    for name, tensor in tensors.items():
+        storage = tensor.untyped_storage().nbytes()
+        need = tensor.numel() * tensor.element_size()
+        overlapping = any(stride == 0 and size > 1 for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
+        if overlapping or need > storage - tensor.storage_offset() * tensor.element_size():
+            raise InteropError(
+                f"{where}: the tensor {name[:120]!r} declares shape {tuple(tensor.shape)} ({need:,} bytes) over "
+                f"{storage:,} bytes of storage (repeated or overlapping elements); a saved weight holds each "
+                f"element once: the file is damaged or crafted"
+            )
 
 
 def state_to_hf(converter: Converter, state: Mapping[str, Tensor], config: ModelConfig) -> dict[str, Tensor]:

@@ -21,13 +21,16 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from zoo.checkpoint.owned import staged_folder
 from zoo.checkpoint.store import path_arg, write_atomically, write_safetensors
 from zoo.config import ModelConfig, validate_config
-from zoo.errors import ConfigError, InteropError
+from zoo.errors import ConfigError, InteropError, quoted
 from zoo.factory import build, device_arg, dtype_arg, reset_buffers
+from zoo.files import confined, read_json
 from zoo.interop.converter import (
     KERNELS,
     Converter,
+    check_storage,
     state_from_hf,
     state_to_hf,
     untie_if_stored,
@@ -47,6 +50,8 @@ WEIGHT_FILES = (
 # model_type -> the plugin distribution whose converter reads it, for the hint when the
 # plugin is not installed.
 # model_type -> (distribution, folder of this checkout that holds it)
+CONFIG_LIMIT = 4 << 20  # bytes; a config.json is a few kB
+EXPORT_KIND = "hf-export"  # the kind of output folder to_hf writes (zoo.checkpoint.owned)
 KNOWN_PLUGINS = {name: ("zoo-lm-modern", "examples/zoo-modern") for name in ("llama", "mistral", "qwen2", "gpt_neox")}
 
 
@@ -160,17 +165,17 @@ def read_weights(folder: Path) -> dict[str, Tensor]:
 
 
 def _shards(index: Path) -> list[Path]:
-    try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        names = sorted(set(weight_map.values()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-        raise InteropError(
-            f"cannot read the shard index {index}: {err}; it needs a 'weight_map' of tensor -> file"
-        ) from err
-    missing = [n for n in names if not (index.parent / n).is_file()]
+    """The shard files an index names: plain names inside its folder, each a file."""
+    data = read_json(index, InteropError, "shard index", limit=64 << 20)
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise InteropError(f"cannot read the shard index {index}: it needs a 'weight_map' of tensor name -> file name")
+    names = sorted(set(weight_map.values()))
+    paths = [confined(index.parent, name, InteropError, str(index)) for name in names]
+    missing = [quoted(n, 80) for n, p in zip(names, paths, strict=True) if not p.is_file()]
     if missing:
-        raise InteropError(f"{index} lists shards that are not in {index.parent}: {', '.join(missing)}")
-    return [index.parent / n for n in names]
+        raise InteropError(f"{index} lists shards that are not in {index.parent}: {', '.join(missing[:6])}")
+    return paths
 
 
 def _read_file(path: Path) -> dict[str, Tensor]:
@@ -191,6 +196,7 @@ def _read_file(path: Path) -> dict[str, Tensor]:
         ) from err
     if not isinstance(state, Mapping) or not all(isinstance(v, Tensor) for v in state.values()):
         raise InteropError(f"{path} does not hold a mapping of tensor names to tensors")
+    check_storage(state, str(path))  # a pickle's views may claim far more than they store
     return dict(state)
 
 
@@ -212,6 +218,7 @@ def from_hf(
     device: torch.device | str | None = None,
     attention: str = "sdpa",
     registry: Registry | None = None,
+    allow_nonfinite: bool = False,
 ) -> DecoderLM:
     """A zoo model from a Hugging Face folder or hub id, in eval mode.
 
@@ -220,6 +227,8 @@ def from_hf(
     commit). The family comes from ``config.json`` (see ``zoo plugins`` for the
     converters installed). Weights keep their stored dtype unless ``dtype`` is given.
     ``attention`` picks the kernel (``"sdpa"`` or ``"eager"``; the same math).
+    Weights must be floating point and finite: a NaN or infinity is an error naming
+    the tensor unless ``allow_nonfinite=True``.
     """
     if attention not in KERNELS:
         raise InteropError(
@@ -236,10 +245,7 @@ def from_hf(
             f"{folder} is not a Hugging Face model folder: it has no config.json. Give a folder that "
             f"transformers saved (save_pretrained), or a hub id such as 'openai-community/gpt2'"
         )
-    try:
-        hf = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise InteropError(f"cannot read {config_path}: {err}") from err
+    hf = read_json(config_path, InteropError, "config.json", limit=CONFIG_LIMIT)  # bounded, finite numbers
     if not isinstance(hf, dict):
         raise InteropError(f"{config_path} does not hold a JSON object")
     registry = registry or default_registry()
@@ -253,7 +259,9 @@ def from_hf(
         raise InteropError(f"{config_path} describes no valid zoo model: {err}") from err
     model = build(config, device="meta", registry=registry)
     assert isinstance(model, DecoderLM)  # the config is a decoder's
-    state = state_from_hf(converter, tensors, config, model.state_dict(), where=str(folder))
+    state = state_from_hf(
+        converter, tensors, config, model.state_dict(), where=str(folder), allow_nonfinite=allow_nonfinite
+    )
     target = target_dtype or state["tok_emb.weight"].dtype
     state = {name: tensor.to(target) for name, tensor in state.items()}
     model.load_state_dict(state, strict=True, assign=True)
@@ -286,6 +294,7 @@ def to_hf(
     *,
     architecture: str | None = None,
     registry: Registry | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Write ``model`` as a Hugging Face folder (config.json + model.safetensors).
 
@@ -293,13 +302,19 @@ def to_hf(
     express the model (GPT-2 for GPT-2's design, Llama for LLaMA's, ...);
     ``transformers.AutoModelForCausalLM.from_pretrained(path)`` loads it with the same
     logits. A model no converter can express is refused, naming what blocks each.
-    Returns the folder.
+
+    The folder is written whole (``zoo.checkpoint.owned.staged_folder``): a new or empty
+    folder, or an earlier export left as it was; a folder holding anything else is
+    refused unless ``overwrite=True``, which replaces it whole. A failed export leaves
+    nothing behind. Returns the folder.
     """
     if not isinstance(model, DecoderLM):
         raise InteropError(
             f"to_hf writes decoder-only language models, got {type(model).__name__}; "
             f"the Hugging Face causal-LM layouts have no encoder"
         )
+    if not isinstance(overwrite, bool):
+        raise InteropError(f"overwrite must be True or False, got {overwrite!r}")
     config = model.config
     converter = _exporter(config, architecture, registry)  # refuses before any work
     hf_config = config_to_hf(config, model.tok_emb.weight.dtype, architecture=converter.architecture, registry=registry)
@@ -307,10 +322,12 @@ def to_hf(
     folder = path_arg(path, "write to", InteropError, "a folder path")
     text = json.dumps(hf_config, indent=2, sort_keys=True) + "\n"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        write_atomically(folder / "model.safetensors", lambda f: write_safetensors(f, tensors, {"format": "pt"}))
-        write_atomically(folder / "config.json", lambda f: f.write_text(text, encoding="utf-8"))
-    except OSError as err:
+        with staged_folder(
+            folder, EXPORT_KIND, "zoo.to_hf", error=InteropError, overwrite=overwrite, what="the Hugging Face folder"
+        ) as staging:
+            write_atomically(staging / "model.safetensors", lambda f: write_safetensors(f, tensors, {"format": "pt"}))
+            write_atomically(staging / "config.json", lambda f: f.write_text(text, encoding="utf-8"))
+    except (OSError, ValueError) as err:
         raise InteropError(
             f"cannot write the Hugging Face folder {folder}: {err}; pick a writable folder path"
         ) from err

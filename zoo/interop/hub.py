@@ -42,6 +42,7 @@ TOKENIZER_FILES = (
     "merges.txt",
 )
 INSTALL_HINT = "install the hub extra: pip install 'zoo-lm[hub]'"
+NEEDS = ("model", "config", "tokenizer")
 # A repository id: NAME or ORG/NAME, letters, digits, '-', '_', '.' (no '..', no leading '.').
 _ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 _TRUE = {"1", "on", "yes", "true"}
@@ -82,19 +83,20 @@ def offline() -> bool:
 
 
 def local_or_snapshot(
-    path_or_id: str | os.PathLike[str], revision: str | None = None, *, weights: bool = True, bare: bool = False
+    path_or_id: str | os.PathLike[str], revision: str | None = None, *, need: str = "model", bare: bool = False
 ) -> tuple[Path, str | None]:
     """A local folder as it is, or a hub id's snapshot folder; with the id's resolved
-    commit (``None`` for a folder). ``weights=False`` fetches config and tokenizer only;
-    ``bare`` takes a name without an organisation (``gpt2``) as an id too."""
+    commit (``None`` for a folder). ``need`` is what the snapshot must hold (see
+    ``snapshot``); ``bare`` takes a name without an organisation (``gpt2``) as an id too."""
     if not isinstance(path_or_id, (str, os.PathLike)) or not str(path_or_id):
         raise InteropError(
-            f"expected a Hugging Face folder or a hub id such as 'openai-community/gpt2', got {path_or_id!r}"
+            f"expected a Hugging Face folder or a hub id such as 'openai-community/gpt2', got {path_or_id!r}; "
+            f"give a folder path or an id"
         )
     if is_hub_id(path_or_id, bare=bare):
         assert isinstance(path_or_id, str)
         try:
-            folder = snapshot(path_or_id, revision, weights=weights)
+            folder = snapshot(path_or_id, revision, need=need)
         except InteropError as err:  # it may have been meant as a path
             raise InteropError(f"{err} (no local file or folder {path_or_id!r} exists either)") from err
         return folder, folder.name
@@ -106,9 +108,13 @@ def local_or_snapshot(
     return Path(path_or_id), None
 
 
-def snapshot(repo_id: str, revision: str | None = None, *, weights: bool = True) -> Path:
+def snapshot(repo_id: str, revision: str | None = None, *, need: str = "model") -> Path:
     """The cached snapshot folder of ``repo_id`` at ``revision`` (a branch, tag or commit;
-    default ``main``), downloading only the missing files the zoo needs."""
+    default ``main``), downloading only the missing files the zoo needs: for ``need``
+    ``"model"`` config, weights and tokenizer files, for ``"config"`` config and
+    tokenizer files, for ``"tokenizer"`` the tokenizer files."""
+    if need not in NEEDS:
+        raise InteropError(f"need={need!r}: one of {', '.join(map(repr, NEEDS))}")
     if not isinstance(repo_id, str) or not _ID.match(repo_id):
         raise InteropError(
             f"{printable(str(repo_id))!r} is not a hub id: expected ORG/NAME such as 'openai-community/gpt2'"
@@ -119,16 +125,16 @@ def snapshot(repo_id: str, revision: str | None = None, *, weights: bool = True)
     cache = cache_folder()
     where = _describe(repo_id, revision)
     folder = _cached(hub, repo_id, revision, cache)
-    if folder is not None and not _missing(folder, weights):
+    if folder is not None and not _missing(folder, need):
         return folder
     if offline():
-        missing = _missing(folder, weights) if folder is not None else None
+        missing = _missing(folder, need) if folder is not None else None
         raise InteropError(
             f"{where} is not in the hub cache {cache}"
             + (f" (its snapshot lacks {', '.join(missing)})" if missing else "")
             + f", and HF_HUB_OFFLINE is set, so it cannot be downloaded. {_fetch_hint(repo_id, revision)}"
         )
-    return _download(hub, repo_id, revision, cache, weights)
+    return _download(hub, repo_id, revision, cache, need)
 
 
 # -- the client ------------------------------------------------------------------------
@@ -165,10 +171,13 @@ def _cached(hub: Any, repo_id: str, revision: str | None, cache: Path) -> Path |
     return Path(found)
 
 
-def _missing(folder: Path, weights: bool) -> list[str]:
-    """What a snapshot still lacks for the zoo (config, weights), by file name."""
+def _missing(folder: Path, need: str) -> list[str]:
+    """What a snapshot still lacks for ``need``, by file name."""
+    if need == "tokenizer":
+        has = (folder / "tokenizer.json").is_file() or all((folder / f).is_file() for f in ("vocab.json", "merges.txt"))
+        return [] if has else ["tokenizer.json"]
     missing = [] if (folder / "config.json").is_file() else ["config.json"]
-    if not weights:
+    if need == "config":
         return missing
     for index_name, single in (("model.safetensors.index.json", "model.safetensors"), (PICKLES[1], PICKLES[0])):
         if (folder / single).is_file():
@@ -191,12 +200,13 @@ def _shards(index: Path) -> list[str]:
     return names
 
 
-def _download(hub: Any, repo_id: str, revision: str | None, cache: Path, weights: bool) -> Path:
+def _download(hub: Any, repo_id: str, revision: str | None, cache: Path, need: str) -> Path:
     """Fetch config, tokenizer and weights in stages, so only one weight format comes."""
-    first = [*CONFIG_FILES, *TOKENIZER_FILES] + (list(SAFETENSORS) if weights else [])
+    first = ([] if need == "tokenizer" else list(CONFIG_FILES)) + list(TOKENIZER_FILES)
+    first += list(SAFETENSORS) if need == "model" else []
     folder = _fetch(hub, repo_id, revision, cache, first)
     commit = folder.name  # every later stage reads the same commit
-    if weights:
+    if need == "model":
         if not (folder / SAFETENSORS[0]).is_file():
             if (folder / SAFETENSORS[1]).is_file():
                 _fetch(hub, repo_id, commit, cache, _shards(folder / SAFETENSORS[1]))
@@ -204,11 +214,12 @@ def _download(hub: Any, repo_id: str, revision: str | None, cache: Path, weights
                 _fetch(hub, repo_id, commit, cache, list(PICKLES))
                 if (folder / PICKLES[1]).is_file():
                     _fetch(hub, repo_id, commit, cache, _shards(folder / PICKLES[1]))
-    missing = _missing(folder, weights)
+    missing = _missing(folder, need)
     if missing:
+        what = "tokenizer" if need == "tokenizer" else "model"
         raise InteropError(
-            f"{_describe(repo_id, revision)} has no {' or '.join(missing)}: it is not a model the zoo can "
-            f"load (a causal LM saved by transformers has config.json and model.safetensors)"
+            f"{_describe(repo_id, revision)} has no {' or '.join(missing)}: it is not a {what} the zoo can "
+            f"load (a causal LM saved by transformers has config.json, model.safetensors and tokenizer.json)"
         )
     return folder
 

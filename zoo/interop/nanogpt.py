@@ -25,7 +25,11 @@ from zoo.factory import build, device_arg, dtype_arg, reset_buffers
 from zoo.interop.converter import (
     KERNELS,
     Converter,
+    Count,
+    Fraction,
+    HFFields,
     Rule,
+    check_storage,
     state_from_hf,
     untie_if_stored,
 )
@@ -47,6 +51,18 @@ NANOGPT_ARGS: dict[str, Any] = {
     "bias": True,
 }
 COMPILED = "_orig_mod."
+
+
+class NanoGPTArgs(HFFields):
+    """nanoGPT's ``model_args``, typed (``config_fields`` checks them first)."""
+
+    block_size: Count = 1024
+    vocab_size: Count = 50304
+    n_layer: Count = 12
+    n_head: Count = 12
+    n_embd: Count = 768
+    dropout: Fraction = 0.0
+    bias: bool = True
 
 
 class NanoGPT(Converter):
@@ -82,6 +98,7 @@ def config_fields(model_args: Mapping[str, Any], where: str) -> dict[str, Any]:
             f"{where}: model_args has {', '.join(repr(k)[:60] for k in unknown[:6])}, which nanoGPT's GPT does "
             f"not have (a modified model?); the zoo reads {', '.join(NANOGPT_ARGS)} only"
         )
+    NanoGPTArgs.read(model_args, f"{where} model_args")
     args = {**NANOGPT_ARGS, **model_args}
     return {
         "vocab_size": args["vocab_size"],
@@ -128,6 +145,7 @@ def read_checkpoint(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[
         if not isinstance(key, str) or not isinstance(tensor, Tensor):
             raise InteropError(f"{where}: 'model' must map tensor names to tensors, found {key!r}"[:200])
         state[key.removeprefix(COMPILED)] = tensor
+    check_storage(state, where)  # before anything copies a tensor: a stride-0 one could expand to gigabytes
     return dict(model_args), state, where
 
 
@@ -137,11 +155,13 @@ def from_nanogpt(
     dtype: torch.dtype | None = None,
     device: torch.device | str | None = None,
     attention: str = "sdpa",
+    allow_nonfinite: bool = False,
 ) -> DecoderLM:
     """A zoo model from a nanoGPT ``ckpt.pt`` (or the ``out_dir`` holding it), in eval mode.
 
     Compiled checkpoints (names behind ``_orig_mod.``) load too. Weights keep their
-    stored dtype unless ``dtype`` is given; ``attention`` is "sdpa" or "eager".
+    stored dtype unless ``dtype`` is given; ``attention`` is "sdpa" or "eager". Weights
+    must be floating point and finite (``allow_nonfinite=True`` to load NaNs anyway).
     """
     if attention not in KERNELS:
         raise InteropError(f"attention={attention!r}: pick one of {', '.join(map(repr, KERNELS))}")
@@ -157,7 +177,7 @@ def from_nanogpt(
         raise InteropError(f"{where}: model_args describe no valid zoo model: {err}") from err
     model = build(config, device="meta")
     assert isinstance(model, DecoderLM)  # the config is a decoder's
-    state = state_from_hf(converter, tensors, config, model.state_dict(), where=where)
+    state = state_from_hf(converter, tensors, config, model.state_dict(), where=where, allow_nonfinite=allow_nonfinite)
     target = target_dtype or state["tok_emb.weight"].dtype
     model.load_state_dict({n: t.to(target) for n, t in state.items()}, strict=True, assign=True)
     model.tie_weights()

@@ -4,8 +4,11 @@ checked against the run it continues."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -14,49 +17,101 @@ import torch
 from torch import Tensor, nn
 
 from zoo.checkpoint import load, save, unwrap, versions
+from zoo.checkpoint.owned import LOCK, MARKER, FolderLockedError, claim
 from zoo.config import ModelConfig
-from zoo.errors import CheckpointError, ConfigError, InputError
+from zoo.errors import CheckpointError, ConfigError, InputError, ZooError
 from zoo.factory import build
+from zoo.text import TOKENIZER_FOLDER, keep_tokenizer_files
 from zoo.training.data import TokenData
-from zoo.training.distributed import World, barrier
-from zoo.training.metrics import LOGS
+from zoo.training.distributed import World, barrier, broadcast_text
 from zoo.training.settings import RESUMABLE_CHANGES, TrainSettings
-from zoo.training.state import TrainingState, optimizer_tensors, read_state, state_path, write_state
+from zoo.training.state import SUFFIX, TrainingState, optimizer_tensors, read_state, state_path, write_state
 from zoo.training.stateful import Stateful, collect
 
+RUN_KIND = "train"  # the kind of output folder a training run owns (zoo.checkpoint.owned)
+_RUN_FILE = re.compile(r"v[0-9]+(\.state)?\.safetensors|metrics\.jsonl|tensorboard|\..*\.tmp")
+_TEMPORARY = re.compile(r"\..*\.(?P<pid>[0-9]+)-[0-9a-f]{8}\.tmp")
 
-def output_folder(out: str | os.PathLike[str] | None, resume: bool, world: World) -> Path | None:
-    """The out folder, checked: new or empty without ``resume``, holding versions with it."""
+
+def _older_run(folder: Path) -> bool:
+    """Whether ``folder`` (without a marker) is a run of an older zoo: only files a run writes."""
+    names = [p.name for p in folder.iterdir() if p.name not in (LOCK, MARKER)]
+    return bool(names) and all(_RUN_FILE.fullmatch(name) for name in names)
+
+
+def output_folder(
+    out: str | os.PathLike[str] | None, resume: bool, world: World, stack: contextlib.ExitStack | None = None
+) -> Path | None:
+    """The out folder, claimed for this run (``zoo.checkpoint.owned``: a marker, and a lock
+    held until ``stack`` closes, so a second run on it is refused), and checked: without
+    ``resume`` it must hold no version, with it at least one. Rank 0 claims; every rank
+    gets its verdict, so no rank is left waiting on a collective."""
     if out is None:
         if resume:
             raise ConfigError("resume needs the run's folder: pass out=DIR (--out DIR)")
         return None
     folder = Path(out)
-    if resume:
-        if not folder.is_dir() or not versions(folder):
-            raise CheckpointError(f"nothing to resume in {folder}: it holds no saved versions; drop --resume to start")
-        return folder
-    # A run stopped before its first save left only its own logs: start it again.
-    if folder.exists() and (not folder.is_dir() or any(p.name not in LOGS for p in folder.iterdir())):
-        raise InputError(
-            f"--out {folder} is not empty; pass --resume to continue the run in it, or choose a new folder"
-        )
-    barrier(world)  # every rank has looked before rank 0 creates it
+    failure = ""
     if world.is_main:
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise InputError(f"cannot create --out {folder}: {err.strerror}; choose a writable folder") from err
-    barrier(world)
+            owned = claim(
+                folder,
+                RUN_KIND,
+                "zoo train",
+                error=InputError,
+                adopt=_older_run,
+                what="--out",
+                hint="pass --resume to continue the run in it, or choose a new folder",
+            )
+            if stack is not None:
+                stack.callback(owned.release)
+            else:
+                owned.release()
+            _check_contents(folder, resume)
+        except ZooError as err:
+            failure = f"{type(err).__name__}\0{err}"
+    failure = broadcast_text(failure, world)
+    if failure:
+        kind, _, message = failure.partition("\0")
+        raise {"CheckpointError": CheckpointError, "FolderLockedError": FolderLockedError}.get(kind, InputError)(
+            message
+        )
+    return folder
+
+
+def _check_contents(folder: Path, resume: bool) -> None:
+    """Resume needs a version; a fresh start needs none. What a run killed before its
+    first version left (logs, an orphaned state, temporary files) is cleaned away."""
+    _clean_temporary(folder)
+    found = versions(folder)
+    if resume and not found:
+        raise CheckpointError(f"nothing to resume in {folder}: it holds no saved versions; drop --resume to start")
+    if not resume and found:
+        raise InputError(
+            f"--out {folder} holds a run ({len(found)} version(s)); pass --resume to continue it, or choose a new "
+            f"folder"
+        )
+    if not resume:  # a run stopped before its first version: start it again, from nothing
+        for path in folder.iterdir():
+            if path.name.endswith(SUFFIX) and path.is_file():
+                path.unlink()
     if not os.access(folder, os.W_OK | os.X_OK):
         raise InputError(f"--out {folder} is not writable; choose a writable folder")
-    return folder
+
+
+def _clean_temporary(folder: Path) -> None:
+    """Remove temporary files of writers that are gone (the folder is locked: no writer is left)."""
+    for path in folder.iterdir():
+        match = _TEMPORARY.fullmatch(path.name)
+        if match and int(match["pid"]) != os.getpid() and path.is_file():
+            path.unlink(missing_ok=True)
 
 
 def resume_state(model: nn.Module, config: Any, data: TokenData, settings: TrainSettings, out: Path) -> TrainingState:
     """The newest version's weights loaded into ``model``, and its training state, checked."""
     newest = versions(out)[-1]
     state = read_state(state_path(newest.path))
+    _check_binding(newest.path, newest.metadata, state)
     if config is not None and json.loads(state.config) != json.loads(config.model_dump_json()):
         raise ConfigError(
             f"cannot resume {out} with another model config; train the saved one (zoo train {out} --resume), "
@@ -75,6 +130,31 @@ def resume_state(model: nn.Module, config: Any, data: TokenData, settings: Train
     saved_model = load(newest.path)
     model.load_state_dict(saved_model.state_dict())
     return state
+
+
+def _check_binding(version: Path, metadata: dict[str, Any], state: TrainingState) -> None:
+    """The state must be the one saved with ``version``: the version records its state's
+    digest (and run); a version of an older zoo records only its step, which must agree."""
+    training = metadata.get("training")
+    training = training if isinstance(training, dict) else {}
+    advice = (
+        f"put back the {state_path(version).name} saved with it, or resume from an earlier version by moving "
+        f"{version.name} away, or start a new run in another --out folder"
+    )
+    bound = training.get("state_digest")
+    if bound is not None:
+        if bound != state.digest:
+            other = "another run" if state.run_id != training.get("run_id") else "another version of this run"
+            raise CheckpointError(
+                f"the training state beside {version} belongs to {other} (step {state.step}; the version records "
+                f"another state digest); {advice}"
+            )
+        return
+    step = training.get("step")  # a version saved by an older zoo: no digest to compare
+    if isinstance(step, int) and step != state.step:
+        raise CheckpointError(
+            f"the training state beside {version} is from step {state.step}, the version from step {step}; {advice}"
+        )
 
 
 def save_version(
@@ -110,10 +190,14 @@ def save_version(
         config = getattr(model, "config", None)
         config_json = config.model_dump_json() if config is not None else "null"
         state = TrainingState.of_parts(parts, settings.to_dict(), config_json, data.digest, world.size, groups)
+        run_id = metadata.get("run_id")
+        state = dataclasses.replace(state, run_id=run_id if isinstance(run_id, str) else None)
         existing = versions(out)
         number = (existing[-1].version if existing else 0) + 1
-        write_state(state_path(out / f"v{number:04d}.safetensors"), state)
+        state_digest = write_state(state_path(out / f"v{number:04d}.safetensors"), state)
         training = {
+            "state_digest": state_digest,
+            "run_id": state.run_id,
             "step": state.step,
             "tokens": state.tokens,
             "tokenizer": data.tokenizer,
@@ -123,7 +207,11 @@ def save_version(
             "strategy": strategy,
             "settings": settings.to_dict(),
         }
-        path = save(_plain_model(model, full), out, metadata={**metadata, "training": training})
+        extra = {k: v for k, v in metadata.items() if k != "run_id"}  # the run is named in training
+        if data.tokenizer_files and data.path is not None:  # the data's own tokenizer travels with the run
+            hashes = keep_tokenizer_files(data.path / TOKENIZER_FOLDER, out / TOKENIZER_FOLDER)
+            extra["tokenizer"] = {"files": hashes, "source": data.tokenizer}
+        path = save(_plain_model(model, full), out, metadata={**extra, "training": training})
         if path.name != f"v{number:04d}.safetensors":
             raise CheckpointError(f"another process is saving into {out}; give each run its own --out folder")
         _prune(out, settings.keep_last)

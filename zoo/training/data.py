@@ -17,23 +17,30 @@ from __future__ import annotations
 import array
 import json
 import os
+import re
 import secrets
 import shutil
+import stat
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from importlib import resources
 from multiprocessing import get_all_start_methods, get_context
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import torch
 import xxhash
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from torch import Tensor
 
 from zoo._version import __version__
-from zoo.errors import ConfigError, InputError, ZooError
+from zoo.checkpoint.owned import check_output_path
+from zoo.errors import ConfigError, InputError, ZooError, printable, quoted
+from zoo.files import confined, read_json
+from zoo.text import KEPT_FILES, TOKENIZER_FOLDER, keep_tokenizer_files
 from zoo.text import tokenizer as text_tokenizer
 
 BUNDLED_CORPUS = "shakespeare.txt"
@@ -42,6 +49,7 @@ MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
 TOKENIZERS = ("gpt2", "bytes")
 SHARD_TOKENS = 1 << 27  # tokens per shard file (256 MiB of uint16)
+_SHARD_NAME = re.compile(r"(train|val)-[0-9]{5,}\.bin")
 _DTYPES = {"uint16": (torch.uint16, "H", 2), "uint32": (torch.uint32, "I", 4)}
 
 
@@ -236,11 +244,12 @@ class TokenData:
 
     train: TokenSplit
     val: TokenSplit
-    tokenizer: str  # "gpt2", "bytes", or a description for in-memory tokens
+    tokenizer: str  # "gpt2", "bytes", a tokenizer folder or hub id, or a description for in-memory tokens
     vocab_size: int | None  # None: unknown (in-memory tokens)
     source: str
     digest: str | None = None  # the manifest's digest; None in memory
     path: Path | None = None  # the prepared folder
+    tokenizer_files: dict[str, str] | None = None  # kept in path/tokenizer/: file -> sha256
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -337,30 +346,51 @@ def validation_batches(tokens: Tensor | TokenSplit, settings: Any) -> list[tuple
 
 
 def _text_files(inputs: Sequence[str | os.PathLike[str]]) -> list[Path]:
-    """The files named, and every non-hidden file under the folders named, sorted."""
+    """The files named, and every non-hidden file under the folders named, sorted.
+
+    A prepared folder (or what is left of one: shards without a usable manifest) is
+    refused, never tokenised as text.
+    """
     files: list[Path] = []
     for raw in inputs:
         path = Path(raw)
         if path.is_file():
             files.append(path)
         elif path.is_dir():
-            files.extend(
-                sorted(
-                    p
-                    for p in path.rglob("*")
-                    if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
-                )
+            found = sorted(
+                p
+                for p in path.rglob("*")
+                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
             )
+            _refuse_prepared(path, found)
+            files.extend(found)
         else:
-            raise InputError(f"input {str(path)!r} does not exist; pass text files or folders of them")
+            raise InputError(f"input {quoted(str(path))} does not exist; pass text files or folders of them")
     if not files:
-        raise InputError(f"no files in {', '.join(repr(str(i)) for i in inputs)}: the corpus is empty; pass text files")
+        raise InputError(
+            f"no files in {', '.join(quoted(str(i)) for i in inputs)}: the corpus is empty; pass text files"
+        )
     return files
 
 
+def _refuse_prepared(folder: Path, files: list[Path]) -> None:
+    """An error when ``folder`` (or a folder in it) holds prepared data rather than text."""
+    for place in sorted({folder, *(f.parent for f in files)}):
+        shards = [f for f in files if f.parent == place and _SHARD_NAME.fullmatch(f.name)]
+        if os.path.lexists(place / MANIFEST) or shards:
+            what = f"has {MANIFEST}" if os.path.lexists(place / MANIFEST) else f"holds shard files ({shards[0].name})"
+            raise InputError(
+                f"{place} {what}: it is (or was) a prepared folder, not text. Pass it to `zoo train --data` "
+                f"as it is, or, if its manifest is missing or damaged, prepare the text again into a new folder"
+            )
+
+
 def _encoder(tokenizer: str) -> Any:
+    """None for bytes, else the tokenizer: GPT-2's, or a kept tokenizer folder's."""
     if tokenizer == "bytes":
         return None
+    if tokenizer != "gpt2":
+        return text_tokenizer(Path(tokenizer))  # a folder (kept in the data folder), see prepare
     try:
         return text_tokenizer("gpt2")
     except (ImportError, ZooError) as err:
@@ -374,6 +404,8 @@ def _tokenize_file(path: str, tokenizer: str, val_fraction: float, typecode: str
     """One document's training and validation token ids (raw ``typecode`` arrays) and the
     UTF-8 bytes each spells. The validation part is the document's tail."""
     text = read_text(Path(path))
+    if "\0" in text:
+        raise InputError(f"{quoted(path)} holds NUL bytes: it is binary, not text; leave it out of the corpus")
     raw = text.encode("utf-8")
     gpt2 = _encoder(tokenizer)
     if gpt2 is None:  # byte ids, widened to the item size without a Python list
@@ -383,7 +415,11 @@ def _tokenize_file(path: str, tokenizer: str, val_fraction: float, typecode: str
     ids = gpt2.encode(text)
     n_val = int(len(ids) * val_fraction)
     train_ids, val_ids = ids[: len(ids) - n_val], ids[len(ids) - n_val :]
-    val_bytes = len(gpt2.encoding.decode_bytes(val_ids))
+    if hasattr(gpt2, "encoding"):  # tiktoken: the exact bytes
+        val_bytes = len(gpt2.encoding.decode_bytes(val_ids))
+    else:  # the UTF-8 bytes of the text the ids decode to
+        val_bytes = len(gpt2.decode(val_ids).encode("utf-8"))
+        val_bytes = min(val_bytes, len(raw))
     train_arr, val_arr = array.array(typecode, train_ids), array.array(typecode, val_ids)
     if gpt2.eot_token_id is not None and ids:
         (val_arr if n_val else train_arr).append(gpt2.eot_token_id)  # documents end with <|endoftext|>
@@ -428,12 +464,126 @@ class _ShardWriter:
             self.file.flush()
             os.fsync(self.file.fileno())
             self.file.close()
-            self.shards[-1].update(tokens=self.tokens, digest=f"xxh3_128:{self.hasher.hexdigest()}")
+            path = self.folder / self.shards[-1]["file"]
+            sample = quick_digest(path, self.tokens * self.itemsize)
+            self.shards[-1].update(tokens=self.tokens, digest=f"xxh3_128:{self.hasher.hexdigest()}", sample=sample)
             self.file, self.hasher, self.tokens = None, xxhash.xxh3_128(), 0
 
     def finish(self) -> list[dict[str, Any]]:
         self._close()
         return self.shards
+
+
+# -- the manifest, read through a schema ------------------------------------------------------
+
+_DIGEST = r"xxh3_128:[0-9a-f]{32}"
+MANIFEST_LIMIT = 16 << 20  # bytes; a manifest lists shards and at most 100 sources
+SAMPLE_BLOCK, SAMPLE_BLOCKS = 1 << 16, 16  # the quick digest reads 16 blocks of 64 KiB and the end
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class ShardEntry(_Strict):
+    """One shard of a split: a file in the prepared folder, its token count and digests."""
+
+    file: str = Field(min_length=1, max_length=255)
+    tokens: int = Field(ge=1, le=1 << 40)
+    digest: str = Field(pattern=_DIGEST)
+    sample: str | None = Field(default=None, pattern=_DIGEST)  # the quick digest (absent in older folders)
+
+
+class SplitEntry(_Strict):
+    shards: list[ShardEntry] = Field(min_length=1, max_length=1 << 16)
+    bytes: int = Field(ge=1, le=1 << 50)  # UTF-8 bytes the tokens spell, for bits per byte
+    tokens: int = Field(ge=1, le=1 << 50)
+
+    @model_validator(mode="after")
+    def _counts_agree(self) -> SplitEntry:
+        if sum(s.tokens for s in self.shards) != self.tokens:
+            raise ValueError(
+                f"the shards hold {sum(s.tokens for s in self.shards)} tokens, the split says {self.tokens}"
+            )
+        return self
+
+
+class Splits(_Strict):
+    train: SplitEntry
+    val: SplitEntry
+
+
+class Manifest(_Strict):
+    """``manifest.json`` of a prepared folder; every field typed and bounded."""
+
+    format: Literal[1]
+    zoo_version: str = Field(max_length=100)
+    tokenizer: str = Field(min_length=1, max_length=1000)  # gpt2, bytes, or the folder or hub id it came from
+    tokenizer_files: dict[str, Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] | None = None  # in tokenizer/
+    vocab_size: int = Field(ge=2, le=1 << 32)
+    dtype: Literal["uint16", "uint32"]
+    val_fraction: float = Field(gt=0, lt=1)
+    documents: int = Field(ge=1)
+    sources: list[str] = Field(max_length=100)
+    splits: Splits
+    digest: str = Field(pattern=_DIGEST)
+
+    @model_validator(mode="after")
+    def _dtype_holds_vocabulary(self) -> Manifest:
+        if self.dtype == "uint16" and self.vocab_size > 1 << 16:
+            raise ValueError(f"vocab_size {self.vocab_size} does not fit the dtype uint16")
+        if self.tokenizer == "bytes" and self.vocab_size != 256:
+            raise ValueError(f"the bytes tokenizer has 256 tokens, the manifest says {self.vocab_size}")
+        if (self.tokenizer not in TOKENIZERS) != bool(self.tokenizer_files):
+            raise ValueError(
+                "a tokenizer other than gpt2 and bytes comes with its files (tokenizer_files), and only it"
+            )
+        if self.tokenizer_files and set(self.tokenizer_files) - set(KEPT_FILES):
+            raise ValueError(f"tokenizer_files names files other than {', '.join(KEPT_FILES)}")
+        return self
+
+
+def read_manifest(folder: Path) -> Manifest:
+    """The manifest of the prepared ``folder``, read bounded, digest-checked and validated."""
+    file = folder / MANIFEST
+    again = f"prepare the data again with `zoo data prepare TEXT -o {folder}`"
+    if not os.path.lexists(file):
+        raise InputError(
+            f"{folder} has no {MANIFEST}; create it with `zoo data prepare TEXT -o {folder}` (it is not a prepared folder)"
+        )
+    data = read_json(file, InputError, "data manifest", limit=MANIFEST_LIMIT)
+    if not isinstance(data, dict) or data.get("digest") != manifest_digest(data):
+        raise InputError(f"{file} is damaged (its digest does not match its contents); {again}")
+    if data.get("format") != MANIFEST_FORMAT:
+        raise InputError(
+            f"{file} has format {quoted(data.get('format'), 40)}, this zoo reads {MANIFEST_FORMAT}; {again}"
+        )
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(map(str, first["loc"])) or "the manifest"
+        raise InputError(
+            f"{file} is malformed: {where}: {printable(first['msg'], 200)} ({err.error_count()} problem(s)); {again}"
+        ) from err
+
+
+def quick_digest(path: Path, size: int) -> str:
+    """A digest of a shard's size and 16 evenly spaced 64 KiB blocks plus its last one:
+    reading about 1 MiB catches a shard from another dataset or a rewritten one at once;
+    ``verify=True`` hashes every byte."""
+    hasher = xxhash.xxh3_128(size.to_bytes(8, "little"))
+    with open(path, "rb") as handle:
+        if size <= SAMPLE_BLOCK * (SAMPLE_BLOCKS + 1):
+            hasher.update(handle.read(size))
+        else:
+            last = size - SAMPLE_BLOCK
+            for i in range(SAMPLE_BLOCKS):
+                handle.seek(last * i // SAMPLE_BLOCKS)
+                hasher.update(handle.read(SAMPLE_BLOCK))
+            handle.seek(last)
+            hasher.update(handle.read(SAMPLE_BLOCK))
+    return f"xxh3_128:{hasher.hexdigest()}"
 
 
 def manifest_digest(manifest: dict[str, Any]) -> str:
@@ -453,33 +603,53 @@ def prepare(
     """Tokenise text files and folders into ``out``: shards of token ids and ``manifest.json``.
 
     Each file is one document; its last ``val_fraction`` of tokens goes to the validation
-    split (GPT-2 documents end with ``<|endoftext|>``). Files are tokenised by ``workers``
-    processes (default: one per CPU, at most one per file). ``out`` must not exist or be
-    empty; it appears complete or not at all.
+    split (documents end with the tokenizer's end-of-text token). Files are tokenised by
+    ``workers`` processes (default: one per CPU, at most one per file). ``out`` must not
+    exist or be empty; it appears complete or not at all.
+
+    ``tokenizer`` is a name (``gpt2``, ``bytes``), a tokenizer folder or a hub id; the
+    files of a folder or id are kept in ``out/tokenizer/`` (their sha256 in the
+    manifest), so the data, and every run trained on it, carries its own tokenizer.
     """
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
+    if not isinstance(tokenizer, (str, os.PathLike)) or not str(tokenizer):
+        raise ConfigError(
+            f"tokenizer={tokenizer!r}: give {' or '.join(TOKENIZERS)}, a tokenizer folder or a hub id (--tokenizer)"
+        )
+    tokenizer = str(tokenizer)
+    kept: Any = None
     if tokenizer not in TOKENIZERS:
-        raise ConfigError(f"unknown tokenizer {tokenizer!r}; use {' or '.join(TOKENIZERS)} (--tokenizer)")
+        kept = text_tokenizer(tokenizer)  # a folder or a hub id: resolved (and checked) once, here
     if not isinstance(val_fraction, (int, float)) or not 0.0 < val_fraction < 1.0:
         raise ConfigError(f"val_fraction={val_fraction} must be between 0 and 1 (--val-fraction)")
     if workers is not None and (not _is_int(workers) or workers < 1):
         raise ConfigError(f"workers={workers!r} must be a positive integer (--workers)")
     target = Path(out)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+    check_output_path(target, InputError)
+    if target.exists() and any(target.iterdir()):
         raise InputError(f"output {target} exists and is not an empty folder; pass a new folder (-o)")
     files = _text_files(list(inputs))
-    vocab = 256 if tokenizer == "bytes" else _encoder(tokenizer).vocab_size
+    vocab = 256 if tokenizer == "bytes" else (kept or _encoder(tokenizer)).vocab_size
     dtype = "uint16" if vocab <= 1 << 16 else "uint32"
     typecode, itemsize = _DTYPES[dtype][1], _DTYPES[dtype][2]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.parent / f".{target.name}.tmp-{secrets.token_hex(4)}"
-    temporary.mkdir()
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.parent / f".{target.name}.tmp-{secrets.token_hex(4)}"
+        temporary.mkdir()
+    except OSError as err:
+        raise InputError(
+            f"cannot write the prepared data to {target}: {err.strerror or err}; pick a writable -o"
+        ) from err
+    try:
+        encoder, kept_files = tokenizer, None
+        if kept is not None:  # the workers read the copy kept with the data
+            kept_files = keep_tokenizer_files(Path(kept.name), temporary / TOKENIZER_FOLDER)
+            encoder = str(temporary / TOKENIZER_FOLDER)
         writers = {s: _ShardWriter(temporary, s, itemsize, shard_tokens) for s in ("train", "val")}
         n_bytes = {"train": 0, "val": 0}
         for train_ids, val_ids, train_bytes, val_bytes in _tokenize_all(
-            files, tokenizer, val_fraction, typecode, workers
+            files, encoder, val_fraction, typecode, workers
         ):
             writers["train"].add(train_ids)
             writers["val"].add(val_ids)
@@ -506,11 +676,18 @@ def prepare(
             "sources": [str(f) for f in files[:100]],
             "splits": splits,
         }
+        if kept_files is not None:
+            manifest["tokenizer_files"] = kept_files
         manifest["digest"] = manifest_digest(manifest)
         (temporary / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
         if target.exists():
             target.rmdir()  # empty, checked above
         os.rename(temporary, target)
+    except OSError as err:
+        raise InputError(
+            f"cannot write the prepared data to {target}: {err.strerror or err} (a full disk or a read-only "
+            f"folder?); free space or pick another -o"
+        ) from err
     finally:
         if temporary.exists():
             shutil.rmtree(temporary, ignore_errors=True)
@@ -528,54 +705,67 @@ def _tokenize_all(
         return
     # fork: the workers only tokenise, and skip re-importing torch (seconds each); spawn elsewhere
     context = get_context("fork" if "fork" in get_all_start_methods() else "spawn")
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        yield from pool.map(_tokenize_file, *zip(*args))
+    try:
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            yield from pool.map(_tokenize_file, *zip(*args))
+    except BrokenProcessPool as err:
+        raise InputError(
+            f"a tokenising worker process died ({err}; out of memory, or killed?); retry with fewer workers "
+            f"(--workers 1)"
+        ) from err
 
 
 def open_data(path: str | os.PathLike[str], *, verify: bool = False) -> TokenData:
-    """A prepared folder: shards memory-mapped (nothing read until used), sizes checked;
-    ``verify`` also checks every shard's digest."""
+    """A prepared folder: its manifest validated, shards memory-mapped (nothing read until
+    used), each shard's size and quick digest (``quick_digest``) checked; ``verify``
+    hashes every byte of every shard."""
     folder = Path(path)
-    file = folder / MANIFEST
-    try:
-        manifest = json.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError as err:
-        raise InputError(f"{folder} has no {MANIFEST}; create it with `zoo data prepare TEXT -o {folder}`") from err
-    except (OSError, ValueError) as err:
-        raise InputError(f"{file} is damaged ({err}); prepare the data again with `zoo data prepare`") from err
-    if not isinstance(manifest, dict) or manifest.get("digest") != manifest_digest(manifest):
-        raise InputError(
-            f"{file} is damaged (its digest does not match); prepare the data again with `zoo data prepare`"
-        )
-    if manifest.get("format") != MANIFEST_FORMAT or manifest.get("dtype") not in _DTYPES:
-        raise InputError(
-            f"{file} has format {manifest.get('format')!r}, this zoo reads {MANIFEST_FORMAT}; prepare the data again"
-        )
-    torch_dtype, _, itemsize = _DTYPES[manifest["dtype"]]
+    manifest = read_manifest(folder)
+    torch_dtype, _, itemsize = _DTYPES[manifest.dtype]
     splits = {}
     for name in ("train", "val"):
+        split: SplitEntry = getattr(manifest.splits, name)
         shards = []
-        for shard in manifest["splits"][name]["shards"]:
-            shard_path = folder / shard["file"]
-            size = shard_path.stat().st_size if shard_path.is_file() else -1
-            if size != shard["tokens"] * itemsize:
+        for shard in split.shards:
+            shard_path = _shard_path(folder, shard.file)
+            try:
+                info = shard_path.stat()
+            except OSError:
+                info = None
+            size = info.st_size if info is not None and stat.S_ISREG(info.st_mode) else -1
+            if size != shard.tokens * itemsize:
                 raise InputError(
-                    f"shard {shard_path} is missing or truncated ({size} bytes, expected "
-                    f"{shard['tokens'] * itemsize}); prepare the data again with `zoo data prepare`"
+                    f"shard {shard_path} is missing, truncated, not a file, or of the wrong size ({size} bytes, expected "
+                    f"{shard.tokens * itemsize}); prepare the data again with `zoo data prepare`"
                 )
-            if verify and f"xxh3_128:{_file_digest(shard_path)}" != shard["digest"]:
+            if shard.sample is not None and not verify:
+                if quick_digest(shard_path, size) != shard.sample:
+                    raise InputError(
+                        f"shard {shard_path} is not the one this folder was prepared with (its digest differs); "
+                        f"prepare the data again with `zoo data prepare`"
+                    )
+            elif f"xxh3_128:{_file_digest(shard_path)}" != shard.digest:
                 raise InputError(f"shard {shard_path} is damaged (digest mismatch); prepare the data again")
-            shards.append(torch.from_file(str(shard_path), shared=False, size=shard["tokens"], dtype=torch_dtype))
-        splits[name] = TokenSplit(tuple(shards), manifest["splits"][name]["bytes"])
+            shards.append(torch.from_file(str(shard_path), shared=False, size=shard.tokens, dtype=torch_dtype))
+        splits[name] = TokenSplit(tuple(shards), split.bytes)
     return TokenData(
         splits["train"],
         splits["val"],
-        manifest["tokenizer"],
-        manifest["vocab_size"],
+        manifest.tokenizer,
+        manifest.vocab_size,
         str(folder),
-        manifest["digest"],
+        manifest.digest,
         folder,
+        dict(manifest.tokenizer_files) if manifest.tokenizer_files else None,
     )
+
+
+def _shard_path(folder: Path, name: str) -> Path:
+    """A shard's file, which must be a plain name inside the prepared folder."""
+    path = confined(folder, name, InputError, f"{folder / MANIFEST}")
+    if path.parent != folder:
+        raise InputError(f"{folder / MANIFEST}: the shard name {quoted(name, 80)} is not a plain file name")
+    return path
 
 
 def _file_digest(path: Path) -> str:
@@ -594,6 +784,22 @@ def cache_folder() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "zoo" / "data"
 
 
+def _cache_root() -> Path:
+    """``cache_folder()``, created, or an error naming the variable that chose it."""
+    root = cache_folder()
+    named = "ZOO_DATA_CACHE" if os.environ.get("ZOO_DATA_CACHE") else "XDG_CACHE_HOME (or your home folder)"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if not os.access(root, os.W_OK | os.X_OK):
+            raise PermissionError(13, "not writable")
+    except OSError as err:
+        raise InputError(
+            f"cannot use the data cache {root} (chosen by {named}): {err.strerror or err}; set ZOO_DATA_CACHE to a "
+            f"writable folder, or prepare the data yourself with `zoo data prepare TEXT -o DIR` and pass --data DIR"
+        ) from err
+    return root
+
+
 def resolve_data(data: Any, *, tokenizer: str = "gpt2", val_fraction: float = 0.005) -> TokenData:
     """``TokenData`` from what ``zoo.train`` accepts: ``TokenData``, a ``Corpus``, a
     prepared folder, text files or folders (prepared once into ``cache_folder()``), or
@@ -610,15 +816,14 @@ def resolve_data(data: Any, *, tokenizer: str = "gpt2", val_fraction: float = 0.
             f"data must be a prepared folder, text files or folders, a Corpus or TokenData; got {type(data).__name__}"
         )
     paths = [Path(str(p)) for p in paths]
-    if len(paths) == 1 and (paths[0] / MANIFEST).is_file():
-        return open_data(paths[0])
+    if len(paths) == 1 and os.path.lexists(paths[0] / MANIFEST):
+        return open_data(paths[0])  # a damaged manifest is an error here, never text
     files = _text_files(paths)
-    key = xxhash.xxh3_64()
-    for f in files:
-        stat = f.stat()
-        key.update(f"{f.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
-    key.update(f"{tokenizer}\0{val_fraction}\0{__version__}".encode())
-    folder = cache_folder() / key.hexdigest()
+    key = xxhash.xxh3_128()
+    for f in files:  # the content, never the mtime: `cp -p` and `rsync -t` keep an mtime with new text
+        key.update(f"{_file_digest(f)}\0".encode())
+    key.update(f"{len(files)}\0{tokenizer}\0{val_fraction}\0{__version__}".encode())
+    folder = _cache_root() / key.hexdigest()
     if (folder / MANIFEST).is_file():
         return open_data(folder)
     try:

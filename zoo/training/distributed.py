@@ -17,14 +17,19 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
+import xxhash
 from torch import Tensor, nn
 
+from zoo._version import __version__
 from zoo.errors import ConfigError
 
 STRATEGIES = ("auto", "single", "ddp", "fsdp")
@@ -60,7 +65,7 @@ def init_world(
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size > 1 and not dist.is_initialized():
         backend = "nccl" if torch.cuda.is_available() and device != "cpu" else "gloo"
-        dist.init_process_group(backend, timeout=timeout)
+        dist.init_process_group(backend, timeout=timeout or collective_timeout())
         created = True
     if dist.is_initialized():
         rank, size = dist.get_rank(), dist.get_world_size()
@@ -73,6 +78,68 @@ def init_world(
     if target.type == "cuda":
         torch.cuda.set_device(target)
     return World(rank, size, local_rank, target), created
+
+
+def collective_timeout() -> datetime.timedelta:
+    """How long a collective waits for the other ranks before it fails: ``$ZOO_DIST_TIMEOUT``
+    seconds, default 600, so a rank that went its own way stops the run instead of
+    hanging it."""
+    text = os.environ.get("ZOO_DIST_TIMEOUT", "600")
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < 1e7:
+        raise ConfigError(f"ZOO_DIST_TIMEOUT={text!r} must be a number of seconds > 0 (default 600)")
+    return datetime.timedelta(seconds=seconds)
+
+
+def agree(world: World, settings: Any, data: Any, config: Any, out: Any, resume: bool) -> None:
+    """Every rank must train the same run: rank 0's resolved settings, data (its content
+    digest) and model config are compared with every rank's before the first step; a
+    difference is a ``ConfigError`` on every rank naming the setting and both values.
+
+    Without it, ranks given another ``--seq-len``, ``--lr`` or ``--data`` train to the end
+    without a word, and another ``--save-every`` deadlocks."""
+    if not world.distributed:
+        return
+    values: dict[str, Any] = {f"{k} (--{k.replace('_', '-')})": v for k, v in settings.to_dict().items()}
+    values["the data (--data, by content)"] = data.digest or [data.source, data.train.tokens, data.val.tokens]
+    values["the model config (NAME and --set)"] = config.model_dump(mode="json") if config is not None else None
+    values["--out"] = None if out is None else str(Path(out).absolute())
+    values["--resume"] = bool(resume)
+    values["the zoo version"] = __version__
+    names = sorted(values)
+    hashes = torch.tensor(
+        [len(names)]
+        + [xxhash.xxh3_64_intdigest(json.dumps(values[n], sort_keys=True, default=str).encode()) >> 1 for n in names],
+        dtype=torch.int64,
+    )
+    gathered = all_gather(hashes, world)
+    differing = [
+        (i - 1, [rank for rank, other in enumerate(gathered) if int(other[i]) != int(gathered[0][i])])
+        for i in range(len(hashes))
+    ]
+    differing = [(i, ranks) for i, ranks in differing if ranks]
+    if not differing:
+        return
+    if differing[0][0] < 0:
+        raise ConfigError("the ranks run different zoo versions; install the same zoo on every node")
+    reference = json.loads(
+        broadcast_text(json.dumps({names[i]: values[names[i]] for i, _ in differing}, default=str), world)
+    )
+    lines = []
+    for i, ranks in differing:
+        mine = (
+            "" if world.rank == 0 else f", {json.dumps(values[names[i]], default=str)[:80]} on this rank ({world.rank})"
+        )
+        lines.append(
+            f"{names[i]} differs on rank(s) {ranks[:8]} (rank 0: {json.dumps(reference[names[i]])[:80]}{mine})"
+        )
+    raise ConfigError(
+        "the ranks were started with different settings: " + "; ".join(lines) + ". Start every rank with the same "
+        "command (torchrun passes one command to all ranks; on several nodes, check each node's)"
+    )
 
 
 def close_world(created: bool) -> None:
@@ -196,3 +263,19 @@ def broadcast_flag(flag: bool, world: World) -> bool:
     value = torch.tensor([int(flag)], device=world.device if world.device.type == "cuda" else "cpu")
     dist.broadcast(value, 0)
     return bool(value.item())
+
+
+def broadcast_text(text: str, world: World) -> str:
+    """Rank 0's ``text`` on every rank (UTF-8 bytes in tensors, no pickle)."""
+    if not world.distributed:
+        return text
+    device = world.device if world.device.type == "cuda" else torch.device("cpu")
+    data = text.encode("utf-8")
+    size = torch.tensor([len(data)], dtype=torch.int64, device=device)
+    dist.broadcast(size, 0)
+    buffer = torch.zeros(int(size.item()), dtype=torch.uint8, device=device)
+    if world.is_main and data:
+        buffer.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+    if int(size.item()):
+        dist.broadcast(buffer, 0)
+    return bytes(buffer.cpu().tolist()).decode("utf-8")

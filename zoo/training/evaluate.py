@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.errors import ConfigError, InputError
-from zoo.training.data import TokenSplit, resolve_data
+from zoo.training.data import TOKENIZERS, TokenSplit, resolve_data
 
 
 @dataclass(frozen=True)
@@ -64,11 +64,17 @@ def evaluate(
     seq_len: int | None = None,
     batch_size: int = 8,
     batches: int | None = None,
+    tokenizer: str | None = None,
 ) -> EvalResult:
     """Loss, perplexity, tokens and bits per byte of ``model`` on a split of ``data``
     (anything ``zoo.train`` accepts), over ``batches`` batches of ``batch_size`` windows
     (default: the whole split). ``seq_len`` defaults to the model's ``max_seq_len``,
-    capped at 1024."""
+    capped at 1024.
+
+    ``tokenizer`` is the one the model was trained with (a name, a tokenizer folder or a
+    hub id; a zoo checkpoint records it, ``zoo eval`` passes it): raw text ``data`` is
+    tokenised with it, and data tokenised otherwise is refused, as ``zoo train`` refuses
+    it, and so is byte-level data for a model with GPT-2's vocabulary."""
     if split not in ("train", "val"):
         raise ConfigError(f"split={split!r} must be 'train' or 'val' (--split)")
     if batches is not None and (isinstance(batches, bool) or not isinstance(batches, int) or batches < 1):
@@ -77,13 +83,27 @@ def evaluate(
         raise ConfigError(f"batch_size={batch_size!r} must be a positive integer (--batch-size)")
     config = getattr(model, "config", None)
     max_len = getattr(config, "max_seq_len", None)
+    if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1):
+        raise ConfigError(f"seq_len={seq_len!r} must be a positive integer (--seq-len), or None for the default")
+    if tokenizer is not None and (not isinstance(tokenizer, str) or not tokenizer):
+        raise ConfigError(
+            f"tokenizer={tokenizer!r} must be {', '.join(TOKENIZERS)}, a tokenizer folder, a hub id or None"
+        )
     seq_len = seq_len or min(max_len or 1024, 1024)
     if max_len is not None and seq_len > max_len:
         raise ConfigError(
             f"seq_len={seq_len} is over the model's max_seq_len={max_len}; use --seq-len {max_len} or less"
         )
-    token_data = resolve_data(data, tokenizer="gpt2" if getattr(config, "vocab_size", 0) >= 50257 else "bytes")
     vocab = getattr(config, "vocab_size", None)
+    expected = tokenizer or ("gpt2" if (vocab or 0) >= 50257 else None)
+    token_data = resolve_data(data, tokenizer=expected or "bytes")
+    named = (token_data.tokenizer in TOKENIZERS, expected in TOKENIZERS)
+    if expected is not None and (named == (True, True) and token_data.tokenizer != expected or named == (True, False)):
+        why = "was trained with" if tokenizer else "has the vocabulary of"
+        raise InputError(
+            f"the data was tokenized with {token_data.tokenizer!r} but the model {why} {expected!r}; its loss "
+            f"on these tokens means nothing. Evaluate on data prepared with `zoo data prepare --tokenizer {expected}`"
+        )
     if vocab is not None and (top := token_data.max_token()) >= vocab:
         raise InputError(
             f"the data has token ids up to {top}, outside the model's vocabulary of {vocab}; "

@@ -34,6 +34,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import secrets
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -58,7 +59,9 @@ from zoo.training.data import (
 )
 from zoo.training.distributed import (
     World,
+    agree,
     all_sum,
+    broadcast_text,
     choose_strategy,
     close_world,
     gradient_sync,
@@ -186,6 +189,8 @@ class _Run:
     sampler: WindowSampler
     schedule: Schedule
     val_batches: list[tuple[Tensor, Tensor]]
+    flops: float | None  # forward FLOPs per token, when a peak is known for MFU
+    peak: float | None  # the device's peak TFLOP/s, for MFU
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.low is None:
@@ -227,8 +232,10 @@ def run_loop(
     if world is None:
         world, created = init_world()
     try:
-        r, state = _prepare(model, data, settings, out, resume, world, model_tokenizer)
-        return _loop(r, state, metadata or {}, on_step)
+        with contextlib.ExitStack() as stack:  # holds the out folder's lock for the run
+            r, state = _prepare(model, data, settings, out, resume, world, model_tokenizer, stack)
+            run_id = state.run_id if state is not None and state.run_id else broadcast_text(secrets.token_hex(8), world)
+            return _loop(r, state, {**(metadata or {}), "run_id": run_id}, on_step)
     finally:
         close_world(created)
 
@@ -251,19 +258,22 @@ def _prepare(
     resume: bool,
     world: World,
     model_tokenizer: str | None,
+    stack: contextlib.ExitStack,
 ) -> tuple[_Run, TrainingState | None]:
-    """The run checked and set up: the folder, the strategy, the optimizer and the
-    stateful parts; with ``resume`` the newest version's weights loaded and its state."""
+    """The run checked and set up: the folder (claimed until ``stack`` closes), the
+    strategy, the optimizer and the stateful parts; with ``resume`` the newest version's
+    weights loaded and its state. Every rank is checked to run the same run first."""
     config = getattr(model, "config", None)
     _check_inputs(model, config, data, settings, model_tokenizer)
     micro, accum = _micro_batches(settings, world)
-    out = output_folder(out_arg, resume, world)
+    out = output_folder(out_arg, resume, world, stack)
     state = resume_state(model, config, data, settings, out) if resume and out is not None else None
     strategy = choose_strategy(settings.strategy, world, sum(p.numel() for p in model.parameters()))
     if settings.dtype == "fp16" and strategy == "fsdp":
         raise ConfigError(
             "dtype fp16 needs the single or ddp strategy (a grad scaler); use --dtype bf16 with --strategy fsdp"
         )
+    agree(world, settings, data, config, out_arg, resume)  # every rank the same run, before the first collective step
     low = PRECISIONS[settings.dtype]
     wrapped = prepare_model(
         model,
@@ -290,6 +300,8 @@ def _prepare(
         WindowSampler(data.train, settings.seq_len, settings.seed),
         Schedule(settings),
         validation_batches(data.val, settings),
+        flops_per_token(config, settings, world),
+        device_peak_tflops(settings, world),
     )
     return r, state
 
@@ -330,10 +342,7 @@ def _updates(
     """The optimizer steps left, each reported, evaluated and saved when due; returns the
     seconds spent in them, their losses and the last version saved."""
     settings, world, schedule = r.settings, r.world, r.schedule
-    flops, peak = (
-        flops_per_token(getattr(r.model, "config", None), settings, world),
-        device_peak_tflops(settings, world),
-    )
+    flops, peak = r.flops, r.peak
     seconds, since_eval, losses, checkpoint = 0.0, [], [], None
     while schedule.step < settings.steps:
         began = time.perf_counter()

@@ -14,12 +14,13 @@ import torch
 
 from zoo.checkpoint import write_atomically
 from zoo.config import ModelConfig
+from zoo.errors import InputError
+from zoo.files import open_append, open_read
 from zoo.summary import summarize
 from zoo.training.distributed import World
 from zoo.training.settings import TrainSettings
 
 METRICS = "metrics.jsonl"
-LOGS = (METRICS, "tensorboard")  # what a run writes before its first version
 #: Dense bf16 peak TFLOP/s of known GPUs, for MFU when --peak-tflops is not given.
 PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10G": 125.0, "4090": 165.0}
 
@@ -78,18 +79,20 @@ class MetricsWriter:
         if out is None or not is_main:
             return
         path = out / METRICS
-        if resumed_at is not None and path.is_file():
-            kept = [line for line in path.read_text(encoding="utf-8").splitlines() if _line_step(line) <= resumed_at]
-            write_atomically(
-                path, lambda file: file.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
-            )
-        self.file = open(path, "a" if resumed_at is not None else "w", encoding="utf-8")  # noqa: SIM115  closed in __exit__
+        kept = _kept_lines(path, resumed_at) if resumed_at is not None and os.path.lexists(path) else []
+        # Replaced, never truncated in place: a planted link is replaced, not written through.
+        write_atomically(path, lambda file: file.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8"))
+        self.file = open_append(path, InputError)
         try:
             from torch.utils.tensorboard import (
                 SummaryWriter,  # the optional `tensorboard` extra
             )
         except ImportError:
             return
+        if (out / "tensorboard").is_symlink():
+            raise InputError(
+                f"{out / 'tensorboard'} is a symbolic link; the zoo does not write through links: remove it"
+            )
         self.board = SummaryWriter(str(out / "tensorboard"))
 
     def __enter__(self) -> Self:
@@ -116,8 +119,29 @@ class MetricsWriter:
             os.fsync(self.file.fileno())
 
 
+def _kept_lines(path: Path, resumed_at: int) -> list[str]:
+    """The lines of a resumed run's metrics up to its step; damaged lines (a torn last
+    line, bad UTF-8, garbage) are dropped, a folder or device in its place is an error."""
+    kept = []
+    with open_read(path, InputError, "the metrics file", follow=False) as handle:
+        for raw in handle:
+            try:
+                line = raw.decode("utf-8").rstrip("\n")
+            except UnicodeDecodeError:
+                continue
+            if _line_step(line) <= resumed_at:
+                kept.append(line)
+    return kept
+
+
 def _line_step(line: str) -> int:
+    """The step of one metrics line; ``1 << 62`` (dropped) for anything but a JSON object
+    with a whole-number step."""
+    if len(line) > 1 << 16:
+        return 1 << 62
     try:
-        return int(json.loads(line)["step"])
-    except (ValueError, KeyError, TypeError):
-        return 1 << 62  # a torn last line: dropped
+        row = json.loads(line)
+    except (ValueError, RecursionError):
+        return 1 << 62
+    step = row.get("step") if isinstance(row, dict) else None
+    return step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else 1 << 62

@@ -12,8 +12,12 @@ from torch import nn
 
 from zoo.checkpoint import inspect, load, versions
 from zoo.config import resolve_config
-from zoo.errors import ConfigError
+from zoo.errors import CheckpointError, ConfigError
 from zoo.factory import build
+from zoo.interop.hf import from_hf
+from zoo.interop.hub import is_hub_id, local_or_snapshot
+from zoo.registry import default_registry
+from zoo.text import has_tokenizer
 from zoo.training.settings import TrainSettings
 
 
@@ -32,8 +36,24 @@ def model_of(
     if not isinstance(model, (str, os.PathLike)):
         raise ConfigError(f"train() takes a preset name, a checkpoint path or a model, got {type(model).__name__}")
     path = Path(model)
+    if (path / "config.json").is_file() or is_hub_id(str(model)):  # a Hugging Face folder or hub id: fine-tune it
+        if overrides:
+            raise ConfigError("overrides apply to a preset name or a zoo checkpoint, not to imported weights")
+        folder, _ = local_or_snapshot(str(model))
+        return from_hf(folder).train(), str(model) if has_tokenizer(folder) else None
+    saved = versions(path) if path.is_dir() else []
+    if path.is_dir() and not saved:
+        if (
+            str(model) in default_registry().preset_names()
+        ):  # a folder named like a preset (a run stopped early): the preset
+            path = Path("\0")  # exists nowhere
+        else:
+            raise CheckpointError(
+                f"{path} is a folder without checkpoint versions: nothing to train from. Give a preset name "
+                f"(see `zoo list`) or a checkpoint file or folder"
+            )
     if path.exists():
-        meta = versions(path)[-1].metadata if path.is_dir() else inspect(path, verify=False).metadata
+        meta = saved[-1].metadata if saved else inspect(path, verify=False).metadata
         loaded = load(path)
         if overrides:
             with torch.random.fork_rng(devices=[]):

@@ -81,6 +81,15 @@ class TrainSettings:
             for name in ("threads", "micro_batch_size", "save_every", "keep_last")
             if getattr(self, name) is not None and getattr(self, name) <= 0
         ]
+        if not 0 <= self.seed < 1 << 63:
+            problems.append(f"seed={self.seed} must lie in 0 .. 2**63-1 (--seed; each rank seeds with seed + rank)")
+        betas = self.betas
+        if not (
+            isinstance(betas, (tuple, list))
+            and len(betas) == 2
+            and all(isinstance(b, (int, float)) and not isinstance(b, bool) and 0.0 <= b < 1.0 for b in betas)
+        ):
+            problems.append(f"betas={betas!r} must be two numbers in [0, 1), such as (0.9, 0.95)")
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             problems.append(f"min_lr_ratio={self.min_lr_ratio} must be within [0, 1]")
         if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:

@@ -92,6 +92,8 @@ class TrainingState:
     world_size: int
     tensors: dict[str, Tensor]  # optim/..., rng/cpu/<rank>, rng/cuda/<rank>, data/cursor, scaler/...
     groups: list[dict[str, Any]]
+    run_id: str | None = None  # the run it belongs to (None: written by an older zoo)
+    digest: str | None = None  # its digest, as read (the version saved with it records the same)
 
     def rng(self, kind: str, rank: int) -> Tensor | None:
         return self.tensors.get(f"rng/{kind}/{rank}")
@@ -118,8 +120,9 @@ class TrainingState:
         return cls(step, tokens, settings, config, manifest_digest, world_size, tensors, groups)
 
 
-def write_state(path: Path, state: TrainingState) -> Path:
-    """Write ``state`` to ``path`` atomically, with a digest."""
+def write_state(path: Path, state: TrainingState) -> str:
+    """Write ``state`` to ``path`` atomically, with a digest; returns the digest, which the
+    version saved next records (``training.state_digest``), binding the two."""
     header = {
         "zoo.state_format": str(STATE_FORMAT),
         "zoo.version": __version__,
@@ -131,11 +134,14 @@ def write_state(path: Path, state: TrainingState) -> Path:
         "world_size": str(state.world_size),
         "param_groups": json.dumps(state.groups),
     }
+    if state.run_id is not None:
+        header["run_id"] = state.run_id
     header["zoo.digest"] = digest(header, state.tensors)
     try:
-        return write_atomically(path, lambda file: write_safetensors(file, state.tensors, header))
+        write_atomically(path, lambda file: write_safetensors(file, state.tensors, header))
     except (OSError, SafetensorError, ValueError) as err:
         raise CheckpointError(f"cannot write the training state {path}: {err}") from err
+    return header["zoo.digest"]
 
 
 def read_state(path: Path) -> TrainingState:
@@ -163,6 +169,8 @@ def read_state(path: Path) -> TrainingState:
             world_size=int(header["world_size"]),
             tensors=tensors,
             groups=json.loads(header["param_groups"]),
+            run_id=header.get("run_id"),
+            digest=expected,
         )
     except CheckpointError:
         raise

@@ -17,6 +17,7 @@ from typing import Any
 from torch import Tensor
 
 from zoo import Converter, InteropError, ModelConfig, Rule
+from zoo.interop.converter import Count, Epsilon, Fraction, HFFields, Positive, RopeTable
 from zoo_modern.mlp import swiglu_hidden
 from zoo_modern.positions import rotary_dims
 
@@ -31,6 +32,54 @@ ACTIVATIONS = {
     "silu": "silu",
 }
 ACTIVATIONS_OUT = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "silu": "silu"}
+
+
+class LlamaFields(HFFields):
+    """The config.json fields the Llama-family converters read (Llama, Mistral, Qwen2), typed."""
+
+    hidden_size: Count
+    num_attention_heads: Count
+    num_hidden_layers: Count
+    intermediate_size: Count
+    vocab_size: Count
+    num_key_value_heads: Count | None = None
+    head_dim: Count | None = None
+    hidden_act: str = "silu"
+    max_position_embeddings: Count | None = None
+    rms_norm_eps: Epsilon | None = None
+    rope_theta: Positive | None = None
+    partial_rotary_factor: Fraction | None = None
+    rope_parameters: RopeTable | None = None
+    rope_scaling: RopeTable | None = None
+    attention_dropout: Fraction | None = None
+    tie_word_embeddings: bool | None = None
+    attention_bias: bool | None = None
+    mlp_bias: bool | None = None
+    sliding_window: Count | None = None
+    use_sliding_window: bool | None = None
+    layer_types: list[str] | None = None
+
+
+class NeoXFields(HFFields):
+    """The config.json fields the GPT-NeoX converter reads, typed."""
+
+    hidden_size: Count
+    num_attention_heads: Count
+    num_hidden_layers: Count
+    intermediate_size: Count
+    vocab_size: Count
+    hidden_act: str = "gelu"
+    max_position_embeddings: Count | None = None
+    layer_norm_eps: Epsilon | None = None
+    rotary_pct: Fraction | None = None
+    rotary_emb_base: Positive | None = None
+    rope_parameters: RopeTable | None = None
+    rope_scaling: RopeTable | None = None
+    attention_dropout: Fraction | None = None
+    hidden_dropout: Fraction | None = None
+    use_parallel_residual: bool | None = None
+    attention_bias: bool | None = None
+    tie_word_embeddings: bool | None = None
 
 
 def rope(
@@ -100,6 +149,7 @@ class LlamaFamily(Converter):
             raise self.refuse(where, "mlp_bias", True, "biases in the SwiGLU projections are not modelled")
 
     def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
+        LlamaFields.read(hf, where)  # every field read below has its type and range
         self.check(hf, where)
         try:
             d, heads = int(hf["hidden_size"]), int(hf["num_attention_heads"])
@@ -322,6 +372,7 @@ class GPTNeoX(Converter):
         return name.endswith(("rotary_emb.inv_freq", "attention.bias", "attention.masked_bias"))
 
     def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
+        NeoXFields.read(hf, where)  # every field read below has its type and range
         try:
             d, heads = int(hf["hidden_size"]), int(hf["num_attention_heads"])
             layers, hidden, vocab = int(hf["num_hidden_layers"]), int(hf["intermediate_size"]), int(hf["vocab_size"])

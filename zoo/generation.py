@@ -1,0 +1,41 @@
+"""The link from ``DecoderLM.generate`` up to the decode loop.
+
+The model sits below decoding (``zoo.decoding`` imports ``zoo.model``), so the model
+cannot import the loop; instead ``zoo.decoding`` registers its ``generate`` here when it
+is imported, and ``DecoderLM.generate`` calls what is registered. ``import zoo`` imports
+``zoo.decoding``, so the method works whichever way the model was made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from zoo.errors import ZooError
+
+if TYPE_CHECKING:
+    from torch import Tensor, nn
+
+__all__ = ["Generate", "provide", "provided"]
+
+
+Generate = Callable[..., "Tensor"]
+"""``generate(model, input_ids, max_new_tokens, **options) -> ids``, as ``zoo.decoding.generate``."""
+
+
+_provided: list[Generate] = []
+
+
+def provide(generate: Generate) -> None:
+    """Register the decode loop ``DecoderLM.generate`` runs (``zoo.decoding`` does, on import)."""
+    _provided[:] = [generate]
+
+
+def provided(model: nn.Module) -> Generate:
+    """The registered decode loop, or a ``ZooError`` saying how to get one."""
+    if not _provided:
+        raise ZooError(
+            f"{type(model).__name__}.generate needs the decode loop, which registers itself when "
+            f"zoo.decoding is imported; `import zoo` (or `import zoo.decoding`) first"
+        )
+    return _provided[0]
