@@ -40,6 +40,16 @@ class CurveRow(BaseModel):
     val_loss: Loss
 
 
+class DiagnosticsRow(BaseModel):
+    """One measurement inside a run (``diagnostics.Diagnostics``)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    step: int = Field(ge=0)
+    residual_rms: list[float] = Field(max_length=1 << 16)
+    grad_norm: list[float] = Field(max_length=1 << 16)
+
+
 class Record(BaseModel):
     """One run's ``.json`` record, as written by ``write_record``."""
 
@@ -51,6 +61,7 @@ class Record(BaseModel):
     curve: list[CurveRow] = Field(max_length=1 << 20)
     tokens_per_second: float = Field(ge=0.0)
     checkpoint: str | None
+    diagnostics: list[DiagnosticsRow] = Field(default_factory=list, max_length=1 << 20)  # absent in older records
     digest: str | None = None  # of everything else; None: written by an older zoo
 
 
@@ -136,7 +147,8 @@ def _body_digest(body: dict[str, Any]) -> str:
 
 def _trusted(job: Job, context: Context, record: Record) -> bool:
     """Its digest matches its contents, and a compared run's checkpoint verifies and records it."""
-    if record.digest is None or record.digest != _body_digest(record.model_dump(mode="json")):
+    # exclude_unset: a record written before diagnostics existed has none, and its digest did not cover them
+    if record.digest is None or record.digest != _body_digest(record.model_dump(mode="json", exclude_unset=True)):
         return False
     if job.tune:
         return record.checkpoint is None
