@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,7 @@ def test_every_run_learns_and_its_statistics_are_its_seeds(ablation: Any) -> Non
             assert seed.tokens_per_second > 0
         losses = run.losses()
         assert run.loss == mean_interval(losses) and run.final_val_loss == pytest.approx(sum(losses) / 2)
-        assert run.delta_vs_base == paired_difference(base, losses)
+        assert replace(run.delta_vs_base, p_adjusted=None) == paired_difference(base, losses)
         assert run.delta_vs_previous is None  # single swaps: no path
         assert run.perplexity == pytest.approx(math.exp(run.final_val_loss))
         assert run.lr == TINY_SCALE["lr"] and run.tune == []
@@ -194,7 +195,8 @@ def test_progress_reports_start_every_step_and_final_loss(ablation: Any) -> None
     assert first[0] == ("transformer-2017 seed 0", 0, 16, None)
     assert [c[1] for c in first[1:-1]] == list(range(1, 17))
     assert first[-1] == ("transformer-2017 seed 0", 16, 16, result.runs[0].seeds[0].final_val_loss)
-    assert [c[0] for c in calls if c[1] == 0] == [f"{r.name} seed {s}" for r in result.runs for s in (0, 1)]
+    started = [f"{r.name} seed {s}" for r in result.runs for s in (0, 1)] + ["control seed 2000", "control seed 2001"]
+    assert [c[0] for c in calls if c[1] == 0] == started
 
 
 def test_encoder_decoder_presets_are_refused(tmp_path: Path) -> None:
@@ -287,8 +289,8 @@ def test_two_workers_give_the_same_numbers(ablation: Any, tmp_path: Path) -> Non
     parallel = ablate(tmp_path, seeds=2, workers=2, on_progress=lambda *a: calls.append(a))
     assert numbers(parallel) == numbers(result)  # bit for bit, in other processes
     finals = {c[0]: c[3] for c in calls if c[1] == c[2]}  # the last call of a run: its validation loss
-    assert finals == {f"{r.name} seed {s.seed}": s.final_val_loss for r in result.runs for s in r.seeds}
-    assert parallel.reused == [] and len(parallel.trained) == 18
+    assert finals == {f"{r.name} seed {s.seed}": s.final_val_loss for r in result.rows() for s in r.seeds}
+    assert parallel.reused == [] and len(parallel.trained) == 20  # 9 variants and the control, 2 seeds
 
 
 def test_a_restarted_ablation_trains_only_unfinished_runs(ablation: Any, tmp_path: Path) -> None:
@@ -307,7 +309,7 @@ def test_a_restarted_ablation_trains_only_unfinished_runs(ablation: Any, tmp_pat
     calls: list[tuple[str, int, int, float | None]] = []
     resumed = ablate(out, seeds=2, on_progress=lambda *a: calls.append(a))
     assert resumed.trained == ["03-swap-placement-pre-seed1", "08-target-gpt2-small", "08-target-gpt2-small-seed1"]
-    assert len(resumed.reused) == 15 and not set(resumed.reused) & set(resumed.trained)
+    assert len(resumed.reused) == 17 and not set(resumed.reused) & set(resumed.trained)
     assert sorted({c[0] for c in calls}) == ["gpt2-small seed 0", "gpt2-small seed 1", "placement=pre seed 1"]
     assert numbers(resumed) == numbers(result)
     assert json.loads((out / "ablation.json").read_text())["runs"][3]["seeds"][1]["final_val_loss"] == (
@@ -316,7 +318,8 @@ def test_a_restarted_ablation_trains_only_unfinished_runs(ablation: Any, tmp_pat
     again = ablate(out, seeds=2)  # finished: nothing left to train
     assert again.trained == [] and numbers(again) == numbers(result)
     more = ablate(out, seeds=3)  # a third seed: only its runs train
-    assert more.trained == [f"{stem}-seed2" for stem in again.reused if not stem.endswith("-seed1")]
+    stems = [stem for stem in again.reused if not stem.endswith("-seed1") and not stem.startswith("control")]
+    assert more.trained == [*(f"{stem}-seed2" for stem in stems), "control-transformer-2017-seed2002"]
     assert [r.losses()[:2] for r in more.runs] == [r.losses() for r in result.runs]
     with pytest.raises(zoo.InputError, match="records a run with other settings.*pass another --out"):
         run_ablation(
@@ -366,8 +369,9 @@ def test_cumulative_path(tmp_path: Path) -> None:
         assert [axis for axis, *_ in diff_configs(before.config, after.config)] == [after.axis]
     assert [axis for axis, *_ in diff_configs(result.runs[-2].config, result.runs[-1].config)] == ["norm_eps"]
     for before, after in zip(result.runs, result.runs[1:]):
-        assert after.delta_vs_previous == paired_difference(before.losses(), after.losses())
-    assert result.rows() == result.runs  # a path keeps its order
+        assert after.delta_vs_previous is not None
+        assert replace(after.delta_vs_previous, p_adjusted=None) == paired_difference(before.losses(), after.losses())
+    assert result.rows() == [result.runs[0], result.control, *result.runs[1:]]  # a path keeps its order
     assert result.runs[1].checkpoint.name == "01-path-placement-pre.safetensors"
     with pytest.raises(zoo.InputError, match="'mlp'.*placement"):
         ablate(tmp_path / "x", path=["mlp"])
@@ -376,10 +380,10 @@ def test_cumulative_path(tmp_path: Path) -> None:
 def test_rows_by_effect_or_in_plan_order(ablation: Any) -> None:
     result, _ = ablation
     rows = result.rows()
-    assert rows[0] is result.runs[0] and rows[-1] is result.runs[-1]
-    effects = [abs(r.delta_vs_base.mean) for r in rows[1:-1]]
+    assert rows[0] is result.runs[0] and rows[1] is result.control and rows[-1] is result.runs[-1]
+    effects = [abs(r.delta_vs_base.mean) for r in rows[2:-1]]
     assert effects == sorted(effects, reverse=True)
-    assert result.rows("plan") == result.runs
+    assert result.rows("plan") == [result.runs[0], result.control, *result.runs[1:]]
     with pytest.raises(zoo.InputError, match="unknown row order"):
         result.rows("size")
 
@@ -417,7 +421,7 @@ def test_report_states_the_numbers(ablation: Any) -> None:
     ):
         assert text in report, text
     significant = ", ".join(f"`{r.name}`" for r in result.rows() if r.significant) or "none"
-    assert f"Significant at 95%: {significant}." in report
+    assert f"Significant at 95% after holm: {significant}." in report
 
 
 def test_plots_are_written_or_explained(ablation: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

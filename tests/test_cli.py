@@ -708,7 +708,7 @@ def test_ablate_table(cli: Any, tmp_path: Path) -> None:
         "Δ vs base",
         "2 steps, 2 seeds",
         "val loss: mean ± 95% CI over seeds",
-        "significant at 95%: none",
+        "significant at 95% after holm: none",
         f"report: {tmp_path / 'report.md'}",
         f"curves: {tmp_path / 'ablation.json'}",
     ):
@@ -716,7 +716,7 @@ def test_ablate_table(cli: Any, tmp_path: Path) -> None:
     again = cli(
         "ablate", "--from", "gpt2-small", "--to", "gpt2-small", *TINY_ABLATION, "--seeds", "2", "--out", str(tmp_path)
     )
-    assert f"reused 4 finished runs from {tmp_path}; trained 0" in again.out
+    assert f"reused 6 finished runs from {tmp_path}; trained 0" in again.out
 
 
 def test_ablate_flags_reach_run_ablation(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,58 +1,55 @@
-"""Small-sample statistics for ablations: Student t intervals and paired differences.
+"""Small-sample statistics for ablations: Student t intervals, paired differences,
+family-wise corrections and the smallest effect a study can detect.
 
-Written out here (the regularised incomplete beta function, a bisection for the t
-quantile) so the zoo needs no SciPy: an ablation has a handful of seeds, and a mean
-of 3 losses needs Student's t, not the normal 1.96.
+SciPy does the distributions (the ``ablate`` extra: ``pip install 'zoo-lm[ablate]'``);
+it is imported on first use, so importing the zoo stays fast without it. An ablation
+has a handful of seeds, and a mean of 3 losses needs Student's t, not the normal 1.96.
 
-- ``t_cdf(t, df)``: P(T <= t) for Student's t with ``df`` degrees of freedom;
-- ``t_quantile(p, df)``: its inverse (``t_quantile(0.975, 4) == 2.776...``);
+- ``t_cdf(t, df)``, ``t_quantile(p, df)``: Student's t and its inverse;
 - ``mean_interval(values)``: the mean with its two-sided confidence interval;
 - ``paired_difference(base, other)``: the mean of ``other[i] - base[i]`` with its
-  interval and the two-sided p-value of "no difference" (a paired t test).
+  interval and the two-sided p-value of "no difference" (a paired t test);
+- ``paired_p_values(differences)``: the same p-values for arrays of studies at once;
+- ``adjust_p(p_values, method)``: Holm (default), Bonferroni, Benjamini-Hochberg or
+  none over the tests of one study, so that many swaps tested at once do not mark
+  one by luck;
+- ``detectable_difference(sd, n)``: the smallest paired difference a study with ``n``
+  seeds detects with 80% power; ``seeds_needed(sd, delta)``: the seeds a difference needs.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zoo.errors import InputError
+from zoo.errors import ConfigError, InputError
 
-_EPS = 1e-15
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
+#: The family-wise corrections ``adjust_p`` knows: Holm's step-down (the default: it
+#: controls the chance of any false mark, like Bonferroni, and is never less powerful),
+#: Bonferroni, Benjamini-Hochberg (controls the false discovery rate instead), none.
+CORRECTIONS: tuple[str, ...] = ("holm", "bonferroni", "bh", "none")
+DEFAULT_CORRECTION = "holm"
+#: The power at which ``detectable_difference`` states the noise floor.
+POWER = 0.8
 
-def _beta_fraction(x: float, a: float, b: float) -> float:
-    """The continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        m2 = 2 * m
-        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
-            d = 1.0 + aa * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + aa / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < _EPS:
-            break
-    return h
+_INSTALL_HINT = "pip install 'zoo-lm[ablate]' (or scipy alone)"
 
 
-def incomplete_beta(x: float, a: float, b: float) -> float:
-    """The regularised incomplete beta function I_x(a, b), for 0 <= x <= 1 and a, b > 0."""
-    if not 0.0 <= x <= 1.0:
-        raise InputError(f"incomplete_beta needs 0 <= x <= 1, got x={x}")
-    if x in (0.0, 1.0):
-        return x
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1.0) / (a + b + 2.0):  # the fraction converges fast on this side
-        return math.exp(log_front) * _beta_fraction(x, a, b) / a
-    return 1.0 - math.exp(log_front) * _beta_fraction(1.0 - x, b, a) / b
+def _module(name: str) -> Any:
+    """``numpy``, ``scipy.stats``, ...: imported on first use, with an install hint if absent."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as err:
+        raise ConfigError(
+            f"the ablation's statistics need {name.split('.')[0]!r}, which is not installed; {_INSTALL_HINT}"
+        ) from err
 
 
 def _check_df(df: float) -> None:
@@ -63,31 +60,15 @@ def _check_df(df: float) -> None:
 def t_cdf(t: float, df: float) -> float:
     """P(T <= t) for Student's t distribution with ``df`` degrees of freedom."""
     _check_df(df)
-    if math.isinf(t):
-        return 1.0 if t > 0 else 0.0
-    tail = 0.5 * incomplete_beta(df / (df + t * t), df / 2.0, 0.5)  # P(T > |t|)
-    return 1.0 - tail if t > 0 else tail
+    return float(_module("scipy.stats").t.cdf(t, df))
 
 
 def t_quantile(p: float, df: float) -> float:
-    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection on ``t_cdf``)."""
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``t_quantile(0.975, 4) == 2.776...``)."""
     _check_df(df)
     if not 0.0 < p < 1.0:
         raise InputError(f"a quantile needs 0 < p < 1, got p={p}")
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    low, high = 0.0, 1.0
-    while t_cdf(high, df) < p:  # bracket: the tails of df=1 are heavy (t_0.9995,1 = 636.6)
-        low, high = high, high * 2.0
-    for _ in range(200):
-        mid = 0.5 * (low + high)
-        if t_cdf(mid, df) < p:
-            low = mid
-        else:
-            high = mid
-        if high - low <= 1e-12 * max(1.0, high):
-            break
-    return 0.5 * (low + high)
+    return float(_module("scipy.stats").t.ppf(p, df))
 
 
 @dataclass(frozen=True)
@@ -95,9 +76,12 @@ class Interval:
     """A mean and its two-sided confidence interval from ``n`` values.
 
     With fewer than two values there is no interval: ``half_width``, ``low``,
-    ``high`` and ``p_value`` are None and ``significant`` is False.
+    ``high``, ``sd`` and ``p_value`` are None and ``significant`` is False.
     ``p_value`` is the two-sided p-value of "the true mean is 0" (meaningful for
-    differences); ``significant`` says the interval excludes 0.
+    differences); ``significant`` says the interval excludes 0. ``sd`` is the values'
+    standard deviation (n - 1), the spread power is computed from. ``p_adjusted`` is
+    ``p_value`` after a family-wise correction over a study's tests (None until a study
+    sets it, see ``adjust_p``).
     """
 
     mean: float
@@ -105,6 +89,8 @@ class Interval:
     n: int
     level: float
     p_value: float | None
+    sd: float | None = None
+    p_adjusted: float | None = None
 
     @property
     def low(self) -> float | None:
@@ -127,7 +113,9 @@ class Interval:
             "high": self.high,
             "n": self.n,
             "level": self.level,
+            "sd": self.sd,
             "p_value": self.p_value,
+            "p_adjusted": self.p_adjusted,
             "significant": self.significant,
         }
 
@@ -150,13 +138,9 @@ def mean_interval(values: Sequence[float], level: float = 0.95) -> Interval:
     if n < 2:
         return Interval(mean, None, n, level, None)
     sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-    se = sd / math.sqrt(n)
-    half = t_quantile(0.5 + level / 2.0, n - 1) * se
-    if se == 0.0:
-        p = 1.0 if mean == 0.0 else 0.0
-    else:
-        p = 2.0 * (1.0 - t_cdf(abs(mean) / se, n - 1))
-    return Interval(mean, half, n, level, min(1.0, max(0.0, p)))
+    half = t_quantile(0.5 + level / 2.0, n - 1) * sd / math.sqrt(n)
+    p = float(paired_p_values(_module("numpy").asarray(values, dtype=float)))
+    return Interval(mean, half, n, level, p, sd)
 
 
 def paired_difference(base: Sequence[float], other: Sequence[float], level: float = 0.95) -> Interval:
@@ -170,4 +154,149 @@ def paired_difference(base: Sequence[float], other: Sequence[float], level: floa
     return mean_interval([o - b for b, o in zip(base, other)], level)
 
 
-__all__ = ["Interval", "incomplete_beta", "mean_interval", "paired_difference", "t_cdf", "t_quantile"]
+def paired_p_values(differences: npt.ArrayLike, axis: int = -1) -> np.ndarray:
+    """Two-sided p-values of "the mean is 0" over ``axis`` (a paired t test of the
+    differences), for any number of studies at once.
+
+    Differences that are all equal have no spread: p is 1 when they are 0, else 0
+    (SciPy would return NaN). Fewer than two values along ``axis`` is an error.
+    """
+    np = _module("numpy")
+    d = np.asarray(differences, dtype=float)
+    n = d.shape[axis] if d.ndim else 0
+    if n < 2:
+        raise InputError(f"a paired t test needs at least two differences along axis {axis}, got {n}")
+    mean = d.mean(axis=axis)
+    se = d.std(axis=axis, ddof=1) / math.sqrt(n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.abs(mean) / se
+    p = 2.0 * _module("scipy.stats").t.sf(t, n - 1)
+    p = np.where(se == 0.0, np.where(mean == 0.0, 1.0, 0.0), p)
+    return np.clip(p, 0.0, 1.0)
+
+
+def check_correction(method: str) -> str:
+    """``method`` if it is one of ``CORRECTIONS``, else a ConfigError that lists them."""
+    if method not in CORRECTIONS:
+        raise ConfigError(f"unknown correction {method!r}; use one of {', '.join(CORRECTIONS)} (--correction)")
+    return method
+
+
+def adjust_p(p_values: npt.ArrayLike, method: str = DEFAULT_CORRECTION, axis: int = -1) -> np.ndarray:
+    """The p-values along ``axis`` (the tests of one study) adjusted for testing them
+    together: a test is significant at level α when its adjusted p is below α.
+
+    ``"holm"``: Holm's step-down, p_(i) × (m - i + 1) made monotone; ``"bonferroni"``:
+    p × m; ``"bh"``: Benjamini-Hochberg's false discovery rate; ``"none"``: p itself.
+    All are capped at 1; the same values as ``statsmodels.stats.multitest.multipletests``
+    (``holm``, ``bonferroni``, ``fdr_bh``). Vectorised over the other axes (studies).
+    """
+    np = _module("numpy")
+    check_correction(method)
+    p = np.moveaxis(np.array(p_values, dtype=float, ndmin=1), axis, -1)
+    if np.isnan(p).any() or (p < 0).any() or (p > 1).any():
+        raise InputError("p-values must lie within [0, 1]; drop tests without a p-value before adjusting")
+    m = p.shape[-1]
+    if method == "none" or m == 0:
+        adjusted = p
+    elif method == "bonferroni":
+        adjusted = np.minimum(1.0, p * m)
+    elif method == "holm":
+        order = np.argsort(p, axis=-1, kind="stable")
+        ranked = np.take_along_axis(p, order, axis=-1) * (m - np.arange(m))
+        stepped = np.minimum(1.0, np.maximum.accumulate(ranked, axis=-1))
+        adjusted = np.empty_like(stepped)
+        np.put_along_axis(adjusted, order, stepped, axis=-1)
+    else:
+        adjusted = _module("scipy.stats").false_discovery_control(p, axis=-1, method="bh")
+    return np.moveaxis(adjusted, -1, axis)
+
+
+def adjust_optional(p_values: Sequence[float | None], method: str = DEFAULT_CORRECTION) -> list[float | None]:
+    """``adjust_p`` over the tests that have a p-value; a None (one seed) stays None
+    and does not count as a test."""
+    given = [p for p in p_values if p is not None]
+    out = iter(adjust_p(given, method).tolist() if given else [])
+    return [None if p is None else next(out) for p in p_values]
+
+
+def paired_power(effect: float, n: int, alpha: float = 0.05) -> float:
+    """Power of a two-sided one-sample (paired) t test with ``n`` values at standardised
+    effect ``effect`` (mean / sd): both tails of the noncentral t."""
+    st = _module("scipy.stats")
+    df = n - 1
+    crit = st.t.isf(alpha / 2.0, df)
+    nc = effect * math.sqrt(n)
+    lower = float(st.nct.sf(crit, df, -nc))  # P(T' < -crit), by symmetry; SciPy's cdf there can be NaN
+    return float(st.nct.sf(crit, df, nc)) + (0.0 if math.isnan(lower) else lower)
+
+
+def _check_power_args(n: int, alpha: float, power: float) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise InputError(f"a paired t test needs n >= 2 pairs (--seeds 2 or more), got {n!r}")
+    if not 0.0 < alpha < 1.0 or not alpha < power < 1.0:
+        raise InputError(f"need 0 < alpha < power < 1, got alpha={alpha}, power={power}")
+
+
+def detectable_effect(n: int, *, alpha: float = 0.05, power: float = POWER) -> float:
+    """The smallest standardised effect (mean difference / sd of the differences) that a
+    two-sided paired t test with ``n`` pairs detects with probability ``power`` at level
+    ``alpha`` (statsmodels' ``TTestPower().solve_power``)."""
+    _check_power_args(n, alpha, power)
+    optimize = _module("scipy.optimize")
+    high = 1.0
+    while paired_power(high, n, alpha) < power:  # n = 2 at alpha / 9 needs effects near 100
+        high *= 2.0
+    return float(optimize.brentq(lambda e: paired_power(e, n, alpha) - power, 0.0, high, xtol=1e-10, rtol=1e-12))
+
+
+def detectable_difference(sd: float, n: int, *, alpha: float = 0.05, power: float = POWER) -> float:
+    """The smallest paired difference (in the units of ``sd``, the spread of the paired
+    differences) that ``n`` seeds detect with probability ``power``: a study's noise floor."""
+    if not math.isfinite(sd) or sd < 0:
+        raise InputError(f"a spread must be a finite number >= 0, got {sd!r}")
+    return sd * detectable_effect(n, alpha=alpha, power=power)
+
+
+def seeds_needed(
+    sd: float, delta: float, *, alpha: float = 0.05, power: float = POWER, limit: int = 1000
+) -> int | None:
+    """The fewest seeds whose paired t test detects ``delta`` with probability ``power``
+    given the spread ``sd``; None if more than ``limit`` (or ``delta`` is 0)."""
+    if delta == 0 or not math.isfinite(delta) or not math.isfinite(sd) or sd < 0:
+        return None
+    if sd == 0:
+        return 2
+    effect = abs(delta) / sd
+    low, high = 2, 2
+    while paired_power(effect, high, alpha) < power:  # power grows with n: double, then bisect
+        if high >= limit:
+            return None
+        low, high = high, min(limit, high * 2)
+    while low < high:
+        mid = (low + high) // 2
+        if paired_power(effect, mid, alpha) >= power:
+            high = mid
+        else:
+            low = mid + 1
+    return high
+
+
+__all__ = [
+    "CORRECTIONS",
+    "DEFAULT_CORRECTION",
+    "POWER",
+    "Interval",
+    "adjust_optional",
+    "adjust_p",
+    "check_correction",
+    "detectable_difference",
+    "detectable_effect",
+    "mean_interval",
+    "paired_difference",
+    "paired_p_values",
+    "paired_power",
+    "seeds_needed",
+    "t_cdf",
+    "t_quantile",
+]

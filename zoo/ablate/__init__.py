@@ -33,12 +33,17 @@ bars) and ``report.md``.
 The package, by role: ``plan`` (options, variants, jobs), ``runner`` (training the jobs),
 ``records`` (a run's record file, reuse), ``results`` (what was measured), ``report``
 (table, ``report.md``, plots), ``compare`` (``diff_configs``, also ``zoo compare``'s) and
-``study`` (``run_ablation``, which goes through them in that order).
+``study`` (``run_ablation``, which goes through them in that order); ``advice`` (noise floor,
+caveats, next step) and ``diagnostics`` (inside each run) feed the report. A study over a
+grid of scale rungs, rates and warm-ups: ``ladder`` (its pieces), ``grid`` (``run_study``),
+``grid_report``; ``docs`` writes results into a page.
 """
 
 from __future__ import annotations
 
 from zoo.ablate.compare import AXES, SIZE_AXES, diff_configs
+from zoo.ablate.grid import run_study
+from zoo.ablate.ladder import StudyResult
 from zoo.ablate.plan import (
     DEFAULT_SCALE,
     DEFAULT_SEEDS,
@@ -80,12 +85,14 @@ __all__ = [
     "AblationRun",
     "ProgressCallback",
     "SeedRun",
+    "StudyResult",
     "TuneRun",
     "diff_configs",
     "plot_curves",
     "plot_deltas",
     "report_markdown",
     "run_ablation",
+    "run_study",
     "significant_swaps",
     "table",
     "write_report",

@@ -22,6 +22,7 @@ from zoo.ablate.results import ORDERS
 from zoo.config import ModelConfig, resolve_config
 from zoo.errors import ConfigError, InputError, ZooError, printable
 from zoo.registry import Registry, default_registry
+from zoo.stats import CORRECTIONS, DEFAULT_CORRECTION
 from zoo.training import TrainSettings, bundled_corpus, load_corpus, open_data, read_text
 
 #: The default scale: each of the nine runs of transformer-2017 -> gpt2-small takes a
@@ -56,6 +57,9 @@ TUNE_FRACTION = 0.25
 #: The sweep's seed is the first seed plus this: not a compared seed, and the same
 #: whatever the number of seeds (so adding seeds reuses the sweep).
 TUNE_SEED_OFFSET = 1000
+#: The A/A control (the base again) trains at seeds ``seed + CONTROL_SEED_OFFSET + i``, an
+#: independent stream paired with the base's seed ``seed + i``: its Δ is pure seed noise.
+CONTROL_SEED_OFFSET = 2000
 
 # run_ablation arguments that are also `zoo ablate` flags of the same name (--d-model for d_model):
 # the command that repeats an ablation names them.
@@ -76,6 +80,8 @@ FLAG_OPTIONS = (
     "threads",
     "order",
     "device",
+    "correction",
+    "warmup",
 )
 
 
@@ -113,6 +119,9 @@ class Options:
     vocab_limit: int | None
     max_chars: int | None
     threads: int | None
+    correction: str = DEFAULT_CORRECTION
+    warmup: int | None = None  # warm-up steps; None: the training loop's default (a tenth of the steps)
+    swaps: list[str] | None = None  # train only these single swaps (axes); None: every one
 
     @property
     def on_path(self) -> bool:
@@ -138,6 +147,14 @@ class Options:
             problems.append("device='cuda' but torch sees no GPU; use --device cpu")
         if not isinstance(self.tune_fraction, (int, float)) or not 0.0 < self.tune_fraction <= 1.0:
             problems.append(f"tune_fraction={self.tune_fraction!r} must be within (0, 1] (--tune-fraction)")
+        if self.correction not in CORRECTIONS:
+            problems.append(f"correction={self.correction!r} must be one of {', '.join(CORRECTIONS)} (--correction)")
+        if self.warmup is not None and (
+            isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or not 0 <= self.warmup <= self.steps
+        ):
+            problems.append(f"warmup={self.warmup!r} must be an integer within [0, steps={self.steps}] (--warmup)")
+        if self.swaps is not None and self.on_path:
+            problems.append("swaps picks single swaps; a cumulative path takes its axes from path (--path AXIS,...)")
         if problems:
             raise ConfigError(f"invalid ablation settings: {'; '.join(problems)}")
 
@@ -164,6 +181,8 @@ class Options:
             words.append("--path")
         elif self.path:
             words += ["--path", ",".join(self.path)]
+        if self.swaps is not None:
+            words += ["--swaps", ",".join(self.swaps)]
         words += ["-o", str(self.out_dir)]
         return shlex.join(words)
 
@@ -244,7 +263,7 @@ class Plan:
     def seed_jobs(self, lrs: list[float]) -> list[list[Job]]:
         """Per variant, a run at each seed, at the variant's rate."""
         jobs = []
-        for index, v in enumerate(self.variants):
+        for index, (v, lr) in enumerate(zip(self.variants, lrs)):
             prefix = v.axis if v.axis in ("base", "target") else ("path" if self.options.on_path else "swap")
             stem = f"{index:02d}-{prefix}-{slug(v.name)}"
             one = self.options.seeds == 1
@@ -255,13 +274,34 @@ class Plan:
                         v.name if one and s == 0 else f"{v.name} seed {s}",
                         v.axis,
                         v.config,
-                        replace(self.settings, seed=s, lr=lrs[index]),
+                        replace(self.settings, seed=s, lr=lr),
                         tune=False,
                     )
                     for s in self.seeds
                 ]
             )
         return jobs
+
+    def control_jobs(self, lr: float) -> list[Job]:
+        """The A/A control: the base again at the base's rate, at seeds ``seed +
+        CONTROL_SEED_OFFSET + i`` (files ``control-<base>-seedK``, so the variants keep
+        their numbers)."""
+        base = self.variants[0]
+        return [
+            Job(
+                f"control-{slug(self.options.base)}-seed{s}",
+                f"control seed {s}",
+                "control",
+                base.config,
+                replace(self.settings, seed=s, lr=lr),
+                tune=False,
+            )
+            for s in self.control_seeds
+        ]
+
+    @property
+    def control_seeds(self) -> list[int]:
+        return [s + CONTROL_SEED_OFFSET for s in self.seeds]
 
 
 def make_plan(options: Options, registry: Registry) -> Plan:
@@ -294,6 +334,7 @@ def make_plan(options: Options, registry: Registry) -> Plan:
         eval_every=o.eval_every,
         seed=o.seed,
         threads=o.threads,
+        warmup_steps=o.warmup,
     )
     grid = lr_grid(o.lr, o.lr_grid) if o.tune_lr else []
     tokens, described = ablation_data(o.data, o.tokenizer, o.vocab_limit, o.max_chars, notes)
@@ -310,8 +351,22 @@ def make_plan(options: Options, registry: Registry) -> Plan:
     if o.on_path:
         variants = cumulative_path(ends, swappable, o.path or [], notes, registry)
     else:
-        variants = single_swaps(ends, swappable, notes, registry)
+        variants = single_swaps(ends, _picked(swappable, o.swaps), notes, registry)
     return Plan(o, differences, variants, settings, grid, tokens, described, notes)
+
+
+def _picked(swappable: list[tuple[str, Any]], swaps: list[str] | None) -> list[tuple[str, Any]]:
+    """The swaps named by ``swaps`` (in the differences' order), or all of them."""
+    if swaps is None:
+        return swappable
+    axes = [axis for axis, _ in swappable]
+    unknown = [axis for axis in swaps if axis not in axes]
+    if unknown or not swaps:
+        raise InputError(
+            f"swaps names {', '.join(repr(a) for a in unknown) or 'nothing'}; it takes axes among the "
+            f"swappable differences: {', '.join(axes) or 'none'} (--swaps AXIS,AXIS,...)"
+        )
+    return [(axis, value) for axis, value in swappable if axis in swaps]
 
 
 def ablation_data(

@@ -18,6 +18,7 @@ import torch
 import xxhash
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from zoo.ablate.diagnostics import Diagnostics
 from zoo.ablate.plan import Job
 from zoo.ablate.results import SeedRun, curve_dict
 from zoo.checkpoint import inspect
@@ -39,6 +40,16 @@ class CurveRow(BaseModel):
     val_loss: Loss
 
 
+class DiagnosticsRow(BaseModel):
+    """One measurement inside a run (``diagnostics.Diagnostics``)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    step: int = Field(ge=0)
+    residual_rms: list[float] = Field(max_length=1 << 16)
+    grad_norm: list[float] = Field(max_length=1 << 16)
+
+
 class Record(BaseModel):
     """One run's ``.json`` record, as written by ``write_record``."""
 
@@ -50,6 +61,7 @@ class Record(BaseModel):
     curve: list[CurveRow] = Field(max_length=1 << 20)
     tokens_per_second: float = Field(ge=0.0)
     checkpoint: str | None
+    diagnostics: list[DiagnosticsRow] = Field(default_factory=list, max_length=1 << 20)  # absent in older records
     digest: str | None = None  # of everything else; None: written by an older zoo
 
 
@@ -135,7 +147,8 @@ def _body_digest(body: dict[str, Any]) -> str:
 
 def _trusted(job: Job, context: Context, record: Record) -> bool:
     """Its digest matches its contents, and a compared run's checkpoint verifies and records it."""
-    if record.digest is None or record.digest != _body_digest(record.model_dump(mode="json")):
+    # exclude_unset: a record written before diagnostics existed has none, and its digest did not cover them
+    if record.digest is None or record.digest != _body_digest(record.model_dump(mode="json", exclude_unset=True)):
         return False
     if job.tune:
         return record.checkpoint is None
@@ -157,10 +170,15 @@ def read_record(job: Job, context: Context) -> dict[str, Any]:
 
 
 def record_body(
-    job: Job, context: Context, loss: float | None, curve: list[CurvePoint], tokens_per_second: float
+    job: Job,
+    context: Context,
+    loss: float | None,
+    curve: list[CurvePoint],
+    tokens_per_second: float,
+    diagnostics: list[Diagnostics] | None = None,
 ) -> dict[str, Any]:
-    """``job``'s record: what it measured, the fingerprint that makes it reusable, and its
-    digest (which the run's checkpoint records too, binding the two)."""
+    """``job``'s record: what it measured (the diagnostics too), the fingerprint that makes it
+    reusable, and its digest (which the run's checkpoint records too, binding the two)."""
     body: dict[str, Any] = {
         "run": job.label,
         "fingerprint": fingerprint(job, context),
@@ -168,6 +186,7 @@ def record_body(
         "curve": curve_dict(curve),
         "tokens_per_second": tokens_per_second,
         "checkpoint": None if job.tune else context.checkpoint(job).name,
+        "diagnostics": [d.to_dict() for d in diagnostics or []],
     }
     body = json.loads(json.dumps(body))  # as it reads back
     body["digest"] = _body_digest(body)
@@ -188,6 +207,7 @@ def seed_run(job: Job, record: dict[str, Any], context: Context, reused: bool) -
         tokens_per_second=record["tokens_per_second"],
         checkpoint=confined(context.out_dir, record["checkpoint"], InputError, str(context.record_path(job))),
         reused=reused,
+        diagnostics=[Diagnostics.from_dict(d) for d in record.get("diagnostics", [])],
     )
 
 

@@ -9,11 +9,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from zoo.ablate.advice import CORRECTION_NAMES, caveats_section, next_step_section, noise_section
 from zoo.ablate.compare import SIZE_AXES
 from zoo.ablate.records import write_text
-from zoo.ablate.results import LEVEL, MIN_EFFECT, TRAIN_FLOPS_FACTOR, AblationResult, AblationRun
+from zoo.ablate.results import ALPHA, LEVEL, MIN_EFFECT, TRAIN_FLOPS_FACTOR, AblationResult, AblationRun, md_code
 from zoo.errors import printable
-from zoo.stats import Interval
 
 
 def table(
@@ -24,8 +24,8 @@ def table(
     token and, on a path, the columns against the base; the rate only when tuned, the
     training FLOPs only when they differ).
 
-    A swap's significance mark ``*`` is ``AblationRun.significant``: the 95% interval of
-    its paired difference to the base (on a path, to the row before) excludes 0.
+    A swap's significance mark ``*`` is ``AblationRun.significant``: the adjusted p of
+    its paired difference to the base (on a path, to the row before) is below 0.05.
     """
     path = result.mode == "path"
     columns = [
@@ -34,17 +34,19 @@ def table(
         "val loss",
         "Δ vs base",
         "p",
+        "p adj",
         "Δ this step",
         "p (step)",
+        "p adj (step)",
         "sig",
         "parameters",
         "FLOPs/token",
         "train FLOPs",
     ]
-    dropped = set() if path else {"Δ this step", "p (step)"}
+    dropped = set() if path else {"Δ this step", "p (step)", "p adj (step)"}
     if compact:  # 80 columns: the step's Δ stands for the path, FLOPs for the budget
         dropped |= {"parameters", "FLOPs/token", "p (step)"} | (set() if result.tuning else {"lr"})
-        dropped |= {"Δ vs base", "p"} if path else set()
+        dropped |= {"Δ vs base", "p", "p adj"} if path else set()
         dropped |= {"train FLOPs"} if len({run.train_flops for run in result.runs}) == 1 else set()
     rows = []
     for run in result.rows(order):
@@ -55,9 +57,11 @@ def table(
             "lr": f"{run.lr:.3g}",
             "val loss": run.loss.format(),
             "Δ vs base": "" if is_base else run.delta_vs_base.format(sign=True),
-            "p": "" if is_base else _p(run.delta_vs_base),
+            "p": "" if is_base else _p(run.delta_vs_base.p_value),
+            "p adj": "" if is_base else _p(run.delta_vs_base.p_adjusted),
             "Δ this step": "" if step is None else step.format(sign=True),
-            "p (step)": "" if step is None else _p(step),
+            "p (step)": "" if step is None else _p(step.p_value),
+            "p adj (step)": "" if step is None else _p(step.p_adjusted),
             "sig": "*" if run.significant else "",
             "parameters": f"{run.parameters:,}",
             "FLOPs/token": _si(run.flops_per_token),
@@ -67,10 +71,10 @@ def table(
     return [c for c in columns if c not in dropped], rows
 
 
-def _p(interval: Interval) -> str:
-    if interval.p_value is None:
+def _p(p: float | None) -> str:
+    if p is None:
         return "n/a"
-    return "<0.001" if interval.p_value < 0.001 else f"{interval.p_value:.3f}"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def _si(value: float) -> str:
@@ -93,6 +97,7 @@ def write_report(result: AblationResult) -> None:
         result.runs, folder / "ablation.png", title=f"{result.base} -> {result.target}", notes=result.notes
     )
     result.delta_plot_path = plot_deltas(result, folder / "deltas.png")
+    result.diagnostics_plot_path = plot_diagnostics(result, folder / "diagnostics.png")
     result.report_path = folder / "report.md"
     write_text(result.results_path, json.dumps(result.to_dict(), indent=2) + "\n")
     write_text(result.report_path, report_markdown(result))
@@ -110,15 +115,6 @@ def md(text: object) -> str:
     return _MARKDOWN.sub(r"\\\1", shown)
 
 
-def md_code(text: object) -> str:
-    """``text`` as an inline code span: fenced by more backticks than it holds (and
-    control characters escaped), so it cannot close the span."""
-    shown = printable(text, None)
-    fence = "`" * (max((len(run) for run in re.findall("`+", shown)), default=0) + 1)
-    pad = " " if shown.startswith("`") or shown.endswith("`") else ""
-    return f"{fence}{pad}{shown}{pad}{fence}"
-
-
 def _fenced(text: str, info: str) -> list[str]:
     """A fenced code block of ``text`` that ``text`` cannot close."""
     shown = "\n".join(printable(line, None) for line in text.split("\n"))
@@ -128,7 +124,8 @@ def _fenced(text: str, info: str) -> list[str]:
 
 def report_markdown(result: AblationResult) -> str:
     """``report.md``: everything needed to read and repeat the ablation, on its own."""
-    lines = [*_summary(result), *_plots(result), *_rates(result), *_setup(result)]
+    lines = [*_summary(result), *noise_section(result), *_plots(result), *_rates(result), *_setup(result)]
+    lines += [*caveats_section(result), *next_step_section(result)]
     if result.notes:
         lines += ["## Notes", "", *(f"- {md(note)}" for note in result.notes), ""]
     return "\n".join(lines)
@@ -155,12 +152,21 @@ def _summary(result: AblationResult) -> list[str]:
         "",
         f"Final validation loss (nats/token) after {s.steps} steps: mean over the seeds ± the half-width "
         f"of its {LEVEL:.0%} Student t interval. **Δ vs base**: the difference to the base paired over "
-        f"matching seeds (negative: better), ± its {LEVEL:.0%} interval; **p**: two-sided paired t test. "
-        f"**sig** `*`: the interval excludes 0 and |Δ| ≥ {MIN_EFFECT:g} (smaller is float rounding)"
+        f"matching seeds (negative: better), ± its {LEVEL:.0%} interval; **p**: two-sided paired t test; "
+        f"**p adj**: p after {CORRECTION_NAMES[result.correction]} over the {result.tests} tests of this table "
+        f"(every row but the base). **sig** `*`: p adj < {ALPHA:.2g} and |Δ| ≥ {MIN_EFFECT:g} (smaller is "
+        f"float rounding)"
         + ("; on this path, of the step's own difference (Δ this step)." if result.mode == "path" else ".")
         + (
-            " Rows: base, the swaps by effect size (largest first), target."
+            " Rows: base, the control, the swaps by effect size (largest first), target."
             if result.order == "effect" and result.mode != "path"
+            else ""
+        )
+        + (
+            f" **control** is `{result.base}` again under seeds of its own ({', '.join(str(s.seed) for s in control.seeds)}), "
+            "paired with the base's: its Δ is seed noise alone, and a `*` on it means the intervals are too "
+            "optimistic."
+            if (control := result.control) is not None
             else ""
         ),
         "",
@@ -168,9 +174,19 @@ def _summary(result: AblationResult) -> list[str]:
         "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|",
         *("| " + " | ".join([md(row[0]), *(cell.replace("|", "\\|") for cell in row[1:])]) + " |" for row in rows),
         "",
-        f"Significant at {LEVEL:.0%}: {', '.join(md_code(name) for name in significant) if significant else 'none'}.",
+        f"Significant at {LEVEL:.0%} after {result.correction}: "
+        f"{', '.join(md_code(name) for name in significant) if significant else 'none'}."
+        + (
+            f" Before correction also: {', '.join(md_code(n) for n in before)}."
+            if (before := _before_only(result))
+            else ""
+        ),
         "",
     ]
+
+
+def _before_only(result: AblationResult) -> list[str]:
+    return [run.name for run in result.rows() if run.significant_before_correction and not run.significant]
 
 
 def _plots(result: AblationResult) -> list[str]:
@@ -186,7 +202,17 @@ def _plots(result: AblationResult) -> list[str]:
         lines += [
             f"![paired differences]({result.delta_plot_path.name})",
             "",
-            f"Paired Δ vs base with {LEVEL:.0%} error bars; a bar that misses 0 is significant.",
+            f"Paired Δ vs base with {LEVEL:.0%} error bars (before correction); coloured: significant after "
+            f"{result.correction}.",
+            "",
+        ]
+    if result.diagnostics_plot_path:
+        lines += [
+            f"![diagnostics]({result.diagnostics_plot_path.name})",
+            "",
+            "Inside the runs (mean over the seeds, on one fixed validation batch): the gradient norm of each "
+            "block's weights and the residual stream's RMS after each block, at the first and the last "
+            "evaluation; `ablation.json` has every evaluation.",
             "",
         ]
     return lines
@@ -268,7 +294,8 @@ def _setup(result: AblationResult) -> list[str]:
     ]
 
 
-def _figure() -> Any:
+def figure_class() -> Any:
+    """matplotlib's ``Figure`` (drawn on standalone, leaving pyplot's state alone); None without matplotlib."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
@@ -283,7 +310,7 @@ def plot_curves(runs: list[AblationRun], path: Path, *, title: str, notes: list[
     """Validation loss against step for every run: the mean over the seeds with its
     interval as a band, as a PNG; None (and a note) without matplotlib. Draws on a
     standalone ``Figure``, leaving pyplot's global state alone."""
-    figure = _figure()
+    figure = figure_class()
     if figure is None:
         if _NO_PLOT not in notes:
             notes.append(_NO_PLOT)
@@ -313,7 +340,7 @@ def plot_curves(runs: list[AblationRun], path: Path, *, title: str, notes: list[
 def plot_deltas(result: AblationResult, path: Path) -> Path | None:
     """The paired difference of every run to the base with its interval as error bars
     (significant ones in colour), as a PNG; None without matplotlib."""
-    figure = _figure()
+    figure = figure_class()
     if figure is None:
         if _NO_PLOT not in result.notes:
             result.notes.append(_NO_PLOT)
@@ -323,10 +350,9 @@ def plot_deltas(result: AblationResult, path: Path) -> Path | None:
     ax = fig.add_subplot()
     for y, run in enumerate(reversed(rows)):
         delta = run.delta_vs_base
+        marked = run.significant if result.mode != "path" else delta.p_adjusted is not None and delta.p_adjusted < ALPHA
         colour = (
-            ("tab:green" if delta.mean < 0 else "tab:red")
-            if delta.significant and abs(delta.mean) >= MIN_EFFECT
-            else "tab:gray"
+            ("tab:green" if delta.mean < 0 else "tab:red") if marked and abs(delta.mean) >= MIN_EFFECT else "tab:gray"
         )
         ax.errorbar(
             delta.mean,
@@ -341,6 +367,41 @@ def plot_deltas(result: AblationResult, path: Path) -> Path | None:
     ax.set_xlabel(f"Δ final validation loss vs {result.base} (paired, {LEVEL:.0%} CI; < 0 is better)")
     ax.set_title(f"{result.base} -> {result.target}: {len(result.seeds)} seeds")
     ax.grid(alpha=0.3, axis="x")
+    fig.tight_layout()
+    fig.savefig(path)
+    return path
+
+
+def plot_diagnostics(result: AblationResult, path: Path) -> Path | None:
+    """Per block, the gradient norm of its weights and the residual stream's RMS after it,
+    at the first and the last evaluation, one line per variant (mean over the seeds); None
+    without matplotlib or without diagnostics (records from before they were taken)."""
+    figure = figure_class()
+    runs = [run for run in result.runs if all(s.diagnostics for s in run.seeds)]
+    if figure is None or not runs:
+        return None
+    from matplotlib.ticker import MaxNLocator
+
+    fig = figure(figsize=(11, 7), dpi=110)
+    axes = fig.subplots(2, 2, squeeze=False)
+    for col, (index, when) in enumerate(((0, "first"), (-1, "last"))):
+        for run in runs:
+            taken = [s.diagnostics[index] for s in run.seeds]
+            grads = [sum(d.grad_norm[i] for d in taken) / len(taken) for i in range(len(taken[0].grad_norm))]
+            rms = [sum(d.residual_rms[i] for d in taken) / len(taken) for i in range(len(taken[0].residual_rms))]
+            style = {"linewidth": 2.5} if run.axis in ("base", "target") else {"linewidth": 1.0, "alpha": 0.8}
+            axes[0][col].plot(range(1, len(grads) + 1), grads, marker="o", label=run.name, **style)
+            axes[1][col].plot(range(len(rms)), rms, marker="o", label=run.name, **style)
+        step = runs[0].seeds[0].diagnostics[index].step
+        axes[0][col].set_title(f"gradient norm per block, {when} evaluation (step {step})", fontsize=9)
+        axes[1][col].set_title(f"residual RMS (0: embeddings), {when} evaluation (step {step})", fontsize=9)
+        axes[0][col].set_yscale("log")
+        for row in axes:
+            row[col].set_xlabel("block")
+            row[col].xaxis.set_major_locator(MaxNLocator(integer=True))
+            row[col].grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(f"{result.base} -> {result.target}: inside the runs")
     fig.tight_layout()
     fig.savefig(path)
     return path

@@ -5,18 +5,21 @@ statistics, and the whole study (``AblationResult``), each with its ``to_dict`` 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from zoo.ablate.compare import SIZE_AXES
+from zoo.ablate.diagnostics import Diagnostics
 from zoo.config import ModelConfig
-from zoo.errors import InputError
-from zoo.stats import Interval, mean_interval
+from zoo.errors import InputError, printable
+from zoo.stats import DEFAULT_CORRECTION, POWER, Interval, detectable_difference, mean_interval
 from zoo.training import CurvePoint, TrainSettings
 
-#: Confidence level of every interval.
+#: Confidence level of every interval; a test is significant when its (adjusted) p is below 1 - LEVEL.
 LEVEL = 0.95
+ALPHA = 1.0 - LEVEL
 #: Paired differences smaller than this (nats/token) are float rounding, not effects:
 #: a swap that computes the same loss another way (head_output=logits) differs by ~1e-7,
 #: consistently enough over seeds for its interval to exclude 0. Never marked significant.
@@ -38,6 +41,7 @@ class SeedRun:
     tokens_per_second: float
     checkpoint: Path
     reused: bool = False  # read back from an earlier, interrupted ablation
+    diagnostics: list[Diagnostics] = field(default_factory=list)  # at each evaluation (none in older records)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -46,6 +50,7 @@ class SeedRun:
             "curve": curve_dict(self.curve),
             "tokens_per_second": self.tokens_per_second,
             "checkpoint": str(self.checkpoint),
+            "diagnostics": [d.to_dict() for d in self.diagnostics],
         }
 
 
@@ -64,11 +69,13 @@ class TuneRun:
 class AblationRun:
     """One variant of an ablation, trained once per seed.
 
-    ``axis`` is ``"base"``, ``"target"`` or the config field swapped to the target's
-    value (on a cumulative path: the field this row adds). ``loss`` is the final
-    validation loss over the seeds; ``delta_vs_base`` the paired difference to the
-    base (negative: better than the base); ``delta_vs_previous`` on a path, the paired
-    difference to the row before (what adding this swap did). ``flops_per_token`` is
+    ``axis`` is ``"base"``, ``"target"``, ``"control"`` (the base again under an
+    independent seed stream: an A/A row whose difference is seed noise alone) or the
+    config field swapped to the target's value (on a cumulative path: the field this row
+    adds). ``loss`` is the final validation loss over the seeds; ``delta_vs_base`` the
+    paired difference to the base (negative: better than the base); ``delta_vs_previous``
+    on a path, the paired difference to the row before (what adding this swap did). Their
+    ``p_adjusted`` is the p-value after the study's family-wise correction. ``flops_per_token`` is
     the forward pass at the training context; ``train_flops`` one seed's training
     (``TRAIN_FLOPS_FACTOR`` x forward x tokens). ``tune`` holds the sweep that chose
     ``lr`` (empty without ``tune_lr``).
@@ -102,11 +109,32 @@ class AblationRun:
         return self.seeds[0].checkpoint
 
     @property
+    def tested(self) -> Interval:
+        """The difference this row's mark is about: to the row before on a path, else to the base."""
+        return self.delta_vs_previous or self.delta_vs_base
+
+    @property
     def significant(self) -> bool:
-        """Whether this row's difference (to the base; on a path, to the row before) has
-        an interval that excludes 0 and is at least ``MIN_EFFECT``."""
-        delta = self.delta_vs_previous or self.delta_vs_base
+        """Whether this row's difference (to the base; on a path, to the row before) is
+        significant after the study's correction (adjusted p < 1 - ``LEVEL``; without a
+        correction set, its interval excludes 0) and at least ``MIN_EFFECT``."""
+        delta = self.tested
+        if self.axis == "base" or abs(delta.mean) < MIN_EFFECT:
+            return False
+        return delta.significant if delta.p_adjusted is None else delta.p_adjusted < ALPHA
+
+    @property
+    def significant_before_correction(self) -> bool:
+        """The mark this row would carry without the correction."""
+        delta = self.tested
         return self.axis != "base" and delta.significant and abs(delta.mean) >= MIN_EFFECT
+
+    @property
+    def detectable(self) -> float | None:
+        """The smallest difference this row's seeds would detect with 80% power (two-sided
+        ``1 - LEVEL``, before correction), from the spread of its paired differences."""
+        sd, n = self.tested.sd, self.tested.n
+        return None if self.axis == "base" or sd is None or n < 2 else detectable_difference(sd, n, alpha=ALPHA)
 
     def losses(self) -> list[float]:
         return [s.final_val_loss for s in self.seeds]
@@ -130,6 +158,8 @@ class AblationRun:
             "flops_per_token": self.flops_per_token,
             "train_flops": self.train_flops,
             "significant": self.significant,
+            "significant_before_correction": self.significant_before_correction,
+            "detectable_delta": self.detectable,
             "tune": [t.to_dict() for t in self.tune],
             "seeds": [s.to_dict() for s in self.seeds],
             "mean_curve": [{"step": step, **ci.to_dict()} for step, ci in self.mean_curve()],
@@ -168,13 +198,16 @@ class AblationResult:
     trained: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
     main_process: bool = True  # False on ranks > 0 of a torchrun launch (rank 0 writes the report)
+    correction: str = DEFAULT_CORRECTION  # the family-wise correction over the rows' tests
+    diagnostics_plot_path: Path | None = None
+    control: AblationRun | None = None  # the A/A row (None in results from before it existed)
 
     def run(self, name_or_axis: str) -> AblationRun:
         """The run called ``name_or_axis``, or the one that swapped that axis."""
-        for run in self.runs:
+        for run in self.rows("plan"):
             if name_or_axis in (run.name, run.axis):
                 return run
-        names = ", ".join(repr(n) for run in self.runs for n in dict.fromkeys((run.name, run.axis)))
+        names = ", ".join(repr(n) for run in self.rows("plan") for n in dict.fromkeys((run.name, run.axis)))
         raise InputError(f"this ablation has no run or axis {name_or_axis!r}; it has {names}")
 
     def rows(self, order: str | None = None) -> list[AblationRun]:
@@ -184,14 +217,39 @@ class AblationResult:
         order = order or self.order
         if order not in ORDERS:
             raise InputError(f"unknown row order {order!r}; use one of {', '.join(ORDERS)}")
+        control = [self.control] if self.control is not None else []
         if order == "plan" or self.mode == "path":
-            return list(self.runs)
+            return [self.runs[0], *control, *self.runs[1:]]
         middle = sorted(self.runs[1:-1], key=lambda r: -abs(r.delta_vs_base.mean))
-        return [self.runs[0], *middle, self.runs[-1]]
+        return [self.runs[0], *control, *middle, self.runs[-1]]
+
+    @property
+    def swaps(self) -> list[AblationRun]:
+        """The rows between base and target (single swaps or path steps)."""
+        return self.runs[1:-1]
+
+    @property
+    def tests(self) -> int:
+        """How many tests the correction is over: every row but the base, the control included."""
+        return len(self.runs) - 1 + (self.control is not None)
+
+    def noise_floor(self, *, corrected: bool = False) -> float | None:
+        """The smallest paired Δ these seeds detect with 80% power, from the spread of the
+        swaps' paired differences (root mean square; the target's or the control's when
+        there are no swaps). ``corrected``: at the level Bonferroni and Holm's first step
+        need, (1 - LEVEL) / tests, rather than 1 - LEVEL."""
+        rows = self.swaps or [run for run in self.runs if run.axis == "target"] or self.runs[1:]
+        spreads = [run.tested.sd for run in rows if run.tested.sd is not None]
+        n = len(self.seeds)
+        if not spreads or n < 2:
+            return None
+        sd = math.sqrt(sum(v * v for v in spreads) / len(spreads))
+        alpha = ALPHA / max(1, self.tests) if corrected and self.correction in ("holm", "bonferroni") else ALPHA
+        return detectable_difference(sd, n, alpha=alpha)
 
     @property
     def total_train_flops(self) -> float:
-        main = sum(run.train_flops * len(run.seeds) for run in self.runs)
+        main = sum(run.train_flops * len(run.seeds) for run in [*self.runs, *([self.control] if self.control else [])])
         tune_steps = self.tuning["steps"] if self.tuning else 0
         per_step = self.settings.tokens_per_step * TRAIN_FLOPS_FACTOR
         return main + sum(run.flops_per_token * per_step * tune_steps * len(run.tune) for run in self.runs)
@@ -209,6 +267,15 @@ class AblationResult:
             "settings": {**self.settings.__dict__, "betas": list(self.settings.betas)},
             "seeds": self.seeds,
             "level": LEVEL,
+            "correction": self.correction,
+            "noise_floor": {
+                "delta": self.noise_floor(),
+                "delta_corrected": self.noise_floor(corrected=True),
+                "seeds": len(self.seeds),
+                "power": POWER,
+                "alpha": ALPHA,
+                "tests": self.tests,
+            },
             "tuning": self.tuning,
             "budget": {
                 "tokens_per_run": self.settings.steps * self.settings.tokens_per_step,
@@ -221,9 +288,11 @@ class AblationResult:
             "order": self.order,
             "table": [run.name for run in self.rows()],
             "runs": [run.to_dict() for run in self.runs],
+            "control": self.control.to_dict() if self.control is not None else None,
             "plots": {
                 "curves": str(self.plot_path) if self.plot_path else None,
                 "deltas": str(self.delta_plot_path) if self.delta_plot_path else None,
+                "diagnostics": str(self.diagnostics_plot_path) if self.diagnostics_plot_path else None,
             },
             "report": str(self.report_path) if self.report_path else None,
             "notes": self.notes,
@@ -232,3 +301,12 @@ class AblationResult:
 
 def curve_dict(curve: list[CurvePoint]) -> list[dict[str, Any]]:
     return [{"step": p.step, "train_loss": p.train_loss, "val_loss": p.val_loss} for p in curve]
+
+
+def md_code(text: object) -> str:
+    """``text`` as an inline code span: fenced by more backticks than it holds (and
+    control characters escaped), so it cannot close the span."""
+    shown = printable(text, None)
+    fence = "`" * (max((len(run) for run in re.findall("`+", shown)), default=0) + 1)
+    pad = " " if shown.startswith("`") or shown.endswith("`") else ""
+    return f"{fence}{pad}{shown}{pad}{fence}"

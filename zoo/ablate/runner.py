@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from zoo.ablate.diagnostics import Probe
 from zoo.ablate.plan import Job
 from zoo.ablate.records import Context, finished, read_record, record_body, write_record
 from zoo.checkpoint import save
@@ -89,9 +90,20 @@ def execute(job: Job, context: Context, device: str, report: Reporter | None, re
     steps = job.settings.steps
     if report is not None:
         report(0, None)
+    data = context.token_data()
+    probe = None if job.tune else Probe(model, data, job.settings)  # the sweep's short runs go unmeasured
+
+    def on_step(step: int, loss: float | None) -> None:
+        if probe is not None:
+            probe.at(step)
+        if report is not None:
+            report(step, loss)
+
     loss: float | None
     try:
-        trained = fit(model, context.token_data(), None, job.settings, on_step=report)
+        if probe is not None:
+            probe.at(0)
+        trained = fit(model, data, None, job.settings, on_step=on_step)
     except DivergenceError as err:
         if not job.tune:
             raise DivergenceError(f"run {job.label!r}: {err}") from err
@@ -102,7 +114,7 @@ def execute(job: Job, context: Context, device: str, report: Reporter | None, re
         loss, curve, speed = trained.final_val_loss, trained.curve, trained.tokens_per_second
         if job.tune and not math.isfinite(loss):
             loss = None
-    body = record_body(job, context, loss, curve, speed)
+    body = record_body(job, context, loss, curve, speed, probe.taken if probe is not None else None)
     if not job.tune:
         about = {
             "run": job.label,

@@ -7,6 +7,7 @@ import contextlib
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from zoo._version import __version__
@@ -19,7 +20,7 @@ from zoo.checkpoint.owned import LOCK, MARKER, claim
 from zoo.errors import ConfigError, InputError, ZooError
 from zoo.files import read_json
 from zoo.registry import Registry, default_registry
-from zoo.stats import mean_interval, paired_difference
+from zoo.stats import DEFAULT_CORRECTION, adjust_optional, mean_interval, paired_difference
 from zoo.summary import summarize
 from zoo.training.distributed import World, barrier, broadcast_text
 
@@ -54,6 +55,9 @@ def run_ablation(
     vocab_limit: int | None = 1024,
     max_chars: int | None = None,
     threads: int | None = 1,
+    correction: str = DEFAULT_CORRECTION,
+    warmup: int | None = None,
+    swaps: Sequence[str] | None = None,
     command: str | None = None,
     registry: Registry | None = None,
     overwrite: bool = False,
@@ -81,7 +85,14 @@ def run_ablation(
     ``tune_lr``), then train it at its best rate; otherwise every run uses ``lr``. ``path``: True for the cumulative path in
     the default order, or a sequence of axes giving its order (axes left out follow in
     the default order). ``order``: the table's rows by ``"effect"`` size or in
-    ``"plan"`` order.
+    ``"plan"`` order. ``swaps``: train only these single swaps (axes), not every one.
+
+    Every study has a ``control`` row: the base again at seeds ``seed +
+    CONTROL_SEED_OFFSET + i``, paired with the base's seed ``seed + i``, so its
+    difference is seed noise alone (an A/A test). ``correction``: ``"holm"`` (default),
+    ``"bonferroni"``, ``"bh"`` or ``"none"``, over the tests of every row but the base
+    (``zoo.stats.adjust_p``); a row's ``*`` follows its adjusted p. ``warmup``: the
+    learning-rate warm-up steps (default: a tenth of the steps).
 
     ``workers``: runs trained at once, each in a process of its own (results identical
     to ``workers=1``). Under ``torchrun`` the runs are spread over the ranks instead;
@@ -103,7 +114,6 @@ def run_ablation(
     and ``report.md``. Restarted with the same ``out_dir``, it trains only the runs
     that have no record yet.
     """
-    registry = registry or default_registry()
     registry = registry or default_registry()
     options = Options(
         base=base,
@@ -131,6 +141,9 @@ def run_ablation(
         vocab_limit=vocab_limit,
         max_chars=max_chars,
         threads=threads,
+        correction=correction,
+        warmup=warmup,
+        swaps=None if swaps is None else list(swaps),
     )
     if not isinstance(overwrite, bool):
         raise ConfigError(f"overwrite must be True or False, got {overwrite!r}")
@@ -216,9 +229,12 @@ def _train_and_report(
     tunes = _tune(plan, runner)
     lrs = [_best_rate(v.name, tune, plan.grid) if tune else options.lr for v, tune in zip(plan.variants, tunes)]
     jobs = plan.seed_jobs(lrs)
-    runner.run([job for per_variant in jobs for job in per_variant])
+    control_jobs = plan.control_jobs(lrs[0])  # the base's rate
+    runner.run([*(job for per_variant in jobs for job in per_variant), *control_jobs])
     runs = _collect(plan, jobs, lrs, tunes, runner, registry)
-    result = _result(plan, runs, command, runner)
+    control = _control(plan, control_jobs, runs[0], runner)
+    corrected(runs, plan.options.correction, control)
+    result = _result(plan, runs, command, runner, control)
     if result.main_process:
         write_report(result)
     barrier(world)  # the other ranks return once the report exists
@@ -281,7 +297,42 @@ def _collect(
     return runs
 
 
-def _result(plan: Plan, runs: list[AblationRun], command: str, runner: Runner) -> AblationResult:
+def _control(plan: Plan, jobs: list[Job], base: AblationRun, runner: Runner) -> AblationRun:
+    """The A/A row: the base's config under its own seeds, paired with the base's seeds in order."""
+    context = runner.context
+    seed_runs = [seed_run(job, read_record(job, context), context, job.key in runner.reused) for job in jobs]
+    losses = [s.final_val_loss for s in seed_runs]
+    return AblationRun(
+        name="control",
+        axis="control",
+        config=base.config,
+        lr=base.lr,
+        seeds=seed_runs,
+        loss=mean_interval(losses, LEVEL),
+        delta_vs_base=paired_difference(base.losses(), losses, LEVEL),
+        delta_vs_previous=None,
+        parameters=base.parameters,
+        flops_per_token=base.flops_per_token,
+        train_flops=base.train_flops,
+    )
+
+
+def corrected(runs: list[AblationRun], method: str, control: AblationRun | None = None) -> list[AblationRun]:
+    """``runs`` (and ``control``) with every tested difference's ``p_adjusted`` set: one
+    family for the differences to the base (every row but the base, the control included),
+    and on a path one for the steps."""
+    tested = [*runs[1:], *([control] if control is not None else [])]
+    to_base = adjust_optional([run.delta_vs_base.p_value for run in tested], method)
+    steps = [run.delta_vs_previous.p_value for run in tested if run.delta_vs_previous is not None]
+    to_previous = iter(adjust_optional(steps, method))
+    for run, p in zip(tested, to_base):
+        run.delta_vs_base = replace(run.delta_vs_base, p_adjusted=p)
+        if run.delta_vs_previous is not None:
+            run.delta_vs_previous = replace(run.delta_vs_previous, p_adjusted=next(to_previous))
+    return runs
+
+
+def _result(plan: Plan, runs: list[AblationRun], command: str, runner: Runner, control: AblationRun) -> AblationResult:
     o, notes = plan.options, plan.notes
     if not plan.grid:
         notes.append(f"one learning rate for every run: {o.lr:g} (tune_lr / --tune-lr sweeps one per variant)")
@@ -312,4 +363,6 @@ def _result(plan: Plan, runs: list[AblationRun], command: str, runner: Runner) -
         trained=runner.trained,
         reused=runner.reused,
         main_process=runner.world.is_main,
+        correction=o.correction,
+        control=control,
     )

@@ -21,6 +21,9 @@ from zoo.ablate import (
     significant_swaps,
     table,
 )
+from zoo.ablate.advice import floor_sentence, next_step
+from zoo.ablate.docs import write_docs_region
+from zoo.ablate.grid import StudyResult, parse_scales, run_study
 from zoo.ablate.plan import swapless
 from zoo.cli.options import (
     Commands,
@@ -36,6 +39,7 @@ from zoo.cli.render import Ui, clipped, fmt_flops, new_table
 from zoo.config import parse_sets
 from zoo.errors import InputError
 from zoo.registry import default_registry
+from zoo.stats import CORRECTIONS, DEFAULT_CORRECTION
 
 #: The model fields `zoo ablate --set` takes (both sides are trained at this scale), to
 #: the run_ablation option each sets.
@@ -129,6 +133,60 @@ def _add_text(p: argparse.ArgumentParser) -> None:
         help="train on the first N characters only (default: all of the text)",
     )
     p.add_argument(
+        "--correction",
+        choices=CORRECTIONS,
+        default=None,
+        help=f"family-wise correction over the table's tests; `*` follows the adjusted p (default {DEFAULT_CORRECTION})",
+    )
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        metavar="N",
+        help="learning-rate warm-up steps (default: a tenth of --steps)",
+    )
+    p.add_argument(
+        "--swaps", type=axis_list, default=None, metavar="AXIS,AXIS,...", help="train only these swaps (default: all)"
+    )
+    study = p.add_argument_group("a study: one ablation per rung x rate x warm-up, each in a folder of --out")
+    study.add_argument(
+        "--scales",
+        type=scale_list,
+        default=None,
+        metavar="DxL,DxL,...",
+        help="a scale ladder of d_model x layers, heads at the head size of --set d_model / n_heads (e.g. 64x2,128x4,192x6)",
+    )
+    study.add_argument(
+        "--tokens-per-param",
+        type=float,
+        default=None,
+        metavar="R",
+        help="each rung trains R tokens per non-embedding parameter of the base (default: --steps for every rung)",
+    )
+    study.add_argument(
+        "--flops-per-run", type=float, default=None, metavar="F", help="each run trains F FLOPs (default: --steps)"
+    )
+    study.add_argument(
+        "--lr-sweep",
+        type=rate_list,
+        default=None,
+        metavar="LR,LR,...",
+        help="train every variant at each rate for the full budget (default: --lr alone)",
+    )
+    study.add_argument(
+        "--warmup-sweep",
+        type=warmup_list,
+        default=None,
+        metavar="N,N,...",
+        help="train every variant at each warm-up (default: --warmup alone)",
+    )
+    p.add_argument(
+        "--docs",
+        default=None,
+        metavar="FILE",
+        help="write the results as a generated region of FILE (a Markdown page), named after --out (default: none)",
+    )
+    p.add_argument(
         "--overwrite",
         action="store_true",
         help="replace an --out folder this ablation did not make (or another's) whole, everything in it removed "
@@ -185,6 +243,27 @@ def vocab_limit(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"expected a number of tokens or 'all', got {text!r}") from None
 
 
+def axis_list(text: str) -> list[str]:
+    """``--swaps``: comma-separated config fields, ``placement,position``."""
+    return [axis.strip() for axis in text.split(",") if axis.strip()]
+
+
+def scale_list(text: str) -> list[tuple[int, int]]:
+    """``--scales``: ``64x2,128x4``."""
+    try:
+        return parse_scales(text)
+    except InputError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def warmup_list(text: str) -> list[int | None]:
+    """``--warmup-sweep``: comma-separated warm-up steps, ``0,50`` (``auto``: a tenth of the steps)."""
+    try:
+        return [None if part.strip() == "auto" else int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated steps such as 0,50, got {text!r}") from None
+
+
 def rate_list(text: str) -> list[float]:
     """``--lr-grid``: comma-separated learning rates, ``1e-3,3e-3,1e-2``."""
     try:
@@ -214,7 +293,12 @@ ABLATE_OPTIONS = (
     "device",
     "vocab_limit",
     "tune_fraction",
+    "correction",
+    "warmup",
+    "swaps",
 )
+# Flags of a study (a ladder or a sweep), passed to run_study when given.
+STUDY_OPTIONS = ("scales", "tokens_per_param", "flops_per_run", "lr_sweep", "warmup_sweep")
 
 
 def scale_options(args: argparse.Namespace) -> dict[str, int]:
@@ -239,20 +323,36 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
     if nothing is not None:  # said before it trains, not only in the notes after
         ui.warn(nothing)
     progress, on_progress = _progress(ui)
+    studied = {key: getattr(args, key) for key in STUDY_OPTIONS if getattr(args, key) is not None}
     try:
-        result = run_ablation(
-            base=args.base,
-            target=args.target,
-            out_dir=Path(args.out),
-            on_progress=on_progress,
-            overwrite=args.overwrite,
-            **options,
-        )
+        if studied:
+            study = run_study(
+                args.base,
+                args.target,
+                out_dir=Path(args.out),
+                on_progress=on_progress,
+                overwrite=args.overwrite,
+                **options,
+                **studied,
+            )
+        else:
+            result = run_ablation(
+                base=args.base,
+                target=args.target,
+                out_dir=Path(args.out),
+                on_progress=on_progress,
+                overwrite=args.overwrite,
+                **options,
+            )
     finally:
         if progress.live.is_started:  # stop() prints a line even when it never started
             progress.stop()
+    if studied:
+        return _show_study(study, args, ui)
     if not result.main_process:
         return 0  # under torchrun, rank 0 reports
+    if args.docs is not None:
+        write_docs_region(Path(args.docs), Path(args.out).name, result)
     if ui.json_mode:
         ui.json({**result.to_dict(), "results_path": str(result.results_path)})
         return 0
@@ -306,7 +406,36 @@ def _progress(ui: Ui) -> tuple[Progress, ProgressCallback]:
     return progress, on_progress
 
 
-def _show(result: AblationResult, args: argparse.Namespace, ui: Ui) -> None:
+def _show_study(study: StudyResult, args: argparse.Namespace, ui: Ui) -> int:
+    if not study.main_process:
+        return 0
+    if args.docs is not None:
+        write_docs_region(Path(args.docs), Path(args.out).name, study)
+    if ui.json_mode:
+        ui.json({**study.to_dict(), "results_path": str(study.results_path)})
+        return 0
+    for cell, result in study.cells:
+        ui.line(f"{cell.name}: {cell.steps} steps", "bold")
+        _show(result, args, ui, brief=True)
+    trends = study.trends()
+    if trends:
+        rich_table = new_table(
+            "along the ladder: Δ vs base per rung", "row", *(r.name for r in study.rungs), "trend", right=["trend"]
+        )
+        for t in trends:
+            rich_table.add_row(t.name, *(d.format(3, sign=True) for d in t.deltas), t.word)
+        ui.print(rich_table)
+    if study.reused:
+        ui.line(f"reused {len(study.reused)} finished runs from {Path(args.out)}; trained {len(study.trained)}", "dim")
+    ui.line(f"report: {study.report_path}")
+    ui.line(f"results: {study.results_path}")
+    for plot in (study.scale_plot_path, study.sweep_plot_path):
+        if plot:
+            ui.line(f"plot: {plot}")
+    return 0
+
+
+def _show(result: AblationResult, args: argparse.Namespace, ui: Ui, *, brief: bool = False) -> None:
     """The table, the budget, what is significant, the notes and where the files are."""
     seeds = len(result.seeds)
     header, rows = table(result, compact=True)
@@ -327,7 +456,11 @@ def _show(result: AblationResult, args: argparse.Namespace, ui: Ui) -> None:
         ]
         rich_table.add_row(*cells)
     ui.print(rich_table)
-    ui.line("val loss: mean ± 95% CI over seeds; Δ: paired over matching seeds, ± 95% CI; *: the CI excludes 0", "dim")
+    ui.line(
+        f"val loss: mean ± 95% CI over seeds; Δ: paired over matching seeds, ± 95% CI; p adj: after "
+        f"{result.correction} over {result.tests} tests; *: p adj < 0.05",
+        "dim",
+    )
     s = result.settings
     ui.line(
         f"budget: every run {s.steps * s.tokens_per_step:,} tokens, {fmt_flops(result.runs[0].train_flops)} training FLOPs "
@@ -335,7 +468,15 @@ def _show(result: AblationResult, args: argparse.Namespace, ui: Ui) -> None:
         "dim",
     )
     significant = significant_swaps(result)
-    ui.line(f"significant at 95%: {', '.join(significant) if significant else 'none'}", "bold")
+    ui.line(
+        f"significant at 95% after {result.correction}: {', '.join(significant) if significant else 'none'}", "bold"
+    )
+    floor = floor_sentence(result)
+    if floor is not None:
+        ui.line(floor)
+    ui.line(f"next: {next_step(result)}")
+    if brief:
+        return
     for note in result.notes:
         ui.line(note, "yellow")
     if result.reused:
@@ -344,7 +485,7 @@ def _show(result: AblationResult, args: argparse.Namespace, ui: Ui) -> None:
         )
     ui.line(f"report: {result.report_path}")
     ui.line(f"curves: {result.results_path}")
-    for plot in (result.plot_path, result.delta_plot_path):
+    for plot in (result.plot_path, result.delta_plot_path, result.diagnostics_plot_path):
         if plot:
             ui.line(f"plot: {plot}")
     ui.line(

@@ -1,0 +1,340 @@
+"""Studies you can defend, at a tiny scale: the control row, corrected p-values in the table,
+report and --json, the noise floor, diagnostics inside every run, a scale ladder that
+resumes without re-running finished rungs, rate and warm-up sweeps at the full budget, and
+the generated docs region."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from statsmodels.stats.multitest import multipletests
+
+import zoo
+from zoo.ablate import MIN_EFFECT, AblationResult, run_ablation
+from zoo.ablate.advice import trend
+from zoo.ablate.docs import write_docs_region
+from zoo.ablate.grid import ladder, non_embedding_parameters, parse_scales, run_study
+from zoo.ablate.plan import CONTROL_SEED_OFFSET
+from zoo.ablate.study import corrected
+from zoo.cli import main
+from zoo.registry import default_registry
+from zoo.stats import Interval, detectable_difference
+from zoo.training import TrainSettings, bundled_corpus, lm_loss, load_corpus, validation_batches
+
+TINY: dict[str, Any] = dict(
+    d_model=16, layers=2, heads=2, seq_len=16, steps=8, batch=4, lr=1e-2, eval_every=4, max_chars=20_000
+)
+SWAPS = ["position", "placement"]
+STATSMODELS = {"holm": "holm", "bonferroni": "bonferroni", "bh": "fdr_bh"}
+
+
+def ablate(out: Path, **kwargs: Any) -> AblationResult:
+    options = {**TINY, "seeds": 3, "swaps": SWAPS, "tokenizer": "bytes", **kwargs}
+    return run_ablation("transformer-2017", "gpt2-small", out_dir=out, **options)
+
+
+@pytest.fixture(scope="module")
+def ablation(tmp_path_factory: pytest.TempPathFactory) -> AblationResult:
+    return ablate(tmp_path_factory.mktemp("study"))
+
+
+def test_every_study_has_a_control_row_under_its_own_seeds(ablation: AblationResult) -> None:
+    names = [run.name for run in ablation.rows()]
+    assert names[:2] == ["transformer-2017", "control"] and names[-1] == "gpt2-small"
+    assert sorted(names[2:-1]) == ["placement=pre", "position=learned"]
+    control, base = ablation.run("control"), ablation.runs[0]
+    assert control is ablation.control and control not in ablation.runs  # runs: the plan's variants
+    assert control.config == base.config and control.lr == base.lr
+    assert [s.seed for s in control.seeds] == [CONTROL_SEED_OFFSET + s for s in ablation.seeds]
+    assert control.losses() != base.losses()  # other inits and batches: seed noise, paired by position
+    assert control.delta_vs_base.mean == pytest.approx(sum(c - b for b, c in zip(base.losses(), control.losses())) / 3)
+    assert ablation.tests == 4  # control, two swaps, target
+    assert all(s.checkpoint.name.startswith("control-transformer-2017") for s in control.seeds)
+
+
+def test_p_adjusted_is_holm_over_every_row_but_the_base(ablation: AblationResult) -> None:
+    tested = [*ablation.runs[1:], ablation.control]
+    raw = [run.delta_vs_base.p_value for run in tested if run is not None]
+    expected = multipletests(raw, method="holm")[1]
+    assert [run.delta_vs_base.p_adjusted for run in tested] == pytest.approx(list(expected))
+    for run in tested:
+        assert run is not None
+        d = run.delta_vs_base
+        assert run.significant == (d.p_adjusted is not None and d.p_adjusted < 0.05 and abs(d.mean) >= MIN_EFFECT)
+        assert run.significant_before_correction == (d.significant and abs(d.mean) >= MIN_EFFECT)
+    assert ablation.runs[0].delta_vs_base.p_adjusted is None
+
+
+@pytest.mark.parametrize("method", sorted(STATSMODELS))
+def test_other_corrections_match_statsmodels(ablation: AblationResult, method: str) -> None:
+    runs, control = copy.deepcopy(ablation.runs), copy.deepcopy(ablation.control)
+    corrected(runs, method, control)
+    tested = [*runs[1:], control]
+    raw = [run.delta_vs_base.p_value for run in tested if run is not None]
+    expected = multipletests(raw, method=STATSMODELS[method])[1]
+    assert [run.delta_vs_base.p_adjusted for run in tested if run is not None] == pytest.approx(list(expected))
+    corrected(runs, "none", control)
+    assert [run.delta_vs_base.p_adjusted for run in tested if run is not None] == raw
+
+
+def test_the_noise_floor_and_the_report(ablation: AblationResult) -> None:
+    spreads = [run.delta_vs_base.sd for run in ablation.swaps]
+    sd = math.sqrt(sum(s * s for s in spreads if s is not None) / len(spreads))
+    floor = ablation.noise_floor()
+    assert floor == pytest.approx(detectable_difference(sd, 3))
+    assert ablation.noise_floor(corrected=True) == pytest.approx(detectable_difference(sd, 3, alpha=0.05 / 4))
+    for run in [*ablation.runs[1:], ablation.control]:
+        assert run is not None
+        assert run.detectable == pytest.approx(detectable_difference(run.delta_vs_base.sd or 0.0, 3))
+    assert ablation.report_path is not None
+    report = ablation.report_path.read_text()
+    assert f"Effects smaller than {floor:.4f} nats/token cannot be seen with 3 seeds" in report
+    for heading in ("## Noise floor", "## Caveats", "## Next step", "| p adj |", "**control**"):
+        assert heading in report, heading
+    assert "Holm's step-down correction over the 4 tests" in report
+    data = json.loads(ablation.results_path.read_text())
+    assert data["correction"] == "holm" and data["noise_floor"]["delta"] == pytest.approx(floor)
+    assert data["table"][1] == "control"
+    for run in [*data["runs"][1:], data["control"]]:
+        assert set(run["delta_vs_base"]) >= {"p_value", "p_adjusted", "sd"}
+
+
+def test_diagnostics_are_recorded_at_every_evaluation(ablation: AblationResult) -> None:
+    for run in ablation.rows():
+        for seed in run.seeds:
+            assert [d.step for d in seed.diagnostics] == [p.step for p in seed.curve] == [0, 4, 8]
+            for d in seed.diagnostics:
+                assert len(d.residual_rms) == 3 and len(d.grad_norm) == 2
+                assert all(math.isfinite(v) and v > 0 for v in (*d.residual_rms, *d.grad_norm))
+    assert ablation.diagnostics_plot_path is not None and ablation.diagnostics_plot_path.is_file()
+    data = json.loads(ablation.results_path.read_text())
+    assert data["runs"][0]["seeds"][0]["diagnostics"][0]["step"] == 0
+
+
+def test_diagnostics_match_a_direct_computation(ablation: AblationResult) -> None:
+    """The last measurement is taken on the final weights, which the checkpoint holds:
+    recompute it with a hand-written hook and a plain backward pass."""
+    run = ablation.run("placement")
+    seed = run.seeds[1]
+    model = zoo.load(seed.checkpoint)
+    corpus = load_corpus(bundled_corpus(), tokenizer="bytes", max_chars=TINY["max_chars"])
+    settings = TrainSettings(steps=8, batch_size=4, seq_len=16, eval_every=4)
+    inputs, targets = validation_batches(corpus.val, settings)[0]
+    after: list[torch.Tensor] = []
+    handles = [b.register_forward_hook(lambda _m, _a, out: after.append(out.detach())) for b in model.blocks]
+    loss = lm_loss(model, inputs, targets)
+    loss.backward()
+    for handle in handles:
+        handle.remove()
+    last = seed.diagnostics[-1]
+    assert last.residual_rms[1:] == pytest.approx([float(x.pow(2).mean().sqrt()) for x in after], rel=1e-5)
+    norms = [math.sqrt(sum(float(p.grad.pow(2).sum()) for p in block.parameters())) for block in model.blocks]
+    assert last.grad_norm == pytest.approx(norms, rel=1e-4)
+
+
+def test_measuring_leaves_the_model_as_it_was() -> None:
+    from zoo.ablate.diagnostics import measure
+
+    model = zoo.build("gpt2-small", n_layers=2, d_model=32, n_heads=2, vocab_size=64, max_seq_len=16).train()
+    x = torch.randint(0, 64, (2, 8))
+    state = torch.random.get_rng_state()
+    measure(model, x[:, :-1], x[:, 1:], step=0)
+    assert model.training and all(p.grad is None for p in model.parameters())
+    assert torch.equal(state, torch.random.get_rng_state())
+
+
+def test_the_trend_words() -> None:
+    def d(mean: float, half: float | None) -> Interval:
+        return Interval(mean, half, 3, 0.95, None)
+
+    assert trend([d(-0.01, 0.005), d(-0.05, 0.01)]) == "grows"
+    assert trend([d(-0.05, 0.01), d(-0.01, 0.005)]) == "shrinks"
+    assert trend([d(-0.05, 0.01), d(0.04, 0.01)]) == "flips"
+    assert trend([d(-0.05, 0.01), d(0.03, 0.05)]) == "shrinks"  # the far end does not exclude 0: no flip
+    assert trend([d(-0.01, 0.02), d(-0.02, 0.02)]) == "flat within noise"
+    assert trend([d(-0.01, None), d(-0.02, None)]) == "unknown"
+
+
+def test_scales_and_the_ladder() -> None:
+    assert parse_scales("64x2, 128x4,192x6") == [(64, 2), (128, 4), (192, 6)]
+    rungs = ladder([(128, 4), (64, 2)], head_size=16)
+    assert [(r.name, r.heads) for r in rungs] == [("64x2", 4), ("128x4", 8)]
+    with pytest.raises(zoo.InputError, match="D_MODELxLAYERS"):
+        parse_scales("64-2")
+    with pytest.raises(zoo.ConfigError, match="multiple of the head size 16"):
+        ladder([(40, 2)], head_size=16)
+
+
+STUDY: dict[str, Any] = dict(
+    heads=2, seq_len=16, steps=4, batch=4, lr=1e-2, eval_every=2, max_chars=20_000, tokenizer="bytes", seeds=2
+)
+
+
+def test_a_ladder_resumes_without_re_running_finished_rungs(tmp_path: Path) -> None:
+    one = run_study(
+        "transformer-2017",
+        "gpt2-small",
+        d_model=16,
+        layers=1,
+        scales=[(16, 1)],
+        tokens_per_param=0.05,
+        swaps=["placement"],
+        out_dir=tmp_path,
+        **STUDY,
+    )
+    first = one.cells[0][0]
+    records = sorted((tmp_path / first.name).glob("*.json"))
+    stamps = {p: p.stat().st_mtime_ns for p in records}
+    assert one.trained and not one.reused
+    two = run_study(
+        "transformer-2017",
+        "gpt2-small",
+        d_model=16,
+        layers=1,
+        scales=[(16, 1), (32, 1)],
+        tokens_per_param=0.05,
+        swaps=["placement"],
+        out_dir=tmp_path,
+        **STUDY,
+    )
+    assert [c.name for c, _ in two.cells] == [first.name, "32x1-lr0.01-warmupauto"]
+    assert not [key for key in two.trained if key.startswith(first.name)]  # the finished rung: not trained again
+    assert sorted(key for key in two.reused if key.startswith(first.name)) == sorted(
+        f"{first.name}/{key}" for key in one.cells[0][1].trained
+    )
+    assert {p: p.stat().st_mtime_ns for p in records if p.name != "ablation.json"} == {
+        p: t for p, t in stamps.items() if p.name != "ablation.json"
+    }
+    # budgets matched per rung: tokens = 0.05 x the base's non-embedding parameters at each rung
+    for cell, result in two.cells:
+        n = non_embedding_parameters("transformer-2017", cell.rung, 16, 256, default_registry())
+        assert cell.steps == max(1, round(0.05 * n / 64)) == result.settings.steps
+        assert (result.scale["d_model"], result.scale["layers"], result.scale["heads"]) == (
+            cell.rung.d_model,
+            cell.rung.layers,
+            cell.rung.heads,
+        )
+    assert two.cells[1][0].steps > two.cells[0][0].steps
+    trends = {t.name: t for t in two.trends()}
+    assert set(trends) == {"control", "placement=pre", "gpt2-small"}
+    assert trends["placement=pre"].deltas[0] == two.cells[0][1].run("placement").delta_vs_base
+    assert trends["placement=pre"].train_flops[1] > trends["placement=pre"].train_flops[0]
+    data = json.loads((tmp_path / "study.json").read_text())
+    assert [t["trend"] for t in data["trends"]] == [t.word for t in two.trends()]
+    assert (tmp_path / "scale.png").is_file() and "## Along the ladder" in (tmp_path / "report.md").read_text()
+
+
+def test_rate_and_warmup_sweeps_train_every_variant_for_the_full_budget(tmp_path: Path) -> None:
+    study = run_study(
+        "transformer-2017",
+        "gpt2-small",
+        d_model=16,
+        layers=1,
+        lr_sweep=[3e-3, 1e-2],
+        warmup_sweep=[0, 2],
+        swaps=["placement"],
+        out_dir=tmp_path,
+        **STUDY,
+    )
+    assert [(c.lr, c.warmup) for c, _ in study.cells] == [(3e-3, 0), (3e-3, 2), (1e-2, 0), (1e-2, 2)]
+    for cell, result in study.cells:
+        assert result.settings.steps == 4 and result.settings.lr == cell.lr
+        assert result.settings.warmup_steps == cell.warmup
+        assert all(run.lr == cell.lr for run in result.runs)
+    assert study.swept == "lr"
+    effects = study.sweep_effects()
+    assert {e.name for e in effects} == {"transformer-2017", "placement=pre", "gpt2-small"}
+    base_low = study.cell("16x1", 3e-3, 0).runs[0].losses()
+    base_high = study.cell("16x1", 1e-2, 0).runs[0].losses()
+    assert effects[0].delta.mean == pytest.approx(sum(a - b for a, b in zip(base_low, base_high)) / 2)
+    report = (tmp_path / "report.md").read_text()
+    assert "## Learning rate" in report and (tmp_path / "sweep.png").is_file()
+
+
+def test_a_study_refuses_a_short_sweep_and_two_budgets(tmp_path: Path) -> None:
+    with pytest.raises(zoo.ConfigError, match="full budget"):
+        run_study(lr_sweep=[1e-3], tune_lr=True, out_dir=tmp_path)
+    with pytest.raises(zoo.ConfigError, match="one budget rule"):
+        run_study(scales=[(16, 1)], tokens_per_param=1, flops_per_run=1e9, out_dir=tmp_path)
+
+
+def test_the_cli_prints_p_adjusted_in_json_and_takes_the_study_flags(tmp_path: Path, capsys: Any) -> None:
+    flags = [
+        "--set",
+        "d_model=16",
+        "--set",
+        "n_layers=1",
+        "--set",
+        "n_heads=2",
+        "--seq-len",
+        "16",
+        "--steps",
+        "2",
+        "--batch-size",
+        "2",
+        "--eval-every",
+        "2",
+        "--tokenizer",
+        "bytes",
+        "--max-chars",
+        "4000",
+        "--seeds",
+        "2",
+        "--swaps",
+        "placement",
+    ]
+    assert main(["ablate", *flags, "--correction", "bonferroni", "--out", str(tmp_path / "a"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    tested = [*data["runs"][1:], data["control"]]
+    assert [r["name"] for r in data["runs"]] == ["transformer-2017", "placement=pre", "gpt2-small"]
+    assert data["table"][:2] == ["transformer-2017", "control"] and data["control"]["axis"] == "control"
+    raw = [r["delta_vs_base"]["p_value"] for r in tested]
+    assert [r["delta_vs_base"]["p_adjusted"] for r in tested] == pytest.approx([min(1.0, 3 * p) for p in raw])
+    assert data["correction"] == "bonferroni" and "--correction bonferroni" in data["command"]
+    page = tmp_path / "page.md"
+    page.write_text("# A page\n\nText above.\n")
+    out = tmp_path / "ladder"
+    args = [*flags, "--scales", "16x1,32x1", "--out", str(out), "--docs", str(page)]
+    assert main(["ablate", *args]) == 0
+    shown = capsys.readouterr().out
+    assert "along the ladder" in shown and f"report: {out / 'report.md'}" in shown
+    text = page.read_text()
+    assert text.startswith("# A page\n\nText above.\n") and text.count("generated by `zoo ablate --docs`") == 1
+    assert "Xiong et al. 2020" in text and (tmp_path / "figures" / "ladder-scale.png").is_file()
+    assert main(["ablate", *args]) == 0  # again: every run reused, the region replaced, not appended
+    assert "trained 0" in capsys.readouterr().out
+    assert page.read_text().count("generated by `zoo ablate --docs`") == 1
+
+
+def test_sweep_flags_parse() -> None:
+    from zoo.cli.ablate import warmup_list
+
+    assert warmup_list("auto,0, 50") == [None, 0, 50]
+
+
+def test_bad_study_flags_name_the_flag(capsys: Any) -> None:
+    with pytest.raises(SystemExit):
+        main(["ablate", "--scales", "64by2"])
+    assert "--scales" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["ablate", "--correction", "sidak"])
+    assert "holm" in capsys.readouterr().err
+
+
+def test_docs_region_keeps_the_rest_of_the_page(ablation: AblationResult, tmp_path: Path) -> None:
+    page = tmp_path / "doc.md"
+    page.write_text(
+        "before\n\n<!-- generated by `zoo ablate --docs` from tiny: do not edit; `make study` rewrites it -->\nold\n<!-- end of the generated region tiny -->\n\nafter\n"
+    )
+    write_docs_region(page, "tiny", ablation)
+    text = page.read_text()
+    assert text.startswith("before\n") and text.endswith("after\n") and "\nold\n" not in text
+    assert "| control |" in text and "Vaswani et al. 2017" in text
+    with pytest.raises(zoo.InputError, match="characters"):
+        write_docs_region(page, "a b", ablation)

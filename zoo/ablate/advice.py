@@ -1,0 +1,188 @@
+"""What an ablation's numbers allow one to say, in words: the noise floor of its seeds,
+what would resolve a row that is neither marked nor shown small, the caveats the table
+cannot carry (docs/ablation.md's), and the next step. ``report.md`` and the CLI show them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from zoo.ablate.results import ALPHA, MIN_EFFECT, AblationResult, AblationRun, md_code
+from zoo.stats import POWER, Interval, seeds_needed
+
+#: The corrections by name, as a sentence says them.
+CORRECTION_NAMES = {
+    "holm": "Holm's step-down correction",
+    "bonferroni": "Bonferroni's correction",
+    "bh": "the Benjamini-Hochberg false discovery rate",
+    "none": "no correction",
+}
+#: Past this many seeds, a suggestion to add seeds is no suggestion: the Δ is below the floor.
+SEED_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class Unclear:
+    """A row without a mark whose Δ the seeds could not tell from 0: ``seeds`` would detect a
+    difference of its size with 80% power at the corrected level (None: more than ``SEED_LIMIT``)."""
+
+    run: AblationRun
+    seeds: int | None
+
+
+def corrected_alpha(result: AblationResult) -> float:
+    """The level a test needs to pass at worst: Holm's first step and Bonferroni divide by the tests."""
+    return ALPHA / max(1, result.tests) if result.correction in ("holm", "bonferroni") else ALPHA
+
+
+def unclear_rows(result: AblationResult) -> list[Unclear]:
+    """The unmarked swaps and target (in table order) with a spread to compute power from and a
+    difference that is not float rounding (``MIN_EFFECT``)."""
+    rows = []
+    for run in result.rows():
+        delta = run.tested
+        if run.axis in ("base", "control") or run.significant or delta.sd is None or delta.n < 2:
+            continue
+        if abs(delta.mean) < MIN_EFFECT:
+            continue
+        rows.append(Unclear(run, seeds_needed(delta.sd, delta.mean, alpha=corrected_alpha(result), limit=SEED_LIMIT)))
+    return rows
+
+
+def floor_sentence(result: AblationResult) -> str | None:
+    """``"effects smaller than 0.012 nats/token cannot be seen with 3 seeds ..."``; None with one seed."""
+    floor, n = result.noise_floor(), len(result.seeds)
+    if floor is None:
+        return None
+    corrected = result.noise_floor(corrected=True)
+    after = (
+        f"; at the level {CORRECTION_NAMES[result.correction]} needs over {result.tests} tests, {corrected:.4f}"
+        if corrected is not None and corrected > floor
+        else ""
+    )
+    return (
+        f"effects smaller than {floor:.4f} nats/token cannot be seen with {n} seeds "
+        f"({POWER:.0%} power, two-sided α = {ALPHA:.2g}, from the spread of the paired differences{after})"
+    )
+
+
+def noise_section(result: AblationResult) -> list[str]:
+    """``## Noise floor``: the smallest visible effect, the control, and the unclear rows."""
+    lines = ["## Noise floor", ""]
+    sentence = floor_sentence(result)
+    if sentence is None:
+        return lines + ["One seed: no spread, so no floor and no marks; use `--seeds 3` or more.", ""]
+    lines += [sentence[0].upper() + sentence[1:] + ".", ""]
+    control = result.control
+    if control is not None and control.delta_vs_base.p_value is not None:
+        d = control.delta_vs_base
+        verdict = (
+            "**marked: the seeds vary more than the intervals allow; distrust every mark of this table**"
+            if control.significant
+            else "not marked, as it should be"
+        )
+        lines += [f"The control (the base again, other seeds): Δ {d.format(4, sign=True)}, {verdict}.", ""]
+    unclear = unclear_rows(result)
+    if unclear:
+        steps = result.settings.steps
+        lines += ["Rows without a mark, and what would resolve them:", ""]
+        for row in unclear:
+            d = row.run.tested
+            what = (
+                f"about {row.seeds} seeds would detect a difference of this size ({POWER:.0%} power, after "
+                f"correction): `--seeds {row.seeds}`; or train longer (`--steps {2 * steps}`), where effects "
+                "often grow"
+                if row.seeds is not None
+                else f"more than {SEED_LIMIT} seeds would be needed: no effect worth the name at this scale"
+            )
+            lines.append(f"- {md_code(row.run.name)} (Δ {d.format(4, sign=True)}): {what}.")
+        lines.append("")
+    rounding = [
+        run.name for run in result.rows() if run.axis not in ("base", "control") and abs(run.tested.mean) < MIN_EFFECT
+    ]
+    if rounding:
+        names = ", ".join(md_code(name) for name in rounding)
+        lines += [f"{names}: |Δ| < {MIN_EFFECT:g}, float rounding: the same loss computed another way.", ""]
+    return lines
+
+
+def caveats_section(result: AblationResult) -> list[str]:
+    """``## Caveats``: what the numbers do not fix (docs/ablation.md), for this study."""
+    s, n, m = result.settings, len(result.seeds), result.tests
+    chance = 1 - (1 - ALPHA) ** m
+    lines = [
+        "## Caveats",
+        "",
+        f'- **Few seeds, low power.** {n} seed{"s" if n != 1 else ""}: a row without `*` is "not shown to '
+        'matter at this scale", not "shown not to matter" (see the noise floor).',
+        (
+            f"- **Many comparisons.** {m} tests at once; {CORRECTION_NAMES[result.correction]} keeps the chance of "
+            f"any false mark near {ALPHA:.0%}"
+            + (" (of false marks among the marked, for Benjamini-Hochberg)." if result.correction == "bh" else ".")
+            if result.correction != "none"
+            else f"- **Many comparisons, uncorrected.** {m} tests at {ALPHA:.0%} each: about a {chance:.0%} chance "
+            "that one is marked by luck when none matters (`--correction holm`)."
+        ),
+        (
+            f"- **One scale.** d_model {result.scale['d_model']}, {result.scale['layers']} layers, {s.steps} steps: "
+            "an effect can shrink, grow or flip at scale (`--scales`)."
+        ),
+    ]
+    if result.tuning:
+        lines.append(
+            "- **Learning rates from a short sweep**, which favours large rates: a rate best for "
+            f"{result.tuning['fraction']:g} of the budget can be worse over all of it (`--lr-sweep`)."
+        )
+    else:
+        lines.append(
+            f"- **One learning rate** ({s.lr:g}) for every design favours the one it suits; post-norm and "
+            "pre-norm differ most (`--lr-sweep`)."
+        )
+    if len({run.train_flops for run in result.runs}) > 1:
+        lines.append("- **Compute differs** between variants (train FLOPs): a gain may be bought with compute.")
+    return [*lines, ""]
+
+
+def next_step(result: AblationResult) -> str:
+    """The one thing to do next, by what the study lacks most."""
+    control = result.control
+    unclear = [row for row in unclear_rows(result) if row.seeds is not None]
+    if len(result.seeds) < 2:
+        return "train `--seeds 3` or more: one seed has no interval"
+    if control is not None and control.significant:
+        return "the control is marked: add seeds (`--seeds`) before trusting any mark"
+    closest = min(unclear, key=lambda row: row.seeds or 0, default=None)
+    if closest is not None and (closest.seeds or 0) <= max(8, 2 * len(result.seeds)):
+        return (
+            f"`--seeds {closest.seeds}` should resolve the closest unclear row ({closest.run.name}); "
+            "finished seeds are reused"
+        )
+    return (
+        "see whether the marked effects hold with size: `--scales` (e.g. 64x2,128x4,192x6) with "
+        "`--tokens-per-param`, and whether they hold at their best rate: `--lr-sweep`"
+    )
+
+
+def next_step_section(result: AblationResult) -> list[str]:
+    return ["## Next step", "", next_step(result)[0].upper() + next_step(result)[1:] + ".", ""]
+
+
+#: How an effect moves along a scale ladder (``trend``).
+TRENDS = ("grows", "shrinks", "flips", "flat within noise")
+
+
+def trend(deltas: Sequence[Interval]) -> str:
+    """How a Δ changes from the first rung to the last: ``"flat within noise"`` when the change
+    is within the two intervals' combined half-width; ``"flips"`` when both ends exclude 0 on
+    opposite sides; else ``"grows"`` or ``"shrinks"`` (in size); ``"unknown"`` without
+    intervals (one seed)."""
+    if len(deltas) < 2 or any(d.half_width is None for d in deltas):
+        return "unknown"
+    first, last = deltas[0], deltas[-1]
+    noise = math.hypot(first.half_width or 0.0, last.half_width or 0.0)
+    if abs(last.mean - first.mean) <= noise:
+        return "flat within noise"
+    if first.mean * last.mean < 0 and last.significant and first.significant:
+        return "flips"
+    return "grows" if abs(last.mean) > abs(first.mean) else "shrinks"

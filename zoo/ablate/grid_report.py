@@ -1,0 +1,325 @@
+"""The report of a study over a grid: ``study.json``, ``report.md`` (the cells, the trends
+along the ladder, the sweep, the warm-up verdict, caveats, next step), ``scale.png`` and
+``sweep.png``."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from zoo.ablate.ladder import Cell, StudyResult, row_named
+from zoo.ablate.records import write_text
+from zoo.ablate.report import figure_class
+from zoo.ablate.results import ALPHA, LEVEL, md_code
+
+
+def write_study_report(study: StudyResult) -> None:
+    """``study.json``, ``scale.png``, ``sweep.png`` and ``report.md`` in the study's folder."""
+    folder = study.results_path.parent
+    study.scale_plot_path = plot_scale(study, folder / "scale.png")
+    study.sweep_plot_path = plot_sweep(study, folder / "sweep.png")
+    study.report_path = folder / "report.md"
+    write_text(study.results_path, json.dumps(study.to_dict(), indent=2) + "\n")
+    write_text(study.report_path, study_markdown(study))
+
+
+def _cell_label(study: StudyResult, cell: Cell) -> str:
+    parts = [cell.rung.name] if len(study.rungs) > 1 else []
+    parts += [f"lr {cell.lr:g}"] if len(study.rates) > 1 else []
+    parts += [f"warm-up {'auto' if cell.warmup is None else cell.warmup}"] if len(study.warmups) > 1 else []
+    return ", ".join(parts) or cell.name
+
+
+def _flops(value: float) -> str:
+    for factor, unit in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g}{unit}"
+    return f"{value:.3g}"
+
+
+def _p(p: float | None) -> str:
+    return "n/a" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def cells_table(study: StudyResult) -> list[str]:
+    """Markdown: per cell, its budget, its noise floor, the control and what was marked."""
+    lines = [
+        "| cell | steps | tokens/run | base train FLOPs | noise floor | control Δ | marked after correction |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for cell, result in study.cells:
+        control = result.control
+        floor = result.noise_floor()
+        marked = ", ".join(md_code(run.name) for run in result.rows() if run.significant) or "none"
+        lines.append(
+            f"| [{_cell_label(study, cell)}]({cell.name}/report.md) | {cell.steps} | "
+            f"{cell.steps * study.budget['tokens_per_step']:,} | {_flops(result.runs[0].train_flops)} | "
+            f"{'n/a' if floor is None else f'{floor:.4f}'} | "
+            f"{'n/a' if control is None else control.delta_vs_base.format(4, sign=True)} | {marked} |"
+        )
+    return lines
+
+
+def trends_table(study: StudyResult) -> list[str]:
+    """Markdown: per row, its Δ vs base (p adj) at each rung and the trend word."""
+    trends = study.trends()
+    if not trends:
+        return []
+    several = len(study.rates) * len(study.warmups) > 1
+    header = ["row", *([] if not several else ["lr", "warm-up"]), *(r.name for r in study.rungs), "trend"]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 2) + "---|"]
+    for t in trends:
+        cells = [f"{d.format(4, sign=True)} ({_p(d.p_adjusted)})" for d in t.deltas]
+        extra = [] if not several else [f"{t.lr:g}", "auto" if t.warmup is None else str(t.warmup)]
+        lines.append("| " + " | ".join([t.name, *extra, *cells, t.word]) + " |")
+    return lines
+
+
+def sweep_table(study: StudyResult) -> list[str]:
+    """Markdown: per rung and variant, the final loss at each value of the sweep, and the best."""
+    swept = study.swept
+    if swept is None:
+        return []
+    values: list[Any] = study.rates if swept == "lr" else study.warmups
+    shown = [f"{v:g}" if swept == "lr" else "auto" if v is None else str(v) for v in values]
+    several = len(study.rungs) > 1
+    header = [*(["rung"] if several else []), "variant", *shown, "best"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * (2 if several else 1) + "---:|" * (len(values) + 1)]
+    for rung in study.rungs:
+        results = [study.swept_cell(rung, v) for v in values]
+        for run in results[0].runs:
+            if run.axis == "control":
+                continue
+            rows = [row_named(r, run.name) for r in results]
+            losses = [row.loss for row in rows if row is not None]
+            if len(losses) != len(values):
+                continue
+            best = min(range(len(values)), key=lambda i: losses[i].mean)
+            lines.append(
+                "| "
+                + " | ".join([*([rung.name] if several else []), run.name, *(x.format() for x in losses), shown[best]])
+                + " |"
+            )
+    return lines
+
+
+def sweep_sentences(study: StudyResult) -> list[str]:
+    """Per variant, the paired change of its final loss across the sweep, in words."""
+    swept = study.swept
+    if swept is None:
+        return []
+    what = "learning rate" if swept == "lr" else "warm-up"
+    lines = []
+    for e in study.sweep_effects():
+        sig = e.delta.p_value is not None and e.delta.p_value < ALPHA
+        lines.append(
+            f"- {md_code(e.name)} at {e.rung}: {what} {e.low if e.low is not None else 'auto'} instead of "
+            f"{e.high if e.high is not None else 'auto'} changes the final loss by {e.delta.format(4, sign=True)} "
+            f"(paired over seeds, p {_p(e.delta.p_value)}{', significant' if sig else ', within noise'})."
+        )
+    return lines
+
+
+def warmup_verdict(study: StudyResult) -> str | None:
+    """With a warm-up sweep, a post-norm base and a ``placement`` swap: whether this study shows
+    Xiong et al.'s result (removing warm-up hurts post-norm, not pre-norm), said plainly."""
+    if study.swept != "warmup" or study.cells[0][1].runs[0].config.placement.name != "post":
+        return None
+    rung = study.rungs[-1].name
+    effects = {e.axis: e for e in study.sweep_effects() if e.rung == rung}
+    post, pre = effects.get("base"), effects.get("placement")
+    if post is None or pre is None or post.delta.half_width is None or pre.delta.half_width is None:
+        return None
+    low, high = post.low if post.low is not None else "auto", post.high if post.high is not None else "auto"
+    hurts = post.delta.mean > 0 and post.delta.p_value is not None and post.delta.p_value < ALPHA
+    apart = post.delta.mean - pre.delta.mean > math.hypot(post.delta.half_width, pre.delta.half_width)
+    said = (
+        f"Warm-up {low} instead of {high} at {rung}: post-norm (the base) {post.delta.format(4, sign=True)} "
+        f"(p {_p(post.delta.p_value)}), pre-norm {pre.delta.format(4, sign=True)} (p {_p(pre.delta.p_value)})."
+    )
+    if hurts and apart:
+        return said + " This run shows Xiong et al.'s result: without warm-up post-norm ends worse, pre-norm does not."
+    if hurts:
+        return said + (
+            " Removing the warm-up hurts post-norm, but pre-norm's change is not told apart from it: this run "
+            "shows only half of Xiong et al.'s result."
+        )
+    return said + (
+        " This run does not show Xiong et al.'s result: post-norm is not significantly worse without warm-up "
+        "at this depth, rate and budget (gradient clipping and a short run may hide it; try more layers or a "
+        "higher --lr)."
+    )
+
+
+def study_markdown(study: StudyResult) -> str:
+    """``report.md`` of a study: the cells, the trends along the ladder, the sweep, caveats, next step."""
+    first = study.cells[0][1]
+    n = len(first.seeds)
+    rule = study.budget["rule"]
+    budget = {
+        "steps": f"the same {study.budget['value']} steps for every rung",
+        "tokens_per_param": f"{study.budget['value']:g} training tokens per non-embedding parameter of the base",
+        "flops_per_run": f"{_flops(study.budget['value'])} training FLOPs per run",
+    }[rule]
+    lines = [
+        f"# Study: {study.base} → {study.target}",
+        "",
+        f"{len(study.cells)} ablations (rungs {', '.join(r.name for r in study.rungs)}; rates "
+        f"{', '.join(f'{r:g}' for r in study.rates)}; warm-up "
+        f"{', '.join('auto' if w is None else str(w) for w in study.warmups)}), each over {n} seeds with a control "
+        f"row and {first.correction} correction; budget: {budget}.",
+        "",
+        "```bash",
+        study.command,
+        "```",
+        "",
+        "## Cells",
+        "",
+        *cells_table(study),
+        "",
+    ]
+    if len(study.rungs) > 1:
+        lines += [
+            "## Along the ladder",
+            "",
+            f"Δ vs base (p adj) at each rung; trend from the first rung to the last: *flat within noise* when the "
+            f"change is within the two {LEVEL:.0%} half-widths combined, *flips* when both ends exclude 0 on "
+            "opposite sides, else *grows* or *shrinks*.",
+            "",
+            *trends_table(study),
+            "",
+        ]
+        if study.scale_plot_path:
+            lines += [f"![Δ against training FLOPs]({study.scale_plot_path.name})", ""]
+    if study.swept:
+        lines += [
+            "## Learning rate" if study.swept == "lr" else "## Warm-up",
+            "",
+            "Final validation loss (mean ± 95% CI over seeds) per variant, every point a full budget:",
+            "",
+            *sweep_table(study),
+            "",
+            *sweep_sentences(study),
+            "",
+            *([verdict, ""] if (verdict := warmup_verdict(study)) else []),
+        ]
+        if study.sweep_plot_path:
+            lines += [f"![final loss against the sweep]({study.sweep_plot_path.name})", ""]
+    lines += [
+        "## Caveats",
+        "",
+        f"- **Few seeds, low power.** {n} seeds per cell; each cell's report states its noise floor and what "
+        "would resolve its unclear rows.",
+        f"- **Many comparisons.** Each cell is corrected over its own rows ({first.correction}); comparing "
+        "across cells adds comparisons the correction does not cover.",
+        "- **Small scale.** Even the largest rung is far from GPT-2 Small (768 x 12); a trend over a few "
+        "rungs is a hint of the direction, not an extrapolation.",
+        "",
+        "## Next step",
+        "",
+        _study_next_step(study),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _study_next_step(study: StudyResult) -> str:
+    if len(study.rungs) < 2:
+        return "Add rungs (`--scales`, e.g. 64x2,128x4,192x6) to see whether the effects hold with size."
+    if any(t.word == "unknown" for t in study.trends()):
+        return "Train `--seeds 3` or more: trends need intervals."
+    flat = [t.name for t in study.trends() if t.word == "flat within noise" and t.axis != "control"]
+    if flat and len(study.rates) < 2:
+        return (
+            "Check the rows that stay flat at their own best rates (`--lr-sweep`), and add a larger rung on a GPU "
+            "(`--device cuda`) — finished rungs are reused."
+        )
+    return "Add a larger rung on a GPU (`--device cuda`, `--scales` with one more size): finished rungs are reused."
+
+
+def plot_scale(study: StudyResult, path: Path) -> Path | None:
+    """Per row, Δ vs base with its interval against the training FLOPs of one run, log x, one
+    panel per rate and warm-up; None with one rung or without matplotlib."""
+    figure = figure_class()
+    trends = study.trends()
+    if figure is None or not trends:
+        return None
+    combos = list(itertools.product(study.rates, study.warmups))
+    fig = figure(figsize=(8 * len(combos), 5.5), dpi=110)
+    axes = fig.subplots(1, len(combos), squeeze=False)[0]
+    for ax, (lr, warmup) in zip(axes, combos):
+        for t in (t for t in trends if t.lr == lr and t.warmup == warmup):
+            style: dict[str, Any] = {"linewidth": 2.5 if t.axis in ("target", "control") else 1.2}
+            if t.axis == "control":
+                style["linestyle"] = ":"
+            ax.errorbar(
+                t.train_flops,
+                [d.mean for d in t.deltas],
+                yerr=[d.half_width or 0.0 for d in t.deltas],
+                marker="o",
+                capsize=3,
+                label=f"{t.name} ({t.word})",
+                **style,
+            )
+        ax.axhline(0.0, color="black", linewidth=1)
+        ax.set_xscale("log")
+        ax.set_xlabel("training FLOPs of one run (rungs " + ", ".join(r.name for r in study.rungs) + ")")
+        ax.set_ylabel(f"Δ final loss vs {study.base} (paired, {LEVEL:.0%} CI; < 0 better)")
+        ax.set_title(f"lr {lr:g}, warm-up {'auto' if warmup is None else warmup}", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{study.base} -> {study.target}: effects against scale")
+    fig.tight_layout()
+    fig.savefig(path)
+    return path
+
+
+def plot_sweep(study: StudyResult, path: Path) -> Path | None:
+    """Final loss (mean ± CI) against the swept rate (log x) or warm-up, one line per variant,
+    one panel per rung (and other axis value); None without a sweep or matplotlib."""
+    figure = figure_class()
+    swept = study.swept
+    if figure is None or swept is None:
+        return None
+    values: list[Any] = study.rates if swept == "lr" else study.warmups
+    others: list[Any] = study.warmups if swept == "lr" else study.rates
+    panels = list(itertools.product(study.rungs, others))
+    fig = figure(figsize=(6.5 * len(panels), 5), dpi=110)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    xs = [float(v) if v is not None else math.nan for v in values]
+    for ax, (rung, other) in zip(axes, panels):
+        results = [
+            study.cell(rung.name, v, other) if swept == "lr" else study.cell(rung.name, other, v) for v in values
+        ]
+        for run in results[0].runs:
+            if run.axis == "control":
+                continue
+            rows = [row_named(r, run.name) for r in results]
+            if any(row is None for row in rows):
+                continue
+            losses = [row.loss for row in rows if row is not None]
+            style = {"linewidth": 2.5} if run.axis in ("base", "target") else {"linewidth": 1.0, "alpha": 0.85}
+            ax.errorbar(
+                xs,
+                [x.mean for x in losses],
+                yerr=[x.half_width or 0.0 for x in losses],
+                marker="o",
+                capsize=3,
+                label=run.name,
+                **style,
+            )
+        if swept == "lr":
+            ax.set_xscale("log")
+        ax.set_xlabel("peak learning rate" if swept == "lr" else "warm-up steps")
+        ax.set_ylabel(f"final validation loss (mean ± {LEVEL:.0%} CI)")
+        what = f"warm-up {'auto' if other is None else other}" if swept == "lr" else f"lr {other:g}"
+        ax.set_title(f"{rung.name}, {what}", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{study.base} -> {study.target}: final loss against the {'rate' if swept == 'lr' else 'warm-up'}")
+    fig.tight_layout()
+    fig.savefig(path)
+    return path

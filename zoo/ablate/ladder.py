@@ -1,0 +1,278 @@
+"""The pieces of a study over a grid (``grid.run_study``): the rungs of a scale ladder, the
+cells (rung x rate x warm-up), and what the study measured: each cell's ablation, every
+row's Δ along the ladder with the word for its trend, and the change across a sweep."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zoo.ablate.advice import trend
+from zoo.ablate.results import LEVEL, AblationResult, AblationRun
+from zoo.errors import ConfigError, InputError
+from zoo.stats import Interval, paired_difference
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One size of a scale ladder: d_model x layers, with ``heads`` at the ladder's head size."""
+
+    d_model: int
+    layers: int
+    heads: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.d_model}x{self.layers}"
+
+
+_SCALE = re.compile(r"\s*(\d+)\s*x\s*(\d+)\s*")
+
+
+def parse_scales(text: str) -> list[tuple[int, int]]:
+    """``"64x2,128x4"`` -> ``[(64, 2), (128, 4)]`` (d_model x layers)."""
+    pairs = []
+    for part in text.split(","):
+        match = _SCALE.fullmatch(part)
+        if not match:
+            raise InputError(f"a scale is D_MODELxLAYERS such as 64x2, got {part.strip()!r} (--scales 64x2,128x4)")
+        pairs.append((int(match[1]), int(match[2])))
+    return pairs
+
+
+def ladder(scales: Sequence[tuple[int, int]], head_size: int) -> list[Rung]:
+    """The rungs, smallest first, each with d_model / ``head_size`` heads."""
+    rungs, problems = [], []
+    for d_model, layers in scales:
+        if d_model < 1 or layers < 1 or d_model % head_size:
+            problems.append(f"{d_model}x{layers}")
+            continue
+        rungs.append(Rung(d_model, layers, d_model // head_size))
+    if problems or not rungs:
+        raise ConfigError(
+            f"scales {', '.join(problems) or '(none)'}: each needs a d_model that is a multiple of the head size "
+            f"{head_size} (--d-model / --heads) and at least one layer (--scales 64x2,128x4)"
+        )
+    if len({r.name for r in rungs}) != len(rungs):
+        raise ConfigError(f"a scale is named twice in {', '.join(r.name for r in rungs)} (--scales)")
+    return sorted(rungs, key=lambda r: (r.d_model * r.d_model * r.layers, r.d_model))
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One ablation of a study: a rung, a peak rate, a warm-up, and the rung's budget in steps."""
+
+    rung: Rung
+    lr: float
+    warmup: int | None  # None: the loop's default, a tenth of the steps
+    steps: int
+    eval_every: int
+
+    @property
+    def name(self) -> str:
+        warm = "auto" if self.warmup is None else str(self.warmup)
+        return f"{self.rung.name}-lr{self.lr:g}-warmup{warm}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "d_model": self.rung.d_model,
+            "layers": self.rung.layers,
+            "heads": self.rung.heads,
+            "lr": self.lr,
+            "warmup": self.warmup,
+            "steps": self.steps,
+            "eval_every": self.eval_every,
+        }
+
+
+@dataclass(frozen=True)
+class Trend:
+    """One row of a ladder at one rate and warm-up: its Δ vs base at each rung, and the word."""
+
+    name: str
+    axis: str
+    lr: float
+    warmup: int | None
+    rungs: list[str]
+    train_flops: list[float]
+    deltas: list[Interval]
+
+    @property
+    def word(self) -> str:
+        return trend(self.deltas)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "axis": self.axis,
+            "lr": self.lr,
+            "warmup": self.warmup,
+            "trend": self.word,
+            "points": [
+                {"rung": r, "train_flops": f, **d.to_dict()}
+                for r, f, d in zip(self.rungs, self.train_flops, self.deltas)
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class SweepEffect:
+    """A variant's loss at the two ends of a sweep, paired over seeds: ``delta`` = loss at the
+    first value minus loss at the last (e.g. warm-up 0 minus warm-up 50)."""
+
+    name: str
+    axis: str
+    rung: str
+    low: Any
+    high: Any
+    delta: Interval
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "axis": self.axis,
+            "rung": self.rung,
+            "from": self.low,
+            "to": self.high,
+            "delta": self.delta.to_dict(),
+        }
+
+
+@dataclass
+class StudyResult:
+    """Every cell's ablation, the trends along the ladder and the sweeps, and the report's paths."""
+
+    base: str
+    target: str
+    cells: list[tuple[Cell, AblationResult]]
+    rungs: list[Rung]
+    rates: list[float]
+    warmups: list[int | None]
+    budget: dict[str, Any]  # rule ("steps", "tokens_per_param" or "flops_per_run") and its value
+    command: str
+    results_path: Path
+    report_path: Path | None = None
+    scale_plot_path: Path | None = None
+    sweep_plot_path: Path | None = None
+    trained: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+    main_process: bool = True
+
+    def cell(self, rung: str, lr: float | None = None, warmup: int | None | str = "first") -> AblationResult:
+        """The ablation of rung ``rung`` (``"64x2"``) at rate ``lr`` and warm-up ``warmup`` (default: the first)."""
+        lr = self.rates[0] if lr is None else lr
+        warm = self.warmups[0] if warmup == "first" else warmup
+        for cell, result in self.cells:
+            if cell.rung.name == rung and cell.lr == lr and cell.warmup == warm:
+                return result
+        raise InputError(
+            f"this study has no cell {rung} lr={lr:g} warmup={warm}; it has {', '.join(c.name for c, _ in self.cells)}"
+        )
+
+    @property
+    def swept(self) -> str | None:
+        """The axis the sweep plot draws: ``"lr"``, ``"warmup"`` or None (no sweep)."""
+        return "lr" if len(self.rates) > 1 else "warmup" if len(self.warmups) > 1 else None
+
+    def swept_cell(self, rung: Rung, value: Any) -> AblationResult:
+        """The cell at ``value`` of the swept axis, the other axis at its first value."""
+        return self.cell(rung.name, value) if self.swept == "lr" else self.cell(rung.name, None, value)
+
+    def trends(self) -> list[Trend]:
+        """Per rate and warm-up, per row but the base: its Δ at every rung (one rung: none)."""
+        if len(self.rungs) < 2:
+            return []
+        out = []
+        for lr, warmup in itertools.product(self.rates, self.warmups):
+            results = [self.cell(r.name, lr, warmup) for r in self.rungs]
+            for run in results[0].rows("plan")[1:]:
+                rows = [row_named(result, run.name) for result in results]
+                if any(row is None for row in rows):
+                    continue
+                found = [row for row in rows if row is not None]
+                out.append(
+                    Trend(
+                        run.name,
+                        run.axis,
+                        lr,
+                        warmup,
+                        [r.name for r in self.rungs],
+                        [row.train_flops for row in found],
+                        [row.delta_vs_base for row in found],
+                    )
+                )
+        return out
+
+    def sweep_effects(self) -> list[SweepEffect]:
+        """Per rung (and the other axis's first value), per variant: the paired change of its
+        final loss from the sweep's first value to its last (same seeds, same data order)."""
+        swept = self.swept
+        if swept is None:
+            return []
+        effects = []
+        values: list[Any] = self.rates if swept == "lr" else self.warmups
+        low, high = values[0], values[-1]
+        for rung in self.rungs:
+            ends = [self.swept_cell(rung, low), self.swept_cell(rung, high)]
+            for run in ends[0].runs:
+                other = row_named(ends[1], run.name)
+                if other is None or run.axis == "control":
+                    continue
+                delta = paired_difference(other.losses(), run.losses(), LEVEL)
+                effects.append(SweepEffect(run.name, run.axis, rung.name, low, high, delta))
+        return effects
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "base": self.base,
+            "target": self.target,
+            "command": self.command,
+            "rungs": [r.name for r in self.rungs],
+            "rates": self.rates,
+            "warmups": self.warmups,
+            "budget": self.budget,
+            "cells": [
+                {
+                    **cell.to_dict(),
+                    "results": str(result.results_path),
+                    "report": str(result.report_path),
+                    "table": _table_dict(result),
+                    "noise_floor": result.noise_floor(),
+                    "train_flops_base": result.runs[0].train_flops,
+                }
+                for cell, result in self.cells
+            ],
+            "trends": [t.to_dict() for t in self.trends()],
+            "sweep": {"axis": self.swept, "effects": [e.to_dict() for e in self.sweep_effects()]},
+            "plots": {
+                "scale": str(self.scale_plot_path) if self.scale_plot_path else None,
+                "sweep": str(self.sweep_plot_path) if self.sweep_plot_path else None,
+            },
+            "report": str(self.report_path) if self.report_path else None,
+        }
+
+
+def row_named(result: AblationResult, name: str) -> AblationRun | None:
+    """The row called ``name`` (the control included), or None."""
+    return next((run for run in result.rows("plan") if run.name == name), None)
+
+
+def _table_dict(result: AblationResult) -> list[dict[str, Any]]:
+    """A cell's rows, without curves and seeds: what the study's tables need."""
+    return [
+        {
+            "name": run.name,
+            "axis": run.axis,
+            "loss": run.loss.to_dict(),
+            "delta_vs_base": run.delta_vs_base.to_dict(),
+            "significant": run.significant,
+            "train_flops": run.train_flops,
+            "parameters": run.parameters,
+        }
+        for run in result.rows()
+    ]
