@@ -12,7 +12,6 @@ and no split.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch.nn.functional as F
@@ -40,7 +39,6 @@ class Attention(nn.Module):
     """
 
     Options = AttentionOptions
-    records_weights = False
 
     def __init__(
         self,
@@ -118,41 +116,21 @@ class Attention(nn.Module):
 
 
 class SdpaAttention(Attention):
-    """Multi-head attention with torch's fused scaled_dot_product_attention (default)."""
+    """Multi-head attention with torch's fused scaled_dot_product_attention (default).
+
+    Scores and pattern are never materialised, unless a hook asks for them.
+    """
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
-        mask = ctx.mask if ctx.mask is None or ctx.mask.dtype == q.dtype else ctx.mask.to(q.dtype)
-        return F.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            attn_mask=mask,
-            dropout_p=self.attn_dropout if self.training else 0.0,
-            is_causal=ctx.is_causal,
-            enable_gqa=self.groups > 1,
-        )  # (B, H, S, dk)
+        return ctx.attend(q, k, v, dropout=self.attn_dropout if self.training else 0.0)  # (B, H, S, dk)
 
 
 class EagerAttention(Attention):
-    """Multi-head attention as explicit math: scores, mask, softmax, dropout; returns weights."""
-
-    records_weights = True
-    recorded: list[Tensor] | None = None  # ``model.attention_maps`` sets a list to append to
+    """Multi-head attention as explicit math: scores, mask, softmax, dropout."""
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
         """softmax(q k^T / sqrt(dk) + mask) v, with each group of query heads against its kv head."""
-        batch, heads, q_len, dk = q.shape
-        k_len = k.shape[2]
-        grouped = q.view(batch, self.n_kv_heads, self.groups, q_len, dk)  # (B, H_kv, G, S, dk)
-        scores = grouped @ k[:, :, None].transpose(-2, -1) / math.sqrt(dk)  # (B, H_kv, G, S, S_k)
-        scores = scores.view(batch, heads, q_len, k_len)  # (B, H, S, S_k)
-        mask = ctx.mask_for(scores)
-        weights = (scores if mask is None else scores + mask).softmax(dim=-1)
-        if self.recorded is not None:
-            self.recorded.append(weights.detach())
-        weights = F.dropout(weights, self.attn_dropout, self.training)
-        weights = weights.view(batch, self.n_kv_heads, self.groups, q_len, k_len)
-        return (weights @ v[:, :, None]).view(batch, heads, q_len, dk)  # (B, H, S, dk)
+        return ctx.attend(q, k, v, dropout=self.attn_dropout if self.training else 0.0, explicit=True)
 
 
 def check_kv_heads(config: Any, options: AttentionOptions) -> None:

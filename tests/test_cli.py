@@ -439,7 +439,7 @@ def test_build_into_a_folder_keeps_versions(cli: Any, tmp_path: Path) -> None:
     info = cli("inspect", str(folder), "--json").json()
     assert [v["version"] for v in info["versions"]] == [1, 2]
     assert info["version"] == 2
-    first = cli("inspect", str(folder), "--checkpoint-version", "1", "--json").json()
+    first = cli("inspect", str(folder), "--version", "1", "--json").json()
     assert first["version"] == 1 and first["digest_ok"] is True
     table = cli("inspect", str(folder)).out
     assert "versions" in table
@@ -645,17 +645,17 @@ def test_generate_errors_are_one_line(cli: Any, tmp_path: Path, checkpoint: Path
 
 
 TINY_ABLATION = [
-    "--d-model",
-    "16",
-    "--layers",
-    "1",
-    "--heads",
-    "2",
+    "--set",
+    "d_model=16",
+    "--set",
+    "n_layers=1",
+    "--set",
+    "n_heads=2",
     "--seq-len",
     "16",
     "--steps",
     "2",
-    "--batch",
+    "--batch-size",
     "2",
     "--eval-every",
     "2",
@@ -695,7 +695,11 @@ def test_ablate_table(cli: Any, tmp_path: Path) -> None:
     runs = json.loads((tmp_path / "ablation.json").read_text())["runs"]
     curves = [[seed["curve"] for seed in run["seeds"]] for run in runs]
     assert len(runs) == 2 and curves[0] == curves[1]  # same design, seeds and data
-    rows = [line.split() for line in result.out.splitlines() if line.strip().startswith("gpt2-small ")]
+    rows = [
+        line.split()
+        for line in result.out.splitlines()
+        if line.strip().startswith("gpt2-small ") and "differ" not in line  # table rows, not the note
+    ]
     loss = runs[0]["final_val_loss"]
     assert [row[1:4] for row in rows[-2:]] == [[f"{loss['mean']:.3f}", "±", f"{loss['half_width']:.3f}"]] * 2
     assert rows[-1][4:7] == ["+0.000", "±", "0.000"]
@@ -728,17 +732,17 @@ def test_ablate_flags_reach_run_ablation(cli: Any, monkeypatch: pytest.MonkeyPat
         "gpt2-small",
         "--to",
         "transformer-2017",
-        "--d-model",
-        "40",
-        "--layers",
-        "3",
-        "--heads",
-        "5",
+        "--set",
+        "d_model=40",
+        "--set",
+        "n_layers=3",
+        "--set",
+        "n_heads=5",
         "--seq-len",
         "24",
         "--steps",
         "7",
-        "--batch",
+        "--batch-size",
         "6",
         "--lr",
         "0.01",

@@ -68,10 +68,11 @@ def test_bare_zoo_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
 def test_inspect_selects_versions_with_its_own_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     zoo.save(tiny(), tmp_path / "run")
     zoo.save(tiny(), tmp_path / "run")
-    assert main(["inspect", str(tmp_path / "run"), "--checkpoint-version", "1", "--json"]) == 0
+    assert main(["inspect", str(tmp_path / "run"), "--version", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["version"] == 1
-    with pytest.raises(SystemExit):  # --version belongs to zoo itself
-        main(["inspect", str(tmp_path / "run"), "--version", "1"])
+    assert main(["inspect", str(tmp_path / "run"), "--checkpoint-version", "2", "--json"]) == 0  # the old spelling
+    out, err = capsys.readouterr()
+    assert json.loads(out)["version"] == 2 and "--checkpoint-version is now --version" in err
 
 
 def test_error_hints_name_cli_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -98,9 +98,12 @@ def test_attention_maps_from_eager_are_causal_distributions() -> None:
         assert (weights.triu(1) == 0).all()
 
 
-def test_attention_maps_need_an_attention_that_records() -> None:
-    with pytest.raises(zoo.ConfigError, match="attention='eager'"):
-        tiny(attention="sdpa").attention_maps(torch.zeros(1, 4, dtype=torch.long))
+def test_attention_maps_of_the_fused_kernel_equal_the_eager_ones() -> None:
+    idx = torch.randint(0, TINY["vocab_size"], (1, 6))
+    fused, eager = tiny(attention="sdpa").attention_maps(idx), tiny(attention="eager").attention_maps(idx)
+    assert len(fused) == TINY["n_layers"]
+    for got, want in zip(fused, eager, strict=True):
+        torch.testing.assert_close(got, want)
 
 
 def test_pre_norm_has_final_norm_and_post_norm_has_none() -> None:

@@ -159,6 +159,7 @@ def test_zoo_info_and_every_preset_summary_do_not_import_torch_dynamo() -> None:
         "for name in ('gpt2-small', 'transformer-2017-base'):\n"
         "    assert main(['info', name]) == 0, name\n"
         "    assert 'torch._dynamo' not in sys.modules, f'zoo info {name} imported torch._dynamo'\n"
+        "    assert 'sympy' not in sys.modules, f'zoo info {name} imported sympy'\n"
         "import zoo\n"
         "from zoo.summary import summarize\n"
         "for name in zoo.list_models():\n"

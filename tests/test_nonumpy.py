@@ -43,8 +43,8 @@ COMMANDS = [
     ("from-hf", "convert --from-hf hf -o back.safetensors"),
     (
         "ablate",
-        "ablate --from transformer-2017 --to gpt2-small --d-model 32 --layers 1 --heads 2 --seq-len 16 "
-        "--steps 1 --batch 2 --eval-every 1 --seeds 1 --tokenizer bytes --max-chars 4000 --out ablation",
+        "ablate --from transformer-2017 --to gpt2-small --set d_model=32 --set n_layers=1 --set n_heads=2 "
+        "--seq-len 16 --steps 1 --batch-size 2 --eval-every 1 --seeds 1 --tokenizer bytes --max-chars 4000 -o ablation",
     ),
 ]
 

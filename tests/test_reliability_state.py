@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -345,3 +347,37 @@ def test_report_strings_from_files_are_escaped(tmp_path: Path) -> None:
     assert "\\[click\\](javascript" in outside and " [click]" not in outside and "/[click]" not in outside
     assert md("a|b*c\x1b") == "a\\|b\\*c\\\\x1b" and md("<b>") == "&lt;b&gt;"
     assert md_code("a``b") == "```a``b```" and md("embedding_scale") == "embedding_scale"
+
+
+def test_a_second_ctrl_c_prints_no_traceback(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "zoo", "train", "gpt2-small", *MODEL, "--data", str(data), "--out", str(out)]
+    command += ["--steps", "5000", *FLAGS[2:-4], "--save-every", "1000", "--threads", "1"]
+    process = subprocess.Popen(
+        command, env=environment(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    for _ in range(1200):  # until it trains
+        metrics = out / "metrics.jsonl"
+        if metrics.is_file() and metrics.stat().st_size:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and "error: interrupted after step" in err, err
+
+
+def test_ablate_overwrite_replaces_a_folder_whole_and_stays_out_of_the_repeat_command(
+    text: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "report.md").write_text("my report")
+    (out / "notes.txt").write_text("mine")
+    result = ablate(out, text, overwrite=True)
+    assert "notes.txt" not in os.listdir(out) and (out / "report.md").read_text() != "my report"
+    assert "--overwrite" not in result.command
+    marker = read_marker(out, InputError)
+    assert marker is not None and marker.kind == "ablate"

@@ -116,7 +116,9 @@ def test_the_training_state_file_keeps_its_keys(tmp_path: Path, dtype: str) -> N
         "manifest_digest",
         "world_size",
         "param_groups",
+        "run_id",  # added with the binding of a state to its run (an older state without it still reads)
     }
+    assert len(header["run_id"]) == 16
     assert (header["step"], header["tokens"]) == ("2", str(2 * settings.tokens_per_step))
     assert {name.split("/")[0] for name in names} == {"optim", "rng", "data"} | (
         {"scaler"} if dtype == "fp16" else set()

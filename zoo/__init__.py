@@ -82,7 +82,7 @@ def components(kind: str | None = None, *, registry: Registry | None = None) -> 
 
 if TYPE_CHECKING:  # the lazily loaded names below, as type checkers and IDEs see them
     from zoo.checkpoint import load, save, versions  # noqa: F401
-    from zoo.interop.converter import Converter, Rule  # noqa: F401
+    from zoo.interop.converter import Converter, Count, Epsilon, Fraction, HFFields, Positive, RopeTable, Rule  # noqa: F401
     from zoo.interop.hf import from_hf, from_pretrained, to_hf  # noqa: F401
     from zoo.interop.nanogpt import from_nanogpt  # noqa: F401
     from zoo.pipelines import generate_text  # noqa: F401
@@ -102,6 +102,12 @@ _LAZY = {
     "from_nanogpt": "zoo.interop.nanogpt",
     "Converter": "zoo.interop.converter",
     "Rule": "zoo.interop.converter",
+    "HFFields": "zoo.interop.converter",  # a converter's config.json schema and its field types
+    "Count": "zoo.interop.converter",
+    "Epsilon": "zoo.interop.converter",
+    "Fraction": "zoo.interop.converter",
+    "Positive": "zoo.interop.converter",
+    "RopeTable": "zoo.interop.converter",
     "generate_text": "zoo.pipelines",
     "tokenizer": "zoo.text",
     "summarize": "zoo.summary",

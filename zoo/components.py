@@ -1,6 +1,6 @@
 """The part maker: the configured component of each kind, constructed with explicit arguments.
 
-``Components(config, registry).make("attention")`` looks up the configured attention,
+``PartMaker(config, registry).make("attention")`` looks up the configured attention,
 validates its options, and calls its factory (usually the module class itself) with
 every argument filled by name, as ``zoo.contracts`` describes: the component's options,
 the config's sizes (``CONFIG_ARGUMENTS``) and fresh modules of other kinds (``norm``,
@@ -77,9 +77,12 @@ class PartMaker:
         options = component.options_model.model_validate(spec.options)
         self._making.append(kind)
         try:
-            return component.factory(**self.arguments(component, options, given))
+            made = component.factory(**self.arguments(component, options, given))
         finally:
             self._making.pop()
+        if isinstance(made, nn.Module):
+            made.zoo_kind = kind  # type: ignore[assignment]  # what it was made as: hook points find an MLP's activation by it
+        return made
 
     def placements(self) -> tuple[Placement, Placement]:
         """One layer's placements, around its attention and its MLP, made together by the

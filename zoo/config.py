@@ -36,7 +36,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
-from zoo.contracts import COMPONENT_KINDS
+from zoo.contracts import COMPONENT_KINDS, Placement, require_cross
 from zoo.errors import ConfigError, PresetError, did_you_mean, printable, quoted
 from zoo.registry import KINDS, Registry, default_registry
 
@@ -215,6 +215,9 @@ class ModelConfig(BaseModel):
                 component.check(self, options)
             filled = type(spec)(name=spec.name, **_set_options(options))
             object.__setattr__(self, kind, filled)
+        placement = registry.get("placement", self.placement.name).factory
+        if self.architecture == "encoder_decoder" and isinstance(placement, type) and issubclass(placement, Placement):
+            require_cross(placement, self.placement.name)  # its block must take the decoder's cross-attention
         return self
 
     def estimated_parameters(self) -> int:

@@ -20,14 +20,22 @@ The kinds:
 
 - attention: ``forward(x, ctx) -> y`` with ``x, y`` of shape (B, S, d_model). It owns its
   projections, turns q/k with ``ctx.rotate``, stores keys/values in ``ctx.cache`` and
-  applies ``ctx.mask`` / ``ctx.is_causal``.
+  turns q, k, v into per-head outputs with ``ctx.attend`` (the mask, the fused kernel,
+  and the hook points q, k, v, scores and pattern), then projects them with a layer
+  marked ``residual_output`` (whose input is the hook point z).
 - position: a ``PositionEncoding``: adds to embeddings, rotates q/k (with the state its
   ``prepare`` made once per forward), and/or biases scores.
 - placement: a ``Placement``: joins a sub-layer to the residual stream, owning its norms.
   A layer's two (around attention, around the MLP) are made together by its ``pair``,
   and its ``block`` says how they combine.
-- norm, activation, mlp: modules from (B, S, d) to (B, S, d).
+- norm, activation, mlp: modules from (B, S, d) to (B, S, d). An MLP's hook points are
+  its activation's input (pre: a module the part maker made, or a ``torch.nn``
+  activation module) and its ``residual_output`` projection's input (post).
 - init: a callable ``init(model)`` that draws fresh weights in place.
+
+Hook points (``zoo.hooks``) come from these promises, so a component writes no hook
+code: the model names the places, torch module hooks reach them only while a hook is
+set, and ``ctx.attend`` carries the attention's points.
 
 Modules that keep derived buffers (tables of sines, say) implement
 ``reset_buffers()``; the model calls it whenever it materialises weights from the meta
@@ -37,12 +45,14 @@ device, since those buffers are then uninitialised memory.
 from __future__ import annotations
 
 import inspect
+import math
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 import torch
+import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, create_model
 from torch import Tensor, nn
 
@@ -242,6 +252,17 @@ def takes_cross(placement: type[Placement]) -> bool:
     return "cross" in inspect.signature(placement.block).parameters
 
 
+def require_cross(placement: type[Placement], name: str) -> None:
+    """Refuse ``placement`` (registered as ``name``) for an encoder-decoder when its
+    ``block`` takes no cross-attention: it places decoder-only layers."""
+    if not takes_cross(placement):
+        raise ValueError(
+            f"placement {name!r} combines a decoder-only layer's attention and MLP (its block takes no "
+            f"cross-attention), so it cannot place an 'encoder_decoder' model's decoder layers; use "
+            f"placement 'pre' or 'post'"
+        )
+
+
 def residual_output(layer: nn.Linear) -> nn.Linear:
     """Mark ``layer`` as a projection that writes into the residual stream.
 
@@ -253,6 +274,18 @@ def residual_output(layer: nn.Linear) -> nn.Linear:
 
 def is_residual_output(module: nn.Module) -> bool:
     return bool(getattr(module, "zoo_residual_output", False))
+
+
+class LayerPoints(Protocol):
+    """One attention layer's hook points while hooks are set (``zoo.hooks`` makes it)."""
+
+    def point(self, name: str, x: Tensor) -> Tensor:
+        """``x`` as the hooks at ``name`` leave it (read, or replaced)."""
+        ...
+
+    def wants(self, *names: str) -> bool:
+        """Whether a hook is set at any of ``names`` (then scores are computed explicitly)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -271,11 +304,55 @@ class AttentionContext:
     rotation: Any = None  # what ``encoding.prepare(positions)`` made for this forward
     cache: LayerCache | None = None  # this layer's keys and values so far
     memory: Tensor | None = None  # (B, S_m, d) encoder output, for cross-attention
+    hooks: LayerPoints | None = None  # this layer's hook points, only while hooks are set
 
     def for_layer(self, cache: LayerCache | None) -> AttentionContext:
         if cache is self.cache:
             return self
-        return AttentionContext(self.mask, self.is_causal, self.encoding, self.rotation, cache, self.memory)
+        return AttentionContext(self.mask, self.is_causal, self.encoding, self.rotation, cache, self.memory, self.hooks)
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, *, dropout: float = 0.0, explicit: bool = False) -> Tensor:
+        """softmax(q k^T / sqrt(dk) + mask) v per head, (B, H, S, dk), for q (B, H, S, dk) and
+        k, v (B, H_kv, S_k, dk): each group of H / H_kv query heads reads one key/value head.
+
+        The fused ``scaled_dot_product_attention`` by default; the explicit math with
+        ``explicit`` (the eager kernel) or when a hook asks for the scores or the pattern.
+        Hook points, as the kernel reads them: ``hook_q``, ``hook_k``, ``hook_v`` (after
+        rotation, keys and values with the cache), ``hook_scores`` (masked, before the
+        softmax) and ``hook_pattern`` (after it, before dropout).
+        """
+        hooks = self.hooks
+        if hooks is not None:
+            q, k, v = hooks.point("hook_q", q), hooks.point("hook_k", k), hooks.point("hook_v", v)
+            explicit = explicit or hooks.wants("hook_scores", "hook_pattern")
+        if not explicit:
+            mask = self.mask if self.mask is None or self.mask.dtype == q.dtype else self.mask.to(q.dtype)
+            return F.scaled_dot_product_attention(
+                q,
+                k,
+                v,
+                attn_mask=mask,
+                dropout_p=dropout,
+                is_causal=self.is_causal,
+                enable_gqa=k.shape[1] != q.shape[1],
+            )  # (B, H, S, dk)
+        batch, heads, q_len, dk = q.shape
+        kv_heads, k_len = k.shape[1], k.shape[2]
+        grouped = q.view(batch, kv_heads, heads // kv_heads, q_len, dk)  # (B, H_kv, G, S, dk)
+        scores = grouped @ k[:, :, None].transpose(-2, -1) / math.sqrt(dk)  # (B, H_kv, G, S, S_k)
+        scores = scores.view(batch, heads, q_len, k_len)  # (B, H, S, S_k)
+        mask = self.mask_for(scores)
+        if mask is not None:
+            scores = scores + mask
+        if hooks is not None:
+            scores = hooks.point("hook_scores", scores)
+        weights = scores.softmax(dim=-1)
+        if hooks is not None:
+            weights = hooks.point("hook_pattern", weights)
+        if dropout:
+            weights = F.dropout(weights, dropout)
+        weights = weights.view(batch, kv_heads, heads // kv_heads, q_len, k_len)
+        return (weights @ v[:, :, None]).view(batch, heads, q_len, dk)  # (B, H, S, dk)
 
     def rotate(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         """Queries and new keys turned by the position encoding (unchanged without one)."""

@@ -22,6 +22,7 @@ __all__ = [
     "PluginError",
     "CheckpointError",
     "InteropError",
+    "HookError",
 ]
 
 #: The name ``pip install`` knows this package by (the import name is ``zoo``).
@@ -131,3 +132,7 @@ class CheckpointError(ZooError):
 
 class InteropError(ZooError):
     """A foreign model (Hugging Face layout) cannot be converted exactly."""
+
+
+class HookError(ZooError, ValueError):
+    """A hook point is unknown to a model, or a hook cannot run where it was asked to."""

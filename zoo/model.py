@@ -14,6 +14,8 @@ an ``InputError``.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
@@ -21,10 +23,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.cache import KVCache
-from zoo.components import Components
+from zoo.components import PartMaker
 from zoo.config import ModelConfig
 from zoo.contracts import AttentionContext, Placement, PositionEncoding, make_mask
-from zoo.errors import ConfigError, InputError
+from zoo.errors import InputError
+from zoo.hooks import HookFn, HookState, Names, hook_points, hooked, run_with_cache
 from zoo.inputs import (  # noqa: F401  INDEX_DTYPES and check_inputs: importable from here as before
     INDEX_DTYPES,
     as_padding,
@@ -42,7 +45,7 @@ class Block(nn.Module):
     """One layer: attention and MLP, each joined to the residual stream by the placement,
     combined as the placement's ``block`` says (one after the other, by default)."""
 
-    def __init__(self, parts: Components) -> None:
+    def __init__(self, parts: PartMaker) -> None:
         super().__init__()
         attn_residual, mlp_residual = parts.placements()  # made as a pair: they may share a norm
         self.attn_residual: Placement = attn_residual  # owns the norm(s) around attention
@@ -61,13 +64,14 @@ class TokenModel(nn.Module):
     head: nn.Linear  # set by each model, after its layers
     final_norm: nn.Module
 
-    def __init__(self, config: ModelConfig, parts: Components) -> None:
+    def __init__(self, config: ModelConfig, parts: PartMaker) -> None:
         super().__init__()
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
         self.position: PositionEncoding = parts.make("position")
         self.drop = nn.Dropout(config.dropout.embedding)
         self.embed_scale = math.sqrt(config.d_model) if config.embedding_scale == "sqrt_d_model" else 1.0
+        self.hook_state: HookState | None = None  # only while hooks are set (zoo.hooks)
 
     def wants_final_norm(self, placement: nn.Module) -> bool:
         """A norm after the last layer: as configured, else as the placement says."""
@@ -80,12 +84,15 @@ class TokenModel(nn.Module):
         if self.config.tie_embeddings:
             self.head.weight = self.tok_emb.weight
 
-    def embed(self, idx: Tensor, positions: Tensor) -> Tensor:
-        """Token embeddings (B, S, d), scaled, with positions, after dropout."""
+    def embed(self, idx: Tensor, positions: Tensor, scope: str = "") -> Tensor:
+        """Token embeddings (B, S, d), scaled, with positions, after dropout; ``scope``
+        prefixes their hook points (``encoder.``)."""
         try:
             x = self.tok_emb(idx)  # (B, S, d)
             if self.embed_scale != 1.0:
                 x = x * self.embed_scale
+            if self.hook_state is not None:  # hook_embed, hook_pos_embed
+                return self.drop(self.hook_state.embed(self.position, x, positions, scope))
             return self.drop(self.position.embed(x, positions))
         except IndexError as err:  # an id or position past a table (the CPU says so here)
             problems = value_problems(self, idx, positions=positions)
@@ -115,6 +122,23 @@ class TokenModel(nn.Module):
         """``cache`` if it is a ``KVCache`` of ``layers`` layers and this batch (``zoo.inputs``)."""
         return check_cache(cache, layers, batch)
 
+    def hook_points(self) -> list[str]:
+        """The names of this model's hook points, in forward order (``zoo.hooks``)."""
+        return hook_points(self)
+
+    def hooks(self, fns: Mapping[str, HookFn | Sequence[HookFn]]) -> AbstractContextManager[None]:
+        """``with model.hooks({name: fn}):`` runs ``fn(activation, name)`` at each point; a hook
+        that returns a tensor (of the same shape) replaces the activation."""
+        return hooked(self, fns)
+
+    def run_with_cache(
+        self, *args: Any, names: Names = None, detach: bool = True, **kwargs: Any
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """The output of ``self(*args, **kwargs)`` and the activations at ``names`` (all by
+        default, or names, or a predicate), keyed by point name; ``detach=False`` keeps grad."""
+        out, cache = run_with_cache(self, *args, names=names, detach=detach, **kwargs)
+        return out, cache
+
     def num_parameters(self, *, trainable_only: bool = False) -> int:
         """Number of parameters, tied weights counted once."""
         return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
@@ -132,7 +156,7 @@ class DecoderLM(TokenModel):
     """
 
     def __init__(self, config: ModelConfig, registry: Registry | None = None) -> None:
-        parts = Components(config, registry)
+        parts = PartMaker(config, registry)
         super().__init__(config, parts)
         blocks = [Block(parts) for _ in range(config.n_layers)]
         self.blocks = nn.ModuleList(blocks)
@@ -187,26 +211,14 @@ class DecoderLM(TokenModel):
 
     @torch.no_grad()
     def attention_maps(self, idx: Tensor) -> list[Tensor]:
-        """Attention weights of every layer, each (B, H, S, S), for inspection.
+        """Attention weights of every layer, each (B, H, S, S): the ``attn.hook_pattern`` points.
 
-        Needs an attention that can return its weights, such as ``eager``: one with
-        ``records_weights = True`` that appends them to its ``recorded`` list when set.
+        Any attention that follows the contract gives them; the fused kernel computes
+        them explicitly for this call only.
         """
-        attentions: list[Any] = [block.attn for block in self.blocks]
-        if not all(getattr(attn, "records_weights", False) for attn in attentions):
-            raise ConfigError(
-                f"attention {self.config.attention.name!r} cannot return its weights; "
-                f"build the model with attention='eager' to inspect them"
-            )
-        weights: list[Tensor] = []
-        try:
-            for attn in attentions:
-                attn.recorded = weights
-            self(idx)
-        finally:
-            for attn in attentions:
-                attn.recorded = None
-        return weights
+        names = [f"blocks.{i}.attn.hook_pattern" for i in range(len(self.blocks))]
+        _, cache = self.run_with_cache(idx, names=names)
+        return list(cache.values())
 
     def generate(self, input_ids: Tensor, max_new_tokens: int | None = None, **kwargs: Any) -> Tensor:
         """KV-cached decoding; see ``zoo.decoding.generate`` for the options.

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from zoo.cache import KVCache
 from zoo.components import PartMaker
 from zoo.config import ModelConfig
-from zoo.contracts import AttentionContext, CrossAttention, Placement, make_mask, takes_cross
+from zoo.contracts import AttentionContext, CrossAttention, Placement, make_mask, require_cross
 from zoo.errors import ConfigError, InputError
 from zoo.inputs import as_padding, check_tensor
 from zoo.model import Block, TokenModel
@@ -69,12 +69,10 @@ class EncoderDecoder(TokenModel):
         super().__init__(config, parts)  # one embedding for source, target and head
         self.encoder = nn.ModuleList(Block(parts) for _ in range(config.n_encoder_layers))
         decoder = [DecoderBlock(parts) for _ in range(config.n_layers)]
-        if not takes_cross(type(decoder[0].attn_residual)):
-            raise ConfigError(
-                f"placement {config.placement.name!r} combines a decoder-only layer's attention and MLP (its "
-                f"block takes no cross-attention), so it cannot place an 'encoder_decoder' model's decoder "
-                f"layers; use placement 'pre' or 'post'"
-            )
+        try:  # the config refuses such a placement class; this catches one a factory function makes
+            require_cross(type(decoder[0].attn_residual), config.placement.name)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         self.decoder = nn.ModuleList(decoder)
         wants_final_norm = self.wants_final_norm(decoder[0].attn_residual)
         self.encoder_norm = parts.norm() if wants_final_norm else nn.Identity()
@@ -100,7 +98,7 @@ class EncoderDecoder(TokenModel):
         self.check_tokens(src, src.shape[-1] if src.dim() else 0, "src")
         seq = src.shape[1]
         positions = torch.arange(seq, device=src.device)[None]  # (1, S)
-        x = self.embed(src, positions)
+        x = self.embed(src, positions, "encoder.")
         mask, _ = make_mask(
             q_len=seq,
             k_len=seq,
@@ -143,7 +141,7 @@ class EncoderDecoder(TokenModel):
                 f"d_model={self.config.d_model}), got {tuple(memory.shape)}; pass model.encode(src)"
             )
         positions = torch.arange(offset, offset + seq, device=tgt.device)[None]  # (1, T)
-        x = self.embed(tgt, positions)
+        x = self.embed(tgt, positions, "decoder.")
         self_mask, is_causal = make_mask(
             q_len=seq,
             k_len=offset + seq,

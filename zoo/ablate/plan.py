@@ -79,6 +79,11 @@ FLAG_OPTIONS = (
 )
 
 
+# Options spelled otherwise on the command line: the scale as --set model fields, the batch as --batch-size.
+SET_FIELDS = {"d_model": "d_model", "layers": "n_layers", "heads": "n_heads"}
+FLAG_NAMES = {"batch": "--batch-size"}
+
+
 @dataclass(frozen=True)
 class Options:
     """The arguments of ``run_ablation`` that shape the study (everything but the callbacks)."""
@@ -142,7 +147,11 @@ class Options:
         for name in FLAG_OPTIONS:
             value = getattr(self, name)
             if value is not None and not (self.prepared and name == "tokenizer"):
-                words += [f"--{name.replace('_', '-')}", f"{value:g}" if isinstance(value, float) else str(value)]
+                text = f"{value:g}" if isinstance(value, float) else str(value)
+                if name in SET_FIELDS:
+                    words += ["--set", f"{SET_FIELDS[name]}={text}"]
+                else:
+                    words += [FLAG_NAMES.get(name, f"--{name.replace('_', '-')}"), text]
         if not self.prepared:
             words += ["--vocab-limit", "all" if self.vocab_limit is None else str(self.vocab_limit)]
         if self.data is not None:
@@ -155,7 +164,7 @@ class Options:
             words.append("--path")
         elif self.path:
             words += ["--path", ",".join(self.path)]
-        words += ["--out", str(self.out_dir)]
+        words += ["-o", str(self.out_dir)]
         return shlex.join(words)
 
 
@@ -271,6 +280,11 @@ def make_plan(options: Options, registry: Registry) -> Plan:
                 f"{name!r} is an {config.architecture} model; an ablation trains language models "
                 f"on one text, so both sides must be decoder-only presets (see `zoo list`)"
             )
+    differences = diff_configs(base_config, target_config, registry=registry)
+    swappable = [(axis, value) for axis, _, value in differences if axis not in SIZE_AXES and axis != "architecture"]
+    notes: list[str] = []
+    if not swappable:
+        notes.append(no_swaps(options.base, options.target, differences))
     o = options
     settings = TrainSettings(
         steps=o.steps,
@@ -282,7 +296,6 @@ def make_plan(options: Options, registry: Registry) -> Plan:
         threads=o.threads,
     )
     grid = lr_grid(o.lr, o.lr_grid) if o.tune_lr else []
-    notes: list[str] = []
     tokens, described = ablation_data(o.data, o.tokenizer, o.vocab_limit, o.max_chars, notes)
     scale = {
         "d_model": o.d_model,
@@ -293,8 +306,6 @@ def make_plan(options: Options, registry: Registry) -> Plan:
     }
     small_base = at_scale(base_config, scale, registry)
     small_target = at_scale(target_config, scale, registry)
-    differences = diff_configs(base_config, target_config, registry=registry)
-    swappable = [(axis, value) for axis, _, value in differences if axis not in SIZE_AXES and axis != "architecture"]
     ends = Variant(o.base, "base", small_base), Variant(o.target, "target", small_target)
     if o.on_path:
         variants = cumulative_path(ends, swappable, o.path or [], notes, registry)
@@ -365,6 +376,25 @@ def lr_grid(lr: float, grid: list[float] | None) -> list[float]:
     if not rates or bad:
         raise ConfigError(f"the learning-rate grid needs rates > 0, got {list(rates)!r}; e.g. --lr-grid 1e-3,3e-3,1e-2")
     return sorted({float(r) for r in rates})
+
+
+def no_swaps(base: str, target: str, differences: list[tuple[str, Any, Any]]) -> str:
+    """What to say when ``base`` and ``target`` differ in nothing an ablation swaps."""
+    what = "only in sizes, which the ablation sets for both" if differences else "in nothing"
+    return (
+        f"{base} and {target} differ {what}: no swap to train, so the two rows are one design "
+        f"twice (a control of the noise between runs); `zoo compare {base} PRESET` shows what a --to would change"
+    )
+
+
+def swapless(base: str, target: str, registry: Registry) -> str | None:
+    """``no_swaps``'s message when the two presets differ in nothing an ablation swaps."""
+    differences = diff_configs(
+        resolve_config(base, registry=registry), resolve_config(target, registry=registry), registry=registry
+    )
+    if any(axis not in SIZE_AXES and axis != "architecture" for axis, _, _ in differences):
+        return None
+    return no_swaps(base, target, differences)
 
 
 def single_swaps(

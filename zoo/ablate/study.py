@@ -56,6 +56,7 @@ def run_ablation(
     threads: int | None = 1,
     command: str | None = None,
     registry: Registry | None = None,
+    overwrite: bool = False,
 ) -> AblationResult:
     """Train base, each single swap toward target (or a cumulative path), and target,
     each with ``seeds`` seeds; save every run and report means, intervals and paired
@@ -131,10 +132,15 @@ def run_ablation(
         max_chars=max_chars,
         threads=threads,
     )
-    return _run(options, on_progress, command or options.command(), registry or default_registry())
+    if not isinstance(overwrite, bool):
+        raise ConfigError(f"overwrite must be True or False, got {overwrite!r}")
+    # overwrite stays out of the repeat command: rerunning a report's command never wipes its folder
+    return _run(options, on_progress, command or options.command(), registry or default_registry(), overwrite)
 
 
-def _run(options: Options, on_progress: ProgressCallback | None, command: str, registry: Registry) -> AblationResult:
+def _run(
+    options: Options, on_progress: ProgressCallback | None, command: str, registry: Registry, overwrite: bool = False
+) -> AblationResult:
     """Plan, train the sweep (if any) and the seeds, collect, report."""
     plan = make_plan(options, registry)
     world = join_world()
@@ -145,16 +151,17 @@ def _run(options: Options, on_progress: ProgressCallback | None, command: str, r
             "one seed: no confidence intervals and no significance; use seeds >= 2 (3 or more to trust them)"
         )
     with contextlib.ExitStack() as stack:
-        _claim(options.out_dir, world, stack)
+        _claim(options.out_dir, world, stack, overwrite)
         content = content_digest(plan.tokens)
         context = Context(plan.tokens, plan.data, options.out_dir, options.device, options.threads, content)
         return _train_and_report(plan, options, context, world, registry, on_progress, command)
 
 
-def _claim(out_dir: Path, world: World, stack: contextlib.ExitStack) -> None:
+def _claim(out_dir: Path, world: World, stack: contextlib.ExitStack, overwrite: bool = False) -> None:
     """The out folder, owned for the ablation (``zoo.checkpoint.owned``): a marker, and a
-    lock held until ``stack`` closes; a folder the zoo did not make is refused. Rank 0
-    claims, every rank gets its verdict."""
+    lock held until ``stack`` closes; a folder the zoo did not make is refused unless
+    ``overwrite``, which replaces it whole with an empty one. Rank 0 claims, every rank
+    gets its verdict."""
     failure = ""
     if world.is_main:
         try:
@@ -165,7 +172,8 @@ def _claim(out_dir: Path, world: World, stack: contextlib.ExitStack) -> None:
                 error=InputError,
                 adopt=_older_ablation,
                 what="the output folder (--out)",
-                hint="give a new folder, or the folder of this ablation to restart it",
+                hint="give a new folder, the folder of this ablation to restart it, or --overwrite to replace it whole",
+                overwrite=overwrite,
             )
             stack.callback(owned.release)
         except ZooError as err:

@@ -168,8 +168,8 @@ def write_temporary(directory: Path, name: str, write: Callable[[Path], object])
     propagates.
 
     The file gets the mode the umask gives new files: it is created first to learn
-    that mode, because ``mkstemp`` gives 0600 and safetensors writes through a 0600
-    temporary of its own that it renames over this one.
+    that mode (``mkstemp`` would give 0600), and the mode is set again after ``write``,
+    which may replace the file (a library writing through a temporary of its own).
     """
     unique = f".{os.getpid()}-{secrets.token_hex(4)}.tmp"
     room = _name_max(directory) - len(unique.encode()) - 1

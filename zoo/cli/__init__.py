@@ -7,7 +7,7 @@ the zoo raises on purpose (``ZooError``) print as one red line and exit 1; ``--d
 shows the traceback. ``--json`` prints machine-readable output instead of tables.
 
 Each command module (``presets``, ``checkpoints``, ``convert``, ``generate``, ``ablate``,
-``bench``, ``train``) holds its commands' options (``add_parsers``) beside their
+``bench``, ``train``, ``probe``) holds its commands' options (``add_parsers``) beside their
 handlers; ``render`` shows things, ``options`` holds what the commands share.
 """
 
@@ -20,12 +20,14 @@ import sys
 import traceback
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.text import Text
 
 import zoo
-from zoo.cli import ablate, bench, checkpoints, convert, generate, presets, train
-from zoo.cli.options import Commands
+from zoo.cli import ablate, bench, checkpoints, convert, generate, presets, probe, train
+from zoo.cli.configfile import RUN_CONFIG, read_config
+from zoo.cli.options import make_commands
 from zoo.cli.render import Ui
 from zoo.errors import ZooError
 from zoo.registry import default_registry
@@ -33,42 +35,19 @@ from zoo.registry import default_registry
 __all__ = ["build_parser", "main"]
 
 #: The command modules, in the order their commands are listed in ``zoo --help``.
-COMMAND_MODULES = (presets, checkpoints, convert, generate, ablate, bench, train)
+COMMAND_MODULES = (presets, checkpoints, convert, generate, ablate, bench, train, probe)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``zoo`` parser: its own flags, the parent parsers the commands share, and each
     command module's subcommands."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks of errors")
-    json_flag = argparse.ArgumentParser(add_help=False)
-    json_flag.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    sets = argparse.ArgumentParser(add_help=False)
-    sets.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config field; dotted keys reach into components (attention.name=eager); repeatable",
-    )
-    context = argparse.ArgumentParser(add_help=False)
-    context.add_argument(
-        "--context", type=int, default=None, metavar="N", help="sequence length for FLOPs/token (default: max_seq_len)"
-    )
-
     parser = argparse.ArgumentParser(
         prog="zoo",
         description="A plugin-based model zoo for transformer language models.",
     )
     parser.add_argument("--version", action="version", version=f"zoo {zoo.__version__}")
     parser.add_argument("--debug", action="store_true", default=False, help="show tracebacks of errors")
-    commands = Commands(
-        sub=parser.add_subparsers(dest="command", metavar="COMMAND"),
-        common=common,
-        json_flag=json_flag,
-        sets=sets,
-        context=context,
-    )
+    commands = make_commands(parser)
     for module in COMMAND_MODULES:
         module.add_parsers(commands)
     return parser
@@ -116,6 +95,26 @@ def quiet_broken_pipe() -> int:
     return 0
 
 
+def with_config_files(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None, args: argparse.Namespace
+) -> argparse.Namespace:
+    """``args`` again with the command's config files as the flags' defaults: a resumed
+    run's ``run.toml``, then ``--config FILE``; the command line overrides both."""
+    command: argparse.ArgumentParser | None = getattr(args, "config_parser", None)
+    if command is None:
+        return args
+    defaults: dict[str, object] = {}
+    saved = Path(args.out) / RUN_CONFIG if getattr(args, "resume", False) and args.out else None
+    if saved is not None and saved.is_file():
+        defaults.update(read_config(saved, command))
+    if args.config is not None:
+        defaults.update(read_config(args.config, command))
+    if not defaults:
+        return args
+    command.set_defaults(**defaults)
+    return parser.parse_args(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``zoo`` command; returns the exit status."""
     parser = build_parser()
@@ -125,6 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     ui = Ui(json_mode=getattr(args, "json", False))
     try:
+        args = with_config_files(parser, argv, args)
+        for message in getattr(args, "renamed_flags", []):
+            ui.warn(message)
         load_plugins(ui, quiet=args.handler is presets.cmd_plugins)
         return args.handler(args, ui)
     except BrokenPipeError:

@@ -21,8 +21,25 @@ from zoo.ablate import (
     significant_swaps,
     table,
 )
-from zoo.cli.options import Commands
+from zoo.ablate.plan import swapless
+from zoo.cli.options import (
+    Commands,
+    RenamedFlag,
+    add_batch_size,
+    add_config,
+    add_out,
+    add_seed,
+    add_sets,
+    positive,
+)
 from zoo.cli.render import Ui, clipped, fmt_flops, new_table
+from zoo.config import parse_sets
+from zoo.errors import InputError
+from zoo.registry import default_registry
+
+#: The model fields `zoo ablate --set` takes (both sides are trained at this scale), to
+#: the run_ablation option each sets.
+SCALE_FIELDS = {"d_model": "d_model", "n_layers": "layers", "n_heads": "heads"}
 
 
 def add_parsers(commands: Commands) -> None:
@@ -32,17 +49,18 @@ def add_parsers(commands: Commands) -> None:
         "train a base, each single swap (or a cumulative path) toward a target, and the target, over seeds",
         [commands.json_flag],
     )
-    p.add_argument("--from", dest="base", default="transformer-2017", metavar="PRESET", help="default transformer-2017")
-    p.add_argument("--to", dest="target", default="gpt2-small", metavar="PRESET", help="default gpt2-small")
-    for flag in ("--d-model", "--layers", "--heads", "--seq-len", "--steps", "--batch", "--eval-every"):
-        default = DEFAULT_SCALE[flag.removeprefix("--").replace("-", "_")]
-        p.add_argument(flag, type=int, default=None, metavar="N", help=f"default {default}")
-    p.add_argument("--lr", type=float, default=None, help=f"peak learning rate (default {DEFAULT_SCALE['lr']})")
-    p.add_argument("--seeds", type=int, default=None, metavar="N", help=f"runs per variant (default {DEFAULT_SEEDS})")
     p.add_argument(
-        "--seed", type=int, default=None, metavar="N", help="the first seed; seeds run N, N+1, ... (default 0)"
+        "--from", dest="base", default="transformer-2017", metavar="PRESET", help="the base (default transformer-2017)"
     )
-    p.add_argument("--tune-lr", action="store_true", help="sweep a learning rate per variant, train each at its best")
+    p.add_argument(
+        "--to", dest="target", default="gpt2-small", metavar="PRESET", help="the target (default gpt2-small)"
+    )
+    _add_scale(p)
+    p.add_argument(
+        "--tune-lr",
+        action="store_true",
+        help="sweep a learning rate per variant, train each at its best (default: one --lr for all)",
+    )
     p.add_argument(
         "--lr-grid",
         type=rate_list,
@@ -54,7 +72,7 @@ def add_parsers(commands: Commands) -> None:
         "--tune-fraction",
         type=float,
         default=None,
-        metavar="F",
+        metavar="FRACTION",
         help=f"the sweep's share of the steps (default {TUNE_FRACTION})",
     )
     p.add_argument(
@@ -63,21 +81,38 @@ def add_parsers(commands: Commands) -> None:
         const=True,
         default=None,
         metavar="AXIS,AXIS,...",
-        help="a cumulative path (base, +swap 1, +swaps 1-2, ..., target) instead of single swaps; optionally its order",
+        help="a cumulative path (base, +swap 1, +swaps 1-2, ..., target) instead of single swaps; optionally its "
+        "order (default: single swaps)",
     )
     p.add_argument("--order", choices=ORDERS, default=None, help="table rows by effect size (default) or in plan order")
     p.add_argument(
-        "--workers", type=int, default=None, metavar="N", help="runs trained at once, one process each (default 1)"
+        "--workers", type=positive, default=None, metavar="N", help="runs trained at once, one process each (default 1)"
     )
     p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="cuda: one GPU per worker (default cpu)")
+    _add_text(p)
+    p.add_argument("--threads", type=positive, default=None, metavar="N", help="torch CPU threads per run (default 1)")
+    add_out(
+        p,
+        "output folder; run again on it, it trains only unfinished runs",
+        metavar="DIR",
+        required=False,
+        default="runs/ablation",
+    )
+
+
+def _add_text(p: argparse.ArgumentParser) -> None:
+    """The text the study trains on, and its tokens."""
     p.add_argument(
         "--data",
         default=None,
         metavar="FILE|DIR",
-        help="a text file, or a folder prepared by `zoo data prepare` (default: Shakespeare)",
+        help="a text file, or a folder prepared by `zoo data prepare` (default: the bundled Shakespeare)",
     )
     p.add_argument(
-        "--tokenizer", choices=("auto", "gpt2", "bytes"), default=None, help="auto: GPT-2 if installed, else bytes"
+        "--tokenizer",
+        choices=("auto", "gpt2", "bytes"),
+        default=None,
+        help="auto (default): gpt2 if its files are installed (the text extra), else bytes",
     )
     p.add_argument(
         "--vocab-limit",
@@ -86,14 +121,58 @@ def add_parsers(commands: Commands) -> None:
         metavar="N|all",
         help="GPT-2 tokens: keep the N most frequent, spell the rest as bytes (default 1024)",
     )
-    p.add_argument("--max-chars", type=int, default=None, metavar="N", help="train on the first N characters only")
-    p.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads per run (default 1)")
     p.add_argument(
-        "--out",
-        default="runs/ablation",
-        metavar="DIR",
-        help="output folder; run again on it, it trains only unfinished runs (default runs/ablation)",
+        "--max-chars",
+        type=positive,
+        default=None,
+        metavar="N",
+        help="train on the first N characters only (default: all of the text)",
     )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an --out folder this ablation did not make (or another's) whole, everything in it removed "
+        "(default: refuse it)",
+    )
+
+
+def _add_scale(p: argparse.ArgumentParser) -> None:
+    """The scale and training flags: what every run of the study shares."""
+    add_config(p, "ablate")
+    scale = ", ".join(f"{field}={DEFAULT_SCALE[option]}" for field, option in SCALE_FIELDS.items())
+    add_sets(
+        p,
+        help=f"the scale both sides are trained at: {', '.join(SCALE_FIELDS)}; repeatable (default: {scale})",
+    )
+    for field, option in SCALE_FIELDS.items():  # the old spellings: --d-model, --layers, --heads
+        old = "--" + option.replace("_", "-")
+        p.add_argument(old, dest=option, type=positive, action=RenamedFlag, new=f"--set {field}=N", metavar="N")
+    p.add_argument(
+        "--seq-len",
+        type=positive,
+        default=None,
+        metavar="N",
+        help=f"tokens per sequence (default {DEFAULT_SCALE['seq_len']})",
+    )
+    p.add_argument(
+        "--steps", type=positive, default=None, metavar="N", help=f"steps per run (default {DEFAULT_SCALE['steps']})"
+    )
+    add_batch_size(p, f"sequences per step (default {DEFAULT_SCALE['batch']})")
+    p.add_argument("--batch", dest="batch_size", type=positive, action=RenamedFlag, new="--batch-size", metavar="N")
+    p.add_argument(
+        "--eval-every",
+        type=positive,
+        default=None,
+        metavar="N",
+        help=f"validation loss every N steps (default {DEFAULT_SCALE['eval_every']})",
+    )
+    p.add_argument(
+        "--lr", type=float, default=None, metavar="LR", help=f"peak learning rate (default {DEFAULT_SCALE['lr']})"
+    )
+    p.add_argument(
+        "--seeds", type=positive, default=None, metavar="N", help=f"runs per variant (default {DEFAULT_SEEDS})"
+    )
+    add_seed(p, "the first seed; seeds run N, N+1, ... (default 0)")
 
 
 def vocab_limit(text: str) -> int | str:
@@ -138,12 +217,40 @@ ABLATE_OPTIONS = (
 )
 
 
+def scale_options(args: argparse.Namespace) -> dict[str, int]:
+    """``--set d_model=48 --set n_layers=2`` (and the old ``--d-model``, ``--layers``,
+    ``--heads``) as run_ablation's ``d_model``, ``layers``, ``heads``."""
+    found = {option: getattr(args, option) for option in SCALE_FIELDS.values() if hasattr(args, option)}
+    for field, value in parse_sets(args.set).items():
+        if field not in SCALE_FIELDS:
+            raise InputError(
+                f"--set {field}=...: zoo ablate sets the scale both sides train at ({', '.join(SCALE_FIELDS)}); "
+                f"every other field is what the presets' differences and swaps decide"
+            )
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"--set {field}={value!r}: expected a whole number of 1 or more")
+        found[SCALE_FIELDS[field]] = value
+    return found
+
+
 def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
+    options = _options(args)
+    nothing = swapless(args.base, args.target, default_registry())
+    if nothing is not None:  # said before it trains, not only in the notes after
+        ui.warn(nothing)
     progress, on_progress = _progress(ui)
-    with progress:
+    try:
         result = run_ablation(
-            base=args.base, target=args.target, out_dir=Path(args.out), on_progress=on_progress, **_options(args)
+            base=args.base,
+            target=args.target,
+            out_dir=Path(args.out),
+            on_progress=on_progress,
+            overwrite=args.overwrite,
+            **options,
         )
+    finally:
+        if progress.live.is_started:  # stop() prints a line even when it never started
+            progress.stop()
     if not result.main_process:
         return 0  # under torchrun, rank 0 reports
     if ui.json_mode:
@@ -155,7 +262,9 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     """The run_ablation arguments the flags give (unset flags leave its defaults)."""
-    options: dict[str, Any] = {key: getattr(args, key) for key in ABLATE_OPTIONS if getattr(args, key) is not None}
+    given = {**vars(args), "batch": args.batch_size}
+    options: dict[str, Any] = {key: given[key] for key in ABLATE_OPTIONS if given.get(key) is not None}
+    options.update(scale_options(args))
     if args.data is not None:
         options["data"] = Path(args.data)
     if options.get("vocab_limit") == "all":
@@ -183,6 +292,8 @@ def _progress(ui: Ui) -> tuple[Progress, ProgressCallback]:
     done: set[str] = set()
 
     def on_progress(run: str, step: int, total: int, loss: float | None) -> None:
+        if not progress.live.is_started:
+            progress.start()  # at the first run, so a refused plan prints its error alone
         if run not in tasks:
             for name in [n for n in done if n.startswith("tune ") and n in tasks]:
                 progress.remove_task(tasks.pop(name))  # a finished sweep run makes room

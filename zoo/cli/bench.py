@@ -16,9 +16,11 @@ from zoo.errors import ZooError
 
 def add_parsers(commands: Commands) -> None:
     p = commands.add("bench", cmd_bench, "run the benchmarks of bench/ (all, or one by name), forwarding arguments")
-    p.add_argument("--list", action="store_true", help="list the benchmarks")
-    p.add_argument("name", nargs="?", help="a benchmark, e.g. forward (bench/bench_forward.py)")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the benchmark")
+    p.add_argument("--list", action="store_true", help="list the benchmarks (default: run them)")
+    p.add_argument(
+        "name", nargs="?", metavar="NAME", help="a benchmark, e.g. forward (bench/bench_forward.py) (default: all)"
+    )
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the benchmark")
 
 
 def bench_folder() -> Path:

@@ -14,7 +14,7 @@ from rich.text import Text
 
 import zoo
 from zoo.checkpoint import inspect
-from zoo.cli.options import Commands, load_config, seed
+from zoo.cli.options import Commands, add_out, add_seed, add_version, load_config
 from zoo.cli.render import Ui, config_table, fmt_bytes, fmt_int, fmt_value, mapping_table, new_table
 from zoo.config import ModelConfig
 from zoo.errors import InputError, printable
@@ -22,13 +22,15 @@ from zoo.errors import InputError, printable
 
 def add_parsers(commands: Commands) -> None:
     p = commands.add("build", cmd_build, "build a model with its init and save it as a checkpoint", [commands.sets])
-    p.add_argument("name", help="preset name, or a checkpoint whose config to reuse")
+    p.add_argument("name", metavar="NAME|CHECKPOINT", help="a preset, or a checkpoint whose config to reuse")
+    add_out(p, "a .safetensors file, or a folder to add the next numbered version to")
+    add_seed(p, "seed of the weight draws (default 0)")
     p.add_argument(
-        "-o", "--output", required=True, metavar="PATH", help="a .safetensors file, or a folder for numbered versions"
-    )
-    p.add_argument("--seed", type=seed, default=0, help="seed of the weight draws (default 0)")
-    p.add_argument(
-        "--metadata", action="append", default=[], metavar="KEY=VALUE", help="user metadata to store; repeatable"
+        "--metadata",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="user metadata to store in the file; repeatable (default: none)",
     )
 
     p = commands.add(
@@ -37,15 +39,9 @@ def add_parsers(commands: Commands) -> None:
         "a checkpoint: format, config, providers, versions, tensors, digest",
         [commands.json_flag],
     )
-    p.add_argument("path", help="a checkpoint file or a folder of versions")
-    p.add_argument(
-        "--checkpoint-version",
-        type=int,
-        default=None,
-        metavar="N",
-        help="a version of a checkpoint folder (default: newest)",
-    )
-    p.add_argument("--no-verify", action="store_true", help="skip the digest check")
+    p.add_argument("path", metavar="PATH", help="a checkpoint file or a folder of versions")
+    add_version(p)
+    p.add_argument("--no-verify", action="store_true", help="skip the digest check (default: check it)")
 
 
 def parse_metadata(items: Iterable[str]) -> dict[str, str]:
@@ -61,11 +57,12 @@ def parse_metadata(items: Iterable[str]) -> dict[str, str]:
 def cmd_build(args: argparse.Namespace, ui: Ui) -> int:
     config, _ = load_config(args.name, args.set)
     metadata = parse_metadata(args.metadata)
-    with ui.err.status(f"building {args.name} and drawing its weights (seed {args.seed})"):
-        torch.manual_seed(args.seed)
+    seed = 0 if args.seed is None else args.seed
+    with ui.err.status(f"building {args.name} and drawing its weights (seed {seed})"):
+        torch.manual_seed(seed)
         model = zoo.build(config)
-    with ui.err.status(f"saving to {args.output}"):
-        written = zoo.save(model, args.output, metadata=metadata or None)  # a folder: its new version
+    with ui.err.status(f"saving to {args.out}"):
+        written = zoo.save(model, args.out, metadata=metadata or None)  # a folder: its new version
     ui.line(f"built {args.name} ({fmt_int(model.num_parameters())} parameters), saved to {written}", "green")
     return 0
 
@@ -82,7 +79,7 @@ def tensor_rows(tensors: Iterable[Any]) -> list[tuple[str, str, str, int]]:
 
 def cmd_inspect(args: argparse.Namespace, ui: Ui) -> int:
     with ui.err.status(f"reading {args.path}" + ("" if args.no_verify else " and checking its digest")):
-        info = inspect(args.path, version=args.checkpoint_version, verify=not args.no_verify)
+        info = inspect(args.path, version=args.version, verify=not args.no_verify)
     if ui.json_mode:
         ui.json(info)
         return 0

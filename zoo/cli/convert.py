@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import zoo
-from zoo.cli.options import Commands
+from zoo.cli.options import Commands, add_out, add_version
 from zoo.cli.render import Ui, fmt_int
-from zoo.errors import ZooError
+from zoo.errors import InputError, ZooError
 from zoo.interop.hub import local_or_snapshot
 from zoo.pipelines import keep_tokenizer
 from zoo.text import has_tokenizer
@@ -27,18 +27,19 @@ def add_parsers(commands: Commands) -> None:
         help="a Hugging Face folder, or a hub id such as openai-community/gpt2, to import "
         "(see `zoo plugins` for the families)",
     )
-    direction.add_argument("--from-nanogpt", metavar="CKPT", help="a nanoGPT ckpt.pt (or its out_dir) to import")
-    direction.add_argument("--to-hf", metavar="CHECKPOINT", help="a zoo checkpoint to export")
+    direction.add_argument("--from-nanogpt", metavar="FILE|DIR", help="a nanoGPT ckpt.pt (or its out_dir) to import")
+    direction.add_argument("--to-hf", metavar="CHECKPOINT", help="a zoo checkpoint file or folder to export")
+    add_version(p, "the --to-hf checkpoint folder")
     p.add_argument(
         "--architecture",
         default=None,
         metavar="NAME",
-        help="with --to-hf: the Hugging Face architecture to write (default: the first that fits)",
+        help="with --to-hf: the Hugging Face architecture to write (default: the first installed one that fits)",
     )
     p.add_argument(
         "--revision", default=None, metavar="REV", help="with --from-hf ID: a branch, tag or commit (default: main)"
     )
-    p.add_argument("-o", "--output", required=True, metavar="PATH", help="where to write the result")
+    add_out(p, "where to write: a .safetensors file or a folder of versions (--from-*), a folder (--to-hf)")
     p.add_argument(
         "--overwrite",
         action="store_true",
@@ -55,6 +56,10 @@ def add_parsers(commands: Commands) -> None:
 def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
     source = args.from_hf or args.from_nanogpt
     model: zoo.DecoderLM | zoo.EncoderDecoder
+    if source and args.version is not None:
+        raise InputError(
+            "--version selects a version of the --to-hf checkpoint folder; --from-hf and --from-nanogpt take none"
+        )
     if source:
         metadata = None
         with ui.err.status(f"reading {source}"):
@@ -63,7 +68,7 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
                 model = zoo.from_hf(folder, allow_nonfinite=args.allow_nonfinite)
             else:
                 model = zoo.from_nanogpt(source, allow_nonfinite=args.allow_nonfinite)
-        target = Path(args.output)
+        target = Path(args.out)
         if not args.overwrite and (target.is_file() or target.is_symlink()):
             raise ZooError(
                 f"{target} exists; pass --overwrite to replace it, or give a new file name or a checkpoint "
@@ -72,17 +77,17 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
         if args.from_hf and has_tokenizer(folder):  # the checkpoint records its tokenizer
             if commit is not None:
                 metadata = {"tokenizer": {"hub": args.from_hf, "revision": commit}}
-            elif not args.output.endswith(".safetensors"):
-                metadata = {"tokenizer": keep_tokenizer(folder, args.output)}
-        with ui.err.status(f"saving to {args.output}"):
-            written = zoo.save(model, args.output, metadata=metadata)
+            elif not args.out.endswith(".safetensors"):
+                metadata = {"tokenizer": keep_tokenizer(folder, args.out)}
+        with ui.err.status(f"saving to {args.out}"):
+            written = zoo.save(model, args.out, metadata=metadata)
         count = fmt_int(model.num_parameters())
         ui.line(f"converted {source} ({count} parameters) to the zoo checkpoint {written}", "green")
     else:
         with ui.err.status(f"loading {args.to_hf}"):
-            model = zoo.load(args.to_hf)
-        with ui.err.status(f"writing a Hugging Face model to {args.output}"):
-            folder = zoo.to_hf(model, args.output, architecture=args.architecture, overwrite=args.overwrite)
+            model = zoo.load(args.to_hf, version=args.version)
+        with ui.err.status(f"writing a Hugging Face model to {args.out}"):
+            folder = zoo.to_hf(model, args.out, architecture=args.architecture, overwrite=args.overwrite)
         architecture = json.loads((folder / "config.json").read_text(encoding="utf-8"))["architectures"][0]
-        ui.line(f"converted {args.to_hf} to the Hugging Face folder {args.output} ({architecture})", "green")
+        ui.line(f"converted {args.to_hf} to the Hugging Face folder {args.out} ({architecture})", "green")
     return 0

@@ -6,7 +6,7 @@ import argparse
 
 from rich.text import Text
 
-from zoo.cli.options import Commands, seed
+from zoo.cli.options import Commands, add_seed, add_version, positive
 from zoo.cli.render import Ui, terminal_text
 from zoo.errors import printable
 from zoo.pipelines import generate_text, load_with_tokenizer
@@ -23,7 +23,10 @@ def add_parsers(commands: Commands) -> None:
         metavar="MODEL",
         help="a zoo checkpoint (file or run folder), a Hugging Face folder, or a hub id such as openai-community/gpt2",
     )
-    p.add_argument("--prompt", required=True, help="the text to continue ('' starts from the start token)")
+    add_version(p, "a run folder")
+    p.add_argument(
+        "--prompt", required=True, metavar="TEXT", help="the text to continue ('' starts from the start token)"
+    )
     p.add_argument(
         "--tokenizer",
         default=None,
@@ -32,35 +35,48 @@ def add_parsers(commands: Commands) -> None:
         "files, the one a checkpoint records, else GPT-2's for GPT-2's vocabulary, bytes for 256)",
     )
     length = p.add_mutually_exclusive_group()
-    length.add_argument("--max-new-tokens", type=int, default=None, metavar="N", help="new tokens (default: 50)")
+    length.add_argument("--max-new-tokens", type=positive, default=None, metavar="N", help="new tokens (default 50)")
     length.add_argument(
-        "--max-length", type=int, default=None, metavar="N", help="prompt plus new tokens, as in transformers"
+        "--max-length",
+        type=positive,
+        default=None,
+        metavar="N",
+        help="prompt plus new tokens, as in transformers (default: set by --max-new-tokens)",
     )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--greedy", action="store_true", help="always take the most likely token (the default)")
     mode.add_argument(
         "--sample", action="store_true", help="sample (implied by --temperature, --top-k, --top-p); --seed repeats one"
     )
-    p.add_argument("--temperature", type=float, default=None, metavar="T", help="sampling temperature (default: 1.0)")
-    p.add_argument("--top-k", type=int, default=None, metavar="K", help="sample among the K likeliest (default: all)")
     p.add_argument(
-        "--top-p", type=float, default=None, metavar="P", help="sample within probability mass P (default: 1, all)"
+        "--temperature", type=float, default=None, metavar="TEMPERATURE", help="divides the logits (default 1.0)"
     )
     p.add_argument(
-        "--repetition-penalty", type=float, default=None, metavar="R", help="penalise seen tokens (default: 1.0, none)"
+        "--top-k", type=positive, default=None, metavar="N", help="sample among the N likeliest (default: all)"
     )
     p.add_argument(
-        "--num-return-sequences", type=int, default=1, metavar="N", help="continuations to sample (default: 1)"
+        "--top-p",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="sample among the likeliest tokens holding this share of the probability (default 1: all)",
+    )
+    p.add_argument(
+        "--repetition-penalty",
+        type=float,
+        default=None,
+        metavar="PENALTY",
+        help="divides the logits of tokens seen so far (default 1.0: none)",
+    )
+    p.add_argument(
+        "--num-return-sequences", type=positive, default=1, metavar="N", help="continuations to sample (default 1)"
     )
     p.add_argument(
         "--pad-token-id", type=int, default=None, metavar="ID", help="fills finished sequences (default: end-of-text)"
     )
-    p.add_argument(
-        "--seed", type=seed, default=None, metavar="N", help="seed of the sampling, 0 .. 2**64-1 (default: none)"
-    )
+    add_seed(p, "seed of the sampling, 0 .. 2**64-1 (default: a fresh one each run)")
     p.add_argument("--revision", default=None, metavar="REV", help="a hub id's branch, tag or commit (default: main)")
-    p.add_argument("--version", type=int, default=None, metavar="N", help="a run folder's version (default: newest)")
-    p.add_argument("--no-echo", action="store_true", help="print only the generated text, not the prompt")
+    p.add_argument("--no-echo", action="store_true", help="print only the generated text (default: the prompt too)")
     p.add_argument(
         "--raw",
         action="store_true",

@@ -1,6 +1,20 @@
-"""What the commands of ``zoo`` share: where they add their subcommands (with the parent
-parsers of ``--debug``, ``--json``, ``--set`` and ``--context``), argument types, and
-the config a NAME argument with ``--set`` overrides stands for."""
+"""What the commands of ``zoo`` share: where they add their subcommands, the flags every
+command spells the same way, argument types, and the config a NAME argument with
+``--set`` overrides stands for.
+
+The flag vocabulary, defined here once and used by every command:
+
+- ``-o/--out PATH``: every output (file or folder); ``--output`` is an old spelling.
+- ``--version N``: the version of a checkpoint folder to read (default: the newest);
+  ``--checkpoint-version`` is an old spelling.
+- ``--set FIELD=VALUE``: a model config field, repeatable.
+- ``--batch-size N``, ``--seed N``, ``--tokenizer NAME|DIR``, ``--data PATH``,
+  ``--device``, ``--dtype``, ``--quiet``, ``--config FILE``, ``--overwrite``.
+
+Metavars name what a flag takes (``N``, ``LR``, ``FRACTION``, ``DIR``, ``FILE``, ``PATH``);
+every help text states the default, and what "auto" resolves to. An old spelling still
+works, hidden from ``--help``, and prints a warning naming the new one.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +37,94 @@ from zoo.interop.hub import is_hub_id, local_or_snapshot
 Handler = Callable[[argparse.Namespace, Ui], int]
 
 
+#: Metavars the flags use: each names what the flag takes.
+METAVARS = frozenset(
+    {"N", "LR", "FRACTION", "DIR", "FILE", "PATH", "ID", "NAME", "FIELD=VALUE", "KEY=VALUE", "TEXT",
+     "NAME|DIR", "NAME|CHECKPOINT", "PATH_OR_HF_DIR", "PATTERN", "KIND", "TFLOPS", "NORM", "DECAY",
+     "TEMPERATURE", "PENALTY", "PRESET", "CHECKPOINT", "INPUT", "AXIS,AXIS,...", "R,R,...", "N|all",
+     "FILE|DIR", "ARGS", "A", "B", "REV", "MODEL", "NAME|DIR|ID", "DIR|ID", "NAME,NAME,...", "RUN"}
+)  # fmt: skip
+
+
+class RenamedFlag(argparse.Action):
+    """An old spelling of a flag: hidden from ``--help``, it sets the new flag's value and
+    leaves a warning for ``main`` to print (``renamed_flags`` on the namespace)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, new: str, **kwargs: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: str | None = None
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        renamed = [*getattr(namespace, "renamed_flags", []), f"{option} is now {self.new}; the old spelling will go"]
+        namespace.renamed_flags = renamed
+
+
+def add_out(
+    p: argparse.ArgumentParser, help: str, *, metavar: str = "PATH", required: bool = True, default: str | None = None
+) -> None:
+    """``-o/--out``: where a command writes (``--output`` is the old spelling)."""
+    if not required and default is not None:
+        help = f"{help} (default {default})"
+    # One of the two is required: a group, so that the old spelling counts as giving it.
+    group = p.add_mutually_exclusive_group(required=required)
+    group.add_argument("-o", "--out", default=default, metavar=metavar, help=help)
+    group.add_argument("--output", dest="out", action=RenamedFlag, new="-o/--out", metavar=metavar)
+
+
+def add_version(p: argparse.ArgumentParser, what: str = "the checkpoint folder") -> None:
+    """``--version N``: which version of a checkpoint folder to read (``--checkpoint-version``
+    is the old spelling)."""
+    p.add_argument(
+        "--version",
+        type=positive,
+        default=None,
+        metavar="N",
+        help=f"the version of {what} to read (default: the newest)",
+    )
+    p.add_argument(
+        "--checkpoint-version", dest="version", type=positive, action=RenamedFlag, new="--version", metavar="N"
+    )
+
+
+def add_seed(p: argparse.ArgumentParser, help: str) -> None:
+    """``--seed N``: 0 .. 2**64 - 1."""
+    p.add_argument("--seed", type=seed, default=None, metavar="N", help=help)
+
+
+def add_batch_size(p: argparse.ArgumentParser, help: str, default: int | None = None) -> None:
+    """``--batch-size N``: sequences per step."""
+    p.add_argument("--batch-size", type=positive, default=default, metavar="N", help=help)
+
+
+def add_sets(p: argparse.ArgumentParser, dest: str = "set", flag: str = "--set", help: str | None = None) -> None:
+    """``--set FIELD=VALUE``, repeatable."""
+    p.add_argument(
+        flag,
+        dest=dest,
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help=help
+        or "override a model config field; dotted fields reach into components (attention.name=eager); "
+        "repeatable (default: the config as it is)",
+    )
+
+
+def add_config(p: argparse.ArgumentParser, command: str) -> None:
+    """``--config FILE``: the command's flags from a TOML file (``zoo.cli.configfile``)."""
+    p.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help=f"a TOML file of `zoo {command}` flags by name (batch_size = 16); flags given here override it "
+        "(default: none)",
+    )
+    p.set_defaults(config_parser=p)
+
+
 @dataclasses.dataclass(frozen=True)
 class Commands:
     """The ``zoo`` parser's subcommands and the parent parsers the commands share; each
@@ -41,6 +143,42 @@ class Commands:
         p = self.sub.add_parser(name, help=help, description=help, parents=[self.common, *parents])
         p.set_defaults(handler=handler)
         return p
+
+
+def make_commands(parser: argparse.ArgumentParser) -> Commands:
+    """The subcommands of ``parser`` and the parent parsers of the flags they share."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks of errors")
+    json_flag = argparse.ArgumentParser(add_help=False)
+    json_flag.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    sets = argparse.ArgumentParser(add_help=False)
+    add_sets(sets)
+    context = argparse.ArgumentParser(add_help=False)
+    context.add_argument(
+        "--context",
+        type=int,  # the summary says what a wrong one is
+        default=None,
+        metavar="N",
+        help="sequence length for FLOPs/token (default: max_seq_len)",
+    )
+    return Commands(
+        sub=parser.add_subparsers(dest="command", metavar="COMMAND"),
+        common=common,
+        json_flag=json_flag,
+        sets=sets,
+        context=context,
+    )
+
+
+def positive(text: str) -> int:
+    """A count: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
+    return value
 
 
 def seed(text: str) -> int:

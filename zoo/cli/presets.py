@@ -11,7 +11,7 @@ from rich.text import Text
 
 import zoo
 from zoo.ablate.compare import diff_configs
-from zoo.cli.options import Commands, load_config
+from zoo.cli.options import Commands, add_sets, load_config
 from zoo.cli.render import (
     Ui,
     clipped,
@@ -30,24 +30,28 @@ from zoo.summary import count_parameters, meta_model, summarize
 
 def add_parsers(commands: Commands) -> None:
     p = commands.add("list", cmd_list, "list presets (PATTERN may use wildcards: 'gpt2-*')", [commands.json_flag])
-    p.add_argument("pattern", nargs="?", default="*")
+    p.add_argument("pattern", nargs="?", default="*", metavar="PATTERN", help="a name or wildcards (default: all)")
 
     p = commands.add(
         "components", cmd_components, "list components and the plugin that provides each", [commands.json_flag]
     )
-    p.add_argument("kind", nargs="?", choices=None, help=f"one of {', '.join(KINDS)}")
+    p.add_argument("kind", nargs="?", metavar="KIND", help=f"one of {', '.join(KINDS)} (default: all)")
 
     commands.add("plugins", cmd_plugins, "list plugins: loaded, skipped, and failed (with why)", [commands.json_flag])
 
     config_flags = [commands.json_flag, commands.sets, commands.context]
     p = commands.add("info", cmd_info, "a config, its parameters by group, its FLOPs per token", config_flags)
-    p.add_argument("name", help="preset name, a checkpoint file or folder, a Hugging Face folder, or a hub id")
+    p.add_argument(
+        "name",
+        metavar="NAME|CHECKPOINT|ID",
+        help="a preset, a checkpoint file or folder, a Hugging Face folder, or a hub id",
+    )
 
     p = commands.add("compare", cmd_compare, "what differs between two configs; parameters, FLOPs", config_flags)
-    p.add_argument("a", help="preset name or checkpoint")
-    p.add_argument("b", help="preset name or checkpoint")
-    p.add_argument("--set-a", action="append", default=[], metavar="KEY=VALUE", help="override for A only")
-    p.add_argument("--set-b", action="append", default=[], metavar="KEY=VALUE", help="override for B only")
+    p.add_argument("a", metavar="A", help="a preset or a checkpoint")
+    p.add_argument("b", metavar="B", help="a preset or a checkpoint")
+    add_sets(p, "set_a", "--set-a", "override a field of A only; repeatable (default: none)")
+    add_sets(p, "set_b", "--set-b", "override a field of B only; repeatable (default: none)")
 
 
 def layers_label(config: ModelConfig) -> str:

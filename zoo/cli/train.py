@@ -11,24 +11,22 @@ import argparse
 import math
 import os
 import signal
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-)
+import torch
 
 import zoo
-from zoo.checkpoint import versions
-from zoo.cli.options import Commands
+from zoo.checkpoint import CheckpointInfo, inspect, versions
+from zoo.checkpoint.store import resolve
+from zoo.cli.configfile import RUN_CONFIG, file_keys, write_config
+from zoo.cli.options import Commands, add_batch_size, add_config, add_out, add_version, positive, seed
+from zoo.cli.progress import TrainProgress
 from zoo.cli.render import Ui, fmt_int, new_table
 from zoo.config import parse_sets
+from zoo.errors import InputError, ZooError, printable
 from zoo.interop.hub import is_hub_id, local_or_snapshot
 from zoo.pipelines import recorded_tokenizer_source
 from zoo.text import has_tokenizer
@@ -42,30 +40,48 @@ from zoo.training import (
     prepare,
     train,
 )
-from zoo.training.metrics import METRICS
+from zoo.training.curves import CURVES, NO_MATPLOTLIB, have_matplotlib, plot_runs
+from zoo.training.metrics import LOGGERS, METRICS, check_loggers
 
-# flag -> TrainSettings field, for the flags that map one to one
-SETTING_FLAGS = {
-    "steps": int,
-    "batch_size": int,
-    "micro_batch_size": int,
-    "seq_len": int,
-    "lr": float,
-    "min_lr_ratio": float,
-    "warmup_steps": int,
-    "weight_decay": float,
-    "grad_clip": float,
-    "eval_every": int,
-    "eval_batches": int,
-    "save_every": int,
-    "keep_last": int,
-    "seed": int,
-    "threads": int,
-    "peak_tflops": float,
-}
+# TrainSettings field -> (type, metavar, what it is, the default when TrainSettings says None),
+# for the flags that map one to one (flag: the field with dashes; warmup_steps is --warmup).
+SETTING_FLAGS: dict[str, tuple[Callable[[str], Any], str, str, str | None]] = {
+    "steps": (positive, "N", "optimizer steps", None),
+    "batch_size": (positive, "N", "sequences per optimizer step, over all ranks", None),
+    "micro_batch_size": (
+        positive, "N", "sequences per forward on one rank (gradients accumulate)",
+        "the whole --batch-size share of each rank in one forward",
+    ),
+    "seq_len": (positive, "N", "tokens per training sequence", None),
+    "lr": (float, "LR", "peak learning rate (AdamW)", None),
+    "min_lr_ratio": (float, "FRACTION", "the cosine schedule ends at lr times this", None),
+    "warmup_steps": (int, "N", "steps of linear warm-up", "a tenth of --steps, at least 1"),
+    "weight_decay": (float, "DECAY", "AdamW weight decay", None),
+    "grad_clip": (float, "NORM", "clip the global gradient norm to this; 0 turns clipping off", None),
+    "eval_every": (positive, "N", "evaluate on the validation split every N steps (and at the end)", None),
+    "eval_batches": (positive, "N", "validation batches per evaluation", None),
+    "save_every": (positive, "N", "save a version every N steps", "at the end only"),
+    "keep_last": (positive, "N", "keep only the newest N versions", "keep every version"),
+    "seed": (seed, "N", "seed of the init, the data order and dropout", None),
+    "threads": (positive, "N", "torch CPU threads", f"as torch has it, {torch.get_num_threads()} here"),
+    "peak_tflops": (
+        float, "TFLOPS", "peak TFLOP/s of one device, for MFU", "a known GPU's peak; on CPU none, so no MFU",
+    ),
+}  # fmt: skip
+
+
+def setting_flag(field: str) -> str:
+    return "--warmup" if field == "warmup_steps" else "--" + field.replace("_", "-")
 
 
 def add_parsers(commands: Commands) -> None:
+    _add_data_prepare(commands)
+    _add_train(commands)
+    _add_eval(commands)
+    _add_plot(commands)
+
+
+def _add_data_prepare(commands: Commands) -> None:
     data = commands.sub.add_parser("data", help="prepare training data", description="prepare training data")
     data_sub = data.add_subparsers(dest="data_command", metavar="COMMAND", required=True)
     help = "tokenize text files or folders into shards of token ids and a manifest.json"
@@ -74,7 +90,7 @@ def add_parsers(commands: Commands) -> None:
     p.add_argument(
         "inputs", nargs="*", metavar="INPUT", help="text files or folders (default: the bundled Shakespeare)"
     )
-    p.add_argument("-o", "--output", required=True, metavar="DATA_DIR", help="a new (or empty) folder")
+    add_out(p, "a new (or empty) folder for the shards and manifest.json", metavar="DIR")
     p.add_argument(
         "--tokenizer",
         default="gpt2",
@@ -82,33 +98,58 @@ def add_parsers(commands: Commands) -> None:
         help="gpt2, bytes, a folder with tokenizer.json, or a hub id (its files are kept in the data folder); "
         "default gpt2",
     )
-    p.add_argument("--val-fraction", type=float, default=0.005, help="tail of each file kept for validation (0.005)")
-    p.add_argument("--workers", type=int, default=None, metavar="N", help="tokenizing processes (default: CPUs)")
+    p.add_argument(
+        "--val-fraction",
+        type=float,
+        default=0.005,
+        metavar="FRACTION",
+        help="the tail of each file kept for validation (default 0.005)",
+    )
+    p.add_argument(
+        "--workers",
+        type=positive,
+        default=None,
+        metavar="N",
+        help=f"tokenizing processes (default: one per CPU, at most one per file; {os.cpu_count()} CPUs here)",
+    )
 
+
+def _add_train(commands: Commands) -> None:
     help = "train a preset or a checkpoint on a corpus; under torchrun, on every rank"
-    p = commands.add("train", cmd_train, help, [commands.json_flag])
-    p.add_argument("name", metavar="NAME|CHECKPOINT", help="a preset to build, or a checkpoint to fine-tune")
+    p = commands.add("train", cmd_train, help, [commands.json_flag, commands.sets])
+    p.add_argument(
+        "name",
+        nargs="?",
+        metavar="NAME|CHECKPOINT",
+        help="a preset to build, or a checkpoint to fine-tune (default: the --config file's, or with --resume "
+        "the run's own)",
+    )
+    add_version(p, "a checkpoint folder given as NAME")
+    add_config(p, "train")
     p.add_argument(
         "--data",
         default=None,
         metavar="PATH",
-        help="a prepared folder, or text files/folders (prepared into a cache); default: Shakespeare",
+        help="a prepared folder, or text files/folders (prepared into a cache) (default: the bundled Shakespeare)",
     )
-    p.add_argument("--out", required=True, metavar="DIR", help="versions, training states and metrics.jsonl")
-    p.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field; repeatable"
+    # Not required by the parser, so that a --config file may give it; cmd_train insists.
+    add_out(
+        p,
+        "the run's folder: versions, training states, metrics.jsonl, run.toml (no default: give it, or out in "
+        "the --config file)",
+        metavar="DIR",
+        required=False,
     )
     defaults = TrainSettings()
-    for field, kind in SETTING_FLAGS.items():
-        flag = "--warmup" if field == "warmup_steps" else "--" + field.replace("_", "-")
+    for field, (kind, metavar, what, auto) in SETTING_FLAGS.items():
         default = getattr(defaults, field)
         p.add_argument(
-            flag,
+            setting_flag(field),
             dest=field,
             type=kind,
             default=None,
-            metavar="N",
-            help=f"default {'auto' if default is None else default}",
+            metavar=metavar,
+            help=f"{what} (default: {auto})" if default is None else f"{what} (default {default})",
         )
     p.add_argument(
         "--dtype",
@@ -116,25 +157,64 @@ def add_parsers(commands: Commands) -> None:
         default="fp32",
         help="fp32 (default), bf16 autocast, fp16 autocast with a grad scaler",
     )
-    p.add_argument("--compile", action="store_true", help="torch.compile each block")
-    p.add_argument("--activation-checkpointing", action="store_true", help="recompute block activations in backward")
-    p.add_argument("--strategy", choices=STRATEGIES, default="auto", help="auto: DDP if it fits, else FSDP2")
+    p.add_argument("--compile", action="store_true", help="torch.compile each block (default: eager)")
+    p.add_argument(
+        "--activation-checkpointing",
+        action="store_true",
+        help="recompute block activations in backward (default: keep them)",
+    )
+    p.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="auto",
+        help="auto (default): single for one process; under torchrun ddp, or fsdp on CUDA when "
+        "weights, gradients and AdamW state would not fit in 60%% of a device",
+    )
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its newest version")
+    p.add_argument(
+        "--log-every",
+        type=positive,
+        default=None,
+        metavar="N",
+        help="not in a terminal: a progress line every N steps (default: a tenth of --steps, at least 1)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress, only the final line (default: progress)")
+    p.add_argument(
+        "--log",
+        type=logger_list,
+        default=(),
+        metavar="NAME,NAME,...",
+        help=f"loggers beside metrics.jsonl: {', '.join(LOGGERS)} (default: metrics.jsonl only)",
+    )
+
     p.add_argument(
         "--tokenizer",
         default=None,
         metavar="NAME|DIR|ID",
-        help="for raw text --data: gpt2, bytes, a folder or a hub id (default: the model's)",
+        help="for raw text --data: gpt2, bytes, a folder or a hub id (default: the one a checkpoint was trained "
+        "with, else gpt2 for GPT-2's vocabulary size, else bytes)",
     )
 
+
+def _add_eval(commands: Commands) -> None:
     help = "evaluate a checkpoint: loss, perplexity, tokens, bits per byte"
     p = commands.add("eval", cmd_eval, help, [commands.json_flag])
-    p.add_argument("checkpoint", help="a checkpoint file or folder, a Hugging Face folder, or a hub id")
-    p.add_argument("--data", default=None, metavar="PATH", help="a prepared folder or text; default: Shakespeare")
-    p.add_argument("--split", choices=("val", "train"), default="val")
-    p.add_argument("--batches", type=int, default=None, metavar="N", help="default: the whole split")
-    p.add_argument("--batch-size", type=int, default=8, metavar="N")
-    p.add_argument("--seq-len", type=int, default=None, metavar="N", help="default: max_seq_len, at most 1024")
+    p.add_argument(
+        "checkpoint", metavar="CHECKPOINT|ID", help="a checkpoint file or folder, a Hugging Face folder, or a hub id"
+    )
+    add_version(p)
+    p.add_argument(
+        "--data",
+        default=None,
+        metavar="PATH",
+        help="a prepared folder or text (default: the data the run was trained on, as its checkpoint records)",
+    )
+    p.add_argument("--split", choices=("val", "train"), default="val", help="(default val)")
+    p.add_argument("--batches", type=positive, default=None, metavar="N", help="(default: the whole split)")
+    add_batch_size(p, "sequences per forward (default 8)", default=8)
+    p.add_argument(
+        "--seq-len", type=positive, default=None, metavar="N", help="(default: the model's max_seq_len, at most 1024)"
+    )
     p.add_argument(
         "--tokenizer",
         default=None,
@@ -144,9 +224,17 @@ def add_parsers(commands: Commands) -> None:
     )
 
 
+def _add_plot(commands: Commands) -> None:
+    help = "draw runs' train and validation loss and learning rate against steps (and tokens), overlaid"
+    p = commands.add("plot", cmd_plot, help)
+    p.add_argument("runs", nargs="+", metavar="RUN", help="`zoo train` run folders (or their metrics.jsonl)")
+    add_out(p, "the PNG to write", metavar="FILE", required=False, default="curves.png")
+    p.add_argument("--title", default=None, metavar="TEXT", help="(default: the run folders' names)")
+
+
 def cmd_data_prepare(args: argparse.Namespace, ui: Ui) -> int:
     inputs = args.inputs or [str(resources.files("zoo").joinpath("data", BUNDLED_CORPUS))]
-    data = prepare(inputs, args.output, tokenizer=args.tokenizer, val_fraction=args.val_fraction, workers=args.workers)
+    data = prepare(inputs, args.out, tokenizer=args.tokenizer, val_fraction=args.val_fraction, workers=args.workers)
     if ui.json_mode:
         ui.json(data.describe())
         return 0
@@ -169,97 +257,168 @@ def settings_from(args: argparse.Namespace) -> TrainSettings:
     return TrainSettings(**values)
 
 
+def write_run_config(args: argparse.Namespace, settings: TrainSettings) -> Path:
+    """``run.toml`` in the out folder: every flag of this run, resolved, so that the folder
+    alone repeats it (``--config RUN/run.toml``) or continues it (``--resume``)."""
+    resolved = settings.to_dict()
+    values: dict[str, Any] = {}
+    for dest in dict.fromkeys(action.dest for action in file_keys(args.config_parser).values()):
+        if dest in ("resume", "version"):
+            continue  # how this command line started, not what the run is
+        values[dest] = resolved[dest] if dest in resolved else getattr(args, dest, None)
+    values["data"] = recorded_path(args.data)
+    return write_config(
+        Path(args.out) / RUN_CONFIG,
+        values,
+        f"zoo train settings of this run, resolved (zoo {zoo.__version__}).\n"
+        f"Repeat it: zoo train --config {Path(args.out) / RUN_CONFIG} -o NEW_DIR; continue it: zoo train -o "
+        f"{args.out} --resume --steps N",
+    )
+
+
+def recorded_path(data: str | None) -> str | None:
+    """``--data`` as the run records it: an existing path made absolute, so that ``zoo
+    eval RUN`` finds it from any folder."""
+    return str(Path(data).resolve()) if data is not None and Path(data).exists() else data
+
+
 def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
     settings = settings_from(args)
     main_rank = int(os.environ.get("RANK", "0")) == 0
-    progress = Progress(
-        TextColumn("step"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[info]}"),
-        TimeRemainingColumn(),
-        console=ui.err,
-        disable=not main_rank,
-    )
-    task = progress.add_task("train", total=settings.steps, info="")
-    last: list[StepReport] = []
+    log_every = args.log_every or max(1, settings.steps // 10)
+    if args.out is None:
+        raise InputError("give the run's folder with -o/--out DIR (or out = ... in the --config file)")
+    if args.name is None:
+        raise InputError(
+            "give the model to train: a preset or checkpoint NAME, a --config file with name = ..., "
+            "or --resume with the -o of a run (its run.toml names it)"
+        )
+    progress = TrainProgress(ui.err, settings.steps, log_every=log_every, quiet=args.quiet, main_rank=main_rank)
 
     def on_step(report: StepReport) -> None:
-        if not last:
-            progress.start()  # after the checks, so an error is the only line
-        last[:] = [report]
-        info = f"loss {report.loss:.4f}  {report.tokens_per_s:,.0f} tok/s"
-        if report.mfu is not None:
-            info += f"  MFU {report.mfu:.1%}"
-        if report.val_loss is not None:
-            info += f"  val {report.val_loss:.4f}"
-        progress.update(task, completed=report.step, info=info)
+        if progress.last is None and main_rank:  # the run has passed its checks and has its folder
+            write_run_config(args, settings)
+        progress(report)
 
     try:
-        result = train(
-            args.name,
-            args.data,
-            settings,
-            out=args.out,
-            resume=args.resume or None,
-            overrides=parse_sets(args.set),
-            tokenizer=args.tokenizer,
-            on_step=on_step,
-        )
-        progress.stop()
+        with progress:
+            result = train(
+                args.name if args.version is None else str(resolve(args.name, args.version)),
+                recorded_path(args.data),
+                settings,
+                out=args.out,
+                resume=args.resume or None,
+                overrides=parse_sets(args.set),
+                tokenizer=args.tokenizer,
+                on_step=on_step,
+                log=args.log,
+            )
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the wrap-up
-        progress.stop()
         done = versions(args.out) if Path(args.out).is_dir() else []
         where = f"the last complete version is {done[-1].path}; continue with --resume" if done else "nothing was saved"
-        step = f" after step {last[0].step}" if last else ""
+        step = f" after step {progress.last.step}" if progress.last else ""
         ui.error(f"interrupted{step}; {where}")
         return 130
     if not main_rank:
         return 0
     final = result.curve[-1]
     saved = result.checkpoint or zoo.versions(args.out)[-1].path
+    trained = result.tokens_seen > 0
     summary = {
         "step": final.step,
         "val_loss": final.val_loss,
         "val_perplexity": math.exp(min(final.val_loss, 700.0)),
-        "tokens_per_second": result.tokens_per_second,
+        "tokens_per_second": result.tokens_per_second if trained else None,
         "checkpoint": str(saved),
         "metrics": str(Path(args.out) / METRICS),
     }
+    if have_matplotlib():  # the run's own curves, beside its metrics
+        summary["curves"] = str(plot_runs([args.out], Path(args.out) / CURVES))
     if ui.json_mode:
         ui.json(summary)
+        return 0
+    if not trained:  # resumed a finished run: no step ran, so there is no speed to report
+        ui.line(
+            f"{args.out} is already at step {final.step} of --steps {settings.steps}: nothing to train "
+            f"(raise --steps to continue); val loss {final.val_loss:.4f} "
+            f"(perplexity {summary['val_perplexity']:.2f}); checkpoint {saved}"
+        )
     else:
         ui.line(
             f"step {final.step}: val loss {final.val_loss:.4f} (perplexity {summary['val_perplexity']:.2f}), "
             f"{result.tokens_per_second:,.0f} tokens/s; checkpoint {saved}"
         )
+    ui.line(f"curves: {summary['curves']}" if "curves" in summary else f"no curves: {NO_MATPLOTLIB}", "dim")
     return 0
+
+
+def logger_list(text: str) -> tuple[str, ...]:
+    """``--log``: comma-separated logger names."""
+    try:
+        return check_loggers([part.strip() for part in text.split(",") if part.strip()])
+    except ZooError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def cmd_plot(args: argparse.Namespace, ui: Ui) -> int:
+    written = plot_runs(args.runs, args.out, title=args.title)
+    ui.line(f"plotted {len(args.runs)} run(s) to {written}")
+    return 0
+
+
+def run_data(checkpoint: str, info: CheckpointInfo) -> str:
+    """The data a ``zoo train`` checkpoint was trained on, as it recorded; an error naming
+    ``--data`` when it recorded none or the data is gone."""
+    training = info.metadata.get("training")
+    recorded = training.get("data") if isinstance(training, dict) else None
+    if not isinstance(recorded, str):
+        raise InputError(
+            f"{printable(checkpoint)} records no training data (it was not saved by `zoo train`); "
+            f"give the data to evaluate on with --data DIR"
+        )
+    if not Path(recorded).exists():
+        raise InputError(
+            f"{printable(checkpoint)} was trained on {printable(recorded)}, which is not there from here; "
+            f"give the data to evaluate on with --data DIR"
+        )
+    return recorded
 
 
 def cmd_eval(args: argparse.Namespace, ui: Ui) -> int:
     source = args.checkpoint
     tokenizer = args.tokenizer
     if (Path(source) / "config.json").is_file() or is_hub_id(source):  # a Hugging Face folder or hub id
+        if args.data is None:
+            raise InputError(
+                f"{printable(source)} is a Hugging Face model and records no training data; "
+                f"give the data to evaluate on with --data DIR"
+            )
         folder, _ = local_or_snapshot(source)
         model: zoo.DecoderLM | zoo.EncoderDecoder = zoo.from_hf(folder)
         tokenizer = tokenizer or (str(folder) if has_tokenizer(folder) else None)
+        data, shown = args.data, str(folder)
     else:
-        model = zoo.load(source)
-        tokenizer = tokenizer or recorded_tokenizer_source(source)  # the run's own
+        info = inspect(source, version=args.version, verify=False)
+        data = args.data if args.data is not None else run_data(source, info)
+        model = zoo.load(info.path)
+        tokenizer = tokenizer or recorded_tokenizer_source(info.path)  # the run's own
+        shown = str(info.path)
+    seq_len = args.seq_len or min(getattr(model.config, "max_seq_len", 1024), 1024)
     result = evaluate(
         model,
-        args.data,
+        data,
         split=args.split,
-        seq_len=args.seq_len,
+        seq_len=seq_len,
         batch_size=args.batch_size,
         batches=args.batches,
         tokenizer=tokenizer,
     )
     if ui.json_mode:
-        ui.json(result.to_dict())
+        ui.json({**result.to_dict(), "checkpoint": shown, "data": data, "seq_len": seq_len})
         return 0
-    table = new_table(f"{escape(args.checkpoint)} on the {result.split} split", "measure", "value", right=("value",))
+    title = f"{shown} on the {result.split} split of {data}, seq_len {seq_len}"
+    table = new_table(title, "measure", "value", right=("value",))
     table.add_row("loss", f"{result.loss:.4f}")
     table.add_row("perplexity", f"{result.perplexity:.2f}")
     table.add_row("tokens", fmt_int(result.tokens))

@@ -29,7 +29,9 @@ from zoo.training.state import SUFFIX, TrainingState, optimizer_tensors, read_st
 from zoo.training.stateful import Stateful, collect
 
 RUN_KIND = "train"  # the kind of output folder a training run owns (zoo.checkpoint.owned)
-_RUN_FILE = re.compile(r"v[0-9]+(\.state)?\.safetensors|metrics\.jsonl|tensorboard|\..*\.tmp")
+_RUN_FILE = re.compile(
+    r"v[0-9]+(\.state)?\.safetensors|metrics\.(jsonl|csv)|tensorboard|wandb|run\.toml|curves\.png|\..*\.tmp"
+)
 _TEMPORARY = re.compile(r"\..*\.(?P<pid>[0-9]+)-[0-9a-f]{8}\.tmp")
 
 

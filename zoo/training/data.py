@@ -646,25 +646,7 @@ def prepare(
         if kept is not None:  # the workers read the copy kept with the data
             kept_files = keep_tokenizer_files(Path(kept.name), temporary / TOKENIZER_FOLDER)
             encoder = str(temporary / TOKENIZER_FOLDER)
-        writers = {s: _ShardWriter(temporary, s, itemsize, shard_tokens) for s in ("train", "val")}
-        n_bytes = {"train": 0, "val": 0}
-        for train_ids, val_ids, train_bytes, val_bytes in _tokenize_all(
-            files, encoder, val_fraction, typecode, workers
-        ):
-            writers["train"].add(train_ids)
-            writers["val"].add(val_ids)
-            n_bytes["train"] += train_bytes
-            n_bytes["val"] += val_bytes
-        splits: dict[str, dict[str, Any]] = {s: {"shards": w.finish(), "bytes": n_bytes[s]} for s, w in writers.items()}
-        for split in splits.values():
-            split["tokens"] = sum(shard["tokens"] for shard in split["shards"])
-        if splits["train"]["tokens"] == 0:
-            raise InputError(f"the corpus ({len(files)} file(s)) holds no text: it is empty; pass files with text")
-        if splits["val"]["tokens"] == 0:
-            raise InputError(
-                f"the corpus has {splits['train']['tokens']} tokens, too few for a validation split of "
-                f"{val_fraction}; raise --val-fraction or add text"
-            )
+        splits = _write_splits(files, temporary, encoder, val_fraction, (typecode, itemsize), shard_tokens, workers)
         manifest: dict[str, Any] = {
             "format": MANIFEST_FORMAT,
             "zoo_version": __version__,
@@ -692,6 +674,37 @@ def prepare(
         if temporary.exists():
             shutil.rmtree(temporary, ignore_errors=True)
     return open_data(target)
+
+
+def _write_splits(
+    files: list[Path],
+    folder: Path,
+    encoder: str,
+    val_fraction: float,
+    item: tuple[str, int],
+    shard_tokens: int,
+    workers: int | None,
+) -> dict[str, dict[str, Any]]:
+    """Every file tokenised into the shards of ``folder``; the manifest's ``splits``."""
+    typecode, itemsize = item
+    writers = {s: _ShardWriter(folder, s, itemsize, shard_tokens) for s in ("train", "val")}
+    n_bytes = {"train": 0, "val": 0}
+    for train_ids, val_ids, train_bytes, val_bytes in _tokenize_all(files, encoder, val_fraction, typecode, workers):
+        writers["train"].add(train_ids)
+        writers["val"].add(val_ids)
+        n_bytes["train"] += train_bytes
+        n_bytes["val"] += val_bytes
+    splits: dict[str, dict[str, Any]] = {s: {"shards": w.finish(), "bytes": n_bytes[s]} for s, w in writers.items()}
+    for split in splits.values():
+        split["tokens"] = sum(shard["tokens"] for shard in split["shards"])
+    if splits["train"]["tokens"] == 0:
+        raise InputError(f"the corpus ({len(files)} file(s)) holds no text: it is empty; pass files with text")
+    if splits["val"]["tokens"] == 0:
+        raise InputError(
+            f"the corpus has {splits['train']['tokens']} tokens, too few for a validation split of "
+            f"{val_fraction}; raise --val-fraction or add text"
+        )
+    return splits
 
 
 def _tokenize_all(

@@ -37,7 +37,7 @@ import os
 import secrets
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,7 +68,14 @@ from zoo.training.distributed import (
     init_world,
     prepare_model,
 )
-from zoo.training.metrics import METRICS, MetricsWriter, StepReport, device_peak_tflops, flops_per_token
+from zoo.training.metrics import (
+    METRICS,
+    MetricsWriter,
+    StepReport,
+    check_loggers,
+    device_peak_tflops,
+    flops_per_token,
+)
 from zoo.training.models import gpt2_vocab, model_of
 from zoo.training.settings import PRECISIONS, TrainSettings
 from zoo.training.state import TrainingState, load_optimizer
@@ -189,6 +196,8 @@ class _Run:
     sampler: WindowSampler
     schedule: Schedule
     val_batches: list[tuple[Tensor, Tensor]]
+    flops: float | None  # forward FLOPs per token, when a peak is known for MFU
+    peak: float | None  # the device's peak TFLOP/s, for MFU
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.low is None:
@@ -218,11 +227,13 @@ def run_loop(
     model_tokenizer: str | None = None,
     metadata: dict[str, Any] | None = None,
     on_step: Callable[[StepReport], None] | None = None,
+    log: Sequence[str] = (),
 ) -> TrainResult:
     """Train ``model`` on ``data`` with ``settings``; the loop every entry point uses.
 
     ``out``: the folder of versions, metrics and training states (rank 0 writes); with
-    ``resume`` the run continues from its newest version. ``world``: None joins the
+    ``resume`` the run continues from its newest version; ``log`` names loggers beside
+    ``metrics.jsonl`` (``csv``, ``tensorboard``, ``wandb``). ``world``: None joins the
     process group torchrun describes (a world of one without torchrun). The model is
     left in eval mode.
     """
@@ -230,10 +241,11 @@ def run_loop(
     if world is None:
         world, created = init_world()
     try:
+        check_loggers(log)
         with contextlib.ExitStack() as stack:  # holds the out folder's lock for the run
             r, state = _prepare(model, data, settings, out, resume, world, model_tokenizer, stack)
             run_id = state.run_id if state is not None and state.run_id else broadcast_text(secrets.token_hex(8), world)
-            return _loop(r, state, {**(metadata or {}), "run_id": run_id}, on_step)
+            return _loop(r, state, {**(metadata or {}), "run_id": run_id}, on_step, log)
     finally:
         close_world(created)
 
@@ -298,19 +310,25 @@ def _prepare(
         WindowSampler(data.train, settings.seq_len, settings.seed),
         Schedule(settings),
         validation_batches(data.val, settings),
+        flops_per_token(config, settings, world),
+        device_peak_tflops(settings, world),
     )
     return r, state
 
 
 def _loop(
-    r: _Run, state: TrainingState | None, metadata: dict[str, Any], on_step: Callable[[StepReport], None] | None
+    r: _Run,
+    state: TrainingState | None,
+    metadata: dict[str, Any],
+    on_step: Callable[[StepReport], None] | None,
+    log: Sequence[str] = (),
 ) -> TrainResult:
     """Train from the start (after a first evaluation) or from ``state``, to ``settings.steps``."""
     settings, world = r.settings, r.world
     resumed_at = state.step if state is not None else None
     with (
         deterministic(settings.seed + world.rank, settings.threads),
-        MetricsWriter(r.out, world.is_main, resumed_at) as metrics,
+        MetricsWriter(r.out, world.is_main, resumed_at, log, settings) as metrics,
     ):
         curve: list[CurvePoint] = []
         if state is not None:
@@ -338,10 +356,7 @@ def _updates(
     """The optimizer steps left, each reported, evaluated and saved when due; returns the
     seconds spent in them, their losses and the last version saved."""
     settings, world, schedule = r.settings, r.world, r.schedule
-    flops, peak = (
-        flops_per_token(getattr(r.model, "config", None), settings, world),
-        device_peak_tflops(settings, world),
-    )
+    flops, peak = r.flops, r.peak
     seconds, since_eval, losses, checkpoint = 0.0, [], [], None
     while schedule.step < settings.steps:
         began = time.perf_counter()
@@ -502,13 +517,15 @@ def train(
     overrides: dict[str, Any] | None = None,
     tokenizer: str | None = None,
     on_step: Callable[[StepReport], None] | None = None,
+    log: Sequence[str] = (),
 ) -> TrainResult:
     """Train a model: a preset name (built with ``overrides`` and ``settings.seed``), a
     checkpoint file or folder (fine-tuning), or a model; on ``data``: a prepared folder,
     text files or folders (prepared into a cache), a ``Corpus``/``TokenData``, or None
     for the bundled Shakespeare.
 
-    ``out``: where versions, training states and ``metrics.jsonl`` go. ``resume=True``
+    ``out``: where versions, training states and ``metrics.jsonl`` go (and the loggers
+    ``log`` names: ``csv``, ``tensorboard``, ``wandb``). ``resume=True``
     (or ``resume=DIR``, which is then also ``out``) continues from the newest version
     exactly. Under torchrun every rank calls this; rank 0 writes.
     """
@@ -530,4 +547,5 @@ def train(
         model_tokenizer=model_tokenizer,
         metadata={"source": str(model) if not isinstance(model, nn.Module) else type(model).__name__},
         on_step=on_step,
+        log=log,
     )

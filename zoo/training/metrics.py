@@ -1,11 +1,12 @@
 """What a run reports per step (``StepReport``), its MFU, and where it goes:
-``out/metrics.jsonl`` on rank 0 and TensorBoard events when installed."""
+``out/metrics.jsonl`` on rank 0, and the loggers asked for (CSV, TensorBoard, W&B)."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -14,7 +15,7 @@ import torch
 
 from zoo.checkpoint import write_atomically
 from zoo.config import ModelConfig
-from zoo.errors import InputError
+from zoo.errors import ConfigError, InputError
 from zoo.files import open_append, open_read
 from zoo.summary import summarize
 from zoo.training.distributed import World
@@ -69,57 +70,127 @@ def device_peak_tflops(settings: TrainSettings, world: World) -> float | None:
     return None
 
 
-class MetricsWriter:
-    """``out/metrics.jsonl`` (rank 0) and TensorBoard events when installed. A resumed
-    run first drops the lines after its version's step, then appends."""
+#: The loggers ``--log`` may name, beside metrics.jsonl (always written); each is written
+#: by its own library (csv: the standard library's; the others are extras of the same name).
+LOGGERS = ("csv", "tensorboard", "wandb")
+CSV = "metrics.csv"
+CSV_FIELDS = ("step", "loss", "lr", "tokens", "tokens_per_s", "mfu", "val_loss", "val_perplexity")
 
-    def __init__(self, out: Path | None, is_main: bool, resumed_at: int | None) -> None:
+
+def check_loggers(names: Sequence[str]) -> tuple[str, ...]:
+    """``names`` checked against ``LOGGERS``; an error listing them otherwise."""
+    unknown = [n for n in names if n not in LOGGERS]
+    if unknown:
+        raise ConfigError(
+            f"unknown logger {', '.join(map(repr, unknown))}; --log takes a comma-separated list of "
+            f"{', '.join(LOGGERS)} (metrics.jsonl is always written)"
+        )
+    return tuple(dict.fromkeys(names))
+
+
+class MetricsWriter:
+    """``out/metrics.jsonl`` (rank 0), and the loggers asked for, each through its own
+    library: ``metrics.csv`` (csv), TensorBoard events in ``out/tensorboard``, a W&B run
+    in ``out/wandb`` (``WANDB_MODE=offline`` keeps it local). A resumed run first drops
+    the lines after its version's step, then appends."""
+
+    def __init__(
+        self,
+        out: Path | None,
+        is_main: bool,
+        resumed_at: int | None,
+        loggers: Sequence[str] = (),
+        settings: TrainSettings | None = None,
+    ) -> None:
         self.file: Any = None
+        self.table: Any = None
         self.board: Any = None
+        self.wandb: Any = None
+        loggers = check_loggers(loggers)
         if out is None or not is_main:
             return
-        path = out / METRICS
-        kept = _kept_lines(path, resumed_at) if resumed_at is not None and os.path.lexists(path) else []
-        # Replaced, never truncated in place: a planted link is replaced, not written through.
-        write_atomically(path, lambda file: file.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8"))
-        self.file = open_append(path, InputError)
-        try:
-            from torch.utils.tensorboard import (
-                SummaryWriter,  # the optional `tensorboard` extra
+        self.file = _reopen(out / METRICS, resumed_at, _line_step)
+        if "csv" in loggers:
+            self.table = _reopen(out / CSV, resumed_at, _row_step, header=",".join(CSV_FIELDS))
+        if "tensorboard" in loggers:
+            try:
+                from torch.utils.tensorboard import SummaryWriter  # the optional `tensorboard` extra
+            except ImportError as err:
+                raise ConfigError(_missing("tensorboard", err)) from err
+            self.board = SummaryWriter(str(_own_folder(out / "tensorboard")))
+        if "wandb" in loggers:
+            try:
+                import wandb  # the optional `wandb` extra
+            except ImportError as err:
+                raise ConfigError(_missing("wandb", err)) from err
+            self.wandb = wandb.init(
+                project=os.environ.get("WANDB_PROJECT", "zoo"),
+                name=out.resolve().name,
+                dir=str(_own_folder(out / "wandb").parent),
+                config=settings.to_dict() if settings is not None else None,
+                reinit="finish_previous",
             )
-        except ImportError:
-            return
-        if (out / "tensorboard").is_symlink():
-            raise InputError(
-                f"{out / 'tensorboard'} is a symbolic link; the zoo does not write through links: remove it"
-            )
-        self.board = SummaryWriter(str(out / "tensorboard"))
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.file is not None:
-            self.file.close()
+        for handle in (self.file, self.table):
+            if handle is not None:
+                handle.close()
         if self.board is not None:
             self.board.close()
+        if self.wandb is not None:
+            self.wandb.finish()
 
     def write(self, report: StepReport) -> None:
         if self.file is None:
             return
-        self.file.write(json.dumps(report.to_dict()) + "\n")
+        row = report.to_dict()
+        self.file.write(json.dumps(row) + "\n")
+        if self.table is not None:
+            self.table.write(",".join(_cell(row.get(key)) for key in CSV_FIELDS) + "\n")
         if self.board is not None:
-            for key, value in report.to_dict().items():
+            for key, value in row.items():
                 if key != "step":
                     self.board.add_scalar(f"train/{key}", value, report.step)
+        if self.wandb is not None:
+            self.wandb.log({k: v for k, v in row.items() if k != "step"}, step=report.step)
 
     def flush(self) -> None:
-        if self.file is not None:
-            self.file.flush()
-            os.fsync(self.file.fileno())
+        for handle in (self.file, self.table):
+            if handle is not None:
+                handle.flush()
+                os.fsync(handle.fileno())
+        if self.board is not None:
+            self.board.flush()
 
 
-def _kept_lines(path: Path, resumed_at: int) -> list[str]:
+def _reopen(path: Path, resumed_at: int | None, step_of: Callable[[str], int], header: str | None = None) -> Any:
+    """``path`` replaced by its lines of steps up to ``resumed_at`` (none for a new run;
+    ``header`` first), then opened to append. Replaced, never truncated in place: a
+    planted link is replaced, not written through."""
+    kept = _kept_lines(path, resumed_at, step_of) if resumed_at is not None and os.path.lexists(path) else []
+    lines = ([header] if header is not None else []) + kept
+    write_atomically(path, lambda file: file.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8"))
+    return open_append(path, InputError)
+
+
+def _own_folder(folder: Path) -> Path:
+    if folder.is_symlink():
+        raise InputError(f"{folder} is a symbolic link; the zoo does not write through links: remove it")
+    return folder
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else repr(value) if isinstance(value, float) else str(value)
+
+
+def _missing(extra: str, err: ImportError) -> str:
+    return f"--log {extra} needs the {extra} library ({err}); pip install 'zoo-lm[{extra}]'"
+
+
+def _kept_lines(path: Path, resumed_at: int, step_of: Callable[[str], int]) -> list[str]:
     """The lines of a resumed run's metrics up to its step; damaged lines (a torn last
     line, bad UTF-8, garbage) are dropped, a folder or device in its place is an error."""
     kept = []
@@ -129,7 +200,7 @@ def _kept_lines(path: Path, resumed_at: int) -> list[str]:
                 line = raw.decode("utf-8").rstrip("\n")
             except UnicodeDecodeError:
                 continue
-            if _line_step(line) <= resumed_at:
+            if step_of(line) <= resumed_at:
                 kept.append(line)
     return kept
 
@@ -145,3 +216,11 @@ def _line_step(line: str) -> int:
         return 1 << 62
     step = row.get("step") if isinstance(row, dict) else None
     return step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else 1 << 62
+
+
+def _row_step(line: str) -> int:
+    """The step of one metrics.csv row; ``1 << 62`` (dropped) for the header or a torn row."""
+    first, _, rest = line.partition(",")
+    if not first.isdigit() or rest.count(",") != len(CSV_FIELDS) - 2:
+        return 1 << 62
+    return int(first)

@@ -16,8 +16,7 @@ from typing import Any
 
 from torch import Tensor
 
-from zoo import Converter, InteropError, ModelConfig, Rule
-from zoo.interop.converter import Count, Epsilon, Fraction, HFFields, Positive, RopeTable
+from zoo import Converter, Count, Epsilon, Fraction, HFFields, InteropError, ModelConfig, Positive, RopeTable, Rule
 from zoo_modern.mlp import swiglu_hidden
 from zoo_modern.positions import rotary_dims
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
@@ -33,11 +32,12 @@ class SwiGLU(nn.Module):
         super().__init__()
         self.gate = nn.Linear(d_model, hidden, bias=bias)
         self.up = nn.Linear(d_model, hidden, bias=bias)
+        self.act = nn.SiLU()  # a module, so the contract's mlp.hook_pre sees the gate
         self.down = residual_output(nn.Linear(hidden, d_model, bias=bias))
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.drop(self.down(F.silu(self.gate(x)) * self.up(x)))  # (B, S, d)
+        return self.drop(self.down(self.act(self.gate(x)) * self.up(x)))  # (B, S, d)
 
 
 def swiglu(

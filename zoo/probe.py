@@ -1,0 +1,377 @@
+"""Diagnostics over hook points: what a design does to its residual stream, its gradients
+and its attention, measured on a batch of real text.
+
+``probe(model, tokens)`` measures one model; ``probe_designs`` builds presets (with
+overrides and variants) or loads checkpoints and probes each on the same batch of the
+bundled corpus. Per layer:
+
+- the residual stream's RMS, sqrt(mean(x^2)), entering block 0 (the embeddings) and
+  leaving each block (``hook_resid_pre`` / ``hook_resid_post``);
+- the gradient norm of each weight group (attention, MLP, the placement's norms; the
+  embeddings, final norm and head apart) after one backward pass of the next-token loss;
+- the attention entropy of each head, -sum p log p over the keys in nats, averaged over
+  queries and the batch (``attn.hook_pattern``);
+- for a checkpoint folder with two versions or more, the update-to-weight ratio
+  ||W_new - W_old|| / ||W_old|| of each group between the newest two (or ``version`` and
+  the one before it).
+
+Dropout is off (the model is in eval mode) so that a measurement is repeatable.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from zoo.checkpoint import load, versions, write_atomically
+from zoo.config import ModelConfig, get_config, parse_sets
+from zoo.errors import ConfigError, ZooError
+from zoo.factory import build
+from zoo.hooks import run_with_cache, stacks
+
+__all__ = ["Design", "ProbeResult", "corpus_batch", "plot", "probe", "probe_designs", "write_json"]
+
+#: The layer groups gradient norms and update ratios are reported for.
+GROUPS = ("attention", "mlp", "norm")
+
+
+@dataclass(frozen=True)
+class Design:
+    """One thing to probe: a config built fresh, or a checkpoint (file or folder)."""
+
+    label: str
+    config: ModelConfig | None = None  # a preset with overrides
+    checkpoint: str | None = None  # or a checkpoint path
+    version: int | None = None  # which version of a checkpoint folder (default: the newest)
+    seed: int = 0
+
+
+@dataclass
+class ProbeResult:
+    """What ``probe`` measured on one model."""
+
+    label: str
+    tokens: str  # what it was measured on: "4 x 128 tokens of the bundled corpus (bytes)"
+    layers: int
+    loss: float  # next-token cross-entropy, nats
+    residual_rms: list[float]  # L + 1: the embeddings, then after each block
+    grad_norm: dict[str, list[float]]  # group -> per layer
+    grad_norm_other: dict[str, float]  # embedding, final_norm, head
+    attention_entropy: list[list[float]]  # per layer, per head (nats)
+    update_ratio: dict[str, list[float]] | None = None  # group -> per layer; checkpoints only
+    update_between: tuple[int, int] | None = None  # the versions compared
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def group_of(name: str, blocks: str) -> tuple[int, str] | None:
+    """(layer, group) of a parameter under ``blocks`` ("blocks."), or None outside the blocks."""
+    match = re.match(rf"{re.escape(blocks)}(\d+)\.([^.]+)", name)
+    if match is None:
+        return None
+    part = match.group(2)
+    group = "attention" if part.endswith("attn") else "mlp" if part == "mlp" else "norm"
+    return int(match.group(1)), group
+
+
+def _other_group(name: str) -> str:
+    if name.startswith(("tok_emb", "position")):
+        return "embedding"
+    return "head" if name.startswith("head") else "final_norm"
+
+
+def grouped_norms(
+    model: nn.Module, tensors: Mapping[str, Tensor], layers: int
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """The L2 norm of ``tensors`` (by parameter name) per layer group and per other group."""
+    blocks = stacks(model)[-1].blocks
+    squares = {g: [0.0] * layers for g in GROUPS}
+    other: dict[str, float] = {}
+    for name, tensor in tensors.items():
+        value = float(tensor.detach().double().pow(2).sum())
+        where = group_of(name, blocks)
+        if where is None:
+            key = _other_group(name)
+            other[key] = other.get(key, 0.0) + value
+        else:
+            squares[where[1]][where[0]] += value
+    return {g: [math.sqrt(v) for v in vs] for g, vs in squares.items()}, {k: math.sqrt(v) for k, v in other.items()}
+
+
+def next_token_loss(model: nn.Module, output: Tensor, tokens: Tensor) -> Tensor:
+    """Mean cross-entropy of ``output`` (B, S, V) at predicting ``tokens`` shifted by one."""
+    config: Any = getattr(model, "config", None)
+    logits = output[:, :-1].flatten(0, 1)
+    target = tokens[:, 1:].flatten()
+    if config is not None and config.head_output == "log_softmax":
+        return F.nll_loss(logits, target)
+    return F.cross_entropy(logits, target)
+
+
+def entropy(pattern: Tensor) -> Tensor:
+    """Per head entropy (nats) of attention weights (B, H, S, S_k), averaged over batch and queries."""
+    p = pattern.double()
+    return -(p * torch.where(p > 0, p.log(), 0.0)).sum(-1).mean(dim=(0, 2))
+
+
+def probe(model: nn.Module, tokens: Tensor, *, label: str = "model", source: str = "the given tokens") -> ProbeResult:
+    """Measure ``model`` (a decoder-only zoo model) on ``tokens`` (B, S); see the module's doc."""
+    m: Any = model
+    if not hasattr(m, "blocks"):
+        raise ConfigError(
+            f"{label}: zoo probe measures decoder-only models; {type(model).__name__} is an "
+            f"encoder-decoder (its hook points are there for your own studies: model.run_with_cache)"
+        )
+    layers = len(m.blocks)
+    was_training = model.training
+    model.eval()
+    wanted = ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(layers)]
+    wanted += [f"blocks.{i}.attn.hook_pattern" for i in range(layers)]
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    try:
+        with torch.enable_grad():
+            output, cache = run_with_cache(model, tokens, names=wanted)
+            loss = next_token_loss(model, output, tokens)
+            # autograd.grad, not backward: the model's own .grad stay as they were
+            found = torch.autograd.grad(loss, [p for _, p in named], allow_unused=True)
+    finally:
+        model.train(was_training)
+    grads = {n: g for (n, _), g in zip(named, found, strict=True) if g is not None}
+    grad_norm, grad_other = grouped_norms(model, grads, layers)
+    rms = [float(cache[n].double().pow(2).mean().sqrt()) for n in wanted[: layers + 1]]
+    heads = [entropy(cache[f"blocks.{i}.attn.hook_pattern"]).tolist() for i in range(layers)]
+    return ProbeResult(label, source, layers, loss.item(), rms, grad_norm, grad_other, heads)
+
+
+# -- text, designs, many models ------------------------------------------------------------
+
+
+def corpus_batch(vocab_size: int, batch_size: int, seq_len: int, tokenizer: str = "auto") -> tuple[Tensor, str]:
+    """``batch_size`` windows of ``seq_len`` tokens spread evenly over the bundled corpus,
+    and a description of them. ``tokenizer``: ``bytes`` (256 ids), ``gpt2`` (the ``text``
+    extra; a vocabulary of 50257) or ``auto`` (gpt2 when the vocabulary holds it and it is
+    installed, else bytes)."""
+    if tokenizer not in ("auto", "bytes", "gpt2"):
+        raise ConfigError(f"unknown tokenizer {tokenizer!r}; use auto, bytes or gpt2 (--tokenizer)")
+    if batch_size < 1 or seq_len < 2:
+        raise ConfigError(f"a probe needs --batch-size >= 1 and --seq-len >= 2, got {batch_size} and {seq_len}")
+    text = resources.files("zoo.data").joinpath("shakespeare.txt").read_text(encoding="utf-8")
+    name = tokenizer
+    ids: list[int] | None = None
+    if tokenizer in ("auto", "gpt2") and vocab_size >= 50257:
+        try:
+            from zoo.text import tokenizer as text_tokenizer
+
+            ids, name = text_tokenizer("gpt2").encode(text), "gpt2"
+        except (ImportError, ZooError):
+            if tokenizer == "gpt2":
+                raise ConfigError(
+                    "the GPT-2 tokenizer needs the text extra: pip install 'zoo-lm[text]'; or use --tokenizer bytes"
+                ) from None
+    elif tokenizer == "gpt2":
+        raise ConfigError(f"the GPT-2 tokenizer needs vocab_size >= 50257, the model has {vocab_size}; use bytes")
+    if ids is None:
+        if vocab_size < 256:
+            raise ConfigError(f"byte tokens need vocab_size >= 256, the model has {vocab_size}; --set vocab_size=256")
+        ids, name = list(text.encode("utf-8")), "bytes"
+    flat = torch.tensor(ids, dtype=torch.long)
+    if flat.numel() < seq_len:
+        raise ConfigError(f"--seq-len {seq_len} is longer than the corpus ({flat.numel()} tokens)")
+    starts = torch.linspace(0, flat.numel() - seq_len, batch_size).long()
+    batch = torch.stack([flat[s : s + seq_len] for s in starts.tolist()])
+    return batch, f"{batch_size} x {seq_len} tokens of the bundled corpus ({name})"
+
+
+def describe(sets: Mapping[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sets.items())
+
+
+def designs(
+    targets: Sequence[str],
+    *,
+    sets: Sequence[str] = (),
+    variants: Sequence[str] = (),
+    vary: Sequence[str] = (),
+    version: int | None = None,
+    seed: int = 0,
+) -> list[Design]:
+    """The designs to probe: each target (a preset name, or a checkpoint file or folder)
+    with the ``sets`` (``FIELD=VALUE``) applied, times each variant (space-separated
+    ``FIELD=VALUE`` items; none: the target as it is), times every combination of the
+    ``vary`` items (``FIELD=V1,V2,...``)."""
+    if not targets:
+        raise ConfigError("name at least one preset or checkpoint to probe")
+    grid: list[list[tuple[str, str]]] = []
+    for item in vary:
+        key, sep, values = item.partition("=")
+        if not sep or not key or not values:
+            raise ConfigError(f"--vary {item!r}: expected FIELD=V1,V2,..., e.g. --vary n_layers=12,24,48")
+        grid.append([(key.strip(), v.strip()) for v in values.split(",")])
+    variant_sets = [v.split() for v in variants] or [[]]
+    found: list[Design] = []
+    for target in targets:
+        is_file = Path(target).exists() and target not in _preset_names()
+        for variant in variant_sets:
+            for combo in product(*grid) if grid else [()]:
+                items = [*sets, *variant, *(f"{k}={v}" for k, v in combo)]
+                extra = describe(dict(i.split("=", 1) for i in [*variant, *(f"{k}={v}" for k, v in combo)]))
+                label = f"{Path(target).name if is_file else target}{' ' + extra if extra else ''}"
+                if is_file:
+                    if items:
+                        raise ConfigError(
+                            f"{target} is a checkpoint: --set, --variant and --vary change presets, not saved weights"
+                        )
+                    found.append(Design(label, checkpoint=target, version=version, seed=seed))
+                else:
+                    config = get_config(target, **parse_sets(items))
+                    found.append(Design(label, config=config, seed=seed))
+    return found
+
+
+def _preset_names() -> list[str]:
+    from zoo.registry import default_registry
+
+    return default_registry().preset_names("*")
+
+
+def _update_ratio(
+    design: Design, model: nn.Module, layers: int
+) -> tuple[dict[str, list[float]], tuple[int, int]] | None:
+    """Update-to-weight ratios between ``design``'s version and the one before, for a folder."""
+    assert design.checkpoint is not None
+    if not Path(design.checkpoint).is_dir():
+        return None
+    numbers = [v.version for v in versions(design.checkpoint)]
+    newer = design.version if design.version is not None else numbers[-1]
+    older = [n for n in numbers if n < newer]
+    if not older:
+        return None
+    previous = load(design.checkpoint, version=older[-1], verify=False)
+    old = dict(previous.named_parameters())
+    new = dict(model.named_parameters())
+    updates = {n: new[n].detach() - old[n].detach() for n in new if n in old}
+    up_norm, _ = grouped_norms(model, updates, layers)
+    weight_norm, _ = grouped_norms(model, {n: old[n] for n in updates}, layers)
+    ratio = {g: [u / w if w else 0.0 for u, w in zip(up_norm[g], weight_norm[g], strict=True)] for g in GROUPS}
+    return ratio, (older[-1], newer)
+
+
+def probe_designs(
+    found: Iterable[Design], *, batch_size: int = 4, seq_len: int = 128, tokenizer: str = "auto"
+) -> list[ProbeResult]:
+    """Probe every design on the same batch of the bundled corpus (per vocabulary size)."""
+    results = []
+    batches: dict[int, tuple[Tensor, str]] = {}
+    for design in found:
+        if design.checkpoint is not None:
+            model: Any = load(design.checkpoint, version=design.version)
+        else:
+            assert design.config is not None
+            torch.manual_seed(design.seed)
+            model = build(design.config)
+        config = model.config
+        if config.max_seq_len < seq_len and config.position.name == "learned":
+            raise ConfigError(f"{design.label}: --seq-len {seq_len} exceeds max_seq_len={config.max_seq_len}")
+        if config.vocab_size not in batches:
+            batches[config.vocab_size] = corpus_batch(config.vocab_size, batch_size, seq_len, tokenizer)
+        tokens, source = batches[config.vocab_size]
+        result = probe(model, tokens, label=design.label, source=source)
+        if design.checkpoint is not None:
+            ratio = _update_ratio(design, model, result.layers)
+            if ratio is None:
+                result.notes.append("no update ratio: a single version (it needs a folder with two or more)")
+            else:
+                result.update_ratio, result.update_between = ratio
+        results.append(result)
+    return results
+
+
+def write_json(results: Sequence[ProbeResult], path: str | os.PathLike[str]) -> Path:
+    """The results as one JSON file, written atomically."""
+    text = json.dumps({"probes": [r.to_dict() for r in results]}, indent=1)
+    return write_atomically(Path(path), lambda p: p.write_text(text + "\n", encoding="utf-8"))
+
+
+# -- plots -------------------------------------------------------------------------------------
+
+METRICS = ("residual", "grad", "entropy", "update")
+
+
+def plot(results: Sequence[ProbeResult], path: str | os.PathLike[str], *, metrics: Sequence[str] = METRICS) -> Path:
+    """The designs side by side, one panel per metric (those measured), as a PNG written
+    atomically; titles say what was measured and on which tokens. Needs matplotlib."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ConfigError("plots need matplotlib: pip install 'zoo-lm[plot]'") from None
+    unknown = sorted(set(metrics) - set(METRICS))
+    if unknown:
+        raise ConfigError(f"unknown plot metric(s) {', '.join(unknown)}; choose from {', '.join(METRICS)}")
+    panels = [m for m in metrics if m != "update" or any(r.update_ratio for r in results)]
+    entries = len(results) * (2 if any(m in ("grad", "update") for m in panels) else 1)
+    fig = Figure(figsize=(max(7.0, 5.6 * len(panels)), 4.0 + 0.17 * entries), dpi=110)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    colours = [f"C{i % 10}" for i in range(len(results))]
+    for ax, metric in zip(axes, panels, strict=True):
+        for result, colour in zip(results, colours, strict=True):
+            _draw(ax, metric, result, colour, width=1.0 + 2.0 * (len(results) - results.index(result)) / len(results))
+        ax.set_xlabel("block (0: the embeddings, n: leaving block n - 1)" if metric == "residual" else "block")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
+    sources = sorted({r.tokens for r in results})
+    fig.suptitle(f"zoo probe, measured on {'; '.join(sources)}", fontsize=9)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return write_atomically(Path(path), lambda p: p.write_bytes(buffer.getvalue()))
+
+
+def _draw(ax: Any, metric: str, result: ProbeResult, colour: str, *, width: float) -> None:
+    """One design's lines on one panel; earlier designs are drawn wider, so lines that
+    coincide (the same weights at another depth) stay visible."""
+    if metric == "residual":
+        ax.plot(range(result.layers + 1), result.residual_rms, color=colour, linewidth=width, label=result.label)
+        ax.set_yscale("log")
+        ax.set_title("residual stream RMS (entering block 0, then after each block)", fontsize=9)
+    elif metric == "grad":
+        layers = range(result.layers)
+        ax.plot(
+            layers, result.grad_norm["attention"], color=colour, linewidth=width, label=f"{result.label}: attention"
+        )
+        ax.plot(
+            layers, result.grad_norm["mlp"], color=colour, linewidth=width, linestyle="--", label=f"{result.label}: MLP"
+        )
+        ax.set_yscale("log")
+        ax.set_title("gradient norm per layer after one backward (next-token loss)", fontsize=9)
+    elif metric == "entropy":
+        layers = range(result.layers)
+        mean = [sum(h) / len(h) for h in result.attention_entropy]
+        low, high = [min(h) for h in result.attention_entropy], [max(h) for h in result.attention_entropy]
+        ax.plot(layers, mean, color=colour, linewidth=width, label=result.label)
+        ax.fill_between(layers, low, high, color=colour, alpha=0.15, linewidth=0)
+        ax.set_title("attention entropy (nats): head mean, band min..max", fontsize=9)
+    elif metric == "update" and result.update_ratio is not None:
+        layers = range(result.layers)
+        between = result.update_between
+        label = f"{result.label} v{between[0]}->v{between[1]}" if between else result.label
+        ax.plot(layers, result.update_ratio["attention"], color=colour, linewidth=width, label=f"{label}: attention")
+        ax.plot(
+            layers, result.update_ratio["mlp"], color=colour, linewidth=width, linestyle="--", label=f"{label}: MLP"
+        )
+        ax.set_yscale("log")
+        ax.set_title("update-to-weight ratio ||dW|| / ||W|| between versions", fontsize=9)

@@ -1,0 +1,107 @@
+"""Training curves from runs' ``metrics.jsonl``: train and validation loss and the
+learning rate against steps (tokens on a second axis), several runs overlaid, as a PNG.
+
+``zoo plot RUN [RUN...]`` draws them; ``zoo train`` draws its own run's when it ends.
+matplotlib (the ``plot`` extra) draws on a standalone ``Figure``, leaving pyplot's
+global state alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from zoo.checkpoint import write_atomically
+from zoo.errors import ConfigError, InputError, printable
+from zoo.training.metrics import METRICS
+
+CURVES = "curves.png"  # what `zoo train` writes into its out folder
+NO_MATPLOTLIB = "matplotlib is not installed; `pip install 'zoo-lm[plot]'` adds it"
+
+
+def read_metrics(run: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The rows of a run folder's ``metrics.jsonl`` (a torn last line skipped)."""
+    path = Path(run)
+    path = path / METRICS if path.is_dir() else path
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as err:
+        raise InputError(
+            f"cannot read {printable(str(path))}: {err.strerror or err}; give a run folder of `zoo train` "
+            f"(it holds {METRICS})"
+        ) from err
+    rows = []
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            rows.append(row)
+    if not rows:
+        raise InputError(f"{printable(str(path))} holds no training steps yet; plot it once the run has trained")
+    return rows
+
+
+def have_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def plot_runs(
+    runs: Sequence[str | os.PathLike[str]], path: str | os.PathLike[str], *, title: str | None = None
+) -> Path:
+    """Train loss (thin), validation loss (dots) and learning rate of each run against
+    its steps, overlaid, with the tokens seen on the top axis; written to ``path``."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as err:
+        raise ConfigError(f"cannot plot: {NO_MATPLOTLIB}") from err
+    if not runs:
+        raise InputError("give at least one run folder to plot")
+    curves = {str(run): read_metrics(run) for run in runs}
+    fig = Figure(figsize=(9, 6.5), dpi=110)
+    loss_ax, lr_ax = fig.subplots(2, 1, sharex=True, height_ratios=(3, 1))
+    tokens_per_step = None
+    for (name, rows), color in zip(curves.items(), _colors(len(curves))):
+        steps = [row["step"] for row in rows]
+        loss_ax.plot(steps, [row["loss"] for row in rows], color=color, linewidth=0.8, alpha=0.6)
+        evaluated = [row for row in rows if "val_loss" in row]
+        loss_ax.plot(
+            [row["step"] for row in evaluated],
+            [row["val_loss"] for row in evaluated],
+            "o-",
+            color=color,
+            markersize=4,
+            label=f"{name}: val" + (f" {evaluated[-1]['val_loss']:.4f}" if evaluated else ""),
+        )
+        lr_ax.plot(steps, [row["lr"] for row in rows], color=color)
+        last = rows[-1]
+        if tokens_per_step is None and last.get("tokens") and last["step"]:
+            tokens_per_step = last["tokens"] / last["step"]
+    loss_ax.set_ylabel("loss (nats/token): train line, val dots")
+    loss_ax.grid(alpha=0.3)
+    loss_ax.legend(fontsize=8)
+    lr_ax.set_ylabel("learning rate")
+    lr_ax.set_xlabel("step")
+    lr_ax.grid(alpha=0.3)
+    if tokens_per_step:
+        per = tokens_per_step
+        top = loss_ax.secondary_xaxis("top", functions=(lambda s: s * per, lambda t: t / per))
+        top.set_xlabel(f"tokens ({per:,.0f} per step)")
+    loss_ax.set_title(title or ", ".join(Path(name).name for name in curves), fontsize=10)
+    fig.tight_layout()
+    target = Path(path)
+    write_atomically(target, lambda file: fig.savefig(file, format="png"))
+    return target
+
+
+def _colors(count: int) -> list[str]:
+    palette = ["C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9"]
+    return [palette[i % len(palette)] for i in range(count)]
