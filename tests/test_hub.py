@@ -477,7 +477,9 @@ def test_generation_arguments_from_transformers(hub: dict[str, Any], capsys: pyt
     )
     args = ["generate", "org/gpt2-tiny", "--prompt", "To be", "--max-length", "8", "--sample", "--seed", "3"]
     assert main([*args, "--num-return-sequences", "2", "--no-echo"]) == 0
-    assert capsys.readouterr().out.splitlines() == [f"[{i}/2] {t}" for i, t in enumerate(texts, 1)]
+    from zoo.cli.render import terminal_text  # control characters are shown as escapes
+
+    assert capsys.readouterr().out == "".join(f"[{i}/2] {terminal_text(t)}\n" for i, t in enumerate(texts, 1))
 
 
 def test_generate_help_states_every_default(capsys: pytest.CaptureFixture[str]) -> None:
