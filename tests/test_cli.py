@@ -776,6 +776,7 @@ def test_ablate_flags_reach_run_ablation(cli: Any, monkeypatch: pytest.MonkeyPat
         "3",
         "--device",
         "cpu",
+        "--overwrite",
     ]
     assert_one_error_line(cli("ablate", *flags), "stopped by the test")
     on_progress = seen.pop("on_progress")
@@ -806,10 +807,13 @@ def test_ablate_flags_reach_run_ablation(cli: Any, monkeypatch: pytest.MonkeyPat
         order="plan",
         workers=3,
         device="cpu",
+        overwrite=True,
     )
     seen.clear()
     cli("ablate", "--vocab-limit", "300", "--tune-lr", "--path")
-    assert seen["vocab_limit"] == 300 and "steps" not in seen  # unset flags leave run_ablation's defaults
+    assert (
+        seen["vocab_limit"] == 300 and "steps" not in seen and seen["overwrite"] is False
+    )  # unset flags leave run_ablation's defaults
     assert seen["tune_lr"] is True and "lr_grid" not in seen and seen["path"] is True
     with pytest.raises(SystemExit):
         main(["ablate", "--vocab-limit", "many"])

@@ -486,8 +486,8 @@ def test_generate_help_states_every_default(capsys: pytest.CaptureFixture[str]) 
     with pytest.raises(SystemExit):
         main(["generate", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for flag in ("--max-new-tokens N new tokens (default: 50)", "--temperature T", "--top-k K", "--top-p P",
-                 "--repetition-penalty R", "--num-return-sequences N", "--pad-token-id ID", "--seed N",
+    for flag in ("--max-new-tokens N new tokens (default 50)", "--temperature TEMPERATURE", "--top-k N",
+                 "--top-p FRACTION", "--repetition-penalty PENALTY", "--num-return-sequences N", "--pad-token-id ID", "--seed N",
                  "--tokenizer NAME|DIR|ID", "--revision REV", "--version N"):  # fmt: skip
         assert flag in text
     import argparse
@@ -496,6 +496,9 @@ def test_generate_help_states_every_default(capsys: pytest.CaptureFixture[str]) 
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     for action in sub.choices["generate"]._actions:
-        takes_value = action.option_strings and action.nargs != 0 and action.dest not in ("prompt", "max_length")
+        shown = action.help != argparse.SUPPRESS  # an old spelling, hidden from --help, states nothing
+        takes_value = (
+            shown and action.option_strings and action.nargs != 0 and action.dest not in ("prompt", "max_length")
+        )
         if takes_value:
             assert "default" in (action.help or ""), f"{action.option_strings[0]} does not state its default"

@@ -202,5 +202,7 @@ def test_cli_eval_refuses_a_sequence_length_that_is_not_positive(
     tmp_path: Path, seq_len: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     zoo.save(tiny(vocab_size=256), tmp_path / "m.safetensors")
-    assert main(["eval", str(tmp_path / "m.safetensors"), "--seq-len", seq_len]) == 1
-    assert "--seq-len" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:  # argparse's own refusal, before anything is read
+        main(["eval", str(tmp_path / "m.safetensors"), "--seq-len", seq_len])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and f"argument --seq-len: must be 1 or more, got {seq_len}" in err

@@ -154,17 +154,21 @@ def _add_text(p: argparse.ArgumentParser) -> None:
         type=scale_list,
         default=None,
         metavar="DxL,DxL,...",
-        help="a scale ladder of d_model x layers, heads at the head size of --set d_model / n_heads (e.g. 64x2,128x4,192x6)",
+        help="a scale ladder of d_model x layers, heads at the head size of --set d_model / n_heads (e.g. 64x2,128x4,192x6; default: one scale, no ladder)",
     )
     study.add_argument(
         "--tokens-per-param",
         type=float,
         default=None,
-        metavar="R",
-        help="each rung trains R tokens per non-embedding parameter of the base (default: --steps for every rung)",
+        metavar="RATIO",
+        help="each rung trains RATIO tokens per non-embedding parameter of the base (default: --steps for every rung)",
     )
     study.add_argument(
-        "--flops-per-run", type=float, default=None, metavar="F", help="each run trains F FLOPs (default: --steps)"
+        "--flops-per-run",
+        type=float,
+        default=None,
+        metavar="FLOPS",
+        help="each run trains FLOPS FLOPs (default: --steps)",
     )
     study.add_argument(
         "--lr-sweep",

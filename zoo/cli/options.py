@@ -42,7 +42,8 @@ METAVARS = frozenset(
     {"N", "LR", "FRACTION", "DIR", "FILE", "PATH", "ID", "NAME", "FIELD=VALUE", "KEY=VALUE", "TEXT",
      "NAME|DIR", "NAME|CHECKPOINT", "PATH_OR_HF_DIR", "PATTERN", "KIND", "TFLOPS", "NORM", "DECAY",
      "TEMPERATURE", "PENALTY", "PRESET", "CHECKPOINT", "INPUT", "AXIS,AXIS,...", "R,R,...", "N|all",
-     "FILE|DIR", "ARGS", "A", "B", "REV", "MODEL", "NAME|DIR|ID", "DIR|ID", "NAME,NAME,...", "RUN"}
+     "FILE|DIR", "ARGS", "A", "B", "REV", "MODEL", "NAME|DIR|ID", "DIR|ID", "NAME,NAME,...", "RUN",
+     "CHECKPOINT|ID", "NAME|CHECKPOINT|ID", "DxL,DxL,...", "N,N,...", "LR,LR,...", "KEY=VALUE ...", "KEY=V1,V2,...", "RATIO", "FLOPS"}
 )  # fmt: skip
 
 

@@ -34,15 +34,16 @@ def add_parsers(commands: Commands) -> None:
         "--variant",
         action="append",
         default=[],
-        metavar="'KEY=VALUE ...'",
+        metavar="KEY=VALUE ...",
         help="one design per flag: space-separated overrides on each preset (default: the preset as it is); repeatable",
     )
     p.add_argument(
         "--vary",
         action="append",
         default=[],
-        metavar="KEY=V1,V2",
-        help="one design per value (every combination of several --vary, times each --variant); repeatable",
+        metavar="KEY=V1,V2,...",
+        help="one design per value (every combination of several --vary, times each --variant); repeatable "
+        "(default: none)",
     )
     p.add_argument(
         "--version", type=int, default=None, metavar="N", help="checkpoint folders: version N (default: newest)"
@@ -60,12 +61,17 @@ def add_parsers(commands: Commands) -> None:
         "--metrics",
         type=metric_list,
         default=list(METRICS),
-        metavar="LIST",
+        metavar="NAME,NAME,...",
         help=f"what to show and plot, comma-separated from {','.join(METRICS)} (default: all)",
     )
-    p.add_argument("-o", "--out", default=None, metavar="FILE", help="write every measurement as JSON to FILE")
     p.add_argument(
-        "--plot", default=None, metavar="FILE", help="draw the designs side by side as a PNG (needs matplotlib)"
+        "-o", "--out", default=None, metavar="FILE", help="write every measurement as JSON to FILE (default: none)"
+    )
+    p.add_argument(
+        "--plot",
+        default=None,
+        metavar="FILE",
+        help="draw the designs side by side as a PNG (needs matplotlib; default: none)",
     )
 
 
