@@ -73,15 +73,7 @@ def run_study(
     cell whose runs are finished trains nothing.
     """
     registry = registry or default_registry()
-    if options.get("tune_lr") or options.get("lr_grid") is not None:
-        raise ConfigError("a study trains every rate for the full budget; drop --tune-lr/--lr-grid, or --lr-sweep")
-    if tokens_per_param is not None and flops_per_run is not None:
-        raise ConfigError("pick one budget rule: --tokens-per-param or --flops-per-run, not both")
-    for name, value in (("tokens_per_param", tokens_per_param), ("flops_per_run", flops_per_run)):
-        if value is not None and not (isinstance(value, (int, float)) and 0 < value < math.inf):
-            raise ConfigError(f"{name}={value!r} must be a number > 0 (--{name.replace('_', '-')})")
-    if heads < 1 or d_model % heads:
-        raise ConfigError(f"d_model {d_model} must be a multiple of heads {heads} (--d-model, --heads)")
+    _check_study(options, tokens_per_param, flops_per_run, d_model, heads)
     rungs = ladder(scales or [(d_model, layers)], d_model // heads)
     rates = sorted({float(r) for r in lr_sweep}) if lr_sweep else [lr]
     if any(not 0 < r < math.inf for r in rates):
@@ -102,31 +94,7 @@ def run_study(
                 )
         rung_every = max(1, rung_steps // evaluations)
         cells += [Cell(rung, r, w, rung_steps, rung_every) for r in rates for w in warmups]
-    done: list[tuple[Cell, AblationResult]] = []
-    trained: list[str] = []
-    reused: list[str] = []
-    for cell in cells:
-        shown = None if on_progress is None else _prefixed(on_progress, cell.name)
-        result = run_ablation(
-            base,
-            target,
-            d_model=cell.rung.d_model,
-            layers=cell.rung.layers,
-            heads=cell.rung.heads,
-            steps=cell.steps,
-            eval_every=cell.eval_every,
-            lr=cell.lr,
-            warmup=cell.warmup,
-            seq_len=seq_len,
-            batch=batch,
-            out_dir=out_dir / cell.name,
-            on_progress=shown,
-            registry=registry,
-            **options,
-        )
-        done.append((cell, result))
-        trained += [f"{cell.name}/{key}" for key in result.trained]
-        reused += [f"{cell.name}/{key}" for key in result.reused]
+    done, trained, reused = _run_cells(base, target, cells, seq_len, batch, out_dir, on_progress, registry, options)
     study = StudyResult(
         base=base,
         target=target,
@@ -159,6 +127,61 @@ def run_study(
     if study.main_process:
         write_study_report(study)
     return study
+
+
+def _check_study(
+    options: dict[str, Any], tokens_per_param: float | None, flops_per_run: float | None, d_model: int, heads: int
+) -> None:
+    """Refuse a study that cannot be run as asked, before anything trains."""
+    if options.get("tune_lr") or options.get("lr_grid") is not None:
+        raise ConfigError("a study trains every rate for the full budget; drop --tune-lr/--lr-grid, or --lr-sweep")
+    if tokens_per_param is not None and flops_per_run is not None:
+        raise ConfigError("pick one budget rule: --tokens-per-param or --flops-per-run, not both")
+    for name, value in (("tokens_per_param", tokens_per_param), ("flops_per_run", flops_per_run)):
+        if value is not None and not (isinstance(value, (int, float)) and 0 < value < math.inf):
+            raise ConfigError(f"{name}={value!r} must be a number > 0 (--{name.replace('_', '-')})")
+    if heads < 1 or d_model % heads:
+        raise ConfigError(f"d_model {d_model} must be a multiple of heads {heads} (--set d_model, --set n_heads)")
+
+
+def _run_cells(
+    base: str,
+    target: str,
+    cells: list[Cell],
+    seq_len: int,
+    batch: int,
+    out_dir: Path,
+    on_progress: ProgressCallback | None,
+    registry: Registry,
+    options: dict[str, Any],
+) -> tuple[list[tuple[Cell, AblationResult]], list[str], list[str]]:
+    """One ablation per cell, each in its own folder; finished cells train nothing."""
+    done: list[tuple[Cell, AblationResult]] = []
+    trained: list[str] = []
+    reused: list[str] = []
+    for cell in cells:
+        shown = None if on_progress is None else _prefixed(on_progress, cell.name)
+        result = run_ablation(
+            base,
+            target,
+            d_model=cell.rung.d_model,
+            layers=cell.rung.layers,
+            heads=cell.rung.heads,
+            steps=cell.steps,
+            eval_every=cell.eval_every,
+            lr=cell.lr,
+            warmup=cell.warmup,
+            seq_len=seq_len,
+            batch=batch,
+            out_dir=out_dir / cell.name,
+            on_progress=shown,
+            registry=registry,
+            **options,
+        )
+        done.append((cell, result))
+        trained += [f"{cell.name}/{key}" for key in result.trained]
+        reused += [f"{cell.name}/{key}" for key in result.reused]
+    return done, trained, reused
 
 
 def _budget(tokens_per_param: float | None, flops_per_run: float | None, steps: int) -> dict[str, Any]:

@@ -148,6 +148,23 @@ def _add_text(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--swaps", type=axis_list, default=None, metavar="AXIS,AXIS,...", help="train only these swaps (default: all)"
     )
+    _add_study(p)
+    p.add_argument(
+        "--docs",
+        default=None,
+        metavar="FILE",
+        help="write the results as a generated region of FILE (a Markdown page), named after --out (default: none)",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an --out folder this ablation did not make (or another's) whole, everything in it removed "
+        "(default: refuse it)",
+    )
+
+
+def _add_study(p: argparse.ArgumentParser) -> None:
+    """The flags of a study: a scale ladder, rate and warm-up sweeps."""
     study = p.add_argument_group("a study: one ablation per rung x rate x warm-up, each in a folder of --out")
     study.add_argument(
         "--scales",
@@ -183,18 +200,6 @@ def _add_text(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N,N,...",
         help="train every variant at each warm-up (default: --warmup alone)",
-    )
-    p.add_argument(
-        "--docs",
-        default=None,
-        metavar="FILE",
-        help="write the results as a generated region of FILE (a Markdown page), named after --out (default: none)",
-    )
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace an --out folder this ablation did not make (or another's) whole, everything in it removed "
-        "(default: refuse it)",
     )
 
 
