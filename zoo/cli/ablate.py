@@ -13,6 +13,7 @@ from rich.text import Text
 from zoo.ablate import (
     DEFAULT_SCALE,
     DEFAULT_SEEDS,
+    FLAG_OPTIONS,
     ORDERS,
     TUNE_FRACTION,
     AblationResult,
@@ -283,29 +284,7 @@ def rate_list(text: str) -> list[float]:
 
 # Flags of `zoo ablate` passed as the run_ablation argument of the same name when given
 # (its defaults rule otherwise); --data, --lr-grid, --tune-lr and --path are converted below.
-ABLATE_OPTIONS = (
-    "d_model",
-    "layers",
-    "heads",
-    "seq_len",
-    "steps",
-    "batch",
-    "lr",
-    "eval_every",
-    "seeds",
-    "seed",
-    "workers",
-    "tokenizer",
-    "max_chars",
-    "threads",
-    "order",
-    "device",
-    "vocab_limit",
-    "tune_fraction",
-    "correction",
-    "warmup",
-    "swaps",
-)
+ABLATE_OPTIONS = (*FLAG_OPTIONS, "vocab_limit", "tune_fraction", "swaps")
 # Flags of a study (a ladder or a sweep), passed to run_study when given.
 STUDY_OPTIONS = ("scales", "tokens_per_param", "flops_per_run", "lr_sweep", "warmup_sweep")
 
