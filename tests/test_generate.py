@@ -13,6 +13,7 @@ import torch
 
 import zoo
 from helpers import TINY, tiny
+from zoo.config import MAX_SEQ_LEN
 from zoo.decoding import Engine, Sampling, generate, stream
 from zoo.pipelines import generate_text
 
@@ -432,9 +433,9 @@ def test_on_token_streams_each_step() -> None:
 
 
 def test_a_kv_cache_larger_than_the_machine_is_refused_before_allocating() -> None:
-    model = tiny(position="sinusoidal")  # no position limit: only memory bounds the length
-    with pytest.raises(zoo.InputError, match=r"max_new_tokens=1000000000000 .* KV cache\) would allocate [\d,.]+ TiB"):
-        model.generate(torch.tensor([[1, 2, 3]]), 10**12)
+    model = tiny(position="sinusoidal", max_seq_len=MAX_SEQ_LEN)  # the longest context: only memory bounds it
+    with pytest.raises(zoo.InputError, match=r"max_new_tokens=1048573 .* KV cache\) would allocate [\d,.]+ TiB"):
+        model.generate(torch.ones(4096, 3, dtype=torch.long), MAX_SEQ_LEN - 3)
     with pytest.raises(zoo.ConfigError, match="at most 61 new tokens fit"):
         tiny().generate(torch.tensor([[1, 2, 3]]), 10**12)  # learned positions: the table's limit
 
@@ -467,9 +468,27 @@ def test_learned_positions_limit_says_how_many_tokens_fit() -> None:
     assert model.generate(ids, 14).shape == (1, 64)
     with pytest.raises(zoo.ConfigError, match="prompt alone has 70 tokens"):
         model.generate(torch.ones(1, 70, dtype=torch.long), 1)
-    # Without a position table there is no limit (the cache grows as needed).
-    unlimited = tiny(position="sinusoidal")
-    assert unlimited.generate(ids, 30).shape == (1, 80)
+
+
+@pytest.mark.parametrize("position", [c.name for c in zoo.components("position")])
+def test_no_position_encoding_runs_past_the_models_context(position: str) -> None:
+    """Encodings without a table (sinusoidal, rotary, ALiBi, none) could extrapolate past
+    max_seq_len; the model refuses to, in forward and in generate, and names the way to
+    do it on purpose, which works."""
+    model = tiny(position=position)  # max_seq_len 64
+    ids = torch.ones(1, 50, dtype=torch.long)
+    with pytest.raises(zoo.ConfigError, match="at most 14 new tokens fit"):
+        model.generate(ids, 15)
+    with pytest.raises(zoo.ConfigError, match="65 positions do not fit"):
+        model(torch.ones(1, 65, dtype=torch.long))
+    assert model.generate(ids, 14).shape == (1, 64)
+    if model.position.max_positions is None:
+        longer = zoo.build(model.config, max_seq_len=128).eval()
+        longer.load_state_dict(model.state_dict())
+        assert longer.generate(ids, 30).shape == (1, 80)
+    else:
+        with pytest.raises(RuntimeError, match="size mismatch"):  # a table sized to the context
+            zoo.build(model.config, max_seq_len=128).load_state_dict(model.state_dict())
 
 
 @pytest.mark.parametrize(

@@ -184,7 +184,7 @@ def test_encoder_decoder_refuses_non_tensors_and_foreign_caches() -> None:
         ({"attention_mask": torch.tensor([[1, 7, 1]])}, "found 7"),
         (
             {"positions": torch.tensor([[0, 1, 64]])},
-            r"positions must lie in \[0, 64\) for position 'learned', got 0..64",
+            r"positions must lie in \[0, 64\) \(position 'learned' holds max_seq_len=64\), got 0..64",
         ),
         ({"positions": torch.tensor([[-1, 0, 1]])}, r"positions must lie in \[0, 64\)"),
     ],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -109,6 +110,35 @@ def test_train_refuses_a_users_folder_and_a_folder_of_another_kind(data: Path, t
     with pytest.raises(InputError, match=r"made by zoo.to_hf \(hf-export\)"):
         run_train(tmp_path / "hf", data)
 
+
+def test_train_overwrite_replaces_a_run_or_a_users_folder_whole(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    run_train(out, data, steps=2)
+    first = zoo.versions(out)[-1].metadata["training"]["run_id"]
+    with pytest.raises(InputError, match="--overwrite to replace it"):
+        run_train(out, data)
+    before = (out / "v0001.safetensors").read_bytes()
+    result = train("gpt2-small", data, SETTINGS, out=out, overwrite=True, overrides=OVERRIDES)
+    assert zoo.versions(out)[-1].metadata["training"]["run_id"] != first and result.curve[-1].step == 4
+    assert [v.version for v in zoo.versions(out)] == [1, 2]
+    assert (out / "v0001.safetensors").read_bytes() != before  # saved at step 2 of 4, not step 2 of 2
+    assert not [p for p in tmp_path.iterdir() if p.name != "run"]  # no staging folder or old copy left
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("gone")
+    train("gpt2-small", data, SETTINGS, out=tmp_path / "mine", overwrite=True, overrides=OVERRIDES)
+    assert not (tmp_path / "mine" / "notes.txt").exists()
+    assert read_marker(tmp_path / "mine", InputError) is not None
+    with pytest.raises(ConfigError, match="give one of them"):
+        train("gpt2-small", data, SETTINGS, out=out, resume=True, overwrite=True, overrides=OVERRIDES)
+
+
+def test_cli_train_overwrite_is_named_and_not_repeated_by_run_toml(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["train", "gpt2-small", *MODEL, *FLAGS, "--data", str(data), "-o", str(out), "--quiet"]
+    assert main(args) == 0
+    assert main(args) != 0  # refused: the folder holds a run
+    assert main([*args, "--overwrite"]) == 0
+    assert not re.search(r"^overwrite", (out / "run.toml").read_text(), re.MULTILINE)
 
 def test_an_out_through_a_symlink_is_refused(data: Path, tmp_path: Path) -> None:
     (tmp_path / "real").mkdir()
@@ -265,6 +295,36 @@ def test_ranks_started_with_different_settings_stop_naming_the_setting(data: Pat
     name = flag.split("=")[0].removeprefix("--").replace("-", "_")
     assert f"{name} (--{name.replace('_', '-')}) differs on rank(s) [1]" in done.stdout + done.stderr
     assert not zoo.versions(tmp_path / "run") if (tmp_path / "run").is_dir() else True
+
+
+STALL_SCRIPT = """
+import os, sys, time
+from zoo.errors import ZooError
+from zoo.training import TrainSettings, train
+def on_step(report):
+    if os.environ["RANK"] == "1" and report.step == 1:
+        time.sleep(20)  # a rank that hangs: the others wait at the next step's collective
+settings = TrainSettings(steps=4, batch_size=4, seq_len=16, eval_every=4, eval_batches=1, threads=1)
+overrides = dict(n_layers=1, d_model=32, n_heads=2, vocab_size=256, max_seq_len=32, dropout=0.0)
+try:
+    train("gpt2-small", sys.argv[1], settings, overrides=overrides, on_step=on_step)
+except ZooError as err:
+    print(f"rank {os.environ['RANK']}: {type(err).__name__}: {err}", flush=True)
+    sys.exit(1)
+"""
+
+
+def test_a_collective_that_times_out_is_a_distributed_error(data: Path, tmp_path: Path) -> None:
+    script = tmp_path / "stall.py"
+    script.write_text(STALL_SCRIPT)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script)]
+    env = {**environment(tmp_path), "ZOO_DIST_TIMEOUT": "3"}
+    done = subprocess.run([*command, str(data)], env=env, capture_output=True, text=True, timeout=240)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "rank 0: DistributedError: rank 0 of 2: the other ranks did not reach the same step within 3 s" in output
+    assert "raise ZOO_DIST_TIMEOUT=SECONDS" in output
+    assert "Traceback" not in done.stdout  # the ranks print the message, no trace (torchrun adds its own below)
 
 
 # -- zoo eval: the model's tokenizer ------------------------------------------------------------

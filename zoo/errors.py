@@ -23,6 +23,7 @@ __all__ = [
     "CheckpointError",
     "InteropError",
     "HookError",
+    "DistributedError",
 ]
 
 #: The name ``pip install`` knows this package by (the import name is ``zoo``).
@@ -136,3 +137,7 @@ class InteropError(ZooError):
 
 class HookError(ZooError, ValueError):
     """A hook point is unknown to a model, or a hook cannot run where it was asked to."""
+
+
+class DistributedError(ZooError):
+    """The ranks of a run lost each other: a collective timed out, or another rank stopped."""

@@ -62,13 +62,34 @@ def check_tokens(model: Checked, idx: Tensor, length: int, name: str = "idx") ->
             f"{name} must be an integer tensor of token ids of shape (batch, seq), got "
             f"{idx.dtype} of shape {tuple(idx.shape)}; add a batch dimension with {name}[None]"
         )
-    limit = model.position.max_positions
-    if limit is not None and length > limit:
+    limit = context_limit(model)
+    if length > limit:
         raise ConfigError(
-            f"{name}: {length} positions do not fit: position {model.config.position.name!r} "
-            f"holds max_seq_len={limit}; shorten the input to at most {limit} tokens (prompt "
-            f"plus new tokens), or use a position encoding without a limit"
+            f"{name}: {length} positions do not fit: {beyond_context(model, limit)}; shorten the input to at "
+            f"most {limit} tokens (prompt plus new tokens)"
         )
+
+
+def context_limit(model: Checked) -> int:
+    """The longest sequence ``model`` takes: its config's ``max_seq_len`` (the context it
+    was built and trained for), or fewer where its position encoding holds fewer. An
+    encoding without a table of its own (rotary, ALiBi) could run past ``max_seq_len``,
+    but that is extrapolation the model never saw, so it is refused like any other."""
+    table = model.position.max_positions
+    return model.config.max_seq_len if table is None else min(table, model.config.max_seq_len)
+
+
+def beyond_context(model: Checked, limit: int) -> str:
+    """Why positions past ``limit`` are refused, and for a table-free encoding how to run
+    past it on purpose."""
+    name = model.config.position.name
+    if model.position.max_positions is not None:
+        return f"position {name!r} holds max_seq_len={limit}"
+    return (
+        f"the model's context is max_seq_len={limit} (position {name!r} has no table and could run past it, "
+        f"but that extrapolates beyond what the model was built for; to do it on purpose, rebuild with a "
+        f"longer context: zoo.build(model.config, max_seq_len=N), then load_state_dict)"
+    )
 
 
 def check_cache(cache: object, layers: int, batch: int) -> KVCache | None:
@@ -123,14 +144,11 @@ def value_problems(
         odd = attention_mask[(attention_mask != 0) & (attention_mask != 1)]
         if odd.numel():
             problems.append(f"attention_mask must hold 1 for real tokens and 0 for padding, found {odd[0].item()!r}")
-    limit = model.position.max_positions
+    limit = context_limit(model)
     if positions is not None and positions.numel() and not positions.is_meta:
         low, high = int(positions.min()), int(positions.max())
-        if low < 0 or (limit is not None and high >= limit):
-            span = f"[0, {limit})" if limit is not None else "[0, inf)"
-            problems.append(
-                f"positions must lie in {span} for position {model.config.position.name!r}, got {low}..{high}"
-            )
+        if low < 0 or high >= limit:
+            problems.append(f"positions must lie in [0, {limit}) ({beyond_context(model, limit)}), got {low}..{high}")
     return problems
 
 

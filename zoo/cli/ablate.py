@@ -32,6 +32,7 @@ from zoo.cli.options import (
     add_batch_size,
     add_config,
     add_out,
+    add_overwrite,
     add_seed,
     add_sets,
     positive,
@@ -156,10 +157,9 @@ def _add_text(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="write the results as a generated region of FILE (a Markdown page), named after --out (default: none)",
     )
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace an --out folder this ablation did not make (or another's) whole, everything in it removed "
+    add_overwrite(
+        p,
+        "replace an --out folder this ablation did not make (or another's) whole, everything in it removed "
         "(default: refuse it)",
     )
 

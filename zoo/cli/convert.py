@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import zoo
-from zoo.cli.options import Commands, add_out, add_version
+from zoo.cli.options import Commands, add_out, add_overwrite, add_version
 from zoo.cli.render import Ui, fmt_int
 from zoo.errors import InputError, ZooError
 from zoo.interop.hub import local_or_snapshot
@@ -40,10 +40,9 @@ def add_parsers(commands: Commands) -> None:
         "--revision", default=None, metavar="REV", help="with --from-hf ID: a branch, tag or commit (default: main)"
     )
     add_out(p, "where to write: a .safetensors file or a folder of versions (--from-*), a folder (--to-hf)")
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace an existing output whole: the Hugging Face folder (with --to-hf) or the checkpoint file "
+    add_overwrite(
+        p,
+        "replace an existing output whole: the Hugging Face folder (with --to-hf) or the checkpoint file "
         "(default: refuse an output the zoo did not make; a checkpoint folder gets a new version instead)",
     )
     p.add_argument(

@@ -95,6 +95,11 @@ def add_seed(p: argparse.ArgumentParser, help: str) -> None:
     p.add_argument("--seed", type=seed, default=None, metavar="N", help=help)
 
 
+def add_overwrite(p: argparse.ArgumentParser, help: str) -> None:
+    """``--overwrite``: replace an output whole instead of refusing it."""
+    p.add_argument("--overwrite", action="store_true", help=help)
+
+
 def add_batch_size(p: argparse.ArgumentParser, help: str, default: int | None = None) -> None:
     """``--batch-size N``: sequences per step."""
     p.add_argument("--batch-size", type=positive, default=default, metavar="N", help=help)

@@ -22,7 +22,16 @@ import zoo
 from zoo.checkpoint import CheckpointInfo, inspect, versions
 from zoo.checkpoint.store import resolve
 from zoo.cli.configfile import RUN_CONFIG, file_keys, write_config
-from zoo.cli.options import Commands, add_batch_size, add_config, add_out, add_version, positive, seed
+from zoo.cli.options import (
+    Commands,
+    add_batch_size,
+    add_config,
+    add_out,
+    add_overwrite,
+    add_version,
+    positive,
+    seed,
+)
 from zoo.cli.progress import TrainProgress
 from zoo.cli.render import Ui, fmt_int, new_table
 from zoo.config import parse_sets
@@ -170,7 +179,24 @@ def _add_train(commands: Commands) -> None:
         help="auto (default): single for one process; under torchrun ddp, or fsdp on CUDA when "
         "weights, gradients and AdamW state would not fit in 60%% of a device",
     )
+    _add_run_folder(p)
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="NAME|DIR|ID",
+        help="for raw text --data: gpt2, bytes, a folder or a hub id (default: the one a checkpoint was trained "
+        "with, else gpt2 for GPT-2's vocabulary size, else bytes)",
+    )
+
+
+def _add_run_folder(p: argparse.ArgumentParser) -> None:
+    """``zoo train``'s flags for its --out folder and what it reports there."""
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its newest version")
+    add_overwrite(
+        p,
+        "start a new run in --out whatever it holds (an earlier run, other files): the folder is replaced "
+        "whole, everything in it removed (default: refuse a folder that holds anything)",
+    )
     p.add_argument(
         "--log-every",
         type=positive,
@@ -185,14 +211,6 @@ def _add_train(commands: Commands) -> None:
         default=(),
         metavar="NAME,NAME,...",
         help=f"loggers beside metrics.jsonl: {', '.join(LOGGERS)} (default: metrics.jsonl only)",
-    )
-
-    p.add_argument(
-        "--tokenizer",
-        default=None,
-        metavar="NAME|DIR|ID",
-        help="for raw text --data: gpt2, bytes, a folder or a hub id (default: the one a checkpoint was trained "
-        "with, else gpt2 for GPT-2's vocabulary size, else bytes)",
     )
 
 
@@ -263,7 +281,7 @@ def write_run_config(args: argparse.Namespace, settings: TrainSettings) -> Path:
     resolved = settings.to_dict()
     values: dict[str, Any] = {}
     for dest in dict.fromkeys(action.dest for action in file_keys(args.config_parser).values()):
-        if dest in ("resume", "version"):
+        if dest in ("resume", "overwrite", "version"):
             continue  # how this command line started, not what the run is
         values[dest] = resolved[dest] if dest in resolved else getattr(args, dest, None)
     values["data"] = recorded_path(args.data)
@@ -308,6 +326,7 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
                 settings,
                 out=args.out,
                 resume=args.resume or None,
+                overwrite=args.overwrite,
                 overrides=parse_sets(args.set),
                 tokenizer=args.tokenizer,
                 on_step=on_step,

@@ -26,6 +26,7 @@ from torch import Tensor
 from zoo.decoding.engine import Engine, layouts
 from zoo.decoding.sampling import Sampling
 from zoo.errors import ConfigError, InputError
+from zoo.inputs import beyond_context, context_limit
 from zoo.memory import fmt_bytes, require
 from zoo.model import DecoderLM, check_inputs
 
@@ -313,17 +314,15 @@ def _check_inputs(
     prompt_len = input_ids.shape[1]
     if prompt_len == 0:
         raise InputError("the prompt is empty; give at least one token (GPT-2 starts from <|endoftext|>, 50256)")
-    limit = getattr(getattr(model, "position", None), "max_positions", None)
-    if limit is not None and prompt_len + max_new_tokens > limit:
-        name = model.config.position.name
+    limit = context_limit(model)
+    if prompt_len + max_new_tokens > limit:
         if prompt_len >= limit:
             fix = f"the prompt alone has {prompt_len} tokens; keep its last {limit - 1} or fewer"
         else:
             fix = f"at most {limit - prompt_len} new tokens fit after this prompt"
         raise ConfigError(
             f"a prompt of {prompt_len} tokens plus max_new_tokens={max_new_tokens} needs "
-            f"{prompt_len + max_new_tokens} positions, but position {name!r} holds "
-            f"max_seq_len={limit}: {fix}"
+            f"{prompt_len + max_new_tokens} positions, but {beyond_context(model, limit)}: {fix}"
         )
     check_inputs(model, input_ids, name="input_ids")  # token ids in the vocabulary, once
     device = engine.device

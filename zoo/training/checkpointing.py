@@ -42,15 +42,26 @@ def _older_run(folder: Path) -> bool:
 
 
 def output_folder(
-    out: str | os.PathLike[str] | None, resume: bool, world: World, stack: contextlib.ExitStack | None = None
+    out: str | os.PathLike[str] | None,
+    resume: bool,
+    world: World,
+    stack: contextlib.ExitStack | None = None,
+    *,
+    overwrite: bool = False,
 ) -> Path | None:
     """The out folder, claimed for this run (``zoo.checkpoint.owned``: a marker, and a lock
     held until ``stack`` closes, so a second run on it is refused), and checked: without
-    ``resume`` it must hold no version, with it at least one. Rank 0 claims; every rank
-    gets its verdict, so no rank is left waiting on a collective."""
+    ``resume`` it must hold no version, with it at least one. ``overwrite`` replaces a
+    folder that holds anything (a run, or files the zoo did not write) with an empty one,
+    swapped in whole. Rank 0 claims; every rank gets its verdict, so no rank is left
+    waiting on a collective."""
+    if overwrite and resume:
+        raise ConfigError("resume continues the run in --out and overwrite replaces it; give one of them")
     if out is None:
         if resume:
             raise ConfigError("resume needs the run's folder: pass out=DIR (--out DIR)")
+        if overwrite:
+            raise ConfigError("overwrite replaces the run's folder: pass out=DIR (--out DIR) with it")
         return None
     folder = Path(out)
     failure = ""
@@ -61,9 +72,10 @@ def output_folder(
                 RUN_KIND,
                 "zoo train",
                 error=InputError,
+                overwrite=overwrite,
                 adopt=_older_run,
                 what="--out",
-                hint="pass --resume to continue the run in it, or choose a new folder",
+                hint="pass --resume to continue the run in it, --overwrite to replace it, or choose a new folder",
             )
             if stack is not None:
                 stack.callback(owned.release)
@@ -90,8 +102,8 @@ def _check_contents(folder: Path, resume: bool) -> None:
         raise CheckpointError(f"nothing to resume in {folder}: it holds no saved versions; drop --resume to start")
     if not resume and found:
         raise InputError(
-            f"--out {folder} holds a run ({len(found)} version(s)); pass --resume to continue it, or choose a new "
-            f"folder"
+            f"--out {folder} holds a run ({len(found)} version(s)); pass --resume to continue it, --overwrite to "
+            f"replace it with a new run (its versions are deleted), or choose a new folder"
         )
     if not resume:  # a run stopped before its first version: start it again, from nothing
         for path in folder.iterdir():

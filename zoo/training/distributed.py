@@ -19,6 +19,7 @@ import contextlib
 import datetime
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ import xxhash
 from torch import Tensor, nn
 
 from zoo._version import __version__
-from zoo.errors import ConfigError
+from zoo.errors import ConfigError, DistributedError
 
 STRATEGIES = ("auto", "single", "ddp", "fsdp")
 BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and AdamW's two moments
@@ -92,6 +93,38 @@ def collective_timeout() -> datetime.timedelta:
     if not 0 < seconds < 1e7:
         raise ConfigError(f"ZOO_DIST_TIMEOUT={text!r} must be a number of seconds > 0 (default 600)")
     return datetime.timedelta(seconds=seconds)
+
+
+# What torch's collectives raise when the other ranks are gone or late (gloo's words; nccl's
+# watchdog reports a timeout the same way when asynchronous error handling does not abort).
+_TIMED_OUT = re.compile(r"timed out|timeout", re.IGNORECASE)
+_PEER_GONE = re.compile(r"connection closed by peer|connection reset by peer|broken pipe", re.IGNORECASE)
+
+
+@contextlib.contextmanager
+def collective_errors(world: World) -> Iterator[None]:
+    """Turn a collective that timed out, or found another rank gone, into a
+    ``DistributedError`` saying which and what to do; other errors pass unchanged."""
+    try:
+        yield
+    except RuntimeError as err:  # torch.distributed.DistBackendError is one too
+        if not world.distributed:
+            raise
+        text = str(err)
+        seconds = f"{collective_timeout().total_seconds():g}"
+        if _TIMED_OUT.search(text):
+            raise DistributedError(
+                f"rank {world.rank} of {world.size}: the other ranks did not reach the same step within "
+                f"{seconds} s (ZOO_DIST_TIMEOUT): one stopped, hangs or runs another command; read the other "
+                f"ranks' output, and for steps that are only slow (a first compile, a large save) raise "
+                f"ZOO_DIST_TIMEOUT=SECONDS"
+            ) from err
+        if _PEER_GONE.search(text):
+            raise DistributedError(
+                f"rank {world.rank} of {world.size}: another rank stopped mid-run (its connection closed); its "
+                f"output says why. Saved versions are complete: continue with --resume"
+            ) from err
+        raise
 
 
 def agree(world: World, settings: Any, data: Any, config: Any, out: Any, resume: bool) -> None:

@@ -64,6 +64,7 @@ from zoo.training.distributed import (
     broadcast_text,
     choose_strategy,
     close_world,
+    collective_errors,
     gradient_sync,
     init_world,
     prepare_model,
@@ -223,6 +224,7 @@ def run_loop(
     *,
     out: str | os.PathLike[str] | None = None,
     resume: bool = False,
+    overwrite: bool = False,
     world: World | None = None,
     model_tokenizer: str | None = None,
     metadata: dict[str, Any] | None = None,
@@ -232,7 +234,8 @@ def run_loop(
     """Train ``model`` on ``data`` with ``settings``; the loop every entry point uses.
 
     ``out``: the folder of versions, metrics and training states (rank 0 writes); with
-    ``resume`` the run continues from its newest version; ``log`` names loggers beside
+    ``resume`` the run continues from its newest version, with ``overwrite`` a new run
+    replaces what the folder held (swapped in whole); ``log`` names loggers beside
     ``metrics.jsonl`` (``csv``, ``tensorboard``, ``wandb``). ``world``: None joins the
     process group torchrun describes (a world of one without torchrun). The model is
     left in eval mode.
@@ -242,8 +245,8 @@ def run_loop(
         world, created = init_world()
     try:
         check_loggers(log)
-        with contextlib.ExitStack() as stack:  # holds the out folder's lock for the run
-            r, state = _prepare(model, data, settings, out, resume, world, model_tokenizer, stack)
+        with collective_errors(world), contextlib.ExitStack() as stack:  # the stack holds --out's lock
+            r, state = _prepare(model, data, settings, (out, resume, overwrite), world, model_tokenizer, stack)
             run_id = state.run_id if state is not None and state.run_id else broadcast_text(secrets.token_hex(8), world)
             return _loop(r, state, {**(metadata or {}), "run_id": run_id}, on_step, log)
     finally:
@@ -264,19 +267,20 @@ def _prepare(
     model: nn.Module,
     data: TokenData,
     settings: TrainSettings,
-    out_arg: str | os.PathLike[str] | None,
-    resume: bool,
+    folder: tuple[str | os.PathLike[str] | None, bool, bool],
     world: World,
     model_tokenizer: str | None,
     stack: contextlib.ExitStack,
 ) -> tuple[_Run, TrainingState | None]:
     """The run checked and set up: the folder (claimed until ``stack`` closes), the
     strategy, the optimizer and the stateful parts; with ``resume`` the newest version's
-    weights loaded and its state. Every rank is checked to run the same run first."""
+    weights loaded and its state. ``folder`` is ``(out, resume, overwrite)``. Every rank
+    is checked to run the same run first."""
+    out_arg, resume, overwrite = folder
     config = getattr(model, "config", None)
     _check_inputs(model, config, data, settings, model_tokenizer)
     micro, accum = _micro_batches(settings, world)
-    out = output_folder(out_arg, resume, world, stack)
+    out = output_folder(out_arg, resume, world, stack, overwrite=overwrite)
     state = resume_state(model, config, data, settings, out) if resume and out is not None else None
     strategy = choose_strategy(settings.strategy, world, sum(p.numel() for p in model.parameters()))
     if settings.dtype == "fp16" and strategy == "fsdp":
@@ -514,6 +518,7 @@ def train(
     *,
     out: str | os.PathLike[str] | None = None,
     resume: bool | str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
     overrides: dict[str, Any] | None = None,
     tokenizer: str | None = None,
     on_step: Callable[[StepReport], None] | None = None,
@@ -527,7 +532,8 @@ def train(
     ``out``: where versions, training states and ``metrics.jsonl`` go (and the loggers
     ``log`` names: ``csv``, ``tensorboard``, ``wandb``). ``resume=True``
     (or ``resume=DIR``, which is then also ``out``) continues from the newest version
-    exactly. Under torchrun every rank calls this; rank 0 writes.
+    exactly; ``overwrite=True`` starts a new run in ``out`` whatever it held, replacing the
+    folder whole. Under torchrun every rank calls this; rank 0 writes.
     """
     settings = settings or TrainSettings()
     if resume not in (None, False, True):
@@ -544,6 +550,7 @@ def train(
         settings,
         out=out,
         resume=resuming,
+        overwrite=overwrite,
         model_tokenizer=model_tokenizer,
         metadata={"source": str(model) if not isinstance(model, nn.Module) else type(model).__name__},
         on_step=on_step,
