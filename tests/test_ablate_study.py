@@ -110,8 +110,13 @@ def test_diagnostics_are_recorded_at_every_evaluation(ablation: AblationResult) 
         for seed in run.seeds:
             assert [d.step for d in seed.diagnostics] == [p.step for p in seed.curve] == [0, 4, 8]
             for d in seed.diagnostics:
-                assert len(d.residual_rms) == 3 and len(d.grad_norm) == 2
+                assert len(d.residual_rms) == 3 and len(d.grad_norm) == 2 and len(d.attention_entropy) == 2
                 assert all(math.isfinite(v) and v > 0 for v in (*d.residual_rms, *d.grad_norm))
+                assert all(0 < v <= math.log(16) for v in d.attention_entropy)  # seq_len 16: at most uniform
+            # At initialisation attention is close to uniform over the causal prefix: the
+            # entropy is the mean over query positions i of log(i + 1).
+            uniform = sum(math.log(i + 1) for i in range(16)) / 16
+            assert seed.diagnostics[0].attention_entropy == pytest.approx([uniform] * 2, rel=0.05)
     assert ablation.diagnostics_plot_path is not None and ablation.diagnostics_plot_path.is_file()
     data = json.loads(ablation.results_path.read_text())
     assert data["runs"][0]["seeds"][0]["diagnostics"][0]["step"] == 0

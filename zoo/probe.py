@@ -113,11 +113,12 @@ def grouped_norms(
     return {g: [math.sqrt(v) for v in vs] for g, vs in squares.items()}, {k: math.sqrt(v) for k, v in other.items()}
 
 
-def next_token_loss(model: nn.Module, output: Tensor, tokens: Tensor) -> Tensor:
-    """Mean cross-entropy of ``output`` (B, S, V) at predicting ``tokens`` shifted by one."""
+def next_token_loss(model: nn.Module, output: Tensor, tokens: Tensor, targets: Tensor | None = None) -> Tensor:
+    """Mean cross-entropy of ``output`` (B, S, V) at predicting ``tokens`` shifted by one,
+    or ``targets`` (B, S) when given (every position then has its target)."""
     config: Any = getattr(model, "config", None)
-    logits = output[:, :-1].flatten(0, 1)
-    target = tokens[:, 1:].flatten()
+    logits = output[:, :-1].flatten(0, 1) if targets is None else output.flatten(0, 1)
+    target = tokens[:, 1:].flatten() if targets is None else targets.flatten()
     if config is not None and config.head_output == "log_softmax":
         return F.nll_loss(logits, target)
     return F.cross_entropy(logits, target)
@@ -129,8 +130,17 @@ def entropy(pattern: Tensor) -> Tensor:
     return -(p * torch.where(p > 0, p.log(), 0.0)).sum(-1).mean(dim=(0, 2))
 
 
-def probe(model: nn.Module, tokens: Tensor, *, label: str = "model", source: str = "the given tokens") -> ProbeResult:
-    """Measure ``model`` (a decoder-only zoo model) on ``tokens`` (B, S); see the module's doc."""
+def probe(
+    model: nn.Module,
+    tokens: Tensor,
+    *,
+    targets: Tensor | None = None,
+    label: str = "model",
+    source: str = "the given tokens",
+) -> ProbeResult:
+    """Measure ``model`` (a decoder-only zoo model) on ``tokens`` (B, S); see the module's
+    doc. The gradients are of the loss at predicting ``tokens`` shifted by one, or
+    ``targets`` (B, S) when given."""
     m: Any = model
     if not hasattr(m, "blocks"):
         raise ConfigError(
@@ -146,7 +156,7 @@ def probe(model: nn.Module, tokens: Tensor, *, label: str = "model", source: str
     try:
         with torch.enable_grad():
             output, cache = run_with_cache(model, tokens, names=wanted)
-            loss = next_token_loss(model, output, tokens)
+            loss = next_token_loss(model, output, tokens, targets)
             # autograd.grad, not backward: the model's own .grad stay as they were
             found = torch.autograd.grad(loss, [p for _, p in named], allow_unused=True)
     finally:

@@ -48,6 +48,7 @@ class DiagnosticsRow(BaseModel):
     step: int = Field(ge=0)
     residual_rms: list[float] = Field(max_length=1 << 16)
     grad_norm: list[float] = Field(max_length=1 << 16)
+    attention_entropy: list[float] = Field(default_factory=list, max_length=1 << 16)  # absent in older records
 
 
 class Record(BaseModel):

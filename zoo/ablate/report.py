@@ -373,8 +373,8 @@ def plot_deltas(result: AblationResult, path: Path) -> Path | None:
 
 
 def plot_diagnostics(result: AblationResult, path: Path) -> Path | None:
-    """Per block, the gradient norm of its weights and the residual stream's RMS after it,
-    at the first and the last evaluation, one line per variant (mean over the seeds); None
+    """Per block, the gradient norm of its weights, the residual stream's RMS after it and
+    its attention entropy, at the first and the last evaluation, one line per variant (mean over the seeds); None
     without matplotlib or without diagnostics (records from before they were taken)."""
     figure = figure_class()
     runs = [run for run in result.runs if all(s.diagnostics for s in run.seeds)]
@@ -382,8 +382,8 @@ def plot_diagnostics(result: AblationResult, path: Path) -> Path | None:
         return None
     from matplotlib.ticker import MaxNLocator
 
-    fig = figure(figsize=(11, 7), dpi=110)
-    axes = fig.subplots(2, 2, squeeze=False)
+    fig = figure(figsize=(11, 10), dpi=110)
+    axes = fig.subplots(3, 2, squeeze=False)
     for col, (index, when) in enumerate(((0, "first"), (-1, "last"))):
         for run in runs:
             taken = [s.diagnostics[index] for s in run.seeds]
@@ -392,9 +392,13 @@ def plot_diagnostics(result: AblationResult, path: Path) -> Path | None:
             style = {"linewidth": 2.5} if run.axis in ("base", "target") else {"linewidth": 1.0, "alpha": 0.8}
             axes[0][col].plot(range(1, len(grads) + 1), grads, marker="o", label=run.name, **style)
             axes[1][col].plot(range(len(rms)), rms, marker="o", label=run.name, **style)
+            if all(d.attention_entropy for d in taken):  # older records have none
+                entropy = [sum(d.attention_entropy[i] for d in taken) / len(taken) for i in range(len(grads))]
+                axes[2][col].plot(range(1, len(entropy) + 1), entropy, marker="o", label=run.name, **style)
         step = runs[0].seeds[0].diagnostics[index].step
         axes[0][col].set_title(f"gradient norm per block, {when} evaluation (step {step})", fontsize=9)
         axes[1][col].set_title(f"residual RMS (0: embeddings), {when} evaluation (step {step})", fontsize=9)
+        axes[2][col].set_title(f"attention entropy per block (nats, mean of heads), step {step}", fontsize=9)
         axes[0][col].set_yscale("log")
         for row in axes:
             row[col].set_xlabel("block")
