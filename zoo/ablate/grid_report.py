@@ -147,11 +147,35 @@ def warmup_verdict(study: StudyResult) -> str | None:
             " Removing the warm-up hurts post-norm, but pre-norm's change is not told apart from it: this run "
             "shows only half of Xiong et al.'s result."
         )
+    stuck = _untrained_post_norm(study, study.rungs[-1], post.name, pre.name)
+    if stuck is not None:
+        return said + (
+            f" This run does not show Xiong et al.'s result: post-norm did not train with or without warm-up "
+            f"(final loss {stuck[0]:.3f} at best, pre-norm {stuck[1]:.3f} at worst), so at this rate warm-up "
+            f"does not rescue it; the effect needs a rate post-norm trains at with warm-up: try a lower --lr, "
+            f"or sweep it with --lr-sweep."
+        )
     return said + (
         " This run does not show Xiong et al.'s result: post-norm is not significantly worse without warm-up "
         "at this depth, rate and budget (gradient clipping and a short run may hide it; try more layers or a "
         "higher --lr)."
     )
+
+
+def _untrained_post_norm(study: StudyResult, rung: Any, post: str, pre: str) -> tuple[float, float] | None:
+    """(post-norm's best final loss, pre-norm's worst) over the sweep's ends when even the
+    best is worse than the worst, each beyond its 95% interval: post-norm did not train in
+    either arm; else None."""
+    ends = [study.swept_cell(rung, value) for value in (study.warmups[0], study.warmups[-1])]
+    posts = [row_named(cell, post) for cell in ends]
+    pres = [row_named(cell, pre) for cell in ends]
+    if any(run is None or run.loss.half_width is None for run in (*posts, *pres)):
+        return None
+    best = min((run for run in posts if run is not None), key=lambda run: run.loss.mean)
+    worst = max((run for run in pres if run is not None), key=lambda run: run.loss.mean)
+    if best.loss.mean - (best.loss.half_width or 0.0) > worst.loss.mean + (worst.loss.half_width or 0.0):
+        return best.loss.mean, worst.loss.mean
+    return None
 
 
 def study_markdown(study: StudyResult) -> str:
