@@ -9,6 +9,7 @@ import copy
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -382,10 +383,11 @@ def with_losses(study: Any, losses: dict[tuple[str, int], list[float]]) -> Any:
     [  # final losses at warm-up 0 and at warm-up 2, per seed
         (([4.6, 4.7, 4.65], [4.0, 4.02, 4.01]), ([4.0, 4.01, 3.99], [4.0, 4.0, 4.01]), "This run shows Xiong"),
         (([4.6, 4.7, 4.65], [4.0, 4.02, 4.01]), ([4.3, 4.5, 4.1], [4.0, 4.0, 4.01]), "only half of Xiong"),
-        (([4.87, 4.86, 4.88], [4.86, 4.87, 4.87]), ([4.2, 4.1, 4.3], [4.1, 4.0, 4.2]), "did not train with or"),
-        (([4.0, 4.1, 4.05], [4.02, 4.06, 4.07]), ([4.0, 4.1, 4.05], [4.03, 4.05, 4.07]), "not significantly worse"),
+        (([4.87, 4.86, 4.88], [4.86, 4.87, 4.87]), ([4.2, 4.1, 4.3], [4.1, 4.0, 4.2]), "stays far behind pre-norm"),
+        (([4.9, 4.5, 4.85], [4.6, 4.6, 4.55]), ([4.01, 4.02, 4.0], [4.0, 4.01, 4.0]), "points the way"),
+        (([4.0, 4.1, 4.05], [4.05, 4.12, 4.08]), ([4.0, 4.1, 4.05], [4.03, 4.05, 4.07]), "not significantly worse"),
     ],
-    ids=["shown", "half", "post-norm untrained", "not shown"],
+    ids=["shown", "half", "post-norm untrained", "the direction only", "not shown"],
 )
 def test_the_warmup_verdict_says_what_the_run_shows(
     warmup_study: Any, post: tuple[list[float], list[float]], pre: tuple[list[float], list[float]], verdict: str
@@ -396,4 +398,19 @@ def test_the_warmup_verdict_says_what_the_run_shows(
     losses |= {("placement=pre", 0): pre[0], ("placement=pre", 2): pre[1]}
     said = warmup_verdict(with_losses(warmup_study, losses))
     assert said is not None and verdict in said
-    assert sum(phrase in said for phrase in ("shows Xiong", "only half", "did not train", "not significantly")) == 1
+    phrases = ("shows Xiong", "only half", "stays far behind", "points the way", "not significantly worse")
+    assert sum(phrase in said for phrase in phrases) == 1
+    if verdict == "points the way":
+        assert re.search(r"--seeds \d+ would detect", said)
+
+
+def test_the_documented_study_commands_are_make_studys_and_their_regions_are_generated() -> None:
+    root = Path(__file__).resolve().parents[1]
+    makefile = (root / "Makefile").read_text().replace("\\\n", " ")
+    flags = {m[1]: " ".join(m[2].split()) for m in re.finditer(r"^(STUDY_\w+) \?= (.*)$", makefile, re.MULTILINE)}
+    page = (root / "docs" / "ablation.md").read_text()
+    for variable, out in (("STUDY_LADDER", "runs/study"), ("STUDY_WARMUP", "runs/study-warmup")):
+        assert f"zoo ablate {flags[variable]} --out {out} --docs docs/ablation.md" in page
+        assert f"$(BIN)/zoo ablate $({variable}) --out {out} --docs docs/ablation.md" in makefile
+        region = page.split(f"from {out.split('/')[-1]}: do not edit")[1].split("<!-- end of the generated region")[0]
+        assert "Not generated yet" not in region and "| cell |" in region  # make study has written it
