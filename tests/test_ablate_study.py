@@ -22,7 +22,7 @@ from zoo.ablate import MIN_EFFECT, AblationResult, run_ablation
 from zoo.ablate.advice import trend
 from zoo.ablate.docs import write_docs_region
 from zoo.ablate.grid import ladder, non_embedding_parameters, parse_scales, run_study
-from zoo.ablate.plan import CONTROL_SEED_OFFSET
+from zoo.ablate.options import CONTROL_SEED_OFFSET
 from zoo.ablate.study import corrected
 from zoo.cli import main
 from zoo.registry import default_registry
