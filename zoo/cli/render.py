@@ -175,6 +175,11 @@ class Ui:
         if caption is not None:
             self.line(str(caption))
 
+    def status(self, text: str) -> Any:
+        """A spinner on stderr while something runs (``with ui.status(...):``); ``text`` is
+        plain (a path's ``[/]`` is not rich markup) with control characters escaped."""
+        return self.err.status(Text(printable(text, None)))
+
     def line(self, text: str, style: str = "") -> None:
         """One line of plain text (no markup, control characters escaped), never wrapped."""
         self.out.print(Text(printable(text, None), style=style), soft_wrap=True)
@@ -220,10 +225,11 @@ def new_table(title: str | None = None, *columns: str, right: Iterable[str] = ()
     right, clip = set(right), set(clip)
     for index, column in enumerate(columns):
         justify: Literal["right", "left"] = "right" if column in right else "left"
+        header = Text(printable(column, None))  # a column may be named by a path: plain text, never markup
         if clip:
-            table.add_column(column, justify=justify, no_wrap=column not in clip, overflow="ellipsis")
+            table.add_column(header, justify=justify, no_wrap=column not in clip, overflow="ellipsis")
         else:
-            table.add_column(column, justify=justify, overflow="fold", no_wrap=index == 0)
+            table.add_column(header, justify=justify, overflow="fold", no_wrap=index == 0)
     return table
 
 
