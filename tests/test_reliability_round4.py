@@ -129,6 +129,39 @@ def test_a_plot_output_link_is_replaced_not_written_through(run: Path, tmp_path:
     assert (tmp_path / "link.png").read_bytes().startswith(b"\x89PNG")
 
 
+@pytest.mark.parametrize("owner", ["train", "hf-export"])
+@pytest.mark.parametrize("command", ["build", "convert", "zoo.save"])
+def test_no_version_is_added_to_a_folder_made_for_another_output(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], owner: str, command: str
+) -> None:
+    """A version saved into a run folder would become the run's newest (with no training
+    state: its resume broken); into an export folder, a mix of the two."""
+    folder = tmp_path / "out"
+    if owner == "train":
+        shutil.copytree(run, folder)
+    else:
+        zoo.to_hf(tiny(vocab_size=256), folder)
+    before = sorted(os.listdir(folder))
+    if command == "zoo.save":
+        with pytest.raises(CheckpointError, match=rf"made by zoo[ .]\S+ \({owner} folder\)"):
+            zoo.save(tiny(), folder)
+    else:
+        source = zoo.to_hf(tiny(), tmp_path / "hf")
+        argv = ["build", "gpt2-small", *MODEL] if command == "build" else ["convert", "--from-hf", str(source)]
+        assert main([*argv, "-o", str(folder)]) == 1
+        one_error_line(capsys, "was made by", "save to another folder")
+    assert sorted(os.listdir(folder)) == before
+
+
+def test_ablate_refuses_a_train_run_before_training(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(run, out)
+    assert main(["ablate", "-o", str(out), "--steps", "2", "--seeds", "1", "--tokenizer", "bytes"]) == 1
+    one_error_line(capsys, "made by zoo train (train)", "--overwrite")
+
+
 # -- 2. state that does not belong ---------------------------------------------------------------
 
 
