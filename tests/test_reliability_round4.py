@@ -24,6 +24,7 @@ import shutil
 import signal
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ from helpers import tiny
 from zoo.checkpoint import digest
 from zoo.cli import main
 from zoo.errors import CheckpointError
+from zoo.hookspecs import hookimpl
+from zoo.registry import Registry, set_default_registry
 from zoo.training import TrainSettings, prepare, train
 from zoo.training.state import read_state, state_path
 
@@ -410,3 +413,91 @@ def test_probe_plot_labels_are_text_not_mathtext(tmp_path: Path) -> None:
 
     result = probe(tiny(vocab_size=256), torch.randint(0, 256, (2, 8)), label="$\\x{$", source="$\\frac{$")
     assert plot([result], tmp_path / "p.png").read_bytes().startswith(b"\x89PNG")
+
+
+class HostilePlugin:
+    """A plugin whose preset name and description carry escapes and rich markup."""
+
+    @hookimpl
+    def zoo_register_presets(self, register: Any) -> None:
+        fields = dict(d_model=32, n_layers=1, n_heads=2, vocab_size=97, max_seq_len=16)
+        register("evil\x1b[2J[/]", fields, description="desc \x1b]0;pwned\x07 [/bold] [link=http://x]y[/link]")
+
+
+class FailingPlugin:
+    """A plugin that fails to register with escapes in its error."""
+
+    @hookimpl
+    def zoo_register_presets(self, register: Any) -> None:
+        raise ValueError("boom \x1b[2J \x9b2J [/] [link=http://x]y[/link]")
+
+
+@pytest.mark.parametrize(
+    "plugin,argv",
+    [
+        (HostilePlugin, ["list"]),
+        (HostilePlugin, ["components"]),
+        (HostilePlugin, ["info", "evil\x1b[2J[/]"]),
+        (FailingPlugin, ["plugins"]),
+        (FailingPlugin, ["list"]),
+    ],
+)
+def test_plugin_strings_reach_every_table_escaped(
+    capsys: pytest.CaptureFixture[str], plugin: type, argv: list[str]
+) -> None:
+    previous = set_default_registry(Registry(plugins=[plugin()]))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the failing plugin's own warning, said by the CLI
+            assert main(argv) == 0
+    finally:
+        set_default_registry(previous)
+    out, err = capsys.readouterr()
+    assert not CONTROL.search(out + err.replace("\n", "")), (out + err)[:2000]
+    if plugin is HostilePlugin and argv[0] != "components":
+        assert "\\x1b]0;pwned" in out and "[/bold] [link=http://x]y[/link]" in out  # escaped, markup as text
+    if argv[0] == "plugins":
+        assert "boom \\x1b[2J \\x9b2J [/]" in out
+
+
+# -- 5. numbers: a loss that is not a number ------------------------------------------------------
+
+
+def test_zoo_eval_of_a_model_with_nan_weights_is_an_error_naming_the_tensor(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+
+    model = tiny(vocab_size=256)
+    with torch.no_grad():
+        model.blocks[1].mlp.up.weight[0, 0] = float("nan")
+    zoo.save(model, tmp_path / "nan.safetensors")
+    for extra in ([], ["--json"]):
+        assert main(["eval", str(tmp_path / "nan.safetensors"), "--data", str(data), "--seq-len", "16", *extra]) == 1
+        one_error_line(capsys, "the loss is nan", "blocks.1.mlp.up.weight", "--version")
+
+
+# -- 6. smaller: inputs that are not files ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["data prepare", "train", "eval"])
+def test_a_fifo_given_as_data_is_named_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, alarm: None
+) -> None:
+    os.mkfifo(tmp_path / "in.txt")
+    zoo.save(tiny(vocab_size=256), tmp_path / "m.safetensors")
+    argv = {
+        "data prepare": [
+            "data",
+            "prepare",
+            str(tmp_path / "in.txt"),
+            "-o",
+            str(tmp_path / "p"),
+            "--tokenizer",
+            "bytes",
+        ],
+        "train": ["train", "gpt2-small", *MODEL, "--data", str(tmp_path / "in.txt"), "-o", str(tmp_path / "r"), *FLAGS],
+        "eval": ["eval", str(tmp_path / "m.safetensors"), "--data", str(tmp_path / "in.txt"), "--seq-len", "16"],
+    }[command]
+    assert main(argv) == 1
+    one_error_line(capsys, "is not a regular file or folder (a FIFO")

@@ -205,7 +205,19 @@ class SafeTable(Table):
     ``[link=…]`` or ``[/bold]`` stays text) and with control characters escaped."""
 
     def add_row(self, *renderables: Any, **kwargs: Any) -> None:
-        super().add_row(*(Text(printable(r, None)) if isinstance(r, str) else r for r in renderables), **kwargs)
+        super().add_row(*(_plain_cell(r) for r in renderables), **kwargs)
+
+
+def _plain_cell(cell: Any) -> Any:
+    """A table cell as inert text: a string escaped, and a ``Text`` too (a plugin's error or
+    a preset's description reaches a cell as ``Text`` with a style), keeping its style and
+    its line breaks."""
+    if isinstance(cell, str):
+        return Text(printable(cell, None))
+    if isinstance(cell, Text) and not cell.plain.replace("\n", "").isprintable():
+        shown = "\n".join(printable(line, None) for line in cell.plain.split("\n"))
+        return Text(shown, style=cell.style, justify=cell.justify, overflow=cell.overflow, no_wrap=cell.no_wrap)
+    return cell
 
 
 def new_table(title: str | None = None, *columns: str, right: Iterable[str] = (), clip: Iterable[str] = ()) -> Table:
