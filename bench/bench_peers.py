@@ -284,6 +284,13 @@ def main(argv: list[str] | None = None) -> None:
                 "the bandwidth floor (model.generate, prefill included)",
             ),
         ]
+    if len(args.new) >= 2:  # a decode step alone: the time the extra tokens added, prompt and set-up cancel out
+        short, long = min(args.new), max(args.new)
+        step = (decode[f"zoo model.generate +{long}"] - decode[f"zoo model.generate +{short}"]) / (long - short)
+        rows += [
+            (f"decode step +{short}..{long}", f"{step * 1e3:.1f} ms/token", "model.generate, marginal"),
+            fraction_row("decode step / floor", floor_s / step, 0.95, "the bandwidth floor (a decode step alone)"),
+        ]
     rows.append(("same tokens", "yes" if same else "NO", "greedy outputs compared token for token, every call"))
     print(table(f"gpt2-small, zoo vs peers, fp32 CPU, {torch.get_num_threads()} threads", rows))
 

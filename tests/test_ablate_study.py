@@ -6,8 +6,10 @@ the generated docs region."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +22,11 @@ from zoo.ablate import MIN_EFFECT, AblationResult, run_ablation
 from zoo.ablate.advice import trend
 from zoo.ablate.docs import write_docs_region
 from zoo.ablate.grid import ladder, non_embedding_parameters, parse_scales, run_study
-from zoo.ablate.plan import CONTROL_SEED_OFFSET
+from zoo.ablate.options import CONTROL_SEED_OFFSET
 from zoo.ablate.study import corrected
 from zoo.cli import main
 from zoo.registry import default_registry
-from zoo.stats import Interval, detectable_difference
+from zoo.stats import Interval, detectable_difference, mean_interval
 from zoo.training import TrainSettings, bundled_corpus, lm_loss, load_corpus, validation_batches
 
 TINY: dict[str, Any] = dict(
@@ -343,3 +345,72 @@ def test_docs_region_keeps_the_rest_of_the_page(ablation: AblationResult, tmp_pa
     assert "| control |" in text and "Vaswani et al. 2017" in text
     with pytest.raises(zoo.InputError, match="characters"):
         write_docs_region(page, "a b", ablation)
+
+
+@pytest.fixture(scope="module")
+def warmup_study(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A real warm-up sweep, post-norm base against pre-norm, 3 seeds (its losses are set per case)."""
+    options = {**STUDY, "seeds": 3}
+    return run_study(
+        "transformer-2017",
+        "gpt2-small",
+        d_model=16,
+        layers=1,
+        warmup_sweep=[0, 2],
+        swaps=["placement"],
+        out_dir=tmp_path_factory.mktemp("warmup"),
+        **options,
+    )
+
+
+def with_losses(study: Any, losses: dict[tuple[str, int], list[float]]) -> Any:
+    """``study`` with the final losses of (row, warm-up) replaced, seeds and intervals alike."""
+    cells = []
+    for cell, result in study.cells:
+        runs = []
+        for run in result.runs:
+            values = losses.get((run.name, cell.warmup))
+            if values is not None:
+                seeds = [dataclasses.replace(s, final_val_loss=v) for s, v in zip(run.seeds, values, strict=True)]
+                run = dataclasses.replace(run, seeds=seeds, loss=mean_interval(values))
+            runs.append(run)
+        cells.append((cell, dataclasses.replace(result, runs=runs)))
+    return dataclasses.replace(study, cells=cells)
+
+
+@pytest.mark.parametrize(
+    ("post", "pre", "verdict"),
+    [  # final losses at warm-up 0 and at warm-up 2, per seed
+        (([4.6, 4.7, 4.65], [4.0, 4.02, 4.01]), ([4.0, 4.01, 3.99], [4.0, 4.0, 4.01]), "This run shows Xiong"),
+        (([4.6, 4.7, 4.65], [4.0, 4.02, 4.01]), ([4.3, 4.5, 4.1], [4.0, 4.0, 4.01]), "only half of Xiong"),
+        (([4.87, 4.86, 4.88], [4.86, 4.87, 4.87]), ([4.2, 4.1, 4.3], [4.1, 4.0, 4.2]), "stays far behind pre-norm"),
+        (([4.9, 4.5, 4.85], [4.6, 4.6, 4.55]), ([4.01, 4.02, 4.0], [4.0, 4.01, 4.0]), "points the way"),
+        (([4.0, 4.1, 4.05], [4.05, 4.12, 4.08]), ([4.0, 4.1, 4.05], [4.03, 4.05, 4.07]), "not significantly worse"),
+    ],
+    ids=["shown", "half", "post-norm untrained", "the direction only", "not shown"],
+)
+def test_the_warmup_verdict_says_what_the_run_shows(
+    warmup_study: Any, post: tuple[list[float], list[float]], pre: tuple[list[float], list[float]], verdict: str
+) -> None:
+    from zoo.ablate.grid_report import warmup_verdict
+
+    losses = {("transformer-2017", 0): post[0], ("transformer-2017", 2): post[1]}
+    losses |= {("placement=pre", 0): pre[0], ("placement=pre", 2): pre[1]}
+    said = warmup_verdict(with_losses(warmup_study, losses))
+    assert said is not None and verdict in said
+    phrases = ("shows Xiong", "only half", "stays far behind", "points the way", "not significantly worse")
+    assert sum(phrase in said for phrase in phrases) == 1
+    if verdict == "points the way":
+        assert re.search(r"--seeds \d+ would detect", said)
+
+
+def test_the_documented_study_commands_are_make_studys_and_their_regions_are_generated() -> None:
+    root = Path(__file__).resolve().parents[1]
+    makefile = (root / "Makefile").read_text().replace("\\\n", " ")
+    flags = {m[1]: " ".join(m[2].split()) for m in re.finditer(r"^(STUDY_\w+) \?= (.*)$", makefile, re.MULTILINE)}
+    page = (root / "docs" / "ablation.md").read_text()
+    for variable, out in (("STUDY_LADDER", "runs/study"), ("STUDY_WARMUP", "runs/study-warmup")):
+        assert f"zoo ablate {flags[variable]} --out {out} --docs docs/ablation.md" in page
+        assert f"$(BIN)/zoo ablate $({variable}) --out {out} --docs docs/ablation.md" in makefile
+        region = page.split(f"from {out.split('/')[-1]}: do not edit")[1].split("<!-- end of the generated region")[0]
+        assert "Not generated yet" not in region and "| cell |" in region  # make study has written it

@@ -18,7 +18,7 @@ from typing import Any
 from torch import nn
 
 from zoo.config import ModelConfig
-from zoo.contracts import CONFIG_ARGUMENTS, Placement, constructor_parameters, part_kind
+from zoo.contracts import CONFIG_ARGUMENTS, Placement, constructor_parameters, part_kind, signature_of
 from zoo.errors import ConfigError
 from zoo.registry import Component, Registry, default_registry
 
@@ -46,11 +46,8 @@ def config_arguments(config: ModelConfig) -> dict[str, Any]:
 
 
 def accepts_any_keyword(factory: Callable[..., Any]) -> bool:
-    try:
-        parameters = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+    signature = signature_of(factory)
+    return signature is not None and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
 
 
 class PartMaker:

@@ -44,6 +44,7 @@ device, since those buffers are then uninitialised memory.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import typing
@@ -118,11 +119,25 @@ def part_kind(argument: str) -> str | None:
     return kind if kind in PART_KINDS else None
 
 
+def signature_of(factory: Callable[..., Any]) -> inspect.Signature | None:
+    """``inspect.signature(factory)``, or None where it has none; computed once per factory
+    (a model build asks for each component's signature many times, ``zoo list`` for ten
+    models), wrappers made with ``functools.wraps`` sharing their wrapped factory's."""
+    try:
+        return _signature(inspect.unwrap(factory))
+    except (TypeError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature(factory: Callable[..., Any]) -> inspect.Signature:
+    return inspect.signature(factory)
+
+
 def constructor_parameters(factory: Callable[..., Any]) -> list[inspect.Parameter]:
     """The named parameters of ``factory`` (a class's ``__init__`` without ``self``)."""
-    try:
-        signature = inspect.signature(factory)
-    except (TypeError, ValueError):
+    signature = signature_of(factory)
+    if signature is None:
         return []
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     return [p for p in signature.parameters.values() if p.kind in kinds]

@@ -41,31 +41,79 @@ grid of scale rungs, rates and warm-ups: ``ladder`` (its pieces), ``grid`` (``ru
 
 from __future__ import annotations
 
-from zoo.ablate.compare import AXES, SIZE_AXES, diff_configs
-from zoo.ablate.grid import run_study
-from zoo.ablate.ladder import StudyResult
-from zoo.ablate.plan import (
-    DEFAULT_SCALE,
-    DEFAULT_SEEDS,
-    DEMO_SCALE,
-    FLAG_OPTIONS,
-    LR_GRID_FACTORS,
-    TUNE_FRACTION,
-    TUNE_SEED_OFFSET,
-)
-from zoo.ablate.report import plot_curves, plot_deltas, report_markdown, significant_swaps, table, write_report
-from zoo.ablate.results import (
-    LEVEL,
-    MIN_EFFECT,
-    ORDERS,
-    TRAIN_FLOPS_FACTOR,
-    AblationResult,
-    AblationRun,
-    SeedRun,
-    TuneRun,
-)
-from zoo.ablate.runner import ProgressCallback
-from zoo.ablate.study import run_ablation
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names below load on first use: ``zoo ablate --help`` needs none of the training
+    from zoo.ablate.compare import AXES, SIZE_AXES, diff_configs
+    from zoo.ablate.grid import run_study
+    from zoo.ablate.ladder import StudyResult
+    from zoo.ablate.options import (
+        DEFAULT_SCALE,
+        DEFAULT_SEEDS,
+        DEMO_SCALE,
+        FLAG_OPTIONS,
+        LR_GRID_FACTORS,
+        ORDERS,
+        TUNE_FRACTION,
+        TUNE_SEED_OFFSET,
+    )
+    from zoo.ablate.report import plot_curves, plot_deltas, report_markdown, significant_swaps, table, write_report
+    from zoo.ablate.results import (
+        LEVEL,
+        MIN_EFFECT,
+        TRAIN_FLOPS_FACTOR,
+        AblationResult,
+        AblationRun,
+        SeedRun,
+        TuneRun,
+    )
+    from zoo.ablate.runner import ProgressCallback
+    from zoo.ablate.study import run_ablation
+
+_LAZY = {
+    "AXES": "zoo.ablate.compare",
+    "SIZE_AXES": "zoo.ablate.compare",
+    "diff_configs": "zoo.ablate.compare",
+    "run_study": "zoo.ablate.grid",
+    "StudyResult": "zoo.ablate.ladder",
+    "DEFAULT_SCALE": "zoo.ablate.options",
+    "DEFAULT_SEEDS": "zoo.ablate.options",
+    "DEMO_SCALE": "zoo.ablate.options",
+    "FLAG_OPTIONS": "zoo.ablate.options",
+    "LR_GRID_FACTORS": "zoo.ablate.options",
+    "TUNE_FRACTION": "zoo.ablate.options",
+    "TUNE_SEED_OFFSET": "zoo.ablate.options",
+    "plot_curves": "zoo.ablate.report",
+    "plot_deltas": "zoo.ablate.report",
+    "report_markdown": "zoo.ablate.report",
+    "significant_swaps": "zoo.ablate.report",
+    "table": "zoo.ablate.report",
+    "write_report": "zoo.ablate.report",
+    "LEVEL": "zoo.ablate.results",
+    "MIN_EFFECT": "zoo.ablate.results",
+    "ORDERS": "zoo.ablate.options",
+    "TRAIN_FLOPS_FACTOR": "zoo.ablate.results",
+    "AblationResult": "zoo.ablate.results",
+    "AblationRun": "zoo.ablate.results",
+    "SeedRun": "zoo.ablate.results",
+    "TuneRun": "zoo.ablate.results",
+    "ProgressCallback": "zoo.ablate.runner",
+    "run_ablation": "zoo.ablate.study",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'zoo.ablate' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    """The package's names, the lazily loaded ones included."""
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "AXES",

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from zoo.ablate.grid_report import write_study_report
-from zoo.ablate.ladder import Cell, Rung, StudyResult, ladder, parse_scales
-from zoo.ablate.plan import DEFAULT_SCALE, ablation_data, at_scale
+from zoo.ablate.ladder import Cell, Rung, StudyResult, ladder
+from zoo.ablate.options import DEFAULT_SCALE, parse_scales
+from zoo.ablate.plan import ablation_data, at_scale
 from zoo.ablate.results import TRAIN_FLOPS_FACTOR, AblationResult
 from zoo.ablate.runner import ProgressCallback
 from zoo.ablate.study import run_ablation

@@ -10,11 +10,13 @@ import math
 from pathlib import Path
 from typing import Any
 
+from zoo.ablate.advice import SEED_LIMIT
 from zoo.ablate.ladder import Cell, StudyResult, row_named
 from zoo.ablate.records import write_text
 from zoo.ablate.report import figure_class
 from zoo.ablate.results import ALPHA, LEVEL, md_code
 from zoo.figures import plain_text
+from zoo.stats import seeds_needed
 
 
 def write_study_report(study: StudyResult) -> None:
@@ -148,11 +150,42 @@ def warmup_verdict(study: StudyResult) -> str | None:
             " Removing the warm-up hurts post-norm, but pre-norm's change is not told apart from it: this run "
             "shows only half of Xiong et al.'s result."
         )
+    if post.delta.mean > max(pre.delta.mean, 0.0):  # Xiong's direction, not significant
+        seeds = seeds_needed(post.delta.sd or 0.0, post.delta.mean, limit=SEED_LIMIT)
+        more = f"--seeds {seeds}" if seeds is not None else "many more seeds"
+        return said + (
+            f" This run points the way of Xiong et al.'s result (without warm-up post-norm loses more than "
+            f"pre-norm) but does not show it: post-norm's change is not significant with {post.delta.n} seeds, "
+            f"whose results spread widely; {more} would detect a change of this size with 80% power."
+        )
+    stuck = _untrained_post_norm(study, study.rungs[-1], post.name, pre.name)
+    if stuck is not None:
+        return said + (
+            f" This run does not show Xiong et al.'s result: post-norm stays far behind pre-norm with and "
+            f"without warm-up (final loss {stuck[0]:.3f} at best, pre-norm {stuck[1]:.3f} at worst) and warm-up "
+            f"changes nothing for it, so at this rate warm-up does not rescue post-norm; the effect needs a rate "
+            f"post-norm trains at with warm-up: try a lower --lr, or sweep it with --lr-sweep."
+        )
     return said + (
         " This run does not show Xiong et al.'s result: post-norm is not significantly worse without warm-up "
         "at this depth, rate and budget (gradient clipping and a short run may hide it; try more layers or a "
         "higher --lr)."
     )
+
+
+def _untrained_post_norm(study: StudyResult, rung: Any, post: str, pre: str) -> tuple[float, float] | None:
+    """(post-norm's best final loss, pre-norm's worst) over the sweep's ends when even the
+    best is worse than the worst, each beyond its 95% interval; else None."""
+    ends = [study.swept_cell(rung, value) for value in (study.warmups[0], study.warmups[-1])]
+    posts = [row_named(cell, post) for cell in ends]
+    pres = [row_named(cell, pre) for cell in ends]
+    if any(run is None or run.loss.half_width is None for run in (*posts, *pres)):
+        return None
+    best = min((run for run in posts if run is not None), key=lambda run: run.loss.mean)
+    worst = max((run for run in pres if run is not None), key=lambda run: run.loss.mean)
+    if best.loss.mean - (best.loss.half_width or 0.0) > worst.loss.mean + (worst.loss.half_width or 0.0):
+        return best.loss.mean, worst.loss.mean
+    return None
 
 
 def study_markdown(study: StudyResult) -> str:

@@ -5,7 +5,6 @@ row's Δ along the ladder with the word for its trend, and the change across a s
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,20 +27,6 @@ class Rung:
     @property
     def name(self) -> str:
         return f"{self.d_model}x{self.layers}"
-
-
-_SCALE = re.compile(r"\s*(\d+)\s*x\s*(\d+)\s*")
-
-
-def parse_scales(text: str) -> list[tuple[int, int]]:
-    """``"64x2,128x4"`` -> ``[(64, 2), (128, 4)]`` (d_model x layers)."""
-    pairs = []
-    for part in text.split(","):
-        match = _SCALE.fullmatch(part)
-        if not match:
-            raise InputError(f"a scale is D_MODELxLAYERS such as 64x2, got {part.strip()!r} (--scales 64x2,128x4)")
-        pairs.append((int(match[1]), int(match[2])))
-    return pairs
 
 
 def ladder(scales: Sequence[tuple[int, int]], head_size: int) -> list[Rung]:

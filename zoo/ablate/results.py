@@ -12,6 +12,7 @@ from typing import Any
 
 from zoo.ablate.compare import SIZE_AXES
 from zoo.ablate.diagnostics import Diagnostics
+from zoo.ablate.options import ORDERS
 from zoo.config import ModelConfig
 from zoo.errors import InputError, printable
 from zoo.stats import DEFAULT_CORRECTION, POWER, Interval, detectable_difference, mean_interval
@@ -26,9 +27,6 @@ ALPHA = 1.0 - LEVEL
 MIN_EFFECT = 1e-4
 #: Training FLOPs per token as a multiple of the forward FLOPs (backward ~ 2x forward).
 TRAIN_FLOPS_FACTOR = 3
-
-#: The orders of the table's rows (``AblationResult.rows``).
-ORDERS = ("effect", "plan")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from zoo._version import __version__
-from zoo.ablate.plan import DEFAULT_SCALE, DEFAULT_SEEDS, TUNE_FRACTION, Job, Options, Plan, make_plan
+from zoo.ablate.options import DEFAULT_SCALE, DEFAULT_SEEDS, TUNE_FRACTION
+from zoo.ablate.plan import Job, Options, Plan, make_plan
 from zoo.ablate.records import Context, content_digest, read_record, seed_run
 from zoo.ablate.report import write_report
 from zoo.ablate.results import LEVEL, TRAIN_FLOPS_FACTOR, AblationResult, AblationRun, TuneRun

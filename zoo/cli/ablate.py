@@ -5,27 +5,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from zoo.ablate import (
-    DEFAULT_SCALE,
-    DEFAULT_SEEDS,
-    FLAG_OPTIONS,
-    ORDERS,
-    TUNE_FRACTION,
-    AblationResult,
-    ProgressCallback,
-    run_ablation,
-    significant_swaps,
-    table,
-)
-from zoo.ablate.advice import floor_sentence, next_step
-from zoo.ablate.docs import write_docs_region
-from zoo.ablate.grid import StudyResult, parse_scales, run_study
-from zoo.ablate.plan import swapless
+from zoo.ablate.options import DEFAULT_SCALE, DEFAULT_SEEDS, FLAG_OPTIONS, ORDERS, TUNE_FRACTION, parse_scales
 from zoo.cli.options import (
     Commands,
     RenamedFlag,
@@ -42,6 +27,10 @@ from zoo.config import parse_sets
 from zoo.errors import InputError
 from zoo.registry import default_registry
 from zoo.stats import CORRECTIONS, DEFAULT_CORRECTION
+
+if TYPE_CHECKING:  # the ablation itself loads when the command runs, not to build the parser
+    from zoo.ablate import AblationResult, ProgressCallback
+    from zoo.ablate.grid import StudyResult
 
 #: The model fields `zoo ablate --set` takes (both sides are trained at this scale), to
 #: the run_ablation option each sets.
@@ -306,6 +295,11 @@ def scale_options(args: argparse.Namespace) -> dict[str, int]:
 
 
 def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
+    from zoo.ablate import run_ablation
+    from zoo.ablate.docs import write_docs_region
+    from zoo.ablate.grid import run_study
+    from zoo.ablate.plan import swapless
+
     options = _options(args)
     nothing = swapless(args.base, args.target, default_registry())
     if nothing is not None:  # said before it trains, not only in the notes after
@@ -395,6 +389,8 @@ def _progress(ui: Ui) -> tuple[Progress, ProgressCallback]:
 
 
 def _show_study(study: StudyResult, args: argparse.Namespace, ui: Ui) -> int:
+    from zoo.ablate.docs import write_docs_region
+
     if not study.main_process:
         return 0
     if args.docs is not None:
@@ -424,6 +420,9 @@ def _show_study(study: StudyResult, args: argparse.Namespace, ui: Ui) -> int:
 
 
 def _show(result: AblationResult, args: argparse.Namespace, ui: Ui, *, brief: bool = False) -> None:
+    from zoo.ablate import significant_swaps, table
+    from zoo.ablate.advice import floor_sentence, next_step
+
     """The table, the budget, what is significant, the notes and where the files are."""
     seeds = len(result.seeds)
     header, rows = table(result, compact=True)
