@@ -140,6 +140,7 @@ def test_cli_train_overwrite_is_named_and_not_repeated_by_run_toml(data: Path, t
     assert main([*args, "--overwrite"]) == 0
     assert not re.search(r"^overwrite", (out / "run.toml").read_text(), re.MULTILINE)
 
+
 def test_an_out_through_a_symlink_is_refused(data: Path, tmp_path: Path) -> None:
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")

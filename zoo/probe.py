@@ -40,6 +40,7 @@ from zoo.checkpoint import load, versions, write_atomically
 from zoo.config import ModelConfig, get_config, parse_sets
 from zoo.errors import ConfigError, ZooError
 from zoo.factory import build
+from zoo.figures import plain_text
 from zoo.hooks import run_with_cache, stacks
 
 __all__ = ["Design", "ProbeResult", "corpus_batch", "plot", "probe", "probe_designs", "write_json"]
@@ -322,6 +323,7 @@ def write_json(results: Sequence[ProbeResult], path: str | os.PathLike[str]) -> 
 METRICS = ("residual", "grad", "entropy", "update")
 
 
+@plain_text()
 def plot(results: Sequence[ProbeResult], path: str | os.PathLike[str], *, metrics: Sequence[str] = METRICS) -> Path:
     """The designs side by side, one panel per metric (those measured), as a PNG written
     atomically; titles say what was measured and on which tokens. Needs matplotlib."""

@@ -15,6 +15,7 @@ from zoo.ablate.ladder import Cell, StudyResult, row_named
 from zoo.ablate.records import write_text
 from zoo.ablate.report import figure_class
 from zoo.ablate.results import ALPHA, LEVEL, md_code
+from zoo.figures import plain_text
 from zoo.stats import seeds_needed
 
 
@@ -273,6 +274,7 @@ def _study_next_step(study: StudyResult) -> str:
     return "Add a larger rung on a GPU (`--device cuda`, `--scales` with one more size): finished rungs are reused."
 
 
+@plain_text()
 def plot_scale(study: StudyResult, path: Path) -> Path | None:
     """Per row, Δ vs base with its interval against the training FLOPs of one run, log x, one
     panel per rate and warm-up; None with one rung or without matplotlib."""
@@ -310,6 +312,7 @@ def plot_scale(study: StudyResult, path: Path) -> Path | None:
     return path
 
 
+@plain_text()
 def plot_sweep(study: StudyResult, path: Path) -> Path | None:
     """Final loss (mean ± CI) against the swept rate (log x) or warm-up, one line per variant,
     one panel per rung (and other axis value); None without a sweep or matplotlib."""

@@ -14,6 +14,7 @@ from zoo.ablate.compare import SIZE_AXES
 from zoo.ablate.records import write_text
 from zoo.ablate.results import ALPHA, LEVEL, MIN_EFFECT, TRAIN_FLOPS_FACTOR, AblationResult, AblationRun, md_code
 from zoo.errors import printable
+from zoo.figures import plain_text
 
 
 def table(
@@ -306,6 +307,7 @@ def figure_class() -> Any:
 _NO_PLOT = "no plot: matplotlib is not installed; `pip install 'zoo-lm[plot]'` adds it"
 
 
+@plain_text()
 def plot_curves(runs: list[AblationRun], path: Path, *, title: str, notes: list[str]) -> Path | None:
     """Validation loss against step for every run: the mean over the seeds with its
     interval as a band, as a PNG; None (and a note) without matplotlib. Draws on a
@@ -337,6 +339,7 @@ def plot_curves(runs: list[AblationRun], path: Path, *, title: str, notes: list[
     return path
 
 
+@plain_text()
 def plot_deltas(result: AblationResult, path: Path) -> Path | None:
     """The paired difference of every run to the base with its interval as error bars
     (significant ones in colour), as a PNG; None without matplotlib."""
@@ -372,6 +375,7 @@ def plot_deltas(result: AblationResult, path: Path) -> Path | None:
     return path
 
 
+@plain_text()
 def plot_diagnostics(result: AblationResult, path: Path) -> Path | None:
     """Per block, the gradient norm of its weights, the residual stream's RMS after it and
     its attention entropy, at the first and the last evaluation, one line per variant (mean over the seeds); None

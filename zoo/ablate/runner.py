@@ -24,7 +24,7 @@ from zoo.errors import ConfigError, DivergenceError
 from zoo.factory import build
 from zoo.registry import Registry, default_registry
 from zoo.training import fit  # the zoo's one training loop: every run goes through here
-from zoo.training.distributed import World, barrier, init_world
+from zoo.training.distributed import World, barrier, init_world, launcher_int
 
 ProgressCallback = Callable[[str, int, int, float | None], None]
 Reporter = Callable[[int, float | None], None]
@@ -144,7 +144,7 @@ def _devices(device: str, count: int, rank: int) -> list[str]:
     if device == "cpu":
         return ["cpu"] * max(1, count)
     gpus = torch.cuda.device_count()
-    local = int(os.environ.get("LOCAL_RANK", rank))
+    local = launcher_int("LOCAL_RANK", rank)
     return [f"cuda:{(local + i) % gpus}" for i in range(max(1, count))]
 
 

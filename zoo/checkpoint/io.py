@@ -26,6 +26,7 @@ from zoo.checkpoint.checks import (
     tensors_to_save,
 )
 from zoo.checkpoint.format import build_header, read
+from zoo.checkpoint.owned import check_versions_folder
 from zoo.checkpoint.store import SUFFIX, path_arg, publish_file, publish_version, resolve
 from zoo.config import ModelConfig
 from zoo.errors import CheckpointError
@@ -67,6 +68,7 @@ def save(
     header = build_header(config, tensors, ties, metadata, registry)
     if path.suffix == SUFFIX:
         return publish_file(path, tensors, header)
+    check_versions_folder(path, CheckpointError)
     return publish_version(path, tensors, header)
 
 

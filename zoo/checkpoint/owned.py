@@ -50,6 +50,7 @@ __all__ = [
     "Marker",
     "OwnedFolder",
     "check_output_path",
+    "check_versions_folder",
     "owned_folder",
     "read_marker",
     "staged_folder",
@@ -382,10 +383,38 @@ class OwnedFolder:
     fresh: bool  # created (or emptied) by this claim: nothing of an earlier run in it
     _fd: int = -1
 
+    def __post_init__(self) -> None:
+        if self._fd >= 0:
+            _HELD.add(_key(self.path))
+
     def release(self) -> None:
         if self._fd >= 0:
+            _HELD.discard(_key(self.path))
             _release(self._fd)
             self._fd = -1
+
+
+#: The folders this process holds the lock of (``OwnedFolder``s not yet released).
+_HELD: set[str] = set()
+
+
+def _key(folder: Path) -> str:
+    return os.path.realpath(folder)
+
+
+def check_versions_folder(folder: Path, error: type[ZooError]) -> None:
+    """Refuse to add a checkpoint version to a folder the zoo made for one output (a
+    training run, an ablation, an export) unless this process holds it: a version saved
+    beside a run's by ``zoo build`` or ``zoo convert`` would become the run's newest, with
+    no training state, and break its resume (or mix into an export)."""
+    if not folder.is_dir() or _key(folder) in _HELD:
+        return
+    marker = read_marker(folder, error)
+    if marker is not None:
+        raise error(
+            f"{folder} was made by {marker.command} ({marker.kind} folder): only that command writes into it, "
+            f"and a version saved there would mix with its own; save to another folder, or to a .safetensors file"
+        )
 
 
 def claim(

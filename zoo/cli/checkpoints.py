@@ -14,7 +14,7 @@ from rich.text import Text
 
 import zoo
 from zoo.checkpoint import inspect
-from zoo.cli.options import Commands, add_out, add_seed, add_version, load_config
+from zoo.cli.options import Commands, add_out, add_overwrite, add_seed, add_version, load_config, refuse_existing_file
 from zoo.cli.render import Ui, config_table, fmt_bytes, fmt_int, fmt_value, mapping_table, new_table
 from zoo.config import ModelConfig
 from zoo.errors import InputError, printable
@@ -25,6 +25,7 @@ def add_parsers(commands: Commands) -> None:
     p.add_argument("name", metavar="NAME|CHECKPOINT", help="a preset, or a checkpoint whose config to reuse")
     add_out(p, "a .safetensors file, or a folder to add the next numbered version to")
     add_seed(p, "seed of the weight draws (default 0)")
+    add_overwrite(p, "replace an existing checkpoint file -o names (default: refuse it; a folder gets a new version)")
     p.add_argument(
         "--metadata",
         action="append",
@@ -57,11 +58,12 @@ def parse_metadata(items: Iterable[str]) -> dict[str, str]:
 def cmd_build(args: argparse.Namespace, ui: Ui) -> int:
     config, _ = load_config(args.name, args.set)
     metadata = parse_metadata(args.metadata)
+    refuse_existing_file(args.out, args.overwrite)
     seed = 0 if args.seed is None else args.seed
-    with ui.err.status(f"building {args.name} and drawing its weights (seed {seed})"):
+    with ui.status(f"building {args.name} and drawing its weights (seed {seed})"):
         torch.manual_seed(seed)
         model = zoo.build(config)
-    with ui.err.status(f"saving to {args.out}"):
+    with ui.status(f"saving to {args.out}"):
         written = zoo.save(model, args.out, metadata=metadata or None)  # a folder: its new version
     ui.line(f"built {args.name} ({fmt_int(model.num_parameters())} parameters), saved to {written}", "green")
     return 0
@@ -78,7 +80,7 @@ def tensor_rows(tensors: Iterable[Any]) -> list[tuple[str, str, str, int]]:
 
 
 def cmd_inspect(args: argparse.Namespace, ui: Ui) -> int:
-    with ui.err.status(f"reading {args.path}" + ("" if args.no_verify else " and checking its digest")):
+    with ui.status(f"reading {args.path}" + ("" if args.no_verify else " and checking its digest")):
         info = inspect(args.path, version=args.version, verify=not args.no_verify)
     if ui.json_mode:
         ui.json(info)

@@ -25,7 +25,10 @@ from typing import Any
 
 from zoo.checkpoint import write_atomically
 from zoo.errors import ConfigError, printable
+from zoo.files import read_text
 
+#: Largest config file read (a run.toml is a few hundred bytes).
+CONFIG_LIMIT = 1 << 20
 RUN_CONFIG = "run.toml"  # the resolved settings `zoo train` writes into its out folder
 # Flags that say how to run this command line, not what to run: never in a file.
 NOT_IN_FILES = {"help", "debug", "config", "json", "renamed_flags", "handler", "config_parser"}
@@ -46,12 +49,16 @@ def file_keys(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
 
 def read_config(path: str | Path, parser: argparse.ArgumentParser) -> dict[str, Any]:
     """The flag defaults ``path`` sets for ``parser``'s command: ``{dest: value}``."""
+    text = read_text(path, ConfigError, "config file", limit=CONFIG_LIMIT)  # a regular file, bounded, UTF-8
     try:
-        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ConfigError(f"cannot read the config file {printable(str(path))}: {err.strerror or err}") from err
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"the config file {printable(str(path))} is not valid TOML: {err}") from err
+    except (RecursionError, ValueError) as err:  # nesting past the stack, an integer of thousands of digits
+        raise ConfigError(
+            f"the config file {printable(str(path))} is not a config file the zoo reads "
+            f"({type(err).__name__}: {printable(str(err), 100)}); fix it, or pass the flags on the command line"
+        ) from err
     keys = file_keys(parser)
     defaults: dict[str, Any] = {}
     for key, value in raw.items():

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 import zoo
-from zoo.cli.options import Commands, add_out, add_overwrite, add_version
+from zoo.cli.options import Commands, add_out, add_overwrite, add_version, refuse_existing_file
 from zoo.cli.render import Ui, fmt_int
-from zoo.errors import InputError, ZooError
+from zoo.errors import InputError
 from zoo.interop.hub import local_or_snapshot
 from zoo.pipelines import keep_tokenizer
 from zoo.text import has_tokenizer
@@ -61,31 +60,26 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
         )
     if source:
         metadata = None
-        with ui.err.status(f"reading {source}"):
+        with ui.status(f"reading {source}"):
             if args.from_hf:
                 folder, commit = local_or_snapshot(args.from_hf, args.revision)
                 model = zoo.from_hf(folder, allow_nonfinite=args.allow_nonfinite)
             else:
                 model = zoo.from_nanogpt(source, allow_nonfinite=args.allow_nonfinite)
-        target = Path(args.out)
-        if not args.overwrite and (target.is_file() or target.is_symlink()):
-            raise ZooError(
-                f"{target} exists; pass --overwrite to replace it, or give a new file name or a checkpoint "
-                f"folder (which gets a new version)"
-            )
+        refuse_existing_file(args.out, args.overwrite)
         if args.from_hf and has_tokenizer(folder):  # the checkpoint records its tokenizer
             if commit is not None:
                 metadata = {"tokenizer": {"hub": args.from_hf, "revision": commit}}
             elif not args.out.endswith(".safetensors"):
                 metadata = {"tokenizer": keep_tokenizer(folder, args.out)}
-        with ui.err.status(f"saving to {args.out}"):
+        with ui.status(f"saving to {args.out}"):
             written = zoo.save(model, args.out, metadata=metadata)
         count = fmt_int(model.num_parameters())
         ui.line(f"converted {source} ({count} parameters) to the zoo checkpoint {written}", "green")
     else:
-        with ui.err.status(f"loading {args.to_hf}"):
+        with ui.status(f"loading {args.to_hf}"):
             model = zoo.load(args.to_hf, version=args.version)
-        with ui.err.status(f"writing a Hugging Face model to {args.out}"):
+        with ui.status(f"writing a Hugging Face model to {args.out}"):
             folder = zoo.to_hf(model, args.out, architecture=args.architecture, overwrite=args.overwrite)
         architecture = json.loads((folder / "config.json").read_text(encoding="utf-8"))["architectures"][0]
         ui.line(f"converted {args.to_hf} to the Hugging Face folder {args.out} ({architecture})", "green")

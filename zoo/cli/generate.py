@@ -8,7 +8,6 @@ from rich.text import Text
 
 from zoo.cli.options import Commands, add_seed, add_version, positive
 from zoo.cli.render import Ui, terminal_text
-from zoo.errors import printable
 from zoo.pipelines import generate_text, load_with_tokenizer
 
 
@@ -106,7 +105,7 @@ def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
     options["do_sample"] = args.sample or (sampling_flags and not args.greedy)
     count = args.num_return_sequences
 
-    with ui.err.status(f"loading {printable(args.model)}"):
+    with ui.status(f"loading {args.model}"):
         model, own = load_with_tokenizer(args.model, revision=args.revision, version=args.version)
     # Given, else the model's own; neither: GPT-2's for GPT-2's vocabulary (generate_text decides).
     tokenizer = args.tokenizer if args.tokenizer is not None else own

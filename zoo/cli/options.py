@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,8 @@ import zoo
 from zoo.checkpoint import inspect
 from zoo.cli.render import Ui
 from zoo.config import ModelConfig, parse_sets, preset_description, resolve_config, validate_config
-from zoo.errors import InteropError
+from zoo.errors import InputError, InteropError
+from zoo.files import read_json
 from zoo.interop.hf import config_from_hf
 from zoo.interop.hub import is_hub_id, local_or_snapshot
 
@@ -98,6 +98,18 @@ def add_seed(p: argparse.ArgumentParser, help: str) -> None:
 def add_overwrite(p: argparse.ArgumentParser, help: str) -> None:
     """``--overwrite``: replace an output whole instead of refusing it."""
     p.add_argument("--overwrite", action="store_true", help=help)
+
+
+def refuse_existing_file(out: str, overwrite: bool) -> None:
+    """A single-file output (``-o FILE``) that already exists is refused unless
+    ``--overwrite``: the zoo never replaces a file it was not asked to. A folder is not
+    refused here: a checkpoint folder gets a new version."""
+    target = Path(out)
+    if not overwrite and (target.is_file() or target.is_symlink()):
+        raise InputError(
+            f"{target} exists; pass --overwrite to replace it, or give a new file name or a checkpoint "
+            f"folder (which gets a new version)"
+        )
 
 
 def add_batch_size(p: argparse.ArgumentParser, help: str, default: int | None = None) -> None:
@@ -200,10 +212,7 @@ def seed(text: str) -> int:
 
 def json_object(path: Path) -> dict[str, Any]:
     """The JSON object in ``path`` (a ``config.json``), else an ``InteropError``."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise InteropError(f"cannot read {path}: {err}") from err
+    data = read_json(path, InteropError, "config.json")  # bounded, finite, not nested past the stack
     if not isinstance(data, dict):
         raise InteropError(f"{path} does not hold a JSON object")
     return data

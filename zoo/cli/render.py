@@ -175,6 +175,11 @@ class Ui:
         if caption is not None:
             self.line(str(caption))
 
+    def status(self, text: str) -> Any:
+        """A spinner on stderr while something runs (``with ui.status(...):``); ``text`` is
+        plain (a path's ``[/]`` is not rich markup) with control characters escaped."""
+        return self.err.status(Text(printable(text, None)))
+
     def line(self, text: str, style: str = "") -> None:
         """One line of plain text (no markup, control characters escaped), never wrapped."""
         self.out.print(Text(printable(text, None), style=style), soft_wrap=True)
@@ -200,7 +205,19 @@ class SafeTable(Table):
     ``[link=…]`` or ``[/bold]`` stays text) and with control characters escaped."""
 
     def add_row(self, *renderables: Any, **kwargs: Any) -> None:
-        super().add_row(*(Text(printable(r, None)) if isinstance(r, str) else r for r in renderables), **kwargs)
+        super().add_row(*(_plain_cell(r) for r in renderables), **kwargs)
+
+
+def _plain_cell(cell: Any) -> Any:
+    """A table cell as inert text: a string escaped, and a ``Text`` too (a plugin's error or
+    a preset's description reaches a cell as ``Text`` with a style), keeping its style and
+    its line breaks."""
+    if isinstance(cell, str):
+        return Text(printable(cell, None))
+    if isinstance(cell, Text) and not cell.plain.replace("\n", "").isprintable():
+        shown = "\n".join(printable(line, None) for line in cell.plain.split("\n"))
+        return Text(shown, style=cell.style, justify=cell.justify, overflow=cell.overflow, no_wrap=cell.no_wrap)
+    return cell
 
 
 def new_table(title: str | None = None, *columns: str, right: Iterable[str] = (), clip: Iterable[str] = ()) -> Table:
@@ -220,10 +237,11 @@ def new_table(title: str | None = None, *columns: str, right: Iterable[str] = ()
     right, clip = set(right), set(clip)
     for index, column in enumerate(columns):
         justify: Literal["right", "left"] = "right" if column in right else "left"
+        header = Text(printable(column, None))  # a column may be named by a path: plain text, never markup
         if clip:
-            table.add_column(column, justify=justify, no_wrap=column not in clip, overflow="ellipsis")
+            table.add_column(header, justify=justify, no_wrap=column not in clip, overflow="ellipsis")
         else:
-            table.add_column(column, justify=justify, overflow="fold", no_wrap=index == 0)
+            table.add_column(header, justify=justify, overflow="fold", no_wrap=index == 0)
     return table
 
 

@@ -50,6 +50,7 @@ from zoo.training import (
     train,
 )
 from zoo.training.curves import CURVES, NO_MATPLOTLIB, have_matplotlib, plot_runs
+from zoo.training.distributed import launcher_int
 from zoo.training.metrics import LOGGERS, METRICS, check_loggers
 
 # TrainSettings field -> (type, metavar, what it is, the default when TrainSettings says None),
@@ -302,7 +303,7 @@ def recorded_path(data: str | None) -> str | None:
 
 def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
     settings = settings_from(args)
-    main_rank = int(os.environ.get("RANK", "0")) == 0
+    main_rank = launcher_int("RANK", 0) == 0
     log_every = args.log_every or max(1, settings.steps // 10)
     if args.out is None:
         raise InputError("give the run's folder with -o/--out DIR (or out = ... in the --config file)")

@@ -12,7 +12,6 @@ no safetensors) and the tokenizer files. The cache is the client's own (``HF_HOM
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.errors import InteropError, printable
+from zoo.files import read_json
 
 __all__ = [
     "CONFIG_FILES",
@@ -190,7 +190,7 @@ def _missing(folder: Path, need: str) -> list[str]:
 
 def _shards(index: Path) -> list[str]:
     try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        weight_map = read_json(index, InteropError, "shard index")["weight_map"]
         names = sorted({str(v) for v in weight_map.values()})
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise InteropError(f"cannot read the shard index {index}: {err}; it needs a 'weight_map'") from err

@@ -11,7 +11,6 @@ attention kernel may change.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +19,7 @@ import torch
 from zoo.config import ModelConfig, apply_overrides, preset_dict, preset_pretrained, validate_config
 from zoo.errors import ConfigError, InteropError, PresetError
 from zoo.factory import build, device_arg, dtype_arg, reset_buffers
+from zoo.files import read_json
 from zoo.interop.converter import KERNELS
 from zoo.interop.hf import converter_for, from_hf
 from zoo.interop.hub import local_or_snapshot
@@ -72,7 +72,7 @@ def build_pretrained(
     )
     folder, _ = local_or_snapshot(repo, revision)
     imported = from_hf(folder, dtype=target_dtype, attention=kernel, registry=registry)
-    hf = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    hf = read_json(folder / "config.json", InteropError, "config.json")
     mismatches = config_mismatches(preset, imported.config, hf, registry)
     if mismatches:
         raise InteropError(

@@ -8,7 +8,6 @@ global state alone.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,31 +15,26 @@ from typing import Any
 
 from zoo.checkpoint import write_atomically
 from zoo.errors import ConfigError, InputError, printable
-from zoo.training.metrics import METRICS
+from zoo.figures import plain_text
+from zoo.files import open_read
+from zoo.training.metrics import LINE_LIMIT, METRICS, metrics_line
 
 CURVES = "curves.png"  # what `zoo train` writes into its out folder
 NO_MATPLOTLIB = "matplotlib is not installed; `pip install 'zoo-lm[plot]'` adds it"
 
 
 def read_metrics(run: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The rows of a run folder's ``metrics.jsonl`` (a torn last line skipped)."""
+    """The rows of a run folder's ``metrics.jsonl``: a regular file, read a bounded line at a
+    time, each line checked (``MetricsLine``); a torn, damaged or foreign line is skipped."""
     path = Path(run)
     path = path / METRICS if path.is_dir() else path
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        with open_read(path, InputError, "the metrics file") as handle:
+            rows = [row for raw in iter(lambda: handle.readline(LINE_LIMIT + 1), b"") if (row := metrics_line(raw))]
+    except InputError as err:
+        raise InputError(f"{err}; give a run folder of `zoo train` (it holds {METRICS})") from err
     except OSError as err:
-        raise InputError(
-            f"cannot read {printable(str(path))}: {err.strerror or err}; give a run folder of `zoo train` "
-            f"(it holds {METRICS})"
-        ) from err
-    rows = []
-    for line in lines:
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("step"), int):
-            rows.append(row)
+        raise InputError(f"cannot read {printable(str(path))}: {err.strerror or err}") from err
     if not rows:
         raise InputError(f"{printable(str(path))} holds no training steps yet; plot it once the run has trained")
     return rows
@@ -54,6 +48,7 @@ def have_matplotlib() -> bool:
     return True
 
 
+@plain_text()
 def plot_runs(
     runs: Sequence[str | os.PathLike[str]], path: str | os.PathLike[str], *, title: str | None = None
 ) -> Path:

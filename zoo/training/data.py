@@ -364,6 +364,11 @@ def _text_files(inputs: Sequence[str | os.PathLike[str]]) -> list[Path]:
             )
             _refuse_prepared(path, found)
             files.extend(found)
+        elif os.path.lexists(path):  # a FIFO, a device, a socket or a dangling link: nothing to read as text
+            raise InputError(
+                f"input {quoted(str(path))} is not a regular file or folder (a FIFO, device, socket or broken link); "
+                f"pass text files or folders of them"
+            )
         else:
             raise InputError(f"input {quoted(str(path))} does not exist; pass text files or folders of them")
     if not files:

@@ -31,7 +31,7 @@ import xxhash
 from torch import Tensor, nn
 
 from zoo._version import __version__
-from zoo.errors import ConfigError, DistributedError
+from zoo.errors import ConfigError, DistributedError, quoted
 
 STRATEGIES = ("auto", "single", "ddp", "fsdp")
 BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and AdamW's two moments
@@ -55,6 +55,20 @@ class World:
         return self.size > 1
 
 
+def launcher_int(name: str, default: int, *, low: int = 0) -> int:
+    """``$name`` as torchrun sets it (``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``): a whole
+    number >= ``low``, ``default`` when unset; anything else is a ``ConfigError``."""
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    if not text.strip().isdigit() or not low <= int(text) < 1 << 20:
+        raise ConfigError(
+            f"the environment variable {name}={quoted(text, 40)} must be a whole number >= {low}; it is set by "
+            f"torchrun for each rank: unset it to run one process, or start the run with torchrun"
+        )
+    return int(text)
+
+
 def init_world(
     device: str | torch.device | None = None, *, timeout: datetime.timedelta | None = None
 ) -> tuple[World, bool]:
@@ -63,8 +77,15 @@ def init_world(
     torch's default ``timeout`` for collectives unless given. Returns the world and
     whether this call created the group."""
     created = False
-    size = int(os.environ.get("WORLD_SIZE", "1"))
+    size = launcher_int("WORLD_SIZE", 1, low=1)
     if size > 1 and not dist.is_initialized():
+        launcher_int("RANK", 0)
+        missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(name)]
+        if missing:
+            raise ConfigError(
+                f"WORLD_SIZE={size} asks for {size} ranks, but {' and '.join(missing)} {'are' if len(missing) > 1 else 'is'} not set; start the run "
+                f"with torchrun (it sets them), or unset WORLD_SIZE to run one process"
+            )
         backend = "nccl" if torch.cuda.is_available() and device != "cpu" else "gloo"
         dist.init_process_group(backend, timeout=timeout or collective_timeout())
         created = True
@@ -72,7 +93,7 @@ def init_world(
         rank, size = dist.get_rank(), dist.get_world_size()
     else:
         rank, size = 0, 1
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_rank = launcher_int("LOCAL_RANK", 0)
     if device is None:
         device = f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu"
     target = torch.device(device)

@@ -544,6 +544,12 @@ def train(
     module, model_tokenizer = model_of(model, overrides or {}, settings, out if resuming else None)
     data_tokenizer = tokenizer or model_tokenizer or ("gpt2" if gpt2_vocab(module) else "bytes")
     token_data = resolve_data(data, tokenizer=data_tokenizer)
+    if tokenizer in TOKENIZERS and token_data.tokenizer in TOKENIZERS and token_data.tokenizer != tokenizer:
+        raise InputError(  # a prepared folder keeps its own tokenizer: the one asked for would be ignored
+            f"the data {token_data.source} was prepared with the tokenizer {token_data.tokenizer!r}, but "
+            f"{tokenizer!r} was asked for (--tokenizer); drop --tokenizer to train on the data as prepared, or "
+            f"prepare it again with `zoo data prepare --tokenizer {tokenizer}`"
+        )
     return run_loop(
         module,
         token_data,

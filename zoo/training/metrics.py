@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any, Self
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from zoo.checkpoint import write_atomically
 from zoo.config import ModelConfig
 from zoo.errors import ConfigError, InputError
-from zoo.files import open_append, open_read
+from zoo.files import loads, open_append, open_read
 from zoo.summary import summarize
 from zoo.training.distributed import World
 from zoo.training.settings import TrainSettings
@@ -52,6 +53,35 @@ class StepReport:
         if self.val_loss is not None:
             row.update(val_loss=self.val_loss, val_perplexity=math.exp(min(self.val_loss, 700.0)))
         return row
+
+
+class MetricsLine(BaseModel):
+    """One line of ``metrics.jsonl`` as a reader may use it: a whole step, finite numbers
+    (``1e400`` is refused by the JSON reader), other keys kept as they are."""
+
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+
+    step: int = Field(ge=1, le=1 << 62)
+    loss: float = Field(allow_inf_nan=False)
+    lr: float = Field(ge=0, allow_inf_nan=False)
+    tokens: int | None = Field(default=None, ge=0)
+    val_loss: float | None = Field(default=None, allow_inf_nan=False)
+
+
+#: Longest metrics line a reader parses (a line is about 150 bytes).
+LINE_LIMIT = 1 << 16
+
+
+def metrics_line(raw: bytes) -> dict[str, Any] | None:
+    """The row one line of ``metrics.jsonl`` holds, or None for a line that is torn, not
+    UTF-8, nested past ``MAX_DEPTH``, or not a ``MetricsLine``."""
+    if len(raw) > LINE_LIMIT:
+        return None
+    try:
+        row = loads(raw.decode("utf-8"), InputError, METRICS)
+        return MetricsLine.model_validate(row).model_dump(exclude_none=True) if isinstance(row, dict) else None
+    except (UnicodeDecodeError, InputError, ValidationError):
+        return None
 
 
 def flops_per_token(config: Any, settings: TrainSettings, world: World) -> float | None:

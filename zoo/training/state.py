@@ -25,6 +25,7 @@ from zoo._version import __version__
 from zoo.checkpoint.hashing import digest
 from zoo.checkpoint.store import write_atomically, write_safetensors
 from zoo.errors import CheckpointError
+from zoo.files import loads
 
 STATE_FORMAT = 1
 SUFFIX = ".state.safetensors"
@@ -163,12 +164,14 @@ def read_state(path: Path) -> TrainingState:
         return TrainingState(
             step=int(header["step"]),
             tokens=int(header["tokens"]),
-            settings=json.loads(header["settings"]),
+            settings=loads(header["settings"], CheckpointError, f"the training state {path}: settings"),
             config=header["config"],
-            manifest_digest=json.loads(header["manifest_digest"]),
+            manifest_digest=loads(
+                header["manifest_digest"], CheckpointError, f"the training state {path}: manifest_digest"
+            ),
             world_size=int(header["world_size"]),
             tensors=tensors,
-            groups=json.loads(header["param_groups"]),
+            groups=loads(header["param_groups"], CheckpointError, f"the training state {path}: param_groups"),
             run_id=header.get("run_id"),
             digest=expected,
         )
