@@ -59,6 +59,7 @@ def no_numpy(tmp_path: Path) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])])}
 
 
+@pytest.mark.slow  # tests/test_nonumpy.py runs every command without NumPy by default; this adds the scripts
 def test_save_load_inspect_and_the_cli_work_without_numpy(no_numpy: dict[str, str], tmp_path: Path) -> None:
     blocked = run([sys.executable, "-c", "import numpy"], no_numpy)
     assert blocked.returncode == 1 and "ModuleNotFoundError" in blocked.stderr  # the blocker works
