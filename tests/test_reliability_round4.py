@@ -477,6 +477,29 @@ def test_zoo_eval_of_a_model_with_nan_weights_is_an_error_naming_the_tensor(
         one_error_line(capsys, "the loss is nan", "blocks.1.mlp.up.weight", "--version")
 
 
+def test_zoo_probe_of_a_model_with_nan_weights_is_an_error_naming_the_tensor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+
+    model = tiny(vocab_size=256)
+    with torch.no_grad():
+        model.blocks[0].attn.qkv.weight[0, 0] = float("nan")
+    zoo.save(model, tmp_path / "nan.safetensors")
+    command = [
+        "probe",
+        str(tmp_path / "nan.safetensors"),
+        "--tokenizer",
+        "bytes",
+        "--batch-size",
+        "1",
+        "--seq-len",
+        "16",
+    ]
+    assert main(command) == 1
+    one_error_line(capsys, "the loss is nan", "blocks.0.attn.qkv.weight")
+
+
 # -- 6. smaller: inputs that are not files ---------------------------------------------------------
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Protocol
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from zoo.cache import KVCache
 from zoo.config import ModelConfig
 from zoo.contracts import PositionEncoding
-from zoo.errors import ConfigError, InputError
+from zoo.errors import ConfigError, InputError, printable
 
 INDEX_DTYPES = (torch.int64, torch.int32)  # what embedding lookups take
 
@@ -181,3 +181,16 @@ def check_inputs(
     problems = value_problems(model, idx, attention_mask=attention_mask, positions=positions, name=name)
     if problems:
         raise InputError("; ".join(problems))
+
+
+def not_finite_loss(model: nn.Module, total: float) -> str:
+    """Why a loss came out ``total`` (NaN or infinite): the weights that are not finite, by
+    name, else an overflow in the forward pass (``zoo eval`` and ``zoo probe`` say it)."""
+    broken = [name for name, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
+    if broken:
+        shown = ", ".join(printable(name, 60) for name in broken[:4]) + (" ..." if len(broken) > 4 else "")
+        return (
+            f"the loss is {total}: {len(broken)} weight tensor(s) hold NaN or infinity ({shown}), so the model "
+            f"scores nothing; check the checkpoint (`zoo inspect`), or use an earlier version (--version)"
+        )
+    return f"the loss is {total}: the forward pass overflows in {next(model.parameters()).dtype}; run it in float32"

@@ -38,10 +38,11 @@ from torch import Tensor, nn
 
 from zoo.checkpoint import load, versions, write_atomically
 from zoo.config import ModelConfig, get_config, parse_sets
-from zoo.errors import ConfigError, ZooError
+from zoo.errors import ConfigError, InputError, ZooError
 from zoo.factory import build
 from zoo.figures import plain_text
 from zoo.hooks import run_with_cache, stacks
+from zoo.inputs import not_finite_loss
 
 __all__ = ["Design", "ProbeResult", "corpus_batch", "plot", "probe", "probe_designs", "write_json"]
 
@@ -162,6 +163,8 @@ def probe(
             found = torch.autograd.grad(loss, [p for _, p in named], allow_unused=True)
     finally:
         model.train(was_training)
+    if not math.isfinite(loss.item()):
+        raise InputError(f"{label}: {not_finite_loss(model, loss.item())}")
     grads = {n: g for (n, _), g in zip(named, found, strict=True) if g is not None}
     grad_norm, grad_other = grouped_norms(model, grads, layers)
     rms = [float(cache[n].double().pow(2).mean().sqrt()) for n in wanted[: layers + 1]]

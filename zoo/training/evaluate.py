@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from zoo.errors import ConfigError, InputError, printable
+from zoo.errors import ConfigError, InputError
+from zoo.inputs import not_finite_loss
 from zoo.training.data import TOKENIZERS, TokenSplit, resolve_data
 
 
@@ -127,22 +128,9 @@ def evaluate(
     finally:
         model.train(was_training)
     if not math.isfinite(total):
-        raise InputError(_not_finite(model, total))
+        raise InputError(not_finite_loss(model, total))
     bpb = None
     if chosen.n_bytes:
         n_bytes = chosen.n_bytes * count / max(1, chosen.tokens)
         bpb = total / math.log(2) / n_bytes
     return EvalResult(total / count, count, bpb, split)
-
-
-def _not_finite(model: nn.Module, total: float) -> str:
-    """Why a loss came out ``total`` (NaN or infinite): the weights that are not finite, by
-    name, else an overflow in the forward pass."""
-    broken = [name for name, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
-    if broken:
-        shown = ", ".join(printable(name, 60) for name in broken[:4]) + (" ..." if len(broken) > 4 else "")
-        return (
-            f"the loss is {total}: {len(broken)} weight tensor(s) hold NaN or infinity ({shown}), so the model "
-            f"scores nothing; check the checkpoint (`zoo inspect`), or evaluate an earlier version (--version)"
-        )
-    return f"the loss is {total}: the forward pass overflows in {next(model.parameters()).dtype}; evaluate in float32"
