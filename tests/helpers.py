@@ -121,6 +121,16 @@ def put_in_hub_cache(
     return commit
 
 
+def prepared_bytes(folder: Path, chars: int) -> Path:
+    """The bundled corpus's first ``chars`` characters, prepared with byte tokens in ``folder``."""
+    from zoo.training import bundled_corpus, prepare
+
+    (folder / "text.txt").write_text(bundled_corpus()[:chars], encoding="utf-8")
+    prepared = prepare([folder / "text.txt"], folder / "prepared", tokenizer="bytes", val_fraction=0.1)
+    assert prepared.path is not None
+    return prepared.path
+
+
 def bundled_lines(count: int | None = None) -> list[str]:
     """Lines of the bundled corpus (Shakespeare), blank ones dropped."""
     from zoo.training.data import bundled_corpus

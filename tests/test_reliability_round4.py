@@ -34,13 +34,13 @@ import safetensors.torch
 from safetensors import safe_open
 
 import zoo
-from helpers import tiny
+from helpers import prepared_bytes, tiny
 from zoo.checkpoint import digest
 from zoo.cli import main
 from zoo.errors import CheckpointError
 from zoo.hookspecs import hookimpl
 from zoo.registry import Registry, set_default_registry
-from zoo.training import TrainSettings, prepare, train
+from zoo.training import TrainSettings, train
 from zoo.training.state import read_state, state_path
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -54,11 +54,7 @@ FLAGS += ["--threads", "1", "--quiet"]
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("data")
-    (folder / "text.txt").write_text(zoo.training.bundled_corpus()[:8_000], encoding="utf-8")
-    prepared = prepare([folder / "text.txt"], folder / "prepared", tokenizer="bytes", val_fraction=0.1)
-    assert prepared.path is not None
-    return prepared.path
+    return prepared_bytes(tmp_path_factory.mktemp("data"), 8_000)
 
 
 @pytest.fixture(scope="module")

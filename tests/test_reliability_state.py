@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import zoo
-from helpers import edit_metadata
+from helpers import edit_metadata, prepared_bytes
 from zoo.ablate import run_ablation
 from zoo.ablate.report import md, md_code
 from zoo.checkpoint.owned import read_marker
@@ -43,11 +43,7 @@ FLAGS += ["--save-every", "2", "--threads", "1"]
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("data")
-    (folder / "text.txt").write_text(zoo.training.bundled_corpus()[:20_000], encoding="utf-8")
-    prepared = prepare([folder / "text.txt"], folder / "prepared", tokenizer="bytes", val_fraction=0.1)
-    assert prepared.path is not None
-    return prepared.path
+    return prepared_bytes(tmp_path_factory.mktemp("data"), 20_000)
 
 
 def run_train(out: Path, data: Path, **changes: Any) -> zoo.training.TrainResult:

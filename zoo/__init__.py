@@ -8,11 +8,11 @@ model = zoo.build("gpt2-small", placement="post",   # ... moved toward 2017
 
 from __future__ import annotations
 
-import importlib
 import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from zoo._lazy import lazy_names
 from zoo._version import __version__
 
 # zoo needs no NumPy (checkpoints are written and hashed without it); without NumPy
@@ -116,16 +116,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'zoo' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    """The module's names, the lazily loaded ones included."""
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = [

@@ -41,8 +41,9 @@ grid of scale rungs, rates and warm-ups: ``ladder`` (its pieces), ``grid`` (``ru
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from zoo._lazy import lazy_names
 
 if TYPE_CHECKING:  # the names below load on first use: ``zoo ablate --help`` needs none of the training
     from zoo.ablate.compare import AXES, SIZE_AXES, diff_configs
@@ -103,16 +104,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'zoo.ablate' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    """The package's names, the lazily loaded ones included."""
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = [
