@@ -121,6 +121,29 @@ def put_in_hub_cache(
     return commit
 
 
+#: `zoo ablate` flags of a tiny ablation: a few seconds of CPU per run.
+TINY_ABLATION = [
+    "--set",
+    "d_model=16",
+    "--set",
+    "n_layers=1",
+    "--set",
+    "n_heads=2",
+    "--seq-len",
+    "16",
+    "--steps",
+    "2",
+    "--batch-size",
+    "2",
+    "--eval-every",
+    "2",
+    "--tokenizer",
+    "bytes",
+    "--max-chars",
+    "4000",
+]
+
+
 def prepared_bytes(folder: Path, chars: int) -> Path:
     """The bundled corpus's first ``chars`` characters, prepared with byte tokens in ``folder``."""
     from zoo.training import bundled_corpus, prepare

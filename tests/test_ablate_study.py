@@ -18,6 +18,7 @@ import torch
 from statsmodels.stats.multitest import multipletests
 
 import zoo
+from helpers import TINY_ABLATION
 from zoo.ablate import MIN_EFFECT, AblationResult, run_ablation
 from zoo.ablate.advice import trend
 from zoo.ablate.docs import write_docs_region
@@ -272,30 +273,7 @@ def test_a_study_refuses_a_short_sweep_and_two_budgets(tmp_path: Path) -> None:
 
 
 def test_the_cli_prints_p_adjusted_in_json_and_takes_the_study_flags(tmp_path: Path, capsys: Any) -> None:
-    flags = [
-        "--set",
-        "d_model=16",
-        "--set",
-        "n_layers=1",
-        "--set",
-        "n_heads=2",
-        "--seq-len",
-        "16",
-        "--steps",
-        "2",
-        "--batch-size",
-        "2",
-        "--eval-every",
-        "2",
-        "--tokenizer",
-        "bytes",
-        "--max-chars",
-        "4000",
-        "--seeds",
-        "2",
-        "--swaps",
-        "placement",
-    ]
+    flags = [*TINY_ABLATION, "--seeds", "2", "--swaps", "placement"]
     assert main(["ablate", *flags, "--correction", "bonferroni", "--out", str(tmp_path / "a"), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     tested = [*data["runs"][1:], data["control"]]

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import zoo
-from helpers import TINY
+from helpers import TINY, TINY_ABLATION
 from zoo.cli import main
 from zoo.config import parse_sets, parse_value
 from zoo.registry import set_default_registry
@@ -642,28 +642,6 @@ def test_generate_errors_are_one_line(cli: Any, tmp_path: Path, checkpoint: Path
 
 
 # -- ablate ----------------------------------------------------------------------------------
-
-
-TINY_ABLATION = [
-    "--set",
-    "d_model=16",
-    "--set",
-    "n_layers=1",
-    "--set",
-    "n_heads=2",
-    "--seq-len",
-    "16",
-    "--steps",
-    "2",
-    "--batch-size",
-    "2",
-    "--eval-every",
-    "2",
-    "--tokenizer",
-    "bytes",
-    "--max-chars",
-    "4000",
-]
 
 
 def test_ablate_json_and_checkpoints(cli: Any, tmp_path: Path) -> None:
