@@ -9,6 +9,11 @@ package has it (pip compiles the ``.pyc`` files), even where the environment tur
 (``PYTHONDONTWRITEBYTECODE``): without it every module is compiled from source at every
 start, which measures the compiler, not the zoo.
 
+The ``zoo`` command freezes what it imported out of the garbage collector's way
+(``zoo._startup``), which makes its exit faster than a plain ``import torch``'s; so the
+excess is shown twice: over plain ``import torch``, and over ``import torch`` treated the
+same way, which leaves the zoo's own work (the target's measure).
+
 Target: ``zoo list`` and ``zoo info gpt2-small`` within 0.5 s of ``import torch``.
 
     python -m bench.bench_startup [--repeats 7]
@@ -28,8 +33,11 @@ from pathlib import Path
 from bench.common import table
 
 ZOO = [sys.executable, "-m", "zoo"]
+#: ``import torch`` as the zoo command has it: the imports frozen.
+TORCH_AS_ZOO = "import gc, torch; gc.freeze()"
 COMMANDS: dict[str, list[str]] = {
     "import torch": [sys.executable, "-c", "import torch"],
+    "import torch, as zoo starts": [sys.executable, "-c", TORCH_AS_ZOO],
     "zoo list": [*ZOO, "list"],
     "zoo info gpt2-small": [*ZOO, "info", "gpt2-small"],
     "zoo.build(gpt2-small, device=meta)": [sys.executable, "-c", "import zoo; zoo.build('gpt2-small', device='meta')"],
@@ -66,16 +74,24 @@ def main(argv: list[str]) -> None:
             cpus[name].append(cpu)
     wall = {name: statistics.median(ts) for name, ts in walls.items()}
     cpu = {name: statistics.median(ts) for name, ts in cpus.items()}
-    base, base_cpu = wall["import torch"], cpu["import torch"]
-    rows = [("import torch", f"{base:.2f} s", f"baseline; CPU {base_cpu:.2f} s")]
-    for name in list(COMMANDS)[1:]:
-        excess = wall[name] - base
-        verdict = "ok" if excess <= TARGET_S else f"over the {TARGET_S} s target"
+    plain, same = wall["import torch"], wall["import torch, as zoo starts"]
+    rows = [
+        ("import torch", f"{plain:.2f} s", f"baseline; CPU {cpu['import torch']:.2f} s"),
+        (
+            "import torch, as zoo starts",
+            f"{same:.2f} s",
+            f"imports frozen: {same - plain:+.2f} s; CPU {cpu['import torch, as zoo starts']:.2f} s",
+        ),
+    ]
+    for name in list(COMMANDS)[2:]:
+        own = wall[name] - same
+        verdict = "ok" if own <= TARGET_S else f"over the {TARGET_S} s target"
         rows.append(
             (
                 name,
                 f"{wall[name]:.2f} s",
-                f"{excess:+.2f} s over import torch ({verdict}); CPU {cpu[name]:.2f} s ({cpu[name] - base_cpu:+.2f} s)",
+                f"{wall[name] - plain:+.2f} s over import torch, {own:+.2f} s over it as zoo starts ({verdict}); "
+                f"CPU {cpu[name] - cpu['import torch, as zoo starts']:+.2f} s",
             )
         )
     cached = "bytecode cached" + (

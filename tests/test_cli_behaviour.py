@@ -91,3 +91,53 @@ def test_plugin_control_accepts_distribution_names_and_warns_about_unknown_ones(
     assert [p["status"] for p in json.loads(allowed.stdout) if p["name"] == "modern"] == ["loaded"]
     unknown = run([*ZOO, "list"], {"ZOO_DISABLE_PLUGINS": "no-such-plugin"})
     assert unknown.returncode == 0 and "'no-such-plugin'" in unknown.stderr and "warning" in unknown.stderr
+
+
+def test_the_command_table_names_what_each_module_adds() -> None:
+    """``zoo.cli.COMMANDS`` is how a command finds its module without importing the rest:
+    each module adds exactly the commands listed for it, and ``zoo --help`` lists them in
+    the table's order."""
+    import argparse
+
+    from zoo.cli import COMMANDS, build_parser, command_modules
+    from zoo.cli.options import make_commands
+
+    def names(parser: argparse.ArgumentParser) -> tuple[str, ...]:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        return tuple(sub.choices)
+
+    for module_name, listed in COMMANDS.items():
+        parser = argparse.ArgumentParser()
+        (module,) = command_modules([listed[0]])
+        assert module.__name__ == f"zoo.cli.{module_name}"
+        module.add_parsers(make_commands(parser))
+        assert names(parser) == listed
+    everything = tuple(name for listed in COMMANDS.values() for name in listed)
+    assert names(build_parser()) == everything
+    assert names(build_parser(["--debug", "no-such-command"])) == everything  # argparse lists them all
+
+
+def test_a_command_imports_its_own_module_only_and_the_program_freezes_its_imports() -> None:
+    """``zoo info`` loads no training, ablation-running or probing code, and ``zoo`` (``run``) moves
+    its imports out of the collector's way (``zoo._startup``); ``main`` does not."""
+    script = (
+        "import gc, sys\n"
+        "from zoo.cli import main, run\n"
+        "main(['info', 'gpt2-small'])\n"
+        "assert gc.get_freeze_count() == 0, 'main froze'\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('zoo.cli.', 'zoo.training', 'zoo.ablate', 'zoo.probe')))\n"
+        "print('LOADED', ' '.join(loaded), file=sys.stderr)\n"
+        "sys.argv = ['zoo', 'list', 'gpt2-small']\n"
+        "try:\n"
+        "    run()\n"
+        "except SystemExit as exit:\n"
+        "    print('FROZEN', gc.get_freeze_count(), exit.code, file=sys.stderr)\n"
+    )
+    result = run([sys.executable, "-c", script])
+    assert result.returncode == 0, result.stderr
+    loaded = next(line for line in result.stderr.splitlines() if line.startswith("LOADED")).split()[1:]
+    assert "zoo.cli.presets" in loaded
+    heavy = ("zoo.training", "zoo.ablate.runner", "zoo.ablate.study", "zoo.probe", "zoo.cli.train", "zoo.cli.ablate")
+    assert not [m for m in loaded if m.startswith(heavy)], loaded
+    frozen, code = next(line for line in result.stderr.splitlines() if line.startswith("FROZEN")).split()[1:]
+    assert int(frozen) > 100_000 and code == "0"  # torch alone leaves hundreds of thousands

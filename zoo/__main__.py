@@ -1,7 +1,5 @@
 """``python -m zoo``: the same as the ``zoo`` command."""
 
-import sys
+from zoo.cli import run
 
-from zoo.cli import main
-
-sys.exit(main())
+run()

@@ -8,12 +8,15 @@ shows the traceback. ``--json`` prints machine-readable output instead of tables
 
 Each command module (``presets``, ``checkpoints``, ``convert``, ``generate``, ``ablate``,
 ``bench``, ``train``, ``probe``) holds its commands' options (``add_parsers``) beside their
-handlers; ``render`` shows things, ``options`` holds what the commands share.
+handlers; ``render`` shows things, ``options`` holds what the commands share. Only the
+module of the command that runs is imported (``zoo info`` loads no training code); ``zoo
+--help`` and an unknown command load them all.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import sys
@@ -21,26 +24,45 @@ import traceback
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
 from rich.text import Text
 
 import zoo
-from zoo.cli import ablate, bench, checkpoints, convert, generate, presets, probe, train
+from zoo._startup import freeze_imports
 from zoo.cli.configfile import RUN_CONFIG, read_config
 from zoo.cli.options import make_commands
 from zoo.cli.render import Ui
 from zoo.errors import ZooError
 from zoo.registry import default_registry
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "run"]
 
-#: The command modules, in the order their commands are listed in ``zoo --help``.
-COMMAND_MODULES = (presets, checkpoints, convert, generate, ablate, bench, train, probe)
+#: The command modules of ``zoo.cli`` and the commands each adds, in the order ``zoo
+#: --help`` lists them (a test checks this against what each module adds).
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "presets": ("list", "components", "plugins", "info", "compare"),
+    "checkpoints": ("build", "inspect"),
+    "convert": ("convert",),
+    "generate": ("generate",),
+    "ablate": ("ablate",),
+    "bench": ("bench",),
+    "train": ("data", "train", "eval", "plot"),
+    "probe": ("probe",),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``zoo`` parser: its own flags, the parent parsers the commands share, and each
-    command module's subcommands."""
+def command_modules(argv: Sequence[str] | None = None) -> list[ModuleType]:
+    """The command modules a parser for ``argv`` needs: the one that adds its command
+    (the first argument that is not a flag; ``zoo``'s own flags take no value), or all."""
+    named = next((a for a in argv or () if not a.startswith("-")), None)
+    wanted = [module for module, commands in COMMANDS.items() if named in commands] or list(COMMANDS)
+    return [importlib.import_module(f"zoo.cli.{module}") for module in wanted]
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``zoo`` parser: its own flags, the parent parsers the commands share, and the
+    subcommands ``argv`` may run (all of them without ``argv``)."""
     parser = argparse.ArgumentParser(
         prog="zoo",
         description="A plugin-based model zoo for transformer language models.",
@@ -48,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"zoo {zoo.__version__}")
     parser.add_argument("--debug", action="store_true", default=False, help="show tracebacks of errors")
     commands = make_commands(parser)
-    for module in COMMAND_MODULES:
+    for module in command_modules(argv):
         module.add_parsers(commands)
     return parser
 
@@ -117,7 +139,7 @@ def with_config_files(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``zoo`` command; returns the exit status."""
-    parser = build_parser()
+    parser = build_parser(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if args.command is None:  # bare `zoo`
         parser.print_help()
@@ -127,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = with_config_files(parser, argv, args)
         for message in getattr(args, "renamed_flags", []):
             ui.warn(message)
-        load_plugins(ui, quiet=args.handler is presets.cmd_plugins)
+        load_plugins(ui, quiet=args.command == "plugins")
         return args.handler(args, ui)
     except BrokenPipeError:
         return quiet_broken_pipe()
@@ -147,5 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """The ``zoo`` program: its imports frozen out of the collector's way (``zoo._startup``:
+    the process is the command's own), then ``main`` on ``sys.argv``."""
+    freeze_imports()
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()
