@@ -16,7 +16,8 @@ greedy decodes are compared token for token.
   fractions of one large square fp32 matmul's FLOP/s (timed interleaved with them; the
   step's FLOPs are 3x the forward's matmuls), and decode as a fraction of the
   memory-bandwidth floor: the bytes of weights a token reads over the read bandwidth
-  of a large tensor sum (timed interleaved with the decodes).
+  of a large tensor sum (timed interleaved with the decodes), beside the engine's own
+  products for one token run back to back (the decode step's matmul roofline).
 
 Targets: forward and training step >= 1.15x the faster peer; decode >= 1.5x
 transformers, ``model.generate`` >= 1.2x transformers and within 10% of the prepared
@@ -121,6 +122,22 @@ def weight_bytes_per_token(model: nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in seen.values()) - skipped
 
 
+def decode_matmuls(engine: Engine) -> Callable[[], None]:
+    """The products of one decode step alone: each of the engine's prepared linear layers
+    (its weight layouts, its head) on one vector, back to back."""
+    from zoo.decoding import PreparedLinear
+
+    layers = [m for m in engine.model.modules() if isinstance(m, PreparedLinear)]
+    inputs = [torch.randn(1, 1, m.weight.shape[1]) for m in layers]
+
+    def run() -> None:
+        with torch.inference_mode():
+            for layer, x in zip(layers, inputs, strict=True):
+                layer(x)
+
+    return run
+
+
 def read_bandwidth_probe(megabytes: int = 512) -> tuple[Callable[[], object], int]:
     """A function that reads a tensor far larger than the caches once, and its bytes."""
     big = torch.ones(megabytes * (1 << 20) // 4)
@@ -207,6 +224,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{label} +{new}": decoder(label, new) for new in args.new for label in labels
     }
     decode_fns["bandwidth"] = probe
+    decode_fns["step matmuls"] = decode_matmuls(engine)
     decode = interleaved(decode_fns, repeats=args.decode_repeats)
     same = all(torch.equal(outputs[label, new], outputs["transformers", new]) for new in args.new for label in labels)
     bandwidth = probe_bytes / decode["bandwidth"]  # bytes/s
@@ -291,6 +309,18 @@ def main(argv: list[str] | None = None) -> None:
             (f"decode step +{short}..{long}", f"{step * 1e3:.1f} ms/token", "model.generate, marginal"),
             fraction_row("decode step / floor", floor_s / step, 0.95, "the bandwidth floor (a decode step alone)"),
         ]
+    matmuls = decode["step matmuls"]
+    rows += [
+        (
+            "decode step matmuls",
+            f"{matmuls * 1e3:.1f} ms/token",
+            f"the engine's products for one token alone: {floor_s / matmuls:.0%} of the floor",
+        ),
+    ]
+    if len(args.new) >= 2:
+        rows.append(
+            ("decode step / its matmuls", f"{matmuls / step:.0%}", "the rest of a step: norms, attention, Python")
+        )
     rows.append(("same tokens", "yes" if same else "NO", "greedy outputs compared token for token, every call"))
     print(table(f"gpt2-small, zoo vs peers, fp32 CPU, {torch.get_num_threads()} threads", rows))
 

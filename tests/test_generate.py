@@ -228,6 +228,33 @@ def test_generate_leaves_the_model_untouched(preset: str, tmp_path: Path) -> Non
     assert model.head.weight.grad is not None
 
 
+def test_the_engine_skips_eval_mode_dropout_but_not_a_hooked_or_special_one() -> None:
+    """Plain ``nn.Dropout`` becomes ``SkippedDropout`` in the engine's tree (eval mode: the
+    identity either way); one with a hook, or a subclass, stays what it was; the
+    model's own modules and the scores stay as they were."""
+
+    class Noisy(torch.nn.Dropout):
+        pass
+
+    model = tiny(dropout=0.1).train()
+    model.drop = Noisy(0.1)  # a subclass may do more than drop
+    seen: list[int] = []
+    model.blocks[0].mlp.drop.register_forward_hook(lambda m, a, out: seen.append(1))
+    engine = Engine(model)
+    kinds = {name: type(m) for name, m in engine.model.named_modules()}
+    plain = [name for name, m in model.named_modules() if type(m) is torch.nn.Dropout]
+    assert len(plain) >= 3  # the hooked one and at least two more
+    assert kinds["drop"] is Noisy and kinds["blocks.0.mlp.drop"] is torch.nn.Dropout
+    assert {kinds[name] for name in plain if name != "blocks.0.mlp.drop"} == {zoo.decoding.SkippedDropout}
+    assert all(type(m) is not zoo.decoding.SkippedDropout for m in model.modules())
+    assert engine.model.blocks[1].mlp.drop.p == model.blocks[1].mlp.drop.p
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.inference_mode():
+        expected = model.eval()(ids)[:, -1]
+        torch.testing.assert_close(engine.scores(ids), expected, rtol=1e-5, atol=1e-6)  # layouts round differently
+    assert seen  # the hooked dropout still ran, with its hook
+
+
 def test_the_engine_shares_the_weights_and_copies_only_the_decoding_layout() -> None:
     model = tiny()
     engine = Engine(model)

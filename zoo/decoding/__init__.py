@@ -7,7 +7,7 @@ Text in, text out (``zoo.generate_text``) lives a layer above, in ``zoo.pipeline
 
 from __future__ import annotations
 
-from zoo.decoding.engine import Engine, Layouts, PreparedLinear, layouts
+from zoo.decoding.engine import Engine, Layouts, PreparedLinear, SkippedDropout, layouts
 from zoo.decoding.loop import Step, generate, stream
 from zoo.decoding.sampling import Sampling, repetition_penalty, top_k, top_p
 from zoo.generation import provide
@@ -19,6 +19,7 @@ __all__ = [
     "Layouts",
     "PreparedLinear",
     "Sampling",
+    "SkippedDropout",
     "Step",
     "generate",
     "layouts",
