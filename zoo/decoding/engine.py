@@ -38,7 +38,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 import torch
 import torch.nn.functional as F
@@ -88,7 +88,7 @@ class SkippedDropout(nn.Dropout):
         return input
 
     @staticmethod
-    def replaces(module: nn.Module) -> bool:
+    def replaces(module: nn.Module) -> TypeGuard[nn.Dropout]:
         return type(module) is nn.Dropout and not (module._forward_hooks or module._forward_pre_hooks)
 
 
