@@ -25,7 +25,7 @@ import signal
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +110,36 @@ def test_build_refuses_a_file_it_did_not_write_unless_overwrite(
     assert zoo.load(mine).config.d_model == 32
 
 
+PROBE = ["probe", "gpt2-small", *MODEL, "--tokenizer", "bytes", "--batch-size", "1", "--seq-len", "8"]
+
+
+@pytest.mark.parametrize(
+    ("command", "magic"),
+    [
+        (lambda run, out: ["plot", str(run), "-o", str(out)], b"\x89PNG"),
+        (lambda run, out: [*PROBE, "-o", str(out)], b"{"),
+        (lambda run, out: [*PROBE, "--plot", str(out)], b"\x89PNG"),
+    ],
+    ids=["plot -o", "probe -o", "probe --plot"],
+)
+def test_every_single_file_output_refuses_an_existing_file_unless_overwrite(
+    run: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    command: Callable[[Path, Path], list[str]],
+    magic: bytes,
+) -> None:
+    """``zoo build -o FILE`` (above), ``zoo plot -o``, ``zoo probe -o`` and ``--plot``: a file
+    the user has is never replaced unasked, and the refusal comes before any work."""
+    mine = tmp_path / "mine.out"
+    mine.write_bytes(b"precious")
+    assert main(command(run, mine)) == 1
+    one_error_line(capsys, "mine.out exists", "--overwrite")
+    assert mine.read_bytes() == b"precious"
+    assert main([*command(run, mine), "--overwrite"]) == 0
+    assert mine.read_bytes().startswith(magic)
+
+
 def test_a_planted_run_toml_link_is_replaced_not_written_through(data: Path, tmp_path: Path) -> None:
     victim = tmp_path / "victim.toml"
     victim.write_text("precious")
@@ -123,7 +153,8 @@ def test_a_plot_output_link_is_replaced_not_written_through(run: Path, tmp_path:
     victim = tmp_path / "victim.png"
     victim.write_text("precious")
     (tmp_path / "link.png").symlink_to(victim)
-    assert main(["plot", str(run), "-o", str(tmp_path / "link.png")]) == 0
+    assert main(["plot", str(run), "-o", str(tmp_path / "link.png")]) == 1  # refused: it exists
+    assert main(["plot", str(run), "-o", str(tmp_path / "link.png"), "--overwrite"]) == 0
     assert victim.read_text() == "precious"
     assert (tmp_path / "link.png").read_bytes().startswith(b"\x89PNG")
 

@@ -58,7 +58,9 @@ def parse_metadata(items: Iterable[str]) -> dict[str, str]:
 def cmd_build(args: argparse.Namespace, ui: Ui) -> int:
     config, _ = load_config(args.name, args.set)
     metadata = parse_metadata(args.metadata)
-    refuse_existing_file(args.out, args.overwrite)
+    refuse_existing_file(
+        args.out, args.overwrite, "give a new file name or a checkpoint folder (which gets a new version)"
+    )
     seed = 0 if args.seed is None else args.seed
     with ui.status(f"building {args.name} and drawing its weights (seed {seed})"):
         torch.manual_seed(seed)

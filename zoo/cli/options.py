@@ -28,7 +28,7 @@ import zoo
 from zoo.checkpoint import inspect
 from zoo.cli.render import Ui
 from zoo.config import ModelConfig, parse_sets, preset_description, resolve_config, validate_config
-from zoo.errors import InputError, InteropError
+from zoo.errors import InputError, InteropError, printable
 from zoo.files import read_json
 from zoo.interop.hf import config_from_hf
 from zoo.interop.hub import is_hub_id, local_or_snapshot
@@ -100,16 +100,13 @@ def add_overwrite(p: argparse.ArgumentParser, help: str) -> None:
     p.add_argument("--overwrite", action="store_true", help=help)
 
 
-def refuse_existing_file(out: str, overwrite: bool) -> None:
+def refuse_existing_file(out: str, overwrite: bool, instead: str = "give a new file name") -> None:
     """A single-file output (``-o FILE``) that already exists is refused unless
-    ``--overwrite``: the zoo never replaces a file it was not asked to. A folder is not
-    refused here: a checkpoint folder gets a new version."""
+    ``--overwrite``: the zoo never replaces a file it was not asked to. ``instead`` is the
+    other way out the message offers."""
     target = Path(out)
     if not overwrite and (target.is_file() or target.is_symlink()):
-        raise InputError(
-            f"{target} exists; pass --overwrite to replace it, or give a new file name or a checkpoint "
-            f"folder (which gets a new version)"
-        )
+        raise InputError(f"{printable(str(target))} exists; pass --overwrite to replace it, or {instead}")
 
 
 def add_batch_size(p: argparse.ArgumentParser, help: str, default: int | None = None) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from zoo.cli.options import Commands, seed
+from zoo.cli.options import Commands, add_out, add_overwrite, refuse_existing_file, seed
 from zoo.cli.render import Ui, new_table
 from zoo.probe import METRICS, ProbeResult, designs, plot, probe_designs, write_json
 
@@ -64,18 +64,20 @@ def add_parsers(commands: Commands) -> None:
         metavar="NAME,NAME,...",
         help=f"what to show and plot, comma-separated from {','.join(METRICS)} (default: all)",
     )
-    p.add_argument(
-        "-o", "--out", default=None, metavar="FILE", help="write every measurement as JSON to FILE (default: none)"
-    )
+    add_out(p, "write every measurement as JSON to FILE (default: none)", metavar="FILE", required=False)
     p.add_argument(
         "--plot",
         default=None,
         metavar="FILE",
         help="draw the designs side by side as a PNG (needs matplotlib; default: none)",
     )
+    add_overwrite(p, "replace existing files -o and --plot name (default: refuse them)")
 
 
 def cmd_probe(args: argparse.Namespace, ui: Ui) -> int:
+    for out in (args.out, args.plot):
+        if out:
+            refuse_existing_file(out, args.overwrite)
     found = designs(
         args.targets, sets=args.set, variants=args.variant, vary=args.vary, version=args.version, seed=args.seed
     )

@@ -30,6 +30,7 @@ from zoo.cli.options import (
     add_overwrite,
     add_version,
     positive,
+    refuse_existing_file,
     seed,
 )
 from zoo.cli.progress import TrainProgress
@@ -249,6 +250,7 @@ def _add_plot(commands: Commands) -> None:
     p.add_argument("runs", nargs="+", metavar="RUN", help="`zoo train` run folders (or their metrics.jsonl)")
     add_out(p, "the PNG to write", metavar="FILE", required=False, default="curves.png")
     p.add_argument("--title", default=None, metavar="TEXT", help="(default: the run folders' names)")
+    add_overwrite(p, "replace an existing file -o names (default: refuse it)")
 
 
 def cmd_data_prepare(args: argparse.Namespace, ui: Ui) -> int:
@@ -382,6 +384,7 @@ def logger_list(text: str) -> tuple[str, ...]:
 
 
 def cmd_plot(args: argparse.Namespace, ui: Ui) -> int:
+    refuse_existing_file(args.out, args.overwrite)
     written = plot_runs(args.runs, args.out, title=args.title)
     ui.line(f"plotted {len(args.runs)} run(s) to {written}")
     return 0
