@@ -264,6 +264,22 @@ def test_a_config_file_that_is_not_a_regular_file_is_refused_without_reading(
     one_error_line(capsys, "config file", "regular file" if kind != "folder" else "folder")
 
 
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
+def test_a_checkpoint_that_is_a_device_or_fifo_is_named_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, alarm: None
+) -> None:
+    """Not "empty (0 bytes)", the size a device reports: what it is, for inspect and load."""
+    file = tmp_path / "model.safetensors"
+    if kind == "fifo":
+        os.mkfifo(file)
+    else:
+        file.symlink_to(kind)
+    assert main(["inspect", str(file)]) == 1
+    one_error_line(capsys, "regular file")
+    with pytest.raises(zoo.CheckpointError, match="not a regular file"):
+        zoo.load(file)
+
+
 def test_a_resumed_runs_damaged_run_toml_is_one_error_line(
     run: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -31,6 +31,7 @@ from zoo.checkpoint.owned import read_marker
 from zoo.cli import main
 from zoo.errors import CheckpointError, ConfigError, InputError
 from zoo.training import TrainSettings, evaluate, prepare, train
+from zoo.training.distributed import field_differences
 from zoo.training.state import state_path
 
 OVERRIDES = dict(n_layers=1, d_model=32, n_heads=2, vocab_size=256, max_seq_len=32, dropout=0.0)
@@ -273,7 +274,7 @@ import os, sys
 from zoo.cli import main
 args = sys.argv[1:]
 if os.environ["RANK"] == "1":
-    name, value = os.environ["ZOO_TEST_FLAG"].split("=")
+    name, value = os.environ["ZOO_TEST_FLAG"].split("=", 1)
     args[args.index(name) + 1] = value
 sys.exit(main(args))
 """
@@ -285,6 +286,7 @@ sys.exit(main(args))
         "--seq-len=8",
         pytest.param("--save-every=1", marks=pytest.mark.slow),
         pytest.param("--lr=0.5", marks=pytest.mark.slow),
+        pytest.param("--set=n_layers=2", marks=pytest.mark.slow),
     ],
 )
 def test_ranks_started_with_different_settings_stop_naming_the_setting(data: Path, tmp_path: Path, flag: str) -> None:
@@ -296,9 +298,25 @@ def test_ranks_started_with_different_settings_stop_naming_the_setting(data: Pat
     env = {**environment(tmp_path), "ZOO_TEST_FLAG": flag.replace("=", "=", 1), "ZOO_DIST_TIMEOUT": "60"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode != 0
-    name = flag.split("=")[0].removeprefix("--").replace("-", "_")
-    assert f"{name} (--{name.replace('_', '-')}) differs on rank(s) [1]" in done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    if flag.startswith("--set"):  # the model config: the field that differs, not its JSON cut short
+        assert "the model config (NAME and --set) differs on rank(s) [1]" in said
+        assert "n_layers: 1 on rank 0, 2 on this rank (1)" in said
+    else:
+        name = flag.split("=")[0].removeprefix("--").replace("-", "_")
+        assert f"{name} (--{name.replace('_', '-')}) differs on rank(s) [1]" in said
     assert not zoo.versions(tmp_path / "run") if (tmp_path / "run").is_dir() else True
+
+
+def test_rank_messages_name_the_fields_of_a_config_that_differ() -> None:
+    ours = {"d_model": 64, "attention": {"name": "sdpa", "options": {}}, "n_layers": 2}
+    theirs = {"d_model": 64, "attention": {"name": "eager", "options": {}}, "n_layers": 3, "extra": 1}
+    assert field_differences(ours, theirs) == [
+        ("attention.name", "sdpa", "eager"),
+        ("extra", "(absent)", 1),
+        ("n_layers", 2, 3),
+    ]
+    assert field_differences(ours, ours) == [] and field_differences(1, 2) == []
 
 
 STALL_SCRIPT = """

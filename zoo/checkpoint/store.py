@@ -25,6 +25,7 @@ from torch import Tensor
 
 from zoo.checkpoint.hashing import bytes_of, dtype_name
 from zoo.errors import CheckpointError, ZooError, quoted
+from zoo.files import open_read
 
 SUFFIX = ".safetensors"
 VERSION_NAME = re.compile(r"v([0-9]+)\.safetensors")
@@ -141,6 +142,7 @@ def write_safetensors(file: Path, tensors: Mapping[str, Tensor], metadata: Mappi
 
 def open_file(file: Path, *, tensors: bool = True) -> tuple[dict[str, str], dict[str, Tensor]]:
     """The header metadata and the memory-mapped tensors of a safetensors file."""
+    open_read(file, CheckpointError, "checkpoint").close()  # a regular file, not a device such as /dev/zero
     try:
         if file.stat().st_size == 0:
             raise CheckpointError(f"{file} is empty (0 bytes): not a checkpoint; it was never written or was truncated")

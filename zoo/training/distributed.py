@@ -184,16 +184,40 @@ def agree(world: World, settings: Any, data: Any, config: Any, out: Any, resume:
     )
     lines = []
     for i, ranks in differing:
-        mine = (
-            "" if world.rank == 0 else f", {json.dumps(values[names[i]], default=str)[:80]} on this rank ({world.rank})"
-        )
-        lines.append(
-            f"{names[i]} differs on rank(s) {ranks[:8]} (rank 0: {json.dumps(reference[names[i]])[:80]}{mine})"
-        )
+        theirs = reference[names[i]]
+        if world.rank == 0:
+            detail = f"rank 0: {_short(theirs)}"
+        else:
+            mine = json.loads(json.dumps(values[names[i]], default=str))
+            fields = field_differences(theirs, mine)
+            here = f"on this rank ({world.rank})"
+            detail = "; ".join(f"{f}: {_short(a)} on rank 0, {_short(b)} {here}" for f, a, b in fields[:4])
+            detail = detail or f"rank 0: {_short(theirs)}, {_short(mine)} {here}"
+        lines.append(f"{names[i]} differs on rank(s) {ranks[:8]} ({detail})")
     raise ConfigError(
         "the ranks were started with different settings: " + "; ".join(lines) + ". Start every rank with the same "
         "command (torchrun passes one command to all ranks; on several nodes, check each node's)"
     )
+
+
+def _short(value: Any) -> str:
+    return json.dumps(value, default=str)[:80]
+
+
+def field_differences(reference: Any, mine: Any, path: str = "") -> list[tuple[str, Any, Any]]:
+    """Where two JSON objects differ, field by field (``attention.name``), as ``(field,
+    reference's value, mine)``; empty unless both are objects."""
+    if not (isinstance(reference, dict) and isinstance(mine, dict)):
+        return []
+    found: list[tuple[str, Any, Any]] = []
+    for key in sorted(set(reference) | set(mine), key=str):
+        field = f"{path}.{key}" if path else str(key)
+        a, b = reference.get(key, "(absent)"), mine.get(key, "(absent)")
+        if isinstance(a, dict) and isinstance(b, dict):
+            found += field_differences(a, b, field)
+        elif a != b:
+            found.append((field, a, b))
+    return found
 
 
 def close_world(created: bool) -> None:
