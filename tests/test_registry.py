@@ -178,3 +178,33 @@ def test_a_misspelled_hook_name_fails_the_plugin_with_a_suggestion() -> None:
     assert not registry.pm.is_registered(typo)  # rolled back
     with pytest.raises(zoo.PluginError, match="is not a zoo hook"):
         zoo.Registry(entry_points=False, plugins=[plugin("typo", zoo_register_component=registers_tanh)], strict=True)
+
+
+def test_a_plugin_failing_in_any_hook_leaves_the_plugins_after_it_loaded() -> None:
+    """A failure rolls back that plugin only: the next one registers its presets and
+    components as if the failed one had never been there."""
+
+    class FailsAtPresets:
+        @zoo.hookimpl
+        def zoo_register_components(self, register: zoo.RegisterComponent) -> None:
+            register("activation", "never-seen", torch.nn.ReLU)
+
+        @zoo.hookimpl
+        def zoo_register_presets(self, register: zoo.RegisterPreset) -> None:
+            raise ValueError("boom")
+
+    class Good:
+        @zoo.hookimpl
+        def zoo_register_components(self, register: zoo.RegisterComponent) -> None:
+            register("activation", "after-the-failure", torch.nn.ReLU)
+
+        @zoo.hookimpl
+        def zoo_register_presets(self, register: zoo.RegisterPreset) -> None:
+            register("after-the-failure", {"n_layers": 1, "d_model": 32, "n_heads": 2, "vocab_size": 256})
+
+    with pytest.warns(RuntimeWarning, match="boom"):
+        registry = zoo.Registry(entry_points=False, plugins=[FailsAtPresets(), Good()])
+    assert [p.status for p in registry.plugins[-2:]] == ["failed", "loaded"]
+    assert "after-the-failure" in registry.preset_names()
+    assert registry.get("activation", "after-the-failure").factory is torch.nn.ReLU
+    assert not [c for c in registry.components("activation") if c.name == "never-seen"]  # rolled back
