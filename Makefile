@@ -42,7 +42,7 @@ demo: $(STAMP)
 		--eval-every 10 --save-every 10 --steps 20 --log-every 5 2>&1 | cat
 	$(BIN)/zoo train --out runs/demo-train --resume --steps 30
 	$(BIN)/zoo eval runs/demo-train --seq-len 64
-	$(BIN)/zoo plot runs/demo-train -o runs/demo-train/curves.png
+	$(BIN)/zoo plot runs/demo-train -o runs/demo-train/curves.png --overwrite  # train drew it already: draw it again
 
 # The study behind docs/ablation.md's generated section (about 30 minutes on 2 free CPU cores):
 # a scale ladder of every 2017 -> GPT-2 swap, and post- vs pre-norm with and without warm-up
@@ -77,9 +77,9 @@ PROBE_SMALL := --set d_model=64 --set n_heads=4 --set d_ff=256 --set vocab_size=
 probe-docs: $(STAMP)
 	$(BIN)/zoo probe gpt2-small $(PROBE_SMALL) --variant init=gpt2 --variant init.scale_residual=false \
 		--variant init=torch --vary n_layers=12,24,48 --metrics residual \
-		-o docs/figures/probe-residual-scaling.json --plot docs/figures/probe-residual-scaling.png
+		-o docs/figures/probe-residual-scaling.json --plot docs/figures/probe-residual-scaling.png --overwrite
 	$(BIN)/zoo probe transformer-2017 $(PROBE_SMALL) --set n_layers=12 --variant placement=post --variant placement=pre \
-		--metrics grad,residual -o docs/figures/probe-post-vs-pre.json --plot docs/figures/probe-post-vs-pre.png
+		--metrics grad,residual -o docs/figures/probe-post-vs-pre.json --plot docs/figures/probe-post-vs-pre.png --overwrite
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> None:
     ]
     if len(args.new) >= 2:
         rows.append(
-            ("decode step / its matmuls", f"{matmuls / step:.0%}", "the rest of a step: norms, attention, Python")
+            ("decode step matmuls / step", f"{matmuls / step:.0%}", "the rest: norms, attention, the cache, Python")
         )
     rows.append(("same tokens", "yes" if same else "NO", "greedy outputs compared token for token, every call"))
     print(table(f"gpt2-small, zoo vs peers, fp32 CPU, {torch.get_num_threads()} threads", rows))

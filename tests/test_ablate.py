@@ -226,6 +226,7 @@ def test_a_data_file_is_used(tmp_path: Path) -> None:
     assert zoo.load(result.runs[0].checkpoint).config.vocab_size == 256
 
 
+@pytest.mark.slow  # 16 s; make test keeps the prepared-data path of zoo train (test_training)
 def test_a_prepared_folder_is_trained_on_as_the_same_text_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -283,6 +284,7 @@ def test_an_unusable_output_folder_is_refused(tmp_path: Path) -> None:
 # -- parallel, resumable -------------------------------------------------------------
 
 
+@pytest.mark.slow  # 13 s; make test keeps the 2-rank torchrun ablation, the other way runs are spread
 def test_two_workers_give_the_same_numbers(ablation: Any, tmp_path: Path) -> None:
     result, _ = ablation
     calls: list[tuple[str, int, int, float | None]] = []

@@ -115,6 +115,8 @@ def test_the_command_table_names_what_each_module_adds() -> None:
     everything = tuple(name for listed in COMMANDS.values() for name in listed)
     assert names(build_parser()) == everything
     assert names(build_parser(["--debug", "no-such-command"])) == everything  # argparse lists them all
+    assert names(build_parser(["--he", "info"])) == everything  # the top-level help, before the command
+    assert names(build_parser(["info", "--help"])) == COMMANDS["presets"]  # the command's own help
 
 
 def test_a_command_imports_its_own_module_only_and_the_program_freezes_its_imports() -> None:

@@ -33,7 +33,7 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
 
 
 COMMANDS = subcommands()
-OUTPUTS = ("build", "convert", "data prepare", "train", "ablate", "plot")  # what writes files
+OUTPUTS = ("build", "convert", "data prepare", "train", "ablate", "plot", "probe")  # what writes files
 READS_CHECKPOINTS = ("inspect", "eval", "generate", "convert", "train")  # what reads a checkpoint folder
 MAKES_CONFIGS = ("info", "compare", "build", "train", "ablate")  # what builds a config from a name
 PENDING: set[str] = set()
@@ -55,6 +55,16 @@ def test_the_commands_are_found() -> None:
 def test_every_output_is_dash_o_out(command: str) -> None:
     action = flags(COMMANDS[command])["--out"]
     assert action.option_strings == ["-o", "--out"] and action.dest == "out"
+
+
+def test_every_command_writing_a_file_offers_overwrite() -> None:
+    """A ``-o FILE`` output that exists is refused (``refuse_existing_file``): every command
+    with one has ``--overwrite`` to say replace it."""
+    writes_files = [
+        c for c in COMMANDS if "--out" in flags(COMMANDS[c]) and flags(COMMANDS[c])["--out"].metavar == "FILE"
+    ]
+    assert {"plot", "probe"} <= set(writes_files)
+    assert [c for c in writes_files if "--overwrite" not in flags(COMMANDS[c])] == []
 
 
 @pytest.mark.parametrize("command", sorted(set(COMMANDS) - PENDING))

@@ -126,6 +126,7 @@ def test_every_single_file_output_refuses_an_existing_file_unless_overwrite(
     run: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
     command: Callable[[Path, Path], list[str]],
     magic: bytes,
 ) -> None:
@@ -133,7 +134,14 @@ def test_every_single_file_output_refuses_an_existing_file_unless_overwrite(
     the user has is never replaced unasked, and the refusal comes before any work."""
     mine = tmp_path / "mine.out"
     mine.write_bytes(b"precious")
-    assert main(command(run, mine)) == 1
+
+    def work(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the command worked before refusing its output")
+
+    with monkeypatch.context() as patched:
+        patched.setattr("zoo.cli.probe.probe_designs", work)
+        patched.setattr("zoo.cli.train.plot_runs", work)
+        assert main(command(run, mine)) == 1
     one_error_line(capsys, "mine.out exists", "--overwrite")
     assert mine.read_bytes() == b"precious"
     assert main([*command(run, mine), "--overwrite"]) == 0

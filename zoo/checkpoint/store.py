@@ -142,7 +142,9 @@ def write_safetensors(file: Path, tensors: Mapping[str, Tensor], metadata: Mappi
 
 def open_file(file: Path, *, tensors: bool = True) -> tuple[dict[str, str], dict[str, Tensor]]:
     """The header metadata and the memory-mapped tensors of a safetensors file."""
-    open_read(file, CheckpointError, "checkpoint").close()  # a regular file, not a device such as /dev/zero
+    # A regular file, not a device such as /dev/zero (whose size reads 0) or a FIFO.
+    # safe_open opens it again by name; contents changed in between fail the digest check.
+    open_read(file, CheckpointError, "checkpoint").close()
     try:
         if file.stat().st_size == 0:
             raise CheckpointError(f"{file} is empty (0 bytes): not a checkpoint; it was never written or was truncated")

@@ -54,9 +54,13 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 
 def command_modules(argv: Sequence[str] | None = None) -> list[ModuleType]:
     """The command modules a parser for ``argv`` needs: the one that adds its command
-    (the first argument that is not a flag; ``zoo``'s own flags take no value), or all."""
-    named = next((a for a in argv or () if not a.startswith("-")), None)
-    wanted = [module for module, commands in COMMANDS.items() if named in commands] or list(COMMANDS)
+    (the first argument that is not a flag; ``zoo``'s own flags take no value), or all
+    of them for the top-level help (``zoo -h info`` lists every command)."""
+    args = list(argv or ())
+    position = next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))
+    named = args[position] if position < len(args) else None
+    helps = any(a == "-h" or (a.startswith("--h") and "--help".startswith(a)) for a in args[:position])
+    wanted = [m for m, commands in COMMANDS.items() if named in commands and not helps] or list(COMMANDS)
     return [importlib.import_module(f"zoo.cli.{module}") for module in wanted]
 
 
@@ -170,8 +174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
-    """The ``zoo`` program: its imports frozen out of the collector's way (``zoo._startup``:
-    the process is the command's own), then ``main`` on ``sys.argv``."""
+    """The ``zoo`` program: what is imported by now (torch and the zoo) frozen out of the
+    collector's way (``zoo._startup``: the process is the command's own), then ``main``
+    on ``sys.argv`` (which imports the command's own module)."""
     freeze_imports()
     sys.exit(main())
 
