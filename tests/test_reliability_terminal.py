@@ -103,6 +103,36 @@ def test_non_finite_scores_are_input_errors_not_garbage_tokens(scores: torch.Ten
         Sampling(do_sample=do_sample).choose(scores)
 
 
+def test_greedy_refuses_exactly_the_rows_the_full_check_refuses() -> None:
+    """Greedy checks only the chosen score; over rows with NaN, +inf and -inf planted at
+    random places (a vocabulary's width: the vectorised kernels), it refuses the same
+    rows as the pass over every score, and otherwise picks the same tokens."""
+    from zoo.decoding.sampling import check_scores
+
+    generator = torch.Generator().manual_seed(0)
+    for trial in range(200):
+        scores = torch.randn(4, 50257, generator=generator)
+        for row in range(4):
+            kind = int(torch.randint(0, 5, (1,), generator=generator))
+            places = torch.randint(0, 50257, (3,), generator=generator)
+            if kind == 1:
+                scores[row, places] = math.nan
+            elif kind == 2:
+                scores[row, places[0]] = math.inf
+            elif kind == 3:
+                scores[row] = -math.inf
+            elif kind == 4:
+                scores[row, places] = -math.inf  # some -inf beside finite scores: fine
+        try:
+            check_scores(scores)
+        except InputError as err:
+            with pytest.raises(InputError) as greedy:
+                Sampling().choose(scores)
+            assert str(greedy.value) == str(err), trial
+        else:
+            assert torch.equal(Sampling().choose(scores), scores.argmax(dim=-1)), trial
+
+
 @pytest.mark.parametrize("do_sample", [False, True])
 def test_a_model_with_nan_weights_is_refused_when_generating(do_sample: bool) -> None:
     model = tiny()
@@ -194,7 +224,7 @@ def test_a_terminal_never_gets_raw_control_characters_even_with_raw(tmp_path: Pa
 @pytest.mark.parametrize("seq_len", [0, -5, 1.5, True])
 def test_eval_refuses_a_sequence_length_that_is_not_positive(seq_len: object) -> None:
     with pytest.raises(ConfigError, match="seq_len"):
-        zoo.training.evaluate(tiny(vocab_size=256), None, seq_len=seq_len)  # type: ignore[arg-type]
+        zoo.evaluate(tiny(vocab_size=256), None, seq_len=seq_len)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("seq_len", ["0", "-5"])

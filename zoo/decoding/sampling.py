@@ -97,6 +97,13 @@ class Sampling:
 
     def choose(self, scores: Tensor, seen: Tensor | None = None, generator: torch.Generator | None = None) -> Tensor:
         """Next token ids (B,) for scores (B, V)."""
+        if not self.do_sample and (seen is None or self.repetition_penalty == 1.0):
+            # Greedy: the chosen score alone tells a bad row (argmax picks NaN over any
+            # number, +inf over finite ones, and a row without a finite value gives one
+            # that is not finite): one gather instead of check_scores' passes over (B, V).
+            tokens = scores.argmax(dim=-1)
+            refuse_rows(~torch.isfinite(scores.gather(-1, tokens[:, None])[:, 0]))
+            return tokens
         if not self.do_sample:
             return self.scores(scores, seen).argmax(dim=-1)
         probs = self.probabilities(scores, seen)
@@ -105,7 +112,11 @@ class Sampling:
 
 def check_scores(scores: Tensor) -> None:
     """``InputError`` when a row of (B, V) scores holds NaN or +inf or nothing finite."""
-    bad = (~(scores < math.inf)).any(dim=-1) | ~(scores > -math.inf).any(dim=-1)  # (B,)
+    refuse_rows((~(scores < math.inf)).any(dim=-1) | ~(scores > -math.inf).any(dim=-1))
+
+
+def refuse_rows(bad: Tensor) -> None:
+    """``InputError`` naming the rows ``bad`` (B,) marks: scores not finite."""
     if bool(bad.any()):
         rows = bad.nonzero().flatten().tolist()
         raise InputError(
