@@ -317,6 +317,18 @@ class LocalHub:
         self.server.server_close()
 
 
+def not_a_regular_file(path: Path, kind: str) -> Path:
+    """``path`` made into what ``kind`` names instead of a regular file: ``"fifo"``, a
+    ``"folder"``, or a link to a device (``"/dev/zero"``)."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        path.symlink_to(kind)
+    return path
+
+
 #: The zoo command, as a fresh Python process runs it.
 ZOO = [sys.executable, "-m", "zoo"]
 

@@ -26,7 +26,7 @@ import torch
 from safetensors.torch import save_file
 
 import zoo
-from helpers import tiny
+from helpers import not_a_regular_file, tiny
 from zoo.checkpoint.owned import LOCK, MARKER, FolderLockedError, claim, owned_folder, read_marker
 from zoo.cli import main
 from zoo.errors import InputError, InteropError, ZooError
@@ -353,10 +353,7 @@ def test_binary_files_are_not_text(tmp_path: Path) -> None:
 @pytest.mark.parametrize("device", ["/dev/zero", "fifo"])
 def test_a_manifest_that_is_a_device_or_fifo_is_refused_without_reading(prepared: Path, device: str) -> None:
     (prepared / MANIFEST).unlink()
-    if device == "fifo":
-        os.mkfifo(prepared / MANIFEST)
-    else:
-        (prepared / MANIFEST).symlink_to(device)
+    not_a_regular_file(prepared / MANIFEST, device)
     start = time.monotonic()
     with pytest.raises(InputError, match="regular file"):
         open_data(prepared)

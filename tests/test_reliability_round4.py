@@ -34,7 +34,7 @@ import safetensors.torch
 from safetensors import safe_open
 
 import zoo
-from helpers import prepared_bytes, tiny
+from helpers import not_a_regular_file, prepared_bytes, tiny
 from zoo.checkpoint import digest
 from zoo.cli import main
 from zoo.errors import CheckpointError
@@ -259,13 +259,7 @@ def test_a_damaged_config_file_is_one_error_line(
 def test_a_config_file_that_is_not_a_regular_file_is_refused_without_reading(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, alarm: None
 ) -> None:
-    config = tmp_path / "study.toml"
-    if kind == "fifo":
-        os.mkfifo(config)
-    elif kind == "folder":
-        config.mkdir()
-    else:
-        config.symlink_to(kind)
+    config = not_a_regular_file(tmp_path / "study.toml", kind)
     start = time.monotonic()
     assert main(["ablate", "--config", str(config), "-o", str(tmp_path / "abl")]) == 1
     assert time.monotonic() - start < 5  # refused on sight, not after a blocked read
@@ -277,11 +271,7 @@ def test_a_checkpoint_that_is_a_device_or_fifo_is_named_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, alarm: None
 ) -> None:
     """Not "empty (0 bytes)", the size a device reports: what it is, for inspect and load."""
-    file = tmp_path / "model.safetensors"
-    if kind == "fifo":
-        os.mkfifo(file)
-    else:
-        file.symlink_to(kind)
+    file = not_a_regular_file(tmp_path / "model.safetensors", kind)
     assert main(["inspect", str(file)]) == 1
     one_error_line(capsys, "regular file")
     with pytest.raises(zoo.CheckpointError, match="not a regular file"):
@@ -361,10 +351,7 @@ def test_zoo_plot_refuses_a_metrics_file_that_is_not_a_regular_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, alarm: None
 ) -> None:
     (tmp_path / "run").mkdir()
-    if kind == "fifo":
-        os.mkfifo(tmp_path / "run" / "metrics.jsonl")
-    else:
-        (tmp_path / "run" / "metrics.jsonl").symlink_to(kind)
+    not_a_regular_file(tmp_path / "run" / "metrics.jsonl", kind)
     assert main(["plot", str(tmp_path / "run"), "-o", str(tmp_path / "c.png")]) == 1
     one_error_line(capsys, "regular file", "zoo train")
 
