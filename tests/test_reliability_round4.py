@@ -35,7 +35,7 @@ from safetensors import safe_open
 
 import zoo
 from helpers import not_a_regular_file, prepared_bytes, tiny
-from zoo.checkpoint import digest
+from zoo.checkpoint import digest, versions
 from zoo.cli import main
 from zoo.errors import CheckpointError
 from zoo.hookspecs import hookimpl
@@ -232,6 +232,22 @@ def test_a_re_signed_state_with_deeply_nested_json_is_a_checkpoint_error(run: Pa
     resign_state(path, **{field: "[" * 5000 + "]" * 5000})
     with pytest.raises(CheckpointError, match=rf"{field}.*nests"):
         read_state(path)
+
+
+def test_a_version_copied_in_from_another_run_is_not_resumed(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two runs of the same settings; one's version (with its state) copied into the other's
+    folder as its newest: the resume names both runs instead of continuing the copied one."""
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    for out in (mine, other):
+        assert main(["train", "gpt2-small", *MODEL, "--data", str(data), "-o", str(out), *FLAGS]) == 0
+    newest = versions(mine)[-1].version
+    for suffix in (".safetensors", ".state.safetensors"):
+        shutil.copy(other / f"v0001{suffix}", mine / f"v{newest + 1:04d}{suffix}")
+    assert main(["train", "--resume", "-o", str(mine), "--data", str(data), "--steps", "4", "--quiet"]) == 1
+    one_error_line(capsys, "holds versions of 2 runs", f"v{newest + 1:04d}.safetensors", "another run")
+    assert len(versions(mine)) == newest + 1  # nothing trained, nothing saved
 
 
 # -- 3. files read without validation --------------------------------------------------------------

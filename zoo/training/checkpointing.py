@@ -16,10 +16,10 @@ from typing import Any, cast
 import torch
 from torch import Tensor, nn
 
-from zoo.checkpoint import load, save, unwrap, versions
+from zoo.checkpoint import VersionInfo, load, save, unwrap, versions
 from zoo.checkpoint.owned import LOCK, MARKER, FolderLockedError, claim
 from zoo.config import ModelConfig
-from zoo.errors import CheckpointError, ConfigError, InputError, ZooError
+from zoo.errors import CheckpointError, ConfigError, InputError, ZooError, quoted
 from zoo.factory import build
 from zoo.text import TOKENIZER_FOLDER, keep_tokenizer_files
 from zoo.training.data import TokenData
@@ -123,7 +123,9 @@ def _clean_temporary(folder: Path) -> None:
 
 def resume_state(model: nn.Module, config: Any, data: TokenData, settings: TrainSettings, out: Path) -> TrainingState:
     """The newest version's weights loaded into ``model``, and its training state, checked."""
-    newest = versions(out)[-1]
+    found = versions(out)
+    _check_one_run(out, found)
+    newest = found[-1]
     state = read_state(state_path(newest.path))
     _check_binding(newest.path, newest.metadata, state)
     if config is not None and json.loads(state.config) != json.loads(config.model_dump_json()):
@@ -144,6 +146,24 @@ def resume_state(model: nn.Module, config: Any, data: TokenData, settings: Train
     saved_model = load(newest.path)
     model.load_state_dict(saved_model.state_dict())
     return state
+
+
+def _check_one_run(out: Path, found: list[VersionInfo]) -> None:
+    """Every version in a run's folder is of that run (one run id; older zoos record
+    none): a version copied in from another run would continue that run's weights under
+    this run's history."""
+    runs: dict[str, list[str]] = {}
+    for version in found:
+        training = version.metadata.get("training")
+        run_id = training.get("run_id") if isinstance(training, dict) else None
+        if isinstance(run_id, str):
+            runs.setdefault(run_id, []).append(version.path.name)
+    if len(runs) > 1:
+        listing = "; ".join(f"run {quoted(run_id, 20)}: {', '.join(names)}" for run_id, names in runs.items())
+        raise CheckpointError(
+            f"{out} holds versions of {len(runs)} runs ({listing}): a version was copied in from another run. "
+            f"Move the other run's versions out of the folder, or start a new run in another --out folder"
+        )
 
 
 def _check_binding(version: Path, metadata: dict[str, Any], state: TrainingState) -> None:
