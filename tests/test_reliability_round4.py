@@ -18,6 +18,7 @@ Attacks through the real CLI (``zoo.cli.main``) and API on real files:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -42,6 +43,7 @@ from zoo.hookspecs import hookimpl
 from zoo.registry import Registry, set_default_registry
 from zoo.training import TrainSettings, train
 from zoo.training.state import read_state, state_path
+from zoo.training.stateful import learning_rate
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 OVERRIDES = dict(n_layers=1, d_model=32, n_heads=2, vocab_size=256, max_seq_len=32, dropout=0.0)
@@ -248,6 +250,26 @@ def test_a_version_copied_in_from_another_run_is_not_resumed(
     assert main(["train", "--resume", "-o", str(mine), "--data", str(data), "--steps", "4", "--quiet"]) == 1
     one_error_line(capsys, "holds versions of 2 runs", f"v{newest + 1:04d}.safetensors", "another run")
     assert len(versions(mine)) == newest + 1  # nothing trained, nothing saved
+
+
+def test_a_resume_that_stretches_the_schedule_says_what_the_rate_does(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Training longer is allowed, and the rate at the resume point jumps: the warning says
+    from what to what, computed by the schedule itself; the same --steps says nothing."""
+    out = tmp_path / "run"
+    lr = ["--lr", "0.01"]
+    assert main(["train", "gpt2-small", *MODEL, "--data", str(data), "-o", str(out), *FLAGS, *lr]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", "-o", str(out), "--steps", "2", "--quiet"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert main(["train", "--resume", "-o", str(out), "--steps", "6", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    settings = TrainSettings(steps=6, lr=0.01)
+    after = f"{learning_rate(2, settings):.3g}"
+    before = f"{learning_rate(2, dataclasses.replace(settings, steps=2)):.3g}"
+    assert before != after
+    assert "--steps 6 changes the run's plan of 2 steps" in err and f"from {before} to {after}" in err, err
 
 
 # -- 3. files read without validation --------------------------------------------------------------

@@ -8,6 +8,7 @@ zoo train ...``; only rank 0 shows progress and writes. Progress goes to stderr,
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import signal
@@ -53,6 +54,7 @@ from zoo.training import (
 from zoo.training.curves import CURVES, NO_MATPLOTLIB, have_matplotlib, plot_runs
 from zoo.training.distributed import launcher_int
 from zoo.training.metrics import LOGGERS, METRICS, check_loggers
+from zoo.training.stateful import learning_rate
 
 # TrainSettings field -> (type, metavar, what it is, the default when TrainSettings says None),
 # for the flags that map one to one (flag: the field with dashes; warmup_steps is --warmup).
@@ -303,9 +305,36 @@ def recorded_path(data: str | None) -> str | None:
     return str(Path(data).resolve()) if data is not None and Path(data).exists() else data
 
 
+def schedule_jump(out: str, settings: TrainSettings) -> str | None:
+    """What a resume with another ``--steps`` does to the learning rate where it resumes,
+    said before training; None when the plan is the same (or nothing is saved yet)."""
+    try:
+        newest = zoo.versions(out)[-1] if Path(out).is_dir() else None
+    except (ZooError, IndexError):
+        return None  # no version, or a damaged one: the resume itself says what is wrong
+    training = newest.metadata.get("training") if newest is not None else None
+    if not isinstance(training, dict) or not isinstance(training.get("settings"), dict):
+        return None
+    planned, step = training["settings"].get("steps"), training.get("step")
+    if not isinstance(planned, int) or not isinstance(step, int) or planned == settings.steps or planned < 1:
+        return None
+    before = learning_rate(step, dataclasses.replace(settings, steps=planned))  # the rest cannot change on resume
+    after = learning_rate(step, settings)
+    if math.isclose(before, after, rel_tol=0.01):
+        return None
+    return (
+        f"--steps {settings.steps} changes the run's plan of {planned} steps: the cosine schedule is stretched, "
+        f"so at step {step}, where it resumes, the learning rate goes from {before:.3g} to {after:.3g}; resume "
+        f"with --steps {planned} to repeat the planned run"
+    )
+
+
 def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
     settings = settings_from(args)
     main_rank = launcher_int("RANK", 0) == 0
+    jump = schedule_jump(args.out, settings) if args.resume and args.out is not None and main_rank else None
+    if jump is not None:
+        ui.warn(jump)
     log_every = args.log_every or max(1, settings.steps // 10)
     if args.out is None:
         raise InputError("give the run's folder with -o/--out DIR (or out = ... in the --config file)")
