@@ -10,9 +10,10 @@ package has it (pip compiles the ``.pyc`` files), even where the environment tur
 start, which measures the compiler, not the zoo.
 
 The ``zoo`` command freezes what it imported out of the garbage collector's way
-(``zoo._startup``), which makes its exit faster than a plain ``import torch``'s; so the
-excess is shown twice: over plain ``import torch``, and over ``import torch`` treated the
-same way, which leaves the zoo's own work (the target's measure).
+(``zoo._startup``), which makes its exit faster than a plain ``import torch``'s; so a
+command's excess is shown twice: over plain ``import torch``, and over ``import torch``
+treated the same way, which leaves the zoo's own work (the target's measure). The meta
+build, a library call that freezes nothing, is measured over plain ``import torch``.
 
 Target: ``zoo list`` and ``zoo info gpt2-small`` within 0.5 s of ``import torch``.
 

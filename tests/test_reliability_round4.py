@@ -19,6 +19,7 @@ Attacks through the real CLI (``zoo.cli.main``) and API on real files:
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import shutil
@@ -42,6 +43,7 @@ from zoo.errors import CheckpointError
 from zoo.hookspecs import hookimpl
 from zoo.registry import Registry, set_default_registry
 from zoo.training import TrainSettings, train
+from zoo.training.curves import read_metrics
 from zoo.training.state import read_state, state_path
 from zoo.training.stateful import learning_rate
 
@@ -270,6 +272,10 @@ def test_a_resume_that_stretches_the_schedule_says_what_the_rate_does(
     before = f"{learning_rate(2, dataclasses.replace(settings, steps=2)):.3g}"
     assert before != after
     assert "--steps 6 changes the run's plan of 2 steps" in err and f"from {before} to {after}" in err, err
+    logged = {row["step"]: row["lr"] for row in read_metrics(out)}
+    assert math.isclose(logged[3], float(after), rel_tol=5e-3)  # the rate the resumed step used (update 2)
+    assert main(["train", "--resume", "-o", str(out), "--steps", "5", "--quiet"]) == 0  # at 6: nothing to train
+    assert "warning" not in capsys.readouterr().err
 
 
 # -- 3. files read without validation --------------------------------------------------------------

@@ -306,8 +306,9 @@ def recorded_path(data: str | None) -> str | None:
 
 
 def schedule_jump(out: str, settings: TrainSettings) -> str | None:
-    """What a resume with another ``--steps`` does to the learning rate where it resumes,
-    said before training; None when the plan is the same (or nothing is saved yet)."""
+    """What a resume with another ``--steps`` does to the learning rate where it resumes
+    (read before training, said at its first step); None when the plan is the same, nothing
+    is saved yet, or nothing is left to train."""
     try:
         newest = zoo.versions(out)[-1] if Path(out).is_dir() else None
     except (ZooError, IndexError):
@@ -318,14 +319,19 @@ def schedule_jump(out: str, settings: TrainSettings) -> str | None:
     planned, step = training["settings"].get("steps"), training.get("step")
     if not isinstance(planned, int) or not isinstance(step, int) or planned == settings.steps or planned < 1:
         return None
-    before = learning_rate(step, dataclasses.replace(settings, steps=planned))  # the rest cannot change on resume
+    if step >= settings.steps:
+        return None  # nothing left to train: the run says so itself
+    try:  # the other schedule settings cannot change on resume (the resume refuses them)
+        before = learning_rate(step, dataclasses.replace(settings, steps=planned))
+    except ZooError:
+        return None
     after = learning_rate(step, settings)
     if math.isclose(before, after, rel_tol=0.01):
         return None
     return (
-        f"--steps {settings.steps} changes the run's plan of {planned} steps: the cosine schedule is stretched, "
-        f"so at step {step}, where it resumes, the learning rate goes from {before:.3g} to {after:.3g}; resume "
-        f"with --steps {planned} to repeat the planned run"
+        f"--steps {settings.steps} changes the run's plan of {planned} steps: its schedule (warm-up, then cosine "
+        f"decay) is planned again for {settings.steps}, so at step {step}, where it resumes, the learning rate goes "
+        f"from {before:.3g} to {after:.3g}; resume with --steps {planned} to repeat the planned run"
     )
 
 
@@ -333,8 +339,6 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
     settings = settings_from(args)
     main_rank = launcher_int("RANK", 0) == 0
     jump = schedule_jump(args.out, settings) if args.resume and args.out is not None and main_rank else None
-    if jump is not None:
-        ui.warn(jump)
     log_every = args.log_every or max(1, settings.steps // 10)
     if args.out is None:
         raise InputError("give the run's folder with -o/--out DIR (or out = ... in the --config file)")
@@ -348,6 +352,8 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
     def on_step(report: StepReport) -> None:
         if progress.last is None and main_rank:  # the run has passed its checks and has its folder
             write_run_config(args, settings)
+            if jump is not None:  # said once the resume is known to go ahead
+                ui.warn(jump)
         progress(report)
 
     try:

@@ -97,17 +97,23 @@ class Sampling:
 
     def choose(self, scores: Tensor, seen: Tensor | None = None, generator: torch.Generator | None = None) -> Tensor:
         """Next token ids (B,) for scores (B, V)."""
-        if not self.do_sample and (seen is None or self.repetition_penalty == 1.0):
-            # Greedy: the chosen score alone tells a bad row (argmax picks NaN over any
-            # number, +inf over finite ones, and a row without a finite value gives one
-            # that is not finite): one gather instead of check_scores' passes over (B, V).
+        plain_greedy = not self.do_sample and (seen is None or self.repetition_penalty == 1.0)
+        if plain_greedy and scores.device.type in NAN_FIRST_ARGMAX:
+            # The chosen score alone tells a bad row (argmax picks NaN over any number,
+            # +inf over finite ones, and a row without a finite value gives one that is
+            # not finite): one gather instead of check_scores' passes over (B, V).
             tokens = scores.argmax(dim=-1)
-            refuse_rows(~torch.isfinite(scores.gather(-1, tokens[:, None])[:, 0]))
+            refuse_rows(~torch.isfinite(scores.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)))
             return tokens
         if not self.do_sample:
             return self.scores(scores, seen).argmax(dim=-1)
         probs = self.probabilities(scores, seen)
         return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(1)
+
+
+#: Devices whose argmax returns a NaN's index when a row holds one (MPS skips NaN:
+#: pytorch issue 130295), so that greedy decoding need check the chosen score only.
+NAN_FIRST_ARGMAX = frozenset({"cpu", "cuda"})
 
 
 def check_scores(scores: Tensor) -> None:

@@ -159,7 +159,10 @@ def _check_one_run(out: Path, found: list[VersionInfo]) -> None:
         if isinstance(run_id, str):
             runs.setdefault(run_id, []).append(version.path.name)
     if len(runs) > 1:
-        listing = "; ".join(f"run {quoted(run_id, 20)}: {', '.join(names)}" for run_id, names in runs.items())
+        listing = "; ".join(
+            f"run {quoted(run_id, 20)}: {names[0]}" + (f" .. {names[-1]} ({len(names)})" if len(names) > 1 else "")
+            for run_id, names in runs.items()
+        )
         raise CheckpointError(
             f"{out} holds versions of {len(runs)} runs ({listing}): a version was copied in from another run. "
             f"Move the other run's versions out of the folder, or start a new run in another --out folder"
