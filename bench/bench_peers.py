@@ -305,6 +305,7 @@ def main(argv: list[str] | None = None) -> None:
                 "the bandwidth floor (model.generate, prefill included)",
             ),
         ]
+    matmuls = decode["step matmuls"]
     if len(args.new) >= 2:  # a decode step alone: the time the extra tokens added, prompt and set-up cancel out
         short, long = min(args.new), max(args.new)
         step = (decode[f"zoo model.generate +{long}"] - decode[f"zoo model.generate +{short}"]) / (long - short)
@@ -312,14 +313,13 @@ def main(argv: list[str] | None = None) -> None:
             (f"decode step +{short}..{long}", f"{step * 1e3:.1f} ms/token", "model.generate, marginal"),
             fraction_row("decode step / floor", floor_s / step, 0.95, "the bandwidth floor (a decode step alone)"),
         ]
-    matmuls = decode["step matmuls"]
-    rows += [
+    rows.append(
         (
             "decode step matmuls",
             f"{matmuls * 1e3:.1f} ms/token",
             f"the engine's products for one token alone: {floor_s / matmuls:.0%} of the floor",
-        ),
-    ]
+        )
+    )
     if len(args.new) >= 2:
         rows.append(
             ("decode step matmuls / step", f"{matmuls / step:.0%}", "the rest: norms, attention, the cache, Python")

@@ -163,13 +163,14 @@ def probe(
             found = torch.autograd.grad(loss, [p for _, p in named], allow_unused=True)
     finally:
         model.train(was_training)
-    if not math.isfinite(loss.item()):
-        raise InputError(f"{label}: {not_finite_loss(model, loss.item())}")
+    value = loss.item()
+    if not math.isfinite(value):
+        raise InputError(f"{label}: {not_finite_loss(model, value)}")
     grads = {n: g for (n, _), g in zip(named, found, strict=True) if g is not None}
     grad_norm, grad_other = grouped_norms(model, grads, layers)
     rms = [float(cache[n].double().pow(2).mean().sqrt()) for n in wanted[: layers + 1]]
     heads = [entropy(cache[f"blocks.{i}.attn.hook_pattern"]).tolist() for i in range(layers)]
-    return ProbeResult(label, source, layers, loss.item(), rms, grad_norm, grad_other, heads)
+    return ProbeResult(label, source, layers, value, rms, grad_norm, grad_other, heads)
 
 
 # -- text, designs, many models ------------------------------------------------------------

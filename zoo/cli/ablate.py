@@ -420,10 +420,10 @@ def _show_study(study: StudyResult, args: argparse.Namespace, ui: Ui) -> int:
 
 
 def _show(result: AblationResult, args: argparse.Namespace, ui: Ui, *, brief: bool = False) -> None:
+    """The table, the budget, what is significant, the notes and where the files are."""
     from zoo.ablate import significant_swaps, table
     from zoo.ablate.advice import floor_sentence, next_step
 
-    """The table, the budget, what is significant, the notes and where the files are."""
     seeds = len(result.seeds)
     header, rows = table(result, compact=True)
     title = (

@@ -14,7 +14,16 @@ from rich.text import Text
 
 import zoo
 from zoo.checkpoint import inspect
-from zoo.cli.options import Commands, add_out, add_overwrite, add_seed, add_version, load_config, refuse_existing_file
+from zoo.cli.options import (
+    OR_A_VERSIONS_FOLDER,
+    Commands,
+    add_out,
+    add_overwrite,
+    add_seed,
+    add_version,
+    load_config,
+    refuse_existing_file,
+)
 from zoo.cli.render import Ui, config_table, fmt_bytes, fmt_int, fmt_value, mapping_table, new_table
 from zoo.config import ModelConfig
 from zoo.errors import InputError, printable
@@ -58,9 +67,7 @@ def parse_metadata(items: Iterable[str]) -> dict[str, str]:
 def cmd_build(args: argparse.Namespace, ui: Ui) -> int:
     config, _ = load_config(args.name, args.set)
     metadata = parse_metadata(args.metadata)
-    refuse_existing_file(
-        args.out, args.overwrite, "give a new file name or a checkpoint folder (which gets a new version)"
-    )
+    refuse_existing_file(args.out, args.overwrite, OR_A_VERSIONS_FOLDER)
     seed = 0 if args.seed is None else args.seed
     with ui.status(f"building {args.name} and drawing its weights (seed {seed})"):
         torch.manual_seed(seed)

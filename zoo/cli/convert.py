@@ -7,7 +7,7 @@ import argparse
 import json
 
 import zoo
-from zoo.cli.options import Commands, add_out, add_overwrite, add_version, refuse_existing_file
+from zoo.cli.options import OR_A_VERSIONS_FOLDER, Commands, add_out, add_overwrite, add_version, refuse_existing_file
 from zoo.cli.render import Ui, fmt_int
 from zoo.errors import InputError
 from zoo.interop.hub import local_or_snapshot
@@ -59,6 +59,7 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
             "--version selects a version of the --to-hf checkpoint folder; --from-hf and --from-nanogpt take none"
         )
     if source:
+        refuse_existing_file(args.out, args.overwrite, OR_A_VERSIONS_FOLDER)  # before reading the source
         metadata = None
         with ui.status(f"reading {source}"):
             if args.from_hf:
@@ -66,7 +67,6 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
                 model = zoo.from_hf(folder, allow_nonfinite=args.allow_nonfinite)
             else:
                 model = zoo.from_nanogpt(source, allow_nonfinite=args.allow_nonfinite)
-        refuse_existing_file(args.out, args.overwrite)
         if args.from_hf and has_tokenizer(folder):  # the checkpoint records its tokenizer
             if commit is not None:
                 metadata = {"tokenizer": {"hub": args.from_hf, "revision": commit}}

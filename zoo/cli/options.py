@@ -100,6 +100,10 @@ def add_overwrite(p: argparse.ArgumentParser, help: str) -> None:
     p.add_argument("--overwrite", action="store_true", help=help)
 
 
+#: The other way out for a checkpoint output (``zoo build``, ``zoo convert``).
+OR_A_VERSIONS_FOLDER = "give a new file name or a checkpoint folder (which gets a new version)"
+
+
 def refuse_existing_file(out: str, overwrite: bool, instead: str = "give a new file name") -> None:
     """A single-file output (``-o FILE``) that already exists is refused unless
     ``--overwrite``: the zoo never replaces a file it was not asked to. ``instead`` is the
