@@ -442,7 +442,11 @@ def _show(result: AblationResult, args: argparse.Namespace, ui: Ui, *, brief: bo
             if i
         ]
         rich_table.add_row(*cells)
+    for row in rows[len(result.rows()) :]:  # the n-gram reference rows
+        rich_table.add_row(*(Text(cell, style="dim italic") for cell in row))
     ui.print(rich_table)
+    if result.under_trained:
+        ui.line(f"under-trained: {', '.join(result.under_trained)} do not beat the bigram reference", "yellow")
     ui.line(
         f"val loss: mean ± 95% CI over seeds; Δ: paired over matching seeds, ± 95% CI; p adj: after "
         f"{result.correction} over {result.tests} tests; *: p adj < 0.05",
