@@ -101,7 +101,11 @@ def _add_data_prepare(commands: Commands) -> None:
     p = data_sub.add_parser("prepare", help=help, description=help, parents=[commands.common, commands.json_flag])
     p.set_defaults(handler=cmd_data_prepare)
     p.add_argument(
-        "inputs", nargs="*", metavar="INPUT", help="text files or folders (default: the bundled Shakespeare)"
+        "inputs",
+        nargs="*",
+        metavar="INPUT",
+        help="text files (one document each), .jsonl or .parquet files (one per record), or folders of them "
+        "(default: the bundled Shakespeare)",
     )
     add_out(p, "a new (or empty) folder for the shards and manifest.json", metavar="DIR")
     p.add_argument(
@@ -125,6 +129,20 @@ def _add_data_prepare(commands: Commands) -> None:
         metavar="N",
         help=f"tokenizing processes (default: one per CPU, at most one per file; {os.cpu_count()} CPUs here)",
     )
+    p.add_argument(
+        "--field",
+        default="text",
+        metavar="NAME",
+        help="the text field of each record of a .jsonl or .parquet input or a --dataset (default text)",
+    )
+    p.add_argument(
+        "--dataset",
+        metavar="ID|DIR",
+        help="a Hugging Face dataset (hub id or folder) read through `datasets`, streamed, instead of INPUT files; "
+        "offline (HF_HUB_OFFLINE=1) from its cache",
+    )
+    p.add_argument("--dataset-config", metavar="NAME", help="the --dataset's configuration (subset), if it has several")
+    p.add_argument("--split", default="train", metavar="NAME", help="the --dataset's split to read (default train)")
 
 
 def _add_train(commands: Commands) -> None:
@@ -256,8 +274,18 @@ def _add_plot(commands: Commands) -> None:
 
 
 def cmd_data_prepare(args: argparse.Namespace, ui: Ui) -> int:
-    inputs = args.inputs or [str(resources.files("zoo").joinpath("data", BUNDLED_CORPUS))]
-    data = prepare(inputs, args.out, tokenizer=args.tokenizer, val_fraction=args.val_fraction, workers=args.workers)
+    bundled = [] if args.dataset is not None else [str(resources.files("zoo").joinpath("data", BUNDLED_CORPUS))]
+    data = prepare(
+        args.inputs or bundled,
+        args.out,
+        tokenizer=args.tokenizer,
+        val_fraction=args.val_fraction,
+        workers=args.workers,
+        field=args.field,
+        dataset=args.dataset,
+        dataset_config=args.dataset_config,
+        split=args.split,
+    )
     if ui.json_mode:
         ui.json(data.describe())
         return 0
