@@ -8,6 +8,7 @@ them out (``helpers.put_in_hub_cache``), with HF_HUB_OFFLINE=1 unless said other
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -25,6 +26,7 @@ import zoo
 from helpers import put_in_hub_cache, train_tokenizer
 from zoo import pipelines
 from zoo.cli import main
+from zoo.interop.hf import config_from_hf
 from zoo.interop.hub import check_revision
 
 transformers = pytest.importorskip("transformers")
@@ -306,3 +308,77 @@ def test_a_bad_timeout_setting_is_named(cache: dict[str, Any], value: str, monke
 
 
 # -- config.json fields that are null ------------------------------------------------------------
+
+
+def _hf_configs() -> dict[str, dict[str, Any]]:
+    """config.json of each family the zoo reads, as transformers writes it."""
+    small = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, vocab_size=VOCAB)
+    llama = dict(small, intermediate_size=64, num_key_value_heads=2, max_position_embeddings=128)
+    configs = {
+        "gpt2": transformers.GPT2Config(**GPT2),
+        "llama": transformers.LlamaConfig(**llama),
+        "mistral": transformers.MistralConfig(**llama),
+        "qwen2": transformers.Qwen2Config(**llama),
+        "gpt_neox": transformers.GPTNeoXConfig(**small, intermediate_size=128, max_position_embeddings=128),
+    }
+    found = {}
+    for name, config in configs.items():
+        hf = config.to_dict()
+        hf["architectures"] = [type(config).__name__.replace("Config", "ForCausalLM").replace("GPT2For", "GPT2LMHead")]
+        found[name] = hf
+    return found
+
+
+#: The numbers each converter reads that a config.json may leave out but not set to null.
+NULLS = [
+    ("gpt2", "n_positions", "n_positions"),
+    *[(f, "max_position_embeddings", "max_position_embeddings") for f in ("llama", "mistral", "qwen2", "gpt_neox")],
+    *[(f, "rms_norm_eps", "rms_norm_eps") for f in ("llama", "mistral", "qwen2")],
+    ("gpt_neox", "layer_norm_eps", "layer_norm_eps"),
+    *[(f, "rope_theta", "rope_theta") for f in ("llama", "qwen2")],
+    ("llama", "partial_rotary_factor", "partial_rotary_factor"),
+    ("gpt_neox", "rotary_pct", "rotary_pct"),
+    ("gpt_neox", "rotary_emb_base", "rotary_emb_base"),
+    ("llama", "hidden_size", "hidden_size"),  # required: "missing"
+    ("gpt_neox", "num_attention_heads", "num_attention_heads"),
+]
+
+
+@pytest.mark.parametrize(("family", "field", "named"), NULLS)
+def test_a_null_number_in_config_json_is_named(family: str, field: str, named: str) -> None:
+    hf = _hf_configs()[family]
+    assert config_from_hf(hf)  # the control: as transformers writes it, it converts
+    hf[field] = None
+    if field in ("rope_theta", "partial_rotary_factor", "rotary_pct", "rotary_emb_base"):
+        hf.pop("rope_parameters", None)  # the older layout: the top-level field is the one read
+    with pytest.raises(zoo.InteropError) as err:
+        config_from_hf(hf)
+    assert named in str(err.value) and ("null" in str(err.value) or "missing" in str(err.value))
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "mistral", "qwen2", "gpt_neox"])
+def test_no_field_of_config_json_of_the_wrong_type_is_a_raw_exception(family: str) -> None:
+    """Every field transformers writes, set to null or to a value of another type: a
+    ZooError naming the field, or a config (never a TypeError, KeyError, ValueError)."""
+    base = _hf_configs()[family]
+    for field in base:
+        for value in (None, "12", [1], {}, 1.5, True):
+            hf = {**base, field: value}
+            try:
+                config_from_hf(hf)
+            except zoo.ZooError as err:
+                if field not in ("architectures", "model_type", "transformers_version"):
+                    assert field in str(err) or "rope" in str(err), (field, value, str(err))
+
+
+def test_from_pretrained_on_a_cached_config_with_a_null_context_names_it(cache: dict[str, Any]) -> None:
+    """The end to end case: a cached Llama-style config.json with max_position_embeddings null."""
+    link = cache["snapshot"] / "config.json"
+    hf = _hf_configs()["llama"]
+    hf["max_position_embeddings"] = None
+    target = link.resolve()
+    link.unlink()
+    target.write_text(json.dumps(hf))  # the blob itself, as an edited cache would hold it
+    link.symlink_to(os.path.relpath(target, link.parent))
+    with pytest.raises(zoo.InteropError, match="max_position_embeddings is null"):
+        zoo.from_pretrained(REPO)
