@@ -113,6 +113,17 @@ def _escape(kind: str, cache: dict[str, Any], file: str) -> Path:
         ref.unlink()
         ref.symlink_to(outside.parent / "main")
         return ref
+    if kind.startswith(("the refs folder", "the blobs folder", "the repository folder")):
+        moved = repo if "repository" in kind else repo / kind.split()[1]
+        target = outside.parent / moved.name
+        shutil.move(moved, target)
+        moved.symlink_to(target)
+        return moved
+    if kind == "a snapshot file is a link loop":
+        link = snapshot / file
+        link.unlink()
+        link.symlink_to(link.name)
+        return link
     if kind.startswith("the snapshot folder links"):
         shutil.rmtree(snapshot)
         _relative_link(snapshot, outside) if "relative" in kind else snapshot.symlink_to(outside)
@@ -130,6 +141,10 @@ ESCAPES = [
     "the snapshot folder links outside (absolute)",
     "a snapshot file links outside (relative)",
     "a snapshot file links outside (absolute)",
+    "a snapshot file is a link loop",
+    "the refs folder links outside",
+    "the blobs folder links outside",
+    "the repository folder links outside",
 ]
 
 
@@ -157,7 +172,7 @@ def test_a_cache_that_leads_outside_is_refused_by_every_reader(
         message = str(err.value)
     flat = " ".join(message.split())  # the CLI wraps long lines
     assert str(named) in flat.replace("\n", ""), message
-    assert "outside" in flat and "Delete that cache entry" in flat, message
+    assert ("link loop" if "loop" in kind else "outside") in flat and "Delete that cache entry" in flat, message
     assert shlex.join(["rm", "-r", str(cache["repo"])]) in flat, message
     assert not (tmp_path / "o").exists()
 
@@ -191,7 +206,6 @@ REVISION_EDGES: dict[str, Callable[[str], Any]] = {
 def test_a_revision_that_is_not_a_ref_name_is_refused_at_every_edge(
     cache: dict[str, Any], edge: str, revision: str
 ) -> None:
-    (cache["repo"] / "refs" / "x").parent.mkdir(exist_ok=True)
     with pytest.raises(zoo.ZooError, match="not a branch, tag or commit name"):
         REVISION_EDGES[edge](revision)
 

@@ -223,13 +223,19 @@ def _repo_folder(repo_id: str, cache: Path) -> Path:
     return cache / ("models--" + repo_id.replace("/", "--"))
 
 
-def _escape(repo_id: str, cache: Path, path: Path, why: str) -> InteropError:
-    """The error for a cache entry that leads outside its repository's folder."""
-    repo = _repo_folder(repo_id, cache)
+def _escape(repo_id: str, cache: Path, path: Path, why: str | None = None) -> InteropError:
+    """The error for a cache entry that is not the client's layout: by default, one that
+    leads outside its repository's folder."""
+    repo = printable(str(_repo_folder(repo_id, cache)), None)
+    if why is None:
+        try:
+            why = f"leads to {printable(str(path.resolve()), None)}, outside its folder {repo}"
+        except (OSError, RuntimeError):
+            why = f"is a link loop, not a file inside its folder {repo}"
     return InteropError(
-        f"the hub cache entry of {repo_id!r} is not the client's layout: {printable(str(path), None)} {why}, outside "
-        f"its folder {printable(str(repo), None)}, so the zoo does not read it. Delete that cache entry "
-        f"(`{printable(shlex.join(['rm', '-r', str(repo)]), None)}`) and download it again"
+        f"the hub cache entry of {repo_id!r} is not the client's layout: {printable(str(path), None)} {why}, "
+        f"so the zoo does not read it. Delete that cache entry "
+        f"(`{printable(shlex.join(['rm', '-r', str(_repo_folder(repo_id, cache))]), None)}`) and download it again"
     )
 
 
@@ -242,23 +248,27 @@ def _inside(path: Path, root: Path) -> bool:
 
 
 def _check_ref(repo_id: str, revision: str | None, cache: Path) -> None:
-    """``refs/REVISION`` (for a branch or tag), if the cache has it, is a regular file in
-    the repository's folder holding a commit, as the client writes it."""
-    if revision is not None and _COMMIT.match(revision):
-        return
+    """Before the client reads or writes the cache: the repository's folder lies in the
+    cache, its ``refs``, ``blobs`` and ``snapshots`` in it, and ``refs/REVISION`` (for a
+    branch or tag), if there, is a file in it that holds a commit, as the client writes it."""
     repo = _repo_folder(repo_id, cache)
-    ref = repo / "refs" / (revision or "main")
-    if not os.path.lexists(ref):
-        return
+    if os.path.lexists(repo) and not _inside(repo, cache.resolve()):
+        raise _escape(repo_id, cache, repo)
     root = repo.resolve()
-    if not _inside(ref, root):
-        raise _escape(repo_id, cache, ref, "leads to " + printable(str(ref.resolve()), None))
+    ref = repo / "refs" / (revision or "main")
+    for path in (repo / "refs", repo / "blobs", repo / "snapshots", ref):
+        if os.path.lexists(path) and not _inside(path, root):
+            raise _escape(repo_id, cache, path)
+    if (revision is not None and _COMMIT.match(revision)) or not os.path.lexists(ref):
+        return
     try:
         text = read_text(ref, InteropError, "hub cache ref", limit=256).strip()
     except InteropError as err:
         raise _escape(repo_id, cache, ref, f"cannot be read as a ref ({err})") from err
     if not _COMMIT.match(text):
-        raise _escape(repo_id, cache, ref, f"holds {printable(text, 60)!r}, not a commit, so it may lead")
+        raise _escape(
+            repo_id, cache, ref, f"holds {printable(text, 60)!r}, not a commit (it may lead outside its folder)"
+        )
 
 
 def confined_snapshot(repo_id: str, folder: Path, cache: Path) -> Path:
@@ -269,10 +279,10 @@ def confined_snapshot(repo_id: str, folder: Path, cache: Path) -> Path:
     folder from here, so none follows a link out of the cache."""
     repo = _repo_folder(repo_id, cache)
     if not _inside(repo, cache.resolve()):
-        raise _escape(repo_id, cache, repo, "leads to " + printable(str(repo.resolve()), None))
+        raise _escape(repo_id, cache, repo)
     root = repo.resolve()
     if not _inside(folder, root / "snapshots"):
-        raise _escape(repo_id, cache, folder, "leads to " + printable(str(folder.resolve()), None))
+        raise _escape(repo_id, cache, folder)
     seen, stack = set(), [folder]
     while stack:  # every entry, through linked folders too (each seen once: no loops)
         current = stack.pop()
@@ -280,10 +290,14 @@ def confined_snapshot(repo_id: str, folder: Path, cache: Path) -> Path:
         if real in seen:
             continue
         seen.add(real)
-        for entry in os.scandir(current):
+        try:
+            entries = list(os.scandir(current))
+        except OSError as err:
+            raise _escape(repo_id, cache, current, f"cannot be listed ({printable(err.strerror)})") from err
+        for entry in entries:
             path = Path(entry.path)
             if not _inside(path, root):
-                raise _escape(repo_id, cache, path, "leads to " + printable(str(path.resolve()), None))
+                raise _escape(repo_id, cache, path)
             if entry.is_dir():
                 stack.append(path)
     return folder
