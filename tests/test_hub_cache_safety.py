@@ -23,7 +23,7 @@ import pytest
 import torch
 
 import zoo
-from helpers import put_in_hub_cache, train_tokenizer
+from helpers import bundled_lines, put_in_hub_cache, train_tokenizer
 from zoo import pipelines
 from zoo.cli import main
 from zoo.interop.hf import config_from_hf
@@ -77,8 +77,18 @@ def _checkpoint_recording(tmp_path: Path, record: dict[str, Any]) -> Path:
 
 
 def _cli(args: list[str]) -> Callable[[Path], int]:
-    """A reader that is a zoo command (``OUT`` in ``args`` becomes a path in the test's folder)."""
-    return lambda tmp: main([str(tmp / "o") if a == "OUT" else a for a in args])
+    """A reader that is a zoo command: ``OUT`` in ``args`` becomes a path in the test's
+    folder, ``TEXT`` a small text file there."""
+
+    def run(tmp: Path) -> int:
+        (tmp / "text.txt").write_text("\n".join(bundled_lines(200)), encoding="utf-8")
+        return main([str(tmp / "o") if a == "OUT" else str(tmp / "text.txt") if a == "TEXT" else a for a in args])
+
+    return run
+
+
+TRAIN = ["--data", "TEXT", "--out", "OUT", "--steps", "1", "--batch-size", "2", "--seq-len", "16", "--threads", "1"]
+EVAL = ["--data", "TEXT", "--seq-len", "16", "--batches", "1", "--json"]
 
 
 #: Each reader: what it calls, and the snapshot file it reads first (the one an escape replaces).
@@ -94,6 +104,8 @@ READERS: dict[str, tuple[Callable[[Path], Any], str]] = {
     "zoo info ID (config)": (_cli(["info", REPO, "--json"]), "config.json"),
     "zoo generate ID": (_cli(["generate", REPO, "--prompt", "a", "--max-new-tokens", "1"]), "tokenizer.json"),
     "zoo convert --from-hf ID": (_cli(["convert", "--from-hf", REPO, "-o", "OUT"]), "model.safetensors"),
+    "zoo train ID (fine-tune)": (_cli(["train", REPO, *TRAIN]), "model.safetensors"),
+    "zoo eval ID": (_cli(["eval", REPO, *EVAL]), "config.json"),
 }
 
 
@@ -148,7 +160,9 @@ ESCAPES = [
 ]
 
 
-@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize(
+    "reader", [pytest.param(r, marks=pytest.mark.slow) if "train" in r else r for r in READERS]
+)  # training even one step takes seconds
 def test_every_reader_works_on_the_clients_layout(cache: dict[str, Any], reader: str, tmp_path: Path) -> None:
     """The control: the same readers on the untouched cache load (the CLI ones exit 0)."""
     call, _ = READERS[reader]

@@ -14,19 +14,18 @@ used (``check_revision``), and every path read from the cache (``refs/REVISION``
 snapshot folder, every file in it) must lie inside the repository's cache folder once
 links are resolved, as the client's own layout does (``confined_snapshot``). Network
 waits are bounded (``HF_HUB_ETAG_TIMEOUT``, ``HF_HUB_DOWNLOAD_TIMEOUT``; 10 s if unset)
-and a timeout is an ``InteropError``. Commands shown to paste are built with ``shlex.join``.
+and a timeout is an ``InteropError``. Commands shown to paste are quoted (``zoo.errors.command``).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import InteropError, printable
+from zoo.errors import InteropError, command, printable
 from zoo.files import read_json, read_text
 
 __all__ = [
@@ -195,9 +194,9 @@ def _describe(repo_id: str, revision: str | None) -> str:
 
 
 def _fetch_hint(repo_id: str, revision: str | None) -> str:
-    command = shlex.join(["hf", "download", repo_id, *(["--revision", revision] if revision else [])])
+    fetch = command("hf", "download", repo_id, *(["--revision", revision] if revision else []))
     return (
-        f"Fetch it once with the network (unset HF_HUB_OFFLINE and run this again, or `{printable(command)}`), "
+        f"Fetch it once with the network (unset HF_HUB_OFFLINE and run this again, or {fetch}), "
         f"point HF_HOME at a cache that holds it, or pass a local folder"
     )
 
@@ -235,7 +234,7 @@ def _escape(repo_id: str, cache: Path, path: Path, why: str | None = None) -> In
     return InteropError(
         f"the hub cache entry of {repo_id!r} is not the client's layout: {printable(str(path), None)} {why}, "
         f"so the zoo does not read it. Delete that cache entry "
-        f"(`{printable(shlex.join(['rm', '-r', str(_repo_folder(repo_id, cache))]), None)}`) and download it again"
+        f"({command('rm', '-r', _repo_folder(repo_id, cache))}) and download it again"
     )
 
 
