@@ -204,7 +204,7 @@ def _fetch_hint(repo_id: str, revision: str | None) -> str:
 def _cached(hub: Any, repo_id: str, revision: str | None, cache: Path) -> Path | None:
     """The snapshot folder the cache holds for ``revision``, or None; refused (see
     ``confined_snapshot``) when its ref or snapshot leads outside the cache."""
-    _check_ref(repo_id, revision, cache)
+    _check_layout(repo_id, revision, cache)
     try:
         found = hub.snapshot_download(
             repo_id, revision=revision, cache_dir=str(cache), local_files_only=True, allow_patterns=["config.json"]
@@ -246,7 +246,7 @@ def _inside(path: Path, root: Path) -> bool:
         return False
 
 
-def _check_ref(repo_id: str, revision: str | None, cache: Path) -> None:
+def _check_layout(repo_id: str, revision: str | None, cache: Path) -> None:
     """Before the client reads or writes the cache: the repository's folder lies in the
     cache, its ``refs``, ``blobs`` and ``snapshots`` in it, and ``refs/REVISION`` (for a
     branch or tag), if there, is a file in it that holds a commit, as the client writes it."""
@@ -365,6 +365,8 @@ def _fetch(hub: Any, repo_id: str, revision: str | None, cache: Path, patterns: 
             allow_patterns=list(patterns),
             etag_timeout=network_timeout(),
         )
+    except MemoryError:
+        raise
     except Exception as err:  # the client's errors, mapped by kind
         raise _client_error(err, repo_id, revision, cache) from err
     return confined_snapshot(repo_id, Path(found), cache)
@@ -394,6 +396,8 @@ def _answers(hub: Any, repo_id: str, revision: str | None, cache: Path) -> None:
     minutes): a hub that never answers is an ``InteropError`` within the timeout."""
     try:
         hub.HfApi().repo_info(repo_id, revision=revision or "main", timeout=network_timeout())
+    except MemoryError:
+        raise
     except Exception as err:  # the client's errors, mapped by kind
         raise _client_error(err, repo_id, revision, cache) from err
 
@@ -410,9 +414,9 @@ def _timed_out(err: BaseException) -> bool:
     return False
 
 
-def _client_error(err: Exception, repo_id: str, revision: str | None, cache: Path) -> Exception:
-    """The ``InteropError`` for an error of the client (``KeyboardInterrupt`` and
-    ``MemoryError`` as they are)."""
+def _client_error(err: Exception, repo_id: str, revision: str | None, cache: Path) -> InteropError:
+    """The ``InteropError`` for an error of the client: by its kind, a timeout, or else
+    the hub unreachable or the cache not writable."""
     where = _describe(repo_id, revision)
     kind = type(err).__name__
     detail = printable(str(err).splitlines()[0] if str(err) else kind)[:300]
@@ -430,8 +434,6 @@ def _client_error(err: Exception, repo_id: str, revision: str | None, cache: Pat
             f"{where}: the repository has no such revision; give a branch, tag or commit it has "
             f"(default: main). Cache searched: {cache}"
         )
-    if isinstance(err, (KeyboardInterrupt, MemoryError)):
-        return err
     if _timed_out(err):
         endpoint = printable(getattr(_client().constants, "ENDPOINT", "the hub"), 200)
         return InteropError(
