@@ -212,6 +212,8 @@ REVISION_EDGES: dict[str, Callable[[str], Any]] = {
     "load_model": lambda rev: pipelines.load_model(REPO, revision=rev),
     "tokenizer": lambda rev: zoo.tokenizer(REPO, revision=rev),
     "build pretrained": lambda rev: zoo.build("gpt2-small", pretrained=True, revision=rev),
+    "generate_text": lambda rev: zoo.generate_text(REPO, "a", max_new_tokens=1, revision=rev),
+    "tokenizer_record": lambda rev: pipelines.tokenizer_record(REPO, rev),
 }
 
 
