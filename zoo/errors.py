@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import shlex
 from collections.abc import Iterable
 
 __all__ = [
@@ -86,6 +87,13 @@ def quoted(text: object, limit: int | None = SHOWN_LIMIT) -> str:
     if limit is not None and len(text) > limit:
         return repr(text[:limit]) + f"… ({len(text) - limit:,} more characters)"
     return repr(text)
+
+
+def command(*words: object) -> str:
+    """A command for a person to paste, in backticks: ``shlex.join`` of ``words``, so a
+    value from a file (a revision ``main&&curl x|sh``, a path with spaces) comes back
+    quoted, then made ``printable``. Every command a message shows is built here."""
+    return f"`{printable(shlex.join(str(word) for word in words), None)}`"
 
 
 def is_distribution_name(name: object) -> bool:

@@ -32,7 +32,7 @@ from zoo.checkpoint.store import open_file, resolve
 from zoo.decoding import generate
 from zoo.errors import CheckpointError, ConfigError, InputError, InteropError, printable
 from zoo.interop.hf import from_hf
-from zoo.interop.hub import is_hub_id, local_or_snapshot
+from zoo.interop.hub import check_revision, is_hub_id, local_or_snapshot
 from zoo.model import DecoderLM
 from zoo.text import (
     NAMES,
@@ -222,6 +222,7 @@ def load_with_tokenizer(
     model_or_path: nn.Module | str | os.PathLike[str], *, revision: str | None = None, version: int | None = None
 ) -> tuple[DecoderLM, Tokenizer | None]:
     """The model (as ``load_model``) and the tokenizer it goes with, where it names one."""
+    check_revision(revision)
     if isinstance(model_or_path, nn.Module):
         return _decoder(model_or_path, type(model_or_path).__name__), None
     if not isinstance(model_or_path, (str, os.PathLike)) or not str(model_or_path):
@@ -305,7 +306,15 @@ def recorded_tokenizer_source(path: str | os.PathLike[str], version: int | None 
         return str(folder)
     if isinstance(record.get("hub"), str):
         revision = record.get("revision")
-        folder, _ = local_or_snapshot(record["hub"], revision if isinstance(revision, str) else None, need="tokenizer")
+        revision = revision if isinstance(revision, str) else None
+        try:
+            check_revision(revision)
+        except InteropError as err:
+            raise CheckpointError(
+                f"{file}: the tokenizer its metadata records is not one to fetch: {err}. Fix or remove the "
+                f"metadata 'tokenizer' (or give zoo.tokenizer / --tokenizer yourself)"
+            ) from err
+        folder, _ = local_or_snapshot(record["hub"], revision, need="tokenizer")
         return str(folder)
     name = record.get("name")
     if isinstance(name, str) and (name in NAMES or is_hub_id(name) or Path(name).is_dir()):

@@ -29,7 +29,7 @@ from typing import Any
 
 from zoo.errors import ConfigError, InteropError, printable
 from zoo.files import loads, read_bytes, read_json
-from zoo.interop.hub import is_hub_id, snapshot
+from zoo.interop.hub import check_revision, is_hub_id, snapshot
 
 __all__ = ["ByteTokenizer", "HFTokenizer", "TextStream", "Tokenizer", "TiktokenTokenizer", "tokenizer"]
 
@@ -242,6 +242,7 @@ def tokenizer(name_or_path: str | os.PathLike[str] | Tokenizer = "gpt2", *, revi
     ``merges.txt`` of a byte-level BPE (GPT-2's format). ``revision`` picks a hub id's
     branch, tag or commit.
     """
+    check_revision(revision)
     if isinstance(name_or_path, Tokenizer):
         return name_or_path
     if not isinstance(name_or_path, (str, os.PathLike)):

@@ -7,7 +7,15 @@ import argparse
 import json
 
 import zoo
-from zoo.cli.options import OR_A_VERSIONS_FOLDER, Commands, add_out, add_overwrite, add_version, refuse_existing_file
+from zoo.cli.options import (
+    OR_A_VERSIONS_FOLDER,
+    Commands,
+    add_out,
+    add_overwrite,
+    add_version,
+    refuse_existing_file,
+    revision,
+)
 from zoo.cli.render import Ui, fmt_int
 from zoo.errors import InputError
 from zoo.interop.hub import local_or_snapshot
@@ -36,7 +44,11 @@ def add_parsers(commands: Commands) -> None:
         help="with --to-hf: the Hugging Face architecture to write (default: the first installed one that fits)",
     )
     p.add_argument(
-        "--revision", default=None, metavar="REV", help="with --from-hf ID: a branch, tag or commit (default: main)"
+        "--revision",
+        type=revision,
+        default=None,
+        metavar="REV",
+        help="with --from-hf ID: a branch, tag or commit (default: main)",
     )
     add_out(p, "where to write: a .safetensors file or a folder of versions (--from-*), a folder (--to-hf)")
     add_overwrite(

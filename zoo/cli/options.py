@@ -31,7 +31,7 @@ from zoo.config import ModelConfig, parse_sets, preset_description, resolve_conf
 from zoo.errors import InputError, InteropError, printable
 from zoo.files import read_json
 from zoo.interop.hf import config_from_hf
-from zoo.interop.hub import is_hub_id, local_or_snapshot
+from zoo.interop.hub import check_revision, is_hub_id, local_or_snapshot
 
 #: A command's handler: the parsed arguments and the output in, the exit status out.
 Handler = Callable[[argparse.Namespace, Ui], int]
@@ -198,6 +198,16 @@ def positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
     return value
+
+
+def revision(text: str) -> str:
+    """``--revision``: a branch or tag name git accepts, or a commit (``check_revision``)."""
+    try:
+        checked = check_revision(text)
+    except InteropError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    assert checked is not None
+    return checked
 
 
 def seed(text: str) -> int:

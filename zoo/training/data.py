@@ -38,7 +38,7 @@ from torch import Tensor
 
 from zoo._version import __version__
 from zoo.checkpoint.owned import check_output_path
-from zoo.errors import ConfigError, InputError, ZooError, printable, quoted
+from zoo.errors import ConfigError, InputError, ZooError, command, printable, quoted
 from zoo.files import confined, read_json
 from zoo.text import KEPT_FILES, TOKENIZER_FOLDER, keep_tokenizer_files
 from zoo.text import tokenizer as text_tokenizer
@@ -547,10 +547,11 @@ class Manifest(_Strict):
 def read_manifest(folder: Path) -> Manifest:
     """The manifest of the prepared ``folder``, read bounded, digest-checked and validated."""
     file = folder / MANIFEST
-    again = f"prepare the data again with `zoo data prepare TEXT -o {folder}`"
+    again = f"prepare the data again with {command('zoo', 'data', 'prepare', 'TEXT', '-o', folder)}"
     if not os.path.lexists(file):
         raise InputError(
-            f"{folder} has no {MANIFEST}; create it with `zoo data prepare TEXT -o {folder}` (it is not a prepared folder)"
+            f"{folder} has no {MANIFEST}; create it with {command('zoo', 'data', 'prepare', 'TEXT', '-o', folder)} "
+            f"(it is not a prepared folder)"
         )
     data = read_json(file, InputError, "data manifest", limit=MANIFEST_LIMIT)
     if not isinstance(data, dict) or data.get("digest") != manifest_digest(data):
