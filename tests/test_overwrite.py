@@ -432,3 +432,22 @@ def test_a_config_error_names_no_python_argument(tmp_path: Path) -> None:
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["train"]
     with pytest.raises(ConfigError, match="only from the command line"):
         read_config(config, sub)
+
+
+def test_the_api_refuses_overwriting_what_it_reads(data: Path, tmp_path: Path) -> None:
+    """``train(..., overwrite=True)`` and ``run_ablation(..., overwrite=True)`` follow the CLI."""
+    from zoo.ablate import run_ablation
+
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    shutil.copytree(data, folder / "prep")
+    zoo.save(tiny(vocab_size=256), folder / "base.safetensors")
+    (folder / "corpus.txt").write_text(zoo.training.bundled_corpus()[:4000], encoding="utf-8")
+    before = files(folder)
+    with pytest.raises(InputError, match="would delete what it reads"):
+        train("gpt2-small", folder / "prep", SETTINGS, out=folder, overwrite=True, overrides=OVERRIDES)
+    with pytest.raises(InputError, match="would delete what it reads"):
+        train(folder / "base.safetensors", data, SETTINGS, out=folder, overwrite=True)
+    with pytest.raises(InputError, match="would delete what it reads"):
+        run_ablation(data=folder / "corpus.txt", out_dir=folder, steps=2, seeds=1, tokenizer="bytes", overwrite=True)
+    assert files(folder) == before
