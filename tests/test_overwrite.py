@@ -308,13 +308,24 @@ def test_convert_from_hf_refuses_a_checkpoint_file_that_is_not_regular(
     assert not out.is_file()
 
 
+@pytest.mark.parametrize("command", ["build", "convert"])
+def test_an_empty_checkpoint_out_is_refused(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``-o ''`` is no path, not the current folder."""
+    if command == "build":
+        argv = ["build", "gpt2-small", *MODEL]
+    else:
+        argv = ["convert", "--from-hf", str(zoo.to_hf(tiny(), tmp_path / "hf"))]
+    assert main([*argv, "-o", ""]) == 1
+    one_error_line(capsys, "-o '' names no file")
+
+
 FILE_WRITERS = [w for w in WRITERS if w not in CHECKPOINT_WRITERS]
 
 
 @pytest.mark.parametrize("writer", FILE_WRITERS)
 @pytest.mark.parametrize(
     ("where", "needle"),
-    [("", "is not a file name"), ("missing/out.png", "does not exist"), ("file.txt/out.png", "is not a folder")],
+    [("", "names no file"), ("missing/out.png", "does not exist"), ("file.txt/out.png", "is not a folder")],
     ids=["empty", "missing folder", "under a file"],
 )
 def test_a_single_file_output_in_no_folder_is_refused(
@@ -327,19 +338,22 @@ def test_a_single_file_output_in_no_folder_is_refused(
     assert not (tmp_path / "missing").exists() and (tmp_path / "file.txt").read_text() == "precious"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
 @pytest.mark.parametrize("writer", FILE_WRITERS)
 def test_a_single_file_output_in_a_read_only_folder_is_refused(
-    writer: str, run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    writer: str, run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o555)
+    if os.geteuid() == 0:  # root writes anyway: the folder reads as read-only as it would to a user
+        access = os.access
+        monkeypatch.setattr(os, "access", lambda p, mode: access(p, mode) and Path(p) != locked)
     try:
         assert main(WRITERS[writer](run, str(locked / "out.png"))) == 1
         one_error_line(capsys, "is not writable")
     finally:
         locked.chmod(0o755)
+    assert os.listdir(locked) == []
 
 
 def test_build_creates_the_missing_folder_of_a_checkpoint_file(tmp_path: Path) -> None:

@@ -210,7 +210,7 @@ def check_output_file(
     needs ``overwrite``. Its folder must exist and be writable unless ``make_parents``
     (the writer creates it). The CLI and the API of every single-file writer check here."""
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
-        raise error(f"{what} {quoted(path)} is not a file name: give one, such as out.png")
+        raise error(f"{what} {quoted(path)} names no file: give the path of the file to write")
     target = Path(path)
     try:
         info: os.stat_result | None = os.lstat(target)

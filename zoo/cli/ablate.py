@@ -301,7 +301,9 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
     from zoo.ablate.grid import run_study
     from zoo.ablate.plan import swapless
 
-    refuse_overwriting_inputs(args.out, args.overwrite, data=args.data, config=args.config, docs=args.docs)
+    refuse_overwriting_inputs(
+        args.out, args.overwrite, {"--data": args.data, "--config": args.config, "--docs": args.docs}
+    )
     options = _options(args)
     nothing = swapless(args.base, args.target, default_registry())
     if nothing is not None:  # said before it trains, not only in the notes after

@@ -69,7 +69,7 @@ def cmd_build(args: argparse.Namespace, ui: Ui) -> int:
     config, _ = load_config(args.name, args.set)
     metadata = parse_metadata(args.metadata)
     refuse_checkpoint_out(args.out, args.overwrite)
-    refuse_overwriting_inputs(args.out, args.overwrite and args.out.endswith(SUFFIX), NAME=args.name)
+    refuse_overwriting_inputs(args.out, args.overwrite and args.out.endswith(SUFFIX), {"the checkpoint": args.name})
     seed = 0 if args.seed is None else args.seed
     with ui.status(f"building {args.name} and drawing its weights (seed {seed})"):
         torch.manual_seed(seed)

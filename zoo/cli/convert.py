@@ -69,7 +69,7 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
     if source:
         refuse_checkpoint_out(args.out, args.overwrite)  # before reading the source
         replaced = args.overwrite and args.out.endswith(SUFFIX)
-        refuse_overwriting_inputs(args.out, replaced, from_hf=args.from_hf, from_nanogpt=args.from_nanogpt)
+        refuse_overwriting_inputs(args.out, replaced, {"--from-hf": args.from_hf, "--from-nanogpt": args.from_nanogpt})
         metadata = None
         with ui.status(f"reading {source}"):
             if args.from_hf:
@@ -87,7 +87,7 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
         count = fmt_int(model.num_parameters())
         ui.line(f"converted {source} ({count} parameters) to the zoo checkpoint {written}", "green")
     else:
-        refuse_overwriting_inputs(args.out, args.overwrite, to_hf=args.to_hf)
+        refuse_overwriting_inputs(args.out, args.overwrite, {"--to-hf": args.to_hf})
         with ui.status(f"loading {args.to_hf}"):
             model = zoo.load(args.to_hf, version=args.version)
         with ui.status(f"writing a Hugging Face model to {args.out}"):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +119,7 @@ def refuse_checkpoint_out(out: str, overwrite: bool) -> None:
     """``-o`` of a command that saves a checkpoint (``zoo build``, ``zoo convert --from-*``):
     a ``.safetensors`` file is a single-file output (its folder is made); any other path is
     a folder that gets the next version, which must be new, empty, or hold versions only."""
-    if out.endswith(SUFFIX):
+    if not out or out.endswith(SUFFIX):
         check_output_file(
             out, InputError, overwrite=overwrite, what="-o", instead=OR_A_VERSIONS_FOLDER, make_parents=True
         )
@@ -132,17 +132,12 @@ def refuse_checkpoint_out(out: str, overwrite: bool) -> None:
         check_versions_only(Path(out), InputError)
 
 
-def refuse_overwriting_inputs(out: str | None, overwrite: bool, **inputs: object) -> None:
+def refuse_overwriting_inputs(out: str | None, overwrite: bool, inputs: Mapping[str, object]) -> None:
     """With ``--overwrite``, refuse an ``-o/--out`` that is or holds an input of the command
-    (``refuse_inputs_inside``); ``inputs`` are named by flag (``data="..."`` is ``--data``,
-    ``name`` the positional argument)."""
+    (``refuse_inputs_inside``): ``inputs`` maps the flag that gives each (``--data``), or
+    what a positional argument is, to its value (a path, a list of them, or anything else)."""
     if overwrite and out:
-        named = [(_flag_name(key), value) for key, value in inputs.items()]
-        refuse_inputs_inside(out, named, InputError)
-
-
-def _flag_name(key: str) -> str:
-    return key.upper() if key.isupper() else f"--{key.replace('_', '-')}"
+        refuse_inputs_inside(out, inputs.items(), InputError)
 
 
 def add_batch_size(p: argparse.ArgumentParser, help: str, default: int | None = None) -> None:

@@ -78,7 +78,7 @@ def cmd_probe(args: argparse.Namespace, ui: Ui) -> int:
     for flag, out in (("-o", args.out), ("--plot", args.plot)):
         if out is not None:
             refuse_existing_file(out, args.overwrite, flag=flag)
-            refuse_overwriting_inputs(out, args.overwrite, NAME=args.targets)
+            refuse_overwriting_inputs(out, args.overwrite, {"the checkpoint": args.targets})
     found = designs(
         args.targets, sets=args.set, variants=args.variant, vary=args.vary, version=args.version, seed=args.seed
     )

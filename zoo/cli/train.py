@@ -348,8 +348,8 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
             "give the model to train: a preset or checkpoint NAME, a --config file with name = ..., "
             "or --resume with the -o of a run (its run.toml names it)"
         )
-    inputs = {"NAME": args.name, "data": args.data, "config": args.config, "tokenizer": args.tokenizer}
-    refuse_overwriting_inputs(args.out, args.overwrite, **inputs)  # before --overwrite removes the folder
+    inputs = {"the checkpoint": args.name, "--data": args.data, "--config": args.config, "--tokenizer": args.tokenizer}
+    refuse_overwriting_inputs(args.out, args.overwrite, inputs)  # before --overwrite removes the folder
     progress = TrainProgress(ui.err, settings.steps, log_every=log_every, quiet=args.quiet, main_rank=main_rank)
 
     def on_step(report: StepReport) -> None:
