@@ -374,6 +374,14 @@ def test_plot_runs_keeps_a_file_unless_overwrite(run: Path, tmp_path: Path) -> N
     assert plot_runs([run], mine, overwrite=True).read_bytes().startswith(b"\x89PNG")
 
 
+def test_plot_runs_takes_overwrite_as_a_boolean_only(run: Path, tmp_path: Path) -> None:
+    mine = tmp_path / "mine.png"
+    mine.write_bytes(b"precious")
+    with pytest.raises(InputError, match="overwrite must be True or False, got 'no'"):
+        plot_runs([run], mine, overwrite="no")  # type: ignore[arg-type]
+    assert mine.read_bytes() == b"precious"
+
+
 def test_plot_runs_never_writes_onto_a_fifo_or_its_own_metrics(run: Path, tmp_path: Path) -> None:
     fifo = not_a_regular_file(tmp_path / "fifo.png", "fifo")
     with pytest.raises(InputError, match="is a FIFO"):

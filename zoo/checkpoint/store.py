@@ -209,6 +209,8 @@ def check_output_file(
     not a file name). An existing file, or a link (replaced, never written through),
     needs ``overwrite``. Its folder must exist and be writable unless ``make_parents``
     (the writer creates it). The CLI and the API of every single-file writer check here."""
+    if not isinstance(overwrite, bool):  # 'no' is truthy: it would replace the file
+        raise error(f"overwrite must be True or False, got {quoted(overwrite)}")
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
         raise error(f"{what} {quoted(path)} names no file: give the path of the file to write")
     target = Path(path)
