@@ -444,8 +444,8 @@ def test_a_folder_of_versions_gets_the_next_one(tmp_path: Path) -> None:
     assert [v.version for v in zoo.versions(folder)] == [1, 2]
 
 
-def test_a_config_error_names_no_python_argument(tmp_path: Path) -> None:
-    """The refusals above are zoo errors of the right kind for the API too."""
+def test_read_config_itself_refuses_overwrite(tmp_path: Path) -> None:
+    """The refusal is in read_config, which both --config and run.toml go through: a ConfigError."""
     config = tmp_path / "x.toml"
     config.write_text("overwrite = true\n")
     from zoo.cli.configfile import read_config
