@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.checkpoint import load, versions, write_atomically
+from zoo.checkpoint.store import check_output_file
 from zoo.config import ModelConfig, get_config, parse_sets
 from zoo.errors import ConfigError, InputError, ZooError
 from zoo.factory import build
@@ -316,10 +317,12 @@ def probe_designs(
     return results
 
 
-def write_json(results: Sequence[ProbeResult], path: str | os.PathLike[str]) -> Path:
-    """The results as one JSON file, written atomically."""
+def write_json(results: Sequence[ProbeResult], path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+    """The results as one JSON file, written atomically; an existing file is replaced only
+    with ``overwrite`` (``check_output_file``: anything but a regular file never is)."""
+    target = check_output_file(path, InputError, overwrite=overwrite, what="the probe's JSON file")
     text = json.dumps({"probes": [r.to_dict() for r in results]}, indent=1)
-    return write_atomically(Path(path), lambda p: p.write_text(text + "\n", encoding="utf-8"))
+    return write_atomically(target, lambda p: p.write_text(text + "\n", encoding="utf-8"))
 
 
 # -- plots -------------------------------------------------------------------------------------
@@ -328,9 +331,17 @@ METRICS = ("residual", "grad", "entropy", "update")
 
 
 @plain_text()
-def plot(results: Sequence[ProbeResult], path: str | os.PathLike[str], *, metrics: Sequence[str] = METRICS) -> Path:
+def plot(
+    results: Sequence[ProbeResult],
+    path: str | os.PathLike[str],
+    *,
+    metrics: Sequence[str] = METRICS,
+    overwrite: bool = False,
+) -> Path:
     """The designs side by side, one panel per metric (those measured), as a PNG written
-    atomically; titles say what was measured and on which tokens. Needs matplotlib."""
+    atomically; titles say what was measured and on which tokens. Needs matplotlib. An
+    existing file is replaced only with ``overwrite`` (as ``write_json``)."""
+    check_output_file(path, InputError, overwrite=overwrite, what="the probe's plot")
     try:
         from matplotlib.figure import Figure
     except ImportError:

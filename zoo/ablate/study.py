@@ -18,7 +18,7 @@ from zoo.ablate.records import Context, content_digest, read_record, seed_run
 from zoo.ablate.report import write_report
 from zoo.ablate.results import LEVEL, TRAIN_FLOPS_FACTOR, AblationResult, AblationRun, TuneRun
 from zoo.ablate.runner import ProgressCallback, Runner, join_world
-from zoo.checkpoint.owned import LOCK, MARKER, claim
+from zoo.checkpoint.owned import LOCK, MARKER, claim, refuse_inputs_inside
 from zoo.errors import ConfigError, InputError, ZooError
 from zoo.files import read_json
 from zoo.registry import Registry, default_registry
@@ -158,6 +158,8 @@ def _run(
     options: Options, on_progress: ProgressCallback | None, command: str, registry: Registry, overwrite: bool = False
 ) -> AblationResult:
     """Plan, train the sweep (if any) and the seeds, collect, report."""
+    if overwrite:  # the corpus inside the folder overwrite replaces: refused before it is read
+        refuse_inputs_inside(options.out_dir, [("data", options.data)], InputError)
     plan = make_plan(options, registry)
     world = join_world()
     if options.workers > 1 and world.size > 1:

@@ -21,6 +21,7 @@ from zoo.cli.options import (
     add_seed,
     add_sets,
     positive,
+    refuse_overwriting_inputs,
 )
 from zoo.cli.render import Ui, clipped, fmt_flops, new_table
 from zoo.config import parse_sets
@@ -300,6 +301,9 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
     from zoo.ablate.grid import run_study
     from zoo.ablate.plan import swapless
 
+    refuse_overwriting_inputs(
+        args.out, args.overwrite, {"--data": args.data, "--config": args.config, "--docs": args.docs}
+    )
     options = _options(args)
     nothing = swapless(args.base, args.target, default_registry())
     if nothing is not None:  # said before it trains, not only in the notes after

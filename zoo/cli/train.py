@@ -32,6 +32,7 @@ from zoo.cli.options import (
     add_version,
     positive,
     refuse_existing_file,
+    refuse_overwriting_inputs,
     seed,
 )
 from zoo.cli.progress import TrainProgress
@@ -375,6 +376,8 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
             "give the model to train: a preset or checkpoint NAME, a --config file with name = ..., "
             "or --resume with the -o of a run (its run.toml names it)"
         )
+    inputs = {"the checkpoint": args.name, "--data": args.data, "--config": args.config, "--tokenizer": args.tokenizer}
+    refuse_overwriting_inputs(args.out, args.overwrite, inputs)  # before --overwrite removes the folder
     progress = TrainProgress(ui.err, settings.steps, log_every=log_every, quiet=args.quiet, main_rank=main_rank)
 
     def on_step(report: StepReport) -> None:
@@ -419,7 +422,7 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
         "metrics": str(Path(args.out) / METRICS),
     }
     if have_matplotlib():  # the run's own curves, beside its metrics
-        summary["curves"] = str(plot_runs([args.out], Path(args.out) / CURVES))
+        summary["curves"] = str(plot_runs([args.out], Path(args.out) / CURVES, overwrite=True))  # the run's own
     if ui.json_mode:
         ui.json(summary)
         return 0
@@ -448,7 +451,7 @@ def logger_list(text: str) -> tuple[str, ...]:
 
 def cmd_plot(args: argparse.Namespace, ui: Ui) -> int:
     refuse_existing_file(args.out, args.overwrite)
-    written = plot_runs(args.runs, args.out, title=args.title)
+    written = plot_runs(args.runs, args.out, title=args.title, overwrite=args.overwrite)
     ui.line(f"plotted {len(args.runs)} run(s) to {written}")
     return 0
 

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from zoo.checkpoint import write_atomically
+from zoo.checkpoint.owned import refuse_inputs_inside
+from zoo.checkpoint.store import check_output_file
 from zoo.errors import ConfigError, InputError, printable
 from zoo.figures import plain_text
 from zoo.files import open_read
@@ -50,10 +52,18 @@ def have_matplotlib() -> bool:
 
 @plain_text()
 def plot_runs(
-    runs: Sequence[str | os.PathLike[str]], path: str | os.PathLike[str], *, title: str | None = None
+    runs: Sequence[str | os.PathLike[str]],
+    path: str | os.PathLike[str],
+    *,
+    title: str | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Train loss (thin), validation loss (dots) and learning rate of each run against
-    its steps, overlaid, with the tokens seen on the top axis; written to ``path``."""
+    its steps, overlaid, with the tokens seen on the top axis; written to ``path``, which
+    must be absent or, with ``overwrite``, a regular file (``check_output_file``, the
+    rule of ``zoo plot -o``), and must not be one of the runs' metrics files."""
+    target = check_output_file(path, InputError, overwrite=overwrite, what="the plot's file")
+    refuse_inputs_inside(target, [("the run", list(runs))], InputError)
     try:
         from matplotlib.figure import Figure
     except ImportError as err:
@@ -92,7 +102,6 @@ def plot_runs(
         top.set_xlabel(f"tokens ({per:,.0f} per step)")
     loss_ax.set_title(title or ", ".join(Path(name).name for name in curves), fontsize=10)
     fig.tight_layout()
-    target = Path(path)
     write_atomically(target, lambda file: fig.savefig(file, format="png"))
     return target
 

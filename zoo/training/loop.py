@@ -46,6 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from zoo.checkpoint.owned import refuse_inputs_inside
 from zoo.config import ModelConfig
 from zoo.errors import ConfigError, DivergenceError, InputError
 from zoo.training.checkpointing import output_folder, resume_state, save_version
@@ -536,6 +537,8 @@ def train(
     folder whole. Under torchrun every rank calls this; rank 0 writes.
     """
     settings = settings or TrainSettings()
+    if overwrite is True and out is not None:  # what overwrite would remove must not be what the run reads
+        refuse_inputs_inside(out, [("model", model), ("data", data), ("tokenizer", tokenizer)], InputError)
     if resume not in (None, False, True):
         out = out if out is not None else resume  # type: ignore[assignment]
         if out is not None and Path(out) != Path(resume):  # type: ignore[arg-type]
