@@ -242,6 +242,9 @@ def tokenizer(name_or_path: str | os.PathLike[str] | Tokenizer = "gpt2", *, revi
     ``merges.txt`` of a byte-level BPE (GPT-2's format). ``revision`` picks a hub id's
     branch, tag or commit.
     """
+    if revision is not None and (isinstance(name_or_path, Tokenizer) or str(name_or_path) == "bytes"):
+        what = "a loaded tokenizer" if isinstance(name_or_path, Tokenizer) else "'bytes', which has no versions"
+        raise ConfigError(f"revision={revision!r} picks a hub id's version, but this is {what}; drop revision")
     if isinstance(name_or_path, Tokenizer):
         return name_or_path
     if not isinstance(name_or_path, (str, os.PathLike)):

@@ -31,6 +31,7 @@ from zoo.checkpoint.store import SUFFIX, path_arg, publish_file, publish_version
 from zoo.config import ModelConfig
 from zoo.errors import CheckpointError
 from zoo.factory import device_arg, dtype_arg, initialize, materialize, model_for
+from zoo.inputs import check_flag
 from zoo.memory import allocating, model_bytes
 from zoo.registry import Registry, default_registry
 
@@ -102,6 +103,8 @@ def load(
     unexpected tensors and initialises missing ones with the config's init scheme;
     shape and dtype mismatches are always errors.
     """
+    check_flag(strict, "strict")
+    check_flag(verify, "verify")
     registry = registry or default_registry()
     target_dtype = dtype_arg(dtype, CheckpointError)
     target_device = device_arg(device, CheckpointError)

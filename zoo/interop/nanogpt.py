@@ -22,6 +22,7 @@ from zoo.checkpoint.store import path_arg
 from zoo.config import validate_config
 from zoo.errors import ConfigError, InteropError
 from zoo.factory import build, device_arg, dtype_arg, reset_buffers
+from zoo.inputs import check_flag
 from zoo.interop.converter import (
     KERNELS,
     Converter,
@@ -163,6 +164,7 @@ def from_nanogpt(
     stored dtype unless ``dtype`` is given; ``attention`` is "sdpa" or "eager". Weights
     must be floating point and finite (``allow_nonfinite=True`` to load NaNs anyway).
     """
+    check_flag(allow_nonfinite, "allow_nonfinite")
     if attention not in KERNELS:
         raise InteropError(f"attention={attention!r}: pick one of {', '.join(map(repr, KERNELS))}")
     target_dtype = dtype_arg(dtype, InteropError)

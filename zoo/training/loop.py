@@ -48,6 +48,7 @@ from torch import Tensor, nn
 
 from zoo.config import ModelConfig
 from zoo.errors import ConfigError, DivergenceError, InputError
+from zoo.inputs import check_flag
 from zoo.training.checkpointing import output_folder, resume_state, save_version
 from zoo.training.data import (
     TOKENIZERS,
@@ -535,6 +536,9 @@ def train(
     exactly; ``overwrite=True`` starts a new run in ``out`` whatever it held, replacing the
     folder whole. Under torchrun every rank calls this; rank 0 writes.
     """
+    check_flag(overwrite, "overwrite")
+    if resume is not None and not isinstance(resume, (bool, str, os.PathLike)):
+        raise InputError(f"resume must be True, False, None or the run folder to resume, got {resume!r}")
     settings = settings or TrainSettings()
     if resume not in (None, False, True):
         out = out if out is not None else resume  # type: ignore[assignment]
