@@ -16,14 +16,25 @@ from helpers import tiny
 from zoo import ConfigError, InputError, ZooError
 
 
+def _public_functions() -> dict[str, Callable[..., Any]]:
+    """The functions ``zoo`` exports, and the public methods the zoo's model classes define
+    themselves (``DecoderLM.run_with_cache``; not torch's own ``nn.Module`` methods)."""
+    found = {name: getattr(zoo, name) for name in zoo.__all__ if inspect.isfunction(getattr(zoo, name))}
+    for cls in (zoo.DecoderLM, zoo.EncoderDecoder):
+        for name, method in inspect.getmembers(cls, inspect.isfunction):
+            if not name.startswith("_") and method.__module__.startswith("zoo."):
+                found[f"{cls.__name__}.{name}"] = method
+    return found
+
+
+FUNCTIONS = _public_functions()
+
+
 def _boolean_parameters() -> list[tuple[str, str, str]]:
     """``(function, parameter, annotation)`` of every public function's parameter typed
     with ``bool``, found from the signatures, so a new one is covered without a list."""
     found = []
-    for name in zoo.__all__:
-        function = getattr(zoo, name)
-        if not inspect.isfunction(function):
-            continue
+    for name, function in FUNCTIONS.items():
         for parameter in inspect.signature(function).parameters.values():
             if "bool" in str(parameter.annotation).split(" | "):
                 found.append((name, parameter.name, str(parameter.annotation)))
@@ -37,6 +48,7 @@ def test_the_boolean_parameters_are_found() -> None:
     names = {(function, parameter) for function, parameter, _ in BOOLEANS}
     assert {("generate_text", "stop_at_eot"), ("from_hf", "allow_nonfinite"), ("load", "verify")} <= names
     assert ("build", "pretrained") in names and ("train", "resume") in names
+    assert ("DecoderLM.run_with_cache", "detach") in names and ("DecoderLM.forward", "last_only") in names
 
 
 def _call(function: Callable[..., Any], **keywords: Any) -> Any:
@@ -62,7 +74,7 @@ NOT_BOOLEANS = [
 @pytest.mark.parametrize(("function", "parameter", "value"), NOT_BOOLEANS, ids=str)
 def test_every_boolean_parameter_refuses_what_is_not_a_boolean(function: str, parameter: str, value: Any) -> None:
     with pytest.raises(InputError, match=rf"^{parameter} must be True(, False, None)? or"):
-        _call(getattr(zoo, function), **{parameter: value})
+        _call(FUNCTIONS[function], **{parameter: value})
 
 
 def test_a_loaded_model_takes_no_revision_or_version(tmp_path: Any) -> None:

@@ -52,7 +52,7 @@ from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
 from zoo.contracts import AttentionContext, is_residual_output
-from zoo.errors import HookError, did_you_mean
+from zoo.errors import HookError, check_flag, did_you_mean
 
 __all__ = [
     "HookFn",
@@ -381,6 +381,7 @@ def run_with_cache(
     keeps them in the autograd graph, so gradients can be taken with respect to them.
     Every point asked for by name must run, else a ``HookError`` names the ones that did not.
     """
+    check_flag(detach, "detach")
     selected = select(model, names)
     cache: dict[str, Tensor] = {}
 

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from zoo.cache import KVCache
 from zoo.config import ModelConfig
 from zoo.contracts import PositionEncoding
-from zoo.errors import ConfigError, InputError, printable, quoted
+from zoo.errors import ConfigError, InputError, printable
 
 INDEX_DTYPES = (torch.int64, torch.int32)  # what embedding lookups take
 
@@ -33,15 +33,6 @@ def check_tensor(value: object, name: str, hint: str) -> Tensor:
         raise InputError(
             f"{name} must be a torch.Tensor {hint}, got {type(value).__name__}; convert it with torch.tensor(...)"
         )
-    return value
-
-
-def check_flag(value: object, name: str, hint: str = "") -> bool:
-    """``value`` if it is ``True`` or ``False``, else an ``InputError``: a truthy string
-    such as ``'no'`` (or a 1) is a mistake to name, never a switch to flip. The one check of
-    every boolean parameter of the public API (``hint``: what to pass instead)."""
-    if not isinstance(value, bool):
-        raise InputError(f"{name} must be True or False, got {type(value).__name__} {quoted(value, 60)}{hint}")
     return value
 
 

@@ -30,8 +30,7 @@ from zoo.checkpoint import load
 from zoo.checkpoint.format import json_field
 from zoo.checkpoint.store import open_file, resolve
 from zoo.decoding import generate
-from zoo.errors import CheckpointError, ConfigError, InputError, InteropError, printable
-from zoo.inputs import check_flag
+from zoo.errors import CheckpointError, ConfigError, InputError, InteropError, check_flag, printable
 from zoo.interop.hf import from_hf
 from zoo.interop.hub import is_hub_id, local_or_snapshot
 from zoo.model import DecoderLM

@@ -29,9 +29,8 @@ from zoo.checkpoint.format import build_header, read
 from zoo.checkpoint.owned import check_versions_folder
 from zoo.checkpoint.store import SUFFIX, path_arg, publish_file, publish_version, resolve
 from zoo.config import ModelConfig
-from zoo.errors import CheckpointError
+from zoo.errors import CheckpointError, check_flag
 from zoo.factory import device_arg, dtype_arg, initialize, materialize, model_for
-from zoo.inputs import check_flag
 from zoo.memory import allocating, model_bytes
 from zoo.registry import Registry, default_registry
 

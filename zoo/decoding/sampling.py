@@ -9,8 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from zoo.errors import InputError
-from zoo.inputs import check_flag
+from zoo.errors import InputError, check_flag
 
 __all__ = ["Sampling", "check_scores", "repetition_penalty", "top_k", "top_p"]
 

@@ -24,10 +24,9 @@ from torch import Tensor
 from zoo.checkpoint.owned import staged_folder
 from zoo.checkpoint.store import path_arg, write_atomically, write_safetensors
 from zoo.config import ModelConfig, validate_config
-from zoo.errors import ConfigError, InteropError, quoted
+from zoo.errors import ConfigError, InteropError, check_flag, quoted
 from zoo.factory import build, device_arg, dtype_arg, reset_buffers
 from zoo.files import confined, read_json
-from zoo.inputs import check_flag
 from zoo.interop.converter import (
     KERNELS,
     Converter,

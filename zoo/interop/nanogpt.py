@@ -20,9 +20,8 @@ from torch import Tensor
 
 from zoo.checkpoint.store import path_arg
 from zoo.config import validate_config
-from zoo.errors import ConfigError, InteropError
+from zoo.errors import ConfigError, InteropError, check_flag
 from zoo.factory import build, device_arg, dtype_arg, reset_buffers
-from zoo.inputs import check_flag
 from zoo.interop.converter import (
     KERNELS,
     Converter,

@@ -47,8 +47,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.config import ModelConfig
-from zoo.errors import ConfigError, DivergenceError, InputError
-from zoo.inputs import check_flag
+from zoo.errors import ConfigError, DivergenceError, InputError, check_flag
 from zoo.training.checkpointing import output_folder, resume_state, save_version
 from zoo.training.data import (
     TOKENIZERS,
