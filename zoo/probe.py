@@ -38,7 +38,7 @@ from torch import Tensor, nn
 
 from zoo.checkpoint import load, versions, write_atomically
 from zoo.config import ModelConfig, get_config, parse_sets
-from zoo.errors import ConfigError, InputError, ZooError
+from zoo.errors import ConfigError, InputError, ZooError, printable
 from zoo.factory import build
 from zoo.figures import plain_text
 from zoo.hooks import run_with_cache, stacks
@@ -155,6 +155,11 @@ def probe(
     wanted = ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(layers)]
     wanted += [f"blocks.{i}.attn.hook_pattern" for i in range(layers)]
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if not named:
+        raise InputError(
+            f"{label}: every parameter has requires_grad=False (a frozen model), so there are no gradient norms to "
+            f"measure; unfreeze it for the probe: model.requires_grad_(True) (the probe leaves .grad as it was)"
+        )
     try:
         with torch.enable_grad():
             output, cache = run_with_cache(model, tokens, names=wanted)
@@ -170,7 +175,14 @@ def probe(
     grad_norm, grad_other = grouped_norms(model, grads, layers)
     rms = [float(cache[n].double().pow(2).mean().sqrt()) for n in wanted[: layers + 1]]
     heads = [entropy(cache[f"blocks.{i}.attn.hook_pattern"]).tolist() for i in range(layers)]
-    return ProbeResult(label, source, layers, value, rms, grad_norm, grad_other, heads)
+    result = ProbeResult(label, source, layers, value, rms, grad_norm, grad_other, heads)
+    frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+    if frozen:  # their groups' norms leave them out: said, so a 0 is not read as a vanished gradient
+        shown = ", ".join(printable(n, 60) for n in frozen[:4]) + (" ..." if len(frozen) > 4 else "")
+        result.notes.append(
+            f"{len(frozen)} frozen weight tensor(s) (requires_grad=False) count 0 in the gradient norms: {shown}"
+        )
+    return result
 
 
 # -- text, designs, many models ------------------------------------------------------------
