@@ -33,7 +33,7 @@ between them; its ``hook_resid_mid`` is ``resid_pre + attn_out``, the stream as 
 alone leaves it, and replacing it shifts ``resid_post`` by the same amount.
 
 A hook is ``fn(activation, name)``; it reads the activation, or returns a tensor of the
-same shape to use in its place. Under ``torch.compile`` hooks work: dynamo traces them and
+same shape, dtype and device to use in its place (anything else is a ``HookError``). Under ``torch.compile`` hooks work: dynamo traces them and
 recompiles once when hooks are set or removed (``model.hook_state`` is in its guards); a
 hook it cannot trace breaks the graph, which ``fullgraph=True`` refuses.
 """
@@ -66,7 +66,7 @@ __all__ = [
     "run_with_cache",
 ]
 
-#: A hook: reads ``activation`` at ``name``; returns None, or a tensor of its shape to replace it.
+#: A hook: reads ``activation`` at ``name``; returns None, or a tensor like it (shape, dtype, device) to replace it.
 HookFn = Callable[[Tensor, str], "Tensor | None"]
 #: Which points: None (all), a name, names, or a predicate on names.
 Names = str | Iterable[str] | Callable[[str], bool] | None
@@ -366,8 +366,9 @@ def select(model: nn.Module, names: Names) -> list[str]:
 def hooked(model: nn.Module, fns: Mapping[str, HookFn | Sequence[HookFn]]) -> Iterator[None]:
     """Run ``fns[name](activation, name)`` at each named point while the block is open.
 
-    A hook returns None (it only reads) or a tensor of the activation's shape that takes
-    its place. Contexts nest; on exit the model is as it was.
+    A hook returns None (it only reads) or a tensor of the activation's shape, dtype and
+    device that takes its place. Every hook is checked to be callable as
+    ``fn(activation, name)`` before any is set. Contexts nest; on exit the model is as it was.
     """
     m: Any = getattr(model, "_orig_mod", model)  # a torch.compile'd model: its module
     if not isinstance(fns, Mapping):
@@ -487,8 +488,9 @@ def patch(
     names: Names = lambda name: ".hook_resid_" in name,
 ) -> Patching:
     """Patch one point at a time from the clean run into the corrupted one; ``metric(output)``
-    says how much of the clean behaviour comes back. Clean and corrupted inputs must have
-    the same shapes. ``names`` defaults to every residual-stream point."""
+    says how much of the clean behaviour comes back, as one finite number (a float or a
+    one-element tensor; anything else is a ``HookError`` naming the run). Clean and
+    corrupted inputs must have the same shapes. ``names`` defaults to every residual-stream point."""
     clean_args = clean if isinstance(clean, tuple) else (clean,)
     corrupted_args = corrupted if isinstance(corrupted, tuple) else (corrupted,)
     if not callable(metric):

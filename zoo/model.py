@@ -128,7 +128,7 @@ class TokenModel(nn.Module):
 
     def hooks(self, fns: Mapping[str, HookFn | Sequence[HookFn]]) -> AbstractContextManager[None]:
         """``with model.hooks({name: fn}):`` runs ``fn(activation, name)`` at each point; a hook
-        that returns a tensor (of the same shape) replaces the activation."""
+        that returns a tensor (of the same shape, dtype and device) replaces the activation."""
         return hooked(self, fns)
 
     def run_with_cache(

@@ -142,7 +142,8 @@ def probe(
 ) -> ProbeResult:
     """Measure ``model`` (a decoder-only zoo model) on ``tokens`` (B, S); see the module's
     doc. The gradients are of the loss at predicting ``tokens`` shifted by one, or
-    ``targets`` (B, S) when given."""
+    ``targets`` (B, S) when given; a frozen model (no parameter requires grad) has none
+    and is refused, a partly frozen one's frozen tensors count 0 and are named in ``notes``."""
     m: Any = model
     if not hasattr(m, "blocks"):
         raise ConfigError(
