@@ -106,3 +106,18 @@ def test_a_tokenizer_without_versions_takes_no_revision(source: str) -> None:
 def test_the_other_arguments_that_do_not_apply_are_refused(call: Callable[[], Any], match: str) -> None:
     with pytest.raises(ZooError, match=match):
         call()
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [({"on_text": 5}, "on_text must be a function"), ({"temperature": "hot", "do_sample": True}, "temperature must be a number"),
+     ({"top_k": 0}, "top_k must be a positive integer"), ({"top_p": 2.0}, r"top_p must be in \(0, 1\]"),
+     ({"repetition_penalty": float("nan")}, "repetition_penalty must be a finite number"),
+     ({"seed": "1"}, "seed must be an integer")],
+)  # fmt: skip
+def test_generate_text_refuses_its_options_before_loading_the_model(
+    tmp_path: Any, options: dict[str, Any], match: str
+) -> None:
+    missing = tmp_path / "no-such-checkpoint.safetensors"  # loading it would be a CheckpointError
+    with pytest.raises(InputError, match=match):
+        zoo.generate_text(missing, "x", **options)
