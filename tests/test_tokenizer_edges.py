@@ -65,6 +65,8 @@ def test_encode_refuses_what_is_not_utf8_text(tok: Tokenizer, text: Any, match: 
 def test_decode_refuses_what_are_not_token_ids(tok: Tokenizer, ids: Any, match: str) -> None:
     with pytest.raises(InputError, match=match):
         tok.decode(ids)
+    with pytest.raises(InputError, match=match):
+        tok.stream(ids)  # a prompt's ids, context of the stream
     if isinstance(ids, list) and len(ids) == 1 and not isinstance(ids[0], list):
         with pytest.raises(InputError, match=match):
             tok.stream().push(ids[0])

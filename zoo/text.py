@@ -138,6 +138,7 @@ class TiktokenTokenizer(Tokenizer):
             return UNKNOWN.encode()
 
     def stream(self, prefix: Sequence[int] = ()) -> TextStream:
+        checked_ids(prefix)  # context only, but checked as decode checks it
         return TextStream(self)
 
 
@@ -163,6 +164,7 @@ class ByteTokenizer(Tokenizer):
         return bytes([token_id]) if token_id < 256 else UNKNOWN.encode()
 
     def stream(self, prefix: Sequence[int] = ()) -> TextStream:
+        checked_ids(prefix)  # context only, but checked as decode checks it
         return TextStream(self)
 
 
@@ -306,7 +308,7 @@ class DecodeStream:
 
     def __init__(self, tokenizer: Tokenizer, prefix: Sequence[int] = ()) -> None:
         self.tokenizer = tokenizer
-        self.ids = list(prefix)
+        self.ids = checked_ids(prefix)
         # A prefix that ends inside a character: its U+FFFD is not text yet.
         self.done = len(tokenizer.decode(self.ids).rstrip("\ufffd")) if self.ids else 0
 
