@@ -129,3 +129,19 @@ def test_probe_refuses_a_frozen_model_and_names_the_frozen_part_of_another() -> 
     assert result.grad_norm["attention"][0] == 0.0 and result.grad_norm["attention"][1] > 0
     assert any("frozen weight tensor(s)" in note and "blocks.0." in note for note in result.notes)
     assert not any("frozen" in note for note in probe(tiny(), TOKENS).notes)
+
+
+@pytest.mark.parametrize(
+    ("tokens", "targets", "match"),
+    [(TOKENS[:, :1], None, r"needs at least 2 tokens per row \(got 1\); give more tokens, or targets="),
+     (TOKENS.float(), None, "tokens must be an integer tensor"),
+     (TOKENS.tolist(), None, "tokens must be a torch.Tensor"),
+     (TOKENS + 100, None, r"tokens: token id 104 is outside the vocabulary \[0, 97\)"),
+     (TOKENS, TOKENS[:, :2], r"targets must be integer token ids of the shape of tokens \(1, 4\).*shape \(1, 2\)"),
+     (TOKENS, TOKENS.float(), "got torch.float32"),
+     (TOKENS, TOKENS.tolist(), "targets must be a torch.Tensor"),
+     (TOKENS, TOKENS + 300, "targets: token id 304 is outside the vocabulary")],
+)  # fmt: skip
+def test_probe_refuses_tokens_and_targets_it_cannot_score(tokens: Any, targets: Any, match: str) -> None:
+    with pytest.raises(InputError, match=match):
+        probe(tiny(), tokens, targets=targets)

@@ -42,7 +42,7 @@ from zoo.errors import ConfigError, InputError, ZooError, printable
 from zoo.factory import build
 from zoo.figures import plain_text
 from zoo.hooks import run_with_cache, stacks
-from zoo.inputs import not_finite_loss
+from zoo.inputs import INDEX_DTYPES, check_inputs, check_tensor, not_finite_loss
 
 __all__ = ["Design", "ProbeResult", "corpus_batch", "plot", "probe", "probe_designs", "write_json"]
 
@@ -150,6 +150,7 @@ def probe(
             f"{label}: zoo probe measures decoder-only models; {type(model).__name__} is an "
             f"encoder-decoder (its hook points are there for your own studies: model.run_with_cache)"
         )
+    _check_tokens(m, tokens, targets, label)
     layers = len(m.blocks)
     was_training = model.training
     model.eval()
@@ -184,6 +185,25 @@ def probe(
             f"{len(frozen)} frozen weight tensor(s) (requires_grad=False) count 0 in the gradient norms: {shown}"
         )
     return result
+
+
+def _check_tokens(model: Any, tokens: Tensor, targets: Tensor | None, label: str) -> None:
+    """Refuse tokens the model cannot read, and targets that are not one id per position."""
+    check_inputs(model, tokens, name="tokens")
+    if targets is None:
+        if tokens.shape[1] < 2:
+            raise InputError(
+                f"{label}: the probe's loss predicts each next token, so it needs at least 2 tokens per row "
+                f"(got {tokens.shape[1]}); give more tokens, or targets= of their shape"
+            )
+        return
+    check_tensor(targets, "targets", f"of token ids of the shape of tokens {tuple(tokens.shape)}")
+    if targets.shape != tokens.shape or targets.dtype not in INDEX_DTYPES:
+        raise InputError(
+            f"{label}: targets must be integer token ids of the shape of tokens {tuple(tokens.shape)} (one per "
+            f"position), got {targets.dtype} of shape {tuple(targets.shape)}"
+        )
+    check_inputs(model, targets, name="targets")
 
 
 # -- text, designs, many models ------------------------------------------------------------
