@@ -33,9 +33,10 @@ between them; its ``hook_resid_mid`` is ``resid_pre + attn_out``, the stream as 
 alone leaves it, and replacing it shifts ``resid_post`` by the same amount.
 
 A hook is ``fn(activation, name)``; it reads the activation, or returns a tensor of the
-same shape, dtype and device to use in its place (anything else is a ``HookError``). Under ``torch.compile`` hooks work: dynamo traces them and
-recompiles once when hooks are set or removed (``model.hook_state`` is in its guards); a
-hook it cannot trace breaks the graph, which ``fullgraph=True`` refuses.
+same shape, dtype and device to use in its place (anything else is a ``HookError``).
+Under ``torch.compile`` hooks work: dynamo traces them and recompiles once when hooks
+are set or removed (``model.hook_state`` is in its guards); a hook it cannot trace
+breaks the graph, which ``fullgraph=True`` refuses.
 """
 
 from __future__ import annotations
@@ -490,7 +491,8 @@ def patch(
     """Patch one point at a time from the clean run into the corrupted one; ``metric(output)``
     says how much of the clean behaviour comes back, as one finite number (a float or a
     one-element tensor; anything else is a ``HookError`` naming the run). Clean and
-    corrupted inputs must have the same shapes. ``names`` defaults to every residual-stream point."""
+    corrupted inputs must have the same shapes. ``names`` defaults to every
+    residual-stream point."""
     clean_args = clean if isinstance(clean, tuple) else (clean,)
     corrupted_args = corrupted if isinstance(corrupted, tuple) else (corrupted,)
     if not callable(metric):

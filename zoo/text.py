@@ -222,7 +222,7 @@ def checked_text(text: object) -> str:
     if not isinstance(text, str):
         fix = "decode it first: data.decode('utf-8')" if isinstance(text, (bytes, bytearray)) else "pass a str"
         raise InputError(f"a tokenizer encodes text (a str), got {type(text).__name__} {quoted(text, 40)}; {fix}")
-    found = _SURROGATE.search(text)
+    found = None if text.isascii() else _SURROGATE.search(text)  # ASCII, the usual case: no scan
     if found:
         raise InputError(
             f"the text holds {quoted(found.group())} at character {found.start()}: a lone surrogate, which is "
