@@ -51,6 +51,9 @@ def test_the_boolean_parameters_are_found() -> None:
     assert ("DecoderLM.run_with_cache", "detach") in names and ("DecoderLM.forward", "last_only") in names
 
 
+PLACEHOLDER = "/no-such-folder/placeholder"  # no path, hub id or preset: nothing is read or downloaded
+
+
 def _call(function: Callable[..., Any], **keywords: Any) -> Any:
     """``function`` with a placeholder for each required positional argument: the flags
     are checked before anything else, so the placeholders are never looked at."""
@@ -59,7 +62,7 @@ def _call(function: Callable[..., Any], **keywords: Any) -> Any:
         for p in inspect.signature(function).parameters.values()
         if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
-    return function(*["placeholder-never-read"] * len(required), **keywords)
+    return function(*[PLACEHOLDER] * len(required), **keywords)
 
 
 # Truthy strings and numbers; a parameter that also takes a path or None (train's resume) gets the numbers.
@@ -75,6 +78,18 @@ NOT_BOOLEANS = [
 def test_every_boolean_parameter_refuses_what_is_not_a_boolean(function: str, parameter: str, value: Any) -> None:
     with pytest.raises(InputError, match=rf"^{parameter} must be True(, False, None)? or"):
         _call(FUNCTIONS[function], **{parameter: value})
+
+
+@pytest.mark.parametrize(("function", "parameter", "annotation"), BOOLEANS, ids=str)
+@pytest.mark.parametrize("value", [True, False])
+def test_true_and_false_pass_the_check(
+    function: str, parameter: str, annotation: str, value: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    try:  # the placeholders then fail further on, but not on the flag
+        _call(FUNCTIONS[function], **{parameter: value})
+    except Exception as err:  # noqa: BLE001  any later refusal of the placeholders is fine
+        assert not str(err).startswith(f"{parameter} must be True"), err
 
 
 def test_a_loaded_model_takes_no_revision_or_version(tmp_path: Any) -> None:
