@@ -124,3 +124,14 @@ def test_zoo_generate_refuses_a_prompt_that_was_not_utf8(
     captured = capsys.readouterr()
     assert "lone surrogate" in captured.err and "--prompt" in captured.err and "Traceback" not in captured.err
     assert captured.out == ""
+
+
+def test_an_id_in_a_gap_of_a_vocabulary_is_shown_too(tmp_path: Path) -> None:
+    tokenizers = pytest.importorskip("tokenizers")
+    backend = tokenizers.Tokenizer(tokenizers.models.WordLevel({"a": 0, "b": 2, "c": 5}, unk_token="c"))
+    backend.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    backend.save(str(tmp_path / "tokenizer.json"))
+    tok = zoo.tokenizer(tmp_path)
+    assert tok.encode("a b") == [0, 2] and tok.decode([0, 2]) == "a b"
+    assert tok.decode([0, 1, 2]) == "a" + UNKNOWN + "b"  # id 1 has no token: shown, not dropped
+    assert tok.decode([3, 4]) == UNKNOWN * 2

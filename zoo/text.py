@@ -197,11 +197,17 @@ class HFTokenizer(Tokenizer):
 
     def decode(self, ids: Iterable[int]) -> str:
         listed = checked_ids(ids)
-        if listed and max(listed) >= self.vocab_size:  # tokenizers drops ids without a token: show them
+        if listed and (max(listed) >= self.vocab_size or not self._contiguous):  # tokenizers drops ids without a token
             text = self._decode_around_unknown(listed)
         else:
             text = str(self.backend.decode(listed, skip_special_tokens=False))
         return clean_up_tokenization(text) if self.clean_up_spaces else text
+
+    @functools.cached_property
+    def _contiguous(self) -> bool:
+        """Whether every id below ``vocab_size`` has a token (a vocabulary may skip some)."""
+        ids = self.backend.get_vocab(with_added_tokens=True).values()
+        return len(ids) == self.vocab_size and max(ids, default=-1) == self.vocab_size - 1
 
     def _decode_around_unknown(self, ids: list[int]) -> str:
         """The runs of ids with a token decoded as usual, each id without one as U+FFFD."""
