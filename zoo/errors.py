@@ -149,3 +149,13 @@ class HookError(ZooError, ValueError):
 
 class DistributedError(ZooError):
     """The ranks of a run lost each other: a collective timed out, or another rank stopped."""
+
+
+def check_flag(value: object, name: str, hint: str = "") -> bool:
+    """``value`` if it is ``True`` or ``False``, else an ``InputError``: a truthy string
+    such as ``'no'`` (or a 1) is a mistake to name, never a switch to flip. The one check of
+    every boolean parameter of the public API (``hint``: what to pass instead); here, below
+    every layer, so that each can use it."""
+    if not isinstance(value, bool):
+        raise InputError(f"{name} must be True or False, got {type(value).__name__} {quoted(value, 60)}{hint}")
+    return value
