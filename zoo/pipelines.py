@@ -226,7 +226,6 @@ def load_with_tokenizer(
     model_or_path: nn.Module | str | os.PathLike[str], *, revision: str | None = None, version: int | None = None
 ) -> tuple[DecoderLM, Tokenizer | None]:
     """The model (as ``load_model``) and the tokenizer it goes with, where it names one."""
-    check_revision(revision)
     if isinstance(model_or_path, nn.Module):
         for name, value in (("revision", revision), ("version", version)):
             if value is not None:
@@ -235,6 +234,7 @@ def load_with_tokenizer(
                     f"the hub id or checkpoint path instead of the model"
                 )
         return _decoder(model_or_path, type(model_or_path).__name__), None
+    check_revision(revision)
     if not isinstance(model_or_path, (str, os.PathLike)) or not str(model_or_path):
         raise InputError(
             f"model_or_path must be a model, a Hugging Face folder, a hub id or a zoo checkpoint path, "
