@@ -319,7 +319,7 @@ def probe_designs(
 def write_json(results: Sequence[ProbeResult], path: str | os.PathLike[str]) -> Path:
     """The results as one JSON file, written atomically."""
     text = json.dumps({"probes": [r.to_dict() for r in results]}, indent=1)
-    return write_atomically(Path(path), lambda p: p.write_text(text + "\n", encoding="utf-8"))
+    return write_atomically(Path(path), lambda p: p.write_text(text + "\n", encoding="utf-8"), InputError)
 
 
 # -- plots -------------------------------------------------------------------------------------
@@ -354,7 +354,7 @@ def plot(results: Sequence[ProbeResult], path: str | os.PathLike[str], *, metric
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
-    return write_atomically(Path(path), lambda p: p.write_bytes(buffer.getvalue()))
+    return write_atomically(Path(path), lambda p: p.write_bytes(buffer.getvalue()), InputError)
 
 
 def _draw(ax: Any, metric: str, result: ProbeResult, colour: str, *, width: float) -> None:

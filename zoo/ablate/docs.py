@@ -72,7 +72,7 @@ def _figures(page: Path, name: str, results: StudyResult | AblationResult) -> di
             continue
         target = page.parent / "figures" / f"{name}-{role}.png"
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(target, _copier(source.read_bytes()))
+        write_atomically(target, _copier(source.read_bytes()), InputError)
         shown[role] = target.relative_to(page.parent).as_posix()
     return shown
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from zoo.ablate.advice import SEED_LIMIT
 from zoo.ablate.ladder import Cell, StudyResult, row_named
-from zoo.ablate.records import write_text
+from zoo.ablate.records import write_figure, write_text
 from zoo.ablate.report import figure_class
 from zoo.ablate.results import ALPHA, LEVEL, md_code
 from zoo.figures import plain_text
@@ -308,7 +308,7 @@ def plot_scale(study: StudyResult, path: Path) -> Path | None:
         ax.legend(fontsize=7)
     fig.suptitle(f"{study.base} -> {study.target}: effects against scale")
     fig.tight_layout()
-    fig.savefig(path)
+    write_figure(path, fig)
     return path
 
 
@@ -357,5 +357,5 @@ def plot_sweep(study: StudyResult, path: Path) -> Path | None:
         ax.legend(fontsize=7)
     fig.suptitle(f"{study.base} -> {study.target}: final loss against the {'rate' if swept == 'lr' else 'warm-up'}")
     fig.tight_layout()
-    fig.savefig(path)
+    write_figure(path, fig)
     return path

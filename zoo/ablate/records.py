@@ -24,7 +24,7 @@ from zoo.ablate.results import SeedRun, curve_dict
 from zoo.checkpoint import inspect
 from zoo.checkpoint.hashing import bytes_of
 from zoo.checkpoint.store import write_atomically
-from zoo.errors import CheckpointError, InputError
+from zoo.errors import CheckpointError, InputError, os_error
 from zoo.files import confined, read_json
 from zoo.training import CurvePoint, TokenData, open_data, tokens_data
 
@@ -216,6 +216,11 @@ def write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (``checkpoint.store.write_atomically``)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, lambda file: file.write_text(text, encoding="utf-8"))
     except OSError as err:
-        raise InputError(f"cannot write {path}: {err.strerror}; pick another out_dir") from err
+        raise os_error(err, "create the folder", path.parent, InputError) from err
+    write_atomically(path, lambda file: file.write_text(text, encoding="utf-8"), InputError)
+
+
+def write_figure(path: Path, fig: Any) -> None:
+    """Save the matplotlib figure ``fig`` as a PNG at ``path`` atomically (``write_text``'s errors)."""
+    write_atomically(path, lambda file: fig.savefig(file, format="png"), InputError)

@@ -11,7 +11,7 @@ from typing import Any
 
 from zoo.ablate.advice import CORRECTION_NAMES, caveats_section, next_step_section, noise_section
 from zoo.ablate.compare import SIZE_AXES
-from zoo.ablate.records import write_text
+from zoo.ablate.records import write_figure, write_text
 from zoo.ablate.results import ALPHA, LEVEL, MIN_EFFECT, TRAIN_FLOPS_FACTOR, AblationResult, AblationRun, md_code
 from zoo.errors import printable
 from zoo.figures import plain_text
@@ -335,7 +335,7 @@ def plot_curves(runs: list[AblationRun], path: Path, *, title: str, notes: list[
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    write_figure(path, fig)
     return path
 
 
@@ -371,7 +371,7 @@ def plot_deltas(result: AblationResult, path: Path) -> Path | None:
     ax.set_title(f"{result.base} -> {result.target}: {len(result.seeds)} seeds")
     ax.grid(alpha=0.3, axis="x")
     fig.tight_layout()
-    fig.savefig(path)
+    write_figure(path, fig)
     return path
 
 
@@ -411,5 +411,5 @@ def plot_diagnostics(result: AblationResult, path: Path) -> Path | None:
     axes[0][0].legend(fontsize=7)
     fig.suptitle(f"{result.base} -> {result.target}: inside the runs")
     fig.tight_layout()
-    fig.savefig(path)
+    write_figure(path, fig)
     return path

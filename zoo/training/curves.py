@@ -93,7 +93,7 @@ def plot_runs(
     loss_ax.set_title(title or ", ".join(Path(name).name for name in curves), fontsize=10)
     fig.tight_layout()
     target = Path(path)
-    write_atomically(target, lambda file: fig.savefig(file, format="png"))
+    write_atomically(target, lambda file: fig.savefig(file, format="png"), InputError)
     return target
 
 

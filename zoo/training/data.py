@@ -37,8 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from torch import Tensor
 
 from zoo._version import __version__
-from zoo.checkpoint.owned import check_output_path
-from zoo.errors import ConfigError, InputError, ZooError, printable, quoted
+from zoo.checkpoint.owned import check_output_path, check_replaceable, writing_beside
+from zoo.errors import ConfigError, InputError, ZooError, os_error, printable, quoted
 from zoo.files import confined, read_json
 from zoo.text import KEPT_FILES, TOKENIZER_FOLDER, keep_tokenizer_files
 from zoo.text import tokenizer as text_tokenizer
@@ -632,20 +632,55 @@ def prepare(
         raise ConfigError(f"workers={workers!r} must be a positive integer (--workers)")
     target = Path(out)
     check_output_path(target, InputError)
-    if target.exists() and any(target.iterdir()):
-        raise InputError(f"output {target} exists and is not an empty folder; pass a new folder (-o)")
+    check_replaceable(target, InputError, "the output folder (-o)")  # renamed into place: not the current folder
+    _check_empty(target)
     files = _text_files(list(inputs))
     vocab = 256 if tokenizer == "bytes" else (kept or _encoder(tokenizer)).vocab_size
     dtype = "uint16" if vocab <= 1 << 16 else "uint32"
     typecode, itemsize = _DTYPES[dtype][1], _DTYPES[dtype][2]
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.parent / f".{target.name}.tmp-{secrets.token_hex(4)}"
-        temporary.mkdir()
     except OSError as err:
-        raise InputError(
-            f"cannot write the prepared data to {target}: {err.strerror or err}; pick a writable -o"
-        ) from err
+        raise os_error(err, "write the prepared data to", target, InputError) from err
+    with writing_beside(target, InputError):  # a second `zoo data prepare -o` of it: FolderLockedError at once
+        _check_empty(target)  # again, now that it is ours: another process may have finished it meanwhile
+        try:
+            temporary = target.parent / f".{target.name}.tmp-{secrets.token_hex(4)}"
+            temporary.mkdir()
+        except OSError as err:
+            raise os_error(err, "write the prepared data to", target, InputError) from err
+        _write_prepared(
+            temporary,
+            target,
+            files,
+            kept,
+            tokenizer,
+            (vocab, dtype, typecode, itemsize),
+            val_fraction,
+            workers,
+            shard_tokens,
+        )
+    return open_data(target)
+
+
+def _check_empty(target: Path) -> None:
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise InputError(f"output {target} exists and is not an empty folder; pass a new folder (-o)")
+
+
+def _write_prepared(
+    temporary: Path,
+    target: Path,
+    files: list[Path],
+    kept: Any,
+    tokenizer: str,
+    kind: tuple[int, str, str, int],
+    val_fraction: float,
+    workers: int | None,
+    shard_tokens: int,
+) -> None:
+    """The prepared data written into ``temporary``, then renamed to ``target`` whole."""
+    vocab, dtype, typecode, itemsize = kind
     try:
         encoder, kept_files = tokenizer, None
         if kept is not None:  # the workers read the copy kept with the data
@@ -671,14 +706,10 @@ def prepare(
             target.rmdir()  # empty, checked above
         os.rename(temporary, target)
     except OSError as err:
-        raise InputError(
-            f"cannot write the prepared data to {target}: {err.strerror or err} (a full disk or a read-only "
-            f"folder?); free space or pick another -o"
-        ) from err
+        raise os_error(err, "write the prepared data to", target, InputError) from err
     finally:
         if temporary.exists():
             shutil.rmtree(temporary, ignore_errors=True)
-    return open_data(target)
 
 
 def _write_splits(
