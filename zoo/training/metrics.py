@@ -276,7 +276,13 @@ def _kept_lines(path: Path, resumed_at: int, step_of: Callable[[str], int]) -> l
     """The lines of a resumed run's metrics up to its step; damaged lines (a torn last
     line, bad UTF-8, garbage) are dropped, a folder or device in its place is an error."""
     kept = []
-    with open_read(path, InputError, "the metrics file", follow=False) as handle:
+    try:
+        handle = open_read(path, InputError, "the metrics file", follow=False)
+    except InputError as err:
+        raise InputError(
+            f"{err}; remove it (or move it away) so the resumed run can write its own {path.name}"
+        ) from err
+    with handle:
         for raw in handle:
             try:
                 line = raw.decode("utf-8").rstrip("\n")
