@@ -14,7 +14,7 @@ from zoo.ablate.advice import SEED_LIMIT
 from zoo.ablate.ladder import Cell, StudyResult, row_named
 from zoo.ablate.records import write_figure, write_text
 from zoo.ablate.report import figure_class
-from zoo.ablate.results import ALPHA, LEVEL, md_code
+from zoo.ablate.results import ALPHA, LEVEL, md_block, md_code
 from zoo.figures import plain_text
 from zoo.stats import seeds_needed
 
@@ -206,9 +206,7 @@ def study_markdown(study: StudyResult) -> str:
         f"{', '.join('auto' if w is None else str(w) for w in study.warmups)}), each over {n} seeds with a control "
         f"row and {first.correction} correction; budget: {budget}.",
         "",
-        "```bash",
-        study.command,
-        "```",
+        *md_block(study.command, "bash"),
         "",
         "## Cells",
         "",

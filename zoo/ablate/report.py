@@ -12,7 +12,16 @@ from typing import Any
 from zoo.ablate.advice import CORRECTION_NAMES, caveats_section, next_step_section, noise_section
 from zoo.ablate.compare import SIZE_AXES
 from zoo.ablate.records import write_figure, write_text
-from zoo.ablate.results import ALPHA, LEVEL, MIN_EFFECT, TRAIN_FLOPS_FACTOR, AblationResult, AblationRun, md_code
+from zoo.ablate.results import (
+    ALPHA,
+    LEVEL,
+    MIN_EFFECT,
+    TRAIN_FLOPS_FACTOR,
+    AblationResult,
+    AblationRun,
+    md_block,
+    md_code,
+)
 from zoo.errors import printable
 from zoo.figures import plain_text
 
@@ -116,13 +125,6 @@ def md(text: object) -> str:
     return _MARKDOWN.sub(r"\\\1", shown)
 
 
-def _fenced(text: str, info: str) -> list[str]:
-    """A fenced code block of ``text`` that ``text`` cannot close."""
-    shown = "\n".join(printable(line, None) for line in text.split("\n"))
-    fence = "`" * max(3, max((len(run) for run in re.findall("`+", shown)), default=0) + 1)
-    return [f"{fence}{info}", shown, fence]
-
-
 def report_markdown(result: AblationResult) -> str:
     """``report.md``: everything needed to read and repeat the ablation, on its own."""
     lines = [*_summary(result), *noise_section(result), *_plots(result), *_rates(result), *_setup(result)]
@@ -147,7 +149,7 @@ def _summary(result: AblationResult) -> list[str]:
             f"({', '.join(map(str, result.seeds))}), zoo {md(result.version)}."
         ),
         "",
-        *_fenced(result.command, "bash"),
+        *md_block(result.command, "bash"),
         "",
         "## Results",
         "",
