@@ -199,24 +199,34 @@ def test_an_os_error_without_an_explanation_keeps_its_own_words() -> None:
 
 
 def test_a_read_only_folder_refuses_every_write_with_the_fix(tmp_path: Path) -> None:
-    """A read-only filesystem for real where mounting works (root in a namespace), else skipped."""
+    """A read-only filesystem for real (a read-only bind mount; chmod does not stop root),
+    where mounting works; else skipped."""
+    import zoo
+    from zoo.ablate.records import write_text
+    from zoo.cli.configfile import write_config
+    from zoo.training.metrics import MetricsWriter
+
+    text = tmp_path / "text.txt"
+    text.write_text("words " * 500)
+    model = zoo.build("gpt2-small", vocab_size=97, d_model=32, n_layers=1, n_heads=2)
     folder = tmp_path / "ro"
     folder.mkdir()
-    mounted = subprocess.run(["mount", "--bind", "-o", "ro", str(folder), str(folder)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip("cannot bind-mount a read-only folder here")
+    if subprocess.run(["mount", "--bind", str(folder), str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("cannot bind-mount a folder here")
     try:
-        subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], capture_output=True)
-        import zoo
-        from zoo.cli.configfile import write_config
-        from zoo.errors import CheckpointError, ConfigError
-
-        with pytest.raises(CheckpointError, match="read-only.*EROFS"):
-            zoo.save(
-                zoo.build("gpt2-small", vocab_size=97, d_model=32, n_layers=1, n_heads=2), folder / "m.safetensors"
-            )
-        with pytest.raises(ConfigError, match="read-only.*EROFS"):
-            write_config(folder / "run.toml", {"steps": 1}, "x")
+        if subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], capture_output=True).returncode != 0:
+            pytest.skip("cannot remount a folder read-only here")
+        writers = {
+            "checkpoint": lambda: zoo.save(model, folder / "m.safetensors"),
+            "run.toml": lambda: write_config(folder / "run.toml", {"steps": 1}, "x"),
+            "metrics": lambda: MetricsWriter(folder, True, None, ["csv"]),
+            "record": lambda: write_text(folder / "run.json", "{}"),
+            "prepared data": lambda: zoo.training.prepare(text, folder / "data", tokenizer="bytes", workers=1),
+        }
+        for name, write in writers.items():
+            with pytest.raises(ZooError, match="read-only.*EROFS") as caught:
+                write()
+            assert "remount it read-write" in str(caught.value), name
         assert list(folder.iterdir()) == []
     finally:
         subprocess.run(["umount", str(folder)], capture_output=True)
@@ -235,3 +245,30 @@ def _zoo_errors() -> list[type[ZooError]]:
         found.append(cls)
         stack.extend(cls.__subclasses__())
     return found
+
+
+@pytest.mark.parametrize(
+    ("target", "said"),
+    [
+        ("folder", "it is a folder, not a file"),
+        ("missing/curves.png", "a folder on the path does not exist"),
+        ("", "it names a folder, not a file; give a file name"),
+        ("..", "it names a folder, not a file; give a file name"),
+    ],
+)
+def test_zoo_plot_onto_a_folder_a_missing_folder_or_no_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], target: str, said: str
+) -> None:
+    pytest.importorskip("matplotlib")
+    from zoo.cli import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 1, "loss": 3.0, "lr": 1e-3}) + "\n")
+    (tmp_path / "folder").mkdir()
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert main(["plot", str(run), "-o", target]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert said in err and "unexpected" not in err, err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written, nothing left

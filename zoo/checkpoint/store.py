@@ -214,6 +214,8 @@ def write_atomically(path: Path, write: Callable[[Path], object], error: type[Zo
     """Write ``path`` in one step: ``write_temporary`` in its folder, rename it over
     ``path``, fsync the folder. An OS error is ``error`` (``os_error``: what happened and
     the fix), others propagate; no temporary file is left behind."""
+    if path.name in ("", ".", ".."):  # '', '.', '..' or '/': a folder, whose rename would fail as "busy"
+        raise error(f"cannot write {quoted(str(path))}: it names a folder, not a file; give a file name")
     temporary = write_temporary(path.parent, path.name, write, error, path)
     try:
         os.replace(temporary, path)
