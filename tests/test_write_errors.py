@@ -156,6 +156,7 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["stderr"] = done.stderr
     return result
 
 
@@ -170,6 +171,11 @@ def test_a_file_size_limit_is_a_zoo_error_naming_the_file_and_the_fix(limited: d
 
 def test_no_writer_leaves_a_temporary_file_behind(limited: dict[str, Any]) -> None:
     assert limited["leftovers"] == []
+
+
+def test_no_writer_prints_a_traceback(limited: dict[str, Any]) -> None:
+    """TensorBoard's writer thread fails first; its traceback is not printed over the zoo's error."""
+    assert "Traceback" not in limited["stderr"] and "Exception in thread" not in limited["stderr"], limited["stderr"]
 
 
 @pytest.mark.parametrize(
@@ -272,3 +278,28 @@ def test_zoo_plot_onto_a_folder_a_missing_folder_or_no_name(
     err = " ".join(capsys.readouterr().err.split())
     assert said in err and "unexpected" not in err, err
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written, nothing left
+
+
+def test_a_full_disk_is_a_zoo_error_naming_the_fix(tmp_path: Path) -> None:
+    """ENOSPC for real: a 64 KiB tmpfs, where mounting works; else skipped."""
+    import zoo
+    from zoo.errors import CheckpointError
+    from zoo.training.metrics import MetricsWriter, StepReport
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        model = zoo.build("gpt2-small", vocab_size=512, d_model=64, n_layers=1, n_heads=2)  # > 64 KiB of weights
+        with pytest.raises(CheckpointError, match=r"the disk is full .*free some space.*ENOSPC"):
+            zoo.save(model, disk / "m.safetensors")
+        assert list(disk.iterdir()) == []  # the temporary file is gone
+        with pytest.raises(InputError, match=r"cannot write the metrics .*metrics.jsonl: the disk is full"):  # noqa: PT012
+            with MetricsWriter(disk, True, None) as writer:
+                for step in range(1, 10_000):
+                    writer.write(StepReport(step, 10_000, 3.25, 1e-3, 64 * step, 1234.5, None, None))
+                    if step % 50 == 0:
+                        writer.flush()
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)

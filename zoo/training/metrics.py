@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -138,6 +139,7 @@ class MetricsWriter:
         self.table: Any = None
         self.board: Any = None
         self.wandb: Any = None
+        self.restore_hook: Callable[[], None] = lambda: None
         self.out = Path(out or ".")
         loggers = check_loggers(loggers)
         if out is None or not is_main:
@@ -152,6 +154,7 @@ class MetricsWriter:
                 raise ConfigError(_missing("tensorboard", err)) from err
             folder = _own_folder(out / "tensorboard")
             self.board = _logged(folder, lambda: SummaryWriter(str(folder)))
+            self.restore_hook = _quiet_board_thread()
         if "wandb" in loggers:
             self.wandb = _wandb_run(out, settings)
 
@@ -169,6 +172,7 @@ class MetricsWriter:
             if kind is None:  # else the error in flight is the one to tell
                 raise
         finally:
+            self.restore_hook()
             if self.wandb is not None:
                 self.wandb.finish()
 
@@ -196,6 +200,24 @@ class MetricsWriter:
                 _logged(self.out / name, partial(_sync, handle))
         if self.board is not None:
             _logged(self.out / "tensorboard", self.board.flush)
+
+
+def _quiet_board_thread() -> Callable[[], None]:
+    """While a TensorBoard writer is open, its writer thread's OS error (disk full, file
+    too large) is not printed as a traceback: the next write raises it, here as a zoo
+    error. Returns what puts the previous ``threading.excepthook`` back."""
+    try:
+        from tensorboard.summary.writer.event_file_writer import _AsyncWriterThread
+    except ImportError:  # another layout: tracebacks as they come
+        return lambda: None
+    previous = threading.excepthook
+
+    def hook(args: Any) -> None:
+        if not (isinstance(args.thread, _AsyncWriterThread) and issubclass(args.exc_type, OSError)):
+            previous(args)
+
+    threading.excepthook = hook
+    return lambda: setattr(threading, "excepthook", previous)
 
 
 def _sync(handle: Any) -> None:
