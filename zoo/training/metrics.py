@@ -207,7 +207,7 @@ def _quiet_board_thread() -> Callable[[], None]:
     too large) is not printed as a traceback: the next write raises it, here as a zoo
     error. Returns what puts the previous ``threading.excepthook`` back."""
     try:
-        from tensorboard.summary.writer.event_file_writer import _AsyncWriterThread
+        from tensorboard.summary.writer.event_file_writer import _AsyncWriterThread  # type: ignore[import-untyped]
     except ImportError:  # another layout: tracebacks as they come
         return lambda: None
     previous = threading.excepthook
