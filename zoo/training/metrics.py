@@ -162,19 +162,20 @@ class MetricsWriter:
         return self
 
     def __exit__(self, kind: object, *exc: object) -> None:
-        try:
-            for handle, name in ((self.file, METRICS), (self.table, CSV)):
-                if handle is not None:
-                    _logged(self.out / name, handle.close)
-            if self.board is not None:
-                _logged(self.out / "tensorboard", self.board.close)
-        except InputError:
-            if kind is None:  # else the error in flight is the one to tell
-                raise
-        finally:
-            self.restore_hook()
-            if self.wandb is not None:
-                self.wandb.finish()
+        """Close every logger; the first one's OS error is raised once all are closed,
+        unless another error is already on its way (that one is the one to tell)."""
+        failed: InputError | None = None
+        for thing, name in ((self.file, METRICS), (self.table, CSV), (self.board, "tensorboard")):
+            if thing is not None:
+                try:
+                    _logged(self.out / name, thing.close)
+                except InputError as err:
+                    failed = failed or err
+        self.restore_hook()
+        if self.wandb is not None:
+            self.wandb.finish()
+        if failed is not None and kind is None:
+            raise failed
 
     def write(self, report: StepReport) -> None:
         if self.file is None:
