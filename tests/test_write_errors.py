@@ -224,6 +224,8 @@ def test_a_read_only_folder_refuses_every_write_with_the_fix(tmp_path: Path) -> 
             pytest.skip("cannot remount a folder read-only here")
         writers = {
             "checkpoint": lambda: zoo.save(model, folder / "m.safetensors"),
+            "checkpoint version": lambda: zoo.save(model, folder / "versions"),
+            "hf export": lambda: zoo.to_hf(model, folder / "hf"),
             "run.toml": lambda: write_config(folder / "run.toml", {"steps": 1}, "x"),
             "metrics": lambda: MetricsWriter(folder, True, None, ["csv"]),
             "record": lambda: write_text(folder / "run.json", "{}"),

@@ -359,7 +359,7 @@ def _makedirs(folder: Path, error: type[ZooError]) -> list[Path]:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise error(f"cannot create {folder}: {err.strerror or err}; pick a writable path") from err
+        raise os_error(err, "create", folder, error) from err
     return made
 
 
@@ -399,11 +399,13 @@ def staged_folder(
             if os.path.lexists(path) and _held_by_another(path):
                 raise FolderLockedError(f"{path} is in use by a running zoo process; it was not replaced")
             _swap_in(staging, path)
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(staging, ignore_errors=True)
         for parent in made:
             with contextlib.suppress(OSError):
                 parent.rmdir()
+        if isinstance(err, OSError):  # disk full, read-only, ...: said once, by os_error
+            raise os_error(err, f"write {what}", path, error) from err
         raise
 
 
@@ -476,7 +478,10 @@ def claim(
         _makedirs(path.parent, error)
         _clean_stale(path)
         staging = _sibling(path, "new")
-        staging.mkdir()
+        try:
+            staging.mkdir()
+        except OSError as err:
+            raise os_error(err, f"replace {what}", path, error) from err
         try:
             fd = _take_lock(staging, error)
         except BaseException:
@@ -491,9 +496,11 @@ def claim(
                         f"{path} is in use: a running zoo process holds it; it was not replaced. Wait for it to finish"
                     )
                 _swap_in(staging, path)
-        except BaseException:
+        except BaseException as err:
             _release(fd)
             shutil.rmtree(staging, ignore_errors=True)
+            if isinstance(err, OSError):
+                raise os_error(err, f"replace {what}", path, error) from err
             raise
         return OwnedFolder(path, marker, True, fd)
     _inspect_claim(path, kind, error, adopt, what, hint)  # refuse before creating anything in a folder not ours
