@@ -4,7 +4,9 @@ what is finished (and refuses a record of another run under the same name).
 
 A record is trusted, and its run reused, only when it reads back through its schema,
 its digest matches its contents, and (for a compared run) its checkpoint verifies and
-records the same digest; anything else is trained again. The fingerprint holds the
+records the same digest, and its weights score the recorded final loss again on the
+run's validation batches (so a record edited along with a re-signed checkpoint is not
+trusted); anything else is trained again. The fingerprint holds the
 data's content digest, so data edited in place (same length) is not "the same data"."""
 
 from __future__ import annotations
