@@ -146,11 +146,11 @@ def test_a_failed_export_leaves_nothing_behind(tmp_path: Path, monkeypatch: pyte
     real = hf.write_atomically
     calls: list[Path] = []
 
-    def fill_up(path: Path, write: Any) -> Path:
+    def fill_up(path: Path, write: Any, *rest: Any) -> Path:
         calls.append(path)
         if path.name == "config.json":
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real(path, write)
+        return real(path, write, *rest)
 
     monkeypatch.setattr(hf, "write_atomically", fill_up)
     with pytest.raises(InteropError, match="No space left"):

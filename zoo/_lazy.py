@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -11,11 +12,15 @@ from typing import Any
 
 def lazy_names(package: str, names: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``(__getattr__, __dir__)`` for ``package``: a name of ``names`` is looked up in the
-    module it maps to when first asked for; ``dir()`` lists them beside the loaded ones."""
+    module it maps to when first asked for, and a submodule not imported yet is imported
+    when first named (``zoo.training`` after a bare ``import zoo``); ``dir()`` lists the
+    names beside the loaded ones."""
 
     def __getattr__(name: str) -> Any:
         module = names.get(name)
         if module is None:
+            if name.isidentifier() and not name.startswith("_") and importlib.util.find_spec(f"{package}.{name}"):
+                return importlib.import_module(f"{package}.{name}")  # `import zoo; zoo.training.prepare(...)`
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         return getattr(importlib.import_module(module), name)
 

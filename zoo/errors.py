@@ -7,6 +7,8 @@ callers can catch ``ZooError`` and show ``str(err)`` to a person as it is.
 from __future__ import annotations
 
 import difflib
+import errno
+import os
 import re
 import shlex
 from collections.abc import Iterable
@@ -25,6 +27,7 @@ __all__ = [
     "InteropError",
     "HookError",
     "DistributedError",
+    "os_error",
 ]
 
 #: The name ``pip install`` knows this package by (the import name is ``zoo``).
@@ -159,3 +162,43 @@ def check_flag(value: object, name: str, hint: str = "") -> bool:
     if not isinstance(value, bool):
         raise InputError(f"{name} must be True or False, got {type(value).__name__} {quoted(value, 60)}{hint}")
     return value
+
+
+# What each OS error means for a file the zoo writes or reads, and how to fix it.
+# Keyed by name: not every platform has every number (Windows has no EDQUOT).
+_OS_ERRORS: dict[str, str] = {
+    "ENOSPC": "the disk is full (no space left on the device); free some space, or write to another disk",
+    "EDQUOT": "the disk quota is used up; free some space in your quota, or write to another disk",
+    "EFBIG": (
+        "the file would be larger than the largest file allowed here (the process's file-size limit, "
+        "`ulimit -f`, or the filesystem's own); raise the limit (`ulimit -f unlimited`), or write to another disk"
+    ),
+    "EROFS": "the filesystem is read-only; write to a folder on a writable disk, or remount it read-write",
+    "EACCES": "permission denied; make the folder writable for this user (chmod u+w), or write elsewhere",
+    "EPERM": "the operation is not permitted here; check the file's and folder's owner and flags, or write elsewhere",
+    "EBUSY": "the file or folder is busy (in use, or a mount point); wait until it is free, or use another path",
+    "ETXTBSY": "the file is busy (a running program); wait until it is free, or use another path",
+    "ENAMETOOLONG": "the file name or path is too long for this filesystem; use a shorter one",
+    "ENOENT": "a folder on the path does not exist (or was removed meanwhile); create it, or use another path",
+    "ENOTDIR": "a part of the path is a file, not a folder; use another path",
+    "EISDIR": "it is a folder, not a file; remove the folder or give another file path",
+    "EEXIST": "something else already exists there; remove it or use another path",
+    "ELOOP": "the path has a loop of symbolic links; fix the links or use another path",
+    "EXDEV": "the path crosses filesystems where it cannot; use a path on one disk",
+    "EMFILE": "too many files are open in this process; raise the limit (`ulimit -n`)",
+    "ENFILE": "too many files are open on this machine; close some programs, or raise the system's limit",
+    "EIO": "the disk reported an input/output error; check the device (or network filesystem) and retry",
+    "EINVAL": "the filesystem does not accept this name or operation; use a plain file name on a local disk",
+}
+
+
+def os_error(err: OSError, action: str, path: object, error: type[ZooError] = ZooError) -> ZooError:
+    """``error`` for ``err``, raised while trying to ``action`` ``path``: what happened and
+    how to fix it. The one mapping of OS errors (disk full, file too large, read-only,
+    busy, ...) that every writer of the zoo raises through."""
+    name = errno.errorcode.get(err.errno, "") if isinstance(err.errno, int) else ""
+    reason = _OS_ERRORS.get(name)
+    said = err.strerror or str(err) or type(err).__name__
+    where = printable(os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else path)
+    detail = f"{reason} ({name}: {said})" if reason else f"{said}{f' ({name})' if name else ''}"
+    return error(f"cannot {action} {where}: {detail}")

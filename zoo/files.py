@@ -17,7 +17,7 @@ import stat
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from zoo.errors import ZooError, printable, quoted
+from zoo.errors import ZooError, os_error, printable, quoted
 
 __all__ = [
     "MAX_DEPTH",
@@ -55,7 +55,7 @@ def _open_regular(path: Path, error: type[ZooError], what: str, *, follow: bool 
     except OSError as err:
         if not follow and Path(path).is_symlink():
             raise error(f"{what} {path} is a symbolic link; the zoo does not follow links here: remove it") from err
-        raise error(f"cannot read {what} {path}: {err.strerror or err}") from err
+        raise os_error(err, f"read {what}", path, error) from err
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
@@ -89,7 +89,7 @@ def read_bytes(
         with os.fdopen(os.dup(fd), "rb") as handle:
             data = handle.read(limit + 1)
     except OSError as err:
-        raise error(f"cannot read {what} {path}: {err.strerror or err}") from err
+        raise os_error(err, f"read {what}", path, error) from err
     finally:
         os.close(fd)
     if len(data) > limit:  # grew while being read
@@ -185,7 +185,7 @@ def open_append(path: Path, error: type[ZooError]) -> Any:
             ) from err
         if path.exists() and not path.is_file():
             raise error(f"{path} is not a regular file; remove it so the zoo can write its own") from err
-        raise error(f"cannot write {path}: {err.strerror or err}") from err
+        raise os_error(err, "write", path, error) from err
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise error(f"{path} is not a regular file; remove it so the zoo can write its own")

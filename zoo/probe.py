@@ -355,7 +355,7 @@ def write_json(results: Sequence[ProbeResult], path: str | os.PathLike[str], *, 
     with ``overwrite`` (``check_output_file``: anything but a regular file never is)."""
     target = check_output_file(path, InputError, overwrite=overwrite, what="the probe's JSON file")
     text = json.dumps({"probes": [r.to_dict() for r in results]}, indent=1)
-    return write_atomically(target, lambda p: p.write_text(text + "\n", encoding="utf-8"))
+    return write_atomically(target, lambda p: p.write_text(text + "\n", encoding="utf-8"), InputError)
 
 
 # -- plots -------------------------------------------------------------------------------------
@@ -398,7 +398,7 @@ def plot(
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
-    return write_atomically(Path(path), lambda p: p.write_bytes(buffer.getvalue()))
+    return write_atomically(Path(path), lambda p: p.write_bytes(buffer.getvalue()), InputError)
 
 
 def _draw(ax: Any, metric: str, result: ProbeResult, colour: str, *, width: float) -> None:

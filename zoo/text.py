@@ -25,11 +25,12 @@ import importlib
 import operator
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import ConfigError, InputError, InteropError, printable, quoted
+from zoo.checkpoint.store import write_atomically
+from zoo.errors import ConfigError, InputError, InteropError, os_error, printable, quoted
 from zoo.files import loads, read_bytes, read_json
 from zoo.interop.hub import check_revision, is_hub_id, snapshot
 
@@ -407,14 +408,21 @@ def keep_tokenizer_files(folder: str | os.PathLike[str], target: str | os.PathLi
         raise ConfigError(
             f"{printable(str(source))!r} holds no tokenizer (tokenizer.json, or vocab.json and merges.txt)"
         )
-    into.mkdir(parents=True, exist_ok=True)
+    try:
+        into.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise os_error(err, "keep the tokenizer's files in", into, ConfigError) from err
     hashes = {}
     for name in KEPT_FILES:
         if (source / name).is_file():
             data = (source / name).read_bytes()  # a copy, never a link into a hub cache
-            (into / name).write_bytes(data)
+            write_atomically(into / name, _writer(data), ConfigError)
             hashes[name] = hashlib.sha256(data).hexdigest()
     return hashes
+
+
+def _writer(data: bytes) -> Callable[[Path], object]:
+    return lambda file: file.write_bytes(data)
 
 
 def kept_tokenizer(folder: Path, hashes: Mapping[str, Any], where: str) -> Tokenizer:

@@ -14,7 +14,7 @@ from zoo.ablate.grid_report import cells_table, sweep_sentences, sweep_table, wa
 from zoo.ablate.ladder import StudyResult
 from zoo.ablate.records import write_text
 from zoo.ablate.report import table
-from zoo.ablate.results import AblationResult
+from zoo.ablate.results import AblationResult, md_block
 from zoo.checkpoint.store import write_atomically
 from zoo.errors import InputError
 
@@ -72,7 +72,7 @@ def _figures(page: Path, name: str, results: StudyResult | AblationResult) -> di
             continue
         target = page.parent / "figures" / f"{name}-{role}.png"
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(target, _copier(source.read_bytes()))
+        write_atomically(target, _copier(source.read_bytes()), InputError)
         shown[role] = target.relative_to(page.parent).as_posix()
     return shown
 
@@ -95,9 +95,7 @@ def _literature(axis: str) -> str:
 def _ablation_region(result: AblationResult, figures: dict[str, str]) -> str:
     header, rows = table(result, compact=True)
     lines = [
-        "```bash",
-        result.command,
-        "```",
+        *md_block(result.command, "bash"),
         "",
         "| " + " | ".join([*header, "literature"]) + " |",
         "|" + "---|" + "---:|" * (len(header) - 1) + "---|",
@@ -113,7 +111,7 @@ def _ablation_region(result: AblationResult, figures: dict[str, str]) -> str:
 
 
 def _study_region(study: StudyResult, figures: dict[str, str]) -> str:
-    lines = ["```bash", study.command, "```", "", *cells_table_plain(study), ""]
+    lines = [*md_block(study.command, "bash"), "", *cells_table_plain(study), ""]
     trends = study.trends()
     if trends:
         header = ["row", *(r.name for r in study.rungs), "trend", "literature"]

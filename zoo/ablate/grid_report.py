@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from zoo.ablate.ladder import Cell, StudyResult, row_named
-from zoo.ablate.records import write_text
+from zoo.ablate.records import write_figure, write_text
 from zoo.ablate.report import figure_class
-from zoo.ablate.results import ALPHA, LEVEL, MIN_EFFECT, md_code
+from zoo.ablate.results import ALPHA, LEVEL, MIN_EFFECT, md_block, md_code
 from zoo.figures import plain_text
 from zoo.stats import Interval, detectable_difference
 
@@ -236,9 +236,7 @@ def study_markdown(study: StudyResult) -> str:
         f"{', '.join('auto' if w is None else str(w) for w in study.warmups)}), each over {n} seeds with a control "
         f"row and {first.correction} correction; budget: {budget}.",
         "",
-        "```bash",
-        study.command,
-        "```",
+        *md_block(study.command, "bash"),
         "",
         "## Cells",
         "",
@@ -338,7 +336,7 @@ def plot_scale(study: StudyResult, path: Path) -> Path | None:
         ax.legend(fontsize=7)
     fig.suptitle(f"{study.base} -> {study.target}: effects against scale")
     fig.tight_layout()
-    fig.savefig(path)
+    write_figure(path, fig)
     return path
 
 
@@ -387,5 +385,5 @@ def plot_sweep(study: StudyResult, path: Path) -> Path | None:
         ax.legend(fontsize=7)
     fig.suptitle(f"{study.base} -> {study.target}: final loss against the {'rate' if swept == 'lr' else 'warm-up'}")
     fig.tight_layout()
-    fig.savefig(path)
+    write_figure(path, fig)
     return path

@@ -4,12 +4,15 @@ what is finished (and refuses a record of another run under the same name).
 
 A record is trusted, and its run reused, only when it reads back through its schema,
 its digest matches its contents, and (for a compared run) its checkpoint verifies and
-records the same digest; anything else is trained again. The fingerprint holds the
+records the same digest, and its weights score the recorded final loss again on the
+run's validation batches (so a record edited along with a re-signed checkpoint is not
+trusted); anything else is trained again. The fingerprint holds the
 data's content digest, so data edited in place (same length) is not "the same data"."""
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,12 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from zoo.ablate.diagnostics import Diagnostics
 from zoo.ablate.plan import Job
 from zoo.ablate.results import SeedRun, curve_dict
-from zoo.checkpoint import inspect
+from zoo.checkpoint import inspect, load
 from zoo.checkpoint.hashing import bytes_of
 from zoo.checkpoint.store import write_atomically
-from zoo.errors import CheckpointError, InputError
+from zoo.errors import CheckpointError, InputError, os_error
 from zoo.files import confined, read_json
-from zoo.training import CurvePoint, TokenData, open_data, tokens_data
+from zoo.registry import Registry
+from zoo.training import CurvePoint, TokenData, lm_loss, open_data, tokens_data, validation_batches
 
 RECORD_LIMIT = 16 << 20  # bytes; a record holds one run's curve
 Loss = Annotated[float, Field(ge=0.0, le=1e6)]
@@ -116,10 +120,13 @@ def fingerprint(job: Job, context: Context) -> dict[str, Any]:
     return json.loads(json.dumps(key))  # as it reads back from a record
 
 
-def finished(job: Job, context: Context) -> bool:
+def finished(job: Job, context: Context, registry: Registry | None = None) -> bool:
     """Whether ``job`` has a trusted record (and checkpoint) from an earlier ablation;
     refuses a record of a different run under the same name rather than overwrite it.
-    A damaged, edited or unverifiable record is not trusted: the run is trained again."""
+    A damaged, edited or unverifiable record is not trusted: the run is trained again.
+    So is one whose final loss is not what its checkpoint's weights score on the
+    validation batches again (``_loss_holds``): an edited record whose checkpoint was
+    edited and re-signed to match still verifies, its loss does not."""
     record = _read(context.record_path(job))
     if record is None or not _trusted(job, context, record):
         return False
@@ -128,7 +135,28 @@ def finished(job: Job, context: Context) -> bool:
             f"{context.record_path(job)} records a run with other settings (model, training, data or device) than "
             f"this ablation's {job.label!r}; pass another --out, or delete the folder to start over"
         )
-    return True
+    return _loss_holds(job, context, record, registry)
+
+
+#: How far a re-derived final loss may be from the recorded one (another device, autocast).
+LOSS_RTOL, LOSS_ATOL = 1e-3, 1e-4
+
+
+@torch.no_grad()
+def _loss_holds(job: Job, context: Context, record: Record, registry: Registry | None) -> bool:
+    """Whether a compared run's checkpoint, loaded (verified) and evaluated on the run's
+    validation batches as training evaluated it, scores the record's final loss."""
+    if job.tune or record.final_val_loss is None:
+        return True  # the sweep's runs keep no checkpoint: their records are bound by their digest alone
+    try:
+        model = load(context.checkpoint(job), device=context.device, registry=registry)
+    except CheckpointError:
+        return False
+    batches = validation_batches(context.token_data().val, job.settings)
+    device = next(model.parameters()).device
+    losses = [float(lm_loss(model, x.to(device), y.to(device))) for x, y in batches]
+    derived = sum(losses) / len(losses)
+    return math.isclose(derived, record.final_val_loss, rel_tol=LOSS_RTOL, abs_tol=LOSS_ATOL)
 
 
 def _read(path: Path) -> Record | None:
@@ -216,6 +244,11 @@ def write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (``checkpoint.store.write_atomically``)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, lambda file: file.write_text(text, encoding="utf-8"))
     except OSError as err:
-        raise InputError(f"cannot write {path}: {err.strerror}; pick another out_dir") from err
+        raise os_error(err, "create the folder", path.parent, InputError) from err
+    write_atomically(path, lambda file: file.write_text(text, encoding="utf-8"), InputError)
+
+
+def write_figure(path: Path, fig: Any) -> None:
+    """Save the matplotlib figure ``fig`` as a PNG at ``path`` atomically (``write_text``'s errors)."""
+    write_atomically(path, lambda file: fig.savefig(file, format="png"), InputError)

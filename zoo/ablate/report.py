@@ -11,8 +11,17 @@ from typing import Any
 
 from zoo.ablate.advice import CORRECTION_NAMES, caveats_section, next_step_section, noise_section
 from zoo.ablate.compare import SIZE_AXES
-from zoo.ablate.records import write_text
-from zoo.ablate.results import ALPHA, LEVEL, MIN_EFFECT, TRAIN_FLOPS_FACTOR, AblationResult, AblationRun, md_code
+from zoo.ablate.records import write_figure, write_text
+from zoo.ablate.results import (
+    ALPHA,
+    LEVEL,
+    MIN_EFFECT,
+    TRAIN_FLOPS_FACTOR,
+    AblationResult,
+    AblationRun,
+    md_block,
+    md_code,
+)
 from zoo.errors import printable
 from zoo.figures import plain_text
 
@@ -155,13 +164,6 @@ def md(text: object) -> str:
     return _MARKDOWN.sub(r"\\\1", shown)
 
 
-def _fenced(text: str, info: str) -> list[str]:
-    """A fenced code block of ``text`` that ``text`` cannot close."""
-    shown = "\n".join(printable(line, None) for line in text.split("\n"))
-    fence = "`" * max(3, max((len(run) for run in re.findall("`+", shown)), default=0) + 1)
-    return [f"{fence}{info}", shown, fence]
-
-
 def report_markdown(result: AblationResult) -> str:
     """``report.md``: everything needed to read and repeat the ablation, on its own."""
     lines = [*_summary(result), *noise_section(result), *_plots(result), *_rates(result), *_setup(result)]
@@ -186,7 +188,7 @@ def _summary(result: AblationResult) -> list[str]:
             f"({', '.join(map(str, result.seeds))}), zoo {md(result.version)}."
         ),
         "",
-        *_fenced(result.command, "bash"),
+        *md_block(result.command, "bash"),
         "",
         "## Results",
         "",
@@ -375,7 +377,7 @@ def plot_curves(runs: list[AblationRun], path: Path, *, title: str, notes: list[
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    write_figure(path, fig)
     return path
 
 
@@ -411,7 +413,7 @@ def plot_deltas(result: AblationResult, path: Path) -> Path | None:
     ax.set_title(f"{result.base} -> {result.target}: {len(result.seeds)} seeds")
     ax.grid(alpha=0.3, axis="x")
     fig.tight_layout()
-    fig.savefig(path)
+    write_figure(path, fig)
     return path
 
 
@@ -451,5 +453,5 @@ def plot_diagnostics(result: AblationResult, path: Path) -> Path | None:
     axes[0][0].legend(fontsize=7)
     fig.suptitle(f"{result.base} -> {result.target}: inside the runs")
     fig.tight_layout()
-    fig.savefig(path)
+    write_figure(path, fig)
     return path

@@ -316,6 +316,14 @@ def curve_dict(curve: list[CurvePoint]) -> list[dict[str, Any]]:
     return [{"step": p.step, "train_loss": p.train_loss, "val_loss": p.val_loss} for p in curve]
 
 
+def md_block(text: str, info: str) -> list[str]:
+    """The lines of a fenced code block of ``text`` (a command holding a data path) that
+    ``text`` cannot close: fenced by more backticks than it holds, controls escaped."""
+    shown = "\n".join(printable(line, None) for line in text.split("\n"))
+    fence = "`" * max(3, max((len(run) for run in re.findall("`+", shown)), default=0) + 1)
+    return [f"{fence}{info}", shown, fence]
+
+
 def md_code(text: object) -> str:
     """``text`` as an inline code span: fenced by more backticks than it holds (and
     control characters escaped), so it cannot close the span."""

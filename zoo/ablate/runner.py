@@ -10,6 +10,7 @@ import multiprocessing
 import os
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from queue import Empty
 from typing import Any
@@ -20,7 +21,7 @@ from zoo.ablate.diagnostics import Probe
 from zoo.ablate.plan import Job
 from zoo.ablate.records import Context, finished, read_record, record_body, write_record
 from zoo.checkpoint import save
-from zoo.errors import ConfigError, DivergenceError
+from zoo.errors import ConfigError, DivergenceError, ZooError, printable
 from zoo.factory import build
 from zoo.registry import Registry, default_registry
 from zoo.training import fit  # the zoo's one training loop: every run goes through here
@@ -56,7 +57,7 @@ class Runner:
         """Train the jobs without a record: here, in ``workers`` processes, or this rank's share."""
         todo = []
         for job in jobs:
-            if finished(job, self.context):
+            if finished(job, self.context, self.registry):
                 self.reused.append(job.key)
             else:
                 todo.append(job)
@@ -199,8 +200,11 @@ def _run_in_processes(
                 done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
                 drain()
                 for future in done:
-                    future.result()  # a run's error stops the ablation
                     job = futures[future]
+                    try:
+                        future.result()  # a run's error stops the ablation
+                    except BrokenProcessPool as err:
+                        raise ZooError(_died(job, context)) from err
                     done_labels.add(job.label)
                     if on_progress is not None:
                         steps = job.settings.steps
@@ -209,3 +213,11 @@ def _run_in_processes(
             pool.shutdown(wait=True, cancel_futures=True)
             raise
     drain()
+
+
+def _died(job: Job, context: Context) -> str:
+    return (
+        f"the worker process training run {job.label!r} stopped without a word (killed, or out of memory?); "
+        f"the runs that finished are kept in {printable(str(context.out_dir))}: run the same command again "
+        f"(the same --out) to resume from them, with fewer --workers (or --workers 1) if memory ran out"
+    )

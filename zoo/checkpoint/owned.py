@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from zoo._version import __version__
 from zoo.checkpoint.store import write_atomically
-from zoo.errors import ZooError, printable
+from zoo.errors import ZooError, os_error, printable
 from zoo.files import read_json
 
 __all__ = [
@@ -50,12 +50,14 @@ __all__ = [
     "Marker",
     "OwnedFolder",
     "check_output_path",
+    "check_replaceable",
     "check_versions_folder",
     "check_versions_only",
     "refuse_inputs_inside",
     "owned_folder",
     "read_marker",
     "staged_folder",
+    "writing_beside",
 ]
 
 MARKER = ".zoo-folder.json"
@@ -110,6 +112,20 @@ def check_output_path(path: Path, error: type[ZooError], what: str = "the output
             raise error(f"cannot create {what} {path}: {parent} is a file, not a folder; pick another path")
         if parent.exists():
             break
+
+
+def check_replaceable(path: Path, error: type[ZooError], what: str) -> None:
+    """Refuse to replace the current folder or one holding it (``--out .``): the swap
+    would move the folder a shell sits in, and its staging folder would sit inside it."""
+    try:
+        here, there = Path.cwd().resolve(), path.resolve()
+    except OSError:
+        return
+    if here == there or there in here.parents:
+        raise error(
+            f"cannot replace {what} {path}: it is the current folder{'' if here == there else ' or holds it'}, "
+            f"which the zoo cannot replace whole; cd to its parent and give its name, or pick a new folder"
+        )
 
 
 def _entries(folder: Path) -> list[str]:
@@ -171,25 +187,41 @@ def _holder(lock: Path) -> str:
     return f"process {text}" if text.isdigit() else "another process"
 
 
-def _take_lock(folder: Path, error: type[ZooError]) -> int:
-    """The descriptor of ``folder``'s lock file, exclusively locked; FolderLockedError if held."""
-    lock = folder / LOCK
+def _take_lock(folder: Path, error: type[ZooError], lock: Path | None = None) -> int:
+    """The descriptor of ``folder``'s lock file (``lock``, by default ``LOCK`` inside it),
+    exclusively locked; FolderLockedError if held."""
+    lock = folder / LOCK if lock is None else lock
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(lock, flags, 0o644)
     except OSError as err:
         if lock.is_symlink():
             raise error(f"{lock} is a symbolic link; the zoo does not write through links: remove it") from err
-        raise error(f"cannot lock {folder}: {err.strerror or err}") from err
+        raise os_error(err, "lock", folder, error) from err
     if not _flock(fd, block=False):
         os.close(fd)
         raise FolderLockedError(
-            f"{folder} is in use: {_holder(lock)} is writing into it now (it holds {LOCK}). Wait for it to "
+            f"{folder} is in use: {_holder(lock)} is writing into it now (it holds {lock.name}). Wait for it to "
             f"finish, or give another output folder"
         )
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
     return fd
+
+
+@contextlib.contextmanager
+def writing_beside(target: Path, error: type[ZooError]) -> Iterator[None]:
+    """``target`` locked for the ``with`` block by a lock file beside it (for an output
+    made elsewhere and renamed into place whole, such as ``zoo data prepare -o``): a
+    second process writing the same ``target`` gets ``FolderLockedError`` at once."""
+    lock = target.parent / f".{target.name}{LOCK}"
+    fd = _take_lock(target, error, lock)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            lock.unlink()
+        _release(fd)
 
 
 def _release(fd: int) -> None:
@@ -329,7 +361,7 @@ def _makedirs(folder: Path, error: type[ZooError]) -> list[Path]:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise error(f"cannot create {folder}: {err.strerror or err}; pick a writable path") from err
+        raise os_error(err, "create", folder, error) from err
     return made
 
 
@@ -353,6 +385,7 @@ def staged_folder(
     check_output_path(path, error, what)
     if not overwrite and (why := _foreign(path, kind, error)):
         raise _refusal(path, why, error)
+    check_replaceable(path, error, what)
     made = _makedirs(path.parent, error)
     _clean_stale(path)
     staging = _sibling(path, "new")
@@ -368,11 +401,13 @@ def staged_folder(
             if os.path.lexists(path) and _held_by_another(path):
                 raise FolderLockedError(f"{path} is in use by a running zoo process; it was not replaced")
             _swap_in(staging, path)
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(staging, ignore_errors=True)
         for parent in made:
             with contextlib.suppress(OSError):
                 parent.rmdir()
+        if isinstance(err, OSError):  # disk full, read-only, ...: said once, by os_error
+            raise os_error(err, f"write {what}", path, error) from err
         raise
 
 
@@ -501,10 +536,14 @@ def claim(
     """
     check_output_path(path, error, what)
     if overwrite and _entries(path) + ([MARKER] if os.path.lexists(path / MARKER) else []):
+        check_replaceable(path, error, what)
         _makedirs(path.parent, error)
         _clean_stale(path)
         staging = _sibling(path, "new")
-        staging.mkdir()
+        try:
+            staging.mkdir()
+        except OSError as err:
+            raise os_error(err, f"replace {what}", path, error) from err
         try:
             fd = _take_lock(staging, error)
         except BaseException:
@@ -519,9 +558,11 @@ def claim(
                         f"{path} is in use: a running zoo process holds it; it was not replaced. Wait for it to finish"
                     )
                 _swap_in(staging, path)
-        except BaseException:
+        except BaseException as err:
             _release(fd)
             shutil.rmtree(staging, ignore_errors=True)
+            if isinstance(err, OSError):
+                raise os_error(err, f"replace {what}", path, error) from err
             raise
         return OwnedFolder(path, marker, True, fd)
     _inspect_claim(path, kind, error, adopt, what, hint)  # refuse before creating anything in a folder not ours

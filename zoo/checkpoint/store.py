@@ -11,6 +11,8 @@ Hugging Face export, training state).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
@@ -25,7 +27,7 @@ from safetensors import SafetensorError, safe_open
 from torch import Tensor
 
 from zoo.checkpoint.hashing import bytes_of, dtype_name
-from zoo.errors import CheckpointError, ZooError, printable, quoted
+from zoo.errors import CheckpointError, ZooError, os_error, printable, quoted
 from zoo.files import open_read
 
 SUFFIX = ".safetensors"
@@ -37,6 +39,8 @@ _SAFETENSORS_DTYPES = {
     torch.uint8: "U8", torch.bool: "BOOL",
 }  # fmt: skip
 _ALIGN = 64  # bytes; where the data section of a written file starts
+# What os.link fails with on a filesystem without hard links (others go through os_error).
+_NO_HARD_LINKS = {errno.EPERM, errno.EMLINK, errno.EXDEV, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS}
 
 
 # -- publishing ------------------------------------------------------------------------
@@ -52,8 +56,8 @@ def publish_file(path: Path, tensors: dict[str, Tensor], header: dict[str, str])
     try:
         os.replace(temporary, path)
     except OSError as err:
-        temporary.unlink(missing_ok=True)
-        raise CheckpointError(f"cannot save to {path}: {err}") from err
+        _remove(temporary)
+        raise os_error(err, "save to", path, CheckpointError) from err
     _fsync_directory(directory)
     return path
 
@@ -81,12 +85,14 @@ def publish_version(directory: Path, tensors: dict[str, Tensor], header: dict[st
             except FileExistsError:
                 continue  # another process took this number; take the next one
     except OSError as err:
+        if err.errno not in _NO_HARD_LINKS:
+            raise os_error(err, "add a version to", directory, CheckpointError) from err
         raise CheckpointError(
             f"cannot add a version to {directory}: {err}. zoo adds versions with hard links; "
             f"on a filesystem without them, save to a path ending in {SUFFIX}"
         ) from err
     finally:
-        temporary.unlink(missing_ok=True)
+        _remove(temporary)
     _fsync_directory(directory)
     return final
 
@@ -95,15 +101,17 @@ def _make_directory(directory: Path, target: Path) -> Path:
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise CheckpointError(f"cannot save to {target}: cannot create folder {directory}: {err}") from err
+        raise os_error(err, f"save to {target}: cannot create folder", directory, CheckpointError) from err
     return directory
 
 
 def _write_temporary(directory: Path, target: Path, tensors: dict[str, Tensor], header: dict[str, str]) -> Path:
     """The checkpoint written to a fsynced temporary file in ``directory`` (``write_temporary``)."""
     try:
-        return write_temporary(directory, target.name, lambda file: write_safetensors(file, tensors, header))
-    except (OSError, RuntimeError, ValueError) as err:
+        return write_temporary(
+            directory, target.name, lambda file: write_safetensors(file, tensors, header), CheckpointError, target
+        )
+    except (RuntimeError, ValueError) as err:
         raise CheckpointError(f"cannot save to {target}: {type(err).__name__}: {err}") from err
 
 
@@ -168,10 +176,17 @@ def open_file(file: Path, *, tensors: bool = True) -> tuple[dict[str, str], dict
 # -- atomic writes ---------------------------------------------------------------------
 
 
-def write_temporary(directory: Path, name: str, write: Callable[[Path], object]) -> Path:
+def write_temporary(
+    directory: Path,
+    name: str,
+    write: Callable[[Path], object],
+    error: type[ZooError] = CheckpointError,
+    target: Path | None = None,
+) -> Path:
     """``write(file)`` to a hidden temporary file in ``directory`` named after ``name``,
-    then fsync it; returns the file. On any error the file is removed and the error
-    propagates.
+    then fsync it; returns the file. On any error the file is removed; an OS error
+    (disk full, file too large, read-only, ...) becomes ``error`` naming ``target``
+    (``directory / name``) by way of ``os_error``, any other propagates.
 
     The file gets the mode the umask gives new files: it is created first to learn
     that mode (``mkstemp`` would give 0600), and the mode is set again after ``write``,
@@ -188,8 +203,11 @@ def write_temporary(directory: Path, name: str, write: Callable[[Path], object])
         write(temporary)
         os.chmod(temporary, mode)
         _fsync(temporary)
+    except OSError as err:
+        _remove(temporary)
+        raise os_error(err, "write", target or directory / name, error) from err
     except BaseException:
-        temporary.unlink(missing_ok=True)
+        _remove(temporary)
         raise
     return temporary
 
@@ -255,17 +273,30 @@ def _check_output_folder(target: Path, error: type[ZooError], what: str, make_pa
         )
 
 
-def write_atomically(path: Path, write: Callable[[Path], object]) -> Path:
+def write_atomically(path: Path, write: Callable[[Path], object], error: type[ZooError] = CheckpointError) -> Path:
     """Write ``path`` in one step: ``write_temporary`` in its folder, rename it over
-    ``path``, fsync the folder. Errors propagate; no temporary file is left behind."""
-    temporary = write_temporary(path.parent, path.name, write)
+    ``path``, fsync the folder. An OS error is ``error`` (``os_error``: what happened and
+    the fix), others propagate; no temporary file is left behind."""
+    if path.name in ("", ".", ".."):  # '', '.', '..' or '/': a folder, whose rename would fail as "busy"
+        raise error(f"cannot write {quoted(str(path))}: it names a folder, not a file; give a file name")
+    temporary = write_temporary(path.parent, path.name, write, error, path)
     try:
         os.replace(temporary, path)
+        _fsync_directory(path.parent)
+    except OSError as err:
+        _remove(temporary)
+        raise os_error(err, "write", path, error) from err
     except BaseException:
-        temporary.unlink(missing_ok=True)
+        _remove(temporary)
         raise
-    _fsync_directory(path.parent)
     return path
+
+
+def _remove(temporary: Path) -> None:
+    """Remove a temporary file if it is there; a failure (a filesystem gone read-only)
+    leaves it, so that the error that led here is the one reported."""
+    with contextlib.suppress(OSError):
+        temporary.unlink(missing_ok=True)
 
 
 def _fsync(path: Path) -> None:

@@ -88,7 +88,7 @@ def _flag_value(action: argparse.Action, value: Any, where: str) -> Any:
     own type (argparse converts string defaults), so a file is checked like a command line."""
     if isinstance(action, argparse._AppendAction):
         if isinstance(value, Mapping):  # [set] n_layers = 2
-            return [f"{k}={json.dumps(v)}" for k, v in value.items()]
+            return [f"{k}={json.dumps(_scalar(v, f'{where}.{printable(k, 60)}'))}" for k, v in value.items()]
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return list(value)
         raise ConfigError(f"{where}: expected a list of strings or a table, got {value!r}")
@@ -113,6 +113,20 @@ def _flag_value(action: argparse.Action, value: Any, where: str) -> Any:
         raise ConfigError(f"{where}: {err}") from err
 
 
+def _scalar(value: Any, where: str) -> Any:
+    """A model field's value from a ``[set]`` table: a string, number or boolean, or a list
+    of them; a TOML date or time, or a nested table, is refused naming the key."""
+    if isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, list):
+        return [_scalar(item, where) for item in value]
+    kind = "a table" if isinstance(value, Mapping) else f"a TOML {type(value).__name__}"
+    raise ConfigError(
+        f"{where}: a model field takes a string, number, boolean or list, not {kind} ({printable(value, 60)}); "
+        f'quote it to pass it as text (key = "...")'
+    )
+
+
 def write_config(path: Path, values: Mapping[str, Any], header: str) -> Path:
     """``values`` as a config file (``None`` left out), atomically."""
     lines = [f"# {line}" for line in header.splitlines()]
@@ -125,7 +139,7 @@ def write_config(path: Path, values: Mapping[str, Any], header: str) -> Path:
             continue
         lines.append(f"{key} = {_toml(value)}")
     text = "\n".join([*lines, *tables]) + "\n"
-    return write_atomically(path, lambda file: file.write_text(text, encoding="utf-8"))
+    return write_atomically(path, lambda file: file.write_text(text, encoding="utf-8"), ConfigError)
 
 
 def _fields(sets: list[str]) -> dict[str, Any]:

@@ -325,8 +325,10 @@ def to_hf(
         with staged_folder(
             folder, EXPORT_KIND, "zoo.to_hf", error=InteropError, overwrite=overwrite, what="the Hugging Face folder"
         ) as staging:
-            write_atomically(staging / "model.safetensors", lambda f: write_safetensors(f, tensors, {"format": "pt"}))
-            write_atomically(staging / "config.json", lambda f: f.write_text(text, encoding="utf-8"))
+            write_atomically(
+                staging / "model.safetensors", lambda f: write_safetensors(f, tensors, {"format": "pt"}), InteropError
+            )
+            write_atomically(staging / "config.json", lambda f: f.write_text(text, encoding="utf-8"), InteropError)
     except (OSError, ValueError) as err:
         raise InteropError(
             f"cannot write the Hugging Face folder {folder}: {err}; pick a writable folder path"

@@ -102,7 +102,7 @@ def plot_runs(
         top.set_xlabel(f"tokens ({per:,.0f} per step)")
     loss_ax.set_title(title or ", ".join(Path(name).name for name in curves), fontsize=10)
     fig.tight_layout()
-    write_atomically(target, lambda file: fig.savefig(file, format="png"))
+    write_atomically(target, lambda file: fig.savefig(file, format="png"), InputError)
     return target
 
 

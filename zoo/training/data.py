@@ -37,8 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from torch import Tensor
 
 from zoo._version import __version__
-from zoo.checkpoint.owned import check_output_path
-from zoo.errors import ConfigError, InputError, ZooError, command, printable, quoted
+from zoo.checkpoint.owned import check_output_path, check_replaceable, writing_beside
+from zoo.errors import ConfigError, InputError, ZooError, command, os_error, printable, quoted
 from zoo.files import confined, read_json
 from zoo.text import KEPT_FILES, TOKENIZER_FOLDER, keep_tokenizer_files
 from zoo.text import tokenizer as text_tokenizer
@@ -637,8 +637,8 @@ def prepare(
         raise ConfigError(f"workers={workers!r} must be a positive integer (--workers)")
     target = Path(out)
     check_output_path(target, InputError)
-    if target.exists() and any(target.iterdir()):
-        raise InputError(f"output {target} exists and is not an empty folder; pass a new folder (-o)")
+    check_replaceable(target, InputError, "the output folder (-o)")  # renamed into place: not the current folder
+    _check_empty(target)
     if dataset is not None and list(inputs):
         raise ConfigError("give input files or --dataset, not both")
     if not isinstance(field, str) or not field:
@@ -649,24 +649,69 @@ def prepare(
     typecode, itemsize = _DTYPES[dtype][1], _DTYPES[dtype][2]
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.parent / f".{target.name}.tmp-{secrets.token_hex(4)}"
-        temporary.mkdir()
     except OSError as err:
-        raise InputError(
-            f"cannot write the prepared data to {target}: {err.strerror or err}; pick a writable -o"
-        ) from err
+        raise os_error(err, "write the prepared data to", target, InputError) from err
+    with writing_beside(target, InputError):  # a second `zoo data prepare -o` of it: FolderLockedError at once
+        _check_empty(target)  # again, now that it is ours: another process may have finished it meanwhile
+        try:
+            temporary = target.parent / f".{target.name}.tmp-{secrets.token_hex(4)}"
+            temporary.mkdir()
+        except OSError as err:
+            raise os_error(err, "write the prepared data to", target, InputError) from err
+        source = _Source(files, field, dataset, dataset_config, split, workers)
+        _write_prepared(
+            temporary, target, source, kept, tokenizer, (vocab, dtype, typecode, itemsize), val_fraction, shard_tokens
+        )
+    return open_data(target)
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where ``prepare`` reads its documents: files (tokenised by ``workers`` processes) or a dataset."""
+
+    files: list[Path]
+    field: str
+    dataset: str | None
+    dataset_config: str | None
+    split: str
+    workers: int | None
+
+    def tokenized(self, encoder: str, val_fraction: float, typecode: str) -> Iterator[Tokenized]:
+        if self.dataset is None:
+            return _tokenize_all(self.files, encoder, val_fraction, typecode, self.workers, self.field)
+        texts = dataset_documents(self.dataset, self.dataset_config, self.split, self.field)
+        return (_tokenize_text(t, self.dataset, encoder, val_fraction, typecode) for t in texts)
+
+    def describe(self) -> list[str]:
+        if self.dataset is None:
+            return [str(f) for f in self.files[:100]]
+        config = f" ({self.dataset_config})" if self.dataset_config else ""
+        return [f"dataset {self.dataset}{config}, split {self.split}"]
+
+
+def _check_empty(target: Path) -> None:
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise InputError(f"output {target} exists and is not an empty folder; pass a new folder (-o)")
+
+
+def _write_prepared(
+    temporary: Path,
+    target: Path,
+    source: _Source,
+    kept: Any,
+    tokenizer: str,
+    kind: tuple[int, str, str, int],
+    val_fraction: float,
+    shard_tokens: int,
+) -> None:
+    """The prepared data written into ``temporary``, then renamed to ``target`` whole."""
+    vocab, dtype, typecode, itemsize = kind
     try:
         encoder, kept_files = tokenizer, None
         if kept is not None:  # the workers read the copy kept with the data
             kept_files = keep_tokenizer_files(Path(kept.name), temporary / TOKENIZER_FOLDER)
             encoder = str(temporary / TOKENIZER_FOLDER)
-        if dataset is None:
-            tokenized = _tokenize_all(files, encoder, val_fraction, typecode, workers, field)
-            sources = [str(f) for f in files[:100]]
-        else:
-            texts = dataset_documents(dataset, dataset_config, split, field)
-            tokenized = (_tokenize_text(t, dataset, encoder, val_fraction, typecode) for t in texts)
-            sources = [f"dataset {dataset}" + (f" ({dataset_config})" if dataset_config else "") + f", split {split}"]
+        tokenized = source.tokenized(encoder, val_fraction, typecode)
         splits, n_documents = _write_splits(tokenized, temporary, val_fraction, itemsize, shard_tokens)
         manifest: dict[str, Any] = {
             "format": MANIFEST_FORMAT,
@@ -676,7 +721,7 @@ def prepare(
             "dtype": dtype,
             "val_fraction": val_fraction,
             "documents": n_documents,
-            "sources": sources,
+            "sources": source.describe(),
             "splits": splits,
         }
         if kept_files is not None:
@@ -687,14 +732,10 @@ def prepare(
             target.rmdir()  # empty, checked above
         os.rename(temporary, target)
     except OSError as err:
-        raise InputError(
-            f"cannot write the prepared data to {target}: {err.strerror or err} (a full disk or a read-only "
-            f"folder?); free space or pick another -o"
-        ) from err
+        raise os_error(err, "write the prepared data to", target, InputError) from err
     finally:
         if temporary.exists():
             shutil.rmtree(temporary, ignore_errors=True)
-    return open_data(target)
 
 
 def _write_splits(

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Self
 
@@ -16,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from zoo.checkpoint import write_atomically
 from zoo.config import ModelConfig
-from zoo.errors import ConfigError, InputError
+from zoo.errors import ConfigError, InputError, os_error, printable, quoted
 from zoo.files import loads, open_append, open_read
 from zoo.summary import summarize
 from zoo.training.distributed import World
@@ -122,7 +124,8 @@ class MetricsWriter:
     """``out/metrics.jsonl`` (rank 0), and the loggers asked for, each through its own
     library: ``metrics.csv`` (csv), TensorBoard events in ``out/tensorboard``, a W&B run
     in ``out/wandb`` (``WANDB_MODE=offline`` keeps it local). A resumed run first drops
-    the lines after its version's step, then appends."""
+    the lines after its version's step, then appends. An OS error of any of them (disk
+    full, file too large, ...) is an ``InputError`` naming the file (``os_error``)."""
 
     def __init__(
         self,
@@ -136,6 +139,8 @@ class MetricsWriter:
         self.table: Any = None
         self.board: Any = None
         self.wandb: Any = None
+        self.restore_hook: Callable[[], None] = lambda: None
+        self.out = Path(out or ".")
         loggers = check_loggers(loggers)
         if out is None or not is_main:
             return
@@ -147,53 +152,119 @@ class MetricsWriter:
                 from torch.utils.tensorboard import SummaryWriter  # the optional `tensorboard` extra
             except ImportError as err:
                 raise ConfigError(_missing("tensorboard", err)) from err
-            self.board = SummaryWriter(str(_own_folder(out / "tensorboard")))
+            folder = _own_folder(out / "tensorboard")
+            self.board = _logged(folder, lambda: SummaryWriter(str(folder)))
+            self.restore_hook = _quiet_board_thread()
         if "wandb" in loggers:
-            try:
-                import wandb  # the optional `wandb` extra
-            except ImportError as err:
-                raise ConfigError(_missing("wandb", err)) from err
-            self.wandb = wandb.init(
-                project=os.environ.get("WANDB_PROJECT", "zoo"),
-                name=out.resolve().name,
-                dir=str(_own_folder(out / "wandb").parent),
-                config=settings.to_dict() if settings is not None else None,
-                reinit="finish_previous",
-            )
+            self.wandb = _wandb_run(out, settings)
 
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        for handle in (self.file, self.table):
-            if handle is not None:
-                handle.close()
-        if self.board is not None:
-            self.board.close()
+    def __exit__(self, kind: object, *exc: object) -> None:
+        """Close every logger; the first one's OS error is raised once all are closed,
+        unless another error is already on its way (that one is the one to tell)."""
+        failed: InputError | None = None
+        for thing, name in ((self.file, METRICS), (self.table, CSV), (self.board, "tensorboard")):
+            if thing is not None:
+                try:
+                    _logged(self.out / name, thing.close)
+                except InputError as err:
+                    failed = failed or err
+        self.restore_hook()
         if self.wandb is not None:
             self.wandb.finish()
+        if failed is not None and kind is None:
+            raise failed
 
     def write(self, report: StepReport) -> None:
         if self.file is None:
             return
         row = report.to_dict()
-        self.file.write(json.dumps(row) + "\n")
+        _logged(self.out / METRICS, lambda: self.file.write(json.dumps(row) + "\n"))
         if self.table is not None:
-            self.table.write(",".join(_cell(row.get(key)) for key in CSV_FIELDS) + "\n")
+            cells = ",".join(_cell(row.get(key)) for key in CSV_FIELDS)
+            _logged(self.out / CSV, lambda: self.table.write(cells + "\n"))
         if self.board is not None:
-            for key, value in row.items():
-                if key != "step":
-                    self.board.add_scalar(f"train/{key}", value, report.step)
+            _logged(self.out / "tensorboard", lambda: self._scalars(row, report.step))
         if self.wandb is not None:
             self.wandb.log({k: v for k, v in row.items() if k != "step"}, step=report.step)
 
+    def _scalars(self, row: dict[str, Any], step: int) -> None:
+        for key, value in row.items():
+            if key != "step":
+                self.board.add_scalar(f"train/{key}", value, step)
+
     def flush(self) -> None:
-        for handle in (self.file, self.table):
+        for handle, name in ((self.file, METRICS), (self.table, CSV)):
             if handle is not None:
-                handle.flush()
-                os.fsync(handle.fileno())
+                _logged(self.out / name, partial(_sync, handle))
         if self.board is not None:
-            self.board.flush()
+            _logged(self.out / "tensorboard", self.board.flush)
+
+
+def _quiet_board_thread() -> Callable[[], None]:
+    """While a TensorBoard writer is open, its writer thread's OS error (disk full, file
+    too large) is not printed as a traceback: the next write raises it, here as a zoo
+    error. Returns what puts the previous ``threading.excepthook`` back."""
+    try:
+        from tensorboard.summary.writer.event_file_writer import _AsyncWriterThread  # type: ignore[import-untyped]
+    except ImportError:  # another layout: tracebacks as they come
+        return lambda: None
+    previous = threading.excepthook
+
+    def hook(args: Any) -> None:
+        if not (isinstance(args.thread, _AsyncWriterThread) and issubclass(args.exc_type, OSError)):
+            previous(args)
+
+    threading.excepthook = hook
+    return lambda: setattr(threading, "excepthook", previous)
+
+
+def _sync(handle: Any) -> None:
+    handle.flush()
+    os.fsync(handle.fileno())
+
+
+def _logged(path: Path, step: Callable[[], Any]) -> Any:
+    """``step()``, whose OS error (a buffered write of ``path`` failing at a flush, or
+    TensorBoard's writer thread) is an ``InputError`` naming ``path``."""
+    try:
+        return step()
+    except OSError as err:
+        raise os_error(err, "write the metrics", path, InputError) from err
+
+
+def _wandb_run(out: Path, settings: TrainSettings | None) -> Any:
+    """A W&B run for ``out``; W&B's own refusals (no API key, a bad project name) as a
+    ``ConfigError`` that says how to fix them."""
+    try:
+        import wandb  # the optional `wandb` extra
+    except ImportError as err:
+        raise ConfigError(_missing("wandb", err)) from err
+    project = os.environ.get("WANDB_PROJECT", "zoo")
+    try:
+        return wandb.init(
+            project=project,
+            name=out.resolve().name,
+            dir=str(_own_folder(out / "wandb").parent),
+            config=settings.to_dict() if settings is not None else None,
+            reinit="finish_previous",
+        )
+    except wandb.errors.Error as err:
+        said = printable(str(err), 300)
+        if "api key" in said.lower() or "login" in said.lower():
+            fix = "log in with `wandb login` or set WANDB_API_KEY, or set WANDB_MODE=offline to keep the run local"
+        elif "project" in said.lower():
+            fix = (
+                f"set WANDB_PROJECT (now {quoted(project, 60)}) to a name of at most 128 characters "
+                "without / \\ # ? % :"
+            )
+        else:
+            fix = "check the WANDB_* settings, or set WANDB_MODE=offline to keep the run local"
+        raise ConfigError(f"--log wandb: W&B did not start a run ({said}); {fix}") from err
+    except OSError as err:
+        raise os_error(err, "start the W&B run in", out / "wandb", ConfigError) from err
 
 
 def _reopen(path: Path, resumed_at: int | None, step_of: Callable[[str], int], header: str | None = None) -> Any:
@@ -202,13 +273,17 @@ def _reopen(path: Path, resumed_at: int | None, step_of: Callable[[str], int], h
     planted link is replaced, not written through."""
     kept = _kept_lines(path, resumed_at, step_of) if resumed_at is not None and os.path.lexists(path) else []
     lines = ([header] if header is not None else []) + kept
-    write_atomically(path, lambda file: file.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8"))
+    write_atomically(
+        path, lambda file: file.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8"), InputError
+    )
     return open_append(path, InputError)
 
 
 def _own_folder(folder: Path) -> Path:
     if folder.is_symlink():
         raise InputError(f"{folder} is a symbolic link; the zoo does not write through links: remove it")
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{folder} is a file where the logger keeps a folder; remove it (or move it away) and rerun")
     return folder
 
 
@@ -224,7 +299,13 @@ def _kept_lines(path: Path, resumed_at: int, step_of: Callable[[str], int]) -> l
     """The lines of a resumed run's metrics up to its step; damaged lines (a torn last
     line, bad UTF-8, garbage) are dropped, a folder or device in its place is an error."""
     kept = []
-    with open_read(path, InputError, "the metrics file", follow=False) as handle:
+    try:
+        handle = open_read(path, InputError, "the metrics file", follow=False)
+    except InputError as err:
+        raise InputError(
+            f"{err}; remove it (or move it away) so the resumed run can write its own {path.name}"
+        ) from err
+    with handle:
         for raw in handle:
             try:
                 line = raw.decode("utf-8").rstrip("\n")

@@ -1,0 +1,161 @@
+"""An ablation's records and checkpoints are reused only when they hold: an edited
+record whose checkpoint was edited and re-signed to match is trained again (its loss is
+re-derived from the weights), a garbage base checkpoint is never reused, a killed
+worker is a zoo error naming the run and how to resume, and a data path holding
+Markdown or HTML reaches report.md escaped."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import safetensors.torch
+import torch
+
+from helpers import join_file, resign, split_file
+from zoo.ablate import AblationResult, run_ablation
+from zoo.ablate.docs import region_markdown
+from zoo.ablate.records import _body_digest
+from zoo.ablate.report import report_markdown
+from zoo.checkpoint.store import write_safetensors
+
+SCALE: dict[str, Any] = dict(d_model=16, layers=1, heads=2, seq_len=16, steps=8, batch=8, lr=1e-2, eval_every=8)
+HOSTILE = "d```x<script>y"  # a folder name: ``` and HTML in the data path
+BASE = "00-base-gpt2-small"
+
+
+def ablate(out: Path, data: Path) -> AblationResult:
+    return run_ablation("gpt2-small", "gpt2-small", **SCALE, data=data, out_dir=out, tokenizer="bytes", seeds=1)
+
+
+@pytest.fixture(scope="module")
+def done(tmp_path_factory: pytest.TempPathFactory) -> tuple[AblationResult, Path]:
+    root = tmp_path_factory.mktemp("ablation")
+    folder = root / HOSTILE
+    folder.mkdir()
+    data = folder / "corpus.txt"
+    data.write_text("It was the best of times, it was the worst of times. " * 200, encoding="utf-8")
+    return ablate(root / "out", data), data
+
+
+def copy(result: AblationResult, to: Path) -> Path:
+    shutil.copytree(result.results_path.parent, to)
+    return to
+
+
+def losses(result: AblationResult) -> list[float | None]:
+    return [seed.final_val_loss for run in result.runs for seed in run.seeds]
+
+
+def test_an_honest_folder_is_reused_whole(done: tuple[AblationResult, Path], tmp_path: Path) -> None:
+    """The loss re-derived from each checkpoint matches its record: nothing trains again."""
+    result, data = done
+    again = ablate(copy(result, tmp_path / "out"), data)
+    assert again.trained == [] and sorted(again.reused) == sorted(result.trained)
+    assert losses(again) == losses(result)
+
+
+def test_an_edited_record_with_a_re_signed_checkpoint_is_trained_again(
+    done: tuple[AblationResult, Path], tmp_path: Path
+) -> None:
+    result, data = done
+    out = copy(result, tmp_path / "out")
+    record_path = out / f"{BASE}.json"
+    record = json.loads(record_path.read_text())
+    record["final_val_loss"] = 0.25  # a far better base than it was
+    record["curve"][-1]["val_loss"] = 0.25
+    record["digest"] = _body_digest(record)
+    record_path.write_text(json.dumps(record, indent=1) + "\n")
+    checkpoint = out / f"{BASE}.safetensors"
+    header, tensors = split_file(checkpoint.read_bytes())
+    user = json.loads(header["__metadata__"]["zoo.metadata"])
+    user["ablation"].update(final_val_loss=0.25, record_digest=record["digest"])
+    header["__metadata__"]["zoo.metadata"] = json.dumps(user)
+    checkpoint.write_bytes(resign(join_file(header, tensors)))  # verifies, and names the edited record
+
+    again = ablate(out, data)
+    assert again.trained == [BASE]  # the forged record was not trusted
+    assert losses(again) == losses(result)  # and the true loss is back
+    assert json.loads(record_path.read_text())["final_val_loss"] == result.runs[0].seeds[0].final_val_loss
+
+
+@pytest.mark.parametrize("garbage", ["bytes", "empty", "truncated", "another run's weights"])
+def test_a_garbage_base_checkpoint_is_never_reused(
+    done: tuple[AblationResult, Path], tmp_path: Path, garbage: str
+) -> None:
+    result, data = done
+    out = copy(result, tmp_path / "out")
+    checkpoint = out / f"{BASE}.safetensors"
+    raw = checkpoint.read_bytes()
+    if garbage == "bytes":
+        checkpoint.write_bytes(os.urandom(len(raw)))
+    elif garbage == "empty":
+        checkpoint.write_bytes(b"")
+    elif garbage == "truncated":
+        checkpoint.write_bytes(raw[: len(raw) // 2])
+    else:  # well-formed and signed, with the base's metadata, but weights of another training
+        header, _ = split_file(raw)
+        tensors = {name: tensor.clone() for name, tensor in safetensors.torch.load(raw).items()}
+        torch.manual_seed(1)
+        for tensor in tensors.values():
+            if tensor.is_floating_point():
+                tensor.add_(torch.randn_like(tensor))
+        write_safetensors(checkpoint, tensors, header["__metadata__"])
+        checkpoint.write_bytes(resign(checkpoint.read_bytes()))
+    again = ablate(out, data)
+    assert again.trained == [BASE] and losses(again) == losses(result)
+
+
+def test_a_data_path_with_markdown_or_html_is_escaped_in_the_reports(done: tuple[AblationResult, Path]) -> None:
+    result, _ = done
+    written = result.report_path.read_text(encoding="utf-8")
+    for text in (written, report_markdown(result), region_markdown(result, {})):
+        blocks = re.findall(r"^(`{3,})bash\n(.*?)\n\1$", text, flags=re.S | re.M)
+        assert blocks and all(HOSTILE in code and len(fence) > 3 for fence, code in blocks)  # fences outlast ```
+        outside = re.sub(r"^(`{3,})bash\n.*?\n\1$", "", text, flags=re.S | re.M)
+        assert "```" not in outside and "<script>" not in outside, outside
+
+
+def _workers_of(pid: int) -> list[int]:
+    """The spawned worker processes under ``pid`` (their command line runs spawn_main)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            line = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == pid and b"spawn_main" in line:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
+def test_a_killed_worker_is_a_zoo_error_naming_the_run_and_how_to_resume(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in {**SCALE, "steps": 400}.items()]
+    command = [sys.executable, "-m", "zoo", "ablate", "--from=gpt2-small", "--to=gpt2-small", *flags]
+    command += ["--seeds=2", "--workers=2", "--tokenizer=bytes", "--max-chars=20000", f"--out={out}"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while not (workers := _workers_of(process.pid)) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert workers, "no worker process started"
+    os.kill(workers[0], signal.SIGKILL)
+    _, said = process.communicate(timeout=240)
+    said = " ".join(said.split())
+    assert process.returncode == 1, said
+    assert "unexpected" not in said and "BrokenProcessPool" not in said, said
+    assert re.search(r"the worker process training run '.+' stopped", said), said
+    assert "run the same command again (the same --out) to resume" in said and "--workers" in said, said
