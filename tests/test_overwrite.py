@@ -350,7 +350,7 @@ def test_a_single_file_output_in_a_read_only_folder_is_refused(
         monkeypatch.setattr(os, "access", lambda p, mode: access(p, mode) and Path(p) != locked)
     try:
         assert main(WRITERS[writer](run, str(locked / "out.png"))) == 1
-        one_error_line(capsys, "is not writable")
+        one_error_line(capsys, "permission denied; make the folder writable")
     finally:
         locked.chmod(0o755)
     assert os.listdir(locked) == []

@@ -258,10 +258,10 @@ def _zoo_errors() -> list[type[ZooError]]:
 @pytest.mark.parametrize(
     ("target", "said"),
     [
-        ("folder", "it is a folder, not a file"),
-        ("missing/curves.png", "a folder on the path does not exist"),
-        ("", "it names a folder, not a file; give a file name"),
-        ("..", "it names a folder, not a file; give a file name"),
+        ("folder", "is a folder, not a file name"),
+        ("missing/curves.png", "the folder missing does not exist; create it first"),
+        ("", "names no file: give the path of the file to write"),
+        ("..", "is a folder, not a file name"),
     ],
 )
 def test_zoo_plot_onto_a_folder_a_missing_folder_or_no_name(

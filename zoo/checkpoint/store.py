@@ -267,10 +267,8 @@ def _check_output_folder(target: Path, error: type[ZooError], what: str, make_pa
     if not folder.is_dir():
         raise error(f"cannot write {what} {printable(str(target))}: {printable(str(folder))} is not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise error(
-            f"cannot write {what} {printable(str(target))}: the folder {printable(str(folder))} is not writable; "
-            f"give a path in a folder you can write"
-        )
+        code = errno.EROFS if os.statvfs(folder).f_flag & os.ST_RDONLY else errno.EACCES
+        raise os_error(OSError(code, os.strerror(code)), f"write {what}", target, error)
 
 
 def write_atomically(path: Path, write: Callable[[Path], object], error: type[ZooError] = CheckpointError) -> Path:
