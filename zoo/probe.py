@@ -40,7 +40,7 @@ from zoo.checkpoint import load, versions, write_atomically
 from zoo.config import ModelConfig, get_config, parse_sets
 from zoo.errors import ConfigError, InputError, ZooError
 from zoo.factory import build
-from zoo.figures import plain_text
+from zoo.figures import figure_format, plain_text
 from zoo.hooks import run_with_cache, stacks
 from zoo.inputs import not_finite_loss
 
@@ -329,8 +329,10 @@ METRICS = ("residual", "grad", "entropy", "update")
 
 @plain_text()
 def plot(results: Sequence[ProbeResult], path: str | os.PathLike[str], *, metrics: Sequence[str] = METRICS) -> Path:
-    """The designs side by side, one panel per metric (those measured), as a PNG written
-    atomically; titles say what was measured and on which tokens. Needs matplotlib."""
+    """The designs side by side, one panel per metric (those measured), written atomically in
+    the format ``path``'s suffix names (``figure_format``); titles say what was measured and
+    on which tokens. Needs matplotlib."""
+    kind = figure_format(Path(path), "--plot")
     try:
         from matplotlib.figure import Figure
     except ImportError:
@@ -353,7 +355,7 @@ def plot(results: Sequence[ProbeResult], path: str | os.PathLike[str], *, metric
     fig.suptitle(f"zoo probe, measured on {'; '.join(sources)}", fontsize=9)
     fig.tight_layout()
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
+    fig.savefig(buffer, format=kind)
     return write_atomically(Path(path), lambda p: p.write_bytes(buffer.getvalue()))
 
 

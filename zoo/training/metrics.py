@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any, Self
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from zoo.checkpoint import write_atomically
 from zoo.config import ModelConfig
 from zoo.errors import ConfigError, InputError
-from zoo.files import loads, open_append, open_read
+from zoo.files import MAX_DEPTH, depth, loads, open_append, open_read
 from zoo.summary import summarize
 from zoo.training.distributed import World
 from zoo.training.settings import TrainSettings
@@ -51,8 +51,19 @@ class StepReport:
         if self.mfu is not None:
             row["mfu"] = self.mfu
         if self.val_loss is not None:
-            row.update(val_loss=self.val_loss, val_perplexity=math.exp(min(self.val_loss, 700.0)))
+            perplexity = math.exp(min(self.val_loss, 700.0)) if math.isfinite(self.val_loss) else math.nan
+            row.update(val_loss=self.val_loss, val_perplexity=perplexity)
+        return finite_row(row)
+
+
+def finite_row(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with each number that is not finite (NaN, an infinity) as None and its key
+    listed under ``nonfinite``: JSON has no such numbers, and a reader must tell a value
+    that was measured and not finite from one that was not measured."""
+    bad = [key for key, value in row.items() if isinstance(value, float) and not math.isfinite(value)]
+    if not bad:
         return row
+    return {**{key: None if key in bad else value for key, value in row.items()}, "nonfinite": bad}
 
 
 class MetricsLine(BaseModel):
@@ -62,10 +73,19 @@ class MetricsLine(BaseModel):
     model_config = ConfigDict(strict=True, extra="allow", frozen=True)
 
     step: int = Field(ge=1, le=1 << 62)
-    loss: float = Field(allow_inf_nan=False)
-    lr: float = Field(ge=0, allow_inf_nan=False)
+    loss: float | None = Field(allow_inf_nan=False)  # None: not finite (named in ``nonfinite``)
+    lr: float | None = Field(ge=0, allow_inf_nan=False)
     tokens: int | None = Field(default=None, ge=0)
     val_loss: float | None = Field(default=None, allow_inf_nan=False)
+    nonfinite: list[str] = Field(default_factory=list, max_length=64)  # the keys whose numbers were not finite
+
+    @model_validator(mode="after")
+    def _nulls_have_their_reason(self) -> Self:
+        """A ``null`` loss or rate is one the writer named in ``nonfinite``; any other is damage."""
+        unsaid = [key for key in ("loss", "lr") if getattr(self, key) is None and key not in self.nonfinite]
+        if unsaid:
+            raise ValueError(f"{', '.join(unsaid)} null without being named under nonfinite")
+        return self
 
 
 #: Longest metrics line a reader parses (a line is about 150 bytes).
@@ -78,10 +98,38 @@ def metrics_line(raw: bytes) -> dict[str, Any] | None:
     if len(raw) > LINE_LIMIT:
         return None
     try:
-        row = loads(raw.decode("utf-8"), InputError, METRICS)
-        return MetricsLine.model_validate(row).model_dump(exclude_none=True) if isinstance(row, dict) else None
+        text = raw.decode("utf-8")
+        try:
+            row = loads(text, InputError, METRICS)
+        except InputError:
+            row = _older_line(text)
+        if not isinstance(row, dict):
+            return None
+        line = MetricsLine.model_validate(row).model_dump(exclude_none=True)
     except (UnicodeDecodeError, InputError, ValidationError):
         return None
+    if not line["nonfinite"]:
+        del line["nonfinite"]
+    return line
+
+
+def _older_line(text: str) -> Any:
+    """A line as an older zoo wrote it, with bare ``NaN`` or ``Infinity`` (not JSON): its
+    object through ``finite_row``, so those numbers read as gaps; None for anything else."""
+    try:
+        row = json.loads(text, parse_constant=float, parse_float=_finite)  # 1e400 is damage, not a word
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(row, dict) or depth(row) > MAX_DEPTH or "nonfinite" in row:
+        return None
+    return finite_row(row)
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is out of range")
+    return value
 
 
 def flops_per_token(config: Any, settings: TrainSettings, world: World) -> float | None:
@@ -176,16 +224,16 @@ class MetricsWriter:
     def write(self, report: StepReport) -> None:
         if self.file is None:
             return
-        row = report.to_dict()
-        self.file.write(json.dumps(row) + "\n")
-        if self.table is not None:
+        row = report.to_dict()  # a number that is not finite is None here, named under "nonfinite"
+        self.file.write(json.dumps(row, allow_nan=False) + "\n")
+        if self.table is not None:  # an empty cell where a number was not finite
             self.table.write(",".join(_cell(row.get(key)) for key in CSV_FIELDS) + "\n")
+        scalars = {k: v for k, v in row.items() if k not in ("step", "nonfinite") and v is not None}
         if self.board is not None:
-            for key, value in row.items():
-                if key != "step":
-                    self.board.add_scalar(f"train/{key}", value, report.step)
+            for key, value in scalars.items():
+                self.board.add_scalar(f"train/{key}", value, report.step)
         if self.wandb is not None:
-            self.wandb.log({k: v for k, v in row.items() if k != "step"}, step=report.step)
+            self.wandb.log(scalars, step=report.step)
 
     def flush(self) -> None:
         for handle in (self.file, self.table):
@@ -200,9 +248,16 @@ def _reopen(path: Path, resumed_at: int | None, step_of: Callable[[str], int], h
     """``path`` replaced by its lines of steps up to ``resumed_at`` (none for a new run;
     ``header`` first), then opened to append. Replaced, never truncated in place: a
     planted link is replaced, not written through."""
+    if path.is_dir() and not path.is_symlink():
+        raise InputError(f"{path} is a folder; the zoo writes its run's {path.name} there: move the folder away")
     kept = _kept_lines(path, resumed_at, step_of) if resumed_at is not None and os.path.lexists(path) else []
     lines = ([header] if header is not None else []) + kept
-    write_atomically(path, lambda file: file.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8"))
+    try:
+        write_atomically(path, lambda file: file.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8"))
+    except IsADirectoryError as err:  # made a folder since the check
+        raise InputError(
+            f"{path} is a folder; the zoo writes its run's {path.name} there: move the folder away"
+        ) from err
     return open_append(path, InputError)
 
 
