@@ -17,7 +17,6 @@ from pathlib import Path
 from zoo.ablate.advice import floor_sentence, next_step
 from zoo.ablate.grid_report import cells_table, sweep_sentences, sweep_table, warmup_verdict
 from zoo.ablate.ladder import StudyResult
-from zoo.ablate.records import write_text
 from zoo.ablate.report import table
 from zoo.ablate.results import AblationResult
 from zoo.checkpoint.store import write_atomically, write_temporary
@@ -67,10 +66,21 @@ def write_docs_region(page: Path, name: str, results: StudyResult | AblationResu
         return f"{text.rstrip()}\n\n{block}\n" if text else f"{block}\n"
 
     if not target.exists():
-        write_text(target, edited(""))
+        _create(target, page, edited(""))
     else:
         _edit_in_place(target, page, edited)
     return page
+
+
+def _create(target: Path, page: Path, text: str) -> None:
+    """A new page holding ``text``, written atomically."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(target, lambda file: file.write_text(text, encoding="utf-8"))
+    except OSError as err:
+        raise InputError(
+            f"cannot write --docs {printable(str(page))}: {err.strerror or err}; pass another --docs FILE"
+        ) from err
 
 
 def check_docs_page(page: Path, name: str) -> Path:

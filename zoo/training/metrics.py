@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from zoo.checkpoint import write_atomically
 from zoo.config import ModelConfig
 from zoo.errors import ConfigError, InputError
-from zoo.files import MAX_DEPTH, depth, loads, open_append, open_read
+from zoo.files import loads, open_append, open_read
 from zoo.summary import summarize
 from zoo.training.distributed import World
 from zoo.training.settings import TrainSettings
@@ -102,7 +102,7 @@ def metrics_line(raw: bytes) -> dict[str, Any] | None:
         try:
             row = loads(text, InputError, METRICS)
         except InputError:
-            row = _older_line(text)
+            row = _older_line(text)  # raises InputError in turn for anything but NaN and Infinity
         if not isinstance(row, dict):
             return None
         line = MetricsLine.model_validate(row).model_dump(exclude_none=True)
@@ -116,20 +116,8 @@ def metrics_line(raw: bytes) -> dict[str, Any] | None:
 def _older_line(text: str) -> Any:
     """A line as an older zoo wrote it, with bare ``NaN`` or ``Infinity`` (not JSON): its
     object through ``finite_row``, so those numbers read as gaps; None for anything else."""
-    try:
-        row = json.loads(text, parse_constant=float, parse_float=_finite)  # 1e400 is damage, not a word
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(row, dict) or depth(row) > MAX_DEPTH or "nonfinite" in row:
-        return None
-    return finite_row(row)
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text[:40]} is out of range")
-    return value
+    row = loads(text, InputError, METRICS, words=True)
+    return finite_row(row) if isinstance(row, dict) and "nonfinite" not in row else None
 
 
 def flops_per_token(config: Any, settings: TrainSettings, world: World) -> float | None:
@@ -248,16 +236,15 @@ def _reopen(path: Path, resumed_at: int | None, step_of: Callable[[str], int], h
     """``path`` replaced by its lines of steps up to ``resumed_at`` (none for a new run;
     ``header`` first), then opened to append. Replaced, never truncated in place: a
     planted link is replaced, not written through."""
+    folder = f"{path} is a folder; the zoo writes its run's {path.name} there: move the folder away"
     if path.is_dir() and not path.is_symlink():
-        raise InputError(f"{path} is a folder; the zoo writes its run's {path.name} there: move the folder away")
+        raise InputError(folder)
     kept = _kept_lines(path, resumed_at, step_of) if resumed_at is not None and os.path.lexists(path) else []
     lines = ([header] if header is not None else []) + kept
     try:
         write_atomically(path, lambda file: file.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8"))
     except IsADirectoryError as err:  # made a folder since the check
-        raise InputError(
-            f"{path} is a folder; the zoo writes its run's {path.name} there: move the folder away"
-        ) from err
+        raise InputError(folder) from err
     return open_append(path, InputError)
 
 
