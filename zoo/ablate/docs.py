@@ -5,7 +5,7 @@ region is pointless: the next run replaces it whole."""
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import fcntl
 import os
 import re
@@ -225,9 +225,13 @@ def _edit_in_place(target: Path, page: Path, edited: Callable[[str], str]) -> No
         try:
             _rewrite(fd, new)
         except OSError as err:
+            restored = _restored(fd, old.encode("utf-8"))
+            if restored:
+                backup.unlink()
+            kept = "the page is as it was" if restored else f"its text before this run is in {printable(str(backup))}"
             raise InputError(
-                f"cannot write --docs {printable(str(page))}: {err.strerror or err}; its text before this run is "
-                f"kept in {printable(str(backup))}"
+                f"cannot write --docs {printable(str(page))}: {err.strerror or err}; {kept}: make room for it "
+                f"(disk space, file-size limit), or pass another --docs FILE"
             ) from err
         backup.unlink()
     finally:
@@ -250,11 +254,27 @@ def _lock(fd: int, page: Path) -> None:
             time.sleep(0.1)
 
 
+def _restored(fd: int, data: bytes) -> bool:
+    """Whether the page's old ``data`` could be written back after a failed rewrite."""
+    try:
+        _rewrite(fd, data)
+    except OSError:
+        return False
+    return True
+
+
+#: What ``posix_fallocate`` fails with where a filesystem cannot allocate ahead (it is then written as it can).
+_NO_FALLOCATE = {errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EINVAL}
+
+
 def _rewrite(fd: int, data: bytes) -> None:
     """``data`` as the whole contents of the open file ``fd``, fsynced."""
     if data:
-        with contextlib.suppress(OSError, AttributeError):  # a filesystem without fallocate writes as it can
+        try:  # no space, or a file-size limit, fails here, before anything changes
             os.posix_fallocate(fd, 0, len(data))
+        except OSError as err:
+            if err.errno not in _NO_FALLOCATE:
+                raise
     os.lseek(fd, 0, os.SEEK_SET)
     view = memoryview(data)
     while view:
