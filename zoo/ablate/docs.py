@@ -1,7 +1,9 @@
 """A study's results as a generated region of a Markdown page (``zoo ablate --docs FILE``):
 its tables beside what the literature reports for the same swaps, and its plots copied
 next to the page, between markers that say the region is generated. Typing into the
-region is pointless: the next run replaces it whole."""
+region is pointless: the next run replaces it whole. The page is the user's: it is edited
+in place or not at all (markers that do not mark one region, a read-only page or anything
+but a regular file are refused before any training), and keeps its inode, mode and links."""
 
 from __future__ import annotations
 
