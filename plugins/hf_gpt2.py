@@ -63,6 +63,8 @@ REFUSALS = {
 class GPT2Fields(HFFields):
     """The GPT2Config fields the converter reads, typed (``GPT2.config_from_hf`` checks them first)."""
 
+    not_null = ("n_positions",)
+
     vocab_size: Count = 50257
     n_positions: Count | None = None
     n_ctx: Count | None = None

@@ -378,8 +378,31 @@ def test_the_warmup_verdict_says_what_the_run_shows(
     assert said is not None and verdict in said
     phrases = ("shows Xiong", "only half", "stays far behind", "points the way", "not significantly worse")
     assert sum(phrase in said for phrase in phrases) == 1
-    if verdict == "points the way":
-        assert re.search(r"--seeds \d+ would detect", said)
+    assert "the interaction, p adj" in said  # decided by the difference of differences, corrected
+    if verdict in (
+        "points the way",
+        "only half of Xiong",
+    ):  # what could be seen, at the corrected level: no post-hoc power
+        assert re.search(r"the smallest interaction 3 seeds detect with 80% power at the corrected level is \d", said)
+        assert "would detect" not in said
+
+
+def test_the_interaction_is_a_paired_difference_of_differences(warmup_study: Any) -> None:
+    """Pre-norm's change across the warm-up sweep minus post-norm's, seed by seed."""
+    post, pre = ([4.6, 4.7, 4.65], [4.0, 4.02, 4.01]), ([4.3, 4.5, 4.1], [4.0, 4.0, 4.01])
+    losses = {("transformer-2017", 0): post[0], ("transformer-2017", 2): post[1]}
+    losses |= {("placement=pre", 0): pre[0], ("placement=pre", 2): pre[1]}
+    study = with_losses(warmup_study, losses)
+    (test,) = study.interactions()
+    by_seed = [(a - b) - (c - d) for a, b, c, d in zip(pre[0], pre[1], post[0], post[1])]
+    assert test.axis == "placement" and test.delta.mean == pytest.approx(sum(by_seed) / 3)
+    from scipy import stats
+
+    assert test.delta.p_value == pytest.approx(stats.ttest_1samp(by_seed, 0.0).pvalue)
+    assert test.delta.p_adjusted == pytest.approx(test.delta.p_value)  # one interaction test: Holm leaves it
+    effects = study.sweep_effects()  # three sweep tests (base, swap, target), corrected together
+    assert all(e.delta.p_adjusted is not None and e.delta.p_adjusted >= e.delta.p_value for e in effects)
+    assert study.to_dict()["sweep"]["interactions"][0]["difference_of_differences"]["mean"] == test.delta.mean
 
 
 def test_the_documented_study_commands_are_make_studys_and_their_regions_are_generated() -> None:

@@ -98,3 +98,26 @@ def test_hostile_component_records_reach_messages_escaped(
     assert main(["inspect", str(path)]) == 0
     out, err = capsys.readouterr()
     assert not CONTROL.search(out + err)
+
+
+def test_commands_to_paste_are_quoted() -> None:
+    """``zoo.errors.command`` builds every command a message shows: a value from a file
+    or a path with shell syntax comes back as one quoted word, controls escaped."""
+    from zoo.errors import command
+
+    assert command("hf", "download", "org/x", "--revision", "main&&curl $(x)|sh") == (
+        "`hf download org/x --revision 'main&&curl $(x)|sh'`"
+    )
+    assert command("rm", "-r", Path("/a b/c")) == "`rm -r '/a b/c'`"
+    assert not CONTROL.search(command("x", "a\x1b[2Jb\n"))
+
+
+def test_the_command_to_prepare_a_folder_is_quoted(tmp_path: Path) -> None:
+    """A data folder whose name is shell syntax: the advice to prepare it quotes it."""
+    from zoo.training import open_data
+
+    folder = tmp_path / "my data; rm -rf ~"
+    folder.mkdir()
+    with pytest.raises(zoo.ZooError) as err:
+        open_data(folder)
+    assert f"`zoo data prepare TEXT -o '{folder}'`" in str(err.value)

@@ -27,6 +27,7 @@ from zoo.contracts import AttentionContext, CrossAttention, Placement, PositionE
 from zoo.errors import *  # noqa: F403  ZooError and its subclasses, listed in zoo.errors.__all__
 from zoo.errors import ConfigError
 from zoo.errors import __all__ as _ERRORS
+from zoo.errors import check_flag as _check_flag
 from zoo.factory import build as _build
 from zoo.hookspecs import RegisterComponent, RegisterConverter, RegisterPreset, hookimpl
 from zoo.inputs import check_inputs
@@ -57,8 +58,7 @@ def build(
     that their config is the preset's, and returns the model in eval mode; overrides
     may then change only dropout and the attention kernel.
     """
-    if not isinstance(pretrained, bool):
-        raise ConfigError(f"pretrained must be True or False, got {pretrained!r}; for a hub id use zoo.from_pretrained")
+    _check_flag(pretrained, "pretrained", "; for a hub id use zoo.from_pretrained")
     if pretrained:
         from zoo.interop.pretrained import build_pretrained
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import shlex
 from collections.abc import Iterable
 
 __all__ = [
@@ -88,6 +89,13 @@ def quoted(text: object, limit: int | None = SHOWN_LIMIT) -> str:
     return repr(text)
 
 
+def command(*words: object) -> str:
+    """A command for a person to paste, in backticks: ``shlex.join`` of ``words``, so a
+    value from a file (a revision ``main&&curl x|sh``, a path with spaces) comes back
+    quoted, then made ``printable``. Every command a message shows is built here."""
+    return f"`{printable(shlex.join(str(word) for word in words), None)}`"
+
+
 def is_distribution_name(name: object) -> bool:
     """Whether ``name`` is a valid distribution name (PEP 508)."""
     return isinstance(name, str) and _DISTRIBUTION_NAME.fullmatch(name) is not None
@@ -141,3 +149,13 @@ class HookError(ZooError, ValueError):
 
 class DistributedError(ZooError):
     """The ranks of a run lost each other: a collective timed out, or another rank stopped."""
+
+
+def check_flag(value: object, name: str, hint: str = "") -> bool:
+    """``value`` if it is ``True`` or ``False``, else an ``InputError``: a truthy string
+    such as ``'no'`` (or a 1) is a mistake to name, never a switch to flip. The one check of
+    every boolean parameter of the public API (``hint``: what to pass instead); here, below
+    every layer, so that each can use it."""
+    if not isinstance(value, bool):
+        raise InputError(f"{name} must be True or False, got {type(value).__name__} {quoted(value, 60)}{hint}")
+    return value

@@ -33,15 +33,18 @@ between them; its ``hook_resid_mid`` is ``resid_pre + attn_out``, the stream as 
 alone leaves it, and replacing it shifts ``resid_post`` by the same amount.
 
 A hook is ``fn(activation, name)``; it reads the activation, or returns a tensor of the
-same shape to use in its place. Under ``torch.compile`` hooks work: dynamo traces them and
-recompiles once when hooks are set or removed (``model.hook_state`` is in its guards); a
-hook it cannot trace breaks the graph, which ``fullgraph=True`` refuses.
+same shape, dtype and device to use in its place (anything else is a ``HookError``).
+Under ``torch.compile`` hooks work: dynamo traces them and recompiles once when hooks
+are set or removed (``model.hook_state`` is in its guards); a hook it cannot trace
+breaks the graph, which ``fullgraph=True`` refuses.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -52,7 +55,7 @@ from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
 from zoo.contracts import AttentionContext, is_residual_output
-from zoo.errors import HookError, did_you_mean
+from zoo.errors import HookError, check_flag, did_you_mean, quoted
 
 __all__ = [
     "HookFn",
@@ -64,7 +67,7 @@ __all__ = [
     "run_with_cache",
 ]
 
-#: A hook: reads ``activation`` at ``name``; returns None, or a tensor of its shape to replace it.
+#: A hook: reads ``activation`` at ``name``; returns None, or a tensor like it (shape, dtype, device) to replace it.
 HookFn = Callable[[Tensor, str], "Tensor | None"]
 #: Which points: None (all), a name, names, or a predicate on names.
 Names = str | Iterable[str] | Callable[[str], bool] | None
@@ -169,12 +172,8 @@ class HookState:
             out = fn(x, name)
             if out is None:
                 continue
-            if not isinstance(out, Tensor) or out.shape != x.shape:
-                got = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
-                raise HookError(
-                    f"the hook at {name!r} returned {got}; return None to only read the activation, "
-                    f"or a tensor of its shape {tuple(x.shape)} to replace it"
-                )
+            if not isinstance(out, Tensor) or out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
+                raise HookError(_bad_return(name, x, out))
             x = out
         return x
 
@@ -189,6 +188,24 @@ class HookState:
             if replaced is not added:
                 out = x + replaced
         return out
+
+
+def _bad_return(name: str, x: Tensor, out: object) -> str:
+    """Why a hook's return cannot replace the activation ``x``: it must be a tensor like
+    ``x`` in shape, dtype and device (another dtype or device would fail, or silently
+    change the precision of, every layer after it)."""
+    where = f"the hook at {name!r} returned"
+    if not isinstance(out, Tensor) or out.shape != x.shape:
+        got = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
+        return (
+            f"{where} {got}; return None to only read the activation, or a tensor of its shape {tuple(x.shape)} "
+            f"to replace it"
+        )
+    if out.dtype != x.dtype:
+        return f"{where} a {out.dtype} tensor for a {x.dtype} activation; return it as one: out.to(activation.dtype)"
+    return (
+        f"{where} a tensor on {out.device} for an activation on {x.device}; return it there: out.to(activation.device)"
+    )
 
 
 @dataclass(frozen=True)
@@ -329,11 +346,19 @@ def select(model: nn.Module, names: Names) -> list[str]:
         return known
     if callable(names):
         return [n for n in known if names(n)]
+    given: object = names  # what the type allows, and what a caller may pass anyway
+    if isinstance(given, (bytes, bytearray)) or not isinstance(given, (str, Iterable)):
+        raise HookError(
+            f"names picks hook points: None (all), a name, names, or a predicate on names; got "
+            f"{type(names).__name__} {quoted(names, 60)}; list them with model.hook_points()"
+        )
     wanted = [names] if isinstance(names, str) else list(names)
     known_set = set(known)
     for name in wanted:
-        if not isinstance(name, str) or name not in known_set:
-            raise _unknown(model, str(name), known)
+        if not isinstance(name, str):
+            raise HookError(f"hook point names are str, got {type(name).__name__} {quoted(name, 60)}")
+        if name not in known_set:
+            raise _unknown(model, name, known)
     order = {n: i for i, n in enumerate(known)}
     return sorted(set(wanted), key=order.__getitem__)
 
@@ -342,11 +367,18 @@ def select(model: nn.Module, names: Names) -> list[str]:
 def hooked(model: nn.Module, fns: Mapping[str, HookFn | Sequence[HookFn]]) -> Iterator[None]:
     """Run ``fns[name](activation, name)`` at each named point while the block is open.
 
-    A hook returns None (it only reads) or a tensor of the activation's shape that takes
-    its place. Contexts nest; on exit the model is as it was.
+    A hook returns None (it only reads) or a tensor of the activation's shape, dtype and
+    device that takes its place. Every hook is checked to be callable as
+    ``fn(activation, name)`` before any is set. Contexts nest; on exit the model is as it was.
     """
     m: Any = getattr(model, "_orig_mod", model)  # a torch.compile'd model: its module
+    if not isinstance(fns, Mapping):
+        raise HookError(
+            f"hooked takes a mapping of point name to hook (or hooks), got {type(fns).__name__}; "
+            f"e.g. {{'blocks.0.hook_resid_post': fn}}"
+        )
     select(m, list(fns))  # every name must be a point of this model
+    given_fns = {name: _hook_list(name, given) for name, given in fns.items()}  # all checked before any is set
     state: HookState | None = m.hook_state
     fresh = state is None
     if state is None:
@@ -355,8 +387,8 @@ def hooked(model: nn.Module, fns: Mapping[str, HookFn | Sequence[HookFn]]) -> It
         m.hook_state = state
     added: list[tuple[str, HookFn]] = []
     try:
-        for name, given in fns.items():
-            for fn in [given] if callable(given) else list(given):
+        for name, listed in given_fns.items():
+            for fn in listed:
                 state.fns.setdefault(name, []).append(fn)
                 added.append((name, fn))
         yield
@@ -372,6 +404,36 @@ def hooked(model: nn.Module, fns: Mapping[str, HookFn | Sequence[HookFn]]) -> It
             m.hook_state = None
 
 
+def _hook_list(name: str, given: object) -> list[HookFn]:
+    """The hooks ``given`` for point ``name`` (one, or a sequence), each a callable that
+    takes ``(activation, name)``."""
+    listed: list[Any] | None = None
+    if callable(given):
+        listed = [given]
+    elif isinstance(given, Sequence) and not isinstance(given, (str, bytes, bytearray)):
+        listed = list(given)
+    if listed is None:
+        raise HookError(
+            f"the hook for {name!r} is {type(given).__name__} {quoted(given, 60)}: give a function "
+            f"fn(activation, name) (or a list of them)"
+        )
+    for fn in listed:
+        if not callable(fn):
+            raise HookError(
+                f"a hook for {name!r} is {type(fn).__name__} {quoted(fn, 60)}, not a function fn(activation, name)"
+            )
+        try:
+            inspect.signature(fn).bind(None, name)
+        except TypeError:
+            raise HookError(
+                f"the hook {quoted(getattr(fn, '__name__', fn), 60)} for {name!r} cannot be called as "
+                f"fn(activation, name); give it those two arguments (return None, or a replacement)"
+            ) from None
+        except ValueError:  # a builtin without a signature: called as it is
+            pass
+    return listed
+
+
 def run_with_cache(
     model: nn.Module, *args: Any, names: Names = None, detach: bool = True, **kwargs: Any
 ) -> tuple[Any, dict[str, Tensor]]:
@@ -381,6 +443,7 @@ def run_with_cache(
     keeps them in the autograd graph, so gradients can be taken with respect to them.
     Every point asked for by name must run, else a ``HookError`` names the ones that did not.
     """
+    check_flag(detach, "detach")
     selected = select(model, names)
     cache: dict[str, Tensor] = {}
 
@@ -426,19 +489,54 @@ def patch(
     names: Names = lambda name: ".hook_resid_" in name,
 ) -> Patching:
     """Patch one point at a time from the clean run into the corrupted one; ``metric(output)``
-    says how much of the clean behaviour comes back. Clean and corrupted inputs must have
-    the same shapes. ``names`` defaults to every residual-stream point."""
+    says how much of the clean behaviour comes back, as one finite number (a float or a
+    one-element tensor; anything else is a ``HookError`` naming the run). Clean and
+    corrupted inputs must have the same shapes. ``names`` defaults to every
+    residual-stream point."""
     clean_args = clean if isinstance(clean, tuple) else (clean,)
     corrupted_args = corrupted if isinstance(corrupted, tuple) else (corrupted,)
+    if not callable(metric):
+        raise HookError(
+            f"metric must be a function of the model's output that returns one number, got "
+            f"{type(metric).__name__} {quoted(metric, 60)}; e.g. lambda logits: logits[0, -1, token]"
+        )
+    shapes = [tuple(a.shape) if isinstance(a, Tensor) else type(a).__name__ for a in (*clean_args, *corrupted_args)]
+    if shapes[: len(clean_args)] != shapes[len(clean_args) :]:
+        raise HookError(
+            f"clean and corrupted inputs must have the same shapes, got {shapes[: len(clean_args)]} and "
+            f"{shapes[len(clean_args) :]}; patching swaps activations position by position (pad or trim one)"
+        )
     with torch.no_grad():
         out, cache = run_with_cache(model, *clean_args, names=names)
-        clean_value = float(metric(out))
-        corrupted_value = float(metric(model(*corrupted_args)))
+        clean_value = _metric_value(metric(out), "the clean run")
+        corrupted_value = _metric_value(metric(model(*corrupted_args)), "the corrupted run")
         patched = {}
         for name, activation in cache.items():
             with hooked(model, {name: functools.partial(_replace_with, activation)}):
-                patched[name] = float(metric(model(*corrupted_args)))
+                patched[name] = _metric_value(metric(model(*corrupted_args)), f"the run patched at {name!r}")
     return Patching(clean_value, corrupted_value, patched)
+
+
+def _metric_value(value: object, run: str) -> float:
+    """A patching metric's result as a finite float: a number, or a tensor of one element."""
+    if isinstance(value, Tensor) and value.numel() == 1 and not value.is_complex() and value.dtype != torch.bool:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        got = (
+            f"a tensor of shape {tuple(value.shape)} ({value.dtype})"
+            if isinstance(value, Tensor)
+            else (f"{type(value).__name__} {quoted(value, 60)}")
+        )
+        raise HookError(
+            f"the metric returned {got} on {run}; it must return one number (a float or a one-element "
+            f"tensor): reduce it, e.g. logits[0, -1, token] or (logits[..., a] - logits[..., b]).mean()"
+        )
+    if not math.isfinite(value):
+        raise HookError(
+            f"the metric returned {value} on {run}; the fraction recovered would be meaningless: make the "
+            f"metric finite (e.g. log_softmax rather than the log of a softmax that underflows)"
+        )
+    return float(value)
 
 
 def logit_lens(model: nn.Module, *args: Any, **kwargs: Any) -> Tensor:

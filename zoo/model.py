@@ -26,7 +26,7 @@ from zoo.cache import KVCache
 from zoo.components import PartMaker
 from zoo.config import ModelConfig
 from zoo.contracts import AttentionContext, Placement, PositionEncoding, make_mask
-from zoo.errors import InputError
+from zoo.errors import InputError, check_flag
 from zoo.hooks import HookFn, HookState, Names, hook_points, hooked, run_with_cache
 from zoo.inputs import (  # noqa: F401  INDEX_DTYPES and check_inputs: importable from here as before
     INDEX_DTYPES,
@@ -128,7 +128,7 @@ class TokenModel(nn.Module):
 
     def hooks(self, fns: Mapping[str, HookFn | Sequence[HookFn]]) -> AbstractContextManager[None]:
         """``with model.hooks({name: fn}):`` runs ``fn(activation, name)`` at each point; a hook
-        that returns a tensor (of the same shape) replaces the activation."""
+        that returns a tensor (of the same shape, dtype and device) replaces the activation."""
         return hooked(self, fns)
 
     def run_with_cache(
@@ -141,6 +141,7 @@ class TokenModel(nn.Module):
 
     def num_parameters(self, *, trainable_only: bool = False) -> int:
         """Number of parameters, tied weights counted once."""
+        check_flag(trainable_only, "trainable_only")
         return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
 
     def extra_repr(self) -> str:
@@ -181,6 +182,7 @@ class DecoderLM(TokenModel):
         ``last_only`` computes the head for the last position only, (B, 1, V), which is
         all decoding needs (the head is the largest matmul of a small model).
         """
+        check_flag(last_only, "last_only")
         check_tensor(idx, "idx", "of token ids of shape (batch, seq)")
         cache = self.check_cache(cache, self.config.n_layers, idx.shape[0] if idx.dim() else 0)
         offset = cache.length if cache is not None else 0

@@ -29,10 +29,10 @@ from torch import Tensor, nn
 from zoo.checkpoint import load
 from zoo.checkpoint.format import json_field
 from zoo.checkpoint.store import open_file, resolve
-from zoo.decoding import generate
-from zoo.errors import CheckpointError, ConfigError, InputError, InteropError, printable
+from zoo.decoding import Sampling, generate
+from zoo.errors import CheckpointError, ConfigError, InputError, InteropError, check_flag, printable
 from zoo.interop.hf import from_hf
-from zoo.interop.hub import is_hub_id, local_or_snapshot
+from zoo.interop.hub import check_revision, is_hub_id, local_or_snapshot
 from zoo.model import DecoderLM
 from zoo.text import (
     NAMES,
@@ -91,6 +91,10 @@ def generate_text(
     prompt starts from the tokenizer's start token (``<|endoftext|>`` for GPT-2);
     generation stops at its end-of-text token unless ``stop_at_eot`` is false.
     """
+    check_flag(stop_at_eot, "stop_at_eot")
+    Sampling(do_sample, temperature, top_k, top_p, repetition_penalty)  # its refusals come before the model loads
+    if on_text is not None and not callable(on_text):
+        raise InputError(f"on_text must be a function of each new piece of text, or None; got {type(on_text).__name__}")
     if not isinstance(prompt, str):
         raise InputError(f"prompt must be a str, got {type(prompt).__name__}; pass '' to start from <|endoftext|>")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
@@ -222,7 +226,14 @@ def load_with_tokenizer(
     model_or_path: nn.Module | str | os.PathLike[str], *, revision: str | None = None, version: int | None = None
 ) -> tuple[DecoderLM, Tokenizer | None]:
     """The model (as ``load_model``) and the tokenizer it goes with, where it names one."""
+    check_revision(revision)
     if isinstance(model_or_path, nn.Module):
+        for name, value in (("revision", revision), ("version", version)):
+            if value is not None:
+                raise InputError(
+                    f"{name}={value!r} picks what to load, but the model is already loaded; drop {name}, or pass "
+                    f"the hub id or checkpoint path instead of the model"
+                )
         return _decoder(model_or_path, type(model_or_path).__name__), None
     if not isinstance(model_or_path, (str, os.PathLike)) or not str(model_or_path):
         raise InputError(
@@ -305,7 +316,15 @@ def recorded_tokenizer_source(path: str | os.PathLike[str], version: int | None 
         return str(folder)
     if isinstance(record.get("hub"), str):
         revision = record.get("revision")
-        folder, _ = local_or_snapshot(record["hub"], revision if isinstance(revision, str) else None, need="tokenizer")
+        revision = revision if isinstance(revision, str) else None
+        try:
+            check_revision(revision)
+        except InteropError as err:
+            raise CheckpointError(
+                f"{file}: the tokenizer its metadata records is not one to fetch: {err}. Fix or remove the "
+                f"metadata 'tokenizer' (or give zoo.tokenizer / --tokenizer yourself)"
+            ) from err
+        folder, _ = local_or_snapshot(record["hub"], revision, need="tokenizer")
         return str(folder)
     name = record.get("name")
     if isinstance(name, str) and (name in NAMES or is_hub_id(name) or Path(name).is_dir()):

@@ -37,12 +37,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.checkpoint import load, versions, write_atomically
+from zoo.checkpoint.store import check_output_file
 from zoo.config import ModelConfig, get_config, parse_sets
-from zoo.errors import ConfigError, InputError, ZooError
+from zoo.errors import ConfigError, InputError, ZooError, printable
 from zoo.factory import build
 from zoo.figures import figure_format, plain_text
 from zoo.hooks import run_with_cache, stacks
-from zoo.inputs import not_finite_loss
+from zoo.inputs import INDEX_DTYPES, check_inputs, check_tensor, not_finite_loss
 
 __all__ = ["Design", "ProbeResult", "corpus_batch", "plot", "probe", "probe_designs", "write_json"]
 
@@ -142,19 +143,26 @@ def probe(
 ) -> ProbeResult:
     """Measure ``model`` (a decoder-only zoo model) on ``tokens`` (B, S); see the module's
     doc. The gradients are of the loss at predicting ``tokens`` shifted by one, or
-    ``targets`` (B, S) when given."""
+    ``targets`` (B, S) when given; a frozen model (no parameter requires grad) has none
+    and is refused, a partly frozen one's frozen tensors count 0 and are named in ``notes``."""
     m: Any = model
     if not hasattr(m, "blocks"):
         raise ConfigError(
             f"{label}: zoo probe measures decoder-only models; {type(model).__name__} is an "
             f"encoder-decoder (its hook points are there for your own studies: model.run_with_cache)"
         )
+    _check_tokens(m, tokens, targets, label)
     layers = len(m.blocks)
     was_training = model.training
     model.eval()
     wanted = ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(layers)]
     wanted += [f"blocks.{i}.attn.hook_pattern" for i in range(layers)]
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if not named:
+        raise InputError(
+            f"{label}: every parameter has requires_grad=False (a frozen model), so there are no gradient norms to "
+            f"measure; unfreeze it for the probe: model.requires_grad_(True) (the probe leaves .grad as it was)"
+        )
     try:
         with torch.enable_grad():
             output, cache = run_with_cache(model, tokens, names=wanted)
@@ -170,7 +178,33 @@ def probe(
     grad_norm, grad_other = grouped_norms(model, grads, layers)
     rms = [float(cache[n].double().pow(2).mean().sqrt()) for n in wanted[: layers + 1]]
     heads = [entropy(cache[f"blocks.{i}.attn.hook_pattern"]).tolist() for i in range(layers)]
-    return ProbeResult(label, source, layers, value, rms, grad_norm, grad_other, heads)
+    result = ProbeResult(label, source, layers, value, rms, grad_norm, grad_other, heads)
+    frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+    if frozen:  # their groups' norms leave them out: said, so a 0 is not read as a vanished gradient
+        shown = ", ".join(printable(n, 60) for n in frozen[:4]) + (" ..." if len(frozen) > 4 else "")
+        result.notes.append(
+            f"{len(frozen)} frozen weight tensor(s) (requires_grad=False) count 0 in the gradient norms: {shown}"
+        )
+    return result
+
+
+def _check_tokens(model: Any, tokens: Tensor, targets: Tensor | None, label: str) -> None:
+    """Refuse tokens the model cannot read, and targets that are not one id per position."""
+    check_inputs(model, tokens, name="tokens")
+    if targets is None:
+        if tokens.shape[1] < 2:
+            raise InputError(
+                f"{label}: the probe's loss predicts each next token, so it needs at least 2 tokens per row "
+                f"(got {tokens.shape[1]}); give more tokens, or targets= of their shape"
+            )
+        return
+    check_tensor(targets, "targets", f"of token ids of the shape of tokens {tuple(tokens.shape)}")
+    if targets.shape != tokens.shape or targets.dtype not in INDEX_DTYPES:
+        raise InputError(
+            f"{label}: targets must be integer token ids of the shape of tokens {tuple(tokens.shape)} (one per "
+            f"position), got {targets.dtype} of shape {tuple(targets.shape)}"
+        )
+    check_inputs(model, targets, name="targets")
 
 
 # -- text, designs, many models ------------------------------------------------------------
@@ -316,10 +350,12 @@ def probe_designs(
     return results
 
 
-def write_json(results: Sequence[ProbeResult], path: str | os.PathLike[str]) -> Path:
-    """The results as one JSON file, written atomically."""
+def write_json(results: Sequence[ProbeResult], path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+    """The results as one JSON file, written atomically; an existing file is replaced only
+    with ``overwrite`` (``check_output_file``: anything but a regular file never is)."""
+    target = check_output_file(path, InputError, overwrite=overwrite, what="the probe's JSON file")
     text = json.dumps({"probes": [r.to_dict() for r in results]}, indent=1)
-    return write_atomically(Path(path), lambda p: p.write_text(text + "\n", encoding="utf-8"))
+    return write_atomically(target, lambda p: p.write_text(text + "\n", encoding="utf-8"))
 
 
 # -- plots -------------------------------------------------------------------------------------
@@ -328,10 +364,18 @@ METRICS = ("residual", "grad", "entropy", "update")
 
 
 @plain_text()
-def plot(results: Sequence[ProbeResult], path: str | os.PathLike[str], *, metrics: Sequence[str] = METRICS) -> Path:
+def plot(
+    results: Sequence[ProbeResult],
+    path: str | os.PathLike[str],
+    *,
+    metrics: Sequence[str] = METRICS,
+    overwrite: bool = False,
+) -> Path:
     """The designs side by side, one panel per metric (those measured), written atomically in
     the format ``path``'s suffix names (``figure_format``); titles say what was measured and
-    on which tokens. Needs matplotlib."""
+    on which tokens. Needs matplotlib. An existing file is replaced only with ``overwrite``
+    (as ``write_json``)."""
+    check_output_file(path, InputError, overwrite=overwrite, what="the probe's plot")
     kind = figure_format(Path(path), "--plot")
     try:
         from matplotlib.figure import Figure

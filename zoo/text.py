@@ -22,20 +22,25 @@ import codecs
 import functools
 import hashlib
 import importlib
+import operator
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import ConfigError, InteropError, printable
+from zoo.errors import ConfigError, InputError, InteropError, printable, quoted
 from zoo.files import loads, read_bytes, read_json
-from zoo.interop.hub import is_hub_id, snapshot
+from zoo.interop.hub import check_revision, is_hub_id, snapshot
 
 __all__ = ["ByteTokenizer", "HFTokenizer", "TextStream", "Tokenizer", "TiktokenTokenizer", "tokenizer"]
 
 EOT = "<|endoftext|>"
 NAMES = ("gpt2", "bytes")
 TOKENIZER_LIMIT = 64 << 20  # bytes of vocab.json or merges.txt (GPT-2's are 1 MB and 0.5 MB)
+ID_LIMIT = 1 << 31  # no vocabulary has this many ids: one past it is a mistake, not a token
+UNKNOWN = "\ufffd"  # the text of an id the tokenizer has no token for
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 # GPT-2's pre-tokenisation rule, from its released encoder: contractions, runs of
 # letters, of digits, of other symbols (each with an optional leading space), whitespace.
@@ -71,11 +76,20 @@ class Tokenizer(abc.ABC):
 
     @abc.abstractmethod
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text``; special tokens written in it become their ids."""
+        """Token ids of ``text``; special tokens written in it become their ids. Text that
+        is not a ``str``, or holds a lone surrogate (bytes that were not UTF-8), is an
+        ``InputError`` (``checked_text``)."""
 
     @abc.abstractmethod
     def decode(self, ids: Iterable[int]) -> str:
-        """The text of ``ids``; bytes that do not form UTF-8 become U+FFFD."""
+        """The text of ``ids``; bytes that do not form UTF-8 become U+FFFD.
+
+        An id this tokenizer has no token for (one of the rows a model's vocabulary has
+        past the tokenizer's: GPT-2's tokenizer has 50,257 tokens, a model padded to
+        50,304 rows can pick 50,300) decodes to one U+FFFD, in every tokenizer and in
+        ``stream``: shown where it stands, never dropped. What is not a token id at all
+        (not a whole number, negative, 2**31 or more) is an ``InputError`` (``checked_ids``).
+        """
 
     @property
     def start_token_id(self) -> int | None:
@@ -105,16 +119,26 @@ class TiktokenTokenizer(Tokenizer):
         return int(self.encoding.n_vocab)
 
     def encode(self, text: str) -> list[int]:
-        return self.encoding.encode(text, allowed_special="all")
+        return self.encoding.encode(checked_text(text), allowed_special="all")
 
     def decode(self, ids: Iterable[int]) -> str:
-        return self.encoding.decode(list(ids), errors="replace")
+        listed = checked_ids(ids)
+        try:
+            data = self.encoding.decode_bytes(listed)
+        except KeyError:  # an id without a token: each becomes U+FFFD
+            data = b"".join(map(self.token_bytes, listed))
+        return data.decode("utf-8", errors="replace")
 
     def token_bytes(self, token_id: int) -> bytes:
-        """The raw bytes of one token (a token may hold part of a UTF-8 character)."""
-        return self.encoding.decode_single_token_bytes(token_id)
+        """The raw bytes of one token (a token may hold part of a UTF-8 character);
+        U+FFFD for an id without a token."""
+        try:
+            return self.encoding.decode_single_token_bytes(checked_id(token_id))
+        except KeyError:
+            return UNKNOWN.encode()
 
     def stream(self, prefix: Sequence[int] = ()) -> TextStream:
+        checked_ids(prefix)  # context only, but checked as decode checks it
         return TextStream(self)
 
 
@@ -129,16 +153,18 @@ class ByteTokenizer(Tokenizer):
         return 256
 
     def encode(self, text: str) -> list[int]:
-        return list(text.encode("utf-8"))
+        return list(checked_text(text).encode("utf-8"))
 
     def decode(self, ids: Iterable[int]) -> str:
-        return b"".join(map(self.token_bytes, ids)).decode("utf-8", errors="replace")
+        return b"".join(map(self.token_bytes, checked_ids(ids))).decode("utf-8", errors="replace")
 
     def token_bytes(self, token_id: int) -> bytes:
         """The byte of an id (U+FFFD for an id a larger model vocabulary has past 255)."""
-        return bytes([token_id]) if 0 <= token_id < 256 else "\ufffd".encode()
+        token_id = checked_id(token_id)
+        return bytes([token_id]) if token_id < 256 else UNKNOWN.encode()
 
     def stream(self, prefix: Sequence[int] = ()) -> TextStream:
+        checked_ids(prefix)  # context only, but checked as decode checks it
         return TextStream(self)
 
 
@@ -167,11 +193,84 @@ class HFTokenizer(Tokenizer):
         return int(self.backend.get_vocab_size(with_added_tokens=True))
 
     def encode(self, text: str) -> list[int]:
-        return list(self.backend.encode(text, add_special_tokens=True).ids)
+        return list(self.backend.encode(checked_text(text), add_special_tokens=True).ids)
 
     def decode(self, ids: Iterable[int]) -> str:
-        text = str(self.backend.decode(list(ids), skip_special_tokens=False))
+        listed = checked_ids(ids)
+        if listed and (max(listed) >= self.vocab_size or not self._contiguous):  # tokenizers drops ids without a token
+            text = self._decode_around_unknown(listed)
+        else:
+            text = str(self.backend.decode(listed, skip_special_tokens=False))
         return clean_up_tokenization(text) if self.clean_up_spaces else text
+
+    @functools.cached_property
+    def _contiguous(self) -> bool:
+        """Whether every id below ``vocab_size`` has a token (a vocabulary may skip some)."""
+        ids = self.backend.get_vocab(with_added_tokens=True).values()
+        return len(ids) == self.vocab_size and max(ids, default=-1) == self.vocab_size - 1
+
+    def _decode_around_unknown(self, ids: list[int]) -> str:
+        """The runs of ids with a token decoded as usual, each id without one as U+FFFD."""
+        pieces, run = [], []
+        for token_id in ids:
+            if self.backend.id_to_token(token_id) is not None:
+                run.append(token_id)
+                continue
+            pieces += [str(self.backend.decode(run, skip_special_tokens=False)) if run else "", UNKNOWN]
+            run = []
+        return "".join(pieces) + (str(self.backend.decode(run, skip_special_tokens=False)) if run else "")
+
+
+def checked_text(text: object) -> str:
+    """``text`` if a tokenizer can encode it: a ``str`` without lone surrogates, which is
+    what bytes that are not UTF-8 become on a command line (``'\\udcff'``), and which no
+    tokenizer spells the same way (tiktoken would encode U+FFFD, the byte tokenizer fail)."""
+    if not isinstance(text, str):
+        fix = "decode it first: data.decode('utf-8')" if isinstance(text, (bytes, bytearray)) else "pass a str"
+        raise InputError(f"a tokenizer encodes text (a str), got {type(text).__name__} {quoted(text, 40)}; {fix}")
+    found = None if text.isascii() else _SURROGATE.search(text)  # ASCII, the usual case: no scan
+    if found:
+        raise InputError(
+            f"the text holds {quoted(found.group())} at character {found.start()}: a lone surrogate, which is "
+            f"what bytes that are not UTF-8 become (a command line or file in another encoding); give the text "
+            f"as UTF-8 (for --prompt, a UTF-8 terminal and locale such as LANG=C.UTF-8), or replace them with "
+            f"text.encode('utf-8', 'surrogateescape').decode('utf-8', 'replace')"
+        )
+    return text
+
+
+def checked_id(token_id: object) -> int:
+    """``token_id`` as an ``int`` if it is a token id: a whole number (not a bool) in
+    [0, 2**31); an ``InputError`` naming it otherwise."""
+    if isinstance(token_id, bool):
+        raise InputError(f"token ids are whole numbers, got {token_id!r}; pass int ids, e.g. from encode()")
+    try:
+        value = operator.index(token_id)  # type: ignore[arg-type]
+    except TypeError:
+        raise InputError(
+            f"token ids are whole numbers, got {type(token_id).__name__} {quoted(token_id, 40)}; pass a list of "
+            f"int ids (a 1-D tensor's .tolist()), e.g. what encode() returns"
+        ) from None
+    if not 0 <= value < ID_LIMIT:
+        raise InputError(
+            f"{value} is not a token id: ids are whole numbers from 0 to the vocabulary's size (under 2**31); "
+            f"pass the ids a model or encode() gave"
+        )
+    return value
+
+
+def checked_ids(ids: object) -> list[int]:
+    """``ids`` as a list of ints, each checked as ``checked_id`` does (whole lists of
+    plain ints in range, the usual case, in one pass)."""
+    if isinstance(ids, (str, bytes, bytearray)) or not isinstance(ids, Iterable):
+        raise InputError(
+            f"decode takes a sequence of token ids, got {type(ids).__name__} {quoted(ids, 40)}; to encode text, "
+            f"use encode()"
+        )
+    listed = list(ids)
+    if not all(type(i) is int for i in listed) or (listed and not 0 <= min(listed) <= max(listed) < ID_LIMIT):
+        listed = [checked_id(i) for i in listed]
+    return listed
 
 
 def clean_up_tokenization(text: str) -> str:
@@ -215,7 +314,7 @@ class DecodeStream:
 
     def __init__(self, tokenizer: Tokenizer, prefix: Sequence[int] = ()) -> None:
         self.tokenizer = tokenizer
-        self.ids = list(prefix)
+        self.ids = checked_ids(prefix)
         # A prefix that ends inside a character: its U+FFFD is not text yet.
         self.done = len(tokenizer.decode(self.ids).rstrip("\ufffd")) if self.ids else 0
 
@@ -242,6 +341,10 @@ def tokenizer(name_or_path: str | os.PathLike[str] | Tokenizer = "gpt2", *, revi
     ``merges.txt`` of a byte-level BPE (GPT-2's format). ``revision`` picks a hub id's
     branch, tag or commit.
     """
+    if revision is not None and (isinstance(name_or_path, Tokenizer) or str(name_or_path) == "bytes"):
+        what = "a loaded tokenizer" if isinstance(name_or_path, Tokenizer) else "'bytes', which has no versions"
+        raise ConfigError(f"revision={revision!r} picks a hub id's version, but this is {what}; drop revision")
+    check_revision(revision)
     if isinstance(name_or_path, Tokenizer):
         return name_or_path
     if not isinstance(name_or_path, (str, os.PathLike)):

@@ -148,6 +148,11 @@ def next_step(result: AblationResult) -> str:
     """The one thing to do next, by what the study lacks most."""
     control = result.control
     unclear = [row for row in unclear_rows(result) if row.seeds is not None]
+    if result.under_trained:
+        return (
+            f"train until the base and target beat the bigram reference ({', '.join(result.under_trained)} do not): "
+            "more steps (`--steps`), each variant at its own rate (`--tune-lr`), or more text (`--data`)"
+        )
     if len(result.seeds) < 2:
         return "train `--seeds 3` or more: one seed has no interval"
     if control is not None and control.significant:

@@ -10,13 +10,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-from zoo.ablate.advice import SEED_LIMIT
 from zoo.ablate.ladder import Cell, StudyResult, row_named
 from zoo.ablate.records import write_text
 from zoo.ablate.report import figure_class
-from zoo.ablate.results import ALPHA, LEVEL, md_code
+from zoo.ablate.results import ALPHA, LEVEL, MIN_EFFECT, md_code
 from zoo.figures import plain_text
-from zoo.stats import seeds_needed
+from zoo.stats import Interval, detectable_difference
 
 
 def write_study_report(study: StudyResult) -> None:
@@ -117,46 +116,77 @@ def sweep_sentences(study: StudyResult) -> list[str]:
     what = "learning rate" if swept == "lr" else "warm-up"
     lines = []
     for e in study.sweep_effects():
-        sig = e.delta.p_value is not None and e.delta.p_value < ALPHA
+        sig = e.delta.p_adjusted is not None and e.delta.p_adjusted < ALPHA
         lines.append(
             f"- {md_code(e.name)} at {e.rung}: {what} {e.low if e.low is not None else 'auto'} instead of "
             f"{e.high if e.high is not None else 'auto'} changes the final loss by {e.delta.format(4, sign=True)} "
-            f"(paired over seeds, p {_p(e.delta.p_value)}{', significant' if sig else ', within noise'})."
+            f"(paired over seeds, p {_p(e.delta.p_value)}, p adj {_p(e.delta.p_adjusted)} after {study.correction} "
+            f"over the {len(study.sweep_effects())} sweep tests{', significant' if sig else ', within noise'})."
+        )
+    for i in study.interactions():
+        sig = i.delta.p_adjusted is not None and i.delta.p_adjusted < ALPHA
+        lines.append(
+            f"- interaction {md_code(i.name)} × {what} at {i.rung}: its change minus the base's "
+            f"{i.delta.format(4, sign=True)} (difference of differences paired over seeds, p {_p(i.delta.p_value)}, "
+            f"p adj {_p(i.delta.p_adjusted)}{', significant' if sig else ', not shown'})."
         )
     return lines
 
 
+def _significant(delta: Interval) -> bool:
+    return delta.p_adjusted is not None and delta.p_adjusted < ALPHA and abs(delta.mean) >= MIN_EFFECT
+
+
+def _interaction_floor(study: StudyResult, delta: Interval) -> str:
+    """The smallest difference of differences these seeds detect at the corrected level."""
+    tests = max(1, len(study.interactions()))
+    if delta.sd is None or delta.n < 2:
+        return ""
+    alpha = ALPHA / tests if study.correction in ("holm", "bonferroni") else ALPHA
+    return (
+        f"; the smallest interaction {delta.n} seeds detect with 80% power at the corrected level is "
+        f"{detectable_difference(delta.sd, delta.n, alpha=alpha):.4f} nats"
+    )
+
+
 def warmup_verdict(study: StudyResult) -> str | None:
     """With a warm-up sweep, a post-norm base and a ``placement`` swap: whether this study shows
-    Xiong et al.'s result (removing warm-up hurts post-norm, not pre-norm), said plainly."""
+    Xiong et al.'s result, said plainly. Their claim is an interaction (removing warm-up hurts
+    post-norm, not pre-norm), so it is decided by the difference-of-differences test
+    (``StudyResult.interactions``) after correction, not by comparing two intervals."""
     if study.swept != "warmup" or study.cells[0][1].runs[0].config.placement.name != "post":
         return None
     rung = study.rungs[-1].name
     effects = {e.axis: e for e in study.sweep_effects() if e.rung == rung}
     post, pre = effects.get("base"), effects.get("placement")
-    if post is None or pre is None or post.delta.half_width is None or pre.delta.half_width is None:
+    test = next((i for i in study.interactions() if i.rung == rung and i.axis == "placement"), None)
+    if post is None or pre is None or test is None or test.delta.half_width is None:
         return None
     low, high = post.low if post.low is not None else "auto", post.high if post.high is not None else "auto"
-    hurts = post.delta.mean > 0 and post.delta.p_value is not None and post.delta.p_value < ALPHA
-    apart = post.delta.mean - pre.delta.mean > math.hypot(post.delta.half_width, pre.delta.half_width)
     said = (
         f"Warm-up {low} instead of {high} at {rung}: post-norm (the base) {post.delta.format(4, sign=True)} "
-        f"(p {_p(post.delta.p_value)}), pre-norm {pre.delta.format(4, sign=True)} (p {_p(pre.delta.p_value)})."
+        f"(p adj {_p(post.delta.p_adjusted)}), pre-norm {pre.delta.format(4, sign=True)} "
+        f"(p adj {_p(pre.delta.p_adjusted)}); pre-norm's change minus post-norm's {test.delta.format(4, sign=True)} "
+        f"(the interaction, p adj {_p(test.delta.p_adjusted)})."
     )
-    if hurts and apart:
-        return said + " This run shows Xiong et al.'s result: without warm-up post-norm ends worse, pre-norm does not."
+    hurts = post.delta.mean > 0 and _significant(post.delta)
+    if _significant(test.delta) and test.delta.mean < 0 and hurts:
+        return said + (
+            " This run shows Xiong et al.'s result as a test: removing warm-up costs post-norm significantly "
+            "more than pre-norm, after correction."
+        )
     if hurts:
         return said + (
-            " Removing the warm-up hurts post-norm, but pre-norm's change is not told apart from it: this run "
-            "shows only half of Xiong et al.'s result."
+            " Removing the warm-up hurts post-norm, but the interaction is not shown: pre-norm's change is not "
+            "told apart from post-norm's, so this run shows only half of Xiong et al.'s result"
+            + _interaction_floor(study, test.delta)
+            + "."
         )
-    if post.delta.mean > max(pre.delta.mean, 0.0):  # Xiong's direction, not significant
-        seeds = seeds_needed(post.delta.sd or 0.0, post.delta.mean, limit=SEED_LIMIT)
-        more = f"--seeds {seeds}" if seeds is not None else "many more seeds"
+    if post.delta.mean > max(pre.delta.mean, 0.0):  # Xiong's direction, nothing significant
         return said + (
-            f" This run points the way of Xiong et al.'s result (without warm-up post-norm loses more than "
-            f"pre-norm) but does not show it: post-norm's change is not significant with {post.delta.n} seeds, "
-            f"whose results spread widely; {more} would detect a change of this size with 80% power."
+            " This run points the way of Xiong et al.'s result (without warm-up post-norm loses more than "
+            f"pre-norm) but does not show it: neither post-norm's change nor the interaction is significant "
+            f"after correction with {post.delta.n} seeds" + _interaction_floor(study, test.delta) + "."
         )
     stuck = _untrained_post_norm(study, study.rungs[-1], post.name, pre.name)
     if stuck is not None:

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from zoo.ablate.advice import trend
 from zoo.ablate.results import LEVEL, AblationResult, AblationRun
 from zoo.errors import ConfigError, InputError
-from zoo.stats import Interval, paired_difference
+from zoo.stats import Interval, adjust_optional, paired_difference
 
 
 @dataclass(frozen=True)
@@ -128,6 +128,27 @@ class SweepEffect:
         }
 
 
+@dataclass(frozen=True)
+class Interaction:
+    """Whether a swap changes what the sweep does: the row's sweep change minus the base's,
+    paired over seeds (a difference of differences). For a warm-up sweep and the
+    ``placement`` row: how much less pre-norm loses without warm-up than post-norm does
+    (negative: removing warm-up costs the base more). ``delta.p_adjusted`` is corrected
+    over the study's interaction tests."""
+
+    name: str
+    axis: str
+    rung: str
+    low: Any
+    high: Any
+    delta: Interval
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "axis": self.axis, "rung": self.rung, "from": self.low, "to": self.high} | {
+            "difference_of_differences": self.delta.to_dict()
+        }
+
+
 @dataclass
 class StudyResult:
     """Every cell's ablation, the trends along the ladder and the sweeps, and the report's paths."""
@@ -210,7 +231,35 @@ class StudyResult:
                     continue
                 delta = paired_difference(other.losses(), run.losses(), LEVEL)
                 effects.append(SweepEffect(run.name, run.axis, rung.name, low, high, delta))
-        return effects
+        adjusted = adjust_optional([e.delta.p_value for e in effects], self.correction)
+        return [replace(e, delta=replace(e.delta, p_adjusted=p)) for e, p in zip(effects, adjusted)]
+
+    @property
+    def correction(self) -> str:
+        return self.cells[0][1].correction
+
+    def interactions(self) -> list[Interaction]:
+        """Per rung (the other axis at its first value), per swapped row: its change across the
+        sweep minus the base's, paired over seeds, corrected over these tests together."""
+        swept = self.swept
+        if swept is None:
+            return []
+        values: list[Any] = self.rates if swept == "lr" else self.warmups
+        low, high = values[0], values[-1]
+        found = []
+        for rung in self.rungs:
+            ends = [self.swept_cell(rung, low), self.swept_cell(rung, high)]
+            base = [a - b for a, b in zip(ends[0].runs[0].losses(), ends[1].runs[0].losses())]
+            for run in ends[0].runs[1:]:
+                other = row_named(ends[1], run.name)
+                if other is None or run.axis in ("control", "target"):
+                    continue
+                change = [a - b for a, b in zip(run.losses(), other.losses())]
+                found.append(
+                    Interaction(run.name, run.axis, rung.name, low, high, paired_difference(base, change, LEVEL))
+                )
+        adjusted = adjust_optional([i.delta.p_value for i in found], self.correction)
+        return [replace(i, delta=replace(i.delta, p_adjusted=p)) for i, p in zip(found, adjusted)]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -233,7 +282,12 @@ class StudyResult:
                 for cell, result in self.cells
             ],
             "trends": [t.to_dict() for t in self.trends()],
-            "sweep": {"axis": self.swept, "effects": [e.to_dict() for e in self.sweep_effects()]},
+            "sweep": {
+                "axis": self.swept,
+                "correction": self.correction,
+                "effects": [e.to_dict() for e in self.sweep_effects()],
+                "interactions": [i.to_dict() for i in self.interactions()],
+            },
             "plots": {
                 "scale": str(self.scale_plot_path) if self.scale_plot_path else None,
                 "sweep": str(self.sweep_plot_path) if self.sweep_plot_path else None,

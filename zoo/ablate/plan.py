@@ -28,7 +28,7 @@ from zoo.ablate.options import (
     TUNE_SEED_OFFSET,
 )
 from zoo.config import ModelConfig, resolve_config
-from zoo.errors import ConfigError, InputError, ZooError, printable
+from zoo.errors import ConfigError, InputError, ZooError, command, printable
 from zoo.registry import Registry, default_registry
 from zoo.stats import CORRECTIONS, DEFAULT_CORRECTION
 from zoo.training import TrainSettings, bundled_corpus, load_corpus, open_data, read_text
@@ -359,7 +359,7 @@ def _prepared_data(
         raise InputError(
             f"{printable(str(folder))} was prepared with the {prepared.tokenizer!r} tokenizer, not "
             f"{tokenizer!r}; drop --tokenizer (a prepared folder brings its own), or prepare the text "
-            f"again with `zoo data prepare --tokenizer {tokenizer}`"
+            f"again with {command('zoo', 'data', 'prepare', '--tokenizer', tokenizer)}"
         )
     notes.append(
         f"prepared data: its {prepared.tokenizer} tokenizer and vocabulary ({prepared.vocab_size:,}) for every "

@@ -69,7 +69,46 @@ def table(
             "train FLOPs": _si(run.train_flops),
         }
         rows.append([cells[c] for c in columns if c not in dropped])
-    return [c for c in columns if c not in dropped], rows
+    kept = [c for c in columns if c not in dropped]
+    for name, loss in reference_rows(result):
+        rows.append([f"{name} (reference)" if c == "run" else f"{loss:.4f}" if c == "val loss" else "" for c in kept])
+    return kept, rows
+
+
+def reference_rows(result: AblationResult) -> list[tuple[str, float]]:
+    """The n-gram reference losses (``baselines``) as (name, nats/token), where measured."""
+    b = result.baselines
+    if b is None:
+        return []
+    return [
+        (name, loss)
+        for name, loss in (("unigram", b.unigram), ("bigram", b.bigram), ("trigram", b.trigram))
+        if loss is not None
+    ]
+
+
+def reference_text(result: AblationResult) -> str:
+    """What the reference rows are, and the verdict when the base or target does not beat the bigram."""
+    b = result.baselines
+    if b is None:
+        return ""
+    bits = b.bits_per_byte(b.bigram)
+    text = (
+        f"The **reference** rows are counted n-gram models (add-one unigram; interpolated bigram and trigram, "
+        f"weights chosen on held-out training tokens) fit on {b.tokens_counted:,} training tokens and scored on "
+        f"the same {b.eval_tokens:,} eval tokens as every run"
+        + (f" (bigram {bits:.3f} bits/byte)" if bits is not None else "")
+        + "."
+    )
+    if result.under_trained:
+        names = ", ".join(md_code(n) for n in result.under_trained)
+        text += (
+            f" **Under-trained**: {names} {'does' if len(result.under_trained) == 1 else 'do'} not beat the bigram "
+            f"({b.bigram:.4f}), so this table measures how fast each design starts to learn, not what it is worth: "
+            "train longer (`--steps`, or `--tokens-per-param` on a ladder), at each variant's own rate (`--tune-lr`), "
+            "or on more text (`--data`)."
+        )
+    return text
 
 
 def _p(p: float | None) -> str:
@@ -175,6 +214,7 @@ def _summary(result: AblationResult) -> list[str]:
         "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|",
         *("| " + " | ".join([md(row[0]), *(cell.replace("|", "\\|") for cell in row[1:])]) + " |" for row in rows),
         "",
+        *([reference_text(result), ""] if result.baselines is not None else []),
         f"Significant at {LEVEL:.0%} after {result.correction}: "
         f"{', '.join(md_code(name) for name in significant) if significant else 'none'}."
         + (

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zoo.ablate.baselines import Baselines
 from zoo.ablate.compare import SIZE_AXES
 from zoo.ablate.diagnostics import Diagnostics
 from zoo.ablate.options import ORDERS
@@ -199,6 +200,15 @@ class AblationResult:
     correction: str = DEFAULT_CORRECTION  # the family-wise correction over the rows' tests
     diagnostics_plot_path: Path | None = None
     control: AblationRun | None = None  # the A/A row (None in results from before it existed)
+    baselines: Baselines | None = None  # the n-gram reference rows on the same eval windows
+
+    @property
+    def under_trained(self) -> list[str]:
+        """The base and target rows whose mean final loss does not beat the bigram reference:
+        a table with any is about how fast designs start to learn, not what they are worth."""
+        if self.baselines is None:
+            return []
+        return [run.name for run in (self.runs[0], self.runs[-1]) if not run.loss.mean < self.baselines.bigram]
 
     def run(self, name_or_axis: str) -> AblationRun:
         """The run called ``name_or_axis``, or the one that swapped that axis."""
@@ -281,6 +291,11 @@ class AblationResult:
                 "total_train_flops": self.total_train_flops,
             },
             "data": self.data,
+            "baselines": (
+                {**self.baselines.to_dict(), "under_trained": self.under_trained}
+                if self.baselines is not None
+                else None
+            ),
             "command": self.command,
             "zoo_version": self.version,
             "order": self.order,

@@ -11,18 +11,20 @@ from dataclasses import replace
 from pathlib import Path
 
 from zoo._version import __version__
+from zoo.ablate.baselines import Baselines, ngram_baselines
 from zoo.ablate.options import DEFAULT_SCALE, DEFAULT_SEEDS, TUNE_FRACTION
 from zoo.ablate.plan import Job, Options, Plan, make_plan
 from zoo.ablate.records import Context, content_digest, read_record, seed_run
 from zoo.ablate.report import write_report
 from zoo.ablate.results import LEVEL, TRAIN_FLOPS_FACTOR, AblationResult, AblationRun, TuneRun
 from zoo.ablate.runner import ProgressCallback, Runner, join_world
-from zoo.checkpoint.owned import LOCK, MARKER, claim
+from zoo.checkpoint.owned import LOCK, MARKER, claim, refuse_inputs_inside
 from zoo.errors import ConfigError, InputError, ZooError
 from zoo.files import read_json
 from zoo.registry import Registry, default_registry
 from zoo.stats import DEFAULT_CORRECTION, adjust_optional, mean_interval, paired_difference
 from zoo.summary import summarize
+from zoo.training import validation_batches
 from zoo.training.distributed import World, barrier, broadcast_text
 
 ABLATE_KIND = "ablate"  # the kind of output folder an ablation owns
@@ -156,6 +158,8 @@ def _run(
     options: Options, on_progress: ProgressCallback | None, command: str, registry: Registry, overwrite: bool = False
 ) -> AblationResult:
     """Plan, train the sweep (if any) and the seeds, collect, report."""
+    if overwrite:  # the corpus inside the folder overwrite replaces: refused before it is read
+        refuse_inputs_inside(options.out_dir, [("data", options.data)], InputError)
     plan = make_plan(options, registry)
     world = join_world()
     if options.workers > 1 and world.size > 1:
@@ -366,4 +370,12 @@ def _result(plan: Plan, runs: list[AblationRun], command: str, runner: Runner, c
         main_process=runner.world.is_main,
         correction=o.correction,
         control=control,
+        baselines=_baselines(plan, runner) if runner.world.is_main else None,
     )
+
+
+def _baselines(plan: Plan, runner: Runner) -> Baselines:
+    """The n-gram reference rows on the very windows every run was evaluated on."""
+    data = runner.context.token_data()
+    vocab = plan.variants[0].config.vocab_size
+    return ngram_baselines(data.train, data.val, validation_batches(data.val, plan.settings), vocab)

@@ -29,7 +29,7 @@ from zoo.checkpoint.format import build_header, read
 from zoo.checkpoint.owned import check_versions_folder
 from zoo.checkpoint.store import SUFFIX, path_arg, publish_file, publish_version, resolve
 from zoo.config import ModelConfig
-from zoo.errors import CheckpointError
+from zoo.errors import CheckpointError, check_flag
 from zoo.factory import device_arg, dtype_arg, initialize, materialize, model_for
 from zoo.memory import allocating, model_bytes
 from zoo.registry import Registry, default_registry
@@ -102,6 +102,8 @@ def load(
     unexpected tensors and initialises missing ones with the config's init scheme;
     shape and dtype mismatches are always errors.
     """
+    check_flag(strict, "strict")
+    check_flag(verify, "verify")
     registry = registry or default_registry()
     target_dtype = dtype_arg(dtype, CheckpointError)
     target_device = device_arg(device, CheckpointError)

@@ -31,7 +31,7 @@ import secrets
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from zoo._version import __version__
 from zoo.checkpoint.store import write_atomically
-from zoo.errors import ZooError
+from zoo.errors import ZooError, printable
 from zoo.files import read_json
 
 __all__ = [
@@ -51,6 +51,8 @@ __all__ = [
     "OwnedFolder",
     "check_output_path",
     "check_versions_folder",
+    "check_versions_only",
+    "refuse_inputs_inside",
     "owned_folder",
     "read_marker",
     "staged_folder",
@@ -415,6 +417,66 @@ def check_versions_folder(folder: Path, error: type[ZooError]) -> None:
             f"{folder} was made by {marker.command} ({marker.kind} folder): only that command writes into it, "
             f"and a version saved there would mix with its own; save to another folder, or to a .safetensors file"
         )
+
+
+#: What a folder of checkpoint versions that no command marked may hold: its versions, the
+#: tokenizer ``zoo convert`` keeps beside them, and a killed save's temporary file.
+_VERSIONS_ONLY = re.compile(r"v[0-9]+\.safetensors|tokenizer|\..*\.[0-9]+-[0-9a-f]{8}\.tmp")
+
+
+def check_versions_only(folder: Path, error: type[ZooError]) -> None:
+    """Refuse to add a checkpoint version to a user's folder: one without a marker that
+    holds anything but checkpoint versions (``zoo build -o DIR``, ``zoo convert -o DIR``
+    on a folder of papers would drop ``v0001.safetensors`` among them)."""
+    check_versions_folder(folder, error)
+    if not folder.is_dir() or read_marker(folder, error) is not None:
+        return
+    foreign = [name for name in _entries(folder) if not _VERSIONS_ONLY.fullmatch(name)]
+    if foreign:
+        shown = ", ".join(printable(name, 60) for name in foreign[:3]) + (" ..." if len(foreign) > 3 else "")
+        raise error(
+            f"{printable(str(folder))} holds {len(foreign)} file(s) that are not checkpoint versions ({shown}); "
+            f"the zoo adds versions only to a new, empty or versions-only folder: give one of those, "
+            f"or a path ending in .safetensors"
+        )
+
+
+def _flatten(inputs: Iterable[tuple[str, object]]) -> Iterator[tuple[str, str]]:
+    for name, value in inputs:
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for item in values:
+            if isinstance(item, (str, os.PathLike)) and os.fspath(item) and os.path.lexists(item):
+                yield name, os.fspath(item)
+
+
+def _real(path: str | os.PathLike[str]) -> Path:
+    """``path`` with its folder's links resolved but not its last part: a link that is
+    replaced or removed takes only the link, so its target is not what is lost."""
+    absolute = Path(os.path.abspath(path))
+    return Path(os.path.realpath(absolute.parent)) / absolute.name
+
+
+def refuse_inputs_inside(
+    output: str | os.PathLike[str], inputs: Iterable[tuple[str, object]], error: type[ZooError]
+) -> None:
+    """Refuse to replace or remove ``output`` (``overwrite=True``) when an input of the
+    same command is it or lies inside it: the command would delete what it reads (the
+    prepared data, the checkpoint it fine-tunes, its corpus or config). ``inputs`` are
+    ``(name, path)`` pairs, named as the message shows them (``--data``); a value that is
+    not an existing path (a preset, a hub id, None) has nothing to lose, and a list is
+    each of its items. Inputs are compared with links resolved."""
+    if not os.fspath(output):
+        return
+    target = _real(output)
+    for name, path in _flatten(inputs):
+        real = Path(os.path.realpath(path))
+        if real == target or target in real.parents:
+            where = "is" if real == target else "lies inside"
+            raise error(
+                f"{name} {printable(path)} {where} {printable(os.fspath(output))}, which overwrite=True replaces "
+                f"whole: the command would delete what it reads. Move {printable(path)} out of it, or give "
+                f"another output"
+            )
 
 
 def claim(

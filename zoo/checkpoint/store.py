@@ -15,6 +15,7 @@ import json
 import os
 import re
 import secrets
+import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from safetensors import SafetensorError, safe_open
 from torch import Tensor
 
 from zoo.checkpoint.hashing import bytes_of, dtype_name
-from zoo.errors import CheckpointError, ZooError, quoted
+from zoo.errors import CheckpointError, ZooError, printable, quoted
 from zoo.files import open_read
 
 SUFFIX = ".safetensors"
@@ -45,6 +46,7 @@ def publish_file(path: Path, tensors: dict[str, Tensor], header: dict[str, str])
     """Write ``path`` atomically: a temporary file, fsync, rename over, fsync the folder."""
     if path.is_dir():
         raise CheckpointError(f"cannot save to {path}: it is a directory; give a file name or drop the {SUFFIX} suffix")
+    check_output_file(path, CheckpointError, overwrite=True, what="the checkpoint file", make_parents=True)
     directory = _make_directory(path.parent, path)
     temporary = _write_temporary(directory, path, tensors, header)
     try:
@@ -190,6 +192,67 @@ def write_temporary(directory: Path, name: str, write: Callable[[Path], object])
         temporary.unlink(missing_ok=True)
         raise
     return temporary
+
+
+def check_output_file(
+    path: object,
+    error: type[ZooError],
+    *,
+    overwrite: bool,
+    what: str = "the output file",
+    instead: str = "give a new file name",
+    make_parents: bool = False,
+) -> Path:
+    """``path`` as a single-file output the zoo may write, else ``error`` saying why and
+    what to do: a regular file or nothing, since the atomic write replaces whatever is
+    there (a FIFO, a device, a socket would be replaced by a regular file, a folder is
+    not a file name). An existing file, or a link (replaced, never written through),
+    needs ``overwrite``. Its folder must exist and be writable unless ``make_parents``
+    (the writer creates it). The CLI and the API of every single-file writer check here."""
+    if not isinstance(overwrite, bool):  # 'no' is truthy: it would replace the file
+        raise error(f"overwrite must be True or False, got {quoted(overwrite)}")
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise error(f"{what} {quoted(path)} names no file: give the path of the file to write")
+    target = Path(path)
+    try:
+        info: os.stat_result | None = os.lstat(target)
+    except (FileNotFoundError, NotADirectoryError):  # its folder is missing or a file: said below
+        info = None
+    except OSError as err:
+        raise error(f"cannot write {what} {printable(str(target))}: {err.strerror or err}") from err
+    shown = printable(str(target))
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise error(f"{what} {shown} is a folder, not a file name; give a file path (a name inside it, or another)")
+    if info is not None and not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+        kind = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode) else "a device"
+        raise error(
+            f"{what} {shown} is {kind}, not a regular file; the zoo writes a file by replacing what is there, "
+            f"so it never writes onto one: give the path of a regular file"
+        )
+    if info is not None and not overwrite:
+        raise error(f"{shown} exists; pass overwrite=True to replace it, or {instead}")
+    _check_output_folder(target, error, what, make_parents)
+    return target
+
+
+def _check_output_folder(target: Path, error: type[ZooError], what: str, make_parents: bool) -> None:
+    """The folder ``target`` goes in exists (or, with ``make_parents``, its nearest
+    existing ancestor is a folder) and can be written."""
+    folder = target.parent
+    while make_parents and not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent
+    if not folder.exists():
+        raise error(
+            f"cannot write {what} {printable(str(target))}: the folder {printable(str(folder))} does not exist; "
+            f"create it first (mkdir -p), or give a path in an existing folder"
+        )
+    if not folder.is_dir():
+        raise error(f"cannot write {what} {printable(str(target))}: {printable(str(folder))} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise error(
+            f"cannot write {what} {printable(str(target))}: the folder {printable(str(folder))} is not writable; "
+            f"give a path in a folder you can write"
+        )
 
 
 def write_atomically(path: Path, write: Callable[[Path], object]) -> Path:

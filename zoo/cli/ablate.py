@@ -21,6 +21,7 @@ from zoo.cli.options import (
     add_seed,
     add_sets,
     positive,
+    refuse_overwriting_inputs,
 )
 from zoo.cli.render import Ui, clipped, fmt_flops, new_table
 from zoo.config import parse_sets
@@ -300,6 +301,9 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
     from zoo.ablate.grid import run_study
     from zoo.ablate.plan import swapless
 
+    refuse_overwriting_inputs(
+        args.out, args.overwrite, {"--data": args.data, "--config": args.config, "--docs": args.docs}
+    )
     options = _options(args)
     if args.docs is not None:  # a page the results cannot go into is refused before the work
         check_docs_page(Path(args.docs), Path(args.out).name)
@@ -444,7 +448,11 @@ def _show(result: AblationResult, args: argparse.Namespace, ui: Ui, *, brief: bo
             if i
         ]
         rich_table.add_row(*cells)
+    for row in rows[len(result.rows()) :]:  # the n-gram reference rows
+        rich_table.add_row(*(Text(cell, style="dim italic") for cell in row))
     ui.print(rich_table)
+    if result.under_trained:
+        ui.line(f"under-trained: {', '.join(result.under_trained)} do not beat the bigram reference", "yellow")
     ui.line(
         f"val loss: mean ± 95% CI over seeds; Δ: paired over matching seeds, ± 95% CI; p adj: after "
         f"{result.correction} over {result.tests} tests; *: p adj < 0.05",

@@ -14,15 +14,16 @@ from rich.text import Text
 
 import zoo
 from zoo.checkpoint import inspect
+from zoo.checkpoint.store import SUFFIX
 from zoo.cli.options import (
-    OR_A_VERSIONS_FOLDER,
     Commands,
     add_out,
     add_overwrite,
     add_seed,
     add_version,
     load_config,
-    refuse_existing_file,
+    refuse_checkpoint_out,
+    refuse_overwriting_inputs,
 )
 from zoo.cli.render import Ui, config_table, fmt_bytes, fmt_int, fmt_value, mapping_table, new_table
 from zoo.config import ModelConfig
@@ -67,7 +68,8 @@ def parse_metadata(items: Iterable[str]) -> dict[str, str]:
 def cmd_build(args: argparse.Namespace, ui: Ui) -> int:
     config, _ = load_config(args.name, args.set)
     metadata = parse_metadata(args.metadata)
-    refuse_existing_file(args.out, args.overwrite, OR_A_VERSIONS_FOLDER)
+    refuse_checkpoint_out(args.out, args.overwrite)
+    refuse_overwriting_inputs(args.out, args.overwrite and args.out.endswith(SUFFIX), {"the checkpoint": args.name})
     seed = 0 if args.seed is None else args.seed
     with ui.status(f"building {args.name} and drawing its weights (seed {seed})"):
         torch.manual_seed(seed)

@@ -32,6 +32,9 @@ CONFIG_LIMIT = 1 << 20
 RUN_CONFIG = "run.toml"  # the resolved settings `zoo train` writes into its out folder
 # Flags that say how to run this command line, not what to run: never in a file.
 NOT_IN_FILES = {"help", "debug", "config", "json", "renamed_flags", "handler", "config_parser"}
+# Switches that destroy what is there: said on the command line for the run they start, never
+# in a file, which travels (a shared study.toml must not wipe the folder of whoever runs it).
+COMMAND_LINE_ONLY = {"overwrite"}
 
 
 def file_keys(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -71,6 +74,12 @@ def read_config(path: str | Path, parser: argparse.ArgumentParser) -> dict[str, 
                 f"Keys are the flags without dashes: {', '.join(sorted(k for k in keys if k == keys[k].dest))}"
             )
         defaults[action.dest] = _flag_value(action, value, f"{printable(str(path))}: {key}")
+        if action.dest in COMMAND_LINE_ONLY and defaults[action.dest] is True:
+            raise ConfigError(
+                f"{printable(str(path))}: {printable(key, 60)} = true is refused: --{action.dest} removes what is "
+                f"in the output, so it is taken only from the command line, never from a file; remove it from "
+                f"the file and pass --{action.dest} yourself"
+            )
     return defaults
 
 

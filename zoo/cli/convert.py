@@ -7,7 +7,16 @@ import argparse
 import json
 
 import zoo
-from zoo.cli.options import OR_A_VERSIONS_FOLDER, Commands, add_out, add_overwrite, add_version, refuse_existing_file
+from zoo.checkpoint.store import SUFFIX
+from zoo.cli.options import (
+    Commands,
+    add_out,
+    add_overwrite,
+    add_version,
+    refuse_checkpoint_out,
+    refuse_overwriting_inputs,
+    revision,
+)
 from zoo.cli.render import Ui, fmt_int
 from zoo.errors import InputError
 from zoo.interop.hub import local_or_snapshot
@@ -36,7 +45,11 @@ def add_parsers(commands: Commands) -> None:
         help="with --to-hf: the Hugging Face architecture to write (default: the first installed one that fits)",
     )
     p.add_argument(
-        "--revision", default=None, metavar="REV", help="with --from-hf ID: a branch, tag or commit (default: main)"
+        "--revision",
+        type=revision,
+        default=None,
+        metavar="REV",
+        help="with --from-hf ID: a branch, tag or commit (default: main)",
     )
     add_out(p, "where to write: a .safetensors file or a folder of versions (--from-*), a folder (--to-hf)")
     add_overwrite(
@@ -59,7 +72,9 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
             "--version selects a version of the --to-hf checkpoint folder; --from-hf and --from-nanogpt take none"
         )
     if source:
-        refuse_existing_file(args.out, args.overwrite, OR_A_VERSIONS_FOLDER)  # before reading the source
+        refuse_checkpoint_out(args.out, args.overwrite)  # before reading the source
+        replaced = args.overwrite and args.out.endswith(SUFFIX)
+        refuse_overwriting_inputs(args.out, replaced, {"--from-hf": args.from_hf, "--from-nanogpt": args.from_nanogpt})
         metadata = None
         with ui.status(f"reading {source}"):
             if args.from_hf:
@@ -77,6 +92,7 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
         count = fmt_int(model.num_parameters())
         ui.line(f"converted {source} ({count} parameters) to the zoo checkpoint {written}", "green")
     else:
+        refuse_overwriting_inputs(args.out, args.overwrite, {"--to-hf": args.to_hf})
         with ui.status(f"loading {args.to_hf}"):
             model = zoo.load(args.to_hf, version=args.version)
         with ui.status(f"writing a Hugging Face model to {args.out}"):

@@ -6,7 +6,7 @@ import argparse
 
 from rich.text import Text
 
-from zoo.cli.options import Commands, add_seed, add_version, positive
+from zoo.cli.options import Commands, add_seed, add_version, positive, revision
 from zoo.cli.render import Ui, terminal_text
 from zoo.pipelines import generate_text, load_with_tokenizer
 
@@ -74,7 +74,13 @@ def add_parsers(commands: Commands) -> None:
         "--pad-token-id", type=int, default=None, metavar="ID", help="fills finished sequences (default: end-of-text)"
     )
     add_seed(p, "seed of the sampling, 0 .. 2**64-1 (default: a fresh one each run)")
-    p.add_argument("--revision", default=None, metavar="REV", help="a hub id's branch, tag or commit (default: main)")
+    p.add_argument(
+        "--revision",
+        type=revision,
+        default=None,
+        metavar="REV",
+        help="a hub id's branch, tag or commit (default: main)",
+    )
     p.add_argument("--no-echo", action="store_true", help="print only the generated text (default: the prompt too)")
     p.add_argument(
         "--raw",

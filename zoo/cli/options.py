@@ -20,18 +20,21 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import zoo
 from zoo.checkpoint import inspect
+from zoo.checkpoint.owned import check_versions_only, refuse_inputs_inside
+from zoo.checkpoint.store import SUFFIX, check_output_file
 from zoo.cli.render import Ui
 from zoo.config import ModelConfig, parse_sets, preset_description, resolve_config, validate_config
 from zoo.errors import InputError, InteropError, printable
 from zoo.files import read_json
 from zoo.interop.hf import config_from_hf
-from zoo.interop.hub import is_hub_id, local_or_snapshot
+from zoo.interop.hub import check_revision, is_hub_id, local_or_snapshot
 
 #: A command's handler: the parsed arguments and the output in, the exit status out.
 Handler = Callable[[argparse.Namespace, Ui], int]
@@ -104,13 +107,37 @@ def add_overwrite(p: argparse.ArgumentParser, help: str) -> None:
 OR_A_VERSIONS_FOLDER = "give a new file name or a checkpoint folder (which gets a new version)"
 
 
-def refuse_existing_file(out: str, overwrite: bool, instead: str = "give a new file name") -> None:
-    """A single-file output (``-o FILE``) that already exists is refused unless
-    ``--overwrite``: the zoo never replaces a file it was not asked to. ``instead`` is the
-    other way out the message offers."""
-    target = Path(out)
-    if not overwrite and (target.is_file() or target.is_symlink()):
-        raise InputError(f"{printable(str(target))} exists; pass --overwrite to replace it, or {instead}")
+def refuse_existing_file(out: str, overwrite: bool, instead: str = "give a new file name", flag: str = "-o") -> None:
+    """A single-file output (``-o FILE``) must be a regular file or absent, in a folder
+    that exists and can be written; one that exists is refused unless ``--overwrite``:
+    the zoo never replaces a file it was not asked to. ``instead`` is the other way out
+    the message offers (``check_output_file``, which the API's writers use too)."""
+    check_output_file(out, InputError, overwrite=overwrite, what=flag, instead=instead)
+
+
+def refuse_checkpoint_out(out: str, overwrite: bool) -> None:
+    """``-o`` of a command that saves a checkpoint (``zoo build``, ``zoo convert --from-*``):
+    a ``.safetensors`` file is a single-file output (its folder is made); any other path is
+    a folder that gets the next version, which must be new, empty, or hold versions only."""
+    if not out or out.endswith(SUFFIX):
+        check_output_file(
+            out, InputError, overwrite=overwrite, what="-o", instead=OR_A_VERSIONS_FOLDER, make_parents=True
+        )
+    elif os.path.lexists(out) and not Path(out).is_dir():
+        raise InputError(
+            f"-o {printable(out)} exists and is not a folder; a path without the {SUFFIX} suffix is a checkpoint "
+            f"folder: give a new folder, or a path ending in {SUFFIX}"
+        )
+    else:
+        check_versions_only(Path(out), InputError)
+
+
+def refuse_overwriting_inputs(out: str | None, overwrite: bool, inputs: Mapping[str, object]) -> None:
+    """With ``--overwrite``, refuse an ``-o/--out`` that is or holds an input of the command
+    (``refuse_inputs_inside``): ``inputs`` maps the flag that gives each (``--data``), or
+    what a positional argument is, to its value (a path, a list of them, or anything else)."""
+    if overwrite and out:
+        refuse_inputs_inside(out, inputs.items(), InputError)
 
 
 def add_batch_size(p: argparse.ArgumentParser, help: str, default: int | None = None) -> None:
@@ -198,6 +225,16 @@ def positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
     return value
+
+
+def revision(text: str) -> str:
+    """``--revision``: a branch or tag name git accepts, or a commit (``check_revision``)."""
+    try:
+        checked = check_revision(text)
+    except InteropError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    assert checked is not None
+    return checked
 
 
 def seed(text: str) -> int:

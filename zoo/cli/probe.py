@@ -8,7 +8,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from zoo.cli.options import Commands, add_out, add_overwrite, refuse_existing_file, seed
+from zoo.cli.options import Commands, add_out, add_overwrite, refuse_existing_file, refuse_overwriting_inputs, seed
 from zoo.cli.render import Ui, new_table
 from zoo.errors import InputError, printable
 from zoo.figures import FIGURE_FORMATS, figure_format
@@ -80,24 +80,25 @@ def add_parsers(commands: Commands) -> None:
 
 
 def cmd_probe(args: argparse.Namespace, ui: Ui) -> int:
-    if args.plot:
-        figure_format(Path(args.plot), "--plot")  # before the work, as the other refusals
     if args.out and args.plot and same_file(args.out, args.plot):
         raise InputError(
             f"-o {printable(args.out)} and --plot {printable(args.plot)} are the same file, so one output would "
             f"overwrite the other; give each its own path"
         )
-    for out in (args.out, args.plot):
-        if out:
-            refuse_existing_file(out, args.overwrite)
+    for flag, out in (("-o", args.out), ("--plot", args.plot)):
+        if out is not None:
+            refuse_existing_file(out, args.overwrite, flag=flag)
+            refuse_overwriting_inputs(out, args.overwrite, {"the checkpoint": args.targets})
+    if args.plot:
+        figure_format(Path(args.plot), "--plot")  # before the work, as the other refusals
     found = designs(
         args.targets, sets=args.set, variants=args.variant, vary=args.vary, version=args.version, seed=args.seed
     )
     results = probe_designs(found, batch_size=args.batch_size, seq_len=args.seq_len, tokenizer=args.tokenizer)
     if args.out:
-        write_json(results, args.out)
+        write_json(results, args.out, overwrite=args.overwrite)
     if args.plot:
-        plot(results, args.plot, metrics=args.metrics)
+        plot(results, args.plot, metrics=args.metrics, overwrite=args.overwrite)
     if ui.json_mode:
         ui.json({"probes": [r.to_dict() for r in results]})
         return 0

@@ -32,13 +32,14 @@ from zoo.cli.options import (
     add_version,
     positive,
     refuse_existing_file,
+    refuse_overwriting_inputs,
     seed,
 )
 from zoo.cli.progress import TrainProgress
 from zoo.cli.render import Ui, fmt_int, new_table
 from zoo.config import parse_sets
 from zoo.errors import InputError, ZooError, printable
-from zoo.figures import FIGURE_FORMATS, figure_format
+from zoo.figures import FIGURE_FORMATS
 from zoo.interop.hub import is_hub_id, local_or_snapshot
 from zoo.pipelines import recorded_tokenizer_source
 from zoo.text import has_tokenizer
@@ -102,7 +103,11 @@ def _add_data_prepare(commands: Commands) -> None:
     p = data_sub.add_parser("prepare", help=help, description=help, parents=[commands.common, commands.json_flag])
     p.set_defaults(handler=cmd_data_prepare)
     p.add_argument(
-        "inputs", nargs="*", metavar="INPUT", help="text files or folders (default: the bundled Shakespeare)"
+        "inputs",
+        nargs="*",
+        metavar="INPUT",
+        help="text files (one document each), .jsonl or .parquet files (one per record), or folders of them "
+        "(default: the bundled Shakespeare)",
     )
     add_out(p, "a new (or empty) folder for the shards and manifest.json", metavar="DIR")
     p.add_argument(
@@ -126,6 +131,20 @@ def _add_data_prepare(commands: Commands) -> None:
         metavar="N",
         help=f"tokenizing processes (default: one per CPU, at most one per file; {os.cpu_count()} CPUs here)",
     )
+    p.add_argument(
+        "--field",
+        default="text",
+        metavar="NAME",
+        help="the text field of each record of a .jsonl or .parquet input or a --dataset (default text)",
+    )
+    p.add_argument(
+        "--dataset",
+        metavar="ID|DIR",
+        help="a Hugging Face dataset (hub id or folder) read through `datasets`, streamed, instead of INPUT files; "
+        "offline (HF_HUB_OFFLINE=1) from its cache",
+    )
+    p.add_argument("--dataset-config", metavar="NAME", help="the --dataset's configuration (subset), if it has several")
+    p.add_argument("--split", default="train", metavar="NAME", help="the --dataset's split to read (default train)")
 
 
 def _add_train(commands: Commands) -> None:
@@ -263,8 +282,18 @@ def _add_plot(commands: Commands) -> None:
 
 
 def cmd_data_prepare(args: argparse.Namespace, ui: Ui) -> int:
-    inputs = args.inputs or [str(resources.files("zoo").joinpath("data", BUNDLED_CORPUS))]
-    data = prepare(inputs, args.out, tokenizer=args.tokenizer, val_fraction=args.val_fraction, workers=args.workers)
+    bundled = [] if args.dataset is not None else [str(resources.files("zoo").joinpath("data", BUNDLED_CORPUS))]
+    data = prepare(
+        args.inputs or bundled,
+        args.out,
+        tokenizer=args.tokenizer,
+        val_fraction=args.val_fraction,
+        workers=args.workers,
+        field=args.field,
+        dataset=args.dataset,
+        dataset_config=args.dataset_config,
+        split=args.split,
+    )
     if ui.json_mode:
         ui.json(data.describe())
         return 0
@@ -354,6 +383,8 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
             "give the model to train: a preset or checkpoint NAME, a --config file with name = ..., "
             "or --resume with the -o of a run (its run.toml names it)"
         )
+    inputs = {"the checkpoint": args.name, "--data": args.data, "--config": args.config, "--tokenizer": args.tokenizer}
+    refuse_overwriting_inputs(args.out, args.overwrite, inputs)  # before --overwrite removes the folder
     progress = TrainProgress(ui.err, settings.steps, log_every=log_every, quiet=args.quiet, main_rank=main_rank)
 
     def on_step(report: StepReport) -> None:
@@ -398,7 +429,7 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
         "metrics": str(Path(args.out) / METRICS),
     }
     if have_matplotlib():  # the run's own curves, beside its metrics
-        summary["curves"] = str(plot_runs([args.out], Path(args.out) / CURVES))
+        summary["curves"] = str(plot_runs([args.out], Path(args.out) / CURVES, overwrite=True))  # the run's own
     if ui.json_mode:
         ui.json(summary)
         return 0
@@ -426,9 +457,8 @@ def logger_list(text: str) -> tuple[str, ...]:
 
 
 def cmd_plot(args: argparse.Namespace, ui: Ui) -> int:
-    figure_format(Path(args.out))
-    refuse_existing_file(args.out, args.overwrite)
-    written = plot_runs(args.runs, args.out, title=args.title)
+    refuse_existing_file(args.out, args.overwrite)  # plot_runs refuses the rest (format, inputs) before reading
+    written = plot_runs(args.runs, args.out, title=args.title, overwrite=args.overwrite)
     ui.line(f"plotted {len(args.runs)} run(s) to {written}")
     return 0
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from zoo.errors import InputError
+from zoo.errors import InputError, check_flag
 
 __all__ = ["Sampling", "check_scores", "repetition_penalty", "top_k", "top_p"]
 
@@ -40,8 +40,7 @@ class Sampling:
     repetition_penalty: float = 1.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.do_sample, bool):
-            raise InputError(f"do_sample must be True or False, got {self.do_sample!r}")
+        check_flag(self.do_sample, "do_sample")
         for name in ("temperature", "top_p", "repetition_penalty"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):

@@ -52,13 +52,24 @@ class HFFields(BaseModel):
     subclasses it and calls ``read`` first, so a list, a string, ``0`` heads or a width
     of ``32.7`` is an ``InteropError`` naming the field, never a wrong model or a raw
     exception. Strict: ``32.7`` is not read as ``32``, ``"12"`` not as ``12``, ``1`` not
-    as ``true``. Fields the converter does not read are ignored; ``null`` is "not set"."""
+    as ``true``. Fields the converter does not read are ignored; ``null`` is "not set",
+    except for the fields of ``not_null``."""
 
     model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+
+    #: Fields that may be left out (the converter then takes a default) but not ``null``:
+    #: the converter reads them as numbers, so a ``null`` would be a raw ``TypeError``.
+    not_null: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def read(cls, hf: Mapping[str, Any], where: str) -> Self:
         """``hf`` validated (``null`` values dropped: transformers writes them for "not set")."""
+        for name in cls.not_null:
+            if name in hf and hf[name] is None:
+                raise InteropError(
+                    f"{where}: {name} is null; a {cls.__name__.removesuffix('Fields')} config.json gives it as a "
+                    f"number. Set it, or remove the line for the default"
+                )
         try:
             return cls.model_validate({key: value for key, value in hf.items() if value is not None})
         except ValidationError as err:

@@ -24,7 +24,7 @@ from torch import Tensor
 from zoo.checkpoint.owned import staged_folder
 from zoo.checkpoint.store import path_arg, write_atomically, write_safetensors
 from zoo.config import ModelConfig, validate_config
-from zoo.errors import ConfigError, InteropError, quoted
+from zoo.errors import ConfigError, InteropError, check_flag, quoted
 from zoo.factory import build, device_arg, dtype_arg, reset_buffers
 from zoo.files import confined, read_json
 from zoo.interop.converter import (
@@ -230,6 +230,7 @@ def from_hf(
     Weights must be floating point and finite: a NaN or infinity is an error naming
     the tensor unless ``allow_nonfinite=True``.
     """
+    check_flag(allow_nonfinite, "allow_nonfinite")
     if attention not in KERNELS:
         raise InteropError(
             f"attention={attention!r}: imported weights fit the zoo attention kernels "
@@ -308,13 +309,12 @@ def to_hf(
     refused unless ``overwrite=True``, which replaces it whole. A failed export leaves
     nothing behind. Returns the folder.
     """
+    check_flag(overwrite, "overwrite")
     if not isinstance(model, DecoderLM):
         raise InteropError(
             f"to_hf writes decoder-only language models, got {type(model).__name__}; "
             f"the Hugging Face causal-LM layouts have no encoder"
         )
-    if not isinstance(overwrite, bool):
-        raise InteropError(f"overwrite must be True or False, got {overwrite!r}")
     config = model.config
     converter = _exporter(config, architecture, registry)  # refuses before any work
     hf_config = config_to_hf(config, model.tok_emb.weight.dtype, architecture=converter.architecture, registry=registry)

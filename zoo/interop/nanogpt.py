@@ -20,7 +20,7 @@ from torch import Tensor
 
 from zoo.checkpoint.store import path_arg
 from zoo.config import validate_config
-from zoo.errors import ConfigError, InteropError
+from zoo.errors import ConfigError, InteropError, check_flag
 from zoo.factory import build, device_arg, dtype_arg, reset_buffers
 from zoo.interop.converter import (
     KERNELS,
@@ -163,6 +163,7 @@ def from_nanogpt(
     stored dtype unless ``dtype`` is given; ``attention`` is "sdpa" or "eager". Weights
     must be floating point and finite (``allow_nonfinite=True`` to load NaNs anyway).
     """
+    check_flag(allow_nonfinite, "allow_nonfinite")
     if attention not in KERNELS:
         raise InteropError(f"attention={attention!r}: pick one of {', '.join(map(repr, KERNELS))}")
     target_dtype = dtype_arg(dtype, InteropError)

@@ -22,7 +22,7 @@ from zoo.factory import build, device_arg, dtype_arg, reset_buffers
 from zoo.files import read_json
 from zoo.interop.converter import KERNELS
 from zoo.interop.hf import converter_for, from_hf
-from zoo.interop.hub import local_or_snapshot
+from zoo.interop.hub import check_revision, local_or_snapshot
 from zoo.model import DecoderLM
 from zoo.registry import Registry, default_registry
 
@@ -50,6 +50,7 @@ def build_pretrained(
 ) -> DecoderLM:
     """Preset ``name`` with its released weights, in eval mode (see the module)."""
     registry = registry or default_registry()
+    check_revision(revision)
     if not isinstance(name, str):
         raise ConfigError(
             f"pretrained=True takes a preset name whose preset names its weights, got a {type(name).__name__}; "

@@ -20,13 +20,13 @@ from zoo.training.data import (
     load_corpus,
     open_data,
     prepare,
-    read_text,
     resolve_data,
     tokens_data,
     training_batches,
     validation_batches,
 )
 from zoo.training.distributed import STRATEGIES, World
+from zoo.training.documents import read_text
 from zoo.training.evaluate import EvalResult, evaluate
 from zoo.training.loop import (
     CurvePoint,

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from zoo.checkpoint import write_atomically
+from zoo.checkpoint.owned import refuse_inputs_inside
+from zoo.checkpoint.store import check_output_file
 from zoo.errors import ConfigError, InputError, printable
 from zoo.figures import figure_format, plain_text
 from zoo.files import open_read
@@ -51,12 +53,19 @@ def have_matplotlib() -> bool:
 
 @plain_text()
 def plot_runs(
-    runs: Sequence[str | os.PathLike[str]], path: str | os.PathLike[str], *, title: str | None = None
+    runs: Sequence[str | os.PathLike[str]],
+    path: str | os.PathLike[str],
+    *,
+    title: str | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Train loss (thin), validation loss (dots) and learning rate of each run against
     its steps, overlaid, with the tokens seen on the top axis; written to ``path`` in the
-    format its suffix names (``figure_format``)."""
-    target = Path(path)
+    format its suffix names (``figure_format``), which must be absent or, with ``overwrite``,
+    a regular file (``check_output_file``, the rule of ``zoo plot -o``), and must not be one
+    of the runs' metrics files."""
+    target = check_output_file(path, InputError, overwrite=overwrite, what="the plot's file")
+    refuse_inputs_inside(target, [("the run", list(runs))], InputError)
     kind = figure_format(target)
     fig = curves_figure(runs, title=title)
     write_atomically(target, lambda file: fig.savefig(file, format=kind))

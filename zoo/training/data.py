@@ -38,10 +38,11 @@ from torch import Tensor
 
 from zoo._version import __version__
 from zoo.checkpoint.owned import check_output_path
-from zoo.errors import ConfigError, InputError, ZooError, printable, quoted
+from zoo.errors import ConfigError, InputError, ZooError, command, printable, quoted
 from zoo.files import confined, read_json
 from zoo.text import KEPT_FILES, TOKENIZER_FOLDER, keep_tokenizer_files
 from zoo.text import tokenizer as text_tokenizer
+from zoo.training.documents import DEFAULT_FIELD, dataset_documents, documents
 
 BUNDLED_CORPUS = "shakespeare.txt"
 BYTE_PIECES: tuple[bytes, ...] = tuple(bytes([b]) for b in range(256))  # byte token i is bytes([i])
@@ -96,18 +97,6 @@ class Corpus:
 def bundled_corpus() -> str:
     """The bundled public-domain corpus: seven Shakespeare plays as plain text (~930 kB)."""
     return resources.files("zoo").joinpath("data", BUNDLED_CORPUS).read_text(encoding="utf-8")
-
-
-def read_text(path: Path) -> str:
-    """The UTF-8 text of ``path``, with an error that says what to pass instead."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError as err:
-        raise InputError(f"data file {path} does not exist; pass a UTF-8 text file") from err
-    except UnicodeDecodeError as err:
-        raise InputError(f"data file {path} is not UTF-8 text ({err.reason} at byte {err.start})") from err
-    except OSError as err:
-        raise InputError(f"cannot read data file {path}: {err.strerror}") from err
 
 
 def gpt2_tokenizer() -> Any | None:
@@ -405,12 +394,19 @@ def _encoder(tokenizer: str) -> Any:
         ) from err
 
 
-def _tokenize_file(path: str, tokenizer: str, val_fraction: float, typecode: str) -> tuple[bytes, bytes, int, int]:
+Tokenized = tuple[bytes, bytes, int, int]  # a document's train and val ids (raw arrays) and the bytes each spells
+
+
+def _tokenize_file(path: str, tokenizer: str, val_fraction: float, typecode: str, field: str) -> list[Tokenized]:
+    """The documents of one input file (one text, or one per record), tokenized."""
+    return [_tokenize_text(text, path, tokenizer, val_fraction, typecode) for text in documents(Path(path), field)]
+
+
+def _tokenize_text(text: str, where: str, tokenizer: str, val_fraction: float, typecode: str) -> Tokenized:
     """One document's training and validation token ids (raw ``typecode`` arrays) and the
     UTF-8 bytes each spells. The validation part is the document's tail."""
-    text = read_text(Path(path))
     if "\0" in text:
-        raise InputError(f"{quoted(path)} holds NUL bytes: it is binary, not text; leave it out of the corpus")
+        raise InputError(f"{quoted(where)} holds NUL bytes: it is binary, not text; leave it out of the corpus")
     raw = text.encode("utf-8")
     gpt2 = _encoder(tokenizer)
     if gpt2 is None:  # byte ids, widened to the item size without a Python list
@@ -551,10 +547,11 @@ class Manifest(_Strict):
 def read_manifest(folder: Path) -> Manifest:
     """The manifest of the prepared ``folder``, read bounded, digest-checked and validated."""
     file = folder / MANIFEST
-    again = f"prepare the data again with `zoo data prepare TEXT -o {folder}`"
+    again = f"prepare the data again with {command('zoo', 'data', 'prepare', 'TEXT', '-o', folder)}"
     if not os.path.lexists(file):
         raise InputError(
-            f"{folder} has no {MANIFEST}; create it with `zoo data prepare TEXT -o {folder}` (it is not a prepared folder)"
+            f"{folder} has no {MANIFEST}; create it with {command('zoo', 'data', 'prepare', 'TEXT', '-o', folder)} "
+            f"(it is not a prepared folder)"
         )
     data = read_json(file, InputError, "data manifest", limit=MANIFEST_LIMIT)
     if not isinstance(data, dict) or data.get("digest") != manifest_digest(data):
@@ -604,13 +601,21 @@ def prepare(
     val_fraction: float = 0.005,
     workers: int | None = None,
     shard_tokens: int = SHARD_TOKENS,
+    field: str = DEFAULT_FIELD,
+    dataset: str | None = None,
+    dataset_config: str | None = None,
+    split: str = "train",
 ) -> TokenData:
     """Tokenise text files and folders into ``out``: shards of token ids and ``manifest.json``.
 
-    Each file is one document; its last ``val_fraction`` of tokens goes to the validation
-    split (documents end with the tokenizer's end-of-text token). Files are tokenised by
-    ``workers`` processes (default: one per CPU, at most one per file). ``out`` must not
-    exist or be empty; it appears complete or not at all.
+    Each text file is one document, and so is each record of a JSON Lines (``.jsonl``) or
+    Parquet file (its ``field``); with ``dataset`` (a Hugging Face dataset id or folder,
+    its ``dataset_config`` and ``split``, read through ``datasets``, streamed) the records
+    of the dataset are the documents and ``inputs`` must be empty. Each document's last
+    ``val_fraction`` of tokens goes to the validation split (documents end with the
+    tokenizer's end-of-text token). Files are tokenised by ``workers`` processes (default:
+    one per CPU, at most one per file). ``out`` must not exist or be empty; it appears
+    complete or not at all.
 
     ``tokenizer`` is a name (``gpt2``, ``bytes``), a tokenizer folder or a hub id; the
     files of a folder or id are kept in ``out/tokenizer/`` (their sha256 in the
@@ -634,7 +639,11 @@ def prepare(
     check_output_path(target, InputError)
     if target.exists() and any(target.iterdir()):
         raise InputError(f"output {target} exists and is not an empty folder; pass a new folder (-o)")
-    files = _text_files(list(inputs))
+    if dataset is not None and list(inputs):
+        raise ConfigError("give input files or --dataset, not both")
+    if not isinstance(field, str) or not field:
+        raise ConfigError(f"field={field!r} must name a record's text field (--field)")
+    files = _text_files(list(inputs)) if dataset is None else []
     vocab = 256 if tokenizer == "bytes" else (kept or _encoder(tokenizer)).vocab_size
     dtype = "uint16" if vocab <= 1 << 16 else "uint32"
     typecode, itemsize = _DTYPES[dtype][1], _DTYPES[dtype][2]
@@ -651,7 +660,14 @@ def prepare(
         if kept is not None:  # the workers read the copy kept with the data
             kept_files = keep_tokenizer_files(Path(kept.name), temporary / TOKENIZER_FOLDER)
             encoder = str(temporary / TOKENIZER_FOLDER)
-        splits = _write_splits(files, temporary, encoder, val_fraction, (typecode, itemsize), shard_tokens, workers)
+        if dataset is None:
+            tokenized = _tokenize_all(files, encoder, val_fraction, typecode, workers, field)
+            sources = [str(f) for f in files[:100]]
+        else:
+            texts = dataset_documents(dataset, dataset_config, split, field)
+            tokenized = (_tokenize_text(t, dataset, encoder, val_fraction, typecode) for t in texts)
+            sources = [f"dataset {dataset}" + (f" ({dataset_config})" if dataset_config else "") + f", split {split}"]
+        splits, n_documents = _write_splits(tokenized, temporary, val_fraction, itemsize, shard_tokens)
         manifest: dict[str, Any] = {
             "format": MANIFEST_FORMAT,
             "zoo_version": __version__,
@@ -659,8 +675,8 @@ def prepare(
             "vocab_size": vocab,
             "dtype": dtype,
             "val_fraction": val_fraction,
-            "documents": len(files),
-            "sources": [str(f) for f in files[:100]],
+            "documents": n_documents,
+            "sources": sources,
             "splits": splits,
         }
         if kept_files is not None:
@@ -682,19 +698,15 @@ def prepare(
 
 
 def _write_splits(
-    files: list[Path],
-    folder: Path,
-    encoder: str,
-    val_fraction: float,
-    item: tuple[str, int],
-    shard_tokens: int,
-    workers: int | None,
-) -> dict[str, dict[str, Any]]:
-    """Every file tokenised into the shards of ``folder``; the manifest's ``splits``."""
-    typecode, itemsize = item
+    tokenized: Iterator[Tokenized], folder: Path, val_fraction: float, itemsize: int, shard_tokens: int
+) -> tuple[dict[str, dict[str, Any]], int]:
+    """Every document tokenised into the shards of ``folder``: the manifest's ``splits``,
+    and the number of documents."""
     writers = {s: _ShardWriter(folder, s, itemsize, shard_tokens) for s in ("train", "val")}
     n_bytes = {"train": 0, "val": 0}
-    for train_ids, val_ids, train_bytes, val_bytes in _tokenize_all(files, encoder, val_fraction, typecode, workers):
+    count = 0
+    for train_ids, val_ids, train_bytes, val_bytes in tokenized:
+        count += 1
         writers["train"].add(train_ids)
         writers["val"].add(val_ids)
         n_bytes["train"] += train_bytes
@@ -703,29 +715,31 @@ def _write_splits(
     for split in splits.values():
         split["tokens"] = sum(shard["tokens"] for shard in split["shards"])
     if splits["train"]["tokens"] == 0:
-        raise InputError(f"the corpus ({len(files)} file(s)) holds no text: it is empty; pass files with text")
+        raise InputError(f"the corpus ({count} document(s)) holds no text: it is empty; pass files with text")
     if splits["val"]["tokens"] == 0:
         raise InputError(
             f"the corpus has {splits['train']['tokens']} tokens, too few for a validation split of "
             f"{val_fraction}; raise --val-fraction or add text"
         )
-    return splits
+    return splits, count
 
 
 def _tokenize_all(
-    files: list[Path], tokenizer: str, val_fraction: float, typecode: str, workers: int | None
-) -> Iterator[tuple[bytes, bytes, int, int]]:
-    """Each file's tokens, in file order; in parallel processes when there is more than one."""
+    files: list[Path], tokenizer: str, val_fraction: float, typecode: str, workers: int | None, field: str
+) -> Iterator[Tokenized]:
+    """Each file's documents tokenized, in file order; in parallel processes when there is more than one."""
     workers = min(workers or os.cpu_count() or 1, len(files))
-    args = [(str(f), tokenizer, val_fraction, typecode) for f in files]
+    args = [(str(f), tokenizer, val_fraction, typecode, field) for f in files]
     if workers == 1:
-        yield from (_tokenize_file(*a) for a in args)
+        for a in args:
+            yield from _tokenize_file(*a)
         return
     # fork: the workers only tokenise, and skip re-importing torch (seconds each); spawn elsewhere
     context = get_context("fork" if "fork" in get_all_start_methods() else "spawn")
     try:
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            yield from pool.map(_tokenize_file, *zip(*args))
+            for tokenized in pool.map(_tokenize_file, *zip(*args)):
+                yield from tokenized
     except BrokenProcessPool as err:
         raise InputError(
             f"a tokenising worker process died ({err}; out of memory, or killed?); retry with fewer workers "

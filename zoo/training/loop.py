@@ -46,8 +46,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from zoo.checkpoint.owned import refuse_inputs_inside
 from zoo.config import ModelConfig
-from zoo.errors import ConfigError, DivergenceError, InputError
+from zoo.errors import ConfigError, DivergenceError, InputError, check_flag
 from zoo.training.checkpointing import output_folder, resume_state, save_version
 from zoo.training.data import (
     TOKENIZERS,
@@ -535,7 +536,12 @@ def train(
     exactly; ``overwrite=True`` starts a new run in ``out`` whatever it held, replacing the
     folder whole. Under torchrun every rank calls this; rank 0 writes.
     """
+    check_flag(overwrite, "overwrite")
+    if resume is not None and not isinstance(resume, (bool, str, os.PathLike)):
+        raise InputError(f"resume must be True, False, None or the run folder to resume, got {resume!r}")
     settings = settings or TrainSettings()
+    if overwrite is True and out is not None:  # what overwrite would remove must not be what the run reads
+        refuse_inputs_inside(out, [("model", model), ("data", data), ("tokenizer", tokenizer)], InputError)
     if resume not in (None, False, True):
         out = out if out is not None else resume  # type: ignore[assignment]
         if out is not None and Path(out) != Path(resume):  # type: ignore[arg-type]

@@ -36,6 +36,8 @@ ACTIVATIONS_OUT = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "sil
 class LlamaFields(HFFields):
     """The config.json fields the Llama-family converters read (Llama, Mistral, Qwen2), typed."""
 
+    not_null = ("max_position_embeddings", "rms_norm_eps")
+
     hidden_size: Count
     num_attention_heads: Count
     num_hidden_layers: Count
@@ -61,6 +63,8 @@ class LlamaFields(HFFields):
 
 class NeoXFields(HFFields):
     """The config.json fields the GPT-NeoX converter reads, typed."""
+
+    not_null = ("max_position_embeddings", "layer_norm_eps")
 
     hidden_size: Count
     num_attention_heads: Count
@@ -94,6 +98,13 @@ def rope(
             raise Converter.refuse(where, f"{source}.rope_type", kind, "scaled rotary positions are not modelled")
     base = params.get("rope_theta", hf.get(theta, 10000.0))
     fraction = params.get("partial_rotary_factor", hf.get(pct, 1.0))
+    for value, name, inner, default in (
+        (base, theta, "rope_theta", 10000.0),
+        (fraction, pct, "partial_rotary_factor", 1.0),
+    ):
+        if value is None:  # null where it is read: a number, or the line left out for the default
+            field = f"rope_parameters.{inner}" if inner in params else name
+            raise InteropError(f"{where}: {field} is null; give it as a number, or remove it for {default}")
     return float(base), float(fraction)
 
 

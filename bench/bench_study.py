@@ -1,0 +1,270 @@
+"""Training throughput where the studies run: small models, short contexts, one thread.
+
+At each rung (d_model x layers, heads of 16 dimensions, the study's vocabulary of 1,280
+tokens, 64-token windows, batch 8; ``make study``'s rungs 32x2, 64x2, 96x3 and two larger),
+three training loops train the same model from the same weights on the same batches:
+
+- **zoo**: ``zoo.training.run_loop``, the loop ``zoo train`` and ``zoo ablate`` run;
+- **nanogpt**: a model and loop in nanoGPT's style, written here in plain PyTorch
+  (``F.scaled_dot_product_attention``, a tied head, AdamW with decay on matrices,
+  gradient clipping), holding the zoo model's weights;
+- **transformers**: ``GPT2LMHeadModel`` (sdpa attention) with the same weights (``zoo.to_hf``)
+  and the same AdamW loop.
+
+The batches are the zoo loop's own (its ``WindowSampler`` with the run's seed, drawn again
+for the peers), the rate is constant, and every side reports full logits and its loss at
+every step: the largest gap between the zoo's losses and each peer's says nothing was
+skipped (the gaps are float reassociation, ~1e-4 after 30 steps). Timing: rounds alternate
+the three (noise hits all alike); each side's figure is the median tokens/s of its timed
+steps (a step: draw the batch, forward, loss, backward, clip, AdamW). Beside it, the
+fraction of the machine's fp32 matmul peak (one large square product, timed in the same
+run) the step reaches: 3x the forward's matmul FLOPs (``bench_peers.flops_forward``).
+
+``--json`` prints a list of rungs, each ``{"rung", "tokens_per_s": {"zoo", "nanogpt",
+"transformers"}, "ratio", "peak_fraction", "loss_gap", ...}``. Target (issue 31): the zoo
+at >= 1.3x the faster peer at every rung of ``make study``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+import zoo
+from bench.bench_peers import flops_forward
+from bench.common import interleaved, setup, table
+from zoo.training import TrainSettings, World, bundled_corpus, run_loop, tokens_data
+from zoo.training.data import WindowSampler
+
+STUDY_RUNGS = ("32x2", "64x2", "96x3")  # make study's ladder (Makefile STUDY_LADDER)
+HEAD_SIZE, VOCAB, SEQ, BATCH, LR = 16, 1280, 64, 8, 3e-3
+
+
+@dataclass
+class Side:
+    """One loop's timed steps (seconds) and its loss at every step, over the rounds."""
+
+    seconds: list[float]
+    losses: list[float]
+
+
+# ---- nanoGPT's design, written out in plain PyTorch ------------------------------------------
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, s, d = x.shape
+        q, k, v = self.c_attn(x).split(d, dim=2)
+        q, k, v = (t.view(b, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.c_proj(y.transpose(1, 2).reshape(b, s, d))
+
+
+class Layer(nn.Module):
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.ln_1, self.attn, self.ln_2 = nn.LayerNorm(d), SelfAttention(d, heads), nn.LayerNorm(d)
+        self.c_fc, self.c_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.c_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class NanoGPT(nn.Module):
+    def __init__(self, d: int, layers: int, heads: int) -> None:
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(VOCAB, d), nn.Embedding(SEQ, d)
+        self.h = nn.ModuleList(Layer(d, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, VOCAB, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied, as GPT-2's
+
+    def forward(self, idx: Tensor) -> Tensor:
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+        for layer in self.h:
+            x = layer(x)
+        return self.lm_head(self.ln_f(x))
+
+
+def nanogpt_from(model: zoo.DecoderLM) -> NanoGPT:
+    """A NanoGPT holding ``model``'s weights (the names mapped one by one)."""
+    c = model.config
+    ours = model.state_dict()
+    net = NanoGPT(c.d_model, c.n_layers, c.n_heads)
+    names = {"wte.weight": "tok_emb.weight", "wpe.weight": "position.table.weight", "ln_f.weight": "final_norm.weight"}
+    names["ln_f.bias"] = "final_norm.bias"
+    parts = {"ln_1": "attn_residual.norm", "attn.c_attn": "attn.qkv", "attn.c_proj": "attn.out"}
+    parts |= {"ln_2": "mlp_residual.norm", "c_fc": "mlp.up", "c_proj": "mlp.down"}
+    for i in range(c.n_layers):
+        for theirs, mine in parts.items():
+            for leaf in ("weight", "bias"):
+                names[f"h.{i}.{theirs}.{leaf}"] = f"blocks.{i}.{mine}.{leaf}"
+    state = {name: ours[names[name]] for name in net.state_dict() if name != "lm_head.weight"}
+    net.load_state_dict(state | {"lm_head.weight": ours["tok_emb.weight"]})
+    return net
+
+
+# ---- the loops --------------------------------------------------------------------------------
+
+
+def settings_for(steps: int, threads: int) -> TrainSettings:
+    """The run every side makes: constant rate (no warm-up, no decay), no evaluation to time."""
+    return TrainSettings(
+        steps=steps,
+        batch_size=BATCH,
+        seq_len=SEQ,
+        lr=LR,
+        warmup_steps=0,
+        min_lr_ratio=1.0,
+        eval_every=steps,
+        eval_batches=1,
+        threads=threads,
+    )
+
+
+def zoo_side(model: zoo.DecoderLM, data: Any, settings: TrainSettings, side: Side) -> None:
+    reports: list[Any] = []
+    run_loop(model, data, settings, world=World(0, 1, 0, torch.device("cpu")), on_step=reports.append)
+    side.seconds += [settings.tokens_per_step / r.tokens_per_s for r in reports[WARMUP:]]
+    side.losses = [r.loss for r in reports]
+
+
+def peer_side(
+    model: nn.Module, logits: Callable[[Tensor], Tensor], data: Any, settings: TrainSettings, side: Side
+) -> None:
+    """The plain loop both peers run (the zoo's batches, its AdamW groups and clipping)."""
+    torch.set_num_threads(settings.threads or 1)
+    params = list(model.parameters())
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": settings.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=settings.lr, betas=settings.betas)
+    sampler = WindowSampler(data.train, settings.seq_len, settings.seed)
+    model.train()
+    torch.manual_seed(settings.seed)
+    losses = []
+    for step in range(settings.steps):
+        began = time.perf_counter()
+        x, y = sampler.windows(sampler.draw(settings.batch_size))
+        out = logits(x)
+        loss = F.cross_entropy(out.flatten(0, 1), y.flatten())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, settings.grad_clip)
+        optimizer.step()
+        losses.append(loss.item())
+        if step >= WARMUP:
+            side.seconds.append(time.perf_counter() - began)
+    side.losses = losses
+
+
+WARMUP = 3  # untimed first steps of each round (allocator, caches)
+
+
+def measure_rung(rung: str, args: argparse.Namespace, data: Any) -> dict[str, Any]:
+    """The three loops at one rung, ``args.rounds`` interleaved rounds of ``args.steps`` steps."""
+    from transformers import GPT2LMHeadModel
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    d_model, layers = (int(n) for n in rung.split("x"))
+    torch.manual_seed(0)
+    shape = dict(d_model=d_model, n_layers=layers, n_heads=d_model // HEAD_SIZE, vocab_size=VOCAB, max_seq_len=SEQ)
+    start = zoo.build("gpt2-small", **shape, dropout=0.0)
+    settings = settings_for(args.steps, args.threads)
+    sides = {name: Side([], []) for name in ("zoo", "nanogpt", "transformers")}
+    with tempfile.TemporaryDirectory() as folder:
+        zoo.to_hf(start, folder)
+        for _ in range(args.rounds):
+            ours = zoo.build("gpt2-small", **shape, dropout=0.0)
+            ours.load_state_dict(start.state_dict())
+            zoo_side(ours, data, settings, sides["zoo"])
+            nano = nanogpt_from(start)
+            peer_side(nano, nano, data, settings, sides["nanogpt"])
+            hf: Any = GPT2LMHeadModel.from_pretrained(folder, attn_implementation="sdpa")
+            peer_side(hf, lambda idx, hf=hf: hf(idx).logits, data, settings, sides["transformers"])
+    speed = {name: settings.tokens_per_step / statistics.median(s.seconds) for name, s in sides.items()}
+    faster = max(("nanogpt", "transformers"), key=speed.__getitem__)
+    step_flops = 3 * BATCH * flops_forward(start.config, SEQ)
+    gap = {
+        name: max(abs(a - b) for a, b in zip(sides["zoo"].losses, sides[name].losses, strict=True))
+        for name in ("nanogpt", "transformers")
+    }
+    return {
+        "rung": rung,
+        "parameters": sum(p.numel() for p in start.parameters()),
+        "tokens_per_s": speed,
+        "faster_peer": faster,
+        "ratio": speed["zoo"] / speed[faster],
+        "peak_fraction": {name: s * step_flops / (BATCH * SEQ) / args.peak for name, s in speed.items()},
+        "final_loss": {name: s.losses[-1] for name, s in sides.items()},
+        "loss_gap": gap,
+    }
+
+
+def matmul_peak(threads: int) -> float:
+    """FLOP/s of one large square fp32 product on ``threads`` threads (the machine's peak)."""
+    torch.set_num_threads(threads)
+    n = 1024
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    seconds = interleaved({"mm": lambda: a @ b}, repeats=9)["mm"]
+    return 2 * n**3 / seconds
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--rungs", default=",".join((*STUDY_RUNGS, "128x4", "256x4")), help="d_model x layers, comma-separated"
+    )
+    parser.add_argument("--steps", type=int, default=30, help="steps per round (the first 3 untimed)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds; each trains all three once")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (a study worker uses 1)")
+    parser.add_argument("--json", action="store_true", help="print the rungs as JSON")
+    args = parser.parse_args(argv)
+    setup(args.threads)
+    text = bundled_corpus().encode()
+    tokens = torch.frombuffer(bytearray(text), dtype=torch.uint8).to(torch.int64)
+    split = len(tokens) * 9 // 10
+    data = tokens_data(tokens[:split], tokens[split:])
+    args.peak = matmul_peak(args.threads)
+    rungs = [measure_rung(r.strip(), args, data) for r in args.rungs.split(",") if r.strip()]
+    if args.json:
+        print(json.dumps(rungs, indent=2))
+        return
+    rows = []
+    for r in rungs:
+        t, f = r["tokens_per_s"], r["peak_fraction"]
+        target = " (study rung, target >= 1.3x)" if r["rung"] in STUDY_RUNGS else ""
+        rows.append((f"{r['rung']} zoo", f"{t['zoo']:,.0f} tok/s", f"{f['zoo']:.1%} of peak"))
+        rows.append((f"{r['rung']} nanogpt", f"{t['nanogpt']:,.0f} tok/s", f"loss gap {r['loss_gap']['nanogpt']:.1e}"))
+        gap = r["loss_gap"]["transformers"]
+        rows.append((f"{r['rung']} transformers", f"{t['transformers']:,.0f} tok/s", f"loss gap {gap:.1e}"))
+        verdict = "" if not target else (" met" if r["ratio"] >= 1.3 else " MISSED")
+        rows.append((f"{r['rung']} ratio", f"{r['ratio']:.2f}x", f"zoo vs {r['faster_peer']}{target}{verdict}"))
+    peak = f"{args.peak / 1e9:.1f} GFLOP/s"
+    print(table(f"training, {BATCH} x {SEQ} tokens, vocab {VOCAB}, {args.threads} thread(s), peak {peak}", rows))
+    if not all(math.isfinite(r["ratio"]) for r in rungs):
+        raise SystemExit("a ratio is not finite")
+
+
+if __name__ == "__main__":
+    main()

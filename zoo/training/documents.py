@@ -1,0 +1,117 @@
+"""Where ``zoo data prepare`` reads documents from: text files, JSON Lines and Parquet
+files (one document per record, its text in a named field), and Hugging Face datasets
+through the ``datasets`` library (streamed; offline from its cache under
+``HF_DATASETS_OFFLINE=1`` / ``HF_HUB_OFFLINE=1``, as ``datasets`` itself decides).
+
+A text file is one document; a record is one document, so a ``.jsonl`` of three records
+prepares exactly as three text files holding the same texts, in the same order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from zoo.errors import ConfigError, InputError, printable, quoted
+
+#: File suffixes read as records (one document each) rather than as one text.
+RECORD_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+#: The field of a record that holds its text, unless ``--field`` names another.
+DEFAULT_FIELD = "text"
+
+
+def read_text(path: Path) -> str:
+    """The UTF-8 text of ``path``, with an error that says what to pass instead."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError as err:
+        raise InputError(f"data file {path} does not exist; pass a UTF-8 text file") from err
+    except UnicodeDecodeError as err:
+        raise InputError(f"data file {path} is not UTF-8 text ({err.reason} at byte {err.start})") from err
+    except OSError as err:
+        raise InputError(f"cannot read data file {path}: {err.strerror}") from err
+
+
+def documents(path: Path, field: str = DEFAULT_FIELD) -> Iterator[str]:
+    """The documents of one input file: its text, or each record's ``field``."""
+    kind = RECORD_SUFFIXES.get(path.suffix.lower())
+    if kind is None:
+        yield read_text(path)
+    elif kind == "jsonl":
+        yield from _jsonl(path, field)
+    else:
+        yield from _parquet(path, field)
+
+
+def _text_of(record: Any, field: str, where: str) -> str:
+    if not isinstance(record, dict):
+        raise InputError(f"{where} is not a JSON object with a {field!r} field; each line must be one record")
+    if field not in record:
+        keys = ", ".join(repr(printable(k, 40)) for k in list(record)[:8]) or "none"
+        raise InputError(f"{where} has no field {field!r} (its fields: {keys}); name the text field with --field")
+    text = record[field]
+    if not isinstance(text, str):
+        raise InputError(f"{where}: field {field!r} is {type(text).__name__}, not text; name a text field with --field")
+    return text
+
+
+def _jsonl(path: Path, field: str) -> Iterator[str]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                where = f"{quoted(str(path))} line {number}"
+                try:
+                    record = json.loads(line)
+                except (ValueError, RecursionError) as err:
+                    raise InputError(
+                        f"{where} is not JSON ({printable(str(err), 120)}); each line must be one record"
+                    ) from err
+                yield _text_of(record, field, where)
+    except UnicodeDecodeError as err:
+        raise InputError(f"data file {quoted(str(path))} is not UTF-8 ({err.reason} at byte {err.start})") from err
+    except OSError as err:
+        raise InputError(f"cannot read data file {quoted(str(path))}: {err.strerror}") from err
+
+
+def _parquet(path: Path, field: str) -> Iterator[str]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as err:
+        raise ConfigError(f"reading {quoted(str(path))} needs pyarrow: `pip install pyarrow`") from err
+    try:
+        table = pq.ParquetFile(path)
+    except Exception as err:  # pyarrow's ArrowInvalid and OSError: not a Parquet file
+        raise InputError(f"{quoted(str(path))} is not a Parquet file ({printable(str(err), 120)})") from err
+    names = table.schema_arrow.names
+    if field not in names:
+        shown = ", ".join(repr(printable(n, 40)) for n in names[:8])
+        raise InputError(f"{quoted(str(path))} has no column {field!r} (its columns: {shown}); name it with --field")
+    for batch in table.iter_batches(columns=[field]):
+        for number, text in enumerate(batch.column(0).to_pylist()):
+            if not isinstance(text, str):
+                raise InputError(
+                    f"{quoted(str(path))}: column {field!r} holds {type(text).__name__} (row {number} of a batch), "
+                    f"not text; name a text column with --field"
+                )
+            yield text
+
+
+def dataset_documents(name: str, config: str | None, split: str, field: str = DEFAULT_FIELD) -> Iterator[str]:
+    """Each record's ``field`` of a Hugging Face dataset (a hub id or a local folder), streamed."""
+    try:
+        import datasets
+    except ImportError as err:
+        raise ConfigError("--dataset needs the datasets library: `pip install 'zoo-lm[data]'`") from err
+    try:
+        stream = datasets.load_dataset(name, config, split=split, streaming=True)
+    except Exception as err:  # datasets raises many types: not found, offline, no such split or config
+        raise InputError(
+            f"cannot open dataset {quoted(name)} (config {config!r}, split {split!r}): {printable(str(err), 300)}; "
+            "check --dataset, --dataset-config and --split (offline, the dataset must be in the datasets cache)"
+        ) from err
+    for number, record in enumerate(stream):
+        yield _text_of(record, field, f"dataset {quoted(name)} record {number}")
