@@ -136,7 +136,7 @@ def test_every_single_file_output_refuses_an_existing_file_unless_overwrite(
 ) -> None:
     """``zoo build -o FILE`` (above), ``zoo plot -o``, ``zoo probe -o`` and ``--plot``: a file
     the user has is never replaced unasked, and the refusal comes before any work."""
-    mine = tmp_path / "mine.out"
+    mine = tmp_path / ("mine.json" if magic == b"{" else "mine.png")  # a figure's suffix names its format
     mine.write_bytes(b"precious")
 
     def work(*args: object, **kwargs: object) -> None:
@@ -146,7 +146,7 @@ def test_every_single_file_output_refuses_an_existing_file_unless_overwrite(
         patched.setattr("zoo.cli.probe.probe_designs", work)
         patched.setattr("zoo.cli.train.plot_runs", work)
         assert main(command(run, mine)) == 1
-    one_error_line(capsys, "mine.out exists", "--overwrite")
+    one_error_line(capsys, f"{mine.name} exists", "--overwrite")
     assert mine.read_bytes() == b"precious"
     assert main([*command(run, mine), "--overwrite"]) == 0
     assert mine.read_bytes().startswith(magic)

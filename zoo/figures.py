@@ -1,14 +1,20 @@
-"""Figures whose text is plain text: matplotlib reads ``$...$`` in any label or title as
-mathtext, so a run folder, a preset name or a ``--title`` holding a dollar sign would
-change a plot or fail to draw it (a ``ValueError`` from the mathtext parser). Every plot
-the zoo draws is made under ``plain_text``, which turns that parsing off."""
+"""Figures: their text plain text, their format the one their file's suffix names.
+
+matplotlib reads ``$...$`` in any label or title as mathtext, so a run folder, a preset
+name or a ``--title`` holding a dollar sign would change a plot or fail to draw it (a
+``ValueError`` from the mathtext parser). Every plot the zoo draws is made under
+``plain_text``, which turns that parsing off, and written in ``figure_format(path)``, so
+that ``-o fig.svg`` holds SVG, never PNG bytes under another name."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
-__all__ = ["plain_text"]
+from zoo.errors import InputError, printable
+
+__all__ = ["FIGURE_FORMATS", "figure_format", "plain_text"]
 
 
 @contextmanager
@@ -24,3 +30,19 @@ def plain_text() -> Iterator[None]:
         return
     with matplotlib.rc_context({"text.parse_math": False}):
         yield
+
+
+#: The formats a figure is written in, by the suffix of its file (matplotlib's names).
+FIGURE_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf", ".jpg": "jpg", ".jpeg": "jpg"}
+
+
+def figure_format(path: Path, flag: str = "-o") -> str:
+    """The format ``path``'s suffix names (``FIGURE_FORMATS``); an error listing them for
+    any other suffix, so that a file's name never lies about its bytes."""
+    kind = FIGURE_FORMATS.get(path.suffix.lower())
+    if kind is None:
+        raise InputError(
+            f"{flag} {printable(str(path))}: the suffix {printable(path.suffix) or '(none)'} names no figure format "
+            f"the zoo writes; end the file name in one of {', '.join(FIGURE_FORMATS)}"
+        )
+    return kind

@@ -132,10 +132,13 @@ def depth(value: Any, limit: int = MAX_DEPTH) -> int:
     return deepest
 
 
-def loads(text: str, error: type[ZooError], where: str) -> Any:
-    """JSON ``text`` with finite numbers only and at most ``MAX_DEPTH`` levels of nesting."""
+def loads(text: str, error: type[ZooError], where: str, *, words: bool = False) -> Any:
+    """JSON ``text`` with finite numbers only and at most ``MAX_DEPTH`` levels of nesting.
+    ``words``: the bare ``NaN`` and ``Infinity`` Python's ``json`` writes are read as those
+    floats (for lines an older zoo wrote; a number too large, ``1e400``, is still refused)."""
+    constant = float if words else _constant
     try:
-        value = json.loads(text, parse_constant=_constant, parse_float=_finite, parse_int=_bounded_int)
+        value = json.loads(text, parse_constant=constant, parse_float=_finite, parse_int=_bounded_int)
     except RecursionError as err:
         raise error(f"{where} nests lists or objects too deeply; it is not a file the zoo reads") from err
     except ValueError as err:

@@ -41,7 +41,7 @@ from zoo.checkpoint.store import check_output_file
 from zoo.config import ModelConfig, get_config, parse_sets
 from zoo.errors import ConfigError, InputError, ZooError, printable
 from zoo.factory import build
-from zoo.figures import plain_text
+from zoo.figures import figure_format, plain_text
 from zoo.hooks import run_with_cache, stacks
 from zoo.inputs import INDEX_DTYPES, check_inputs, check_tensor, not_finite_loss
 
@@ -371,10 +371,12 @@ def plot(
     metrics: Sequence[str] = METRICS,
     overwrite: bool = False,
 ) -> Path:
-    """The designs side by side, one panel per metric (those measured), as a PNG written
-    atomically; titles say what was measured and on which tokens. Needs matplotlib. An
-    existing file is replaced only with ``overwrite`` (as ``write_json``)."""
+    """The designs side by side, one panel per metric (those measured), written atomically in
+    the format ``path``'s suffix names (``figure_format``); titles say what was measured and
+    on which tokens. Needs matplotlib. An existing file is replaced only with ``overwrite``
+    (as ``write_json``)."""
     check_output_file(path, InputError, overwrite=overwrite, what="the probe's plot")
+    kind = figure_format(Path(path), "--plot")
     try:
         from matplotlib.figure import Figure
     except ImportError:
@@ -397,7 +399,7 @@ def plot(
     fig.suptitle(f"zoo probe, measured on {'; '.join(sources)}", fontsize=9)
     fig.tight_layout()
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
+    fig.savefig(buffer, format=kind)
     return write_atomically(Path(path), lambda p: p.write_bytes(buffer.getvalue()), InputError)
 
 

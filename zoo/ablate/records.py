@@ -33,7 +33,10 @@ from zoo.registry import Registry
 from zoo.training import CurvePoint, TokenData, lm_loss, open_data, tokens_data, validation_batches
 
 RECORD_LIMIT = 16 << 20  # bytes; a record holds one run's curve
-Loss = Annotated[float, Field(ge=0.0, le=1e6)]
+#: Largest loss a record holds (nats/token); a language model starts near ln(vocabulary),
+#: about 11, so a run past it diverged (``past_limit``, checked before a record is written).
+LOSS_LIMIT = 1e6
+Loss = Annotated[float, Field(ge=0.0, le=LOSS_LIMIT)]
 
 
 class CurveRow(BaseModel):
@@ -220,6 +223,20 @@ def record_body(
     body = json.loads(json.dumps(body))  # as it reads back
     body["digest"] = _body_digest(body)
     return body
+
+
+def past_limit(loss: float | None, curve: list[CurvePoint]) -> str | None:
+    """Where a finished run's losses leave what a record holds (not finite, negative, or past
+    ``LOSS_LIMIT``), as ``"the validation loss reached 3.1e+07 at step 4"``; None when every
+    one fits. A run is checked before its record is written, so that every record the zoo
+    writes is one it reads back (a run past the limit diverged, and is said so)."""
+    for point in curve:
+        for what, value in (("training", point.train_loss), ("validation", point.val_loss)):
+            if value is not None and not 0.0 <= value <= LOSS_LIMIT:  # NaN fails the test too
+                return f"the {what} loss reached {value:.4g} at step {point.step}"
+    if loss is not None and not 0.0 <= loss <= LOSS_LIMIT:
+        return f"the final validation loss reached {loss:.4g}"
+    return None
 
 
 def write_record(job: Job, context: Context, body: dict[str, Any]) -> None:

@@ -5,7 +5,6 @@ and leaves its record, in this process, in worker processes, or as this rank's s
 from __future__ import annotations
 
 import datetime
-import math
 import multiprocessing
 import os
 from collections.abc import Callable
@@ -19,7 +18,15 @@ import torch
 
 from zoo.ablate.diagnostics import Probe
 from zoo.ablate.plan import Job
-from zoo.ablate.records import Context, finished, read_record, record_body, write_record
+from zoo.ablate.records import (
+    LOSS_LIMIT,
+    Context,
+    finished,
+    past_limit,
+    read_record,
+    record_body,
+    write_record,
+)
 from zoo.checkpoint import save
 from zoo.errors import ConfigError, DivergenceError, ZooError, printable
 from zoo.factory import build
@@ -113,8 +120,15 @@ def execute(job: Job, context: Context, device: str, report: Reporter | None, re
         raise ConfigError(f"run {job.label!r}: {err}") from err
     else:
         loss, curve, speed = trained.final_val_loss, trained.curve, trained.tokens_per_second
-        if job.tune and not math.isfinite(loss):
-            loss = None
+        past = past_limit(loss, curve)
+        if past is not None and not job.tune:
+            raise DivergenceError(
+                f"run {job.label!r}: {past}, past the {LOSS_LIMIT:g} nats/token a record holds: training diverged; "
+                f"lower the learning rate (--lr, now {job.settings.lr:g}) or raise the warm-up (--warmup), or let "
+                f"--tune-lr pick a rate per variant"
+            )
+        if past is not None:
+            loss, curve, speed = None, [], 0.0  # a rate of the sweep that diverged
     body = record_body(job, context, loss, curve, speed, probe.taken if probe is not None else None)
     if not job.tune:
         about = {

@@ -297,7 +297,7 @@ def scale_options(args: argparse.Namespace) -> dict[str, int]:
 
 def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
     from zoo.ablate import run_ablation
-    from zoo.ablate.docs import write_docs_region
+    from zoo.ablate.docs import check_docs_page, write_docs_region
     from zoo.ablate.grid import run_study
     from zoo.ablate.plan import swapless
 
@@ -305,6 +305,8 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
         args.out, args.overwrite, {"--data": args.data, "--config": args.config, "--docs": args.docs}
     )
     options = _options(args)
+    if args.docs is not None:  # a page the results cannot go into is refused before the work
+        check_docs_page(Path(args.docs), Path(args.out).name)
     nothing = swapless(args.base, args.target, default_registry())
     if nothing is not None:  # said before it trains, not only in the notes after
         ui.warn(nothing)

@@ -4,10 +4,14 @@ per layer, for presets (with overrides and variants) or checkpoints, side by sid
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from zoo.cli.options import Commands, add_out, add_overwrite, refuse_existing_file, refuse_overwriting_inputs, seed
 from zoo.cli.render import Ui, new_table
+from zoo.errors import InputError, printable
+from zoo.figures import FIGURE_FORMATS, figure_format
 from zoo.probe import METRICS, ProbeResult, designs, plot, probe_designs, write_json
 
 
@@ -69,16 +73,24 @@ def add_parsers(commands: Commands) -> None:
         "--plot",
         default=None,
         metavar="FILE",
-        help="draw the designs side by side as a PNG (needs matplotlib; default: none)",
+        help=f"draw the designs side by side, in the format FILE's suffix names ({', '.join(FIGURE_FORMATS)}; "
+        f"needs matplotlib; default: none)",
     )
     add_overwrite(p, "replace existing files -o and --plot name (default: refuse them)")
 
 
 def cmd_probe(args: argparse.Namespace, ui: Ui) -> int:
+    if args.out and args.plot and same_file(args.out, args.plot):
+        raise InputError(
+            f"-o {printable(args.out)} and --plot {printable(args.plot)} are the same file, so one output would "
+            f"overwrite the other; give each its own path"
+        )
     for flag, out in (("-o", args.out), ("--plot", args.plot)):
         if out is not None:
             refuse_existing_file(out, args.overwrite, flag=flag)
             refuse_overwriting_inputs(out, args.overwrite, {"the checkpoint": args.targets})
+    if args.plot:
+        figure_format(Path(args.plot), "--plot")  # before the work, as the other refusals
     found = designs(
         args.targets, sets=args.set, variants=args.variant, vary=args.vary, version=args.version, seed=args.seed
     )
@@ -99,6 +111,16 @@ def cmd_probe(args: argparse.Namespace, ui: Ui) -> int:
     if args.plot:
         ui.line(f"wrote {args.plot}", "dim")
     return 0
+
+
+def same_file(first: str, second: str) -> bool:
+    """Whether two output paths name one file: the same after resolving links, or hard links of one."""
+    if os.path.realpath(first) == os.path.realpath(second):
+        return True
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # either is absent (or unreadable): not one existing file
+        return False
 
 
 def show(results: Sequence[ProbeResult], ui: Ui, metrics: Sequence[str]) -> None:

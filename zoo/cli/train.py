@@ -39,6 +39,7 @@ from zoo.cli.progress import TrainProgress
 from zoo.cli.render import Ui, fmt_int, new_table
 from zoo.config import parse_sets
 from zoo.errors import InputError, ZooError, printable
+from zoo.figures import FIGURE_FORMATS
 from zoo.interop.hub import is_hub_id, local_or_snapshot
 from zoo.pipelines import recorded_tokenizer_source
 from zoo.text import has_tokenizer
@@ -269,7 +270,13 @@ def _add_plot(commands: Commands) -> None:
     help = "draw runs' train and validation loss and learning rate against steps (and tokens), overlaid"
     p = commands.add("plot", cmd_plot, help)
     p.add_argument("runs", nargs="+", metavar="RUN", help="`zoo train` run folders (or their metrics.jsonl)")
-    add_out(p, "the PNG to write", metavar="FILE", required=False, default="curves.png")
+    add_out(
+        p,
+        f"the figure to write, in the format its suffix names ({', '.join(FIGURE_FORMATS)})",
+        metavar="FILE",
+        required=False,
+        default="curves.png",
+    )
     p.add_argument("--title", default=None, metavar="TEXT", help="(default: the run folders' names)")
     add_overwrite(p, "replace an existing file -o names (default: refuse it)")
 
@@ -450,7 +457,7 @@ def logger_list(text: str) -> tuple[str, ...]:
 
 
 def cmd_plot(args: argparse.Namespace, ui: Ui) -> int:
-    refuse_existing_file(args.out, args.overwrite)
+    refuse_existing_file(args.out, args.overwrite)  # plot_runs refuses the rest (format, inputs) before reading
     written = plot_runs(args.runs, args.out, title=args.title, overwrite=args.overwrite)
     ui.line(f"plotted {len(args.runs)} run(s) to {written}")
     return 0

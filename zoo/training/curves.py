@@ -8,6 +8,7 @@ global state alone.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +18,7 @@ from zoo.checkpoint import write_atomically
 from zoo.checkpoint.owned import refuse_inputs_inside
 from zoo.checkpoint.store import check_output_file
 from zoo.errors import ConfigError, InputError, printable
-from zoo.figures import plain_text
+from zoo.figures import figure_format, plain_text
 from zoo.files import open_read
 from zoo.training.metrics import LINE_LIMIT, METRICS, metrics_line
 
@@ -29,7 +30,7 @@ def read_metrics(run: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The rows of a run folder's ``metrics.jsonl``: a regular file, read a bounded line at a
     time, each line checked (``MetricsLine``); a torn, damaged or foreign line is skipped."""
     path = Path(run)
-    path = path / METRICS if path.is_dir() else path
+    path = path / METRICS if path.is_dir() and path.name != METRICS else path  # RUN/metrics.jsonl, a folder: said so
     try:
         with open_read(path, InputError, "the metrics file") as handle:
             rows = [row for raw in iter(lambda: handle.readline(LINE_LIMIT + 1), b"") if (row := metrics_line(raw))]
@@ -59,11 +60,22 @@ def plot_runs(
     overwrite: bool = False,
 ) -> Path:
     """Train loss (thin), validation loss (dots) and learning rate of each run against
-    its steps, overlaid, with the tokens seen on the top axis; written to ``path``, which
-    must be absent or, with ``overwrite``, a regular file (``check_output_file``, the
-    rule of ``zoo plot -o``), and must not be one of the runs' metrics files."""
+    its steps, overlaid, with the tokens seen on the top axis; written to ``path`` in the
+    format its suffix names (``figure_format``), which must be absent or, with ``overwrite``,
+    a regular file (``check_output_file``, the rule of ``zoo plot -o``), and must not be one
+    of the runs' metrics files."""
     target = check_output_file(path, InputError, overwrite=overwrite, what="the plot's file")
     refuse_inputs_inside(target, [("the run", list(runs))], InputError)
+    kind = figure_format(target)
+    fig = curves_figure(runs, title=title)
+    write_atomically(target, lambda file: fig.savefig(file, format=kind), InputError)
+    return target
+
+
+@plain_text()
+def curves_figure(runs: Sequence[str | os.PathLike[str]], *, title: str | None = None) -> Any:
+    """The matplotlib ``Figure`` ``plot_runs`` draws. A number a run logged as not finite
+    (``nonfinite`` in its line) is a gap in its line, and the run's legend entry says so."""
     try:
         from matplotlib.figure import Figure
     except ImportError as err:
@@ -76,17 +88,18 @@ def plot_runs(
     tokens_per_step = None
     for (name, rows), color in zip(curves.items(), _colors(len(curves))):
         steps = [row["step"] for row in rows]
-        loss_ax.plot(steps, [row["loss"] for row in rows], color=color, linewidth=0.8, alpha=0.6)
-        evaluated = [row for row in rows if "val_loss" in row]
+        loss_ax.plot(steps, _values(rows, "loss"), color=color, linewidth=0.8, alpha=0.6)
+        evaluated = [row for row in rows if "val_loss" in row or "val_loss" in row.get("nonfinite", ())]
+        finite = [row["val_loss"] for row in evaluated if "val_loss" in row]
         loss_ax.plot(
             [row["step"] for row in evaluated],
-            [row["val_loss"] for row in evaluated],
+            _values(evaluated, "val_loss"),
             "o-",
             color=color,
             markersize=4,
-            label=f"{name}: val" + (f" {evaluated[-1]['val_loss']:.4f}" if evaluated else ""),
+            label=f"{name}: val" + (f" {finite[-1]:.4f}" if finite else "") + _gaps(rows),
         )
-        lr_ax.plot(steps, [row["lr"] for row in rows], color=color)
+        lr_ax.plot(steps, _values(rows, "lr"), color=color)
         last = rows[-1]
         if tokens_per_step is None and last.get("tokens") and last["step"]:
             tokens_per_step = last["tokens"] / last["step"]
@@ -102,8 +115,29 @@ def plot_runs(
         top.set_xlabel(f"tokens ({per:,.0f} per step)")
     loss_ax.set_title(title or ", ".join(Path(name).name for name in curves), fontsize=10)
     fig.tight_layout()
-    write_atomically(target, lambda file: fig.savefig(file, format="png"), InputError)
-    return target
+    return fig
+
+
+def _values(rows: list[dict[str, Any]], key: str) -> list[float]:
+    """``key`` of each row, NaN (a gap in the line) where the row logged it as not finite."""
+    return [float(row[key]) if row.get(key) is not None else math.nan for row in rows]
+
+
+def _gaps(rows: list[dict[str, Any]]) -> str:
+    """`` (gaps: loss not finite at 2 steps)``, for a legend entry; empty when none."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        for key in row.get("nonfinite", ()):
+            if key in PLOTTED:
+                counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return ""
+    said = ", ".join(f"{key} at {n} step{'s' if n > 1 else ''}" for key, n in counts.items())
+    return f" (gaps: not finite: {said})"
+
+
+#: The numbers of a metrics line that ``plot_runs`` draws.
+PLOTTED = ("loss", "val_loss", "lr")
 
 
 def _colors(count: int) -> list[str]:

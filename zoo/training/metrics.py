@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from zoo.checkpoint import write_atomically
 from zoo.config import ModelConfig
@@ -53,8 +53,19 @@ class StepReport:
         if self.mfu is not None:
             row["mfu"] = self.mfu
         if self.val_loss is not None:
-            row.update(val_loss=self.val_loss, val_perplexity=math.exp(min(self.val_loss, 700.0)))
+            perplexity = math.exp(min(self.val_loss, 700.0)) if math.isfinite(self.val_loss) else math.nan
+            row.update(val_loss=self.val_loss, val_perplexity=perplexity)
+        return finite_row(row)
+
+
+def finite_row(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with each number that is not finite (NaN, an infinity) as None and its key
+    listed under ``nonfinite``: JSON has no such numbers, and a reader must tell a value
+    that was measured and not finite from one that was not measured."""
+    bad = [key for key, value in row.items() if isinstance(value, float) and not math.isfinite(value)]
+    if not bad:
         return row
+    return {**{key: None if key in bad else value for key, value in row.items()}, "nonfinite": bad}
 
 
 class MetricsLine(BaseModel):
@@ -64,10 +75,19 @@ class MetricsLine(BaseModel):
     model_config = ConfigDict(strict=True, extra="allow", frozen=True)
 
     step: int = Field(ge=1, le=1 << 62)
-    loss: float = Field(allow_inf_nan=False)
-    lr: float = Field(ge=0, allow_inf_nan=False)
+    loss: float | None = Field(allow_inf_nan=False)  # None: not finite (named in ``nonfinite``)
+    lr: float | None = Field(ge=0, allow_inf_nan=False)
     tokens: int | None = Field(default=None, ge=0)
     val_loss: float | None = Field(default=None, allow_inf_nan=False)
+    nonfinite: list[str] = Field(default_factory=list, max_length=64)  # the keys whose numbers were not finite
+
+    @model_validator(mode="after")
+    def _nulls_have_their_reason(self) -> Self:
+        """A ``null`` loss or rate is one the writer named in ``nonfinite``; any other is damage."""
+        unsaid = [key for key in ("loss", "lr") if getattr(self, key) is None and key not in self.nonfinite]
+        if unsaid:
+            raise ValueError(f"{', '.join(unsaid)} null without being named under nonfinite")
+        return self
 
 
 #: Longest metrics line a reader parses (a line is about 150 bytes).
@@ -80,10 +100,26 @@ def metrics_line(raw: bytes) -> dict[str, Any] | None:
     if len(raw) > LINE_LIMIT:
         return None
     try:
-        row = loads(raw.decode("utf-8"), InputError, METRICS)
-        return MetricsLine.model_validate(row).model_dump(exclude_none=True) if isinstance(row, dict) else None
+        text = raw.decode("utf-8")
+        try:
+            row = loads(text, InputError, METRICS)
+        except InputError:
+            row = _older_line(text)  # raises InputError in turn for anything but NaN and Infinity
+        if not isinstance(row, dict):
+            return None
+        line = MetricsLine.model_validate(row).model_dump(exclude_none=True)
     except (UnicodeDecodeError, InputError, ValidationError):
         return None
+    if not line["nonfinite"]:
+        del line["nonfinite"]
+    return line
+
+
+def _older_line(text: str) -> Any:
+    """A line as an older zoo wrote it, with bare ``NaN`` or ``Infinity`` (not JSON): its
+    object through ``finite_row``, so those numbers read as gaps; None for anything else."""
+    row = loads(text, InputError, METRICS, words=True)
+    return finite_row(row) if isinstance(row, dict) and "nonfinite" not in row else None
 
 
 def flops_per_token(config: Any, settings: TrainSettings, world: World) -> float | None:
@@ -180,20 +216,20 @@ class MetricsWriter:
     def write(self, report: StepReport) -> None:
         if self.file is None:
             return
-        row = report.to_dict()
-        _logged(self.out / METRICS, lambda: self.file.write(json.dumps(row) + "\n"))
-        if self.table is not None:
+        row = report.to_dict()  # a number that is not finite is None here, named under "nonfinite"
+        _logged(self.out / METRICS, lambda: self.file.write(json.dumps(row, allow_nan=False) + "\n"))
+        if self.table is not None:  # an empty cell where a number was not finite
             cells = ",".join(_cell(row.get(key)) for key in CSV_FIELDS)
             _logged(self.out / CSV, lambda: self.table.write(cells + "\n"))
+        scalars = {k: v for k, v in row.items() if k not in ("step", "nonfinite") and v is not None}
         if self.board is not None:
-            _logged(self.out / "tensorboard", lambda: self._scalars(row, report.step))
+            _logged(self.out / "tensorboard", lambda: self._scalars(scalars, report.step))
         if self.wandb is not None:
-            self.wandb.log({k: v for k, v in row.items() if k != "step"}, step=report.step)
+            self.wandb.log(scalars, step=report.step)
 
-    def _scalars(self, row: dict[str, Any], step: int) -> None:
-        for key, value in row.items():
-            if key != "step":
-                self.board.add_scalar(f"train/{key}", value, step)
+    def _scalars(self, scalars: dict[str, Any], step: int) -> None:
+        for key, value in scalars.items():
+            self.board.add_scalar(f"train/{key}", value, step)
 
     def flush(self) -> None:
         for handle, name in ((self.file, METRICS), (self.table, CSV)):
@@ -271,11 +307,17 @@ def _reopen(path: Path, resumed_at: int | None, step_of: Callable[[str], int], h
     """``path`` replaced by its lines of steps up to ``resumed_at`` (none for a new run;
     ``header`` first), then opened to append. Replaced, never truncated in place: a
     planted link is replaced, not written through."""
+    folder = f"{path} is a folder; the zoo writes its run's {path.name} there: move the folder away"
+    if path.is_dir() and not path.is_symlink():
+        raise InputError(folder)
     kept = _kept_lines(path, resumed_at, step_of) if resumed_at is not None and os.path.lexists(path) else []
     lines = ([header] if header is not None else []) + kept
-    write_atomically(
-        path, lambda file: file.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8"), InputError
-    )
+    try:
+        write_atomically(
+            path, lambda file: file.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8"), InputError
+        )
+    except IsADirectoryError as err:  # made a folder since the check
+        raise InputError(folder) from err
     return open_append(path, InputError)
 
 
