@@ -139,11 +139,15 @@ def _add_data_prepare(commands: Commands) -> None:
     )
     p.add_argument(
         "--dataset",
-        metavar="ID|DIR",
-        help="a Hugging Face dataset (hub id or folder) read through `datasets`, streamed, instead of INPUT files; "
-        "offline (HF_HUB_OFFLINE=1) from its cache",
+        metavar="DIR|ID",
+        help="a Hugging Face dataset (folder or hub id) read through `datasets`, streamed, instead of INPUT files; "
+        "offline (HF_HUB_OFFLINE=1) from its cache (default: none, read the INPUT files)",
     )
-    p.add_argument("--dataset-config", metavar="NAME", help="the --dataset's configuration (subset), if it has several")
+    p.add_argument(
+        "--dataset-config",
+        metavar="NAME",
+        help="the --dataset's configuration (subset), if it has several (default: its only one)",
+    )
     p.add_argument("--split", default="train", metavar="NAME", help="the --dataset's split to read (default train)")
 
 

@@ -307,7 +307,7 @@ def _reopen(path: Path, resumed_at: int | None, step_of: Callable[[str], int], h
     """``path`` replaced by its lines of steps up to ``resumed_at`` (none for a new run;
     ``header`` first), then opened to append. Replaced, never truncated in place: a
     planted link is replaced, not written through."""
-    folder = f"{path} is a folder; the zoo writes its run's {path.name} there: move the folder away"
+    folder = f"{path} is a folder; the zoo writes its run's {path.name} there: remove the folder or move it away"
     if path.is_dir() and not path.is_symlink():
         raise InputError(folder)
     kept = _kept_lines(path, resumed_at, step_of) if resumed_at is not None and os.path.lexists(path) else []
