@@ -1,0 +1,165 @@
+"""Bounds before work (issue 29, item 4): every size a user or a file sets is checked
+against this machine (its CPUs, its free memory) before anything is allocated, trained
+or written, with one zoo error naming the flag (and the config key a file gives it by).
+
+Each case goes through the real CLI (``zoo.cli.main``) where a flag exists, with a size
+computed from this machine's free memory so that it certainly cannot fit here (and the
+issue's own value where that is past it anyway), and checks that the output folder was
+never made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import zoo
+from helpers import TINY_ABLATION, prepared_bytes, tiny
+from zoo.bounds import STEP_BYTES, check_elements, check_threads, count, max_threads, named
+from zoo.cli import main
+from zoo.errors import ConfigError
+from zoo.memory import available_bytes
+
+FREE = available_bytes() or 1 << 40  # bytes free here (RAM plus swap)
+SEQ = 16
+WINDOW = 2 * 8 * (SEQ + 1)  # bytes of one int64 training window, made twice
+TRAIN = ["--set", "n_layers=1", "--set", "d_model=16", "--set", "n_heads=2", "--set", "vocab_size=256"]
+TRAIN += ["--set", "max_seq_len=32", "--seq-len", str(SEQ), "--eval-every", "2", "--quiet"]
+TRAIN_SIZES = {"--steps": "2", "--batch-size": "2", "--eval-batches": "1"}
+
+
+def without(flags: dict[str, str], flag: str) -> list[str]:
+    """``flags`` as arguments, less ``flag`` (which the test gives, or its config file)."""
+    return [word for name, value in flags.items() if name != flag for word in (name, value)]
+
+
+def refused(capsys: pytest.CaptureFixture[str], *needles: str) -> str:
+    """stderr is a zoo error (not an "unexpected" bug report) naming each needle."""
+    err = " ".join(capsys.readouterr().err.split())  # rich wraps long lines
+    assert err.startswith("error: ") and "unexpected" not in err and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return prepared_bytes(tmp_path_factory.mktemp("data"), 4_000)
+
+
+# -- zoo train: threads, steps, batch and evaluation sizes, from flags and from --config ------
+
+TRAIN_CASES: dict[str, tuple[str, int, str]] = {  # flag -> (config key, value past this machine, what it names)
+    "--threads": ("threads", max(100_000, max_threads() + 1), "threads than this machine can run"),
+    "--steps": ("steps", FREE // STEP_BYTES + 1, "optimizer steps"),
+    "--batch-size": ("batch_size", max(10**8, FREE // WINDOW + 1), "training windows"),
+    "--eval-batches": ("eval_batches", max(10**9, FREE // (2 * WINDOW) + 1), "validation windows"),
+}
+
+
+@pytest.mark.parametrize("source", ["flag", "config"])
+@pytest.mark.parametrize("flag", list(TRAIN_CASES))
+def test_train_refuses_a_size_past_the_machine_before_its_folder(
+    flag: str, source: str, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key, value, what = TRAIN_CASES[flag]
+    out = tmp_path / "run"
+    given = [flag, str(value)]
+    if source == "config":
+        (tmp_path / "run.toml").write_text(f"{key} = {value}\n", encoding="utf-8")
+        given = ["--config", str(tmp_path / "run.toml")]
+    sizes = without(TRAIN_SIZES, flag)
+    assert main(["train", "gpt2-small", *TRAIN, *sizes, "--data", str(data), "-o", str(out), *given]) == 1
+    refused(capsys, named(flag), what, f"lower {flag}")
+    assert not out.exists()  # refused before the run's folder, batches or optimizer
+
+
+def test_train_settings_bound_threads_in_the_api() -> None:
+    with pytest.raises(ConfigError, match="--threads"):
+        zoo.training.TrainSettings(threads=max_threads() + 1)
+    assert zoo.training.TrainSettings(threads=max_threads()).threads == max_threads()  # the bound itself is run
+
+
+def test_train_micro_batch_bounds_the_forward_on_its_device(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The logits and residual stream of one forward: micro x seq_len x (vocab + layers x d_model) floats."""
+    micro = FREE // (SEQ * (256 + 16) * 4) + 1
+    out = tmp_path / "run"
+    flags = ["--steps", "2", "--batch-size", str(micro), "--micro-batch-size", str(micro), "--eval-batches", "1"]
+    # the windows of a batch that large fit only where the forward does not: test the forward alone
+    if micro * WINDOW > FREE:
+        pytest.skip("on this machine the training windows are refused first")
+    assert main(["train", "gpt2-small", *TRAIN, *flags, "--data", str(data), "-o", str(out)]) == 1
+    refused(capsys, "--micro-batch-size", "logits")
+    assert not out.exists()
+
+
+# -- zoo ablate and its studies: threads, seeds, and the steps a budget implies ------------------
+
+ABLATE_CASES: dict[str, tuple[str, str]] = {  # flag -> (value past this machine, what the error names)
+    "--threads": (str(max(100_000, max_threads() + 1)), "threads than this machine can run"),
+    "--seeds": (str(max(10**9, FREE // (2 * 704) + 1)), "seeds' runs"),
+    "--tokens-per-param": ("1e300", "optimizer steps"),
+    "--flops-per-run": ("1e300", "optimizer steps"),
+    "--steps": (str(FREE // STEP_BYTES + 1), "optimizer steps"),
+}
+
+
+@pytest.mark.parametrize("source", ["flag", "config"])
+@pytest.mark.parametrize("flag", list(ABLATE_CASES))
+def test_ablate_refuses_a_size_past_the_machine_before_training(
+    flag: str, source: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    value, what = ABLATE_CASES[flag]
+    out = tmp_path / "ablation"
+    flags = [f for i, f in enumerate(TINY_ABLATION) if flag not in TINY_ABLATION[i - 1 : i + 1]]
+    given = [flag, value]
+    if source == "config":
+        (tmp_path / "study.toml").write_text(f"{flag[2:].replace('-', '_')} = {value}\n", encoding="utf-8")
+        given = ["--config", str(tmp_path / "study.toml")]
+    assert main(["ablate", *flags, "-o", str(out), *given]) == 1
+    refused(capsys, named(flag), what, f"lower {flag}")
+    assert not out.exists()  # nothing trained, no folder made
+
+
+def test_a_budget_past_what_a_float_counts_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "ablation"
+    assert main(["ablate", *TINY_ABLATION, "-o", str(out), "--tokens-per-param", "1e308"]) == 1
+    refused(capsys, "--tokens-per-param", "lower --tokens-per-param")
+    assert not out.exists()
+
+
+# -- zoo generate: return sequences against their KV caches --------------------------------------
+
+
+def test_generate_refuses_more_sequences_than_their_caches_hold(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = tiny(vocab_size=256, n_layers=1, d_model=16, n_heads=2)
+    path = zoo.save(model, tmp_path / "model.safetensors")
+    positions = 1 + 4  # the prompt's one byte token and the new tokens
+    sequences = max(2 * 10**7, FREE // (2 * 1 * positions * 16 * 4) + 1)
+    argv = ["generate", str(path), "--tokenizer", "bytes", "--prompt", "a", "--max-new-tokens", "4"]
+    assert main([*argv, "--num-return-sequences", str(sequences), "--sample", "--seed", "0"]) == 1
+    err = refused(capsys, "--num-return-sequences", "KV caches", "lower --num-return-sequences")
+    assert "config file" not in err  # zoo generate reads none
+
+
+# -- the bounds themselves ----------------------------------------------------------------------
+
+
+def test_the_bounds_refuse_only_what_cannot_fit() -> None:
+    check_threads(max_threads())
+    check_elements(FREE // 16, 8, "half of what is free", "--x")  # what fits is never refused
+    with pytest.raises(ConfigError, match=r"--x \(x in a --config file\).*lower --x"):
+        check_elements(2 * FREE // 8, 8, "twice what is free", "--x")
+    assert count(10**400).startswith("about 1.00e+400")  # a message never prints 400 digits
+
+
+@pytest.mark.parametrize("refuse", [lambda: check_threads(10**6), lambda: check_elements(10**30, 8, "x", "--x")])
+def test_bounds_are_zoo_errors(refuse: Callable[[], None]) -> None:
+    with pytest.raises(zoo.ZooError):
+        refuse()
