@@ -10,16 +10,19 @@ never made.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 
 import zoo
 from helpers import TINY_ABLATION, prepared_bytes, tiny
 from zoo.bounds import STEP_BYTES, check_elements, check_threads, count, max_threads, named
 from zoo.cli import main
-from zoo.errors import ConfigError
+from zoo.errors import ConfigError, HookError
+from zoo.hooks import cache_bytes
 from zoo.memory import available_bytes
 
 FREE = available_bytes() or 1 << 40  # bytes free here (RAM plus swap)
@@ -163,3 +166,40 @@ def test_the_bounds_refuse_only_what_cannot_fit() -> None:
 def test_bounds_are_zoo_errors(refuse: Callable[[], None]) -> None:
     with pytest.raises(zoo.ZooError):
         refuse()
+
+
+# -- zoo probe and run_with_cache: the activations a cache keeps ----------------------------------
+
+PROBE = ["--set", "n_layers=4", "--set", "d_model=32", "--set", "n_heads=8", "--set", "position.name=none"]
+#: Tokens per row whose attention patterns (4 layers of (1, 8, S, S) floats) are past what is free.
+LONG = max(9000, math.isqrt(FREE // (4 * 8 * 4)) + 1)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        pytest.param(["--batch-size", str(max(5 * 10**7, FREE // (2 * 128 * 8) + 1))], id="batch-size"),
+        pytest.param(["--batch-size", "1", "--seq-len", str(LONG), "--set", f"max_seq_len={LONG}"], id="seq-len"),
+    ],
+)
+def test_probe_refuses_a_batch_past_the_machine_before_making_it(
+    flags: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "probe.json"
+    assert main(["probe", "gpt2-small", *PROBE, *flags, "-o", str(out)]) == 1
+    refused(capsys, "--batch-size x --seq-len", "lower --batch-size or --seq-len")
+    assert not out.exists()
+
+
+def test_run_with_cache_refuses_every_point_on_too_many_tokens() -> None:
+    """Every point of a position-free model on 12,000-token rows: its scores and patterns
+    alone (B, H, S, S) are past what is free; the rows are a view, so nothing is allocated."""
+    model = tiny(n_layers=1, d_model=16, n_heads=2, max_seq_len=16, position={"name": "none"})
+    length = 12_000
+    rows = max(1, FREE // (2 * 2 * length * length * 4) + 1)
+    tokens = torch.zeros(1, length, dtype=torch.long).expand(rows, length)
+    with pytest.raises(HookError, match=r"run_with_cache of \d+ hook point\(s\).*pick fewer points \(names=\.\.\.\)"):
+        model.run_with_cache(tokens)
+    assert cache_bytes(model, ["blocks.0.hook_resid_post"], 2, 8) == 2 * 8 * 16 * 4  # (B, S, d_model) floats
+    _, cache = model.run_with_cache(torch.zeros(2, 8, dtype=torch.long))  # a normal call is never refused
+    assert cache["blocks.0.attn.hook_pattern"].shape == (2, 2, 8, 8)

@@ -93,15 +93,18 @@ def check_bytes(
     key: str | None = None,
     device: torch.device | str | None = None,
     error: type[ZooError] = ConfigError,
+    fix: str | None = None,
 ) -> None:
-    """Refuse ``what`` (set by ``flag``) when its ``nbytes`` is more than ``device``
-    (default: this machine's RAM) has free; unknown free memory refuses nothing."""
+    """Refuse ``what`` (set by ``flag``; ``""``: by an API argument ``fix`` names) when
+    its ``nbytes`` is more than ``device`` (default: this machine's RAM) has free; unknown
+    free memory refuses nothing."""
     free = available_bytes(device)
     if free is not None and nbytes > free:
         where = torch.device(device or "cpu")
+        prefix = f"{named(flag, key)}: " if flag else ""
         raise error(
-            f"{named(flag, key)}: {what} would take {size(nbytes)} on {where}, but only {fmt_bytes(free)} "
-            f"is free; lower {flag}"
+            f"{prefix}{what} would take {size(nbytes)} on {where}, but only {fmt_bytes(free)} is free; "
+            f"{fix or f'lower {flag}'}"
         )
 
 
@@ -114,12 +117,13 @@ def check_elements(
     key: str | None = None,
     device: torch.device | str | None = None,
     error: type[ZooError] = ConfigError,
+    fix: str | None = None,
 ) -> None:
     """``check_bytes`` of ``elements`` of ``bytes_per`` bytes each (exact integers: no
     overflow however large the sizes multiplied into ``elements``)."""
     check_bytes(
         int(elements) * int(bytes_per), f"{what} ({count(int(elements))} x {bytes_per} bytes)", flag, key=key, device=device,
-        error=error,
+        error=error, fix=fix,
     )  # fmt: skip
 
 
