@@ -21,7 +21,7 @@ import zoo
 from helpers import TINY_ABLATION, prepared_bytes, tiny
 from zoo.bounds import STEP_BYTES, check_elements, check_threads, count, max_threads, named
 from zoo.cli import main
-from zoo.errors import ConfigError, HookError
+from zoo.errors import ConfigError, HookError, InteropError
 from zoo.hooks import cache_bytes
 from zoo.memory import available_bytes
 
@@ -203,3 +203,52 @@ def test_run_with_cache_refuses_every_point_on_too_many_tokens() -> None:
     assert cache_bytes(model, ["blocks.0.hook_resid_post"], 2, 8) == 2 * 8 * 16 * 4  # (B, S, d_model) floats
     _, cache = model.run_with_cache(torch.zeros(2, 8, dtype=torch.long))  # a normal call is never refused
     assert cache["blocks.0.attn.hook_pattern"].shape == (2, 2, 8, 8)
+
+
+# -- tokenizers: output bounded before normalizing, panics of the library are zoo errors ---------
+
+
+def hf_tokenizer(folder: Path, *, normalizer: object = None, pre_tokenizer: object = None) -> Path:
+    """A tokenizer.json (a word-level vocabulary of 'a') with the given parts, in ``folder``."""
+    from tokenizers import Tokenizer, models
+
+    backend = Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]"))
+    if normalizer is not None:
+        backend.normalizer = normalizer
+    if pre_tokenizer is not None:
+        backend.pre_tokenizer = pre_tokenizer
+    folder.mkdir()
+    backend.save(str(folder / "tokenizer.json"))
+    return folder
+
+
+def test_a_normalizer_that_inflates_each_space_is_refused_before_it_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tokenizers import normalizers
+
+    folder = hf_tokenizer(tmp_path / "tok", normalizer=normalizers.Replace(" ", "x" * (1 << 20)))
+    spaces = FREE // (17 << 20) + 1  # each space 1 MiB normalized, 17 bytes per byte held
+    text = tmp_path / "text.txt"
+    text.write_text("a" + " " * spaces, encoding="utf-8")
+    out = tmp_path / "data"
+    assert main(["data", "prepare", str(text), "--tokenizer", str(folder), "-o", str(out)]) == 1
+    refused(capsys, "normalizer", "inflates characters", "--tokenizer")
+    assert not out.exists()
+    assert zoo.tokenizer(folder).encode("a a") == [1]  # a short text still encodes: one word of 2 MiB, unknown
+
+
+def test_a_split_regex_that_panics_in_the_library_is_a_zoo_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tokenizers import Regex, pre_tokenizers
+
+    folder = hf_tokenizer(tmp_path / "tok", pre_tokenizer=pre_tokenizers.Split(Regex("(a|aa)+$"), "isolated"))
+    with pytest.raises(InteropError, match="failed inside the tokenizers library"):
+        zoo.tokenizer(folder).encode("a" * 50_000 + "b")
+    text = tmp_path / "text.txt"
+    text.write_text("a" * 50_000 + "b", encoding="utf-8")
+    out = tmp_path / "data"
+    assert main(["data", "prepare", str(text), "--tokenizer", str(folder), "-o", str(out)]) == 1
+    refused(capsys, "failed inside the tokenizers library", "--tokenizer")
+    assert not out.exists()
