@@ -11,6 +11,7 @@ never made.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from zoo.cli import main
 from zoo.errors import ConfigError, HookError, InteropError
 from zoo.hooks import cache_bytes
 from zoo.memory import available_bytes
+from zoo.training.metrics import wandb_timeout
 
 FREE = available_bytes() or 1 << 40  # bytes free here (RAM plus swap)
 SEQ = 16
@@ -252,3 +254,56 @@ def test_a_split_regex_that_panics_in_the_library_is_a_zoo_error(
     assert main(["data", "prepare", str(text), "--tokenizer", str(folder), "-o", str(out)]) == 1
     refused(capsys, "failed inside the tokenizers library", "--tokenizer")
     assert not out.exists()
+
+
+# -- W&B: the server's first answer is waited on for a bounded time ------------------------------
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_an_unreachable_wandb_server_ends_in_a_zoo_error_within_its_timeout(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("wandb")
+    for name in ("WANDB_MODE", "WANDB_DISABLED"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{closed_port()}")
+    monkeypatch.setenv("WANDB_API_KEY", "a" * 40)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_INIT_TIMEOUT", "2")
+    out = tmp_path / "run"
+    began = time.monotonic()
+    assert (
+        main(
+            [
+                "train",
+                "gpt2-small",
+                *TRAIN,
+                *without(TRAIN_SIZES, ""),
+                "--data",
+                str(data),
+                "-o",
+                str(out),
+                "--log",
+                "wandb",
+            ]
+        )
+        == 1
+    )
+    assert time.monotonic() - began < 60
+    refused(capsys, "--log wandb", "did not answer within 2 s", "WANDB_INIT_TIMEOUT", "WANDB_MODE=offline")
+    assert not list(out.glob("v*.safetensors"))  # nothing trained
+
+
+@pytest.mark.parametrize("text", ["soon", "0", "-1", "inf", "nan"])
+def test_a_wandb_timeout_that_is_not_seconds_is_refused(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WANDB_INIT_TIMEOUT", text)
+    with pytest.raises(ConfigError, match="WANDB_INIT_TIMEOUT"):
+        wandb_timeout()

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from zoo.checkpoint import write_atomically
 from zoo.config import ModelConfig
-from zoo.errors import ConfigError, InputError
+from zoo.errors import ConfigError, InputError, printable
 from zoo.files import loads, open_append, open_read
 from zoo.summary import summarize
 from zoo.training.distributed import World
@@ -104,6 +104,8 @@ def device_peak_tflops(settings: TrainSettings, world: World) -> float | None:
 #: by its own library (csv: the standard library's; the others are extras of the same name).
 LOGGERS = ("csv", "tensorboard", "wandb")
 CSV = "metrics.csv"
+#: Seconds ``wandb.init`` waits for the W&B server unless WANDB_INIT_TIMEOUT says (W&B's default).
+WANDB_INIT_SECONDS = 90.0
 CSV_FIELDS = ("step", "loss", "lr", "tokens", "tokens_per_s", "mfu", "val_loss", "val_perplexity")
 
 
@@ -150,16 +152,10 @@ class MetricsWriter:
             self.board = SummaryWriter(str(_own_folder(out / "tensorboard")))
         if "wandb" in loggers:
             try:
-                import wandb  # the optional `wandb` extra
-            except ImportError as err:
-                raise ConfigError(_missing("wandb", err)) from err
-            self.wandb = wandb.init(
-                project=os.environ.get("WANDB_PROJECT", "zoo"),
-                name=out.resolve().name,
-                dir=str(_own_folder(out / "wandb").parent),
-                config=settings.to_dict() if settings is not None else None,
-                reinit="finish_previous",
-            )
+                self.wandb = _wandb_run(out, settings)
+            except BaseException:
+                self.__exit__()  # the files opened above
+                raise
 
     def __enter__(self) -> Self:
         return self
@@ -214,6 +210,47 @@ def _own_folder(folder: Path) -> Path:
 
 def _cell(value: Any) -> str:
     return "" if value is None else repr(value) if isinstance(value, float) else str(value)
+
+
+def _wandb_run(out: Path, settings: TrainSettings | None) -> Any:
+    """A W&B run in ``out/wandb``, its server given ``wandb_timeout()`` seconds to answer:
+    one that is unreachable or never answers is a zoo error, not a wait without end."""
+    try:
+        import wandb  # the optional `wandb` extra
+    except ImportError as err:
+        raise ConfigError(_missing("wandb", err)) from err
+    timeout = wandb_timeout()
+    try:
+        return wandb.init(
+            project=os.environ.get("WANDB_PROJECT", "zoo"),
+            name=out.resolve().name,
+            dir=str(_own_folder(out / "wandb").parent),
+            config=settings.to_dict() if settings is not None else None,
+            reinit="finish_previous",
+            settings=wandb.Settings(init_timeout=timeout),
+        )
+    except wandb.errors.CommError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(
+            f"--log wandb: the W&B server did not answer within {timeout:g} s ({printable(first, 200)}); check "
+            f"WANDB_BASE_URL and the network, give it longer with WANDB_INIT_TIMEOUT=SECONDS, or keep the run "
+            f"local with WANDB_MODE=offline"
+        ) from err
+
+
+def wandb_timeout() -> float:
+    """Seconds ``wandb.init`` waits for its server: ``WANDB_INIT_TIMEOUT`` (W&B's own
+    variable), else ``WANDB_INIT_SECONDS``."""
+    text = os.environ.get("WANDB_INIT_TIMEOUT")
+    if text is None:
+        return WANDB_INIT_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise ConfigError(f"WANDB_INIT_TIMEOUT={printable(text, 40)!r} must be a number of seconds > 0, such as 90")
+    return value
 
 
 def _missing(extra: str, err: ImportError) -> str:
