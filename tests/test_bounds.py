@@ -271,35 +271,24 @@ def closed_port() -> int:
 def test_an_unreachable_wandb_server_ends_in_a_zoo_error_within_its_timeout(
     data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("wandb")
-    for name in ("WANDB_MODE", "WANDB_DISABLED"):
-        monkeypatch.delenv(name, raising=False)
+    wandb = pytest.importorskip("wandb")
+    wandb.teardown()  # the settings an earlier offline run left in this process
+    monkeypatch.delenv("WANDB_DISABLED", raising=False)
+    monkeypatch.setenv("WANDB_MODE", "online")
     monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{closed_port()}")
     monkeypatch.setenv("WANDB_API_KEY", "a" * 40)
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("WANDB_INIT_TIMEOUT", "2")
-    out = tmp_path / "run"
-    began = time.monotonic()
-    assert (
-        main(
-            [
-                "train",
-                "gpt2-small",
-                *TRAIN,
-                *without(TRAIN_SIZES, ""),
-                "--data",
-                str(data),
-                "-o",
-                str(out),
-                "--log",
-                "wandb",
-            ]
-        )
-        == 1
-    )
-    assert time.monotonic() - began < 60
-    refused(capsys, "--log wandb", "did not answer within 2 s", "WANDB_INIT_TIMEOUT", "WANDB_MODE=offline")
-    assert not list(out.glob("v*.safetensors"))  # nothing trained
+    try:
+        out = tmp_path / "run"
+        began = time.monotonic()
+        argv = ["train", "gpt2-small", *TRAIN, *without(TRAIN_SIZES, ""), "--data", str(data), "-o", str(out)]
+        assert main([*argv, "--log", "wandb"]) == 1
+        assert time.monotonic() - began < 60
+        refused(capsys, "--log wandb", "did not answer within 2 s", "WANDB_INIT_TIMEOUT", "WANDB_MODE=offline")
+        assert not list(out.glob("v*.safetensors"))  # nothing trained
+    finally:
+        wandb.teardown()  # nor does this one leave its settings to later tests
 
 
 @pytest.mark.parametrize("text", ["soon", "0", "-1", "inf", "nan"])
