@@ -28,6 +28,7 @@ from zoo.memory import available_bytes
 from zoo.training.metrics import wandb_timeout
 
 FREE = available_bytes() or 1 << 40  # bytes free here (RAM plus swap)
+PAST = 4 * FREE  # what each case asks for: past what is free even if other processes free some meanwhile
 SEQ = 16
 WINDOW = 2 * 8 * (SEQ + 1)  # bytes of one int64 training window, made twice
 TRAIN = ["--set", "n_layers=1", "--set", "d_model=16", "--set", "n_heads=2", "--set", "vocab_size=256"]
@@ -58,9 +59,9 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 TRAIN_CASES: dict[str, tuple[str, int, str]] = {  # flag -> (config key, value past this machine, what it names)
     "--threads": ("threads", max(100_000, max_threads() + 1), "threads than this machine can run"),
-    "--steps": ("steps", FREE // STEP_BYTES + 1, "optimizer steps"),
-    "--batch-size": ("batch_size", max(10**8, FREE // WINDOW + 1), "training windows"),
-    "--eval-batches": ("eval_batches", max(10**9, FREE // (2 * WINDOW) + 1), "validation windows"),
+    "--steps": ("steps", PAST // STEP_BYTES + 1, "optimizer steps"),
+    "--batch-size": ("batch_size", max(10**8, PAST // WINDOW + 1), "training windows"),
+    "--eval-batches": ("eval_batches", max(10**9, PAST // (2 * WINDOW) + 1), "validation windows"),
 }
 
 
@@ -91,7 +92,7 @@ def test_train_micro_batch_bounds_the_forward_on_its_device(
     data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The logits and residual stream of one forward: micro x seq_len x (vocab + layers x d_model) floats."""
-    micro = FREE // (SEQ * (256 + 16) * 4) + 1
+    micro = PAST // (SEQ * (256 + 16) * 4) + 1
     out = tmp_path / "run"
     flags = ["--steps", "2", "--batch-size", str(micro), "--micro-batch-size", str(micro), "--eval-batches", "1"]
     # the windows of a batch that large fit only where the forward does not: test the forward alone
@@ -106,10 +107,10 @@ def test_train_micro_batch_bounds_the_forward_on_its_device(
 
 ABLATE_CASES: dict[str, tuple[str, str]] = {  # flag -> (value past this machine, what the error names)
     "--threads": (str(max(100_000, max_threads() + 1)), "threads than this machine can run"),
-    "--seeds": (str(max(10**9, FREE // (2 * 704) + 1)), "seeds' runs"),
+    "--seeds": (str(max(10**9, PAST // (2 * 704) + 1)), "seeds' runs"),
     "--tokens-per-param": ("1e300", "optimizer steps"),
     "--flops-per-run": ("1e300", "optimizer steps"),
-    "--steps": (str(FREE // STEP_BYTES + 1), "optimizer steps"),
+    "--steps": (str(PAST // STEP_BYTES + 1), "optimizer steps"),
 }
 
 
@@ -146,7 +147,7 @@ def test_generate_refuses_more_sequences_than_their_caches_hold(
     model = tiny(vocab_size=256, n_layers=1, d_model=16, n_heads=2)
     path = zoo.save(model, tmp_path / "model.safetensors")
     positions = 1 + 4  # the prompt's one byte token and the new tokens
-    sequences = max(2 * 10**7, FREE // (2 * 1 * positions * 16 * 4) + 1)
+    sequences = max(2 * 10**7, PAST // (2 * 1 * positions * 16 * 4) + 1)
     argv = ["generate", str(path), "--tokenizer", "bytes", "--prompt", "a", "--max-new-tokens", "4"]
     assert main([*argv, "--num-return-sequences", str(sequences), "--sample", "--seed", "0"]) == 1
     err = refused(capsys, "--num-return-sequences", "KV caches", "lower --num-return-sequences")
@@ -174,13 +175,13 @@ def test_bounds_are_zoo_errors(refuse: Callable[[], None]) -> None:
 
 PROBE = ["--set", "n_layers=4", "--set", "d_model=32", "--set", "n_heads=8", "--set", "position.name=none"]
 #: Tokens per row whose attention patterns (4 layers of (1, 8, S, S) floats) are past what is free.
-LONG = max(9000, math.isqrt(FREE // (4 * 8 * 4)) + 1)
+LONG = max(9000, math.isqrt(PAST // (4 * 8 * 4)) + 1)
 
 
 @pytest.mark.parametrize(
     "flags",
     [
-        pytest.param(["--batch-size", str(max(5 * 10**7, FREE // (2 * 128 * 8) + 1))], id="batch-size"),
+        pytest.param(["--batch-size", str(max(5 * 10**7, PAST // (2 * 128 * 8) + 1))], id="batch-size"),
         pytest.param(["--batch-size", "1", "--seq-len", str(LONG), "--set", f"max_seq_len={LONG}"], id="seq-len"),
     ],
 )
@@ -198,7 +199,7 @@ def test_run_with_cache_refuses_every_point_on_too_many_tokens() -> None:
     alone (B, H, S, S) are past what is free; the rows are a view, so nothing is allocated."""
     model = tiny(n_layers=1, d_model=16, n_heads=2, max_seq_len=16, position={"name": "none"})
     length = 12_000
-    rows = max(1, FREE // (2 * 2 * length * length * 4) + 1)
+    rows = max(1, PAST // (2 * 2 * length * length * 4) + 1)
     tokens = torch.zeros(1, length, dtype=torch.long).expand(rows, length)
     with pytest.raises(HookError, match=r"run_with_cache of \d+ hook point\(s\).*pick fewer points \(names=\.\.\.\)"):
         model.run_with_cache(tokens)
@@ -230,7 +231,7 @@ def test_a_normalizer_that_inflates_each_space_is_refused_before_it_runs(
     from tokenizers import normalizers
 
     folder = hf_tokenizer(tmp_path / "tok", normalizer=normalizers.Replace(" ", "x" * (1 << 20)))
-    spaces = FREE // (17 << 20) + 1  # each space 1 MiB normalized, 17 bytes per byte held
+    spaces = PAST // (17 << 20) + 1  # each space 1 MiB normalized, 17 bytes per byte held
     text = tmp_path / "text.txt"
     text.write_text("a" + " " * spaces, encoding="utf-8")
     out = tmp_path / "data"

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.bounds import check_elements
+from zoo.bounds import check_elements, count
 from zoo.checkpoint import load
 from zoo.checkpoint.format import json_field
 from zoo.checkpoint.store import open_file, resolve
@@ -190,7 +190,7 @@ def _check_sequences(model: nn.Module, sequences: int, positions: int) -> None:
     itemsize = next(model.parameters()).element_size()
     check_elements(
         2 * layers * sequences * positions * width, itemsize,
-        f"{sequences:,} sequences of {positions:,} positions (their KV caches)", "--num-return-sequences", key="",
+        f"{count(sequences)} sequences of {count(positions)} positions (their KV caches)", "--num-return-sequences", key="",
         device=next(model.parameters()).device, error=InputError,
     )  # fmt: skip
 

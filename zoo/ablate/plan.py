@@ -27,7 +27,7 @@ from zoo.ablate.options import (
     SET_FIELDS,
     TUNE_SEED_OFFSET,
 )
-from zoo.bounds import check_elements, check_threads
+from zoo.bounds import check_elements, check_threads, count
 from zoo.config import ModelConfig, resolve_config
 from zoo.errors import ConfigError, InputError, ZooError, printable
 from zoo.registry import Registry, default_registry
@@ -108,7 +108,10 @@ class Options:
             raise ConfigError(f"invalid ablation settings: {'; '.join(problems)}")
         check_threads(self.threads)
         check_elements(
-            2 * self.seeds, RUN_BYTES, f"the plan of {self.seeds:,} seeds' runs of the base and the target", "--seeds"
+            2 * self.seeds,
+            RUN_BYTES,
+            f"the plan of {count(self.seeds)} seeds' runs of the base and the target",
+            "--seeds",
         )
 
     def command(self) -> str:
