@@ -54,6 +54,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
+from zoo.bounds import check_bytes
 from zoo.contracts import AttentionContext, is_residual_output
 from zoo.errors import HookError, check_flag, did_you_mean, quoted
 
@@ -445,6 +446,17 @@ def run_with_cache(
     """
     check_flag(detach, "detach")
     selected = select(model, names)
+    tokens = args[0] if args else kwargs.get("input_ids")
+    if isinstance(tokens, Tensor) and tokens.dim() in (1, 2):
+        rows, length = (1, tokens.shape[0]) if tokens.dim() == 1 else tuple(tokens.shape)
+        check_bytes(
+            cache_bytes(model, selected, rows, length),
+            f"run_with_cache of {len(selected)} hook point(s) on {rows} x {length} tokens",
+            "",
+            error=HookError,
+            fix="pick fewer points (names=...) or pass fewer, shorter rows of tokens",
+            device=next(model.parameters()).device,
+        )
     cache: dict[str, Tensor] = {}
 
     def keep(x: Tensor, name: str) -> None:
@@ -459,6 +471,28 @@ def run_with_cache(
             f"its contract (an attention must compute its heads with ctx.attend)"
         )
     return out, {n: cache[n] for n in selected if n in cache}
+
+
+def cache_bytes(model: nn.Module, names: Iterable[str], rows: int, length: int) -> int:
+    """A lower bound on the bytes ``run_with_cache`` keeps for ``names`` on ``rows`` x
+    ``length`` tokens of a decoder-only model: scores and patterns (B, H, S, S), logits
+    (B, S, V), queries and the residual-stream points (B, S, d_model); points that may be
+    narrower (keys and values of grouped heads, MLP hiddens, position embeddings) count 0."""
+    config = getattr(getattr(model, "_orig_mod", model), "config", None)
+    heads, width, vocab = (getattr(config, name, None) for name in ("n_heads", "d_model", "vocab_size"))
+    param = next(model.parameters(), None)
+    if not (isinstance(heads, int) and isinstance(width, int) and isinstance(vocab, int)):
+        return 0  # not a zoo model's config: no estimate, no refusal
+    if param is None or not hasattr(model, "blocks"):
+        return 0  # not a decoder-only model: its cross-attention has other shapes
+    per_point = {"hook_scores": heads * length, "hook_pattern": heads * length, "hook_logits": vocab}
+    narrow = ("hook_k", "hook_v", "mlp.hook_pre", "mlp.hook_post", "hook_pos_embed")
+    elements = 0
+    for name in names:
+        point = name.rsplit(".", 1)[-1]
+        if not name.endswith(narrow):
+            elements += per_point.get(point, width)
+    return rows * length * elements * param.element_size()
 
 
 def _replace_with(activation: Tensor, x: Tensor, name: str) -> Tensor:

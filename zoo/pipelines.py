@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from zoo.bounds import check_elements, count
 from zoo.checkpoint import load
 from zoo.checkpoint.format import json_field
 from zoo.checkpoint.store import open_file, resolve
@@ -109,6 +110,8 @@ def generate_text(
     if seed is not None:
         generator = torch.Generator(device=device).manual_seed(seed)
     eot = tokenizer.eot_token_id if stop_at_eot else None
+    new_tokens = _new_tokens(max_new_tokens, max_length, len(ids))
+    _check_sequences(model, num_return_sequences, len(ids) + new_tokens)
     streams = [tokenizer.stream(ids) for _ in range(num_return_sequences)]
     pieces: list[list[str]] = [[] for _ in streams]
 
@@ -133,7 +136,7 @@ def generate_text(
     generate(
         model,
         prompt_ids,
-        _new_tokens(max_new_tokens, max_length, len(ids)),
+        new_tokens,
         do_sample=do_sample,
         temperature=temperature,
         top_k=top_k,
@@ -179,6 +182,21 @@ def _prompt_ids(tokenizer: Tokenizer, prompt: str) -> list[int]:
             raise InputError("the prompt is empty and the tokenizer has no start token to begin from; give a prompt")
         ids = [tokenizer.start_token_id]
     return ids
+
+
+def _check_sequences(model: nn.Module, sequences: int, positions: int) -> None:
+    """Refuse more sequences than their KV caches (keys and values of width d_model in
+    every layer, at every position) leave room for, before a decoder is made for each."""
+    config = getattr(model, "config", None)
+    layers, width = getattr(config, "n_layers", None), getattr(config, "d_model", None)
+    if not (isinstance(positions, int) and isinstance(layers, int) and isinstance(width, int)):
+        return  # generate says what is wrong with the lengths; a model without a KV cache of layers has no bound here
+    itemsize = next(model.parameters()).element_size()
+    check_elements(
+        2 * layers * sequences * positions * width, itemsize,
+        f"{count(sequences)} sequences of {count(positions)} positions (their KV caches)", "--num-return-sequences", key="",
+        device=next(model.parameters()).device, error=InputError,
+    )  # fmt: skip
 
 
 def _check_count(value: object, name: str) -> None:

@@ -36,13 +36,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from zoo.bounds import check_bytes, check_elements
 from zoo.checkpoint import load, versions, write_atomically
 from zoo.checkpoint.store import check_output_file
 from zoo.config import ModelConfig, get_config, parse_sets
 from zoo.errors import ConfigError, InputError, ZooError, printable
 from zoo.factory import build
 from zoo.figures import figure_format, plain_text
-from zoo.hooks import run_with_cache, stacks
+from zoo.hooks import cache_bytes, run_with_cache, stacks
 from zoo.inputs import INDEX_DTYPES, check_inputs, check_tensor, not_finite_loss
 
 __all__ = ["Design", "ProbeResult", "corpus_batch", "plot", "probe", "probe_designs", "write_json"]
@@ -336,6 +337,7 @@ def probe_designs(
         config = model.config
         if config.max_seq_len < seq_len and config.position.name == "learned":
             raise ConfigError(f"{design.label}: --seq-len {seq_len} exceeds max_seq_len={config.max_seq_len}")
+        _check_probe_size(model, batch_size, seq_len, design.label)
         if config.vocab_size not in batches:
             batches[config.vocab_size] = corpus_batch(config.vocab_size, batch_size, seq_len, tokenizer)
         tokens, source = batches[config.vocab_size]
@@ -348,6 +350,21 @@ def probe_designs(
                 result.update_ratio, result.update_between = ratio
         results.append(result)
     return results
+
+
+def _check_probe_size(model: nn.Module, batch_size: int, seq_len: int, label: str) -> None:
+    """Refuse a batch the probe cannot hold before it is made: its int64 rows (made twice:
+    rows, then stacked) in RAM, and the points the probe caches (``cache_bytes``)."""
+    layers = len(getattr(model, "blocks", ()))
+    wanted = ["blocks.0.hook_resid_pre", "hook_logits"] + [
+        f"blocks.{i}.{point}" for i in range(layers) for point in ("hook_resid_post", "attn.hook_pattern")
+    ]
+    flags, fix = "--batch-size x --seq-len", "lower --batch-size or --seq-len"
+    what = f"{label}: {batch_size:,} x {seq_len:,} tokens"
+    check_elements(2 * batch_size * seq_len, 8, f"{what} of the bundled corpus", flags, key="", fix=fix)
+    device = next(model.parameters()).device
+    nbytes = cache_bytes(model, wanted, batch_size, seq_len)
+    check_bytes(nbytes, f"{what}: the activations the probe keeps", flags, key="", device=device, fix=fix)
 
 
 def write_json(results: Sequence[ProbeResult], path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from zoo.bounds import check_elements
 from zoo.checkpoint.store import write_atomically
 from zoo.errors import ConfigError, InputError, InteropError, os_error, printable, quoted
 from zoo.files import loads, read_bytes, read_json
@@ -42,6 +43,11 @@ TOKENIZER_LIMIT = 64 << 20  # bytes of vocab.json or merges.txt (GPT-2's are 1 M
 ID_LIMIT = 1 << 31  # no vocabulary has this many ids: one past it is a mistake, not a token
 UNKNOWN = "\ufffd"  # the text of an id the tokenizer has no token for
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: Distinct characters of a text whose normalization is measured before encoding it.
+GROWTH_PROBES = 10_000
+#: Bytes the tokenizers library holds per byte of normalized text: the byte, and its
+#: alignment to the original (two 8-byte offsets in a NormalizedString).
+NORMALIZED_BYTES = 1 + 16
 
 # GPT-2's pre-tokenisation rule, from its released encoder: contractions, runs of
 # letters, of digits, of other symbols (each with an optional leading space), whitespace.
@@ -194,7 +200,38 @@ class HFTokenizer(Tokenizer):
         return int(self.backend.get_vocab_size(with_added_tokens=True))
 
     def encode(self, text: str) -> list[int]:
-        return list(self.backend.encode(checked_text(text), add_special_tokens=True).ids)
+        text = checked_text(text)
+        self._check_growth(text)
+        try:
+            return list(self.backend.encode(text, add_special_tokens=True).ids)
+        except BaseException as err:  # pyo3's PanicException derives from BaseException alone
+            if type(err).__name__ != "PanicException":
+                raise
+            raise InteropError(
+                f"the tokenizer {printable(self.name)} failed inside the tokenizers library on a text of "
+                f"{len(text):,} characters ({printable(str(err), 200)}): its tokenizer.json cannot split this text "
+                f"(a pre-tokenizer regex that backtracks without end?); fix the file, or pass another --tokenizer"
+            ) from None
+
+    def _check_growth(self, text: str) -> None:
+        """Refuse a text the tokenizer's normalizer would inflate past free memory, before
+        it runs: each distinct character (the first ``GROWTH_PROBES``) is normalized alone,
+        and those that grow count with their number of occurrences (a lower bound for a
+        normalizer that works character by character, as replacements do)."""
+        normalizer = getattr(self.backend, "normalizer", None)
+        if normalizer is None or not text:
+            return
+        grown = 0
+        for char in list(dict.fromkeys(text))[:GROWTH_PROBES]:
+            width = len(normalizer.normalize_str(char).encode("utf-8", errors="replace"))
+            if width > 1:
+                grown += text.count(char) * width
+        check_elements(
+            grown, NORMALIZED_BYTES, f"the tokenizer {printable(self.name)}'s normalizer on {len(text):,} characters",
+            "--tokenizer", key="", error=InteropError,
+            fix="its tokenizer.json inflates characters (a normalizer's replacement); fix the file, pass another "
+            "--tokenizer, or a shorter text",
+        )  # fmt: skip
 
     def decode(self, ids: Iterable[int]) -> str:
         listed = checked_ids(ids)

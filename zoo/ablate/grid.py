@@ -31,6 +31,7 @@ from zoo.ablate.plan import ablation_data, at_scale
 from zoo.ablate.results import TRAIN_FLOPS_FACTOR, AblationResult
 from zoo.ablate.runner import ProgressCallback
 from zoo.ablate.study import run_ablation
+from zoo.bounds import check_steps
 from zoo.config import resolve_config
 from zoo.errors import ConfigError
 from zoo.registry import Registry, default_registry
@@ -235,7 +236,12 @@ def _rung_steps(
         tokens = budget["value"] / (TRAIN_FLOPS_FACTOR * per_token)
     else:
         return int(budget["value"])
-    return max(1, round(tokens / tokens_per_step))
+    flag = "--" + budget["rule"].replace("_", "-")
+    if not math.isfinite(tokens / tokens_per_step):
+        raise ConfigError(f"{flag} {budget['value']:g} asks for more steps than can be counted; lower {flag}")
+    steps = max(1, round(tokens / tokens_per_step))
+    check_steps(steps, f"{budget['value']:g} at rung {rung.name}", flag)
+    return steps
 
 
 def _prefixed(on_progress: ProgressCallback, name: str) -> ProgressCallback:

@@ -27,11 +27,16 @@ from zoo.ablate.options import (
     SET_FIELDS,
     TUNE_SEED_OFFSET,
 )
+from zoo.bounds import check_elements, check_threads, count
 from zoo.config import ModelConfig, resolve_config
 from zoo.errors import ConfigError, InputError, ZooError, command, printable
 from zoo.registry import Registry, default_registry
 from zoo.stats import CORRECTIONS, DEFAULT_CORRECTION
 from zoo.training import TrainSettings, bundled_corpus, load_corpus, open_data, read_text
+
+#: Bytes the plan holds per run at the least: its Job and its TrainSettings, each a
+#: dataclass of 56 bytes with a 296-byte __dict__ (sys.getsizeof).
+RUN_BYTES = 2 * (56 + 296)
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,13 @@ class Options:
             problems.append("swaps picks single swaps; a cumulative path takes its axes from path (--path AXIS,...)")
         if problems:
             raise ConfigError(f"invalid ablation settings: {'; '.join(problems)}")
+        check_threads(self.threads)
+        check_elements(
+            2 * self.seeds,
+            RUN_BYTES,
+            f"the plan of {count(self.seeds)} seeds' runs of the base and the target",
+            "--seeds",
+        )
 
     def command(self) -> str:
         """The ``zoo ablate`` command line that repeats these options."""

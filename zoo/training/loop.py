@@ -46,6 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from zoo.bounds import check_elements
 from zoo.checkpoint.owned import refuse_inputs_inside
 from zoo.config import ModelConfig
 from zoo.errors import ConfigError, DivergenceError, InputError, check_flag
@@ -281,6 +282,7 @@ def _prepare(
     config = getattr(model, "config", None)
     _check_inputs(model, config, data, settings, model_tokenizer)
     micro, accum = _micro_batches(settings, world)
+    _check_sizes(config, settings, micro, world.device)
     out = output_folder(out_arg, resume, world, stack, overwrite=overwrite)
     state = resume_state(model, config, data, settings, out) if resume and out is not None else None
     strategy = choose_strategy(settings.strategy, world, sum(p.numel() for p in model.parameters()))
@@ -432,6 +434,26 @@ def _micro_batches(settings: TrainSettings, world: World) -> tuple[int, int]:
             f"size a multiple of micro-batch size x ranks = {(micro or 1) * world.size}"
         )
     return micro, settings.batch_size // (micro * world.size)
+
+
+def _check_sizes(config: Any, settings: TrainSettings, micro: int, device: torch.device) -> None:
+    """Refuse batch sizes this machine cannot hold, before the folder, the batches or the
+    optimizer are made: a step's windows and the validation windows (int64, each made
+    twice: rows, then stacked) in RAM, and on ``device`` one forward's logits and the
+    residual stream each block keeps for backward (a lower bound of the activations)."""
+    window = 2 * 8 * (settings.seq_len + 1)
+    check_elements(settings.batch_size, window, "one step's training windows", "--batch-size")
+    check_elements(
+        settings.eval_batches * settings.batch_size, window, "the validation windows (--eval-batches x --batch-size)",
+        "--eval-batches",
+    )  # fmt: skip
+    vocab, d_model, layers = (getattr(config, name, 0) or 0 for name in ("vocab_size", "d_model", "n_layers"))
+    itemsize = 4 if settings.dtype == "fp32" else 2
+    check_elements(
+        micro * settings.seq_len * (vocab + layers * d_model), itemsize,
+        "one forward's logits and residual stream (--micro-batch-size, else --batch-size, x --seq-len)",
+        "--batch-size" if settings.micro_batch_size is None else "--micro-batch-size", device=device,
+    )  # fmt: skip
 
 
 def _step(r: _Run) -> float:

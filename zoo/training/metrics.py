@@ -142,6 +142,8 @@ def device_peak_tflops(settings: TrainSettings, world: World) -> float | None:
 #: by its own library (csv: the standard library's; the others are extras of the same name).
 LOGGERS = ("csv", "tensorboard", "wandb")
 CSV = "metrics.csv"
+#: Seconds ``wandb.init`` waits for the W&B server unless WANDB_INIT_TIMEOUT says (W&B's default).
+WANDB_INIT_SECONDS = 90.0
 CSV_FIELDS = ("step", "loss", "lr", "tokens", "tokens_per_s", "mfu", "val_loss", "val_perplexity")
 
 
@@ -192,7 +194,11 @@ class MetricsWriter:
             self.board = _logged(folder, lambda: SummaryWriter(str(folder)))
             self.restore_hook = _quiet_board_thread()
         if "wandb" in loggers:
-            self.wandb = _wandb_run(out, settings)
+            try:
+                self.wandb = _wandb_run(out, settings)
+            except BaseException as err:
+                self.__exit__(type(err))  # close the files opened above; the W&B error is the one to tell
+                raise
 
     def __enter__(self) -> Self:
         return self
@@ -272,13 +278,15 @@ def _logged(path: Path, step: Callable[[], Any]) -> Any:
 
 
 def _wandb_run(out: Path, settings: TrainSettings | None) -> Any:
-    """A W&B run for ``out``; W&B's own refusals (no API key, a bad project name) as a
-    ``ConfigError`` that says how to fix them."""
+    """A W&B run for ``out``, its server given ``wandb_timeout()`` seconds to answer (one that
+    is unreachable or never answers is a zoo error, not a wait without end); W&B's own
+    refusals (no API key, a bad project name) as a ``ConfigError`` that says how to fix them."""
     try:
         import wandb  # the optional `wandb` extra
     except ImportError as err:
         raise ConfigError(_missing("wandb", err)) from err
     project = os.environ.get("WANDB_PROJECT", "zoo")
+    timeout = wandb_timeout()
     try:
         return wandb.init(
             project=project,
@@ -286,7 +294,15 @@ def _wandb_run(out: Path, settings: TrainSettings | None) -> Any:
             dir=str(_own_folder(out / "wandb").parent),
             config=settings.to_dict() if settings is not None else None,
             reinit="finish_previous",
+            settings=wandb.Settings(init_timeout=timeout),
         )
+    except wandb.errors.CommError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(
+            f"--log wandb: the W&B server did not answer within {timeout:g} s ({printable(first, 200)}); check "
+            f"WANDB_BASE_URL and the network, give it longer with WANDB_INIT_TIMEOUT=SECONDS, or keep the run "
+            f"local with WANDB_MODE=offline"
+        ) from err
     except wandb.errors.Error as err:
         said = printable(str(err), 300)
         if "api key" in said.lower() or "login" in said.lower():
@@ -331,6 +347,21 @@ def _own_folder(folder: Path) -> Path:
 
 def _cell(value: Any) -> str:
     return "" if value is None else repr(value) if isinstance(value, float) else str(value)
+
+
+def wandb_timeout() -> float:
+    """Seconds ``wandb.init`` waits for its server: ``WANDB_INIT_TIMEOUT`` (W&B's own
+    variable), else ``WANDB_INIT_SECONDS``."""
+    text = os.environ.get("WANDB_INIT_TIMEOUT")
+    if text is None:
+        return WANDB_INIT_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise ConfigError(f"WANDB_INIT_TIMEOUT={printable(text, 40)!r} must be a number of seconds > 0, such as 90")
+    return value
 
 
 def _missing(extra: str, err: ImportError) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from zoo.bounds import check_steps, check_threads
 from zoo.errors import ConfigError
 from zoo.training.distributed import STRATEGIES
 
@@ -104,6 +105,8 @@ class TrainSettings:
             problems.append(f"peak_tflops={self.peak_tflops!r} must be > 0 (or None)")
         if problems:
             raise ConfigError(f"invalid training settings: {'; '.join(problems)}")
+        check_threads(self.threads)
+        check_steps(self.steps, "the run", "--steps")
 
     @property
     def warmup(self) -> int:
