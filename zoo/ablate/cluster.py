@@ -19,7 +19,6 @@ from zoo.errors import ConfigError, ZooError
 
 #: Times Ray runs a task again after its worker process or node is lost.
 RETRIES = 3
-LAUNCHERS = ("local", "ray")
 
 
 def ray_module() -> Any:

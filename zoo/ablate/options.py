@@ -68,7 +68,10 @@ FLAG_OPTIONS = (
     "device",
     "correction",
     "warmup",
+    "launcher",
 )
+#: Where an ablation's runs train: here (``--workers`` processes) or as Ray tasks (``zoo.ablate.cluster``).
+LAUNCHERS = ("local", "ray")
 
 
 # Options spelled otherwise on the command line: the scale as --set model fields, the batch as --batch-size.

@@ -22,6 +22,7 @@ from zoo.ablate.options import (
     CONTROL_SEED_OFFSET,
     FLAG_NAMES,
     FLAG_OPTIONS,
+    LAUNCHERS,
     LR_GRID_FACTORS,
     ORDERS,
     SET_FIELDS,
@@ -71,6 +72,7 @@ class Options:
     correction: str = DEFAULT_CORRECTION
     warmup: int | None = None  # warm-up steps; None: the training loop's default (a tenth of the steps)
     swaps: list[str] | None = None  # train only these single swaps (axes); None: every one
+    launcher: str = "local"  # "local" (--workers processes) or "ray" (a Ray task per run)
 
     @property
     def on_path(self) -> bool:
@@ -88,6 +90,8 @@ class Options:
             problems.append(f"seeds={self.seeds!r} must be an integer >= 1 (--seeds)")
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
             problems.append(f"workers={self.workers!r} must be an integer >= 1 (--workers)")
+        if self.launcher not in LAUNCHERS:
+            problems.append(f"launcher={self.launcher!r} must be one of {', '.join(LAUNCHERS)} (--launcher)")
         if self.order not in ORDERS:
             problems.append(f"order={self.order!r} must be one of {', '.join(ORDERS)} (--order)")
         if self.device not in ("cpu", "cuda"):

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from zoo.ablate.cluster import run_on_ray
 from zoo.ablate.diagnostics import Probe
 from zoo.ablate.plan import Job
 from zoo.ablate.records import (
@@ -57,6 +58,7 @@ class Runner:
     world: World
     registry: Registry
     on_progress: ProgressCallback | None = None
+    launcher: str = "local"  # "ray": each job a Ray task (zoo.ablate.cluster)
     trained: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
 
@@ -74,7 +76,14 @@ class Runner:
         mine = todo[rank::size]
         shown = self.on_progress if rank == 0 else None  # progress from rank 0 only
         devices = _devices(self.context.device, self.workers if size == 1 else 1, rank)
-        if self.workers <= 1 or size > 1 or len(mine) <= 1:
+        if self.launcher == "ray" and size == 1:
+            done = (
+                None
+                if shown is None
+                else (lambda job, loss: shown(job.label, job.settings.steps, job.settings.steps, loss))
+            )
+            run_on_ray(mine, self.context, ray_work, done)
+        elif self.workers <= 1 or size > 1 or len(mine) <= 1:
             for job in mine:
                 execute(job, self.context, devices[0], _reporter(shown, job), self.registry)
         else:
@@ -145,6 +154,13 @@ def execute(job: Job, context: Context, device: str, report: Reporter | None, re
     write_record(job, context, body)
     if report is not None:
         report(steps, loss)
+
+
+def ray_work(job: Job, context: Context) -> None:
+    """One job as a Ray task: its threads, the GPU Ray gave it (or the CPU), the installed plugins."""
+    if context.threads is not None:
+        torch.set_num_threads(context.threads)
+    execute(job, context, "cuda:0" if context.device.startswith("cuda") else "cpu", None, default_registry())
 
 
 def _reporter(on_progress: ProgressCallback | None, job: Job) -> Reporter | None:

@@ -64,6 +64,7 @@ def run_ablation(
     command: str | None = None,
     registry: Registry | None = None,
     overwrite: bool = False,
+    launcher: str = "local",
 ) -> AblationResult:
     """Train base, each single swap toward target (or a cumulative path), and target,
     each with ``seeds`` seeds; save every run and report means, intervals and paired
@@ -147,6 +148,7 @@ def run_ablation(
         correction=correction,
         warmup=warmup,
         swaps=None if swaps is None else list(swaps),
+        launcher=launcher,
     )
     if not isinstance(overwrite, bool):
         raise ConfigError(f"overwrite must be True or False, got {overwrite!r}")
@@ -230,7 +232,7 @@ def _train_and_report(
     on_progress: ProgressCallback | None,
     command: str,
 ) -> AblationResult:
-    runner = Runner(context, options.workers, world, registry, on_progress)
+    runner = Runner(context, options.workers, world, registry, on_progress, launcher=options.launcher)
     tunes = _tune(plan, runner)
     lrs = [_best_rate(v.name, tune, plan.grid) if tune else options.lr for v, tune in zip(plan.variants, tunes)]
     jobs = plan.seed_jobs(lrs)

@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from zoo.ablate.options import DEFAULT_SCALE, DEFAULT_SEEDS, FLAG_OPTIONS, ORDERS, TUNE_FRACTION, parse_scales
+from zoo.ablate.options import (
+    DEFAULT_SCALE,
+    DEFAULT_SEEDS,
+    FLAG_OPTIONS,
+    LAUNCHERS,
+    ORDERS,
+    TUNE_FRACTION,
+    parse_scales,
+)
 from zoo.cli.options import (
     Commands,
     RenamedFlag,
@@ -83,6 +91,13 @@ def add_parsers(commands: Commands) -> None:
     p.add_argument("--order", choices=ORDERS, default=None, help="table rows by effect size (default) or in plan order")
     p.add_argument(
         "--workers", type=positive, default=None, metavar="N", help="runs trained at once, one process each (default 1)"
+    )
+    p.add_argument(
+        "--launcher",
+        choices=LAUNCHERS,
+        default=None,
+        help="local: the runs train here, --workers at once; ray: each run is a Ray task on the cluster ray.init "
+        "finds (RAY_ADDRESS, else a local one), the out folder on a shared file system (default local)",
     )
     p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="cuda: one GPU per worker (default cpu)")
     _add_text(p)
