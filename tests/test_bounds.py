@@ -103,6 +103,19 @@ def test_train_micro_batch_bounds_the_forward_on_its_device(
     assert not out.exists()
 
 
+def test_evaluate_refuses_a_batch_whose_logits_cannot_fit() -> None:
+    """``zoo eval --batch-size``'s bound, through the API on a split of many windows (a
+    stride-0 view: the tokens take no memory); a batch holds at most the split's windows."""
+    from zoo.training import evaluate
+    from zoo.training.data import tokens_data
+
+    model = tiny(vocab_size=256, n_layers=1, d_model=16, n_heads=2, max_seq_len=SEQ)
+    windows = PAST // (SEQ * 256 * 4) + 1
+    val = torch.zeros(1, dtype=torch.long).expand(windows * SEQ + 1)
+    with pytest.raises(ConfigError, match=r"--batch-size: one batch's logits .* lower --batch-size"):
+        evaluate(model, tokens_data(val[:100], val), seq_len=SEQ, batch_size=windows)
+
+
 # -- zoo ablate and its studies: threads, seeds, and the steps a budget implies ------------------
 
 ABLATE_CASES: dict[str, tuple[str, str]] = {  # flag -> (value past this machine, what the error names)

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from zoo.bounds import check_elements
 from zoo.errors import ConfigError, InputError
 from zoo.inputs import not_finite_loss
 from zoo.training.data import TOKENIZERS, TokenSplit, resolve_data
@@ -116,6 +117,11 @@ def evaluate(
     if batches is not None:
         numbers = numbers[: batches * batch_size]
     device = next(model.parameters()).device
+    rows = min(batch_size, int(numbers.numel()))  # a batch holds at most the split's windows
+    check_elements(
+        rows * seq_len * (vocab or 0), next(model.parameters()).element_size(),
+        f"one batch's logits ({rows:,} windows of {seq_len:,} tokens)", "--batch-size", key="", device=device,
+    )  # fmt: skip
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
