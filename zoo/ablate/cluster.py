@@ -39,6 +39,8 @@ def run_on_ray(
     """Run ``work(job, context)`` for every job as a Ray task (one CPU each, or one GPU each
     on a CUDA device); ``on_done`` hears each finished job and its final loss."""
     ray = ray_module()
+    if not jobs:
+        return
     started = not ray.is_initialized()
     if started:
         address = os.environ.get("RAY_ADDRESS")
