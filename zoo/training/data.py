@@ -213,6 +213,8 @@ class TokenSplit:
 
     def windows(self, index: Tensor, seq_len: int) -> Tensor:
         """The windows numbered ``index`` (n,) as int64 token ids (n, seq_len + 1)."""
+        if len(self.shards) == 1:  # one gather, not a slice per window (the studies' small batches)
+            return self.shards[0][index[:, None] + torch.arange(seq_len + 1)].to(torch.int64)
         ends = torch.tensor([max(0, int(s.numel()) - seq_len) for s in self.shards]).cumsum(0)  # (shards,)
         shard_of = torch.searchsorted(ends, index, right=True)  # (n,)
         rows = []

@@ -81,7 +81,7 @@ def _parquet(path: Path, field: str) -> Iterator[str]:
     try:
         import pyarrow.parquet as pq
     except ImportError as err:
-        raise ConfigError(f"reading {quoted(str(path))} needs pyarrow: `pip install pyarrow`") from err
+        raise ConfigError(f"reading {quoted(str(path))} needs pyarrow: `pip install 'zoo-lm[data]'`") from err
     try:
         table = pq.ParquetFile(path)
     except Exception as err:  # pyarrow's ArrowInvalid and OSError: not a Parquet file
