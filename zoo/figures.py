@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from zoo.errors import InputError, printable
 
-__all__ = ["FIGURE_FORMATS", "figure_format", "plain_text"]
+__all__ = ["FIGURE_FORMATS", "figure_format", "log_scale", "plain_text"]
 
 
 @contextmanager
@@ -30,6 +31,18 @@ def plain_text() -> Iterator[None]:
         return
     with matplotlib.rc_context({"text.parse_math": False}):
         yield
+
+
+def log_scale(ax: Any, axis: str = "y") -> None:
+    """``ax``'s ``axis`` ("x" or "y") on a log scale whose tick labels are plain text
+    (``1``, ``0.01``, ``1e-05``): matplotlib's default log labels are mathtext
+    (``$\\mathdefault{10^{0}}$``), which ``plain_text`` would print as written."""
+    from matplotlib.ticker import LogFormatter
+
+    getattr(ax, f"set_{axis}scale")("log")
+    which = getattr(ax, f"{axis}axis")
+    which.set_major_formatter(LogFormatter())
+    which.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
 
 
 #: The formats a figure is written in, by the suffix of its file (matplotlib's names).

@@ -42,7 +42,7 @@ from zoo.checkpoint.store import check_output_file
 from zoo.config import ModelConfig, get_config, parse_sets
 from zoo.errors import ConfigError, InputError, ZooError, printable
 from zoo.factory import build
-from zoo.figures import figure_format, plain_text
+from zoo.figures import figure_format, log_scale, plain_text
 from zoo.hooks import cache_bytes, run_with_cache, stacks
 from zoo.inputs import INDEX_DTYPES, check_inputs, check_tensor, not_finite_loss
 
@@ -425,7 +425,7 @@ def _draw(ax: Any, metric: str, result: ProbeResult, colour: str, *, width: floa
     coincide (the same weights at another depth) stay visible."""
     if metric == "residual":
         ax.plot(range(result.layers + 1), result.residual_rms, color=colour, linewidth=width, label=result.label)
-        ax.set_yscale("log")
+        log_scale(ax, "y")
         ax.set_title("residual stream RMS (entering block 0, then after each block)", fontsize=9)
     elif metric == "grad":
         layers = range(result.layers)
@@ -435,7 +435,7 @@ def _draw(ax: Any, metric: str, result: ProbeResult, colour: str, *, width: floa
         ax.plot(
             layers, result.grad_norm["mlp"], color=colour, linewidth=width, linestyle="--", label=f"{result.label}: MLP"
         )
-        ax.set_yscale("log")
+        log_scale(ax, "y")
         ax.set_title("gradient norm per layer after one backward (next-token loss)", fontsize=9)
     elif metric == "entropy":
         layers = range(result.layers)
@@ -452,5 +452,5 @@ def _draw(ax: Any, metric: str, result: ProbeResult, colour: str, *, width: floa
         ax.plot(
             layers, result.update_ratio["mlp"], color=colour, linewidth=width, linestyle="--", label=f"{label}: MLP"
         )
-        ax.set_yscale("log")
+        log_scale(ax, "y")
         ax.set_title("update-to-weight ratio ||dW|| / ||W|| between versions", fontsize=9)

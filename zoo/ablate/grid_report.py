@@ -14,7 +14,7 @@ from zoo.ablate.ladder import Cell, StudyResult, row_named
 from zoo.ablate.records import write_figure, write_text
 from zoo.ablate.report import figure_class
 from zoo.ablate.results import ALPHA, LEVEL, MIN_EFFECT, md_block, md_code
-from zoo.figures import plain_text
+from zoo.figures import log_scale, plain_text
 from zoo.stats import Interval, detectable_difference
 
 
@@ -328,7 +328,7 @@ def plot_scale(study: StudyResult, path: Path) -> Path | None:
                 **style,
             )
         ax.axhline(0.0, color="black", linewidth=1)
-        ax.set_xscale("log")
+        log_scale(ax, "x")
         ax.set_xlabel("training FLOPs of one run (rungs " + ", ".join(r.name for r in study.rungs) + ")")
         ax.set_ylabel(f"Δ final loss vs {study.base} (paired, {LEVEL:.0%} CI; < 0 better)")
         ax.set_title(f"lr {lr:g}, warm-up {'auto' if warmup is None else warmup}", fontsize=9)
@@ -376,7 +376,7 @@ def plot_sweep(study: StudyResult, path: Path) -> Path | None:
                 **style,
             )
         if swept == "lr":
-            ax.set_xscale("log")
+            log_scale(ax, "x")
         ax.set_xlabel("peak learning rate" if swept == "lr" else "warm-up steps")
         ax.set_ylabel(f"final validation loss (mean ± {LEVEL:.0%} CI)")
         what = f"warm-up {'auto' if other is None else other}" if swept == "lr" else f"lr {other:g}"

@@ -28,6 +28,7 @@ from zoo.checkpoint import inspect, load
 from zoo.checkpoint.hashing import bytes_of
 from zoo.checkpoint.store import write_atomically
 from zoo.errors import CheckpointError, InputError, os_error
+from zoo.figures import figure_format
 from zoo.files import confined, read_json
 from zoo.registry import Registry
 from zoo.training import CurvePoint, TokenData, lm_loss, open_data, tokens_data, validation_batches
@@ -267,5 +268,7 @@ def write_text(path: Path, text: str) -> None:
 
 
 def write_figure(path: Path, fig: Any) -> None:
-    """Save the matplotlib figure ``fig`` as a PNG at ``path`` atomically (``write_text``'s errors)."""
-    write_atomically(path, lambda file: fig.savefig(file, format="png"), InputError)
+    """Save the matplotlib figure ``fig`` at ``path`` atomically, in the format its suffix
+    names (``figure_format``: ``.png``, ``.svg``, ...; ``write_text``'s errors)."""
+    kind = figure_format(path, "the figure")
+    write_atomically(path, lambda file: fig.savefig(file, format=kind), InputError)

@@ -23,7 +23,7 @@ from zoo.ablate.results import (
     md_code,
 )
 from zoo.errors import printable
-from zoo.figures import plain_text
+from zoo.figures import log_scale, plain_text
 
 
 def table(
@@ -445,7 +445,7 @@ def plot_diagnostics(result: AblationResult, path: Path) -> Path | None:
         axes[0][col].set_title(f"gradient norm per block, {when} evaluation (step {step})", fontsize=9)
         axes[1][col].set_title(f"residual RMS (0: embeddings), {when} evaluation (step {step})", fontsize=9)
         axes[2][col].set_title(f"attention entropy per block (nats, mean of heads), step {step}", fontsize=9)
-        axes[0][col].set_yscale("log")
+        log_scale(axes[0][col], "y")
         for row in axes:
             row[col].set_xlabel("block")
             row[col].xaxis.set_major_locator(MaxNLocator(integer=True))
