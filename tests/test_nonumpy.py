@@ -96,3 +96,19 @@ def test_every_command_runs_without_numpy(tmp_path: Path) -> None:
     assert torch.equal(exported["transformer.wte.weight"], original["tok_emb.weight"])
     assert json.loads((tmp_path / "hf" / "config.json").read_text())["architectures"] == ["GPT2LMHeadModel"]
     assert (tmp_path / "back.safetensors").is_file() and (tmp_path / "ablation" / "report.md").is_file()
+
+
+def test_an_ablation_with_seeds_refuses_missing_scipy_before_it_trains(tmp_path: Path) -> None:
+    """The statistics need SciPy: an ablation without it says so at once, not after training every run."""
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.modules["scipy"] = None
+        from zoo.cli import main
+        sys.exit(main(sys.argv[1:]))
+        """
+    )
+    line = COMMANDS[-1][1].replace("--seeds 1", "--seeds 2").split()
+    result = subprocess.run([sys.executable, "-c", script, *line], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 1 and "need 'scipy', which is not installed" in result.stderr, result.stderr
+    assert not list((tmp_path / "ablation").glob("*.safetensors"))  # nothing trained

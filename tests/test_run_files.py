@@ -84,6 +84,7 @@ def test_config_files_run_toml_and_resume(data: Path, tmp_path: Path, capsys: py
     assert "warmup_steps" not in saved  # auto (a tenth of the steps) stays auto, so --steps can grow
     assert saved["set"] == {"n_layers": 1, "d_model": 32, "n_heads": 2, "max_seq_len": 32, "vocab_size": 256}
     assert saved["data"] == str(data) and saved["name"] == "gpt2-small" and "resume" not in saved
+    assert "quiet" not in saved  # how that command showed itself: a resume is not silent for it
 
     # The folder alone continues the run and repeats it.
     assert main(["train", "-o", str(run), "--resume", "--steps", "6"]) == 0

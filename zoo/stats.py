@@ -52,6 +52,13 @@ def _module(name: str) -> Any:
         ) from err
 
 
+def require() -> None:
+    """The error ``_module`` would give at the end of a study, given before its first run:
+    the statistics need NumPy and SciPy."""
+    for name in ("numpy", "scipy.stats"):
+        _module(name)
+
+
 def _check_df(df: float) -> None:
     if isinstance(df, bool) or not isinstance(df, (int, float)) or not df > 0:
         raise InputError(f"degrees of freedom must be a number > 0, got {df!r}")

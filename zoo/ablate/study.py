@@ -23,6 +23,7 @@ from zoo.errors import ConfigError, InputError, ZooError
 from zoo.files import read_json
 from zoo.registry import Registry, default_registry
 from zoo.stats import DEFAULT_CORRECTION, adjust_optional, mean_interval, paired_difference
+from zoo.stats import require as require_statistics
 from zoo.summary import summarize
 from zoo.training import validation_batches
 from zoo.training.distributed import World, barrier, broadcast_text
@@ -163,6 +164,8 @@ def _run(
     if overwrite:  # the corpus inside the folder overwrite replaces: refused before it is read
         refuse_inputs_inside(options.out_dir, [("data", options.data)], InputError)
     plan = make_plan(options, registry)
+    if options.seeds > 1:
+        require_statistics()  # refused before training every run, not after
     world = join_world()
     if options.workers > 1 and world.size > 1:
         plan.notes.append("under torchrun each rank trains its share of the runs one at a time; workers is ignored")

@@ -326,8 +326,8 @@ def write_run_config(args: argparse.Namespace, settings: TrainSettings) -> Path:
     resolved = settings.to_dict()
     values: dict[str, Any] = {}
     for dest in dict.fromkeys(action.dest for action in file_keys(args.config_parser).values()):
-        if dest in ("resume", "overwrite", "version"):
-            continue  # how this command line started, not what the run is
+        if dest in ("resume", "overwrite", "version", "quiet"):
+            continue  # how this command line started (and showed itself), not what the run is
         values[dest] = resolved[dest] if dest in resolved else getattr(args, dest, None)
     values["data"] = recorded_path(args.data)
     return write_config(
