@@ -263,6 +263,12 @@ def test_rate_and_warmup_sweeps_train_every_variant_for_the_full_budget(tmp_path
     assert effects[0].delta.mean == pytest.approx(sum(a - b for a, b in zip(base_low, base_high)) / 2)
     report = (tmp_path / "report.md").read_text()
     assert "## Learning rate" in report and (tmp_path / "sweep.png").is_file()
+    # Each cell beside its reference rows: four steps learn nothing, so every cell is under-trained.
+    cells = study.to_dict()["cells"]
+    assert all(c["baselines"]["bigram"] < c["baselines"]["unigram"] for c in cells)
+    assert all(c["under_trained"] == ["transformer-2017", "gpt2-small"] for c in cells)
+    assert f"| {cells[0]['baselines']['bigram']:.4f} |" in report and "`*`: under-trained" in report
+    assert all(c["noise_floor_corrected"] is None or c["noise_floor_corrected"] >= c["noise_floor"] for c in cells)
 
 
 def test_a_study_refuses_a_short_sweep_and_two_budgets(tmp_path: Path) -> None:

@@ -47,21 +47,34 @@ def _p(p: float | None) -> str:
 
 
 def cells_table(study: StudyResult) -> list[str]:
-    """Markdown: per cell, its budget, its noise floor, the control and what was marked."""
+    """Markdown: per cell, its budget, its base's and target's losses beside the n-gram
+    reference rows (``*``: under-trained, not below the bigram), its noise floor before and
+    after correction, the control and what was marked."""
     lines = [
-        "| cell | steps | tokens/run | base train FLOPs | noise floor | control Δ | marked after correction |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| cell | steps | tokens/run | base train FLOPs | base loss | target loss | bigram | trigram | noise floor "
+        "| after correction | control Δ | marked after correction |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for cell, result in study.cells:
         control = result.control
-        floor = result.noise_floor()
+        floor, corrected = result.noise_floor(), result.noise_floor(corrected=True)
         marked = ", ".join(md_code(run.name) for run in result.rows() if run.significant) or "none"
+        b, stuck = result.baselines, set(result.under_trained)
+        ends = [f"{run.loss.mean:.4f}{' *' if run.name in stuck else ''}" for run in (result.runs[0], result.runs[-1])]
+        refs = ["n/a" if b is None or v is None else f"{v:.4f}" for v in ((b.bigram, b.trigram) if b else (None, None))]
         lines.append(
             f"| [{_cell_label(study, cell)}]({cell.name}/report.md) | {cell.steps} | "
             f"{cell.steps * study.budget['tokens_per_step']:,} | {_flops(result.runs[0].train_flops)} | "
-            f"{'n/a' if floor is None else f'{floor:.4f}'} | "
+            f"{' | '.join(ends)} | {' | '.join(refs)} | "
+            f"{'n/a' if floor is None else f'{floor:.4f}'} | {'n/a' if corrected is None else f'{corrected:.4f}'} | "
             f"{'n/a' if control is None else control.delta_vs_base.format(4, sign=True)} | {marked} |"
         )
+    if any(result.under_trained for _, result in study.cells):
+        lines += [
+            "",
+            "`*`: under-trained, not below the bigram reference of its cell: that cell measures how fast a design "
+            "starts to learn, not what it is worth.",
+        ]
     return lines
 
 

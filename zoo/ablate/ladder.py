@@ -277,6 +277,9 @@ class StudyResult:
                     "report": str(result.report_path),
                     "table": _table_dict(result),
                     "noise_floor": result.noise_floor(),
+                    "noise_floor_corrected": result.noise_floor(corrected=True),
+                    "baselines": result.baselines.to_dict() if result.baselines is not None else None,
+                    "under_trained": result.under_trained,
                     "train_flops_base": result.runs[0].train_flops,
                 }
                 for cell, result in self.cells
