@@ -79,7 +79,8 @@ class Attention(nn.Module):
         q, k, v = self.project(x, ctx)  # (B, H, S, dk), (B, H_kv, S_k, dk) x 2
         y = self.attend(q, k, v, ctx)  # (B, H, S, dk)
         y = y.transpose(1, 2).reshape(batch, seq, self.d_model)  # (B, S, d)
-        return self.resid_drop(self.out(y))
+        out: Tensor = self.resid_drop(self.out(y))
+        return out
 
     def project(self, x: Tensor, ctx: AttentionContext) -> tuple[Tensor, Tensor, Tensor]:
         """Queries from ``x``; keys and values (H_kv heads) from ``x`` or ``ctx.memory``, cached."""

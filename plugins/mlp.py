@@ -19,7 +19,8 @@ class StandardMLP(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.drop(self.down(self.act(self.up(x))))
+        out: Tensor = self.drop(self.down(self.act(self.up(x))))
+        return out
 
 
 @hookimpl

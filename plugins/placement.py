@@ -18,7 +18,8 @@ class PreNorm(Placement):
         self.norm = norm
 
     def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
-        return x + sublayer(self.norm(x), *args)
+        out: Tensor = sublayer(self.norm(x), *args)
+        return x + out
 
 
 class PostNorm(Placement):
@@ -31,7 +32,8 @@ class PostNorm(Placement):
         self.norm = norm
 
     def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
-        return self.norm(x + sublayer(x, *args))
+        out: Tensor = self.norm(x + sublayer(x, *args))
+        return out
 
 
 @hookimpl

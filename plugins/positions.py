@@ -21,7 +21,8 @@ class LearnedPositions(PositionEncoding):
         self.max_positions = max_seq_len
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
-        return x + self.table(positions)  # (B, S, d) + (B|1, S, d)
+        table: Tensor = self.table(positions)
+        return x + table  # (B, S, d) + (B|1, S, d)
 
 
 class SinusoidalOptions(BaseModel):

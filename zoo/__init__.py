@@ -80,16 +80,29 @@ def components(kind: str | None = None, *, registry: Registry | None = None) -> 
     return (registry or default_registry()).components(kind)
 
 
-if TYPE_CHECKING:  # the lazily loaded names below, as type checkers and IDEs see them
-    from zoo.checkpoint import load, save, versions  # noqa: F401
-    from zoo.interop.converter import Converter, Count, Epsilon, Fraction, HFFields, Positive, RopeTable, Rule  # noqa: F401
-    from zoo.interop.hf import from_hf, from_pretrained, to_hf  # noqa: F401
-    from zoo.interop.nanogpt import from_nanogpt  # noqa: F401
-    from zoo.pipelines import generate_text  # noqa: F401
-    from zoo.summary import summarize  # noqa: F401
-    from zoo.text import tokenizer  # noqa: F401
-    from zoo.training import train  # noqa: F401
-    from zoo.training.evaluate import evaluate  # noqa: F401  (zoo.training.evaluate is also a module's name)
+if TYPE_CHECKING:  # the lazily loaded names below, as type checkers and IDEs see them (re-exported)
+    from zoo.checkpoint import load as load
+    from zoo.checkpoint import save as save
+    from zoo.checkpoint import versions as versions
+    from zoo.interop.converter import Converter as Converter
+    from zoo.interop.converter import Count as Count
+    from zoo.interop.converter import Epsilon as Epsilon
+    from zoo.interop.converter import Fraction as Fraction
+    from zoo.interop.converter import HFFields as HFFields
+    from zoo.interop.converter import Positive as Positive
+    from zoo.interop.converter import RopeTable as RopeTable
+    from zoo.interop.converter import Rule as Rule
+    from zoo.interop.hf import from_hf as from_hf
+    from zoo.interop.hf import from_pretrained as from_pretrained
+    from zoo.interop.hf import to_hf as to_hf
+    from zoo.interop.nanogpt import from_nanogpt as from_nanogpt
+    from zoo.pipelines import generate_text as generate_text
+    from zoo.summary import summarize as summarize
+    from zoo.text import tokenizer as tokenizer
+    from zoo.training import train as train
+    from zoo.training.evaluate import (
+        evaluate as evaluate,  # re-exported  (zoo.training.evaluate is also a module's name)
+    )
 
 # Heavier parts load on first use, so `import zoo` stays quick.
 _LAZY = {

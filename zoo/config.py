@@ -236,7 +236,8 @@ class ModelConfig(BaseModel):
 
     def options(self, kind: str) -> dict[str, Any]:
         """The options of the component of ``kind`` (everything but its name)."""
-        return getattr(self, kind).options
+        options: dict[str, Any] = getattr(self, kind).options
+        return options
 
 
 def _check_option_types(kind: str, name: str, given: Mapping[str, Any], options: BaseModel) -> None:

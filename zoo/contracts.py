@@ -249,7 +249,8 @@ class Placement(nn.Module):
         x = attn_residual(x, attn, ctx)
         if cross is not None:
             x = cross.residual(x, cross.attn, cross.ctx)
-        return mlp_residual(x, mlp)
+        out: Tensor = mlp_residual(x, mlp)
+        return out
 
 
 class CrossAttention(NamedTuple):

@@ -92,8 +92,10 @@ class TokenModel(nn.Module):
             if self.embed_scale != 1.0:
                 x = x * self.embed_scale
             if self.hook_state is not None:  # hook_embed, hook_pos_embed
-                return self.drop(self.hook_state.embed(self.position, x, positions, scope))
-            return self.drop(self.position.embed(x, positions))
+                out: Tensor = self.drop(self.hook_state.embed(self.position, x, positions, scope))
+                return out
+            out = self.drop(self.position.embed(x, positions))
+            return out
         except IndexError as err:  # an id or position past a table (the CPU says so here)
             problems = value_problems(self, idx, positions=positions)
             raise InputError("; ".join(problems) or str(err)) from err
@@ -109,7 +111,7 @@ class TokenModel(nn.Module):
     def output(self, x: Tensor) -> Tensor:
         """Logits (B, S, V) of the last hidden states, or log-probabilities if configured."""
         x = self.final_norm(x)
-        logits = self.head(x)  # (B, S, V)
+        logits: Tensor = self.head(x)  # (B, S, V)
         if self.config.head_output == "log_softmax":
             return F.log_softmax(logits, dim=-1)
         return logits

@@ -112,7 +112,8 @@ class EncoderDecoder(TokenModel):
         ctx = AttentionContext(mask, False, self.position, self.position.prepare(positions))
         for block in self.encoder:
             x = block(x, ctx)
-        return self.encoder_norm(x)
+        out: Tensor = self.encoder_norm(x)
+        return out
 
     def decode(
         self,

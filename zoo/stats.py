@@ -23,7 +23,7 @@ import importlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from zoo.errors import ConfigError, InputError
 
@@ -179,7 +179,7 @@ def paired_p_values(differences: npt.ArrayLike, axis: int = -1) -> np.ndarray:
         t = np.abs(mean) / se
     p = 2.0 * _module("scipy.stats").t.sf(t, n - 1)
     p = np.where(se == 0.0, np.where(mean == 0.0, 1.0, 0.0), p)
-    return np.clip(p, 0.0, 1.0)
+    return cast("npt.NDArray[Any]", np.clip(p, 0.0, 1.0))
 
 
 def check_correction(method: str) -> str:
@@ -216,7 +216,7 @@ def adjust_p(p_values: npt.ArrayLike, method: str = DEFAULT_CORRECTION, axis: in
         np.put_along_axis(adjusted, order, stepped, axis=-1)
     else:
         adjusted = _module("scipy.stats").false_discovery_control(p, axis=-1, method="bh")
-    return np.moveaxis(adjusted, -1, axis)
+    return cast("npt.NDArray[Any]", np.moveaxis(adjusted, -1, axis))
 
 
 def adjust_optional(p_values: Sequence[float | None], method: str = DEFAULT_CORRECTION) -> list[float | None]:

@@ -173,7 +173,10 @@ def _meta_result(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> An
         x, normalized = args[0], list(args[1])
         stats = [*x.shape[: x.dim() - len(normalized)], *([1] * len(normalized))]
         low = x.dtype in (torch.float16, torch.bfloat16)
-        stat = lambda: torch.empty(stats, dtype=torch.float32 if low else x.dtype, device="meta")  # noqa: E731
+
+        def stat() -> torch.Tensor:
+            return torch.empty(stats, dtype=torch.float32 if low else x.dtype, device="meta")
+
         return (torch.empty(x.shape, dtype=x.dtype, device="meta"), stat(), stat())
     pointwise = torch.Tag.pointwise in func.tags
     if not (pointwise or packet in _SAME_SHAPE):
@@ -189,7 +192,7 @@ def _meta_result(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> An
     return torch.empty(shape, dtype=probe.dtype, device="meta")
 
 
-class FlopCounter(TorchDispatchMode):
+class FlopCounter(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's dispatch mode is untyped
     """Counts the FLOPs of the ops run under it, as torch's ``FlopCounterMode`` does.
 
     Each op with a formula in torch's ``flop_registry`` (mm, addmm, bmm, baddbmm,
@@ -206,7 +209,7 @@ class FlopCounter(TorchDispatchMode):
         return False
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # torch's dispatch mode is untyped
         self.by_op: dict[str, int] = defaultdict(int)
         self.total = 0
 

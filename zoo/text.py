@@ -126,7 +126,8 @@ class TiktokenTokenizer(Tokenizer):
         return int(self.encoding.n_vocab)
 
     def encode(self, text: str) -> list[int]:
-        return self.encoding.encode(checked_text(text), allowed_special="all")
+        ids: list[int] = self.encoding.encode(checked_text(text), allowed_special="all")
+        return ids
 
     def decode(self, ids: Iterable[int]) -> str:
         listed = checked_ids(ids)
@@ -134,13 +135,15 @@ class TiktokenTokenizer(Tokenizer):
             data = self.encoding.decode_bytes(listed)
         except KeyError:  # an id without a token: each becomes U+FFFD
             data = b"".join(map(self.token_bytes, listed))
-        return data.decode("utf-8", errors="replace")
+        text: str = data.decode("utf-8", errors="replace")
+        return text
 
     def token_bytes(self, token_id: int) -> bytes:
         """The raw bytes of one token (a token may hold part of a UTF-8 character);
         U+FFFD for an id without a token."""
         try:
-            return self.encoding.decode_single_token_bytes(checked_id(token_id))
+            raw: bytes = self.encoding.decode_single_token_bytes(checked_id(token_id))
+            return raw
         except KeyError:
             return UNKNOWN.encode()
 

@@ -239,7 +239,7 @@ def _rung_steps(
     flag = "--" + budget["rule"].replace("_", "-")
     if not math.isfinite(tokens / tokens_per_step):
         raise ConfigError(f"{flag} {budget['value']:g} asks for more steps than can be counted; lower {flag}")
-    steps = max(1, round(tokens / tokens_per_step))
+    steps = max(1, int(round(tokens / tokens_per_step)))
     check_steps(steps, f"{budget['value']:g} at rung {rung.name}", flag)
     return steps
 

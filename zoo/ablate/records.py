@@ -121,7 +121,8 @@ def fingerprint(job: Job, context: Context) -> dict[str, Any]:
         "content": context.content,
         "device": context.device,
     }
-    return json.loads(json.dumps(key))  # as it reads back from a record
+    read: dict[str, Any] = json.loads(json.dumps(key))  # as it reads back from a record
+    return read
 
 
 def finished(job: Job, context: Context, registry: Registry | None = None) -> bool:

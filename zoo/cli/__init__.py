@@ -154,7 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for message in getattr(args, "renamed_flags", []):
             ui.warn(message)
         load_plugins(ui, quiet=args.command == "plugins")
-        return args.handler(args, ui)
+        code: int = args.handler(args, ui)
+        return code
     except BrokenPipeError:
         return quiet_broken_pipe()
     except ZooError as err:

@@ -275,7 +275,7 @@ class Engine:
     ) -> Tensor:
         """(B, V) scores for the token after ``ids`` (B, S): logits, or log-probabilities
         for a ``log_softmax`` head."""
-        out = self.model(ids, attention_mask=attention_mask, positions=positions, cache=cache, last_only=True)
+        out: Tensor = self.model(ids, attention_mask=attention_mask, positions=positions, cache=cache, last_only=True)
         return out[:, -1]
 
     @staticmethod

@@ -125,7 +125,7 @@ class Rule:
         """Separate tensors (``q_proj``, ``k_proj``, ``v_proj``) stacked along dim 0 into one
         fused zoo tensor (``qkv``); ``sizes`` are their lengths along dim 0."""
         sizes = list(sizes)
-        return cls(zoo, tuple(hf), lambda ts: torch.cat(list(ts), dim=0), lambda t: list(t.split(sizes, dim=0)))
+        return cls(zoo, tuple(hf), lambda ts: torch.cat(list(ts), dim=0), lambda t: list(torch.split(t, sizes, dim=0)))
 
 
 def refuse(where: str, setting: str, value: Any, why: str) -> InteropError:

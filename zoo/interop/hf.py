@@ -76,10 +76,12 @@ def converter_for(hf: Mapping[str, Any], *, where: str = "config.json", registry
                     f"{where}: architectures names {entry.architecture} (model_type {entry.model_type!r}) but "
                     f"model_type is {str(model_type)[:80]!r}; config.json contradicts itself, fix one of them"
                 )
-            return entry.converter
+            found: Converter = entry.converter
+            return found
     for entry in installed:
         if entry.model_type == model_type:
-            return entry.converter
+            by_type: Converter = entry.converter
+            return by_type
     names = ", ".join(f"{e.architecture} ({e.provider})" for e in installed) or "none"
     hint = ""
     plugin = KNOWN_PLUGINS.get(model_type) if isinstance(model_type, str) else None
@@ -117,7 +119,8 @@ def _exporter(config: ModelConfig, architecture: str | None, registry: Registry 
             continue
         blockers = entry.converter.blockers(config)
         if not blockers:
-            return entry.converter
+            found: Converter = entry.converter
+            return found
         reasons.append(f"as {entry.architecture} ({entry.provider}): " + "; ".join(blockers))
     raise InteropError(
         "this model cannot be written as a Hugging Face model: "

@@ -330,7 +330,7 @@ def validation_batches(tokens: Tensor | TokenSplit, settings: Any) -> list[tuple
     """Fixed, evenly spaced (inputs, targets) windows covering the validation tokens."""
     split = tokens if isinstance(tokens, TokenSplit) else TokenSplit((tokens,))
     windows = split.evenly_spaced(settings.eval_batches * settings.batch_size, settings.seq_len)
-    return [(w[:, :-1], w[:, 1:]) for w in windows.split(settings.batch_size)]
+    return [(w[:, :-1], w[:, 1:]) for w in torch.split(windows, settings.batch_size)]
 
 
 # -- preparing a corpus on disk ---------------------------------------------------------------

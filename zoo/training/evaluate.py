@@ -126,7 +126,7 @@ def evaluate(
     model.eval()
     total, count = 0.0, 0
     try:
-        for part in numbers.split(batch_size):
+        for part in torch.split(numbers, batch_size):
             windows = chosen.windows(part, seq_len).to(device)  # (n, S + 1)
             logits = model(windows[:, :-1])  # (n, S, V)
             total += float(F.cross_entropy(logits.flatten(0, 1).float(), windows[:, 1:].flatten(), reduction="sum"))

@@ -474,11 +474,11 @@ def _step(r: _Run) -> float:
     mine = index[r.world.rank * share : (r.world.rank + 1) * share]
     r.optimizer.zero_grad(set_to_none=True)
     total = torch.zeros((), device=r.world.device)
-    for j, part in enumerate(mine.split(r.micro)):
+    for j, part in enumerate(torch.split(mine, r.micro)):
         x, y = r.sampler.windows(part)
         with gradient_sync(r.wrapped, j == r.accum - 1), r.autocast():
             loss = lm_loss(r.wrapped, x.to(r.world.device), y.to(r.world.device))
-        r.scaler.scale(loss / r.accum).backward()
+        torch.autograd.backward(r.scaler.scale(loss / r.accum))
         total += loss.detach()
     r.scaler.unscale_(r.optimizer)
     if r.settings.grad_clip > 0:
@@ -498,7 +498,7 @@ def _evaluate(r: _Run, batches: list[tuple[Tensor, Tensor]]) -> float:
     try:
         for i, (x, y) in enumerate(batches):
             lo = r.world.rank * share
-            for xs, ys in zip(x[lo : lo + share].split(r.micro), y[lo : lo + share].split(r.micro)):
+            for xs, ys in zip(torch.split(x[lo : lo + share], r.micro), torch.split(y[lo : lo + share], r.micro)):
                 with r.autocast():
                     loss = lm_loss(r.wrapped, xs.to(r.world.device), ys.to(r.world.device))
                 losses[i] += loss.double() * xs.shape[0] / r.settings.batch_size
