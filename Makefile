@@ -5,6 +5,8 @@ SHELL  := /bin/bash
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+DEMO_STAMP  := $(VENV)/.installed-demo
+DEMO_EXTRAS := text,plot,ablate
 # The distributions are zoo-lm (this folder, imported as `zoo`) and zoo-lm-modern
 # (examples/zoo-modern); `zoo` on the package index is an unrelated project.
 # This machine ships a CPU wheel of torch 2.13.0; the library itself declares a range.
@@ -12,21 +14,30 @@ TORCH  ?= torch==2.13.0
 
 .PHONY: demo lint test test-all bench study probe-docs clean
 
-$(STAMP): pyproject.toml Makefile $(wildcard examples/*/pyproject.toml)
+# One set-up, two sizes: `make demo` installs the core and the extras the demo uses (a first
+# run on a fresh machine is quicker), `make test` everything the tests and linters need (dev).
+define setup
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
 	# Earlier checkouts installed these as `zoo` and `zoo-modern`; two copies would clash.
 	$(BIN)/python -m pip uninstall --quiet -y zoo zoo-modern 2>/dev/null || true
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[$(1)]"
 	# The example third-party plugin, installed the way a user installs any plugin.
 	if [ -f examples/zoo-modern/pyproject.toml ]; then $(BIN)/python -m pip install --quiet -e examples/zoo-modern; fi
-	touch $(STAMP)
+	touch $(2)
+endef
+
+$(STAMP): pyproject.toml Makefile $(wildcard examples/*/pyproject.toml)
+	$(call setup,dev,$(STAMP))
+
+$(DEMO_STAMP): pyproject.toml Makefile $(wildcard examples/*/pyproject.toml)
+	$(call setup,$(DEMO_EXTRAS),$(DEMO_STAMP))
 
 # The main job: GPT-2 Small's parts, the swap toward the 2017 design, the 2017-vs-GPT-2
 # comparison, a 2-seed ablation that trains each swap on 2 workers (its report in
 # runs/demo/report.md), a look inside one checkpoint, then prepare, train, resume, evaluate.
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/zoo info gpt2-small
 	$(BIN)/zoo compare gpt2-small gpt2-small --set-b placement=post --set-b position=sinusoidal --set-b activation=relu
 	$(BIN)/zoo compare transformer-2017 gpt2-small
