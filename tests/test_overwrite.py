@@ -100,6 +100,11 @@ def _convert_to_hf(folder: Path, data: Path, run: Path) -> list[str]:
     return ["convert", "--to-hf", str(folder / "model.safetensors"), "-o", str(folder)]
 
 
+def _convert_from_hf(folder: Path, data: Path, run: Path) -> list[str]:
+    hf = zoo.to_hf(tiny(), folder / "hf")  # -o names the weights file the folder --from-hf reads
+    return ["convert", "--from-hf", str(hf), "-o", str(hf / "model.safetensors")]
+
+
 def _convert_from_nanogpt(folder: Path, data: Path, run: Path) -> list[str]:
     zoo.save(tiny(), folder / "ckpt.safetensors")  # a file -o names is the file --from-nanogpt reads
     return ["convert", "--from-nanogpt", str(folder / "ckpt.safetensors"), "-o", str(folder / "ckpt.safetensors")]
@@ -134,6 +139,7 @@ INSIDE: dict[str, Callable[[Path, Path, Path], list[str]]] = {
     "ablate --data": _ablate_corpus,
     "ablate --config": _ablate_config,
     "convert --to-hf": _convert_to_hf,
+    "convert --from-hf": _convert_from_hf,
     "convert --from-nanogpt": _convert_from_nanogpt,
     "build": _build,
     "probe -o": _probe_json,
