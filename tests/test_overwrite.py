@@ -179,6 +179,28 @@ def test_overwrite_refuses_an_output_holding_an_input(
     assert files(folder) == before
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["build", "{run}", "-o", "{run}/v0001.safetensors"],
+     ["probe", "{run}", *PROBE, "-o", "{run}/v0001.safetensors"],
+     ["probe", "{run}", *PROBE, "--plot", "{run}/v0001.state.safetensors"]],
+    ids=["build", "probe -o", "probe --plot"],
+)  # fmt: skip
+def test_overwrite_refuses_a_version_of_the_checkpoint_folder_it_reads(
+    argv: list[str], run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``zoo build RUN -o RUN/v0001.safetensors --overwrite`` would replace the trained
+    version with a fresh init, ``zoo probe`` with its JSON: the output is a version (or a
+    state) of the folder read, refused, every file kept; a new file in it is written."""
+    folder = tmp_path / "run"
+    shutil.copytree(run, folder)
+    before = files(folder)
+    assert main([arg.replace("{run}", str(folder)) for arg in argv] + ["--overwrite"]) == 1
+    one_error_line(capsys, "a checkpoint folder the command reads", "would delete what it reads")
+    assert files(folder) == before
+    assert main(["build", str(folder), "-o", str(folder / "v0009.safetensors"), "--overwrite"]) == 0
+
+
 def test_an_input_reached_through_a_link_is_still_inside(data: Path, tmp_path: Path) -> None:
     """A path outside that links into the folder names what the folder holds."""
     folder = tmp_path / "proj"
