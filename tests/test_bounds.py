@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import zoo
-from helpers import TINY_ABLATION, prepared_bytes, tiny
+from helpers import TINY_ABLATION, prepared_bytes, tiny, train_tokenizer
 from zoo.bounds import STEP_BYTES, check_elements, check_threads, count, max_threads, named
 from zoo.cli import main
 from zoo.errors import ConfigError, HookError, InteropError
@@ -252,6 +252,30 @@ def test_a_normalizer_that_inflates_each_space_is_refused_before_it_runs(
     refused(capsys, "normalizer", "inflates characters", "--tokenizer")
     assert not out.exists()
     assert zoo.tokenizer(folder).encode("a a") == [1]  # a short text still encodes: one word of 2 MiB, unknown
+
+
+def test_a_chain_of_replacements_that_inflates_one_character_is_refused_before_measuring_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """34 replacements of a space by two make one space 16 GiB: measuring it alone (what
+    the per-character check runs) would exhaust memory, so the bound read from the
+    normalizer's JSON refuses it first (data prepare, encode); real designs pass."""
+    from tokenizers import normalizers
+
+    doublings = max(34, math.ceil(math.log2(PAST)))
+    folder = hf_tokenizer(
+        tmp_path / "tok", normalizer=normalizers.Sequence([normalizers.Replace(" ", "  ")] * doublings)
+    )
+    text = tmp_path / "text.txt"
+    text.write_text("a a", encoding="utf-8")
+    out = tmp_path / "data"
+    assert main(["data", "prepare", str(text), "--tokenizer", str(folder), "-o", str(out)]) == 1
+    refused(capsys, "normalizer on one character", "--tokenizer")
+    assert not out.exists()
+    with pytest.raises(InteropError, match="its replacements chained"):
+        zoo.tokenizer(folder).encode(" ")
+    for kind in ("metaspace", "wordpiece"):  # Llama's Prepend and Replace, BERT's normalizer
+        assert zoo.tokenizer(train_tokenizer(tmp_path / kind, kind, 300)).encode("a b")
 
 
 def test_a_split_regex_that_panics_in_the_library_is_a_zoo_error(

@@ -131,6 +131,21 @@ def test_probe_refuses_a_frozen_model_and_names_the_frozen_part_of_another() -> 
     assert not any("frozen" in note for note in probe(tiny(), TOKENS).notes)
 
 
+def test_probe_refuses_inference_mode_and_a_refused_model_keeps_its_mode() -> None:
+    """Under torch.inference_mode() there are no gradients to measure (no_grad is fine: the
+    probe turns them on); a refusal leaves a training model in training mode."""
+    model = tiny().train()
+    with torch.inference_mode(), pytest.raises(InputError, match=r"torch.inference_mode\(\) turns off"):
+        probe(model, TOKENS)
+    assert model.training
+    with pytest.raises(InputError, match="a frozen model"):
+        probe(model.requires_grad_(False), TOKENS)
+    assert model.training
+    with torch.no_grad():
+        assert probe(model.requires_grad_(True), TOKENS).grad_norm["attention"][0] > 0
+    assert model.training
+
+
 @pytest.mark.parametrize(
     ("tokens", "targets", "match"),
     [(TOKENS[:, :1], None, r"needs at least 2 tokens per row \(got 1\); give more tokens, or targets="),

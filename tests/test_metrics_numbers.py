@@ -214,3 +214,19 @@ def test_a_new_run_onto_a_metrics_folder_is_a_zoo_error(tmp_path: Path) -> None:
     with pytest.raises(zoo.ZooError, match="metrics.jsonl is a folder"):
         zoo.train("gpt2-small", None, settings, out=out, overrides=overrides)
     assert (out / "metrics.jsonl").is_dir()
+
+
+@pytest.mark.parametrize("peak", ["inf", "nan", "1e400", "0"])
+def test_a_peak_that_is_not_a_finite_positive_number_is_refused_before_the_run(
+    peak: str, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An infinite --peak-tflops is refused by the settings, naming the flag, before the
+    run's folder is made (it used to train, then fail writing run.toml: "cannot write inf")."""
+    out = tmp_path / "run"
+    assert (
+        main(["train", "gpt2-small", *MODEL, "--data", str(data), "-o", str(out), *FLAGS, "--peak-tflops", peak]) == 1
+    )
+    assert "must be a finite number > 0 (or None) (--peak-tflops)" in said(capsys)
+    assert not out.exists()
+    with pytest.raises(zoo.ConfigError, match="peak_tflops=True must be a finite number"):
+        TrainSettings(peak_tflops=True)

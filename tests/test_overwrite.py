@@ -100,6 +100,11 @@ def _convert_to_hf(folder: Path, data: Path, run: Path) -> list[str]:
     return ["convert", "--to-hf", str(folder / "model.safetensors"), "-o", str(folder)]
 
 
+def _convert_from_hf(folder: Path, data: Path, run: Path) -> list[str]:
+    hf = zoo.to_hf(tiny(), folder / "hf")  # -o names the weights file the folder --from-hf reads
+    return ["convert", "--from-hf", str(hf), "-o", str(hf / "model.safetensors")]
+
+
 def _convert_from_nanogpt(folder: Path, data: Path, run: Path) -> list[str]:
     zoo.save(tiny(), folder / "ckpt.safetensors")  # a file -o names is the file --from-nanogpt reads
     return ["convert", "--from-nanogpt", str(folder / "ckpt.safetensors"), "-o", str(folder / "ckpt.safetensors")]
@@ -134,6 +139,7 @@ INSIDE: dict[str, Callable[[Path, Path, Path], list[str]]] = {
     "ablate --data": _ablate_corpus,
     "ablate --config": _ablate_config,
     "convert --to-hf": _convert_to_hf,
+    "convert --from-hf": _convert_from_hf,
     "convert --from-nanogpt": _convert_from_nanogpt,
     "build": _build,
     "probe -o": _probe_json,
@@ -171,6 +177,28 @@ def test_overwrite_refuses_an_output_holding_an_input(
     assert main([*argv, "--overwrite"]) == 1
     one_error_line(capsys, "the command would delete what it reads", "--overwrite")
     assert files(folder) == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["build", "{run}", "-o", "{run}/v0001.safetensors"],
+     ["probe", "{run}", *PROBE, "-o", "{run}/v0001.safetensors"],
+     ["probe", "{run}", *PROBE, "--plot", "{run}/v0001.state.safetensors"]],
+    ids=["build", "probe -o", "probe --plot"],
+)  # fmt: skip
+def test_overwrite_refuses_a_version_of_the_checkpoint_folder_it_reads(
+    argv: list[str], run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``zoo build RUN -o RUN/v0001.safetensors --overwrite`` would replace the trained
+    version with a fresh init, ``zoo probe`` with its JSON: the output is a version (or a
+    state) of the folder read, refused, every file kept; a new file in it is written."""
+    folder = tmp_path / "run"
+    shutil.copytree(run, folder)
+    before = files(folder)
+    assert main([arg.replace("{run}", str(folder)) for arg in argv] + ["--overwrite"]) == 1
+    one_error_line(capsys, "a checkpoint folder the command reads", "would delete what it reads")
+    assert files(folder) == before
+    assert main(["build", str(folder), "-o", str(folder / "v0009.safetensors"), "--overwrite"]) == 0
 
 
 def test_an_input_reached_through_a_link_is_still_inside(data: Path, tmp_path: Path) -> None:

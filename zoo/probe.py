@@ -153,17 +153,22 @@ def probe(
             f"encoder-decoder (its hook points are there for your own studies: model.run_with_cache)"
         )
     _check_tokens(m, tokens, targets, label)
-    layers = len(m.blocks)
-    was_training = model.training
-    model.eval()
-    wanted = ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(layers)]
-    wanted += [f"blocks.{i}.attn.hook_pattern" for i in range(layers)]
+    if torch.is_inference_mode_enabled():
+        raise InputError(
+            f"{label}: the probe measures gradients, which torch.inference_mode() turns off; call it outside "
+            f"that block (torch.no_grad() is fine: the probe turns gradients on for itself)"
+        )
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     if not named:
         raise InputError(
             f"{label}: every parameter has requires_grad=False (a frozen model), so there are no gradient norms to "
             f"measure; unfreeze it for the probe: model.requires_grad_(True) (the probe leaves .grad as it was)"
         )
+    layers = len(m.blocks)
+    was_training = model.training
+    model.eval()  # after the refusals: a refused model keeps its mode
+    wanted = ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(layers)]
+    wanted += [f"blocks.{i}.attn.hook_pattern" for i in range(layers)]
     try:
         with torch.enable_grad():
             output, cache = run_with_cache(model, tokens, names=wanted)

@@ -224,6 +224,16 @@ class HFTokenizer(Tokenizer):
         normalizer = getattr(self.backend, "normalizer", None)
         if normalizer is None or not text:
             return
+        check_elements(
+            4 * self._growth_factor,
+            NORMALIZED_BYTES,
+            f"the tokenizer {printable(self.name)}'s normalizer on one character (its replacements chained)",
+            "--tokenizer",
+            key="",
+            error=InteropError,
+            fix="its tokenizer.json inflates characters (a sequence of replacements); fix the file, or pass another "
+            "--tokenizer",
+        )  # measuring one character alone (below) must itself fit
         grown = 0
         for char in list(dict.fromkeys(text))[:GROWTH_PROBES]:
             width = len(normalizer.normalize_str(char).encode("utf-8", errors="replace"))
@@ -243,6 +253,16 @@ class HFTokenizer(Tokenizer):
         else:
             text = str(self.backend.decode(listed, skip_special_tokens=False))
         return clean_up_tokenization(text) if self.clean_up_spaces else text
+
+    @functools.cached_property
+    def _growth_factor(self) -> int:
+        """An upper bound of the bytes the normalizer makes of one byte, read from its JSON
+        (replacements multiply along a sequence); 1 for a part it cannot bound (measured)."""
+        try:
+            state = bytes(self.backend.normalizer.__getstate__()).decode("utf-8")
+        except Exception:  # noqa: BLE001 - a library without the normalizer's state: measured as before
+            return 1
+        return _growth(loads(state, InteropError, f"the tokenizer {printable(self.name)}'s normalizer"))
 
     @functools.cached_property
     def _contiguous(self) -> bool:
@@ -570,3 +590,23 @@ def _require(module: str) -> Any:
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+#: Bytes a normalizer of these kinds may make of one byte of text (Unicode forms and case
+#: mappings expand a character at most this much); a Replace or Prepend is read from its content.
+_GROWTH = {"NFKC": 18, "NFKD": 18, "NFC": 4, "NFD": 4, "Lowercase": 3, "BertNormalizer": 9, "ByteLevel": 2}
+
+
+def _growth(spec: Any) -> int:
+    """``_growth_factor`` of one normalizer's JSON ``spec``."""
+    if not isinstance(spec, dict):
+        return 1
+    kind = spec.get("type")
+    if kind == "Sequence" and isinstance(spec.get("normalizers"), list):
+        return functools.reduce(operator.mul, (_growth(part) for part in spec["normalizers"]), 1)
+    content = spec.get("content") if kind == "Replace" else spec.get("prepend") if kind == "Prepend" else None
+    if isinstance(content, str):
+        size = len(content.encode("utf-8", errors="replace"))
+        regex = isinstance(spec.get("pattern"), dict) and "Regex" in spec["pattern"]
+        return 2 * size + 1 if regex or kind == "Prepend" else max(1, size)  # a regex may match the empty string
+    return _GROWTH.get(str(kind), 1)

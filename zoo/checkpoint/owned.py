@@ -457,6 +457,8 @@ def check_versions_folder(folder: Path, error: type[ZooError]) -> None:
 #: What a folder of checkpoint versions that no command marked may hold: its versions, the
 #: tokenizer ``zoo convert`` keeps beside them, and a killed save's temporary file.
 _VERSIONS_ONLY = re.compile(r"v[0-9]+\.safetensors|tokenizer|\..*\.[0-9]+-[0-9a-f]{8}\.tmp")
+#: A version or its training state: what a checkpoint folder given as an input is read from.
+_A_VERSION = re.compile(r"v[0-9]+(?:\.state)?\.safetensors")
 
 
 def check_versions_only(folder: Path, error: type[ZooError]) -> None:
@@ -499,7 +501,9 @@ def refuse_inputs_inside(
     prepared data, the checkpoint it fine-tunes, its corpus or config). ``inputs`` are
     ``(name, path)`` pairs, named as the message shows them (``--data``); a value that is
     not an existing path (a preset, a hub id, None) has nothing to lose, and a list is
-    each of its items. Inputs are compared with links resolved."""
+    each of its items. An output that is an existing version (or its state) inside an
+    input folder is refused too: a checkpoint folder is read from its versions. Inputs are
+    compared with links resolved."""
     if not os.fspath(output):
         return
     target = _real(output)
@@ -511,6 +515,11 @@ def refuse_inputs_inside(
                 f"{name} {printable(path)} {where} {printable(os.fspath(output))}, which overwrite=True replaces "
                 f"whole: the command would delete what it reads. Move {printable(path)} out of it, or give "
                 f"another output"
+            )
+        if target.parent == real and _A_VERSION.fullmatch(target.name) and os.path.lexists(target) and real.is_dir():
+            raise error(
+                f"{printable(os.fspath(output))} is a version in {name} {printable(path)}, a checkpoint folder the "
+                f"command reads: replacing it would delete what it reads; give another output"
             )
 
 

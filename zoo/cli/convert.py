@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 import zoo
 from zoo.checkpoint.store import SUFFIX
@@ -74,7 +75,12 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
     if source:
         refuse_checkpoint_out(args.out, args.overwrite)  # before reading the source
         replaced = args.overwrite and args.out.endswith(SUFFIX)
-        refuse_overwriting_inputs(args.out, replaced, {"--from-hf": args.from_hf, "--from-nanogpt": args.from_nanogpt})
+        inputs: dict[str, object] = {"--from-hf": args.from_hf, "--from-nanogpt": args.from_nanogpt}
+        if replaced and args.from_hf and os.path.isdir(args.from_hf):  # -o HF/model.safetensors: a file it reads
+            inputs["a file of --from-hf"] = [
+                os.path.join(args.from_hf, name) for name in sorted(os.listdir(args.from_hf))
+            ]
+        refuse_overwriting_inputs(args.out, replaced, inputs)
         metadata = None
         with ui.status(f"reading {source}"):
             if args.from_hf:

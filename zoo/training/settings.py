@@ -101,8 +101,11 @@ class TrainSettings:
             problems.append(f"dtype={self.dtype!r} must be one of {', '.join(PRECISIONS)}")
         if self.strategy not in STRATEGIES:
             problems.append(f"strategy={self.strategy!r} must be one of {', '.join(STRATEGIES)}")
-        if self.peak_tflops is not None and not (isinstance(self.peak_tflops, (int, float)) and self.peak_tflops > 0):
-            problems.append(f"peak_tflops={self.peak_tflops!r} must be > 0 (or None)")
+        peak = self.peak_tflops
+        if peak is not None and not (
+            isinstance(peak, (int, float)) and not isinstance(peak, bool) and math.isfinite(peak) and peak > 0
+        ):
+            problems.append(f"peak_tflops={peak!r} must be a finite number > 0 (or None) (--peak-tflops)")
         if problems:
             raise ConfigError(f"invalid training settings: {'; '.join(problems)}")
         check_threads(self.threads)
