@@ -334,3 +334,28 @@ def test_a_wandb_timeout_that_is_not_seconds_is_refused(text: str, monkeypatch: 
     monkeypatch.setenv("WANDB_INIT_TIMEOUT", text)
     with pytest.raises(ConfigError, match="WANDB_INIT_TIMEOUT"):
         wandb_timeout()
+
+
+def test_a_process_memory_limit_bounds_as_the_machine_does(data: Path, tmp_path: Path) -> None:
+    """``ulimit -v`` (RLIMIT_AS) is memory this process cannot have, whatever the machine has
+    free: a batch that fits the machine but not the limit is refused up front, naming its flag."""
+    import subprocess
+    import sys
+
+    batch = 2 * (1 << 30) // WINDOW  # 2 GiB of windows: past a limit of 1 GiB over what is mapped
+    script = (
+        "import os, resource, sys\n"
+        "from zoo.cli import main\n"
+        "from zoo.memory import available_bytes\n"
+        "mapped = int(open('/proc/self/statm').read().split()[0]) * os.sysconf('SC_PAGE_SIZE')\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (mapped + (1 << 30), resource.getrlimit(resource.RLIMIT_AS)[1]))\n"
+        "assert available_bytes() <= 1 << 30, available_bytes()\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    out = tmp_path / "run"
+    argv = ["train", "gpt2-small", *TRAIN, *without(TRAIN_SIZES, "--batch-size"), "--data", str(data), "-o", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-c", script, *argv, "--batch-size", str(batch)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 1 and "--batch-size" in done.stderr and "unexpected" not in done.stderr, done.stderr
+    assert not out.exists()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
@@ -30,12 +31,19 @@ def fmt_bytes(n: float) -> str:
 
 
 def available_bytes(device: torch.device | str | None = None) -> int | None:
-    """Free memory on ``device`` (CPU: available RAM plus free swap); ``None`` if unknown."""
+    """Free memory on ``device``; ``None`` if unknown. CPU: the least of the available RAM plus
+    free swap, what the cgroup's ``memory.max`` leaves, and what ``ulimit -v`` leaves."""
     device = torch.device(device or "cpu")
     if device.type == "cuda" and torch.cuda.is_available():
         return int(torch.cuda.mem_get_info(device)[0])
     if device.type != "cpu":
         return None
+    limits = [free for free in (_machine_free(), _cgroup_free(), _address_space_free()) if free is not None]
+    return min(limits) if limits else None
+
+
+def _machine_free() -> int | None:
+    """The machine's available RAM plus free swap."""
     try:
         with open("/proc/meminfo", encoding="ascii") as handle:
             info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in handle if line.split()[1:2]}
@@ -45,6 +53,38 @@ def available_bytes(device: torch.device | str | None = None) -> int | None:
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _cgroup_free() -> int | None:
+    """What this process's cgroup (v2) still lets it use: ``memory.max`` less ``memory.current``
+    (a container's memory cap, which /proc/meminfo does not show)."""
+    try:
+        with open("/proc/self/cgroup", encoding="ascii") as handle:
+            path = next((line.split(":", 2)[2].strip() for line in handle if line.startswith("0::")), None)
+        if path is None:
+            return None
+        folder = Path("/sys/fs/cgroup") / path.lstrip("/")
+        limit = (folder / "memory.max").read_text().strip()
+        if limit == "max":
+            return None
+        return max(0, int(limit) - int((folder / "memory.current").read_text().strip()))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _address_space_free() -> int | None:
+    """What ``ulimit -v`` (RLIMIT_AS) still lets this process map."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/statm", encoding="ascii") as handle:
+            mapped = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        return max(0, soft - mapped)
+    except (ImportError, OSError, ValueError, IndexError, AttributeError):
         return None
 
 
