@@ -379,8 +379,19 @@ def _result(plan: Plan, runs: list[AblationRun], command: str, runner: Runner, c
     )
 
 
+#: Reference rows already measured in this process, by data content and eval windows: a
+#: study's cells (and a resumed ablation) share their data, and counting it takes seconds.
+_MEASURED: dict[tuple[str, int, int, int, int], Baselines] = {}
+
+
 def _baselines(plan: Plan, runner: Runner) -> Baselines:
     """The n-gram reference rows on the very windows every run was evaluated on."""
-    data = runner.context.token_data()
-    vocab = plan.variants[0].config.vocab_size
-    return ngram_baselines(data.train, data.val, validation_batches(data.val, plan.settings), vocab)
+    s, vocab = plan.settings, plan.variants[0].config.vocab_size
+    key = (runner.context.content, s.seq_len, s.batch_size, s.eval_batches, vocab)
+    if not runner.context.content or key not in _MEASURED:
+        data = runner.context.token_data()
+        found = ngram_baselines(data.train, data.val, validation_batches(data.val, s), vocab)
+        if not runner.context.content:
+            return found
+        _MEASURED[key] = found
+    return _MEASURED[key]
