@@ -129,24 +129,17 @@ class SweepEffect:
 
 
 @dataclass(frozen=True)
-class Interaction:
-    """Whether a swap changes what the sweep does: the row's sweep change minus the base's,
-    paired over seeds (a difference of differences). For a warm-up sweep and the
+class Interaction(SweepEffect):
+    """Whether a swap changes what the sweep does: ``delta`` is the row's sweep change minus
+    the base's, paired over seeds (a difference of differences). For a warm-up sweep and the
     ``placement`` row: how much less pre-norm loses without warm-up than post-norm does
     (negative: removing warm-up costs the base more). ``delta.p_adjusted`` is corrected
     over the study's interaction tests."""
 
-    name: str
-    axis: str
-    rung: str
-    low: Any
-    high: Any
-    delta: Interval
-
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "axis": self.axis, "rung": self.rung, "from": self.low, "to": self.high} | {
-            "difference_of_differences": self.delta.to_dict()
-        }
+        row = super().to_dict()
+        row["difference_of_differences"] = row.pop("delta")
+        return row
 
 
 @dataclass
