@@ -40,8 +40,8 @@ from helpers import not_a_regular_file, prepared_bytes, tiny
 from zoo.checkpoint import digest, versions
 from zoo.cli import main
 from zoo.errors import CheckpointError
-from zoo.hookspecs import hookimpl
-from zoo.registry import Registry, set_default_registry
+from zoo.nn.hookspecs import hookimpl
+from zoo.nn.registry import Registry, set_default_registry
 from zoo.training import TrainSettings, train
 from zoo.training.curves import read_metrics
 from zoo.training.state import read_state, state_path

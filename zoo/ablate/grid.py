@@ -32,9 +32,9 @@ from zoo.ablate.results import TRAIN_FLOPS_FACTOR, AblationResult
 from zoo.ablate.runner import ProgressCallback
 from zoo.ablate.study import run_ablation
 from zoo.bounds import check_steps
-from zoo.config import resolve_config
 from zoo.errors import ConfigError
-from zoo.registry import Registry, default_registry
+from zoo.nn.config import resolve_config
+from zoo.nn.registry import Registry, default_registry
 from zoo.summary import summarize
 
 __all__ = ["Cell", "Rung", "StudyResult", "ladder", "non_embedding_parameters", "parse_scales", "run_study"]
