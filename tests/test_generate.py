@@ -617,5 +617,8 @@ def test_public_names_point_at_the_split_modules() -> None:
 def test_generate_text_refuses_a_tokenizer_larger_than_the_vocabulary() -> None:
     with pytest.raises(zoo.ConfigError, match="50257 tokens.*97"):
         generate_text(tiny(), "Hello", max_new_tokens=2, tokenizer="gpt2")
-    with pytest.raises(zoo.ConfigError, match=r"records no tokenizer and its vocabulary \(97\) is not GPT-2's.*bytes"):
+    with pytest.raises(zoo.ConfigError, match=r"records no tokenizer and its vocabulary \(97\) is not GPT-2's") as err:
         generate_text(tiny(), "Hello", max_new_tokens=2)
+    assert "bytes" not in str(err.value) and "tokenizer.json" in str(err.value)  # 97 ids fit no byte tokenizer
+    with pytest.raises(zoo.ConfigError, match=r"vocabulary \(300\).*tokenizer='bytes'"):
+        generate_text(tiny(vocab_size=300), "Hello", max_new_tokens=2)  # 256 byte ids fit in 300

@@ -5,6 +5,7 @@ GPT-NeoX with tokenizer files."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from pathlib import Path
@@ -314,18 +315,22 @@ def test_zoo_generate_on_a_cached_llama_id_prints_text_through_its_tokenizer(
     assert out == tok.decode(ids[0].tolist() + new)[len(tok.decode(ids[0].tolist())) :] and out.strip()
 
 
-def test_zoo_convert_and_info_take_an_id_and_the_checkpoint_records_its_tokenizer(
-    hub: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_zoo_convert_and_info_take_an_id_and_the_checkpoint_carries_its_tokenizer(
+    hub: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "llama.safetensors"
     assert main(["convert", "--from-hf", "org/llama-tiny", "-o", str(out)]) == 0
     meta = zoo.checkpoint.inspect(out).metadata
-    assert meta["tokenizer"] == {"hub": "org/llama-tiny", "revision": hub["commits"]["org/llama-tiny"]}
+    snapshot = huggingface_hub.snapshot_download("org/llama-tiny", cache_dir=str(hub["cache"]), local_files_only=True)
+    embedded = {name: base64.b64decode(text) for name, text in meta["tokenizer"]["embedded"].items()}
+    assert embedded["tokenizer.json"] == (Path(snapshot) / "tokenizer.json").read_bytes()  # the file travels with it
     capsys.readouterr()
-    assert main(["generate", str(out), "--prompt", "To be", "--max-new-tokens", "5", "--no-echo"]) == 0
-    from_file = capsys.readouterr().out
     assert main(["generate", "org/llama-tiny", "--prompt", "To be", "--max-new-tokens", "5", "--no-echo"]) == 0
-    assert capsys.readouterr().out == from_file
+    from_hub = capsys.readouterr().out
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-home"))  # no cache at all: the checkpoint alone
+    assert main(["generate", str(out), "--prompt", "To be", "--max-new-tokens", "5", "--no-echo"]) == 0
+    assert capsys.readouterr().out == from_hub
+    monkeypatch.setenv("HF_HOME", str(hub["home"]))
     assert main(["info", "org/gpt2-tiny", "--json"]) == 0
     assert '"d_model": 32' in capsys.readouterr().out
 

@@ -18,7 +18,9 @@ Which tokenizer a model goes with, when none is given:
 
 from __future__ import annotations
 
+import copy
 import os
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ from zoo.bounds import check_elements, count
 from zoo.checkpoint import load
 from zoo.checkpoint.format import json_field
 from zoo.checkpoint.store import open_file, resolve
+from zoo.checkpoint.tokenizer import TOKENIZER_FOLDER, embedded_files
 from zoo.decoding import Sampling, generate
 from zoo.errors import CheckpointError, ConfigError, InputError, InteropError, check_flag, printable
 from zoo.interop.hf import from_hf
@@ -37,7 +40,6 @@ from zoo.interop.hub import check_revision, is_hub_id, local_or_snapshot
 from zoo.nn.model import DecoderLM
 from zoo.text import (
     NAMES,
-    TOKENIZER_FOLDER,
     Tokenizer,
     folder_tokenizer,
     has_tokenizer,
@@ -47,6 +49,7 @@ from zoo.text import (
 from zoo.text import tokenizer as load_tokenizer
 
 __all__ = [
+    "carried_tokenizer",
     "generate_text",
     "keep_tokenizer",
     "load_model",
@@ -226,9 +229,11 @@ def _default_tokenizer(model: DecoderLM, source: object) -> Tokenizer:
     if model.config.vocab_size == 256:  # one id per byte: the byte tokenizer's vocabulary
         return load_tokenizer("bytes")
     where = f"{printable(str(source))!r}" if isinstance(source, (str, os.PathLike)) else "this model"
+    fits = "tokenizer='bytes' (zoo generate --tokenizer bytes), " if model.config.vocab_size >= 256 else ""
     raise ConfigError(
         f"{where} records no tokenizer and its vocabulary ({model.config.vocab_size}) is not GPT-2's; pass "
-        f"one: tokenizer='bytes' (zoo generate --tokenizer bytes), a tokenizer folder or a hub id"
+        f"the one it was trained with: {fits}a tokenizer folder with tokenizer.json, or a hub id (tokenizer=..., "
+        f"--tokenizer)"
     )
 
 
@@ -251,7 +256,8 @@ def load_with_tokenizer(
                     f"{name}={value!r} picks what to load, but the model is already loaded; drop {name}, or pass "
                     f"the hub id or checkpoint path instead of the model"
                 )
-        return _decoder(model_or_path, type(model_or_path).__name__), None
+        model = _decoder(model_or_path, type(model_or_path).__name__)
+        return model, carried_tokenizer(model)
     check_revision(revision)
     if not isinstance(model_or_path, (str, os.PathLike)) or not str(model_or_path):
         raise InputError(
@@ -266,7 +272,7 @@ def load_with_tokenizer(
     if revision is not None:
         raise InputError(f"revision={revision!r} is for hub ids; {printable(str(path))!r} is a local checkpoint")
     loaded = _decoder(load(path, version=version), f"the model in {printable(str(path))!r}")
-    return loaded, recorded_tokenizer(path, version)
+    return loaded, carried_tokenizer(loaded)
 
 
 def _decoder(model: nn.Module, what: str) -> DecoderLM:
@@ -303,6 +309,34 @@ def keep_tokenizer(folder: str | os.PathLike[str], run: str | os.PathLike[str]) 
     return {"files": keep_tokenizer_files(folder, Path(run) / TOKENIZER_FOLDER)}
 
 
+def carried_tokenizer(model: nn.Module) -> Tokenizer | None:
+    """The tokenizer a model carries (``model.tokenizer_record``: set by ``from_hf``,
+    ``from_pretrained`` and ``load``), or None if it carries none."""
+    record = getattr(model, "tokenizer_record", None)
+    if not isinstance(record, Mapping) or not record:
+        return None
+    where = "the model's tokenizer record"
+    if "embedded" in record:
+        return files_tokenizer(embedded_files(record, where), "the model's own tokenizer")
+    if isinstance(record.get("files"), Mapping) and isinstance(record.get("folder"), str):
+        try:
+            return kept_tokenizer(Path(record["folder"]), record["files"], where)
+        except InteropError as err:
+            raise CheckpointError(str(err)) from err
+    source = record_source(record, where)
+    return load_tokenizer(source) if source is not None else None
+
+
+def files_tokenizer(files: Mapping[str, bytes], name: str) -> Tokenizer:
+    """A tokenizer from its files' bytes (as a folder holds them), named ``name``."""
+    with tempfile.TemporaryDirectory(prefix="zoo-tokenizer-") as folder:
+        for file, data in files.items():
+            (Path(folder) / file).write_bytes(data)  # names checked: only TOKENIZER_FILES
+        made = copy.copy(folder_tokenizer(Path(folder)))  # read whole: nothing refers to the folder after
+    made.name = name
+    return made
+
+
 def recorded_tokenizer(path: str | os.PathLike[str], version: int | None = None) -> Tokenizer | None:
     """The tokenizer a zoo checkpoint records (see the module), or None if it records none."""
     source = recorded_tokenizer_source(path, version)
@@ -332,6 +366,12 @@ def recorded_tokenizer_source(path: str | os.PathLike[str], version: int | None 
         except InteropError as err:
             raise CheckpointError(str(err)) from err
         return str(folder)
+    return record_source(record, str(file))
+
+
+def record_source(record: Mapping[str, Any], where: str) -> str | None:
+    """What ``zoo.tokenizer`` takes for a record of a name or a hub id (None: a record of
+    files, or of a description this zoo cannot load)."""
     if isinstance(record.get("hub"), str):
         revision = record.get("revision")
         revision = revision if isinstance(revision, str) else None
@@ -339,7 +379,7 @@ def recorded_tokenizer_source(path: str | os.PathLike[str], version: int | None 
             check_revision(revision)
         except InteropError as err:
             raise CheckpointError(
-                f"{file}: the tokenizer its metadata records is not one to fetch: {err}. Fix or remove the "
+                f"{where}: the tokenizer its metadata records is not one to fetch: {err}. Fix or remove the "
                 f"metadata 'tokenizer' (or give zoo.tokenizer / --tokenizer yourself)"
             ) from err
         folder, _ = local_or_snapshot(record["hub"], revision, need="tokenizer")
@@ -347,6 +387,6 @@ def recorded_tokenizer_source(path: str | os.PathLike[str], version: int | None 
     name = record.get("name")
     if isinstance(name, str) and (name in NAMES or is_hub_id(name) or Path(name).is_dir()):
         return name
-    if isinstance(name, str):  # a description this zoo cannot load, e.g. of in-memory tokens
+    if isinstance(name, str) or "embedded" in record:  # in-memory tokens, or files only a model carries
         return None
-    raise CheckpointError(f"{file}: metadata 'tokenizer' names no name, hub id or files")
+    raise CheckpointError(f"{where}: metadata 'tokenizer' names no name, hub id or files")

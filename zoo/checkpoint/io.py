@@ -28,6 +28,7 @@ from zoo.checkpoint.checks import (
 from zoo.checkpoint.format import build_header, read
 from zoo.checkpoint.owned import check_versions_folder
 from zoo.checkpoint.store import SUFFIX, path_arg, publish_file, publish_version, resolve
+from zoo.checkpoint.tokenizer import TOKENIZER_FOLDER, portable_record
 from zoo.errors import CheckpointError, check_flag
 from zoo.memory import allocating, model_bytes
 from zoo.nn.config import ModelConfig
@@ -65,11 +66,37 @@ def save(
     registry = registry or default_registry()
     tensors, ties = tensors_to_save(model, config, registry)
     check_dtypes(tensors, "cannot save: the model", "convert it first with model.to(torch.float32) (or bf16, fp16)")
-    header = build_header(config, tensors, ties, metadata, registry)
+    header = build_header(config, tensors, ties, with_tokenizer(model, metadata), registry)
     if path.suffix == SUFFIX:
         return publish_file(path, tensors, header)
     check_versions_folder(path, CheckpointError)
     return publish_version(path, tensors, header)
+
+
+def with_tokenizer(model: nn.Module, metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """``metadata`` with the model's own tokenizer record under ``"tokenizer"``, unless it
+    names one itself: a model read with its tokenizer is saved with it."""
+    record = portable_record(getattr(model, "tokenizer_record", None), "the model's tokenizer")
+    if record is None or (metadata is not None and "tokenizer" in metadata):
+        return metadata
+    return {**(metadata or {}), "tokenizer": record}
+
+
+def carried_record(metadata: Mapping[str, Any], file: Path) -> dict[str, Any] | None:
+    """The tokenizer record a loaded model carries: the checkpoint's (or, for a training
+    run, the name its data was prepared with), with the folder of files kept beside it."""
+    record = metadata.get("tokenizer")
+    training = metadata.get("training")
+    if record is None and isinstance(training, Mapping):
+        record = training.get("tokenizer")
+    if isinstance(record, str):
+        record = {"name": record}
+    if not isinstance(record, Mapping):
+        return None
+    record = dict(record)
+    if isinstance(record.get("files"), Mapping):
+        record["folder"] = str(file.parent / TOKENIZER_FOLDER)
+    return record
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -143,6 +170,7 @@ def load(
         raise CheckpointError(f"cannot load {ckpt.path}: {err}") from err
     model.tie_weights()
     check_ties_hold(model, ckpt)
+    model.tokenizer_record = carried_record(ckpt.user_metadata, ckpt.path)
     if target_device is not None and target_device.type != "cpu":
         model.to(target_device)
     return model.eval()

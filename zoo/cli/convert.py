@@ -88,11 +88,8 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
                 model = zoo.from_hf(folder, allow_nonfinite=args.allow_nonfinite)
             else:
                 model = zoo.from_nanogpt(source, allow_nonfinite=args.allow_nonfinite)
-        if args.from_hf and has_tokenizer(folder):  # the checkpoint records its tokenizer
-            if commit is not None:
-                metadata = {"tokenizer": {"hub": args.from_hf, "revision": commit}}
-            elif not args.out.endswith(".safetensors"):
-                metadata = {"tokenizer": keep_tokenizer(folder, args.out)}
+        if args.from_hf and has_tokenizer(folder) and not args.out.endswith(".safetensors"):
+            metadata = {"tokenizer": keep_tokenizer(folder, args.out)}  # beside the versions; a file embeds them
         with ui.status(f"saving to {args.out}"):
             written = zoo.save(model, args.out, metadata=metadata)
         count = fmt_int(model.num_parameters())

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from torch import Tensor
 
 from zoo.checkpoint.owned import staged_folder
 from zoo.checkpoint.store import path_arg, write_atomically, write_safetensors
+from zoo.checkpoint.tokenizer import embedded_record, folder_files, record_files
 from zoo.errors import ConfigError, InteropError, check_flag, quoted
 from zoo.files import confined, read_json
 from zoo.interop.hub import local_or_snapshot
@@ -271,6 +272,8 @@ def from_hf(
     model.load_state_dict(state, strict=True, assign=True)
     model.tie_weights()
     reset_buffers(model)
+    files = folder_files(folder)
+    model.tokenizer_record = embedded_record(files) if files else None  # the model carries its tokenizer
     return model.to(target_device or "cpu").eval()
 
 
@@ -292,6 +295,20 @@ def from_pretrained(
     return from_hf(path_or_id, revision=revision, dtype=dtype, device=device)
 
 
+def tokenizer_files(record: Mapping[str, Any] | None) -> dict[str, bytes]:
+    """The files of the tokenizer a model carries, to write beside its weights: embedded or
+    kept files, GPT-2's for ``gpt2``, a hub snapshot's; none for the byte tokenizer."""
+    if record and isinstance(record.get("hub"), str):
+        revision = record.get("revision") if isinstance(record.get("revision"), str) else None
+        folder, _ = local_or_snapshot(record["hub"], revision, need="tokenizer")
+        return folder_files(Path(folder))
+    return record_files(record, "the model's tokenizer")
+
+
+def _bytes_writer(data: bytes) -> Callable[[Path], object]:
+    return lambda file: file.write_bytes(data)
+
+
 def to_hf(
     model: torch.nn.Module,
     path: str | os.PathLike[str],
@@ -300,7 +317,8 @@ def to_hf(
     registry: Registry | None = None,
     overwrite: bool = False,
 ) -> Path:
-    """Write ``model`` as a Hugging Face folder (config.json + model.safetensors).
+    """Write ``model`` as a Hugging Face folder (config.json + model.safetensors, and the
+    files of the tokenizer it carries: ``transformers.AutoTokenizer`` loads them).
 
     The architecture is ``architecture``, else the first installed converter that can
     express the model (GPT-2 for GPT-2's design, Llama for LLaMA's, ...);
@@ -322,6 +340,7 @@ def to_hf(
     converter = _exporter(config, architecture, registry)  # refuses before any work
     hf_config = config_to_hf(config, model.tok_emb.weight.dtype, architecture=converter.architecture, registry=registry)
     tensors = state_to_hf(converter, model.state_dict(), config)
+    tokenizer = tokenizer_files(model.tokenizer_record)
     folder = path_arg(path, "write to", InteropError, "a folder path")
     text = json.dumps(hf_config, indent=2, sort_keys=True) + "\n"
     try:
@@ -332,6 +351,8 @@ def to_hf(
                 staging / "model.safetensors", lambda f: write_safetensors(f, tensors, {"format": "pt"}), InteropError
             )
             write_atomically(staging / "config.json", lambda f: f.write_text(text, encoding="utf-8"), InteropError)
+            for name, data in tokenizer.items():  # AutoTokenizer loads the export
+                write_atomically(staging / name, _bytes_writer(data), InteropError)
     except (OSError, ValueError) as err:
         raise InteropError(
             f"cannot write the Hugging Face folder {folder}: {err}; pick a writable folder path"

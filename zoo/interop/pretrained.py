@@ -85,6 +85,7 @@ def build_pretrained(
     model.load_state_dict(imported.state_dict(), strict=True, assign=True)
     model.tie_weights()
     reset_buffers(model)
+    model.tokenizer_record = imported.tokenizer_record
     return model.to(target_device or "cpu").eval()
 
 

@@ -69,6 +69,7 @@ class TokenModel(nn.Module):
 
     head: nn.Linear  # set by each model, after its layers
     final_norm: nn.Module
+    tokenizer_record: dict[str, Any] | None
 
     def __init__(self, config: ModelConfig, parts: PartMaker) -> None:
         super().__init__()
@@ -78,6 +79,10 @@ class TokenModel(nn.Module):
         self.drop = nn.Dropout(config.dropout.embedding)
         self.embed_scale = math.sqrt(config.d_model) if config.embedding_scale == "sqrt_d_model" else 1.0
         self.hook_state: HookState | None = None  # only while hooks are set (zoo.nn.hooks)
+        #: The tokenizer this model goes with, as a checkpoint records it (a name, a hub id,
+        #: kept or embedded files: ``zoo.checkpoint.tokenizer``); set where a model is read
+        #: (``zoo.from_hf``, ``zoo.load``), saved by ``zoo.save``, written by ``zoo.to_hf``.
+        self.tokenizer_record = None
 
     def wants_final_norm(self, placement: nn.Module) -> bool:
         """A norm after the last layer: as configured, else as the placement says."""

@@ -18,10 +18,11 @@ from torch import Tensor, nn
 
 from zoo.checkpoint import VersionInfo, load, save, unwrap, versions
 from zoo.checkpoint.owned import LOCK, MARKER, FolderLockedError, claim
+from zoo.checkpoint.tokenizer import TOKENIZER_FOLDER
 from zoo.errors import CheckpointError, ConfigError, InputError, ZooError, quoted
 from zoo.nn.config import ModelConfig
 from zoo.nn.factory import build
-from zoo.text import TOKENIZER_FOLDER, keep_tokenizer_files
+from zoo.text import keep_tokenizer_files
 from zoo.training.data import TokenData
 from zoo.training.distributed import World, barrier, broadcast_text
 from zoo.training.settings import RESUMABLE_CHANGES, TrainSettings

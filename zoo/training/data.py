@@ -38,9 +38,10 @@ from torch import Tensor
 
 from zoo._version import __version__
 from zoo.checkpoint.owned import check_output_path, check_replaceable, writing_beside
+from zoo.checkpoint.tokenizer import TOKENIZER_FILES, TOKENIZER_FOLDER
 from zoo.errors import ConfigError, InputError, ZooError, command, os_error, printable, quoted
 from zoo.files import confined, read_json
-from zoo.text import KEPT_FILES, TOKENIZER_FOLDER, keep_tokenizer_files
+from zoo.text import keep_tokenizer_files
 from zoo.text import tokenizer as text_tokenizer
 from zoo.training.documents import DEFAULT_FIELD, dataset_documents, documents
 
@@ -541,8 +542,8 @@ class Manifest(_Strict):
             raise ValueError(
                 "a tokenizer other than gpt2 and bytes comes with its files (tokenizer_files), and only it"
             )
-        if self.tokenizer_files and set(self.tokenizer_files) - set(KEPT_FILES):
-            raise ValueError(f"tokenizer_files names files other than {', '.join(KEPT_FILES)}")
+        if self.tokenizer_files and set(self.tokenizer_files) - set(TOKENIZER_FILES):
+            raise ValueError(f"tokenizer_files names files other than {', '.join(TOKENIZER_FILES)}")
         return self
 
 

@@ -1,0 +1,138 @@
+"""A model carries its tokenizer: read from a Hugging Face folder or hub id, saved into a
+checkpoint, loaded back, exported to transformers. Nothing else is given, and the hub cache
+is gone by the time the checkpoint is used."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import zoo
+from helpers import edit_metadata, put_in_hub_cache, train_tokenizer
+from zoo.cli import main
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("zoo_modern")
+
+VOCAB = 400
+PROMPT = "To be, or not to be"
+FAMILIES: dict[str, tuple[str, dict[str, Any], str, dict[str, str]]] = {
+    "gpt2": ("GPT2LMHeadModel", {"n_embd": 32, "n_layer": 2, "n_head": 4}, "bpe", {"eos_token": "<|endoftext|>"}),
+    "llama": (
+        "LlamaForCausalLM",
+        {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4},
+        "metaspace",
+        {"bos_token": "<s>", "eos_token": "</s>"},
+    ),
+    "neox": (
+        "GPTNeoXForCausalLM",
+        {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4},
+        "bpe",
+        {"eos_token": "<|endoftext|>"},
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An HF_HOME whose cache holds a tiny GPT-2, Llama and NeoX, each with its own tokenizer."""
+    root = tmp_path_factory.mktemp("carried")
+    for i, (family, (model_class, fields, kind, special)) in enumerate(FAMILIES.items()):
+        folder = train_tokenizer(root / "saved" / family, kind, VOCAB, **special)
+        config_class = transformers.AutoConfig.for_model({"gpt2": "gpt2", "llama": "llama", "neox": "gpt_neox"}[family])
+        torch.manual_seed(i)
+        lengths = {"n_positions": 64} if family == "gpt2" else {"max_position_embeddings": 64}
+        config = type(config_class)(**fields, **lengths, vocab_size=VOCAB)
+        getattr(transformers, model_class)(config).save_pretrained(folder)
+        put_in_hub_cache(root / "home" / "hub", f"org/{family}", folder)
+    return root / "home"
+
+
+@pytest.fixture
+def offline(hub: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("HF_HOME", str(hub))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return hub
+
+
+def no_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "no-cache"))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_model_from_the_hub_produces_text_with_nothing_else_given(family: str, offline: Path) -> None:
+    model = zoo.from_pretrained(f"org/{family}")
+    by_id = zoo.generate_text(f"org/{family}", PROMPT, max_new_tokens=6)
+    assert zoo.generate_text(model, PROMPT, max_new_tokens=6) == by_id
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_saved_file_carries_the_tokenizer_past_the_cache(
+    family: str, offline: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = zoo.from_pretrained(f"org/{family}")
+    expected = zoo.generate_text(model, PROMPT, max_new_tokens=6)
+    file = zoo.save(model, tmp_path / "model.safetensors")
+    no_cache(monkeypatch, tmp_path)
+    loaded = zoo.load(file)
+    assert zoo.generate_text(loaded, PROMPT, max_new_tokens=6) == expected  # the model object
+    assert zoo.generate_text(file, PROMPT, max_new_tokens=6) == expected  # and the path
+    again = zoo.save(loaded, tmp_path / "again.safetensors")  # saved again, still carried
+    assert zoo.checkpoint.inspect(again).metadata["tokenizer"] == zoo.checkpoint.inspect(file).metadata["tokenizer"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_an_export_loads_in_auto_tokenizer(family: str, offline: Path, tmp_path: Path) -> None:
+    model = zoo.from_pretrained(f"org/{family}")
+    out = zoo.to_hf(model, tmp_path / "export")
+    ours, theirs = zoo.tokenizer(str(out)), transformers.AutoTokenizer.from_pretrained(out)
+    assert theirs.encode(PROMPT) == ours.encode(PROMPT) and len(ours.encode(PROMPT)) > 3
+
+
+def test_a_gpt2_run_exports_gpt2s_tokenizer(tmp_path: Path) -> None:
+    """A model that records the name ``gpt2`` (as a training run on GPT-2's vocabulary does)
+    exports GPT-2's own vocab.json and merges.txt, through ``zoo convert --to-hf`` too."""
+    model = zoo.build("gpt2-small", n_layers=1, d_model=32, n_heads=2).eval()
+    file = zoo.save(model, tmp_path / "run.safetensors", metadata={"tokenizer": {"name": "gpt2"}})
+    assert zoo.load(file).tokenizer_record == {"name": "gpt2"}
+    assert main(["convert", "--to-hf", str(file), "-o", str(tmp_path / "hf")]) == 0
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    text = "Hello, world! <|endoftext|> again"
+    assert theirs.encode(text) == zoo.tokenizer("gpt2").encode(text)
+
+
+def test_a_byte_level_model_exports_no_tokenizer_files(tmp_path: Path) -> None:
+    model = zoo.build("gpt2-small", n_layers=1, d_model=32, n_heads=2, vocab_size=256).eval()
+    model.tokenizer_record = {"name": "bytes"}
+    out = zoo.to_hf(model, tmp_path / "hf")
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["config.json", "model.safetensors"]
+
+
+@pytest.mark.parametrize(
+    "embedded",
+    [{"../../evil.json": "e30="}, {"tokenizer.json": "not base64!"}, {}],
+    ids=["a path", "not base64", "nothing"],
+)
+def test_a_damaged_embedded_record_is_refused_naming_it(tmp_path: Path, embedded: dict[str, str]) -> None:
+    model = zoo.build("gpt2-small", n_layers=1, d_model=32, n_heads=2, vocab_size=300).eval()
+    raw = (zoo.save(model, tmp_path / "ok.safetensors")).read_bytes()
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(edit_metadata(raw, zoo_metadata=json.dumps({"tokenizer": {"embedded": embedded}})))
+    with pytest.raises(zoo.ZooError, match="tokenizer"):
+        zoo.generate_text(zoo.load(bad), PROMPT, max_new_tokens=2)
+    assert not (tmp_path / "evil.json").exists()
+
+
+def test_the_embedded_files_are_the_folders_bytes(offline: Path) -> None:
+    model = zoo.from_pretrained("org/llama")
+    record = model.tokenizer_record
+    assert record is not None and set(record["embedded"]) >= {"tokenizer.json", "tokenizer_config.json"}
+    snapshot = zoo.interop.hub.local_or_snapshot("org/llama", None)[0]
+    for name, text in record["embedded"].items():
+        assert base64.b64decode(text) == (Path(snapshot) / name).read_bytes()
