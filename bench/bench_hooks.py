@@ -20,8 +20,8 @@ from torch import Tensor
 
 import zoo
 from bench.common import interleaved, setup, table
-from zoo.contracts import AttentionContext
-from zoo.model import DecoderLM
+from zoo.nn.attention import AttentionContext
+from zoo.nn.model import DecoderLM
 
 
 class WithoutHooksLM(DecoderLM):
