@@ -156,7 +156,7 @@ def prepared_bytes(folder: Path, chars: int) -> Path:
 
 def bundled_lines(count: int | None = None) -> list[str]:
     """Lines of the bundled corpus (Shakespeare), blank ones dropped."""
-    from zoo.training.data import bundled_corpus
+    from zoo.training.corpus import bundled_corpus
 
     lines = [line for line in bundled_corpus().splitlines() if line.strip()]
     return lines[:count] if count else lines

@@ -31,7 +31,9 @@ from zoo.checkpoint.owned import LOCK, MARKER, FolderLockedError, claim, owned_f
 from zoo.cli import main
 from zoo.errors import InputError, InteropError, ZooError
 from zoo.files import open_append, read_json
-from zoo.training.data import MANIFEST, manifest_digest, open_data, prepare, resolve_data
+from zoo.training.data import resolve_data
+from zoo.training.manifest import MANIFEST, manifest_digest
+from zoo.training.shards import open_data, prepare
 
 # -- helpers --------------------------------------------------------------------------------------
 
