@@ -1,397 +1,301 @@
-"""``run_ablation``: plan the study, train its runs (the sweep first, when asked), read
-their records back into statistics, and write the report."""
+"""Studies over a grid: one ablation per cell of scale rungs x learning rates x warm-ups.
+
+``run_study(base, target, scales=[(64, 2), (128, 4)], lr_sweep=[1e-3, 3e-3])`` runs the
+ablation of ``base`` -> ``target`` (every swap, the target and the control, over the
+same seeds) once per cell, each in a folder of its own under ``out_dir``. A cell whose
+runs have records is read back and never trained again, so a ladder grows rung by rung,
+and rungs may be trained on different machines (``--scales 192x6`` alone on a GPU box)
+and gathered into one folder. Then it says, per swap, how its Δ moves with training
+FLOPs along the rungs (grows, shrinks, flips, flat within noise), and shows the final
+loss against the rate (or the warm-up) per variant: the whole curve, each point a full
+budget, not a short proxy.
+
+A rung ``64x2`` is d_model 64 and 2 layers, with heads at the base scale's head size
+(``d_model / heads``). Its budget: ``tokens_per_param`` (training tokens = R x the
+base's non-embedding parameters at that rung), ``flops_per_run`` (every run the same
+training FLOPs), or else the same ``steps`` for every rung.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import re
+import math
+import shlex
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from zoo._version import __version__
-from zoo.ablate.baselines import Baselines, ngram_baselines
-from zoo.ablate.options import DEFAULT_SCALE, DEFAULT_SEEDS, TUNE_FRACTION
-from zoo.ablate.plan import Job, Options, Plan, make_plan
-from zoo.ablate.records import Context, content_digest, read_record, seed_run
-from zoo.ablate.report import write_report
-from zoo.ablate.results import LEVEL, TRAIN_FLOPS_FACTOR, AblationResult, AblationRun, TuneRun
-from zoo.ablate.runner import ProgressCallback, Runner, join_world
-from zoo.checkpoint.owned import LOCK, MARKER, claim, refuse_inputs_inside
-from zoo.errors import ConfigError, InputError, ZooError
-from zoo.files import read_json
+from zoo.ablate.ablation import run_ablation
+from zoo.ablate.ladder import Cell, Rung, StudyResult, ladder
+from zoo.ablate.options import DEFAULT_SCALE, parse_scales
+from zoo.ablate.plan import ablation_data, at_scale
+from zoo.ablate.results import TRAIN_FLOPS_FACTOR, AblationResult
+from zoo.ablate.runner import ProgressCallback
+from zoo.ablate.study_report import write_study_report
+from zoo.bounds import check_steps
+from zoo.config import resolve_config
+from zoo.errors import ConfigError
 from zoo.registry import Registry, default_registry
-from zoo.stats import DEFAULT_CORRECTION, adjust_optional, mean_interval, paired_difference
-from zoo.stats import require as require_statistics
 from zoo.summary import summarize
-from zoo.training import validation_batches
-from zoo.training.distributed import World, barrier, broadcast_text
 
-ABLATE_KIND = "ablate"  # the kind of output folder an ablation owns
+__all__ = ["Cell", "Rung", "StudyResult", "ladder", "non_embedding_parameters", "parse_scales", "run_study"]
 
 
-def run_ablation(
+def run_study(
     base: str = "transformer-2017",
     target: str = "gpt2-small",
     *,
+    out_dir: Path,
+    scales: Sequence[tuple[int, int]] | None = None,
+    tokens_per_param: float | None = None,
+    flops_per_run: float | None = None,
+    lr_sweep: Sequence[float] | None = None,
+    warmup_sweep: Sequence[int | None] | None = None,
     d_model: int = DEFAULT_SCALE["d_model"],
     layers: int = DEFAULT_SCALE["layers"],
     heads: int = DEFAULT_SCALE["heads"],
-    seq_len: int = DEFAULT_SCALE["seq_len"],
     steps: int = DEFAULT_SCALE["steps"],
-    batch: int = DEFAULT_SCALE["batch"],
     lr: float = DEFAULT_SCALE["lr"],
     eval_every: int = DEFAULT_SCALE["eval_every"],
-    data: str | os.PathLike[str] | None = None,
-    out_dir: Path,
-    seeds: int = DEFAULT_SEEDS,
-    seed: int = 0,
-    tune_lr: bool = False,
-    lr_grid: Sequence[float] | None = None,
-    tune_fraction: float = TUNE_FRACTION,
-    path: bool | Sequence[str] | None = None,
-    order: str = "effect",
-    workers: int = 1,
-    device: str = "cpu",
-    on_progress: ProgressCallback | None = None,
-    tokenizer: str = "auto",
-    vocab_limit: int | None = 1024,
-    max_chars: int | None = None,
-    threads: int | None = 1,
-    correction: str = DEFAULT_CORRECTION,
     warmup: int | None = None,
-    swaps: Sequence[str] | None = None,
-    command: str | None = None,
+    seq_len: int = DEFAULT_SCALE["seq_len"],
+    batch: int = DEFAULT_SCALE["batch"],
+    on_progress: ProgressCallback | None = None,
     registry: Registry | None = None,
-    overwrite: bool = False,
-    launcher: str = "local",
-) -> AblationResult:
-    """Train base, each single swap toward target (or a cumulative path), and target,
-    each with ``seeds`` seeds; save every run and report means, intervals and paired
-    differences.
+    **options: Any,
+) -> StudyResult:
+    """Run ``run_ablation`` in every cell of ``scales`` x ``lr_sweep`` x ``warmup_sweep``
+    (each default: the one given by ``d_model``/``layers``, ``lr``, ``warmup``), each cell
+    in ``out_dir / cell.name``; then write ``study.json``, ``scale.png`` (Δ against training
+    FLOPs per swap, with a ladder), ``sweep.png`` (final loss against rate or warm-up per
+    variant, with a sweep) and ``report.md`` into ``out_dir``.
 
-    ``base``/``target``: preset names (decoder-only). ``data``: a folder prepared by
-    ``zoo data prepare`` (``zoo.training.prepare``), trained on as it is: its manifest's
-    tokenizer and vocabulary size every model, its validation split is the held-out
-    part; or a UTF-8 text file (default: the bundled Shakespeare) tokenised in memory
-    (``zoo.training.load_corpus``), its last 10% held out. For a text file only:
-    ``tokenizer`` is ``"auto"`` (GPT-2 when the ``text`` extra is installed, else
-    bytes), ``"gpt2"`` or ``"bytes"``; with GPT-2, ``vocab_limit`` keeps the most
-    frequent tokens and spells the rest as bytes (None keeps every token);
-    ``max_chars`` keeps only the start of the text. With a prepared folder,
-    ``tokenizer`` other than ``"auto"`` must be the manifest's, ``max_chars`` must be
-    None and ``vocab_limit`` is not used.
-
-    ``seeds``: runs per variant, with seeds ``seed .. seed + seeds - 1`` (init and data
-    order). ``tune_lr``: first train every variant briefly (``tune_fraction`` of the
-    steps, seed ``seed + TUNE_SEED_OFFSET``, not a compared seed) at each rate of
-    ``lr_grid`` (default: ``lr`` times ``LR_GRID_FACTORS``; a grid implies
-    ``tune_lr``), then train it at its best rate; otherwise every run uses ``lr``. ``path``: True for the cumulative path in
-    the default order, or a sequence of axes giving its order (axes left out follow in
-    the default order). ``order``: the table's rows by ``"effect"`` size or in
-    ``"plan"`` order. ``swaps``: train only these single swaps (axes), not every one.
-
-    Every study has a ``control`` row: the base again at seeds ``seed +
-    CONTROL_SEED_OFFSET + i``, paired with the base's seed ``seed + i``, so its
-    difference is seed noise alone (an A/A test). ``correction``: ``"holm"`` (default),
-    ``"bonferroni"``, ``"bh"`` or ``"none"``, over the tests of every row but the base
-    (``zoo.stats.adjust_p``); a row's ``*`` follows its adjusted p. ``warmup``: the
-    learning-rate warm-up steps (default: a tenth of the steps).
-
-    ``workers``: runs trained at once, each in a process of its own (results identical
-    to ``workers=1``). Under ``torchrun`` the runs are spread over the ranks instead;
-    rank 0 writes the report. ``device``: ``"cpu"``, or ``"cuda"`` to train on GPUs
-    (one per worker or rank, round robin). ``threads``: torch CPU threads per run
-    (default 1: models this small run fastest on one thread, and the curves then do not
-    depend on the core count; None leaves torch's setting).
-
-    ``on_progress(run, step, steps, loss)`` is called with ``step=0, loss=None`` when a
-    run starts, after every update with its training loss, and once more with
-    ``step=steps`` and the final validation loss when the run is done (``run`` names
-    the variant, its seed or the swept rate). Under ``torchrun`` it is called on rank 0
-    only: for rank 0's own runs as they train, and for the other ranks' runs once each
-    phase is over (their final call only).
-
-    Writes to ``out_dir``: ``NN-<run>.safetensors`` (the first seed) and
-    ``NN-<run>-seedK.safetensors`` per run, each with a ``.json`` record of its curve,
-    ``tune/`` records of the sweep, ``ablation.json``, ``ablation.png``, ``deltas.png``
-    and ``report.md``. Restarted with the same ``out_dir``, it trains only the runs
-    that have no record yet.
+    ``tokens_per_param`` or ``flops_per_run`` set each rung's steps (see the module);
+    ``eval_every`` keeps the base scale's number of evaluations. Other ``options`` go to
+    ``run_ablation`` unchanged (seeds, data, workers, device, correction, swaps, ...). A
+    cell whose runs are finished trains nothing.
     """
     registry = registry or default_registry()
-    options = Options(
+    _check_study(options, tokens_per_param, flops_per_run, d_model, heads)
+    rungs = ladder(scales or [(d_model, layers)], d_model // heads)
+    rates = sorted({float(r) for r in lr_sweep}) if lr_sweep else [lr]
+    if any(not 0 < r < math.inf for r in rates):
+        raise ConfigError(f"learning rates must be > 0, got {rates} (--lr-sweep 1e-3,3e-3,1e-2)")
+    warmups = list(dict.fromkeys(warmup_sweep)) if warmup_sweep else [warmup]
+    tokens_per_step = batch * seq_len
+    budget = _budget(tokens_per_param, flops_per_run, steps)
+    evaluations = max(1, steps // max(1, eval_every))
+    out_dir = Path(out_dir)
+    vocab = _vocab(options) if flops_per_run is not None else 256  # the head's FLOPs need the data's vocabulary
+    cells = []
+    for rung in rungs:
+        rung_steps = _rung_steps(base, rung, seq_len, vocab, tokens_per_step, budget, registry)
+        for w in warmups:
+            if w is not None and not 0 <= w <= rung_steps:
+                raise ConfigError(
+                    f"warm-up {w} is longer than rung {rung.name}'s {rung_steps} steps; lower --warmup-sweep"
+                )
+        rung_every = max(1, rung_steps // evaluations)
+        cells += [Cell(rung, r, w, rung_steps, rung_every) for r in rates for w in warmups]
+    done, trained, reused = _run_cells(base, target, cells, seq_len, batch, out_dir, on_progress, registry, options)
+    study = StudyResult(
         base=base,
         target=target,
-        d_model=d_model,
-        layers=layers,
-        heads=heads,
-        seq_len=seq_len,
-        steps=steps,
-        batch=batch,
-        lr=lr,
-        eval_every=eval_every,
-        data=data,
-        out_dir=Path(out_dir),
-        seeds=seeds,
-        seed=seed,
-        tune_lr=tune_lr or lr_grid is not None,  # a grid asks for the sweep
-        lr_grid=None if lr_grid is None else list(lr_grid),
-        tune_fraction=tune_fraction,
-        path=list(path) if path is not None and not isinstance(path, bool) else path,
-        order=order,
-        workers=workers,
-        device=device,
-        tokenizer=tokenizer,
-        vocab_limit=vocab_limit,
-        max_chars=max_chars,
-        threads=threads,
-        correction=correction,
-        warmup=warmup,
-        swaps=None if swaps is None else list(swaps),
-        launcher=launcher,
+        cells=done,
+        rungs=rungs,
+        rates=rates,
+        warmups=warmups,
+        budget={**budget, "tokens_per_step": tokens_per_step},
+        command=_study_command(
+            done[0][1].command,
+            d_model,
+            layers,
+            heads,
+            steps,
+            eval_every,
+            lr,
+            warmup,
+            scales,
+            tokens_per_param,
+            flops_per_run,
+            lr_sweep,
+            warmup_sweep,
+            out_dir,
+        ),
+        results_path=out_dir / "study.json",
+        trained=trained,
+        reused=reused,
+        main_process=done[0][1].main_process,
     )
-    if not isinstance(overwrite, bool):
-        raise ConfigError(f"overwrite must be True or False, got {overwrite!r}")
-    # overwrite stays out of the repeat command: rerunning a report's command never wipes its folder
-    return _run(options, on_progress, command or options.command(), registry or default_registry(), overwrite)
+    if study.main_process:
+        write_study_report(study)
+    return study
 
 
-def _run(
-    options: Options, on_progress: ProgressCallback | None, command: str, registry: Registry, overwrite: bool = False
-) -> AblationResult:
-    """Plan, train the sweep (if any) and the seeds, collect, report."""
-    if overwrite:  # the corpus inside the folder overwrite replaces: refused before it is read
-        refuse_inputs_inside(options.out_dir, [("data", options.data)], InputError)
-    plan = make_plan(options, registry)
-    if options.seeds > 1:
-        require_statistics()  # refused before training every run, not after
-    world = join_world()
-    if options.workers > 1 and world.size > 1:
-        plan.notes.append("under torchrun each rank trains its share of the runs one at a time; workers is ignored")
-    if options.seeds == 1:
-        plan.notes.append(
-            "one seed: no confidence intervals and no significance; use seeds >= 2 (3 or more to trust them)"
-        )
-    with contextlib.ExitStack() as stack:
-        _claim(options.out_dir, world, stack, overwrite)
-        content = content_digest(plan.tokens)
-        context = Context(plan.tokens, plan.data, options.out_dir, options.device, options.threads, content)
-        return _train_and_report(plan, options, context, world, registry, on_progress, command)
+def _check_study(
+    options: dict[str, Any], tokens_per_param: float | None, flops_per_run: float | None, d_model: int, heads: int
+) -> None:
+    """Refuse a study that cannot be run as asked, before anything trains."""
+    if options.get("tune_lr") or options.get("lr_grid") is not None:
+        raise ConfigError("a study trains every rate for the full budget; drop --tune-lr/--lr-grid, or --lr-sweep")
+    if tokens_per_param is not None and flops_per_run is not None:
+        raise ConfigError("pick one budget rule: --tokens-per-param or --flops-per-run, not both")
+    for name, value in (("tokens_per_param", tokens_per_param), ("flops_per_run", flops_per_run)):
+        if value is not None and not (isinstance(value, (int, float)) and 0 < value < math.inf):
+            raise ConfigError(f"{name}={value!r} must be a number > 0 (--{name.replace('_', '-')})")
+    if heads < 1 or d_model % heads:
+        raise ConfigError(f"d_model {d_model} must be a multiple of heads {heads} (--set d_model, --set n_heads)")
 
 
-def _claim(out_dir: Path, world: World, stack: contextlib.ExitStack, overwrite: bool = False) -> None:
-    """The out folder, owned for the ablation (``zoo.checkpoint.owned``): a marker, and a
-    lock held until ``stack`` closes; a folder the zoo did not make is refused unless
-    ``overwrite``, which replaces it whole with an empty one. Rank 0 claims, every rank
-    gets its verdict."""
-    failure = ""
-    if world.is_main:
-        try:
-            owned = claim(
-                out_dir,
-                ABLATE_KIND,
-                "zoo ablate",
-                error=InputError,
-                adopt=_older_ablation,
-                what="the output folder (--out)",
-                hint="give a new folder, the folder of this ablation to restart it, or --overwrite to replace it whole",
-                overwrite=overwrite,
-            )
-            stack.callback(owned.release)
-        except ZooError as err:
-            failure = str(err)
-    failure = broadcast_text(failure, world)
-    if failure:
-        raise InputError(failure)
-
-
-_ABLATION_FILE = re.compile(r"[^/]+\.(safetensors|json)|tune|ablation\.png|deltas\.png|report\.md|\..*\.tmp")
-
-
-def _older_ablation(folder: Path) -> bool:
-    """Whether ``folder`` (no marker) is an ablation of an older zoo: only the files one
-    writes, and its ``ablation.json`` or a run record reads as one."""
-    names = [p.name for p in folder.iterdir() if p.name not in (LOCK, MARKER)]
-    if not names or not all(_ABLATION_FILE.fullmatch(name) for name in names):
-        return False
-    for name in names:
-        if name.endswith(".json"):
-            try:
-                data = read_json(folder / name, InputError, "record", limit=64 << 20, follow=False)
-            except InputError:
-                continue
-            if isinstance(data, dict) and ({"runs", "command"} <= data.keys() or {"run", "fingerprint"} <= data.keys()):
-                return True
-    return False
-
-
-def _train_and_report(
-    plan: Plan,
-    options: Options,
-    context: Context,
-    world: World,
-    registry: Registry,
+def _run_cells(
+    base: str,
+    target: str,
+    cells: list[Cell],
+    seq_len: int,
+    batch: int,
+    out_dir: Path,
     on_progress: ProgressCallback | None,
-    command: str,
-) -> AblationResult:
-    runner = Runner(context, options.workers, world, registry, on_progress, launcher=options.launcher)
-    tunes = _tune(plan, runner)
-    lrs = [_best_rate(v.name, tune, plan.grid) if tune else options.lr for v, tune in zip(plan.variants, tunes)]
-    jobs = plan.seed_jobs(lrs)
-    control_jobs = plan.control_jobs(lrs[0])  # the base's rate
-    runner.run([*(job for per_variant in jobs for job in per_variant), *control_jobs])
-    runs = _collect(plan, jobs, lrs, tunes, runner, registry)
-    control = _control(plan, control_jobs, runs[0], runner)
-    corrected(runs, plan.options.correction, control)
-    result = _result(plan, runs, command, runner, control)
-    if result.main_process:
-        write_report(result)
-    barrier(world)  # the other ranks return once the report exists
-    return result
-
-
-def _tune(plan: Plan, runner: Runner) -> list[list[TuneRun]]:
-    """The sweep, when the plan has one: per variant, its final loss at each rate."""
-    jobs = plan.tune_jobs()
-    if not plan.grid:
-        return [[] for _ in plan.variants]
-    runner.run([job for per_variant in jobs for job in per_variant])
-    return [
-        [TuneRun(job.settings.lr, read_record(job, runner.context)["final_val_loss"]) for job in per_variant]
-        for per_variant in jobs
-    ]
-
-
-def _best_rate(name: str, tune: list[TuneRun], grid: list[float]) -> float:
-    finished = [t for t in tune if t.final_val_loss is not None]
-    if not finished:
-        raise ConfigError(
-            f"every learning rate of the sweep diverged for {name!r} ({', '.join(f'{r:g}' for r in grid)}); "
-            f"pass lower rates with --lr-grid"
+    registry: Registry,
+    options: dict[str, Any],
+) -> tuple[list[tuple[Cell, AblationResult]], list[str], list[str]]:
+    """One ablation per cell, each in its own folder; finished cells train nothing."""
+    done: list[tuple[Cell, AblationResult]] = []
+    trained: list[str] = []
+    reused: list[str] = []
+    for cell in cells:
+        shown = None if on_progress is None else _prefixed(on_progress, cell.name)
+        result = run_ablation(
+            base,
+            target,
+            d_model=cell.rung.d_model,
+            layers=cell.rung.layers,
+            heads=cell.rung.heads,
+            steps=cell.steps,
+            eval_every=cell.eval_every,
+            lr=cell.lr,
+            warmup=cell.warmup,
+            seq_len=seq_len,
+            batch=batch,
+            out_dir=out_dir / cell.name,
+            on_progress=shown,
+            registry=registry,
+            **options,
         )
-    return min(finished, key=lambda t: t.final_val_loss or 0.0).lr
+        done.append((cell, result))
+        trained += [f"{cell.name}/{key}" for key in result.trained]
+        reused += [f"{cell.name}/{key}" for key in result.reused]
+    return done, trained, reused
 
 
-def _collect(
-    plan: Plan, jobs: list[list[Job]], lrs: list[float], tunes: list[list[TuneRun]], runner: Runner, registry: Registry
-) -> list[AblationRun]:
-    """Every variant's seeds read back from their records, with its statistics and cost."""
-    runs: list[AblationRun] = []
-    settings = plan.settings
-    for variant, mine, lr, tune in zip(plan.variants, jobs, lrs, tunes):
-        context = runner.context
-        seed_runs = [seed_run(job, read_record(job, context), context, job.key in runner.reused) for job in mine]
-        summary = summarize(variant.config, context=settings.seq_len, registry=registry)
-        losses = [s.final_val_loss for s in seed_runs]
-        previous = runs[-1].losses() if runs and plan.options.on_path else None
-        runs.append(
-            AblationRun(
-                name=variant.name,
-                axis=variant.axis,
-                config=variant.config,
-                lr=lr,
-                seeds=seed_runs,
-                loss=mean_interval(losses, LEVEL),
-                delta_vs_base=paired_difference(runs[0].losses() if runs else losses, losses, LEVEL),
-                delta_vs_previous=paired_difference(previous, losses, LEVEL) if previous else None,
-                parameters=summary.total_parameters,
-                flops_per_token=summary.total_flops_per_token,
-                train_flops=TRAIN_FLOPS_FACTOR
-                * summary.total_flops_per_token
-                * settings.steps
-                * settings.tokens_per_step,
-                tune=tune,
-            )
-        )
-    return runs
+def _budget(tokens_per_param: float | None, flops_per_run: float | None, steps: int) -> dict[str, Any]:
+    if tokens_per_param is not None:
+        return {"rule": "tokens_per_param", "value": float(tokens_per_param)}
+    if flops_per_run is not None:
+        return {"rule": "flops_per_run", "value": float(flops_per_run)}
+    return {"rule": "steps", "value": steps}
 
 
-def _control(plan: Plan, jobs: list[Job], base: AblationRun, runner: Runner) -> AblationRun:
-    """The A/A row: the base's config under its own seeds, paired with the base's seeds in order."""
-    context = runner.context
-    seed_runs = [seed_run(job, read_record(job, context), context, job.key in runner.reused) for job in jobs]
-    losses = [s.final_val_loss for s in seed_runs]
-    return AblationRun(
-        name="control",
-        axis="control",
-        config=base.config,
-        lr=base.lr,
-        seeds=seed_runs,
-        loss=mean_interval(losses, LEVEL),
-        delta_vs_base=paired_difference(base.losses(), losses, LEVEL),
-        delta_vs_previous=None,
-        parameters=base.parameters,
-        flops_per_token=base.flops_per_token,
-        train_flops=base.train_flops,
+def _vocab(options: dict[str, Any]) -> int:
+    """The data's vocabulary size, as every cell will see it."""
+    _, described = ablation_data(
+        options.get("data"),
+        options.get("tokenizer", "auto"),
+        options.get("vocab_limit", 1024),
+        options.get("max_chars"),
+        [],
     )
+    return int(described["vocab_size"])
 
 
-def corrected(runs: list[AblationRun], method: str, control: AblationRun | None = None) -> list[AblationRun]:
-    """``runs`` (and ``control``) with every tested difference's ``p_adjusted`` set: one
-    family for the differences to the base (every row but the base, the control included),
-    and on a path one for the steps."""
-    tested = [*runs[1:], *([control] if control is not None else [])]
-    to_base = adjust_optional([run.delta_vs_base.p_value for run in tested], method)
-    steps = [run.delta_vs_previous.p_value for run in tested if run.delta_vs_previous is not None]
-    to_previous = iter(adjust_optional(steps, method))
-    for run, p in zip(tested, to_base):
-        run.delta_vs_base = replace(run.delta_vs_base, p_adjusted=p)
-        if run.delta_vs_previous is not None:
-            run.delta_vs_previous = replace(run.delta_vs_previous, p_adjusted=next(to_previous))
-    return runs
+def non_embedding_parameters(base: str, rung: Rung, seq_len: int, vocab: int, registry: Registry) -> int:
+    """The base's parameters at ``rung`` without the token and position tables and the head
+    (Kaplan et al.'s N, which budgets are counted in)."""
+    summary = summarize(_rung_config(base, rung, seq_len, vocab, registry), context=seq_len, registry=registry)
+    return summary.total_parameters - summary.parameters["embeddings"] - summary.parameters["head"]
 
 
-def _result(plan: Plan, runs: list[AblationRun], command: str, runner: Runner, control: AblationRun) -> AblationResult:
-    o, notes = plan.options, plan.notes
-    if not plan.grid:
-        notes.append(f"one learning rate for every run: {o.lr:g} (tune_lr / --tune-lr sweeps one per variant)")
-    if len({run.train_flops for run in runs}) > 1:
-        notes.append(
-            "every run sees the same tokens, but the variants differ in compute per token "
-            "(see parameters and FLOPs): a gain may be bought with compute"
-        )
-    return AblationResult(
-        base=o.base,
-        target=o.target,
-        mode=plan.mode,
-        differences=plan.differences,
-        runs=runs,
-        settings=plan.settings,
-        seeds=plan.seeds,
-        scale={"d_model": o.d_model, "layers": o.layers, "heads": o.heads},
-        data=plan.data,
-        tuning=plan.tuning,
-        command=command,
-        version=str(__version__),
-        order=o.order,
-        results_path=o.out_dir / "ablation.json",
-        plot_path=None,
-        delta_plot_path=None,
-        report_path=None,
-        notes=notes,
-        trained=runner.trained,
-        reused=runner.reused,
-        main_process=runner.world.is_main,
-        correction=o.correction,
-        control=control,
-        baselines=_baselines(plan, runner) if runner.world.is_main else None,
-    )
+def _rung_config(base: str, rung: Rung, seq_len: int, vocab: int, registry: Registry) -> Any:
+    scale = {
+        "d_model": rung.d_model,
+        "n_layers": rung.layers,
+        "n_heads": rung.heads,
+        "vocab_size": vocab,
+        "max_seq_len": seq_len,
+    }
+    return at_scale(resolve_config(base, registry=registry), scale, registry)
 
 
-#: Reference rows already measured in this process, by data content and eval windows: a
-#: study's cells (and a resumed ablation) share their data, and counting it takes seconds.
-_MEASURED: dict[tuple[str, int, int, int, int], Baselines] = {}
+def _rung_steps(
+    base: str, rung: Rung, seq_len: int, vocab: int, tokens_per_step: int, budget: dict[str, Any], registry: Registry
+) -> int:
+    """The steps of every run at ``rung`` under the budget rule."""
+    if budget["rule"] == "tokens_per_param":
+        tokens = budget["value"] * non_embedding_parameters(base, rung, seq_len, vocab, registry)
+    elif budget["rule"] == "flops_per_run":
+        config = _rung_config(base, rung, seq_len, vocab, registry)
+        per_token = summarize(config, context=seq_len, registry=registry).total_flops_per_token
+        tokens = budget["value"] / (TRAIN_FLOPS_FACTOR * per_token)
+    else:
+        return int(budget["value"])
+    flag = "--" + budget["rule"].replace("_", "-")
+    if not math.isfinite(tokens / tokens_per_step):
+        raise ConfigError(f"{flag} {budget['value']:g} asks for more steps than can be counted; lower {flag}")
+    steps = max(1, int(round(tokens / tokens_per_step)))
+    check_steps(steps, f"{budget['value']:g} at rung {rung.name}", flag)
+    return steps
 
 
-def _baselines(plan: Plan, runner: Runner) -> Baselines:
-    """The n-gram reference rows on the very windows every run was evaluated on."""
-    s, vocab = plan.settings, plan.variants[0].config.vocab_size
-    key = (runner.context.content, s.seq_len, s.batch_size, s.eval_batches, vocab)
-    if not runner.context.content or key not in _MEASURED:
-        data = runner.context.token_data()
-        found = ngram_baselines(data.train, data.val, validation_batches(data.val, s), vocab)
-        if not runner.context.content:
-            return found
-        _MEASURED[key] = found
-    return _MEASURED[key]
+def _prefixed(on_progress: ProgressCallback, name: str) -> ProgressCallback:
+    return lambda run, step, total, loss: on_progress(f"{name} {run}", step, total, loss)
+
+
+def _study_command(
+    cell_command: str,
+    d_model: int,
+    layers: int,
+    heads: int,
+    steps: int,
+    eval_every: int,
+    lr: float,
+    warmup: int | None,
+    scales: Sequence[tuple[int, int]] | None,
+    tokens_per_param: float | None,
+    flops_per_run: float | None,
+    lr_sweep: Sequence[float] | None,
+    warmup_sweep: Sequence[int | None] | None,
+    out_dir: Path,
+) -> str:
+    """The ``zoo ablate`` command that repeats the study: a cell's, with the study's own
+    sizes, rate, warm-up and output folder, and the ladder and sweep flags."""
+    values: dict[str, object] = {
+        "--set d_model": d_model,
+        "--set n_layers": layers,
+        "--set n_heads": heads,
+        "--steps": steps,
+        "--eval-every": eval_every,
+        "--lr": f"{lr:g}",
+        "--warmup": warmup,
+    }
+    kept: list[str] = []
+    words = iter(shlex.split(cell_command))
+    for word in words:  # a cell's own sizes, rate, warm-up and folder give way to the study's
+        value = next(words, "") if word in ("--set", "-o", "--out", *values) else None
+        key = f"--set {value.split('=')[0]}" if word == "--set" and value else word
+        if word in ("-o", "--out") or key in values:
+            continue
+        kept += [word] if value is None else [word, value]
+    for key, given in values.items():
+        if given is not None:
+            flag, _, field = key.partition(" ")
+            kept += [flag, f"{field}={given}"] if field else [flag, str(given)]
+    if scales:
+        kept += ["--scales", ",".join(f"{d}x{n}" for d, n in scales)]
+    if tokens_per_param is not None:
+        kept += ["--tokens-per-param", f"{tokens_per_param:g}"]
+    if flops_per_run is not None:
+        kept += ["--flops-per-run", f"{flops_per_run:g}"]
+    if lr_sweep:
+        kept += ["--lr-sweep", ",".join(f"{r:g}" for r in lr_sweep)]
+    if warmup_sweep:
+        kept += ["--warmup-sweep", ",".join("auto" if w is None else str(w) for w in warmup_sweep)]
+    kept += ["-o", str(out_dir)]
+    return shlex.join(kept)

@@ -1,0 +1,397 @@
+"""``run_ablation``: plan the study, train its runs (the sweep first, when asked), read
+their records back into statistics, and write the report."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from zoo._version import __version__
+from zoo.ablate.baselines import Baselines, ngram_baselines
+from zoo.ablate.options import DEFAULT_SCALE, DEFAULT_SEEDS, TUNE_FRACTION
+from zoo.ablate.plan import Job, Options, Plan, make_plan
+from zoo.ablate.records import Context, content_digest, read_record, seed_run
+from zoo.ablate.report import write_report
+from zoo.ablate.results import LEVEL, TRAIN_FLOPS_FACTOR, AblationResult, AblationRun, TuneRun
+from zoo.ablate.runner import ProgressCallback, Runner, join_world
+from zoo.checkpoint.owned import LOCK, MARKER, claim, refuse_inputs_inside
+from zoo.errors import ConfigError, InputError, ZooError
+from zoo.files import read_json
+from zoo.registry import Registry, default_registry
+from zoo.stats import DEFAULT_CORRECTION, adjust_optional, mean_interval, paired_difference
+from zoo.stats import require as require_statistics
+from zoo.summary import summarize
+from zoo.training import validation_batches
+from zoo.training.distributed import World, barrier, broadcast_text
+
+ABLATE_KIND = "ablate"  # the kind of output folder an ablation owns
+
+
+def run_ablation(
+    base: str = "transformer-2017",
+    target: str = "gpt2-small",
+    *,
+    d_model: int = DEFAULT_SCALE["d_model"],
+    layers: int = DEFAULT_SCALE["layers"],
+    heads: int = DEFAULT_SCALE["heads"],
+    seq_len: int = DEFAULT_SCALE["seq_len"],
+    steps: int = DEFAULT_SCALE["steps"],
+    batch: int = DEFAULT_SCALE["batch"],
+    lr: float = DEFAULT_SCALE["lr"],
+    eval_every: int = DEFAULT_SCALE["eval_every"],
+    data: str | os.PathLike[str] | None = None,
+    out_dir: Path,
+    seeds: int = DEFAULT_SEEDS,
+    seed: int = 0,
+    tune_lr: bool = False,
+    lr_grid: Sequence[float] | None = None,
+    tune_fraction: float = TUNE_FRACTION,
+    path: bool | Sequence[str] | None = None,
+    order: str = "effect",
+    workers: int = 1,
+    device: str = "cpu",
+    on_progress: ProgressCallback | None = None,
+    tokenizer: str = "auto",
+    vocab_limit: int | None = 1024,
+    max_chars: int | None = None,
+    threads: int | None = 1,
+    correction: str = DEFAULT_CORRECTION,
+    warmup: int | None = None,
+    swaps: Sequence[str] | None = None,
+    command: str | None = None,
+    registry: Registry | None = None,
+    overwrite: bool = False,
+    launcher: str = "local",
+) -> AblationResult:
+    """Train base, each single swap toward target (or a cumulative path), and target,
+    each with ``seeds`` seeds; save every run and report means, intervals and paired
+    differences.
+
+    ``base``/``target``: preset names (decoder-only). ``data``: a folder prepared by
+    ``zoo data prepare`` (``zoo.training.prepare``), trained on as it is: its manifest's
+    tokenizer and vocabulary size every model, its validation split is the held-out
+    part; or a UTF-8 text file (default: the bundled Shakespeare) tokenised in memory
+    (``zoo.training.load_corpus``), its last 10% held out. For a text file only:
+    ``tokenizer`` is ``"auto"`` (GPT-2 when the ``text`` extra is installed, else
+    bytes), ``"gpt2"`` or ``"bytes"``; with GPT-2, ``vocab_limit`` keeps the most
+    frequent tokens and spells the rest as bytes (None keeps every token);
+    ``max_chars`` keeps only the start of the text. With a prepared folder,
+    ``tokenizer`` other than ``"auto"`` must be the manifest's, ``max_chars`` must be
+    None and ``vocab_limit`` is not used.
+
+    ``seeds``: runs per variant, with seeds ``seed .. seed + seeds - 1`` (init and data
+    order). ``tune_lr``: first train every variant briefly (``tune_fraction`` of the
+    steps, seed ``seed + TUNE_SEED_OFFSET``, not a compared seed) at each rate of
+    ``lr_grid`` (default: ``lr`` times ``LR_GRID_FACTORS``; a grid implies
+    ``tune_lr``), then train it at its best rate; otherwise every run uses ``lr``. ``path``: True for the cumulative path in
+    the default order, or a sequence of axes giving its order (axes left out follow in
+    the default order). ``order``: the table's rows by ``"effect"`` size or in
+    ``"plan"`` order. ``swaps``: train only these single swaps (axes), not every one.
+
+    Every study has a ``control`` row: the base again at seeds ``seed +
+    CONTROL_SEED_OFFSET + i``, paired with the base's seed ``seed + i``, so its
+    difference is seed noise alone (an A/A test). ``correction``: ``"holm"`` (default),
+    ``"bonferroni"``, ``"bh"`` or ``"none"``, over the tests of every row but the base
+    (``zoo.stats.adjust_p``); a row's ``*`` follows its adjusted p. ``warmup``: the
+    learning-rate warm-up steps (default: a tenth of the steps).
+
+    ``workers``: runs trained at once, each in a process of its own (results identical
+    to ``workers=1``). Under ``torchrun`` the runs are spread over the ranks instead;
+    rank 0 writes the report. ``device``: ``"cpu"``, or ``"cuda"`` to train on GPUs
+    (one per worker or rank, round robin). ``threads``: torch CPU threads per run
+    (default 1: models this small run fastest on one thread, and the curves then do not
+    depend on the core count; None leaves torch's setting).
+
+    ``on_progress(run, step, steps, loss)`` is called with ``step=0, loss=None`` when a
+    run starts, after every update with its training loss, and once more with
+    ``step=steps`` and the final validation loss when the run is done (``run`` names
+    the variant, its seed or the swept rate). Under ``torchrun`` it is called on rank 0
+    only: for rank 0's own runs as they train, and for the other ranks' runs once each
+    phase is over (their final call only).
+
+    Writes to ``out_dir``: ``NN-<run>.safetensors`` (the first seed) and
+    ``NN-<run>-seedK.safetensors`` per run, each with a ``.json`` record of its curve,
+    ``tune/`` records of the sweep, ``ablation.json``, ``ablation.png``, ``deltas.png``
+    and ``report.md``. Restarted with the same ``out_dir``, it trains only the runs
+    that have no record yet.
+    """
+    registry = registry or default_registry()
+    options = Options(
+        base=base,
+        target=target,
+        d_model=d_model,
+        layers=layers,
+        heads=heads,
+        seq_len=seq_len,
+        steps=steps,
+        batch=batch,
+        lr=lr,
+        eval_every=eval_every,
+        data=data,
+        out_dir=Path(out_dir),
+        seeds=seeds,
+        seed=seed,
+        tune_lr=tune_lr or lr_grid is not None,  # a grid asks for the sweep
+        lr_grid=None if lr_grid is None else list(lr_grid),
+        tune_fraction=tune_fraction,
+        path=list(path) if path is not None and not isinstance(path, bool) else path,
+        order=order,
+        workers=workers,
+        device=device,
+        tokenizer=tokenizer,
+        vocab_limit=vocab_limit,
+        max_chars=max_chars,
+        threads=threads,
+        correction=correction,
+        warmup=warmup,
+        swaps=None if swaps is None else list(swaps),
+        launcher=launcher,
+    )
+    if not isinstance(overwrite, bool):
+        raise ConfigError(f"overwrite must be True or False, got {overwrite!r}")
+    # overwrite stays out of the repeat command: rerunning a report's command never wipes its folder
+    return _run(options, on_progress, command or options.command(), registry or default_registry(), overwrite)
+
+
+def _run(
+    options: Options, on_progress: ProgressCallback | None, command: str, registry: Registry, overwrite: bool = False
+) -> AblationResult:
+    """Plan, train the sweep (if any) and the seeds, collect, report."""
+    if overwrite:  # the corpus inside the folder overwrite replaces: refused before it is read
+        refuse_inputs_inside(options.out_dir, [("data", options.data)], InputError)
+    plan = make_plan(options, registry)
+    if options.seeds > 1:
+        require_statistics()  # refused before training every run, not after
+    world = join_world()
+    if options.workers > 1 and world.size > 1:
+        plan.notes.append("under torchrun each rank trains its share of the runs one at a time; workers is ignored")
+    if options.seeds == 1:
+        plan.notes.append(
+            "one seed: no confidence intervals and no significance; use seeds >= 2 (3 or more to trust them)"
+        )
+    with contextlib.ExitStack() as stack:
+        _claim(options.out_dir, world, stack, overwrite)
+        content = content_digest(plan.tokens)
+        context = Context(plan.tokens, plan.data, options.out_dir, options.device, options.threads, content)
+        return _train_and_report(plan, options, context, world, registry, on_progress, command)
+
+
+def _claim(out_dir: Path, world: World, stack: contextlib.ExitStack, overwrite: bool = False) -> None:
+    """The out folder, owned for the ablation (``zoo.checkpoint.owned``): a marker, and a
+    lock held until ``stack`` closes; a folder the zoo did not make is refused unless
+    ``overwrite``, which replaces it whole with an empty one. Rank 0 claims, every rank
+    gets its verdict."""
+    failure = ""
+    if world.is_main:
+        try:
+            owned = claim(
+                out_dir,
+                ABLATE_KIND,
+                "zoo ablate",
+                error=InputError,
+                adopt=_older_ablation,
+                what="the output folder (--out)",
+                hint="give a new folder, the folder of this ablation to restart it, or --overwrite to replace it whole",
+                overwrite=overwrite,
+            )
+            stack.callback(owned.release)
+        except ZooError as err:
+            failure = str(err)
+    failure = broadcast_text(failure, world)
+    if failure:
+        raise InputError(failure)
+
+
+_ABLATION_FILE = re.compile(r"[^/]+\.(safetensors|json)|tune|ablation\.png|deltas\.png|report\.md|\..*\.tmp")
+
+
+def _older_ablation(folder: Path) -> bool:
+    """Whether ``folder`` (no marker) is an ablation of an older zoo: only the files one
+    writes, and its ``ablation.json`` or a run record reads as one."""
+    names = [p.name for p in folder.iterdir() if p.name not in (LOCK, MARKER)]
+    if not names or not all(_ABLATION_FILE.fullmatch(name) for name in names):
+        return False
+    for name in names:
+        if name.endswith(".json"):
+            try:
+                data = read_json(folder / name, InputError, "record", limit=64 << 20, follow=False)
+            except InputError:
+                continue
+            if isinstance(data, dict) and ({"runs", "command"} <= data.keys() or {"run", "fingerprint"} <= data.keys()):
+                return True
+    return False
+
+
+def _train_and_report(
+    plan: Plan,
+    options: Options,
+    context: Context,
+    world: World,
+    registry: Registry,
+    on_progress: ProgressCallback | None,
+    command: str,
+) -> AblationResult:
+    runner = Runner(context, options.workers, world, registry, on_progress, launcher=options.launcher)
+    tunes = _tune(plan, runner)
+    lrs = [_best_rate(v.name, tune, plan.grid) if tune else options.lr for v, tune in zip(plan.variants, tunes)]
+    jobs = plan.seed_jobs(lrs)
+    control_jobs = plan.control_jobs(lrs[0])  # the base's rate
+    runner.run([*(job for per_variant in jobs for job in per_variant), *control_jobs])
+    runs = _collect(plan, jobs, lrs, tunes, runner, registry)
+    control = _control(plan, control_jobs, runs[0], runner)
+    corrected(runs, plan.options.correction, control)
+    result = _result(plan, runs, command, runner, control)
+    if result.main_process:
+        write_report(result)
+    barrier(world)  # the other ranks return once the report exists
+    return result
+
+
+def _tune(plan: Plan, runner: Runner) -> list[list[TuneRun]]:
+    """The sweep, when the plan has one: per variant, its final loss at each rate."""
+    jobs = plan.tune_jobs()
+    if not plan.grid:
+        return [[] for _ in plan.variants]
+    runner.run([job for per_variant in jobs for job in per_variant])
+    return [
+        [TuneRun(job.settings.lr, read_record(job, runner.context)["final_val_loss"]) for job in per_variant]
+        for per_variant in jobs
+    ]
+
+
+def _best_rate(name: str, tune: list[TuneRun], grid: list[float]) -> float:
+    finished = [t for t in tune if t.final_val_loss is not None]
+    if not finished:
+        raise ConfigError(
+            f"every learning rate of the sweep diverged for {name!r} ({', '.join(f'{r:g}' for r in grid)}); "
+            f"pass lower rates with --lr-grid"
+        )
+    return min(finished, key=lambda t: t.final_val_loss or 0.0).lr
+
+
+def _collect(
+    plan: Plan, jobs: list[list[Job]], lrs: list[float], tunes: list[list[TuneRun]], runner: Runner, registry: Registry
+) -> list[AblationRun]:
+    """Every variant's seeds read back from their records, with its statistics and cost."""
+    runs: list[AblationRun] = []
+    settings = plan.settings
+    for variant, mine, lr, tune in zip(plan.variants, jobs, lrs, tunes):
+        context = runner.context
+        seed_runs = [seed_run(job, read_record(job, context), context, job.key in runner.reused) for job in mine]
+        summary = summarize(variant.config, context=settings.seq_len, registry=registry)
+        losses = [s.final_val_loss for s in seed_runs]
+        previous = runs[-1].losses() if runs and plan.options.on_path else None
+        runs.append(
+            AblationRun(
+                name=variant.name,
+                axis=variant.axis,
+                config=variant.config,
+                lr=lr,
+                seeds=seed_runs,
+                loss=mean_interval(losses, LEVEL),
+                delta_vs_base=paired_difference(runs[0].losses() if runs else losses, losses, LEVEL),
+                delta_vs_previous=paired_difference(previous, losses, LEVEL) if previous else None,
+                parameters=summary.total_parameters,
+                flops_per_token=summary.total_flops_per_token,
+                train_flops=TRAIN_FLOPS_FACTOR
+                * summary.total_flops_per_token
+                * settings.steps
+                * settings.tokens_per_step,
+                tune=tune,
+            )
+        )
+    return runs
+
+
+def _control(plan: Plan, jobs: list[Job], base: AblationRun, runner: Runner) -> AblationRun:
+    """The A/A row: the base's config under its own seeds, paired with the base's seeds in order."""
+    context = runner.context
+    seed_runs = [seed_run(job, read_record(job, context), context, job.key in runner.reused) for job in jobs]
+    losses = [s.final_val_loss for s in seed_runs]
+    return AblationRun(
+        name="control",
+        axis="control",
+        config=base.config,
+        lr=base.lr,
+        seeds=seed_runs,
+        loss=mean_interval(losses, LEVEL),
+        delta_vs_base=paired_difference(base.losses(), losses, LEVEL),
+        delta_vs_previous=None,
+        parameters=base.parameters,
+        flops_per_token=base.flops_per_token,
+        train_flops=base.train_flops,
+    )
+
+
+def corrected(runs: list[AblationRun], method: str, control: AblationRun | None = None) -> list[AblationRun]:
+    """``runs`` (and ``control``) with every tested difference's ``p_adjusted`` set: one
+    family for the differences to the base (every row but the base, the control included),
+    and on a path one for the steps."""
+    tested = [*runs[1:], *([control] if control is not None else [])]
+    to_base = adjust_optional([run.delta_vs_base.p_value for run in tested], method)
+    steps = [run.delta_vs_previous.p_value for run in tested if run.delta_vs_previous is not None]
+    to_previous = iter(adjust_optional(steps, method))
+    for run, p in zip(tested, to_base):
+        run.delta_vs_base = replace(run.delta_vs_base, p_adjusted=p)
+        if run.delta_vs_previous is not None:
+            run.delta_vs_previous = replace(run.delta_vs_previous, p_adjusted=next(to_previous))
+    return runs
+
+
+def _result(plan: Plan, runs: list[AblationRun], command: str, runner: Runner, control: AblationRun) -> AblationResult:
+    o, notes = plan.options, plan.notes
+    if not plan.grid:
+        notes.append(f"one learning rate for every run: {o.lr:g} (tune_lr / --tune-lr sweeps one per variant)")
+    if len({run.train_flops for run in runs}) > 1:
+        notes.append(
+            "every run sees the same tokens, but the variants differ in compute per token "
+            "(see parameters and FLOPs): a gain may be bought with compute"
+        )
+    return AblationResult(
+        base=o.base,
+        target=o.target,
+        mode=plan.mode,
+        differences=plan.differences,
+        runs=runs,
+        settings=plan.settings,
+        seeds=plan.seeds,
+        scale={"d_model": o.d_model, "layers": o.layers, "heads": o.heads},
+        data=plan.data,
+        tuning=plan.tuning,
+        command=command,
+        version=str(__version__),
+        order=o.order,
+        results_path=o.out_dir / "ablation.json",
+        plot_path=None,
+        delta_plot_path=None,
+        report_path=None,
+        notes=notes,
+        trained=runner.trained,
+        reused=runner.reused,
+        main_process=runner.world.is_main,
+        correction=o.correction,
+        control=control,
+        baselines=_baselines(plan, runner) if runner.world.is_main else None,
+    )
+
+
+#: Reference rows already measured in this process, by data content and eval windows: a
+#: study's cells (and a resumed ablation) share their data, and counting it takes seconds.
+_MEASURED: dict[tuple[str, int, int, int, int], Baselines] = {}
+
+
+def _baselines(plan: Plan, runner: Runner) -> Baselines:
+    """The n-gram reference rows on the very windows every run was evaluated on."""
+    s, vocab = plan.settings, plan.variants[0].config.vocab_size
+    key = (runner.context.content, s.seq_len, s.batch_size, s.eval_batches, vocab)
+    if not runner.context.content or key not in _MEASURED:
+        data = runner.context.token_data()
+        found = ngram_baselines(data.train, data.val, validation_batches(data.val, s), vocab)
+        if not runner.context.content:
+            return found
+        _MEASURED[key] = found
+    return _MEASURED[key]
