@@ -613,7 +613,7 @@ def test_non_finite_weights_are_refused_unless_allowed(gpt2_folder: Path, value:
 )
 def test_a_malformed_vocab_json_is_an_interop_error(tmp_path: Path, vocab: str) -> None:
     pytest.importorskip("tiktoken")
-    from zoo.text import tokenizer
+    from zoo.text.loading import tokenizer
 
     (tmp_path / "vocab.json").write_text(vocab)
     (tmp_path / "merges.txt").write_text("#version: 0.2\na b\n")

@@ -153,7 +153,7 @@ def spelling_model(text: str, tmp_path: Path) -> tuple[Path, str]:
     is ``text``: blocks add nothing, position p is one-hot, and the untied head maps
     dimension p to the p-th token of ``text``."""
     pytest.importorskip("tiktoken")
-    from zoo.text import tokenizer
+    from zoo.text.loading import tokenizer
 
     ids = tokenizer("gpt2").encode(text)
     model = tiny(vocab_size=50257, d_model=32, n_layers=1, n_heads=4, max_seq_len=32, tie_embeddings=False)

@@ -98,7 +98,7 @@ if TYPE_CHECKING:  # the lazily loaded names below, as type checkers and IDEs se
     from zoo.interop.nanogpt import from_nanogpt as from_nanogpt
     from zoo.pipelines import generate_text as generate_text
     from zoo.summary import summarize as summarize
-    from zoo.text import tokenizer as tokenizer
+    from zoo.text.loading import tokenizer as tokenizer
     from zoo.training import train as train
     from zoo.training.evaluate import (
         evaluate as evaluate,  # re-exported  (zoo.training.evaluate is also a module's name)
@@ -122,7 +122,7 @@ _LAZY = {
     "Positive": "zoo.interop.converter",
     "RopeTable": "zoo.interop.converter",
     "generate_text": "zoo.pipelines",
-    "tokenizer": "zoo.text",
+    "tokenizer": "zoo.text.loading",
     "summarize": "zoo.summary",
     "train": "zoo.training",
     "evaluate": "zoo.training",

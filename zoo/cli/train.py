@@ -42,7 +42,7 @@ from zoo.errors import InputError, ZooError, printable
 from zoo.figures import FIGURE_FORMATS
 from zoo.interop.hub import is_hub_id, local_or_snapshot
 from zoo.pipelines import recorded_tokenizer_source
-from zoo.text import has_tokenizer
+from zoo.text.loading import has_tokenizer
 from zoo.training import (
     BUNDLED_CORPUS,
     PRECISIONS,

@@ -21,7 +21,7 @@ from zoo.checkpoint.owned import LOCK, MARKER, FolderLockedError, claim
 from zoo.config import ModelConfig
 from zoo.errors import CheckpointError, ConfigError, InputError, ZooError, quoted
 from zoo.factory import build
-from zoo.text import TOKENIZER_FOLDER, keep_tokenizer_files
+from zoo.text.loading import TOKENIZER_FOLDER, keep_tokenizer_files
 from zoo.training.distributed import World, barrier, broadcast_text
 from zoo.training.sampling import TokenData
 from zoo.training.settings import RESUMABLE_CHANGES, TrainSettings

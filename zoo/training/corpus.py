@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from zoo.errors import ConfigError, InputError, ZooError
-from zoo.text import tokenizer as text_tokenizer
+from zoo.text.loading import tokenizer as text_tokenizer
 
 BUNDLED_CORPUS = "shakespeare.txt"
 BYTE_PIECES: tuple[bytes, ...] = tuple(bytes([b]) for b in range(256))  # byte token i is bytes([i])

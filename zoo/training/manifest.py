@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from zoo.errors import InputError, command, printable, quoted
 from zoo.files import read_json
-from zoo.text import KEPT_FILES
+from zoo.text.loading import KEPT_FILES
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1

@@ -17,7 +17,7 @@ from zoo.factory import build
 from zoo.interop.hf import from_hf
 from zoo.interop.hub import is_hub_id, local_or_snapshot
 from zoo.registry import default_registry
-from zoo.text import has_tokenizer
+from zoo.text.loading import has_tokenizer
 from zoo.training.settings import TrainSettings
 
 

@@ -31,8 +31,8 @@ from zoo._version import __version__
 from zoo.checkpoint.owned import check_output_path, check_replaceable, writing_beside
 from zoo.errors import ConfigError, InputError, ZooError, os_error, quoted
 from zoo.files import confined
-from zoo.text import TOKENIZER_FOLDER, keep_tokenizer_files
-from zoo.text import tokenizer as text_tokenizer
+from zoo.text.loading import TOKENIZER_FOLDER, keep_tokenizer_files
+from zoo.text.loading import tokenizer as text_tokenizer
 from zoo.training.documents import DEFAULT_FIELD, dataset_documents, documents
 from zoo.training.manifest import (
     MANIFEST,
