@@ -23,8 +23,9 @@ from zoo.ablate import MIN_EFFECT, AblationResult, run_ablation
 from zoo.ablate.ablation import corrected
 from zoo.ablate.advice import trend
 from zoo.ablate.docs import write_docs_region
-from zoo.ablate.options import CONTROL_SEED_OFFSET
-from zoo.ablate.study import ladder, non_embedding_parameters, parse_scales, run_study
+from zoo.ablate.ladder import ladder
+from zoo.ablate.options import CONTROL_SEED_OFFSET, parse_scales
+from zoo.ablate.study import non_embedding_parameters, run_study
 from zoo.cli import main
 from zoo.registry import default_registry
 from zoo.stats import Interval, detectable_difference, mean_interval

@@ -28,11 +28,9 @@ from zoo.config import ModelConfig
 from zoo.contracts import AttentionContext, Placement, PositionEncoding, make_mask
 from zoo.errors import InputError, check_flag
 from zoo.hooks import HookFn, HookState, Names, hook_points, hooked, run_with_cache
-from zoo.inputs import (  # noqa: F401  INDEX_DTYPES and check_inputs: importable from here as before
-    INDEX_DTYPES,
+from zoo.inputs import (
     as_padding,
     check_cache,
-    check_inputs,
     check_positions,
     check_tensor,
     check_tokens,

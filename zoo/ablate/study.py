@@ -26,7 +26,7 @@ from typing import Any
 
 from zoo.ablate.ablation import run_ablation
 from zoo.ablate.ladder import Cell, Rung, StudyResult, ladder
-from zoo.ablate.options import DEFAULT_SCALE, parse_scales
+from zoo.ablate.options import DEFAULT_SCALE
 from zoo.ablate.plan import ablation_data, at_scale
 from zoo.ablate.results import TRAIN_FLOPS_FACTOR, AblationResult
 from zoo.ablate.runner import ProgressCallback
@@ -37,7 +37,7 @@ from zoo.errors import ConfigError
 from zoo.registry import Registry, default_registry
 from zoo.summary import summarize
 
-__all__ = ["Cell", "Rung", "StudyResult", "ladder", "non_embedding_parameters", "parse_scales", "run_study"]
+__all__ = ["non_embedding_parameters", "run_study"]
 
 
 def run_study(

@@ -39,7 +39,7 @@ from zoo.stats import CORRECTIONS, DEFAULT_CORRECTION
 
 if TYPE_CHECKING:  # the ablation itself loads when the command runs, not to build the parser
     from zoo.ablate import AblationResult, ProgressCallback
-    from zoo.ablate.study import StudyResult
+    from zoo.ablate.ladder import StudyResult
 
 #: The model fields `zoo ablate --set` takes (both sides are trained at this scale), to
 #: the run_ablation option each sets.
