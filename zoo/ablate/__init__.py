@@ -35,7 +35,7 @@ The package, by role: ``plan`` (options, variants, jobs), ``runner`` (training t
 (table, ``report.md``, plots), ``compare`` (``diff_configs``, also ``zoo compare``'s) and
 ``ablation`` (``run_ablation``, which goes through them in that order); ``advice`` (noise
 floor, caveats, next step) and ``diagnostics`` (inside each run) feed the report. A study over
-a grid of scale rungs, rates and warm-ups: ``ladder`` (its pieces), ``study`` (``run_study``),
+a grid of scale rungs, rates and warm-ups: ``ladder`` (its pieces), ``studies`` (``run_study``),
 ``study_report``; ``docs`` writes results into a page.
 """
 
@@ -70,13 +70,13 @@ if TYPE_CHECKING:  # the names below load on first use: ``zoo ablate --help`` ne
         TuneRun,
     )
     from zoo.ablate.runner import ProgressCallback
-    from zoo.ablate.study import run_study
+    from zoo.ablate.studies import run_study
 
 _LAZY = {
     "AXES": "zoo.ablate.compare",
     "SIZE_AXES": "zoo.ablate.compare",
     "diff_configs": "zoo.ablate.compare",
-    "run_study": "zoo.ablate.study",
+    "run_study": "zoo.ablate.studies",
     "StudyResult": "zoo.ablate.ladder",
     "DEFAULT_SCALE": "zoo.ablate.options",
     "DEFAULT_SEEDS": "zoo.ablate.options",

@@ -314,7 +314,7 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
     from zoo.ablate import run_ablation
     from zoo.ablate.docs import check_docs_page, write_docs_region
     from zoo.ablate.plan import swapless
-    from zoo.ablate.study import run_study
+    from zoo.ablate.studies import run_study
 
     refuse_overwriting_inputs(
         args.out, args.overwrite, {"--data": args.data, "--config": args.config, "--docs": args.docs}
