@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from zoo.hookspecs import RegisterComponent, hookimpl
+from zoo.plugin import RegisterComponent, hookimpl
 
 
 def relu() -> nn.Module:

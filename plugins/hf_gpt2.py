@@ -13,12 +13,22 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from zoo.errors import InteropError
-from zoo.hookspecs import RegisterConverter, hookimpl
-from zoo.interop.converter import KERNELS, Converter, Count, Epsilon, Fraction, HFFields, Rule, refuse
+from zoo.plugin import (
+    KERNELS,
+    Converter,
+    Count,
+    Epsilon,
+    Fraction,
+    HFFields,
+    InteropError,
+    RegisterConverter,
+    Rule,
+    hookimpl,
+    refuse,
+)
 
 if TYPE_CHECKING:
-    from zoo.config import ModelConfig
+    from zoo.plugin import ModelConfig
 
 # Hugging Face activation names -> zoo activation components. "gelu_new", "gelu_fast"
 # and "gelu_pytorch_tanh" are the same tanh approximation written three ways.

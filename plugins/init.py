@@ -14,9 +14,7 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
-from zoo.contracts import is_residual_output
-from zoo.errors import ConfigError
-from zoo.hookspecs import RegisterComponent, hookimpl
+from zoo.plugin import ConfigError, RegisterComponent, hookimpl, is_residual_output
 
 
 def init_all(model: nn.Module, draw: Callable[[nn.Module, Tensor], None], scheme: str) -> None:

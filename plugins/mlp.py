@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from zoo.contracts import residual_output
-from zoo.hookspecs import RegisterComponent, hookimpl
+from zoo.plugin import RegisterComponent, hookimpl, residual_output
 
 
 class StandardMLP(nn.Module):

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from zoo.contracts import Placement
-from zoo.hookspecs import RegisterComponent, hookimpl
+from zoo.plugin import Placement, RegisterComponent, hookimpl
 
 
 class PreNorm(Placement):

@@ -8,8 +8,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
-from zoo.contracts import PositionEncoding
-from zoo.hookspecs import RegisterComponent, hookimpl
+from zoo.plugin import PositionEncoding, RegisterComponent, hookimpl
 
 
 class LearnedPositions(PositionEncoding):

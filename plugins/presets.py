@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-from zoo.hookspecs import RegisterPreset, hookimpl
+from zoo.plugin import RegisterPreset, hookimpl
 
 
 @hookimpl

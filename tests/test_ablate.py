@@ -18,8 +18,8 @@ import pytest
 
 import zoo
 from zoo.ablate import SIZE_AXES, AblationResult, diff_configs, plot_curves, run_ablation, table
+from zoo.ablate.stats import mean_interval, paired_difference
 from zoo.cli import main
-from zoo.stats import mean_interval, paired_difference
 from zoo.training import TrainSettings, bundled_corpus, load_corpus, prepare, validation_batches
 from zoo.training import mean_loss as evaluate
 

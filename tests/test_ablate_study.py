@@ -25,10 +25,10 @@ from zoo.ablate.advice import trend
 from zoo.ablate.docs import write_docs_region
 from zoo.ablate.ladder import ladder
 from zoo.ablate.options import CONTROL_SEED_OFFSET, parse_scales
+from zoo.ablate.stats import Interval, detectable_difference, mean_interval
 from zoo.ablate.studies import non_embedding_parameters, run_study
 from zoo.cli import main
-from zoo.registry import default_registry
-from zoo.stats import Interval, detectable_difference, mean_interval
+from zoo.nn.registry import default_registry
 from zoo.training import TrainSettings, bundled_corpus, lm_loss, load_corpus, validation_batches
 
 TINY: dict[str, Any] = dict(

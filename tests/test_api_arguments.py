@@ -91,7 +91,7 @@ class HugeMlp:
 )  # fmt: skip
 def test_plugin_options_count_toward_the_size_bound(name: str, mlp: dict[str, Any]) -> None:
     registry = zoo.Registry(plugins=[HugeMlp()])
-    config = zoo.config.resolve_config(name, {"mlp": mlp}, registry=registry)  # options are legal
+    config = zoo.nn.config.resolve_config(name, {"mlp": mlp}, registry=registry)  # options are legal
     with pytest.raises(ConfigError, match=r"builds a model of [0-9,]+ parameters, over the limit"):
         zoo.build(config, device="meta", registry=registry)
     with pytest.raises(ConfigError, match="over the limit"):

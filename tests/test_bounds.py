@@ -23,8 +23,8 @@ from helpers import TINY_ABLATION, prepared_bytes, tiny, train_tokenizer
 from zoo.bounds import STEP_BYTES, check_elements, check_threads, count, max_threads, named
 from zoo.cli import main
 from zoo.errors import ConfigError, HookError, InteropError
-from zoo.hooks import cache_bytes
 from zoo.memory import available_bytes
+from zoo.nn.hooks import cache_bytes
 from zoo.training.metrics import wandb_timeout
 
 FREE = available_bytes() or 1 << 40  # bytes free here (RAM plus swap)

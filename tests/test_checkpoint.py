@@ -28,7 +28,7 @@ import zoo
 from helpers import TINY, edit_config, edit_metadata, edit_tensors, join_file, split_file, tiny
 from zoo import CheckpointError
 from zoo.checkpoint import FORMAT, digest, inspect
-from zoo.factory import dtype_arg
+from zoo.nn.factory import dtype_arg
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -97,7 +97,15 @@ def trailing_bytes(raw: bytes, slow: bool) -> Iterator[Variant]:
 
 
 def metadata_edits(raw: bytes, slow: bool) -> Iterator[Variant]:
-    for key in ("zoo.format", "zoo.version", "zoo.created", "zoo.config", "zoo.components", "zoo.ties", "zoo.metadata"):
+    for key in (
+        "zoo.format",
+        "zoo.version",
+        "zoo.created",
+        "zoo.config",
+        "zoo.components",
+        "zoo.ties",
+        "zoo.metadata",
+    ):
         yield Variant(f"{key} removed", edit_metadata(raw, **{key.replace(".", "_"): None}), False)
     yield Variant("zoo.digest removed", edit_metadata(raw, signed=False, zoo_digest=None), True)
     for value in (str(FORMAT + 1), "3", "999", "10000000000", "-1", "x", "", "1.0", " 1", "01", "0", "１"):

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 import zoo
-from zoo.registry import KINDS
+from zoo.nn.registry import KINDS
 
 TINY: dict[str, Any] = {
     "vocab_size": 97,

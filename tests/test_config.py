@@ -8,7 +8,7 @@ import pydantic
 import pytest
 
 import zoo
-from zoo.config import ModelConfig, apply_overrides, validate_config
+from zoo.nn.config import ModelConfig, apply_overrides, validate_config
 
 
 def test_config_is_frozen_and_forbids_extra_fields() -> None:

@@ -13,16 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
 import zoo
-from zoo import model as model_module
-from zoo.components import PartMaker, config_arguments
-from zoo.config import config_json_schema
-from zoo.contracts import (
-    CONFIG_ARGUMENTS,
-    AttentionContext,
-    Placement,
-    options_from_signature,
-)
-from zoo.plugins.attention import EagerAttention, SdpaAttention
+from zoo.nn import model as model_module
+from zoo.nn.attention import AttentionContext, EagerAttention, SdpaAttention
+from zoo.nn.config import config_json_schema
+from zoo.nn.contracts import CONFIG_ARGUMENTS, Placement, options_from_signature
+from zoo.nn.parts import PartMaker, config_arguments
 from zoo.plugins.mlp import StandardMLP
 from zoo.plugins.placement import PreNorm
 
@@ -207,7 +202,7 @@ def test_the_old_builder_contract_is_refused_with_the_fix() -> None:
 
 def test_attention_context_holds_inputs_only() -> None:
     names = {f.name for f in dataclasses.fields(AttentionContext)}
-    # the inputs, and the layer's hook points (None unless a hook is set: zoo.hooks fills it per forward)
+    # the inputs, and the layer's hook points (None unless a hook is set: zoo.nn.hooks fills it per forward)
     assert names == {"mask", "is_causal", "encoding", "rotation", "cache", "memory", "hooks"}
     assert AttentionContext().hooks is None
     with pytest.raises(dataclasses.FrozenInstanceError):

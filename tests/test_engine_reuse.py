@@ -1,7 +1,7 @@
 """model.generate reuses the engine's weight layouts between calls (zoo.decoding.layouts):
 the same tokens as a prepared Engine and as transformers, layouts copied again whenever
 the weights change (in place, load_state_dict, .to(dtype)), bounded and freeable; and
-the model reaches the decode loop without importing it (zoo.generation)."""
+the model reaches the decode loop without importing it (zoo.nn.generation)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import zoo
-import zoo.generation
+import zoo.nn.generation
 from zoo.decoding import Engine, Layouts, generate, layouts
 
 VOCAB = 150
@@ -170,7 +170,7 @@ def test_repeated_model_generate_matches_transformers_greedy(tmp_path: Any) -> N
 
 def test_the_model_reaches_the_decode_loop_through_its_registration(monkeypatch: pytest.MonkeyPatch) -> None:
     model = varied()
-    monkeypatch.setattr(zoo.generation, "_provided", [])
+    monkeypatch.setattr(zoo.nn.generation, "_provided", [])
     with pytest.raises(zoo.ZooError, match="import zoo.decoding"):
         model.generate(PROMPT, 2)
     calls: list[int] = []
@@ -179,7 +179,7 @@ def test_the_model_reaches_the_decode_loop_through_its_registration(monkeypatch:
         calls.append(n)
         return generate(m, ids, n, **options)
 
-    zoo.generation.provide(counting)
+    zoo.nn.generation.provide(counting)
     assert torch.equal(model.generate(PROMPT, 3), recompute(model, PROMPT, 3)) and calls == [3]
 
 
@@ -187,7 +187,7 @@ def test_zoo_model_does_not_import_the_decoding_layer() -> None:
     import ast
     from pathlib import Path
 
-    tree = ast.parse(Path(zoo.model.__file__).read_text(encoding="utf-8"))
+    tree = ast.parse(Path(zoo.nn.model.__file__).read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not any(name and name.startswith("zoo.decoding") for name in imported)

@@ -21,8 +21,8 @@ from helpers import edit_metadata, prepared_bytes, split_file, tiny
 from zoo import CheckpointError
 from zoo.cli import main
 from zoo.errors import printable, quoted
-from zoo.hookspecs import hookimpl
-from zoo.registry import Registry, set_default_registry
+from zoo.nn.hookspecs import hookimpl
+from zoo.nn.registry import Registry, set_default_registry
 from zoo.training import TrainSettings, train
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # anything a terminal would act on

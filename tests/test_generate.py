@@ -13,8 +13,8 @@ import torch
 
 import zoo
 from helpers import TINY, tiny
-from zoo.config import MAX_SEQ_LEN
 from zoo.decoding import Engine, Sampling, generate, stream
+from zoo.nn.config import MAX_SEQ_LEN
 from zoo.pipelines import generate_text
 
 transformers = pytest.importorskip("transformers")

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from helpers import tiny
 from zoo import HookError, InputError
-from zoo.hooks import hooked, patch, run_with_cache
+from zoo.nn.hooks import hooked, patch, run_with_cache
 from zoo.probe import probe
 
 POINT = "blocks.0.hook_resid_pre"

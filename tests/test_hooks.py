@@ -11,9 +11,10 @@ import torch
 from torch import Tensor
 
 import zoo
-import zoo.contracts
+import zoo.nn.attention
+import zoo.nn.contracts
 from helpers import TINY, tiny
-from zoo.hooks import hook_points, logit_lens, patch, run_with_cache
+from zoo.nn.hooks import hook_points, logit_lens, patch, run_with_cache
 
 BLOCK = [
     "hook_resid_pre",
@@ -202,7 +203,7 @@ def test_fused_kernel_computes_scores_only_when_a_hook_asks(monkeypatch: pytest.
         calls.append(1)
         return fused(*args, **kwargs)
 
-    monkeypatch.setattr(zoo.contracts.F, "scaled_dot_product_attention", counting)
+    monkeypatch.setattr(zoo.nn.attention.F, "scaled_dot_product_attention", counting)
     model(idx)
     model.run_with_cache(idx, names=lambda n: "attn.hook_pattern" not in n and "attn.hook_scores" not in n)
     assert len(calls) == 2 * TINY["n_layers"]  # the fused kernel both times

@@ -16,9 +16,9 @@ import torch
 import zoo
 from helpers import TINY, put_in_hub_cache, train_tokenizer
 from zoo.cli import main
-from zoo.config import preset_dict, preset_pretrained, validate_config
 from zoo.interop.hf import config_from_hf
 from zoo.interop.pretrained import config_mismatches, pretrained_presets
+from zoo.nn.config import preset_dict, preset_pretrained, validate_config
 
 transformers = pytest.importorskip("transformers")
 huggingface_hub = pytest.importorskip("huggingface_hub")

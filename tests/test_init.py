@@ -10,7 +10,7 @@ from torch import nn
 
 import zoo
 from helpers import TINY
-from zoo.components import PartMaker
+from zoo.nn.parts import PartMaker
 
 INITS = [c.name for c in zoo.components("init")]
 

@@ -1,4 +1,4 @@
-"""Bad input at the model's boundary (``zoo.inputs``): a clear ``InputError`` or
+"""Bad input at the model's boundary (``zoo.nn.inputs``): a clear ``InputError`` or
 ``ConfigError`` saying what to pass, never a raw ``IndexError``/``AttributeError``/
 ``RuntimeError`` or a silent broadcast.
 

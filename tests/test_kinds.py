@@ -1,4 +1,4 @@
-"""The kinds of component, declared once (``zoo.contracts.COMPONENT_KINDS``): the registry's
+"""The kinds of component, declared once (``zoo.nn.contracts.COMPONENT_KINDS``): the registry's
 kinds, the part kinds, the config's spec classes and fields and the comparison's axes all
 follow from it. And an encoder-decoder's decoder layer goes through its placement's
 ``block``, so a placement decides how cross-attention is placed (or is refused)."""
@@ -13,10 +13,10 @@ import torch
 from torch import Tensor, nn
 
 import zoo
-import zoo.config as config_module
+import zoo.nn.config as config_module
 from zoo.ablate.compare import AXES, diff_configs
-from zoo.config import SPECS, ModelConfig, resolve_config
-from zoo.contracts import COMPONENT_KINDS, PART_KINDS, CrossAttention, takes_cross
+from zoo.nn.config import SPECS, ModelConfig, resolve_config
+from zoo.nn.contracts import COMPONENT_KINDS, PART_KINDS, CrossAttention, takes_cross
 from zoo.plugins.placement import PreNorm
 
 TINY: dict[str, Any] = dict(d_model=32, n_heads=2, n_layers=2, n_encoder_layers=2, vocab_size=50, max_seq_len=16)

@@ -27,7 +27,7 @@ def small(**overrides: Any) -> zoo.DecoderLM:
 
 
 def direct(model: zoo.DecoderLM, tokens: Tensor) -> dict[str, Any]:
-    """The probe's numbers without zoo.hooks: torch module hooks, autograd, and attention
+    """The probe's numbers without zoo.nn.hooks: torch module hooks, autograd, and attention
     recomputed by hand from each layer's weights."""
     streams: list[Tensor] = []
     inputs: list[Tensor] = []

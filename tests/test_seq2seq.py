@@ -10,7 +10,7 @@ import torch
 
 import zoo
 from helpers import TINY
-from zoo.seq2seq import DecoderBlock, EncoderDecoder
+from zoo.nn.seq2seq import DecoderBlock, EncoderDecoder
 
 V = TINY["vocab_size"]
 # Components that join a decoder-only layer's attention and MLP, refused (ConfigError) in an encoder-decoder.

@@ -16,8 +16,8 @@ import zoo
 from zoo.ablate.plan import Job
 from zoo.ablate.records import Context
 from zoo.ablate.runner import execute
-from zoo.config import resolve_config
-from zoo.registry import default_registry
+from zoo.nn.config import resolve_config
+from zoo.nn.registry import default_registry
 from zoo.training import TrainSettings, WindowSampler, World, fit, tokens_data, train
 from zoo.training.sampling import TokenSplit
 from zoo.training.state import read_state, state_path
@@ -157,10 +157,10 @@ def test_the_sweep_counts_only_divergence_as_divergence(tmp_path: Path) -> None:
 
 
 def test_the_old_names_warn_and_still_work() -> None:
-    import zoo.factory
+    import zoo.nn.factory
 
     with pytest.warns(DeprecationWarning, match="DTYPE_NAMES"):
-        assert zoo.factory.DTYPES is zoo.factory.DTYPE_NAMES  # type: ignore[attr-defined]
+        assert zoo.nn.factory.DTYPES is zoo.nn.factory.DTYPE_NAMES  # type: ignore[attr-defined]
 
 
 def test_the_never_released_training_names_are_gone() -> None:

@@ -1,4 +1,4 @@
-"""zoo.stats against known values: Student t quantiles from the printed table, the
+"""zoo.ablate.stats against known values: Student t quantiles from the printed table, the
 t distribution where it has a closed form, and intervals worked out by hand."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 
 import zoo
-from zoo.stats import mean_interval, paired_difference, t_cdf, t_quantile
+from zoo.ablate.stats import mean_interval, paired_difference, t_cdf, t_quantile
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""zoo.stats' family-wise corrections, power and paired tests against SciPy and statsmodels,
+"""zoo.ablate.stats' family-wise corrections, power and paired tests against SciPy and statsmodels,
 and a simulation of many studies in which nothing matters: Holm keeps the chance of any
 false mark at 5%, testing each swap alone does not."""
 
@@ -13,7 +13,7 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
 import zoo
-from zoo.stats import (
+from zoo.ablate.stats import (
     CORRECTIONS,
     adjust_optional,
     adjust_p,

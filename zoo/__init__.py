@@ -22,19 +22,20 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category
 import torch
 
 from zoo import decoding as _decoding  # noqa: F401  registers the decode loop behind DecoderLM.generate
-from zoo.config import ModelConfig, get_config
-from zoo.contracts import AttentionContext, CrossAttention, Placement, PositionEncoding, residual_output
 from zoo.errors import *  # noqa: F403  ZooError and its subclasses, listed in zoo.errors.__all__
 from zoo.errors import ConfigError
 from zoo.errors import __all__ as _ERRORS
 from zoo.errors import check_flag as _check_flag
-from zoo.factory import build as _build
-from zoo.hookspecs import RegisterComponent, RegisterConverter, RegisterPreset, hookimpl
-from zoo.inputs import check_inputs
-from zoo.model import DecoderLM
-from zoo.plugins.attention import Attention, EagerAttention, SdpaAttention
-from zoo.registry import KINDS, Component, Registry, default_registry
-from zoo.seq2seq import EncoderDecoder
+from zoo.nn.attention import Attention, AttentionContext, EagerAttention, SdpaAttention
+from zoo.nn.config import ModelConfig, get_config
+from zoo.nn.contracts import CrossAttention, Placement, PositionEncoding
+from zoo.nn.factory import build as _build
+from zoo.nn.hookspecs import RegisterComponent, RegisterConverter, RegisterPreset, hookimpl
+from zoo.nn.inputs import check_inputs
+from zoo.nn.marks import residual_output
+from zoo.nn.model import DecoderLM
+from zoo.nn.registry import KINDS, Component, Registry, default_registry
+from zoo.nn.seq2seq import EncoderDecoder
 
 
 def build(
@@ -84,18 +85,18 @@ if TYPE_CHECKING:  # the lazily loaded names below, as type checkers and IDEs se
     from zoo.checkpoint import load as load
     from zoo.checkpoint import save as save
     from zoo.checkpoint import versions as versions
-    from zoo.interop.converter import Converter as Converter
-    from zoo.interop.converter import Count as Count
-    from zoo.interop.converter import Epsilon as Epsilon
-    from zoo.interop.converter import Fraction as Fraction
-    from zoo.interop.converter import HFFields as HFFields
-    from zoo.interop.converter import Positive as Positive
-    from zoo.interop.converter import RopeTable as RopeTable
-    from zoo.interop.converter import Rule as Rule
     from zoo.interop.hf import from_hf as from_hf
     from zoo.interop.hf import from_pretrained as from_pretrained
     from zoo.interop.hf import to_hf as to_hf
     from zoo.interop.nanogpt import from_nanogpt as from_nanogpt
+    from zoo.nn.converter import Converter as Converter
+    from zoo.nn.converter import Count as Count
+    from zoo.nn.converter import Epsilon as Epsilon
+    from zoo.nn.converter import Fraction as Fraction
+    from zoo.nn.converter import HFFields as HFFields
+    from zoo.nn.converter import Positive as Positive
+    from zoo.nn.converter import RopeTable as RopeTable
+    from zoo.nn.converter import Rule as Rule
     from zoo.pipelines import generate_text as generate_text
     from zoo.summary import summarize as summarize
     from zoo.text.loading import tokenizer as tokenizer
@@ -113,14 +114,14 @@ _LAZY = {
     "to_hf": "zoo.interop.hf",
     "from_pretrained": "zoo.interop.hf",
     "from_nanogpt": "zoo.interop.nanogpt",
-    "Converter": "zoo.interop.converter",
-    "Rule": "zoo.interop.converter",
-    "HFFields": "zoo.interop.converter",  # a converter's config.json schema and its field types
-    "Count": "zoo.interop.converter",
-    "Epsilon": "zoo.interop.converter",
-    "Fraction": "zoo.interop.converter",
-    "Positive": "zoo.interop.converter",
-    "RopeTable": "zoo.interop.converter",
+    "Converter": "zoo.nn.converter",
+    "Rule": "zoo.nn.converter",
+    "HFFields": "zoo.nn.converter",  # a converter's config.json schema and its field types
+    "Count": "zoo.nn.converter",
+    "Epsilon": "zoo.nn.converter",
+    "Fraction": "zoo.nn.converter",
+    "Positive": "zoo.nn.converter",
+    "RopeTable": "zoo.nn.converter",
     "generate_text": "zoo.pipelines",
     "tokenizer": "zoo.text.loading",
     "summarize": "zoo.summary",

@@ -34,7 +34,7 @@ from zoo.decoding import Sampling, generate
 from zoo.errors import CheckpointError, ConfigError, InputError, InteropError, check_flag, printable
 from zoo.interop.hf import from_hf
 from zoo.interop.hub import check_revision, is_hub_id, local_or_snapshot
-from zoo.model import DecoderLM
+from zoo.nn.model import DecoderLM
 from zoo.text.loading import (
     NAMES,
     TOKENIZER_FOLDER,

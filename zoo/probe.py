@@ -39,12 +39,12 @@ from torch import Tensor, nn
 from zoo.bounds import check_bytes, check_elements
 from zoo.checkpoint import load, versions, write_atomically
 from zoo.checkpoint.store import check_output_file
-from zoo.config import ModelConfig, get_config, parse_sets
 from zoo.errors import ConfigError, InputError, ZooError, printable
-from zoo.factory import build
 from zoo.figures import figure_format, log_scale, plain_text
-from zoo.hooks import cache_bytes, run_with_cache, stacks
-from zoo.inputs import INDEX_DTYPES, check_inputs, check_tensor, not_finite_loss
+from zoo.nn.config import ModelConfig, get_config, parse_sets
+from zoo.nn.factory import build
+from zoo.nn.hooks import cache_bytes, run_with_cache, stacks
+from zoo.nn.inputs import INDEX_DTYPES, check_inputs, check_tensor, not_finite_loss
 
 __all__ = ["Design", "ProbeResult", "corpus_batch", "plot", "probe", "probe_designs", "write_json"]
 
@@ -299,7 +299,7 @@ def designs(
 
 
 def _preset_names() -> list[str]:
-    from zoo.registry import default_registry
+    from zoo.nn.registry import default_registry
 
     return default_registry().preset_names("*")
 

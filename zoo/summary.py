@@ -34,10 +34,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
-from zoo.config import ModelConfig, resolve_config
 from zoo.errors import ConfigError
-from zoo.factory import model_for
-from zoo.registry import Component, Registry, default_registry
+from zoo.nn.config import ModelConfig, resolve_config
+from zoo.nn.factory import model_for
+from zoo.nn.registry import Component, Registry, default_registry
 
 GROUPS: tuple[str, ...] = ("embeddings", "attention", "mlp", "norms", "head", "other")
 

@@ -14,7 +14,7 @@ two configs (``diff_configs``), then trains at one small scale shared by every r
 
 Per variant it reports the mean final validation loss with a 95% Student t interval,
 and the difference to the base paired over matching seeds, with its interval and
-p-value (``zoo.stats``); a swap is significant when that interval excludes 0 (and
+p-value (``zoo.ablate.stats``); a swap is significant when that interval excludes 0 (and
 the difference is not float rounding, ``MIN_EFFECT``). Sizes
 (d_model, layers, heads, d_ff, context) are set by the shared scale and the vocabulary
 by the data, so they are reported as differences but never swapped.

@@ -18,12 +18,12 @@ from zoo.ablate.records import Context, content_digest, read_record, seed_run
 from zoo.ablate.report import write_report
 from zoo.ablate.results import LEVEL, TRAIN_FLOPS_FACTOR, AblationResult, AblationRun, TuneRun
 from zoo.ablate.runner import ProgressCallback, Runner, join_world
+from zoo.ablate.stats import DEFAULT_CORRECTION, adjust_optional, mean_interval, paired_difference
+from zoo.ablate.stats import require as require_statistics
 from zoo.checkpoint.owned import LOCK, MARKER, claim, refuse_inputs_inside
 from zoo.errors import ConfigError, InputError, ZooError
 from zoo.files import read_json
-from zoo.registry import Registry, default_registry
-from zoo.stats import DEFAULT_CORRECTION, adjust_optional, mean_interval, paired_difference
-from zoo.stats import require as require_statistics
+from zoo.nn.registry import Registry, default_registry
 from zoo.summary import summarize
 from zoo.training import validation_batches
 from zoo.training.distributed import World, barrier, broadcast_text
@@ -96,7 +96,7 @@ def run_ablation(
     CONTROL_SEED_OFFSET + i``, paired with the base's seed ``seed + i``, so its
     difference is seed noise alone (an A/A test). ``correction``: ``"holm"`` (default),
     ``"bonferroni"``, ``"bh"`` or ``"none"``, over the tests of every row but the base
-    (``zoo.stats.adjust_p``); a row's ``*`` follows its adjusted p. ``warmup``: the
+    (``zoo.ablate.stats.adjust_p``); a row's ``*`` follows its adjusted p. ``warmup``: the
     learning-rate warm-up steps (default: a tenth of the steps).
 
     ``workers``: runs trained at once, each in a process of its own (results identical

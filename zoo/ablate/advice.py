@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from zoo.ablate.results import ALPHA, MIN_EFFECT, AblationResult, AblationRun, md_code
-from zoo.stats import POWER, Interval, seeds_needed
+from zoo.ablate.stats import POWER, Interval, seeds_needed
 
 #: The corrections by name, as a sentence says them.
 CORRECTION_NAMES = {

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from zoo.config import ModelConfig
 from zoo.errors import ZooError
-from zoo.registry import KINDS, Registry, default_registry
+from zoo.nn.config import ModelConfig
+from zoo.nn.registry import KINDS, Registry, default_registry
 
 # The order of rows in a comparison: architecture, components, switches, then sizes.
 AXES: tuple[str, ...] = (

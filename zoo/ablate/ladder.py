@@ -12,8 +12,8 @@ from typing import Any
 
 from zoo.ablate.advice import trend
 from zoo.ablate.results import LEVEL, AblationResult, AblationRun
+from zoo.ablate.stats import Interval, adjust_optional, paired_difference
 from zoo.errors import ConfigError, InputError
-from zoo.stats import Interval, adjust_optional, paired_difference
 
 
 @dataclass(frozen=True)

@@ -28,11 +28,11 @@ from zoo.ablate.options import (
     SET_FIELDS,
     TUNE_SEED_OFFSET,
 )
+from zoo.ablate.stats import CORRECTIONS, DEFAULT_CORRECTION
 from zoo.bounds import check_elements, check_threads, count
-from zoo.config import ModelConfig, resolve_config
 from zoo.errors import ConfigError, InputError, ZooError, command, printable
-from zoo.registry import Registry, default_registry
-from zoo.stats import CORRECTIONS, DEFAULT_CORRECTION
+from zoo.nn.config import ModelConfig, resolve_config
+from zoo.nn.registry import Registry, default_registry
 from zoo.training import TrainSettings, bundled_corpus, load_corpus, open_data, read_text
 
 #: Bytes the plan holds per run at the least: its Job and its TrainSettings, each a

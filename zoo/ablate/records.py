@@ -30,7 +30,7 @@ from zoo.checkpoint.store import write_atomically
 from zoo.errors import CheckpointError, InputError, os_error
 from zoo.figures import figure_format
 from zoo.files import confined, read_json
-from zoo.registry import Registry
+from zoo.nn.registry import Registry
 from zoo.training import CurvePoint, TokenData, lm_loss, open_data, tokens_data, validation_batches
 
 RECORD_LIMIT = 16 << 20  # bytes; a record holds one run's curve

@@ -14,9 +14,9 @@ from zoo.ablate.baselines import Baselines
 from zoo.ablate.compare import SIZE_AXES
 from zoo.ablate.diagnostics import Diagnostics
 from zoo.ablate.options import ORDERS
-from zoo.config import ModelConfig
+from zoo.ablate.stats import DEFAULT_CORRECTION, POWER, Interval, detectable_difference, mean_interval
 from zoo.errors import InputError, printable
-from zoo.stats import DEFAULT_CORRECTION, POWER, Interval, detectable_difference, mean_interval
+from zoo.nn.config import ModelConfig
 from zoo.training import CurvePoint, TrainSettings
 
 #: Confidence level of every interval; a test is significant when its (adjusted) p is below 1 - LEVEL.

@@ -30,8 +30,8 @@ from zoo.ablate.records import (
 )
 from zoo.checkpoint import save
 from zoo.errors import ConfigError, DivergenceError, ZooError, printable
-from zoo.factory import build
-from zoo.registry import Registry, default_registry
+from zoo.nn.factory import build
+from zoo.nn.registry import Registry, default_registry
 from zoo.training import fit  # the zoo's one training loop: every run goes through here
 from zoo.training.distributed import World, barrier, init_world, launcher_int
 

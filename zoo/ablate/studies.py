@@ -32,9 +32,9 @@ from zoo.ablate.results import TRAIN_FLOPS_FACTOR, AblationResult
 from zoo.ablate.runner import ProgressCallback
 from zoo.ablate.study_report import write_study_report
 from zoo.bounds import check_steps
-from zoo.config import resolve_config
 from zoo.errors import ConfigError
-from zoo.registry import Registry, default_registry
+from zoo.nn.config import resolve_config
+from zoo.nn.registry import Registry, default_registry
 from zoo.summary import summarize
 
 __all__ = ["non_embedding_parameters", "run_study"]

@@ -14,8 +14,8 @@ from zoo.ablate.ladder import Cell, StudyResult, row_named
 from zoo.ablate.records import write_figure, write_text
 from zoo.ablate.report import figure_class
 from zoo.ablate.results import ALPHA, LEVEL, MIN_EFFECT, md_block, md_code
+from zoo.ablate.stats import Interval, detectable_difference
 from zoo.figures import log_scale, plain_text
-from zoo.stats import Interval, detectable_difference
 
 
 def write_study_report(study: StudyResult) -> None:

@@ -14,11 +14,11 @@ from torch import Tensor, nn
 
 from zoo.checkpoint.format import Checkpoint
 from zoo.checkpoint.hashing import dtype_name
-from zoo.config import ModelConfig
 from zoo.errors import CheckpointError, RegistryError, printable, quoted
-from zoo.factory import model_for
 from zoo.memory import fmt_bytes, model_bytes, require, tensor_bytes
-from zoo.registry import Registry
+from zoo.nn.config import ModelConfig
+from zoo.nn.factory import model_for
+from zoo.nn.registry import Registry
 
 #: The floating-point dtypes a zoo model runs in.
 RUNNABLE_FLOATS = frozenset({torch.float64, torch.float32, torch.float16, torch.bfloat16})

@@ -32,7 +32,6 @@ from torch import Tensor
 from zoo._version import __version__
 from zoo.checkpoint.hashing import DIGEST_SCHEME, digest
 from zoo.checkpoint.store import open_file
-from zoo.config import ModelConfig, validate_config
 from zoo.errors import (
     DISTRIBUTION,
     CheckpointError,
@@ -43,7 +42,8 @@ from zoo.errors import (
     is_version,
     quoted,
 )
-from zoo.registry import KINDS, Registry
+from zoo.nn.config import ModelConfig, validate_config
+from zoo.nn.registry import KINDS, Registry
 
 #: The metadata layout this zoo writes, and the newest it reads.
 FORMAT = 1

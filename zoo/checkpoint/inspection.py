@@ -16,10 +16,10 @@ from zoo.checkpoint.checks import check_dtypes, check_fit
 from zoo.checkpoint.format import CheckpointInfo, TensorInfo, VersionInfo, format_of, json_field, parse_time, read
 from zoo.checkpoint.hashing import dtype_name
 from zoo.checkpoint.store import VERSION_NAME, open_file, path_arg, resolve, version_files
-from zoo.config import ModelConfig
 from zoo.errors import CheckpointError
-from zoo.factory import model_for
-from zoo.registry import Registry, default_registry
+from zoo.nn.config import ModelConfig
+from zoo.nn.factory import model_for
+from zoo.nn.registry import Registry, default_registry
 
 
 def inspect(

@@ -28,15 +28,15 @@ from zoo.checkpoint.checks import (
 from zoo.checkpoint.format import build_header, read
 from zoo.checkpoint.owned import check_versions_folder
 from zoo.checkpoint.store import SUFFIX, path_arg, publish_file, publish_version, resolve
-from zoo.config import ModelConfig
 from zoo.errors import CheckpointError, check_flag
-from zoo.factory import device_arg, dtype_arg, initialize, materialize, model_for
 from zoo.memory import allocating, model_bytes
-from zoo.registry import Registry, default_registry
+from zoo.nn.config import ModelConfig
+from zoo.nn.factory import device_arg, dtype_arg, initialize, materialize, model_for
+from zoo.nn.registry import Registry, default_registry
 
 if TYPE_CHECKING:
-    from zoo.model import DecoderLM
-    from zoo.seq2seq import EncoderDecoder
+    from zoo.nn.model import DecoderLM
+    from zoo.nn.seq2seq import EncoderDecoder
 
 
 def save(

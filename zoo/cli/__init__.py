@@ -34,7 +34,7 @@ from zoo.cli.configfile import RUN_CONFIG, read_config
 from zoo.cli.options import make_commands
 from zoo.cli.render import Ui
 from zoo.errors import ZooError
-from zoo.registry import default_registry
+from zoo.nn.registry import default_registry
 
 __all__ = ["build_parser", "main", "run"]
 

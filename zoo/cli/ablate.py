@@ -19,6 +19,7 @@ from zoo.ablate.options import (
     TUNE_FRACTION,
     parse_scales,
 )
+from zoo.ablate.stats import CORRECTIONS, DEFAULT_CORRECTION
 from zoo.cli.options import (
     Commands,
     RenamedFlag,
@@ -32,10 +33,9 @@ from zoo.cli.options import (
     refuse_overwriting_inputs,
 )
 from zoo.cli.render import Ui, clipped, fmt_flops, new_table
-from zoo.config import parse_sets
 from zoo.errors import InputError
-from zoo.registry import default_registry
-from zoo.stats import CORRECTIONS, DEFAULT_CORRECTION
+from zoo.nn.config import parse_sets
+from zoo.nn.registry import default_registry
 
 if TYPE_CHECKING:  # the ablation itself loads when the command runs, not to build the parser
     from zoo.ablate import AblationResult, ProgressCallback

@@ -26,8 +26,8 @@ from zoo.cli.options import (
     refuse_overwriting_inputs,
 )
 from zoo.cli.render import Ui, config_table, fmt_bytes, fmt_int, fmt_value, mapping_table, new_table
-from zoo.config import ModelConfig
 from zoo.errors import InputError, printable
+from zoo.nn.config import ModelConfig
 
 
 def add_parsers(commands: Commands) -> None:

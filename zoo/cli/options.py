@@ -30,11 +30,11 @@ from zoo.checkpoint import inspect
 from zoo.checkpoint.owned import check_versions_only, refuse_inputs_inside
 from zoo.checkpoint.store import SUFFIX, check_output_file
 from zoo.cli.render import Ui
-from zoo.config import ModelConfig, parse_sets, preset_description, resolve_config, validate_config
 from zoo.errors import InputError, InteropError, printable
 from zoo.files import read_json
 from zoo.interop.hf import config_from_hf
 from zoo.interop.hub import check_revision, is_hub_id, local_or_snapshot
+from zoo.nn.config import ModelConfig, parse_sets, preset_description, resolve_config, validate_config
 
 #: A command's handler: the parsed arguments and the output in, the exit status out.
 Handler = Callable[[argparse.Namespace, Ui], int]

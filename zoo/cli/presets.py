@@ -22,9 +22,9 @@ from zoo.cli.render import (
     new_table,
     summary_table,
 )
-from zoo.config import ModelConfig, preset_description, preset_pretrained
 from zoo.errors import ZooError
-from zoo.registry import KINDS, default_registry
+from zoo.nn.config import ModelConfig, preset_description, preset_pretrained
+from zoo.nn.registry import KINDS, default_registry
 from zoo.summary import count_parameters, meta_model, summarize
 
 

@@ -20,9 +20,9 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from zoo.config import ModelConfig
 from zoo.errors import printable
-from zoo.registry import KINDS, default_registry
+from zoo.nn.config import ModelConfig
+from zoo.nn.registry import KINDS, default_registry
 from zoo.summary import ModelSummary
 
 # -- formats -----------------------------------------------------------------------------

@@ -37,10 +37,10 @@ from zoo.cli.options import (
 )
 from zoo.cli.progress import TrainProgress
 from zoo.cli.render import Ui, fmt_int, new_table
-from zoo.config import parse_sets
 from zoo.errors import InputError, ZooError, printable
 from zoo.figures import FIGURE_FORMATS
 from zoo.interop.hub import is_hub_id, local_or_snapshot
+from zoo.nn.config import parse_sets
 from zoo.pipelines import recorded_tokenizer_source
 from zoo.text.loading import has_tokenizer
 from zoo.training import (

@@ -10,9 +10,9 @@ from __future__ import annotations
 from zoo.decoding.engine import Engine, Layouts, PreparedLinear, SkippedDropout, layouts
 from zoo.decoding.loop import Step, generate, stream
 from zoo.decoding.sampling import Sampling, repetition_penalty, top_k, top_p
-from zoo.generation import provide
+from zoo.nn.generation import provide
 
-provide(generate)  # DecoderLM.generate reaches the decode loop through zoo.generation
+provide(generate)  # DecoderLM.generate reaches the decode loop through zoo.nn.generation
 
 __all__ = [
     "Engine",

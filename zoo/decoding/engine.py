@@ -45,11 +45,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.errors import InputError
-from zoo.model import DecoderLM
+from zoo.nn.model import DecoderLM
 
 if TYPE_CHECKING:
-    from zoo.cache import KVCache
-    from zoo.config import ModelConfig
+    from zoo.nn.cache import KVCache
+    from zoo.nn.config import ModelConfig
 
 __all__ = ["Engine", "Layouts", "PreparedLinear", "SkippedDropout", "layouts"]
 

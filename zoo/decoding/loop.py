@@ -26,9 +26,9 @@ from torch import Tensor
 from zoo.decoding.engine import Engine, layouts
 from zoo.decoding.sampling import Sampling
 from zoo.errors import ConfigError, InputError
-from zoo.inputs import beyond_context, check_inputs, context_limit
 from zoo.memory import fmt_bytes, require
-from zoo.model import DecoderLM
+from zoo.nn.inputs import beyond_context, check_inputs, context_limit
+from zoo.nn.model import DecoderLM
 
 __all__ = ["Step", "stream", "generate"]
 

@@ -23,11 +23,11 @@ from torch import Tensor
 
 from zoo.checkpoint.owned import staged_folder
 from zoo.checkpoint.store import path_arg, write_atomically, write_safetensors
-from zoo.config import ModelConfig, validate_config
 from zoo.errors import ConfigError, InteropError, check_flag, quoted
-from zoo.factory import build, device_arg, dtype_arg, reset_buffers
 from zoo.files import confined, read_json
-from zoo.interop.converter import (
+from zoo.interop.hub import local_or_snapshot
+from zoo.nn.config import ModelConfig, validate_config
+from zoo.nn.converter import (
     KERNELS,
     Converter,
     check_storage,
@@ -35,9 +35,9 @@ from zoo.interop.converter import (
     state_to_hf,
     untie_if_stored,
 )
-from zoo.interop.hub import local_or_snapshot
-from zoo.model import DecoderLM
-from zoo.registry import RegisteredConverter, Registry, default_registry
+from zoo.nn.factory import build, device_arg, dtype_arg, reset_buffers
+from zoo.nn.model import DecoderLM
+from zoo.nn.registry import RegisteredConverter, Registry, default_registry
 
 __all__ = ["config_from_hf", "config_to_hf", "converter_for", "from_hf", "from_pretrained", "read_weights", "to_hf"]
 

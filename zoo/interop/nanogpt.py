@@ -19,10 +19,9 @@ import torch
 from torch import Tensor
 
 from zoo.checkpoint.store import path_arg
-from zoo.config import validate_config
 from zoo.errors import ConfigError, InteropError, check_flag
-from zoo.factory import build, device_arg, dtype_arg, reset_buffers
-from zoo.interop.converter import (
+from zoo.nn.config import validate_config
+from zoo.nn.converter import (
     KERNELS,
     Converter,
     Count,
@@ -33,10 +32,11 @@ from zoo.interop.converter import (
     state_from_hf,
     untie_if_stored,
 )
-from zoo.model import DecoderLM
+from zoo.nn.factory import build, device_arg, dtype_arg, reset_buffers
+from zoo.nn.model import DecoderLM
 
 if TYPE_CHECKING:
-    from zoo.config import ModelConfig
+    from zoo.nn.config import ModelConfig
 
 __all__ = ["NANOGPT_ARGS", "from_nanogpt"]
 

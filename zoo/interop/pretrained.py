@@ -16,15 +16,15 @@ from typing import Any
 
 import torch
 
-from zoo.config import ModelConfig, apply_overrides, preset_dict, preset_pretrained, validate_config
 from zoo.errors import ConfigError, InteropError, PresetError
-from zoo.factory import build, device_arg, dtype_arg, reset_buffers
 from zoo.files import read_json
-from zoo.interop.converter import KERNELS
 from zoo.interop.hf import converter_for, from_hf
 from zoo.interop.hub import check_revision, local_or_snapshot
-from zoo.model import DecoderLM
-from zoo.registry import Registry, default_registry
+from zoo.nn.config import ModelConfig, apply_overrides, preset_dict, preset_pretrained, validate_config
+from zoo.nn.converter import KERNELS
+from zoo.nn.factory import build, device_arg, dtype_arg, reset_buffers
+from zoo.nn.model import DecoderLM
+from zoo.nn.registry import Registry, default_registry
 
 __all__ = ["build_pretrained", "config_mismatches", "pretrained_presets"]
 

@@ -18,9 +18,9 @@ from torch import Tensor, nn
 
 from zoo.checkpoint import VersionInfo, load, save, unwrap, versions
 from zoo.checkpoint.owned import LOCK, MARKER, FolderLockedError, claim
-from zoo.config import ModelConfig
 from zoo.errors import CheckpointError, ConfigError, InputError, ZooError, quoted
-from zoo.factory import build
+from zoo.nn.config import ModelConfig
+from zoo.nn.factory import build
 from zoo.text.loading import TOKENIZER_FOLDER, keep_tokenizer_files
 from zoo.training.distributed import World, barrier, broadcast_text
 from zoo.training.sampling import TokenData

@@ -46,8 +46,8 @@ from torch import Tensor, nn
 
 from zoo.bounds import check_elements
 from zoo.checkpoint.owned import refuse_inputs_inside
-from zoo.config import ModelConfig
 from zoo.errors import ConfigError, DivergenceError, InputError, check_flag
+from zoo.nn.config import ModelConfig
 from zoo.training.checkpointing import output_folder, resume_state, save_version
 from zoo.training.data import resolve_data
 from zoo.training.distributed import (

@@ -17,9 +17,9 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from zoo.checkpoint import write_atomically
-from zoo.config import ModelConfig
 from zoo.errors import ConfigError, InputError, os_error, printable, quoted
 from zoo.files import loads, open_append, open_read
+from zoo.nn.config import ModelConfig
 from zoo.summary import summarize
 from zoo.training.distributed import World
 from zoo.training.settings import TrainSettings

@@ -11,12 +11,12 @@ import torch
 from torch import nn
 
 from zoo.checkpoint import inspect, load, versions
-from zoo.config import resolve_config
 from zoo.errors import CheckpointError, ConfigError
-from zoo.factory import build
 from zoo.interop.hf import from_hf
 from zoo.interop.hub import is_hub_id, local_or_snapshot
-from zoo.registry import default_registry
+from zoo.nn.config import resolve_config
+from zoo.nn.factory import build
+from zoo.nn.registry import default_registry
 from zoo.text.loading import has_tokenizer
 from zoo.training.settings import TrainSettings
 

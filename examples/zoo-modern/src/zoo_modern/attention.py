@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from zoo import Attention, EagerAttention, SdpaAttention
+from zoo.plugin import Attention, EagerAttention, SdpaAttention
 
 
 class GqaOptions(BaseModel):
@@ -31,7 +31,7 @@ def gqa(
     d_model: int,
     n_heads: int,
     n_kv_heads: int = 1,
-    kernel: str = "sdpa",
+    kernel: Literal["sdpa", "eager"] = "sdpa",
     bias: bool = True,
     dropout: float = 0.0,
     attn_dropout: float | None = None,

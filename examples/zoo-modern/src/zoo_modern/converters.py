@@ -16,7 +16,18 @@ from typing import Any
 
 from torch import Tensor
 
-from zoo import Converter, Count, Epsilon, Fraction, HFFields, InteropError, ModelConfig, Positive, RopeTable, Rule
+from zoo.plugin import (
+    Converter,
+    Count,
+    Epsilon,
+    Fraction,
+    HFFields,
+    InteropError,
+    ModelConfig,
+    Positive,
+    RopeTable,
+    Rule,
+)
 from zoo_modern.mlp import swiglu_hidden
 from zoo_modern.positions import rotary_dims
 

@@ -7,7 +7,7 @@ import math
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
-from zoo import residual_output
+from zoo.plugin import residual_output
 
 
 class SwiGluOptions(BaseModel):

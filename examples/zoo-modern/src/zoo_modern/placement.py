@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
-from zoo import AttentionContext, Placement
+from zoo.plugin import AttentionContext, Placement
 
 
 class SandwichNorm(Placement):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-import zoo
+import zoo.plugin
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
 from zoo_modern.converters import CONVERTERS
 from zoo_modern.mlp import SwiGluOptions, swiglu
@@ -17,8 +17,8 @@ from zoo_modern.placement import Parallel, SandwichNorm
 from zoo_modern.positions import ALiBi, Rotary, check_rotary
 
 
-@zoo.hookimpl
-def zoo_register_components(register: zoo.RegisterComponent) -> None:
+@zoo.plugin.hookimpl
+def zoo_register_components(register: zoo.plugin.RegisterComponent) -> None:
     register("position", "rotary", Rotary, check=check_rotary)
     register("position", "alibi", ALiBi)
     register("mlp", "swiglu", swiglu, SwiGluOptions)
@@ -27,14 +27,14 @@ def zoo_register_components(register: zoo.RegisterComponent) -> None:
     register("placement", "parallel", Parallel)  # decoder-only: its block takes no cross-attention
 
 
-@zoo.hookimpl
-def zoo_register_presets(register: zoo.RegisterPreset) -> None:
+@zoo.plugin.hookimpl
+def zoo_register_presets(register: zoo.plugin.RegisterPreset) -> None:
     presets = resources.files("zoo_modern") / "presets"
     for name in ("gpt2-small-modern", "llama-style-small", "pythia-160m", "pythia-410m"):
         register(name, presets / f"{name}.toml")
 
 
-@zoo.hookimpl
-def zoo_register_converters(register: zoo.RegisterConverter) -> None:
+@zoo.plugin.hookimpl
+def zoo_register_converters(register: zoo.plugin.RegisterConverter) -> None:
     for converter in CONVERTERS:
         register(converter)

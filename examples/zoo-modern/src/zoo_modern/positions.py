@@ -17,7 +17,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
 
-from zoo import PositionEncoding
+from zoo.plugin import PositionEncoding
 
 
 class RotaryOptions(BaseModel):

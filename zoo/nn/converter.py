@@ -28,7 +28,7 @@ from torch import Tensor
 from zoo.errors import InteropError, printable
 
 if TYPE_CHECKING:
-    from zoo.config import ModelConfig
+    from zoo.nn.config import ModelConfig
 
 __all__ = ["Count", "Epsilon", "Fraction", "HFFields", "Converter", "Positive", "RopeTable", "Rule", "refuse"]
 

@@ -33,7 +33,6 @@ import pluggy
 from pydantic import BaseModel, ConfigDict
 
 from zoo._version import __version__
-from zoo.contracts import COMPONENT_KINDS, legacy_arguments, options_from_signature
 from zoo.errors import (
     DuplicateComponentError,
     PluginError,
@@ -42,9 +41,10 @@ from zoo.errors import (
     UnknownComponentError,
     did_you_mean,
 )
-from zoo.hookspecs import PROJECT, ZooSpec
+from zoo.nn.contracts import COMPONENT_KINDS, legacy_arguments, options_from_signature
+from zoo.nn.hookspecs import PROJECT, ZooSpec
 
-#: The kinds of component, in their order (``zoo.contracts.COMPONENT_KINDS``).
+#: The kinds of component, in their order (``zoo.nn.contracts.COMPONENT_KINDS``).
 KINDS: tuple[str, ...] = tuple(kind.name for kind in COMPONENT_KINDS)
 
 BUILTIN_PLUGINS: tuple[str, ...] = (
@@ -117,7 +117,7 @@ class Preset:
 
 @dataclass(frozen=True)
 class RegisteredConverter:
-    """A registered Hugging Face converter (``zoo.interop.converter.Converter``) and who provided it."""
+    """A registered Hugging Face converter (``zoo.nn.converter.Converter``) and who provided it."""
 
     architecture: str
     model_type: str
@@ -331,7 +331,7 @@ class Registry:
                 raise ValueError(
                     f"the factory of {kind} {name!r} takes (builder, options), the contract before "
                     f"zoo 0.2; take explicit arguments instead (d_model, n_heads, norm, ... and the "
-                    f"options by name), see zoo.contracts"
+                    f"options by name), see zoo.nn.contracts"
                 )
             options_model = options_model or options_from_signature(factory)
             if options_model is not None and "name" in options_model.model_fields:
@@ -369,7 +369,7 @@ class Registry:
             if not (isinstance(architecture, str) and architecture and isinstance(model_type, str) and model_type):
                 raise ValueError(
                     f"a converter needs non-empty string attributes 'architecture' and 'model_type', got "
-                    f"{architecture!r} and {model_type!r}; subclass zoo.interop.converter.Converter"
+                    f"{architecture!r} and {model_type!r}; subclass zoo.nn.converter.Converter"
                 )
             for method in ("config_from_hf", "rules"):
                 if not callable(getattr(converter, method, None)):

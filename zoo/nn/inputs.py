@@ -12,10 +12,10 @@ from typing import Protocol
 import torch
 from torch import Tensor, nn
 
-from zoo.cache import KVCache
-from zoo.config import ModelConfig
-from zoo.contracts import PositionEncoding
 from zoo.errors import ConfigError, InputError, printable
+from zoo.nn.cache import KVCache
+from zoo.nn.config import ModelConfig
+from zoo.nn.contracts import PositionEncoding
 
 INDEX_DTYPES = (torch.int64, torch.int32)  # what embedding lookups take
 

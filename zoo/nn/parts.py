@@ -2,7 +2,7 @@
 
 ``PartMaker(config, registry).make("attention")`` looks up the configured attention,
 validates its options, and calls its factory (usually the module class itself) with
-every argument filled by name, as ``zoo.contracts`` describes: the component's options,
+every argument filled by name, as ``zoo.nn.contracts`` describes: the component's options,
 the config's sizes (``CONFIG_ARGUMENTS``) and fresh modules of other kinds (``norm``,
 ``activation``, ``norm_in``, ...). The model classes use it; ``zoo.build`` is the factory
 of whole models.
@@ -17,10 +17,10 @@ from typing import Any
 
 from torch import nn
 
-from zoo.config import ModelConfig
-from zoo.contracts import CONFIG_ARGUMENTS, Placement, constructor_parameters, part_kind, signature_of
 from zoo.errors import ConfigError
-from zoo.registry import Component, Registry, default_registry
+from zoo.nn.config import ModelConfig
+from zoo.nn.contracts import CONFIG_ARGUMENTS, Placement, constructor_parameters, part_kind, signature_of
+from zoo.nn.registry import Component, Registry, default_registry
 
 
 def config_arguments(config: ModelConfig) -> dict[str, Any]:
@@ -52,7 +52,7 @@ def accepts_any_keyword(factory: Callable[..., Any]) -> bool:
 
 class PartMaker:
     """Makes the configured component of each kind for one config: the parts of one model.
-    (A registered component is a ``zoo.registry.Component``.)"""
+    (A registered component is a ``zoo.nn.registry.Component``.)"""
 
     def __init__(self, config: ModelConfig, registry: Registry | None = None) -> None:
         self.config = config
@@ -122,8 +122,3 @@ class PartMaker:
         """A new norm module of the configured kind (the model's final norms use it)."""
         module: nn.Module = self.make("norm")
         return module
-
-
-#: The part maker's former name, kept so existing imports work (``zoo.components`` is
-#: not part of the ``zoo`` facade); new code says ``PartMaker``.
-Components = PartMaker

@@ -6,7 +6,7 @@ final norm, and a head tied to the token embedding. Every part with a choice beh
 
 ``forward`` checks what it can see without reading data (types, shapes, dtypes,
 lengths), so it never waits on the device and compiles to one graph; the checks live in
-``zoo.inputs``, with ``check_inputs``, which also checks values and which the entry points
+``zoo.nn.inputs``, with ``check_inputs``, which also checks values and which the entry points
 call once per request. Out-of-range ids that reach the embedding on the CPU still raise
 an ``InputError``.
 """
@@ -22,13 +22,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from zoo.cache import KVCache
-from zoo.components import PartMaker
-from zoo.config import ModelConfig
-from zoo.contracts import AttentionContext, Placement, PositionEncoding, make_mask
 from zoo.errors import InputError, check_flag
-from zoo.hooks import HookFn, HookState, Names, hook_points, hooked, run_with_cache
-from zoo.inputs import (
+from zoo.nn.attention import AttentionContext, make_mask
+from zoo.nn.cache import KVCache
+from zoo.nn.config import ModelConfig
+from zoo.nn.contracts import Placement, PositionEncoding, wires_layer
+from zoo.nn.hooks import HookFn, HookState, Names, hook_points, hooked, run_with_cache
+from zoo.nn.inputs import (
     as_padding,
     check_cache,
     check_positions,
@@ -36,12 +36,13 @@ from zoo.inputs import (
     check_tokens,
     value_problems,
 )
-from zoo.registry import KINDS, Registry
+from zoo.nn.parts import PartMaker
+from zoo.nn.registry import KINDS, Registry
 
 
 class Block(nn.Module):
-    """One layer: attention and MLP, each joined to the residual stream by the placement,
-    combined as the placement's ``block`` says (one after the other, by default)."""
+    """One layer: attention, then the MLP, each joined to the residual stream by its
+    placement (pre-norm: ``x + attn(norm(x))``; post-norm: ``norm(x + attn(x))``)."""
 
     def __init__(self, parts: PartMaker) -> None:
         super().__init__()
@@ -50,9 +51,14 @@ class Block(nn.Module):
         self.attn = parts.make("attention")
         self.mlp_residual: Placement = mlp_residual  # owns the norm(s) around the MLP
         self.mlp = parts.make("mlp")
+        self.wired = wires_layer(type(attn_residual))  # the placement combines the sub-layers itself
 
     def forward(self, x: Tensor, ctx: AttentionContext) -> Tensor:
-        return type(self.attn_residual).block(x, self.attn_residual, self.attn, self.mlp_residual, self.mlp, ctx)
+        if self.wired:  # a parallel layout: attention and MLP side by side
+            return type(self.attn_residual).block(x, self.attn_residual, self.attn, self.mlp_residual, self.mlp, ctx)
+        x = self.attn_residual(x, self.attn, ctx)  # (B, S, d): attention sub-layer
+        x = self.mlp_residual(x, self.mlp)  # (B, S, d): MLP sub-layer
+        return x
 
 
 class TokenModel(nn.Module):
@@ -69,7 +75,7 @@ class TokenModel(nn.Module):
         self.position: PositionEncoding = parts.make("position")
         self.drop = nn.Dropout(config.dropout.embedding)
         self.embed_scale = math.sqrt(config.d_model) if config.embedding_scale == "sqrt_d_model" else 1.0
-        self.hook_state: HookState | None = None  # only while hooks are set (zoo.hooks)
+        self.hook_state: HookState | None = None  # only while hooks are set (zoo.nn.hooks)
 
     def wants_final_norm(self, placement: nn.Module) -> bool:
         """A norm after the last layer: as configured, else as the placement says."""
@@ -115,15 +121,15 @@ class TokenModel(nn.Module):
         return logits
 
     def check_tokens(self, idx: Tensor, length: int, name: str = "idx") -> None:
-        """Token ids of shape (batch, seq) whose ``length`` positions fit (``zoo.inputs``)."""
+        """Token ids of shape (batch, seq) whose ``length`` positions fit (``zoo.nn.inputs``)."""
         check_tokens(self, idx, length, name)
 
     def check_cache(self, cache: object, layers: int, batch: int) -> KVCache | None:
-        """``cache`` if it is a ``KVCache`` of ``layers`` layers and this batch (``zoo.inputs``)."""
+        """``cache`` if it is a ``KVCache`` of ``layers`` layers and this batch (``zoo.nn.inputs``)."""
         return check_cache(cache, layers, batch)
 
     def hook_points(self) -> list[str]:
-        """The names of this model's hook points, in forward order (``zoo.hooks``)."""
+        """The names of this model's hook points, in forward order (``zoo.nn.hooks``)."""
         return hook_points(self)
 
     def hooks(self, fns: Mapping[str, HookFn | Sequence[HookFn]]) -> AbstractContextManager[None]:
@@ -226,9 +232,9 @@ class DecoderLM(TokenModel):
         """KV-cached decoding; see ``zoo.decoding.generate`` for the options.
 
         A convenience: the decode loop sits a layer above the model and registers itself
-        in ``zoo.generation`` (``import zoo`` does it); its weight layouts are kept between
+        in ``zoo.nn.generation`` (``import zoo`` does it); its weight layouts are kept between
         calls in ``zoo.decoding.layouts``.
         """
-        from zoo.generation import provided
+        from zoo.nn.generation import provided
 
         return provided(self)(self, input_ids, max_new_tokens, **kwargs)

@@ -37,7 +37,7 @@ class RegisterComponent(Protocol):
     - ``factory``: usually the module class itself (for ``init``, a function returning
       ``init(model)``). The model calls it with keyword arguments filled by name: its
       options; config values (``d_model``, ``n_heads``, ``head_dim``, ``d_ff``, ``bias``,
-      ``norm_eps``, ``dropout``, ``attn_dropout``, ... see ``zoo.contracts.CONFIG_ARGUMENTS``);
+      ``norm_eps``, ``dropout``, ``attn_dropout``, ... see ``zoo.nn.contracts.CONFIG_ARGUMENTS``);
       and a fresh module of another kind for an argument named after it (``norm``,
       ``activation``, ``norm_in``). An argument it cannot fill needs a default.
     - ``options_model``: a pydantic model for this component's own options (they sit
@@ -75,7 +75,7 @@ class RegisterPreset(Protocol):
 class RegisterConverter(Protocol):
     """``register(converter)``: one Hugging Face architecture, read and maybe written.
 
-    ``converter`` is a ``zoo.interop.converter.Converter`` (subclass it): its
+    ``converter`` is a ``zoo.nn.converter.Converter`` (subclass it): its
     ``architecture`` (``config.json``'s ``architectures[0]``, e.g. ``"LlamaForCausalLM"``)
     and ``model_type`` pick it, ``config_from_hf`` maps ``config.json`` to zoo config
     fields (raising ``InteropError`` for any setting it does not model), ``rules`` map

@@ -17,21 +17,22 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from zoo.cache import KVCache
-from zoo.components import PartMaker
-from zoo.config import ModelConfig
-from zoo.contracts import AttentionContext, CrossAttention, Placement, make_mask, require_cross
 from zoo.errors import ConfigError, InputError
-from zoo.inputs import as_padding, check_tensor
-from zoo.model import Block, TokenModel
-from zoo.registry import Registry
+from zoo.nn.attention import AttentionContext, make_mask
+from zoo.nn.cache import KVCache
+from zoo.nn.config import ModelConfig
+from zoo.nn.contracts import CrossAttention, Placement, require_cross, wires_layer
+from zoo.nn.inputs import as_padding, check_tensor
+from zoo.nn.model import Block, TokenModel
+from zoo.nn.parts import PartMaker
+from zoo.nn.registry import Registry
 
 
 class DecoderBlock(nn.Module):
     """One decoder layer: causal self-attention, cross-attention to the encoder, MLP.
 
-    Self-attention's and the MLP's placements are a pair, as in ``Block``, and the
-    placement's ``block`` combines the three sub-layers (by default one after the other).
+    Self-attention's and the MLP's placements are a pair, as in ``Block``; the three
+    sub-layers run one after the other (a placement that overrides ``block`` combines them).
     """
 
     def __init__(self, parts: PartMaker) -> None:
@@ -43,12 +44,18 @@ class DecoderBlock(nn.Module):
         self.cross_attn = parts.make("attention")  # queries from the target, keys/values from memory
         self.mlp_residual: Placement = mlp_residual
         self.mlp = parts.make("mlp")
+        self.wired = wires_layer(type(attn_residual))
 
     def forward(self, x: Tensor, self_ctx: AttentionContext, cross_ctx: AttentionContext) -> Tensor:
-        cross = CrossAttention(self.cross_residual, self.cross_attn, cross_ctx)
-        return type(self.attn_residual).block(
-            x, self.attn_residual, self.attn, self.mlp_residual, self.mlp, self_ctx, cross=cross
-        )
+        if self.wired:
+            cross = CrossAttention(self.cross_residual, self.cross_attn, cross_ctx)
+            return type(self.attn_residual).block(
+                x, self.attn_residual, self.attn, self.mlp_residual, self.mlp, self_ctx, cross=cross
+            )
+        x = self.attn_residual(x, self.attn, self_ctx)  # causal self-attention
+        x = self.cross_residual(x, self.cross_attn, cross_ctx)  # attention to the encoder's output
+        x = self.mlp_residual(x, self.mlp)
+        return x
 
 
 class EncoderDecoder(TokenModel):

@@ -1,6 +1,6 @@
 """The link from ``DecoderLM.generate`` up to the decode loop.
 
-The model sits below decoding (``zoo.decoding`` imports ``zoo.model``), so the model
+The model sits below decoding (``zoo.decoding`` imports ``zoo.nn.model``), so the model
 cannot import the loop; instead ``zoo.decoding`` registers its ``generate`` here when it
 is imported, and ``DecoderLM.generate`` calls what is registered. ``import zoo`` imports
 ``zoo.decoding``, so the method works whichever way the model was made.

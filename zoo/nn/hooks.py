@@ -55,8 +55,9 @@ from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
 from zoo.bounds import check_bytes
-from zoo.contracts import AttentionContext, is_residual_output
 from zoo.errors import HookError, check_flag, did_you_mean, quoted
+from zoo.nn.attention import AttentionContext
+from zoo.nn.marks import is_residual_output
 
 __all__ = [
     "HookFn",

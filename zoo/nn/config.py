@@ -36,9 +36,9 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
-from zoo.contracts import COMPONENT_KINDS, Placement, require_cross
 from zoo.errors import ConfigError, PresetError, did_you_mean, printable, quoted
-from zoo.registry import KINDS, Registry, default_registry
+from zoo.nn.contracts import COMPONENT_KINDS, Placement, require_cross
+from zoo.nn.registry import KINDS, Registry, default_registry
 
 # Upper bounds that refuse an absurd config before anything is allocated.
 MAX_VOCAB = 1 << 21
@@ -116,12 +116,12 @@ def config_json_schema(registry: Registry | None = None) -> dict[str, Any]:
 
 
 #: The spec class of each kind (``AttentionSpec``, ``NormSpec``, ...), made from the
-#: declaration of the kinds, ``zoo.contracts.COMPONENT_KINDS``.
+#: declaration of the kinds, ``zoo.nn.contracts.COMPONENT_KINDS``.
 SPECS: dict[str, type[ComponentSpec]] = {
     kind.name: type(f"{kind.name.capitalize()}Spec", (ComponentSpec,), {"kind": kind.name, "__module__": __name__})
     for kind in COMPONENT_KINDS
 }
-globals().update({spec.__name__: spec for spec in SPECS.values()})  # zoo.config.AttentionSpec: picklable by name
+globals().update({spec.__name__: spec for spec in SPECS.values()})  # zoo.nn.config.AttentionSpec: picklable by name
 
 
 class Dropout(BaseModel):

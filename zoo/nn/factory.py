@@ -16,13 +16,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from zoo.components import PartMaker
-from zoo.config import MAX_PARAMETERS, ModelConfig, resolve_config
 from zoo.errors import ConfigError, ZooError
 from zoo.memory import allocating, model_bytes, require
-from zoo.model import DecoderLM
-from zoo.registry import Registry
-from zoo.seq2seq import EncoderDecoder
+from zoo.nn.config import MAX_PARAMETERS, ModelConfig, resolve_config
+from zoo.nn.model import DecoderLM
+from zoo.nn.parts import PartMaker
+from zoo.nn.registry import Registry
+from zoo.nn.seq2seq import EncoderDecoder
 
 #: The names a dtype may be given by (``dtype_arg``), each with its torch dtype.
 DTYPE_NAMES = {
@@ -37,9 +37,9 @@ def __getattr__(name: str) -> Any:
     """Deprecated names: ``DTYPES`` is now ``DTYPE_NAMES`` (``zoo.training.PRECISIONS`` is
     the training precisions)."""
     if name == "DTYPES":
-        warnings.warn("zoo.factory.DTYPES is now zoo.factory.DTYPE_NAMES", DeprecationWarning, stacklevel=2)
+        warnings.warn("zoo.nn.factory.DTYPES is now zoo.nn.factory.DTYPE_NAMES", DeprecationWarning, stacklevel=2)
         return DTYPE_NAMES
-    raise AttributeError(f"module 'zoo.factory' has no attribute {name!r}")
+    raise AttributeError(f"module 'zoo.nn.factory' has no attribute {name!r}")
 
 
 def dtype_arg(dtype: torch.dtype | str | None, error: type[ZooError] = ConfigError) -> torch.dtype | None:

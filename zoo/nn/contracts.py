@@ -33,7 +33,7 @@ The kinds:
   activation module) and its ``residual_output`` projection's input (post).
 - init: a callable ``init(model)`` that draws fresh weights in place.
 
-Hook points (``zoo.hooks``) come from these promises, so a component writes no hook
+Hook points (``zoo.nn.hooks``) come from these promises, so a component writes no hook
 code: the model names the places, torch module hooks reach them only while a hook is
 set, and ``ctx.attend`` carries the attention's points.
 
@@ -46,21 +46,17 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
+from typing import Any, ClassVar, NamedTuple
 
-import torch
-import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, create_model
 from torch import Tensor, nn
 
-if TYPE_CHECKING:
-    from zoo.cache import LayerCache
+from zoo.nn.attention import AttentionContext
 
-#: Constructor arguments the model fills from the config, by name (see ``zoo.components``).
+#: Constructor arguments the model fills from the config, by name (see ``zoo.nn.parts``).
 CONFIG_ARGUMENTS: tuple[str, ...] = (
     "config",  # the whole ModelConfig, for what the names below do not cover
     "vocab_size",
@@ -105,10 +101,6 @@ COMPONENT_KINDS: tuple[ComponentKind, ...] = (
 
 #: Kinds whose modules a constructor may ask for by argument name (``norm``, ``norm_in``).
 PART_KINDS: tuple[str, ...] = tuple(kind.name for kind in COMPONENT_KINDS if kind.part)
-
-#: The additive mask value for forbidden scores: half of float16's lowest, so a mask
-#: built in any float dtype converts to any other, and a score added to it stays finite.
-MASKED = torch.finfo(torch.float16).min / 2
 
 
 def part_kind(argument: str) -> str | None:
@@ -209,9 +201,9 @@ class PositionEncoding(nn.Module):
 class Placement(nn.Module):
     """Joins a sub-layer to the residual stream: ``forward(x, sublayer, *args)``.
 
-    A layer asks for its two placements at once, with ``pair``, and runs them with
-    ``block``: by default two independent ones, one sub-layer after the other. A
-    placement that runs attention and MLP side by side overrides both.
+    A layer asks for its two placements at once, with ``pair``, and runs them one
+    sub-layer after the other (the model's ``Block.forward`` writes that out). A placement
+    that combines them otherwise (attention and MLP side by side) overrides ``block``.
     """
 
     #: Whether a model of blocks placed like this wants a norm after the last block.
@@ -263,6 +255,12 @@ class CrossAttention(NamedTuple):
     ctx: AttentionContext
 
 
+def wires_layer(placement: type[Placement]) -> bool:
+    """Whether ``placement`` combines a layer's sub-layers itself (overrides ``block``, as a
+    parallel layout does), instead of the model's one-after-the-other."""
+    return placement.block.__func__ is not Placement.block.__func__  # type: ignore[attr-defined]
+
+
 def takes_cross(placement: type[Placement]) -> bool:
     """Whether ``placement``'s ``block`` can place a decoder layer with cross-attention."""
     return "cross" in inspect.signature(placement.block).parameters
@@ -277,143 +275,3 @@ def require_cross(placement: type[Placement], name: str) -> None:
             f"cross-attention), so it cannot place an 'encoder_decoder' model's decoder layers; use "
             f"placement 'pre' or 'post'"
         )
-
-
-def residual_output(layer: nn.Linear) -> nn.Linear:
-    """Mark ``layer`` as a projection that writes into the residual stream.
-
-    Init schemes (GPT-2's) scale these down by sqrt(2 * n_layers).
-    """
-    layer.zoo_residual_output = True  # type: ignore[assignment]
-    return layer
-
-
-def is_residual_output(module: nn.Module) -> bool:
-    return bool(getattr(module, "zoo_residual_output", False))
-
-
-class LayerPoints(Protocol):
-    """One attention layer's hook points while hooks are set (``zoo.hooks`` makes it)."""
-
-    def point(self, name: str, x: Tensor) -> Tensor:
-        """``x`` as the hooks at ``name`` leave it (read, or replaced)."""
-        ...
-
-    def wants(self, *names: str) -> bool:
-        """Whether a hook is set at any of ``names`` (then scores are computed explicitly)."""
-        ...
-
-
-@dataclass(frozen=True)
-class AttentionContext:
-    """What one attention call needs beyond its input; inputs only, made once per forward.
-
-    ``mask`` and ``is_causal`` go straight to ``scaled_dot_product_attention``: ``mask``
-    is ``None`` or additive, (B|1, H|1, S_q, S_k), with ``MASKED`` where attention is
-    forbidden; ``is_causal`` is True only when a plain causal mask suffices (then
-    ``mask`` is None).
-    """
-
-    mask: Tensor | None = None
-    is_causal: bool = False
-    encoding: PositionEncoding | None = None  # the model's position component; None: no rotation
-    rotation: Any = None  # what ``encoding.prepare(positions)`` made for this forward
-    cache: LayerCache | None = None  # this layer's keys and values so far
-    memory: Tensor | None = None  # (B, S_m, d) encoder output, for cross-attention
-    hooks: LayerPoints | None = None  # this layer's hook points, only while hooks are set
-
-    def for_layer(self, cache: LayerCache | None) -> AttentionContext:
-        if cache is self.cache:
-            return self
-        return AttentionContext(self.mask, self.is_causal, self.encoding, self.rotation, cache, self.memory, self.hooks)
-
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, *, dropout: float = 0.0, explicit: bool = False) -> Tensor:
-        """softmax(q k^T / sqrt(dk) + mask) v per head, (B, H, S, dk), for q (B, H, S, dk) and
-        k, v (B, H_kv, S_k, dk): each group of H / H_kv query heads reads one key/value head.
-
-        The fused ``scaled_dot_product_attention`` by default; the explicit math with
-        ``explicit`` (the eager kernel) or when a hook asks for the scores or the pattern.
-        Hook points, as the kernel reads them: ``hook_q``, ``hook_k``, ``hook_v`` (after
-        rotation, keys and values with the cache), ``hook_scores`` (masked, before the
-        softmax) and ``hook_pattern`` (after it, before dropout).
-        """
-        hooks = self.hooks
-        if hooks is not None:
-            q, k, v = hooks.point("hook_q", q), hooks.point("hook_k", k), hooks.point("hook_v", v)
-            explicit = explicit or hooks.wants("hook_scores", "hook_pattern")
-        if not explicit:
-            mask = self.mask if self.mask is None or self.mask.dtype == q.dtype else self.mask.to(q.dtype)
-            return F.scaled_dot_product_attention(
-                q,
-                k,
-                v,
-                attn_mask=mask,
-                dropout_p=dropout,
-                is_causal=self.is_causal,
-                enable_gqa=k.shape[1] != q.shape[1],
-            )  # (B, H, S, dk)
-        batch, heads, q_len, dk = q.shape
-        kv_heads, k_len = k.shape[1], k.shape[2]
-        grouped = q.view(batch, kv_heads, heads // kv_heads, q_len, dk)  # (B, H_kv, G, S, dk)
-        scores = grouped @ k[:, :, None].transpose(-2, -1) / math.sqrt(dk)  # (B, H_kv, G, S, S_k)
-        scores = scores.view(batch, heads, q_len, k_len)  # (B, H, S, S_k)
-        mask = self.mask_for(scores)
-        if mask is not None:
-            scores = scores + mask
-        if hooks is not None:
-            scores = hooks.point("hook_scores", scores)
-        weights = scores.softmax(dim=-1)
-        if hooks is not None:
-            weights = hooks.point("hook_pattern", weights)
-        if dropout:
-            weights = F.dropout(weights, dropout)
-        weights = weights.view(batch, kv_heads, heads // kv_heads, q_len, k_len)
-        return (weights @ v[:, :, None]).view(batch, heads, q_len, dk)  # (B, H, S, dk)
-
-    def rotate(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
-        """Queries and new keys turned by the position encoding (unchanged without one)."""
-        if self.encoding is None:
-            return q, k
-        return self.encoding.rotate(q, k, self.rotation)
-
-    def mask_for(self, scores: Tensor) -> Tensor | None:
-        """The additive mask for ``scores`` (B, H, S_q, S_k) in their dtype, causal included
-        (for attention written out as math, which cannot use ``is_causal``)."""
-        q_len, k_len = scores.shape[-2:]
-        if self.is_causal:
-            future = torch.ones(q_len, k_len, dtype=torch.bool, device=scores.device).triu(k_len - q_len + 1)
-            return torch.zeros((), dtype=scores.dtype, device=scores.device).masked_fill(future, MASKED)
-        return None if self.mask is None else self.mask.to(scores.dtype)
-
-
-def make_mask(
-    *,
-    q_len: int,
-    k_len: int,
-    n_heads: int,
-    causal: bool,
-    key_padding: Tensor | None,
-    encoding: PositionEncoding | None,
-    dtype: torch.dtype,
-    device: torch.device,
-) -> tuple[Tensor | None, bool]:
-    """``(mask, is_causal)`` for one forward pass: the causal structure, padding (B, k_len,
-    True for real keys) and the encoding's score bias, combined once for every layer.
-
-    Queries are the last ``q_len`` of ``k_len`` slots; one new query sees every cached key.
-    """
-    score = encoding.score_bias(n_heads, q_len, k_len) if encoding is not None else None
-    causal = causal and q_len > 1
-    if score is None and key_padding is None and (not causal or q_len == k_len):
-        return None, causal
-    if score is not None:
-        mask = score.to(device=device, dtype=dtype)[None]  # (1, H, q_len, k_len)
-    else:
-        mask = torch.zeros(1, 1, q_len, k_len, dtype=dtype, device=device)
-    if causal:
-        future = torch.ones(q_len, k_len, dtype=torch.bool, device=device).triu(k_len - q_len + 1)
-        mask = mask.masked_fill(future, MASKED)
-    if key_padding is not None:
-        padding = ~key_padding[:, None, None, -k_len:].to(device=device, dtype=torch.bool)
-        mask = mask.masked_fill(padding, MASKED)  # (B, H|1, q_len, k_len)
-    return mask, False
