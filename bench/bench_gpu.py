@@ -10,7 +10,7 @@ that fails or runs out of time leaves the others' figures (and says what happene
 - batch probe: the largest batch of 1024-token sequences whose gpt2-small training
   step (bf16 autocast, eager) fits in the GPU's memory;
 - training: gpt2-small, bf16 autocast, torch.compile, seq 1024, that batch: zoo's loop
-  (``zoo.training.run``, the code ``zoo train`` runs) against a transformers GPT-2 loop
+  (``zoo.training.run_loop``, the code ``zoo train`` runs) against a transformers GPT-2 loop
   and an x-transformers loop of the same shape, with the same AdamW; tokens/s, MFU
   (3x the forward's FLOPs per token, from ``zoo.summary``, over the GPU's bf16 peak)
   and peak memory of each;
@@ -301,7 +301,7 @@ def _random_tokens(vocab: int, n: int = 1 << 21) -> torch.Tensor:
 
 def phase_environment(context: dict[str, Any]) -> dict[str, Any]:
     from zoo._version import __version__
-    from zoo.training.loop import PEAK_TFLOPS
+    from zoo.training.metrics import PEAK_TFLOPS
 
     device = _device(context)
     result: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda, "zoo": __version__}
@@ -471,7 +471,7 @@ def _peer_result(speeds: list[float], context: dict[str, Any], device: torch.dev
 
 def phase_train_zoo(context: dict[str, Any]) -> dict[str, Any]:
     import zoo
-    from zoo.training import StepReport, TrainSettings, World, run, tokens_data
+    from zoo.training import StepReport, TrainSettings, World, run_loop, tokens_data
 
     device = _device(context)
     _reset_peak(device)
@@ -492,7 +492,9 @@ def phase_train_zoo(context: dict[str, Any]) -> dict[str, Any]:
     )
     tokens = _random_tokens(config.vocab_size)
     reports: list[StepReport] = []
-    run(model, tokens_data(tokens, tokens[: 1 << 16]), settings, world=World(0, 1, 0, device), on_step=reports.append)
+    run_loop(
+        model, tokens_data(tokens, tokens[: 1 << 16]), settings, world=World(0, 1, 0, device), on_step=reports.append
+    )
     timed = reports[context["warmup"] :]
     if not all(math.isfinite(r.loss) for r in reports):
         raise RuntimeError("a non-finite training loss")
@@ -556,7 +558,7 @@ def phase_train_x_transformers(context: dict[str, Any]) -> dict[str, Any]:
 
 def _torchrun(context: dict[str, Any], strategy: str) -> dict[str, Any]:
     """``zoo train`` at world size 1 through torchrun; its metrics.jsonl read back."""
-    from zoo.training.loop import METRICS
+    from zoo.training.metrics import METRICS
 
     steps = max(4, context["warmup"] + 3)
     batch = max(1, min(context["batch"], 16))

@@ -45,7 +45,7 @@ import zoo
 from bench.bench_peers import flops_forward
 from bench.common import interleaved, setup, table
 from zoo.training import TrainSettings, World, bundled_corpus, run_loop, tokens_data
-from zoo.training.data import WindowSampler
+from zoo.training.sampling import WindowSampler
 
 STUDY_RUNGS = ("32x2", "64x2", "96x3")  # make study's ladder (Makefile STUDY_LADDER)
 HEAD_SIZE, VOCAB, SEQ, BATCH, LR = 16, 1280, 64, 8, 3e-3

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -17,11 +18,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import safetensors.torch
 import torch
 
 import zoo
 from zoo.checkpoint import digest
+
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # anything a terminal would act on
+
+
+def error_line(capsys: pytest.CaptureFixture[str], *needles: str) -> str:
+    """stderr holds one ``error:`` line naming each needle: a ZooError, not a traceback
+    or an "unexpected" bug report, and no raw control character."""
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert "unexpected" not in err and "Traceback" not in err and not CONTROL.search(err.rstrip("\n")), err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
 
 # Small enough for every test to build many models; big enough to have heads and layers.
 TINY: dict[str, Any] = dict(vocab_size=97, max_seq_len=64, d_model=32, n_layers=2, n_heads=4, dropout=0.0)
@@ -156,7 +172,7 @@ def prepared_bytes(folder: Path, chars: int) -> Path:
 
 def bundled_lines(count: int | None = None) -> list[str]:
     """Lines of the bundled corpus (Shakespeare), blank ones dropped."""
-    from zoo.training.data import bundled_corpus
+    from zoo.training.corpus import bundled_corpus
 
     lines = [line for line in bundled_corpus().splitlines() if line.strip()]
     return lines[:count] if count else lines

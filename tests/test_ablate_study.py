@@ -20,12 +20,13 @@ from statsmodels.stats.multitest import multipletests
 import zoo
 from helpers import TINY_ABLATION
 from zoo.ablate import MIN_EFFECT, AblationResult, run_ablation
+from zoo.ablate.ablation import corrected
 from zoo.ablate.advice import trend
 from zoo.ablate.docs import write_docs_region
-from zoo.ablate.grid import ladder, non_embedding_parameters, parse_scales, run_study
-from zoo.ablate.options import CONTROL_SEED_OFFSET
+from zoo.ablate.ladder import ladder
+from zoo.ablate.options import CONTROL_SEED_OFFSET, parse_scales
 from zoo.ablate.stats import Interval, detectable_difference, mean_interval
-from zoo.ablate.study import corrected
+from zoo.ablate.studies import non_embedding_parameters, run_study
 from zoo.cli import main
 from zoo.nn.registry import default_registry
 from zoo.training import TrainSettings, bundled_corpus, lm_loss, load_corpus, validation_batches
@@ -376,7 +377,7 @@ def with_losses(study: Any, losses: dict[tuple[str, int], list[float]]) -> Any:
 def test_the_warmup_verdict_says_what_the_run_shows(
     warmup_study: Any, post: tuple[list[float], list[float]], pre: tuple[list[float], list[float]], verdict: str
 ) -> None:
-    from zoo.ablate.grid_report import warmup_verdict
+    from zoo.ablate.study_report import warmup_verdict
 
     losses = {("transformer-2017", 0): post[0], ("transformer-2017", 2): post[1]}
     losses |= {("placement=pre", 0): pre[0], ("placement=pre", 2): pre[1]}

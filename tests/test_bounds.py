@@ -107,7 +107,7 @@ def test_evaluate_refuses_a_batch_whose_logits_cannot_fit() -> None:
     """``zoo eval --batch-size``'s bound, through the API on a split of many windows (a
     stride-0 view: the tokens take no memory); a batch holds at most the split's windows."""
     from zoo.training import evaluate
-    from zoo.training.data import tokens_data
+    from zoo.training.sampling import tokens_data
 
     model = tiny(vocab_size=256, n_layers=1, d_model=16, n_heads=2, max_seq_len=SEQ)
     windows = PAST // (SEQ * 256 * 4) + 1

@@ -704,7 +704,7 @@ def test_ablate_flags_reach_run_ablation(cli: Any, monkeypatch: pytest.MonkeyPat
         seen.update(kwargs)
         raise zoo.ConfigError("stopped by the test")
 
-    monkeypatch.setattr("zoo.ablate.study.run_ablation", spy)
+    monkeypatch.setattr("zoo.ablate.ablation.run_ablation", spy)
     flags = [
         "--from",
         "gpt2-small",

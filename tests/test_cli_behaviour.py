@@ -139,7 +139,7 @@ def test_a_command_imports_its_own_module_only_and_the_program_freezes_its_impor
     assert result.returncode == 0, result.stderr
     loaded = next(line for line in result.stderr.splitlines() if line.startswith("LOADED")).split()[1:]
     assert "zoo.cli.presets" in loaded
-    heavy = ("zoo.training", "zoo.ablate.runner", "zoo.ablate.study", "zoo.probe", "zoo.cli.train", "zoo.cli.ablate")
+    heavy = ("zoo.training", "zoo.ablate.runner", "zoo.ablate.ablation", "zoo.probe", "zoo.cli.train", "zoo.cli.ablate")
     assert not [m for m in loaded if m.startswith(heavy)], loaded
     frozen, code = next(line for line in result.stderr.splitlines() if line.startswith("FROZEN")).split()[1:]
     assert int(frozen) > 100_000 and code == "0"  # torch alone leaves hundreds of thousands

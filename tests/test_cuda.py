@@ -69,7 +69,7 @@ def test_decoding_on_cuda_gives_the_cpu_tokens() -> None:
 
 
 def test_the_training_loop_on_cuda_bf16_compiled_learns_and_reports_mfu() -> None:
-    from zoo.training import StepReport, TrainSettings, World, run, tokens_data
+    from zoo.training import StepReport, TrainSettings, World, run_loop, tokens_data
 
     torch.manual_seed(0)
     model = zoo.build("gpt2-small", **TINY, device=CUDA)
@@ -78,10 +78,10 @@ def test_the_training_loop_on_cuda_bf16_compiled_learns_and_reports_mfu() -> Non
         steps=30, batch_size=8, seq_len=32, lr=3e-3, eval_every=30, eval_batches=1, dtype="bf16", compile=True
     )
     reports: list[StepReport] = []
-    run(model, tokens_data(tokens, tokens[:512]), settings, world=World(0, 1, 0, CUDA), on_step=reports.append)
+    run_loop(model, tokens_data(tokens, tokens[:512]), settings, world=World(0, 1, 0, CUDA), on_step=reports.append)
     assert reports[-1].loss < reports[0].loss * 0.7
     name = torch.cuda.get_device_name(CUDA)
-    from zoo.training.loop import PEAK_TFLOPS
+    from zoo.training.metrics import PEAK_TFLOPS
 
     if any(key in name for key in PEAK_TFLOPS):
         assert all(r.mfu is not None and 0 < r.mfu < 1 for r in reports)

@@ -1,5 +1,6 @@
 """Text from files reaches messages and the terminal escaped and clipped: hostile metadata
-and component names are inert.
+and component names are inert; so are paths with rich markup, ``$...$`` in plot labels and
+plugins' preset names and errors.
 
 (Once ``test_hardening.py``, by the items of issue 9.)
 """
@@ -8,15 +9,21 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import zoo
-from helpers import edit_metadata, split_file, tiny
+from helpers import edit_metadata, prepared_bytes, split_file, tiny
 from zoo import CheckpointError
 from zoo.cli import main
 from zoo.errors import printable, quoted
+from zoo.nn.hookspecs import hookimpl
+from zoo.nn.registry import Registry, set_default_registry
+from zoo.training import TrainSettings, train
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # anything a terminal would act on
 
@@ -121,3 +128,131 @@ def test_the_command_to_prepare_a_folder_is_quoted(tmp_path: Path) -> None:
     with pytest.raises(zoo.ZooError) as err:
         open_data(folder)
     assert f"`zoo data prepare TEXT -o '{folder}'`" in str(err.value)
+
+
+# -- markup and control characters in paths, plot labels and plugin strings ----------------------
+
+OVERRIDES = dict(n_layers=1, d_model=32, n_heads=2, vocab_size=256, max_seq_len=32, dropout=0.0)
+SETTINGS = TrainSettings(steps=2, batch_size=2, seq_len=16, eval_every=2, eval_batches=1, save_every=2, threads=1)
+MODEL = ["--set", "n_layers=1", "--set", "d_model=32", "--set", "n_heads=2", "--set", "vocab_size=256"]
+MODEL += ["--set", "max_seq_len=32", "--set", "dropout=0.0"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return prepared_bytes(tmp_path_factory.mktemp("data"), 8_000)
+
+
+@pytest.fixture(scope="module")
+def run(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished tiny run (one version, its state, metrics.jsonl); copy it before editing."""
+    out = tmp_path_factory.mktemp("run") / "run"
+    train("gpt2-small", data, SETTINGS, out=out, overrides=OVERRIDES)
+    return out
+
+
+@pytest.fixture
+def hostile_dir(tmp_path: Path) -> Path:
+    """A folder whose path holds a rich closing tag, an opening one and an escape sequence."""
+    folder = tmp_path / "a[" / "]b [bold]\x1b[2J"
+    folder.mkdir(parents=True)
+    return folder
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        lambda d: ["inspect", str(d / "m.safetensors")],
+        lambda d: ["build", "gpt2-small", *MODEL, "-o", str(d / "new.safetensors")],
+        lambda d: ["convert", "--to-hf", str(d / "m.safetensors"), "-o", str(d / "hf")],
+        lambda d: ["compare", str(d / "m.safetensors"), "gpt2-small"],
+        lambda d: ["info", str(d / "m.safetensors")],
+        lambda d: [
+            "generate",
+            str(d / "m.safetensors"),
+            "--prompt",
+            "a",
+            "--max-new-tokens",
+            "2",
+            "--tokenizer",
+            "bytes",
+        ],
+    ],
+    ids=["inspect", "build", "convert", "compare", "info", "generate"],
+)
+def test_paths_with_markup_and_escapes_are_plain_text_everywhere(
+    hostile_dir: Path, capsys: pytest.CaptureFixture[str], argv: Any
+) -> None:
+    zoo.save(tiny(vocab_size=256), hostile_dir / "m.safetensors")
+    assert main(argv(hostile_dir)) == 0
+    out, err = capsys.readouterr()
+    assert "\x1b" not in out + err and "unexpected" not in err, err
+
+
+def test_convert_from_hf_with_markup_in_both_paths(hostile_dir: Path) -> None:
+    folder = zoo.to_hf(tiny(), hostile_dir / "hf")
+    assert main(["convert", "--from-hf", str(folder), "-o", str(hostile_dir / "back.safetensors")]) == 0
+
+
+@pytest.mark.parametrize("where", ["run folder", "title"])
+def test_dollar_signs_in_plot_labels_are_text_not_mathtext(run: Path, tmp_path: Path, where: str) -> None:
+    out = tmp_path / "x$\\undefinedcommand{$" if where == "run folder" else tmp_path / "run"
+    shutil.copytree(run, out)
+    title = ["--title", "$\\frac{$ 5$"] if where == "title" else []
+    assert main(["plot", str(out), "-o", str(tmp_path / "c.png"), *title]) == 0
+    assert (tmp_path / "c.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_probe_plot_labels_are_text_not_mathtext(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    import torch
+
+    from zoo.probe import plot, probe
+
+    result = probe(tiny(vocab_size=256), torch.randint(0, 256, (2, 8)), label="$\\x{$", source="$\\frac{$")
+    assert plot([result], tmp_path / "p.png").read_bytes().startswith(b"\x89PNG")
+
+
+class HostilePlugin:
+    """A plugin whose preset name and description carry escapes and rich markup."""
+
+    @hookimpl
+    def zoo_register_presets(self, register: Any) -> None:
+        fields = dict(d_model=32, n_layers=1, n_heads=2, vocab_size=97, max_seq_len=16)
+        register("evil\x1b[2J[/]", fields, description="desc \x1b]0;pwned\x07 [/bold] [link=http://x]y[/link]")
+
+
+class FailingPlugin:
+    """A plugin that fails to register with escapes in its error."""
+
+    @hookimpl
+    def zoo_register_presets(self, register: Any) -> None:
+        raise ValueError("boom \x1b[2J \x9b2J [/] [link=http://x]y[/link]")
+
+
+@pytest.mark.parametrize(
+    "plugin,argv",
+    [
+        (HostilePlugin, ["list"]),
+        (HostilePlugin, ["components"]),
+        (HostilePlugin, ["info", "evil\x1b[2J[/]"]),
+        (FailingPlugin, ["plugins"]),
+        (FailingPlugin, ["list"]),
+    ],
+)
+def test_plugin_strings_reach_every_table_escaped(
+    capsys: pytest.CaptureFixture[str], plugin: type, argv: list[str]
+) -> None:
+    previous = set_default_registry(Registry(plugins=[plugin()]))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the failing plugin's own warning, said by the CLI
+            assert main(argv) == 0
+    finally:
+        set_default_registry(previous)
+    out, err = capsys.readouterr()
+    assert not CONTROL.search(out + err.replace("\n", "")), (out + err)[:2000]
+    if plugin is HostilePlugin and argv[0] != "components":
+        assert "\\x1b]0;pwned" in out and "[/bold] [link=http://x]y[/link]" in out  # escaped, markup as text
+    if argv[0] == "plugins":
+        assert "boom \\x1b[2J \\x9b2J [/]" in out

@@ -8,7 +8,9 @@ user keeps, and never travels in a file (issue 29, class 1, "inputs are never ou
   destructive switch is said on the command line only;
 - a single-file output is a regular file or absent (a FIFO, a socket, a folder, an empty
   name, a missing folder are refused, even with ``--overwrite``), in the CLI and the API;
-- ``zoo build``/``zoo convert -o DIR`` add no version to a user's non-empty folder.
+- ``zoo build``/``zoo convert -o DIR`` add no version to a user's non-empty folder, nor
+  to a folder made for another output; a user's file is never replaced unasked or written
+  through a planted link.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 import pytest
 
 import zoo
-from helpers import not_a_regular_file, prepared_bytes, tiny
+from helpers import error_line, not_a_regular_file, prepared_bytes, tiny
 from zoo.cli import build_parser, main
 from zoo.errors import CheckpointError, ConfigError, InputError
 from zoo.training import TrainSettings, train
@@ -501,3 +503,108 @@ def test_the_api_refuses_overwriting_what_it_reads(data: Path, tmp_path: Path) -
     with pytest.raises(InputError, match="would delete what it reads"):
         run_ablation(data=folder / "corpus.txt", out_dir=folder, steps=2, seeds=1, tokenizer="bytes", overwrite=True)
     assert files(folder) == before
+
+
+# -- a user's files: never replaced unasked, never written through a link ----------------------
+
+
+def test_build_refuses_a_file_it_did_not_write_unless_overwrite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mine = tmp_path / "mine.safetensors"
+    mine.write_bytes(b"precious")
+    assert main(["build", "gpt2-small", *MODEL, "-o", str(mine)]) == 1
+    error_line(capsys, "exists", "--overwrite")
+    assert mine.read_bytes() == b"precious"
+    assert main(["build", "gpt2-small", *MODEL, "-o", str(mine), "--overwrite"]) == 0
+    assert zoo.load(mine).config.d_model == 32
+
+
+PROBE_ARGV = ["probe", "gpt2-small", *MODEL, *PROBE]
+
+
+@pytest.mark.parametrize(
+    ("command", "magic"),
+    [
+        (lambda run, out: ["plot", str(run), "-o", str(out)], b"\x89PNG"),
+        (lambda run, out: [*PROBE_ARGV, "-o", str(out)], b"{"),
+        (lambda run, out: [*PROBE_ARGV, "--plot", str(out)], b"\x89PNG"),
+    ],
+    ids=["plot -o", "probe -o", "probe --plot"],
+)
+def test_every_single_file_output_refuses_an_existing_file_unless_overwrite(
+    run: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    command: Callable[[Path, Path], list[str]],
+    magic: bytes,
+) -> None:
+    """``zoo build -o FILE`` (above), ``zoo plot -o``, ``zoo probe -o`` and ``--plot``: a file
+    the user has is never replaced unasked, and the refusal comes before any work."""
+    mine = tmp_path / ("mine.json" if magic == b"{" else "mine.png")  # a figure's suffix names its format
+    mine.write_bytes(b"precious")
+
+    def work(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the command worked before refusing its output")
+
+    with monkeypatch.context() as patched:
+        patched.setattr("zoo.cli.probe.probe_designs", work)
+        patched.setattr("zoo.cli.train.plot_runs", work)
+        assert main(command(run, mine)) == 1
+    error_line(capsys, f"{mine.name} exists", "--overwrite")
+    assert mine.read_bytes() == b"precious"
+    assert main([*command(run, mine), "--overwrite"]) == 0
+    assert mine.read_bytes().startswith(magic)
+
+
+def test_a_planted_run_toml_link_is_replaced_not_written_through(data: Path, tmp_path: Path) -> None:
+    victim = tmp_path / "victim.toml"
+    victim.write_text("precious")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run.toml").symlink_to(victim)
+    assert main(["train", "gpt2-small", *MODEL, "--data", str(data), "-o", str(tmp_path / "run"), *TRAIN]) == 0
+    assert victim.read_text() == "precious" and not (tmp_path / "run" / "run.toml").is_symlink()
+
+
+def test_a_plot_output_link_is_replaced_not_written_through(run: Path, tmp_path: Path) -> None:
+    victim = tmp_path / "victim.png"
+    victim.write_text("precious")
+    (tmp_path / "link.png").symlink_to(victim)
+    assert main(["plot", str(run), "-o", str(tmp_path / "link.png")]) == 1  # refused: it exists
+    assert main(["plot", str(run), "-o", str(tmp_path / "link.png"), "--overwrite"]) == 0
+    assert victim.read_text() == "precious"
+    assert (tmp_path / "link.png").read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize("owner", ["train", "hf-export"])
+@pytest.mark.parametrize("command", ["build", "convert", "zoo.save"])
+def test_no_version_is_added_to_a_folder_made_for_another_output(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], owner: str, command: str
+) -> None:
+    """A version saved into a run folder would become the run's newest (with no training
+    state: its resume broken); into an export folder, a mix of the two."""
+    folder = tmp_path / "out"
+    if owner == "train":
+        shutil.copytree(run, folder)
+    else:
+        zoo.to_hf(tiny(vocab_size=256), folder)
+    before = sorted(os.listdir(folder))
+    if command == "zoo.save":
+        with pytest.raises(CheckpointError, match=rf"made by zoo[ .]\S+ \({owner} folder\)"):
+            zoo.save(tiny(), folder)
+    else:
+        source = zoo.to_hf(tiny(), tmp_path / "hf")
+        argv = ["build", "gpt2-small", *MODEL] if command == "build" else ["convert", "--from-hf", str(source)]
+        assert main([*argv, "-o", str(folder)]) == 1
+        error_line(capsys, "was made by", "save to another folder")
+    assert sorted(os.listdir(folder)) == before
+
+
+def test_ablate_refuses_a_train_run_before_training(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(run, out)
+    assert main(["ablate", "-o", str(out), "--steps", "2", "--seeds", "1", "--tokenizer", "bytes"]) == 1
+    error_line(capsys, "made by zoo train (train)", "--overwrite")

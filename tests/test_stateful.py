@@ -19,7 +19,7 @@ from zoo.ablate.runner import execute
 from zoo.nn.config import resolve_config
 from zoo.nn.registry import default_registry
 from zoo.training import TrainSettings, WindowSampler, World, fit, tokens_data, train
-from zoo.training.data import TokenSplit
+from zoo.training.sampling import TokenSplit
 from zoo.training.state import read_state, state_path
 from zoo.training.stateful import RandomState, ScalerState, Schedule, collect, learning_rate, restore
 
@@ -158,14 +158,13 @@ def test_the_sweep_counts_only_divergence_as_divergence(tmp_path: Path) -> None:
 
 def test_the_old_names_warn_and_still_work() -> None:
     import zoo.nn.factory
-    import zoo.training
 
-    with pytest.warns(DeprecationWarning, match="zoo.training.PRECISIONS"):
-        assert zoo.training.DTYPES == ("fp32", "bf16", "fp16")  # type: ignore[attr-defined]
     with pytest.warns(DeprecationWarning, match="DTYPE_NAMES"):
         assert zoo.nn.factory.DTYPES is zoo.nn.factory.DTYPE_NAMES  # type: ignore[attr-defined]
-    model = zoo.build("gpt2-small", **OVERRIDES)
-    data = tokens_data(tokens(), tokens(400, seed=1))
-    with pytest.warns(DeprecationWarning, match="run_loop"):
-        result = zoo.training.run(model, data, dataclasses.replace(SETTINGS, steps=1), world=WORLD)
-    assert len(result.losses) == 1
+
+
+def test_the_never_released_training_names_are_gone() -> None:
+    import zoo.training
+
+    for old in ("DTYPES", "run"):  # now PRECISIONS and run_loop
+        assert not hasattr(zoo.training, old), old

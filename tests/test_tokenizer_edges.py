@@ -18,7 +18,7 @@ import zoo
 from helpers import train_tokenizer
 from zoo import InputError
 from zoo.cli import main
-from zoo.text import ID_LIMIT, UNKNOWN, Tokenizer
+from zoo.text.tokenizers import ID_LIMIT, UNKNOWN, Tokenizer
 
 KINDS = ["gpt2", "bytes", "tokenizer.json", "vocab.json"]
 

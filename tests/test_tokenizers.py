@@ -12,7 +12,7 @@ import pytest
 
 import zoo
 from helpers import bundled_lines, train_tokenizer
-from zoo.text import ByteTokenizer, HFTokenizer, TiktokenTokenizer
+from zoo.text.tokenizers import ByteTokenizer, HFTokenizer, TiktokenTokenizer
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")

@@ -99,7 +99,7 @@ if TYPE_CHECKING:  # the lazily loaded names below, as type checkers and IDEs se
     from zoo.nn.converter import Rule as Rule
     from zoo.pipelines import generate_text as generate_text
     from zoo.summary import summarize as summarize
-    from zoo.text import tokenizer as tokenizer
+    from zoo.text.loading import tokenizer as tokenizer
     from zoo.training import train as train
     from zoo.training.evaluate import (
         evaluate as evaluate,  # re-exported  (zoo.training.evaluate is also a module's name)
@@ -123,7 +123,7 @@ _LAZY = {
     "Positive": "zoo.nn.converter",
     "RopeTable": "zoo.nn.converter",
     "generate_text": "zoo.pipelines",
-    "tokenizer": "zoo.text",
+    "tokenizer": "zoo.text.loading",
     "summarize": "zoo.summary",
     "train": "zoo.training",
     "evaluate": "zoo.training",

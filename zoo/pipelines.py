@@ -38,15 +38,9 @@ from zoo.errors import CheckpointError, ConfigError, InputError, InteropError, c
 from zoo.interop.hf import from_hf
 from zoo.interop.hub import check_revision, is_hub_id, local_or_snapshot
 from zoo.nn.model import DecoderLM
-from zoo.text import (
-    NAMES,
-    Tokenizer,
-    folder_tokenizer,
-    has_tokenizer,
-    keep_tokenizer_files,
-    kept_tokenizer,
-)
-from zoo.text import tokenizer as load_tokenizer
+from zoo.text.loading import NAMES, folder_tokenizer, has_tokenizer, keep_tokenizer_files, kept_tokenizer
+from zoo.text.loading import tokenizer as load_tokenizer
+from zoo.text.tokenizers import Tokenizer
 
 __all__ = [
     "carried_tokenizer",

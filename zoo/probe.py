@@ -230,7 +230,7 @@ def corpus_batch(vocab_size: int, batch_size: int, seq_len: int, tokenizer: str 
     ids: list[int] | None = None
     if tokenizer in ("auto", "gpt2") and vocab_size >= 50257:
         try:
-            from zoo.text import tokenizer as text_tokenizer
+            from zoo.text.loading import tokenizer as text_tokenizer
 
             ids, name = text_tokenizer("gpt2").encode(text), "gpt2"
         except (ImportError, ZooError):

@@ -33,10 +33,10 @@ bars) and ``report.md``.
 The package, by role: ``plan`` (options, variants, jobs), ``runner`` (training the jobs),
 ``records`` (a run's record file, reuse), ``results`` (what was measured), ``report``
 (table, ``report.md``, plots), ``compare`` (``diff_configs``, also ``zoo compare``'s) and
-``study`` (``run_ablation``, which goes through them in that order); ``advice`` (noise floor,
-caveats, next step) and ``diagnostics`` (inside each run) feed the report. A study over a
-grid of scale rungs, rates and warm-ups: ``ladder`` (its pieces), ``grid`` (``run_study``),
-``grid_report``; ``docs`` writes results into a page.
+``ablation`` (``run_ablation``, which goes through them in that order); ``advice`` (noise
+floor, caveats, next step) and ``diagnostics`` (inside each run) feed the report. A study over
+a grid of scale rungs, rates and warm-ups: ``ladder`` (its pieces), ``studies`` (``run_study``),
+``study_report``; ``docs`` writes results into a page.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ from typing import TYPE_CHECKING
 from zoo._lazy import lazy_names
 
 if TYPE_CHECKING:  # the names below load on first use: ``zoo ablate --help`` needs none of the training
+    from zoo.ablate.ablation import run_ablation
     from zoo.ablate.compare import AXES, SIZE_AXES, diff_configs
-    from zoo.ablate.grid import run_study
     from zoo.ablate.ladder import StudyResult
     from zoo.ablate.options import (
         DEFAULT_SCALE,
@@ -70,13 +70,13 @@ if TYPE_CHECKING:  # the names below load on first use: ``zoo ablate --help`` ne
         TuneRun,
     )
     from zoo.ablate.runner import ProgressCallback
-    from zoo.ablate.study import run_ablation
+    from zoo.ablate.studies import run_study
 
 _LAZY = {
     "AXES": "zoo.ablate.compare",
     "SIZE_AXES": "zoo.ablate.compare",
     "diff_configs": "zoo.ablate.compare",
-    "run_study": "zoo.ablate.grid",
+    "run_study": "zoo.ablate.studies",
     "StudyResult": "zoo.ablate.ladder",
     "DEFAULT_SCALE": "zoo.ablate.options",
     "DEFAULT_SEEDS": "zoo.ablate.options",
@@ -100,7 +100,7 @@ _LAZY = {
     "SeedRun": "zoo.ablate.results",
     "TuneRun": "zoo.ablate.results",
     "ProgressCallback": "zoo.ablate.runner",
-    "run_ablation": "zoo.ablate.study",
+    "run_ablation": "zoo.ablate.ablation",
 }
 
 

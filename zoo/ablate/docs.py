@@ -17,10 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from zoo.ablate.advice import floor_sentence, next_step
-from zoo.ablate.grid_report import cells_table, sweep_sentences, sweep_table, warmup_verdict
 from zoo.ablate.ladder import StudyResult
 from zoo.ablate.report import table
 from zoo.ablate.results import AblationResult, md_block
+from zoo.ablate.study_report import cells_table, sweep_sentences, sweep_table, warmup_verdict
 from zoo.checkpoint.store import write_atomically, write_temporary
 from zoo.errors import InputError, printable
 

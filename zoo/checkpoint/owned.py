@@ -23,13 +23,9 @@ made it, and, for an export, the files written. The rules:
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
 import os
 import re
-import secrets
 import shutil
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -40,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from zoo._version import __version__
 from zoo.checkpoint.store import write_atomically
+from zoo.checkpoint.swap import clean_stale, makedirs, sibling, swap_in
 from zoo.errors import ZooError, os_error, printable
 from zoo.files import read_json
 
@@ -63,7 +60,6 @@ __all__ = [
 MARKER = ".zoo-folder.json"
 LOCK = ".zoo-folder.lock"
 _OWN = frozenset({MARKER, LOCK})
-_STAGING = re.compile(r"\.(?P<name>.+)\.zoo-(?:new|old)-(?P<pid>[0-9]+)-[0-9a-f]{8}")
 
 
 class FolderLockedError(ZooError):
@@ -259,78 +255,6 @@ def _parent_lock(parent: Path) -> Iterator[None]:
         os.close(fd)
 
 
-# -- replacing a folder whole ------------------------------------------------------------
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap two paths in one step (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
-    if sys.platform != "linux":
-        return False
-    try:
-        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):
-        return False
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    at_fdcwd, rename_exchange = -100, 2
-    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-        return False
-    raise OSError(code, os.strerror(code), str(b))
-
-
-def _sibling(target: Path, role: str) -> Path:
-    return target.parent / f".{target.name}.zoo-{role}-{os.getpid()}-{secrets.token_hex(4)}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
-
-
-def _clean_stale(target: Path) -> None:
-    """Remove staging folders of ``target`` whose process is gone (killed mid-write)."""
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(target.parent):
-            match = _STAGING.fullmatch(entry.name)
-            if match and match["name"] == target.name and not _alive(int(match["pid"])):
-                shutil.rmtree(entry.path, ignore_errors=True)
-
-
-def _fsync_folder(folder: Path) -> None:
-    if os.name == "posix":
-        with contextlib.suppress(OSError):
-            fd = os.open(folder, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
-
-def _swap_in(staging: Path, target: Path) -> None:
-    """Put ``staging`` at ``target``; whatever was at ``target`` is removed after."""
-    if not os.path.lexists(target):
-        os.rename(staging, target)
-    elif _exchange(staging, target):
-        shutil.rmtree(staging, ignore_errors=True)  # now the old folder
-    else:
-        old = _sibling(target, "old")
-        os.rename(target, old)
-        try:
-            os.rename(staging, target)
-        except BaseException:
-            os.rename(old, target)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
-    _fsync_folder(target.parent)
-
-
 def _write_marker(folder: Path, kind: str, command: str, files: list[str] | None = None) -> Marker:
     marker = Marker(kind=kind, command=command, zoo_version=__version__, created=time.time(), files=files)
     text = marker.model_dump_json(indent=2) + "\n"
@@ -349,20 +273,6 @@ def _refusal(
         f"{what} {target} {why}; the zoo never writes into a folder it did not make. Give a new or "
         f"empty folder, or pass overwrite=True to replace {target.name} whole (everything in it is removed)"
     )
-
-
-def _makedirs(folder: Path, error: type[ZooError]) -> list[Path]:
-    """Create ``folder``'s missing parents; the ones created, outermost last."""
-    made = []
-    for parent in [folder, *folder.parents]:
-        if os.path.lexists(parent):
-            break
-        made.append(parent)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise os_error(err, "create", folder, error) from err
-    return made
 
 
 @contextlib.contextmanager
@@ -386,9 +296,9 @@ def staged_folder(
     if not overwrite and (why := _foreign(path, kind, error)):
         raise _refusal(path, why, error)
     check_replaceable(path, error, what)
-    made = _makedirs(path.parent, error)
-    _clean_stale(path)
-    staging = _sibling(path, "new")
+    made = makedirs(path.parent, error)
+    clean_stale(path)
+    staging = sibling(path, "new")
     try:
         staging.mkdir()
         yield staging
@@ -400,7 +310,7 @@ def staged_folder(
                 raise _refusal(path, why, error)
             if os.path.lexists(path) and _held_by_another(path):
                 raise FolderLockedError(f"{path} is in use by a running zoo process; it was not replaced")
-            _swap_in(staging, path)
+            swap_in(staging, path)
     except BaseException as err:
         shutil.rmtree(staging, ignore_errors=True)
         for parent in made:
@@ -546,9 +456,9 @@ def claim(
     check_output_path(path, error, what)
     if overwrite and _entries(path) + ([MARKER] if os.path.lexists(path / MARKER) else []):
         check_replaceable(path, error, what)
-        _makedirs(path.parent, error)
-        _clean_stale(path)
-        staging = _sibling(path, "new")
+        makedirs(path.parent, error)
+        clean_stale(path)
+        staging = sibling(path, "new")
         try:
             staging.mkdir()
         except OSError as err:
@@ -566,7 +476,7 @@ def claim(
                     raise FolderLockedError(
                         f"{path} is in use: a running zoo process holds it; it was not replaced. Wait for it to finish"
                     )
-                _swap_in(staging, path)
+                swap_in(staging, path)
         except BaseException as err:
             _release(fd)
             shutil.rmtree(staging, ignore_errors=True)
@@ -575,7 +485,7 @@ def claim(
             raise
         return OwnedFolder(path, marker, True, fd)
     _inspect_claim(path, kind, error, adopt, what, hint)  # refuse before creating anything in a folder not ours
-    _makedirs(path, error)
+    makedirs(path, error)
     had_lock = os.path.lexists(path / LOCK)
     fd = _take_lock(path, error)
     try:

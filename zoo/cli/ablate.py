@@ -39,7 +39,7 @@ from zoo.nn.registry import default_registry
 
 if TYPE_CHECKING:  # the ablation itself loads when the command runs, not to build the parser
     from zoo.ablate import AblationResult, ProgressCallback
-    from zoo.ablate.grid import StudyResult
+    from zoo.ablate.ladder import StudyResult
 
 #: The model fields `zoo ablate --set` takes (both sides are trained at this scale), to
 #: the run_ablation option each sets.
@@ -313,8 +313,8 @@ def scale_options(args: argparse.Namespace) -> dict[str, int]:
 def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
     from zoo.ablate import run_ablation
     from zoo.ablate.docs import check_docs_page, write_docs_region
-    from zoo.ablate.grid import run_study
     from zoo.ablate.plan import swapless
+    from zoo.ablate.studies import run_study
 
     refuse_overwriting_inputs(
         args.out, args.overwrite, {"--data": args.data, "--config": args.config, "--docs": args.docs}

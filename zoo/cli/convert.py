@@ -22,7 +22,7 @@ from zoo.cli.render import Ui, fmt_int
 from zoo.errors import InputError
 from zoo.interop.hub import local_or_snapshot
 from zoo.pipelines import keep_tokenizer
-from zoo.text import has_tokenizer
+from zoo.text.loading import has_tokenizer
 
 
 def add_parsers(commands: Commands) -> None:

@@ -42,7 +42,7 @@ from zoo.figures import FIGURE_FORMATS
 from zoo.interop.hub import is_hub_id, local_or_snapshot
 from zoo.nn.config import parse_sets
 from zoo.pipelines import recorded_tokenizer_source
-from zoo.text import has_tokenizer
+from zoo.text.loading import has_tokenizer
 from zoo.training import (
     BUNDLED_CORPUS,
     PRECISIONS,

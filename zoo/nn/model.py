@@ -28,11 +28,9 @@ from zoo.nn.cache import KVCache
 from zoo.nn.config import ModelConfig
 from zoo.nn.contracts import Placement, PositionEncoding, wires_layer
 from zoo.nn.hooks import HookFn, HookState, Names, hook_points, hooked, run_with_cache
-from zoo.nn.inputs import (  # noqa: F401  INDEX_DTYPES and check_inputs: importable from here as before
-    INDEX_DTYPES,
+from zoo.nn.inputs import (
     as_padding,
     check_cache,
-    check_inputs,
     check_positions,
     check_tensor,
     check_tokens,

@@ -22,9 +22,9 @@ from zoo.checkpoint.tokenizer import TOKENIZER_FOLDER
 from zoo.errors import CheckpointError, ConfigError, InputError, ZooError, quoted
 from zoo.nn.config import ModelConfig
 from zoo.nn.factory import build
-from zoo.text import keep_tokenizer_files
-from zoo.training.data import TokenData
+from zoo.text.loading import keep_tokenizer_files
 from zoo.training.distributed import World, barrier, broadcast_text
+from zoo.training.sampling import TokenData
 from zoo.training.settings import RESUMABLE_CHANGES, TrainSettings
 from zoo.training.state import SUFFIX, TrainingState, optimizer_tensors, read_state, state_path, write_state
 from zoo.training.stateful import Stateful, collect

@@ -20,7 +20,9 @@ from torch import Tensor, nn
 from zoo.bounds import check_elements
 from zoo.errors import ConfigError, InputError
 from zoo.nn.inputs import not_finite_loss
-from zoo.training.data import TOKENIZERS, TokenSplit, resolve_data
+from zoo.training.data import resolve_data
+from zoo.training.manifest import TOKENIZERS
+from zoo.training.sampling import TokenSplit
 
 
 @dataclass(frozen=True)

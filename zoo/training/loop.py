@@ -23,9 +23,9 @@ The entry points: ``train`` takes a preset name, a checkpoint or a model and any
 process on in-memory token ids or ``TokenData`` (what ``ablate`` uses), saving nothing;
 both go through ``run_loop``, the loop itself, given ``TokenData`` and a world.
 
-Beside the loop: ``settings`` (``TrainSettings``), ``stateful`` (the parts a resume
-restores), ``checkpointing`` (save, resume), ``metrics`` (``metrics.jsonl``, MFU) and
-``models`` (what ``train`` is given, resolved).
+Beside the loop: ``settings`` (``TrainSettings``), ``optimization`` (AdamW's groups, the
+loss), ``stateful`` (the parts a resume restores), ``checkpointing`` (save, resume),
+``metrics`` (``metrics.jsonl``, MFU) and ``models`` (what ``train`` is given, resolved).
 """
 
 from __future__ import annotations
@@ -36,14 +36,12 @@ import math
 import os
 import secrets
 import time
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.bounds import check_elements
@@ -51,14 +49,7 @@ from zoo.checkpoint.owned import refuse_inputs_inside
 from zoo.errors import ConfigError, DivergenceError, InputError, check_flag
 from zoo.nn.config import ModelConfig
 from zoo.training.checkpointing import output_folder, resume_state, save_version
-from zoo.training.data import (
-    TOKENIZERS,
-    TokenData,
-    WindowSampler,
-    resolve_data,
-    tokens_data,
-    validation_batches,
-)
+from zoo.training.data import resolve_data
 from zoo.training.distributed import (
     World,
     agree,
@@ -71,8 +62,8 @@ from zoo.training.distributed import (
     init_world,
     prepare_model,
 )
+from zoo.training.manifest import TOKENIZERS
 from zoo.training.metrics import (
-    METRICS,
     MetricsWriter,
     StepReport,
     check_loggers,
@@ -80,26 +71,13 @@ from zoo.training.metrics import (
     flops_per_token,
 )
 from zoo.training.models import gpt2_vocab, model_of
+from zoo.training.optimization import deterministic, lm_loss, make_optimizer
+from zoo.training.sampling import TokenData, WindowSampler, tokens_data, validation_batches
 from zoo.training.settings import PRECISIONS, TrainSettings
 from zoo.training.state import TrainingState, load_optimizer
-from zoo.training.stateful import RandomState, ScalerState, Schedule, Stateful, learning_rate, restore
+from zoo.training.stateful import RandomState, ScalerState, Schedule, Stateful, restore
 
-__all__ = [  # the names zoo.training has always found here
-    "PRECISIONS",
-    "METRICS",
-    "CurvePoint",
-    "StepReport",
-    "TrainResult",
-    "TrainSettings",
-    "deterministic",
-    "fit",
-    "learning_rate",
-    "lm_loss",
-    "mean_loss",
-    "parameter_groups",
-    "run",
-    "train",
-]
+__all__ = ["CurvePoint", "TrainResult", "fit", "run_loop", "train"]
 
 
 @dataclass(frozen=True)
@@ -126,65 +104,6 @@ class TrainResult:
     @property
     def final_val_loss(self) -> float:
         return self.curve[-1].val_loss
-
-
-# -- optimisation ----------------------------------------------------------------------
-
-
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """AdamW groups: decay on matrices (dim >= 2), none on biases and norm gains."""
-    params = [p for p in model.parameters() if p.requires_grad]  # tied weights once
-    return [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
-    ]
-
-
-def make_optimizer(model: nn.Module, settings: TrainSettings, strategy: str) -> torch.optim.AdamW:
-    """AdamW over ``parameter_groups``, as one fused kernel where torch has one for the
-    parameters' device (CPU, CUDA) and they are plain tensors (not FSDP2's shards): at the
-    studies' sizes the default per-tensor loop is a large share of a step (``zoo bench study``)."""
-    groups = parameter_groups(model, settings.weight_decay)
-    devices = {p.device.type for group in groups for p in group["params"]}
-    fused = strategy != "fsdp" and devices <= {"cpu", "cuda"}
-    return torch.optim.AdamW(groups, lr=settings.lr, betas=settings.betas, fused=True if fused else None)
-
-
-def lm_loss(model: nn.Module, inputs: Tensor, targets: Tensor) -> Tensor:
-    """Mean next-token cross-entropy; right for logits and for log-probabilities alike
-    (log_softmax of log-probabilities is the identity)."""
-    out = model(inputs)  # (B, S, V)
-    return F.cross_entropy(out.flatten(0, 1).float(), targets.flatten())
-
-
-@torch.no_grad()
-def mean_loss(model: nn.Module, batches: list[tuple[Tensor, Tensor]]) -> float:
-    """Mean loss over ``batches`` in one process, in eval mode; restores the mode after."""
-    was_training = model.training
-    model.eval()
-    try:
-        total = sum(lm_loss(model, x, y).item() for x, y in batches)
-    finally:
-        model.train(was_training)
-    return total / len(batches)
-
-
-@contextlib.contextmanager
-def deterministic(seed: int, threads: int | None = None) -> Iterator[None]:
-    """Deterministic kernels, a seeded random state and ``threads`` CPU threads, all
-    restored on exit."""
-    previous, previous_threads = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
-    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        torch.use_deterministic_algorithms(True, warn_only=torch.cuda.is_available())
-        if threads is not None:
-            torch.set_num_threads(threads)
-        try:
-            yield
-        finally:
-            torch.use_deterministic_algorithms(previous)
-            torch.set_num_threads(previous_threads)
 
 
 # -- the loop --------------------------------------------------------------------------
@@ -263,16 +182,6 @@ def run_loop(
             return _loop(r, state, {**(metadata or {}), "run_id": run_id}, on_step, log)
     finally:
         close_world(created)
-
-
-def run(model: nn.Module, data: TokenData, settings: TrainSettings, **options: Any) -> TrainResult:
-    """Deprecated: ``run_loop``, its new name (``train`` and ``fit`` are the entry points)."""
-    warnings.warn(
-        "zoo.training.run is now zoo.training.run_loop; the old name goes in a later release",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return run_loop(model, data, settings, **options)
 
 
 def _prepare(

@@ -17,7 +17,7 @@ from zoo.interop.hub import is_hub_id, local_or_snapshot
 from zoo.nn.config import resolve_config
 from zoo.nn.factory import build
 from zoo.nn.registry import default_registry
-from zoo.text import has_tokenizer
+from zoo.text.loading import has_tokenizer
 from zoo.training.settings import TrainSettings
 
 

@@ -1,4 +1,4 @@
-"""Reliability: the zoo never overwrites a user's files, and validates every file it reads.
+"""Files: the zoo never overwrites a user's files, and validates every file it reads.
 
 Two classes of attack, each on real files (real symlinks, FIFOs, /dev/zero, real
 concurrent processes for the lock):
@@ -7,7 +7,8 @@ concurrent processes for the lock):
   after an export, writes through planted symbolic links, two writers on one folder,
   failed or killed exports;
 - files read without validation: prepared-data manifests and shards, Hugging Face
-  ``config.json`` / shard indexes / weights / vocabularies, nanoGPT checkpoints.
+  ``config.json`` / shard indexes / weights / vocabularies, nanoGPT checkpoints, ``--config``
+  files and ``run.toml``, ``metrics.jsonl``, and inputs that are FIFOs or devices.
 """
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +31,15 @@ import torch
 from safetensors.torch import save_file
 
 import zoo
-from helpers import not_a_regular_file, tiny
+from helpers import error_line, not_a_regular_file, prepared_bytes, tiny
 from zoo.checkpoint.owned import LOCK, MARKER, FolderLockedError, claim, owned_folder, read_marker
 from zoo.cli import main
 from zoo.errors import InputError, InteropError, ZooError
 from zoo.files import open_append, read_json
-from zoo.training.data import MANIFEST, manifest_digest, open_data, prepare, resolve_data
+from zoo.training import TrainSettings, train
+from zoo.training.data import resolve_data
+from zoo.training.manifest import MANIFEST, manifest_digest
+from zoo.training.shards import open_data, prepare
 
 # -- helpers --------------------------------------------------------------------------------------
 
@@ -611,7 +619,7 @@ def test_non_finite_weights_are_refused_unless_allowed(gpt2_folder: Path, value:
 )
 def test_a_malformed_vocab_json_is_an_interop_error(tmp_path: Path, vocab: str) -> None:
     pytest.importorskip("tiktoken")
-    from zoo.text import tokenizer
+    from zoo.text.loading import tokenizer
 
     (tmp_path / "vocab.json").write_text(vocab)
     (tmp_path / "merges.txt").write_text("#version: 0.2\na b\n")
@@ -661,3 +669,191 @@ def test_read_json_refuses_folders_devices_and_links_when_asked(tmp_path: Path) 
     with pytest.raises(ZooError, match="digits"):
         (tmp_path / "big.json").write_text("1" * 5000)
         read_json(tmp_path / "big.json", ZooError)
+
+
+# -- files read without validation: config files, run.toml, config.json, metrics.jsonl, FIFOs --------
+
+OVERRIDES = dict(n_layers=1, d_model=32, n_heads=2, vocab_size=256, max_seq_len=32, dropout=0.0)
+SETTINGS = TrainSettings(steps=2, batch_size=2, seq_len=16, eval_every=2, eval_batches=1, save_every=2, threads=1)
+MODEL = ["--set", "n_layers=1", "--set", "d_model=32", "--set", "n_heads=2", "--set", "vocab_size=256"]
+MODEL += ["--set", "max_seq_len=32", "--set", "dropout=0.0"]
+FLAGS = ["--steps", "2", "--batch-size", "2", "--seq-len", "16", "--eval-every", "2", "--eval-batches", "1"]
+FLAGS += ["--threads", "1", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return prepared_bytes(tmp_path_factory.mktemp("data"), 8_000)
+
+
+@pytest.fixture(scope="module")
+def run(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished tiny run (one version, its state, metrics.jsonl); copy it before editing."""
+    out = tmp_path_factory.mktemp("run") / "run"
+    train("gpt2-small", data, SETTINGS, out=out, overrides=OVERRIDES)
+    return out
+
+
+@pytest.fixture
+def alarm() -> Iterator[None]:
+    """Fail a test that blocks (a FIFO read, /dev/zero) after 10 s instead of hanging the suite."""
+
+    def stop(*_: Any) -> None:
+        raise TimeoutError("blocked on a read")
+
+    if threading.current_thread() is not threading.main_thread():  # pragma: no cover - xdist runs tests in main
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(10)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+CONFIG_FILES = [
+    ("bad UTF-8", b"steps = 2\n\xff\xfe\n", "not UTF-8"),
+    ("nested past the stack", b"x = " + b"[" * 5000 + b"]" * 5000 + b"\n", "not a config file"),
+    ("an integer of 100,000 digits", b"steps = " + b"9" * 100_000 + b"\n", "not a config file"),
+    ("over the size limit", b"# " + b"x" * (2 << 20) + b"\n", "bytes, more than"),
+]
+
+
+@pytest.mark.parametrize("content,needle", [c[1:] for c in CONFIG_FILES], ids=[c[0] for c in CONFIG_FILES])
+def test_a_damaged_config_file_is_one_error_line(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, needle: str
+) -> None:
+    (tmp_path / "run.toml").write_bytes(content)
+    args = ["train", "gpt2-small", *MODEL, "--data", str(data), "-o", str(tmp_path / "r"), *FLAGS]
+    args += ["--config", str(tmp_path / "run.toml")]
+    assert main(args) == 1
+    error_line(capsys, needle)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "folder"])
+def test_a_config_file_that_is_not_a_regular_file_is_refused_without_reading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, alarm: None
+) -> None:
+    config = not_a_regular_file(tmp_path / "study.toml", kind)
+    start = time.monotonic()
+    assert main(["ablate", "--config", str(config), "-o", str(tmp_path / "abl")]) == 1
+    assert time.monotonic() - start < 5  # refused on sight, not after a blocked read
+    error_line(capsys, "config file", "regular file" if kind != "folder" else "folder")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
+def test_a_checkpoint_that_is_a_device_or_fifo_is_named_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, alarm: None
+) -> None:
+    """Not "empty (0 bytes)", the size a device reports: what it is, for inspect and load."""
+    file = not_a_regular_file(tmp_path / "model.safetensors", kind)
+    assert main(["inspect", str(file)]) == 1
+    error_line(capsys, "regular file")
+    with pytest.raises(zoo.CheckpointError, match="not a regular file"):
+        zoo.load(file)
+
+
+def test_a_resumed_runs_damaged_run_toml_is_one_error_line(
+    run: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(run, out)
+    (out / "run.toml").write_bytes(b"steps = " + b"[" * 3000 + b"]" * 3000)
+    assert main(["train", "--resume", "-o", str(out), "--data", str(data)]) == 1
+    error_line(capsys, "run.toml")
+
+
+@pytest.fixture
+def hf_folder(tmp_path: Path) -> Path:
+    return zoo.to_hf(tiny(), tmp_path / "hf")
+
+
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("[" * 100_000 + "]" * 100_000, "nests"),
+        ('{"n_embd": 32, "x": ' * 40 + "1" + "}" * 40, "nests"),
+        ('{"n_head": Infinity}', "Infinity"),
+        ("\ufeff{}", "not valid JSON"),
+    ],
+)
+@pytest.mark.parametrize("command", ["info", "compare"])
+def test_zoo_info_and_compare_read_a_config_json_through_the_validated_reader(
+    hf_folder: Path, capsys: pytest.CaptureFixture[str], text: str, needle: str, command: str
+) -> None:
+    (hf_folder / "config.json").write_text(text, encoding="utf-8")
+    argv = ["info", str(hf_folder)] if command == "info" else ["compare", str(hf_folder), "gpt2-small"]
+    assert main(argv) == 1
+    error_line(capsys, "config.json", needle)
+
+
+def test_a_shard_index_nested_past_the_stack_is_an_interop_error(hf_folder: Path) -> None:
+    from zoo.errors import InteropError
+    from zoo.interop.hub import _shards
+
+    index = hf_folder / "model.safetensors.index.json"
+    index.write_text('{"weight_map": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(InteropError, match="shard index"):
+        _shards(index)
+
+
+METRICS_DAMAGE = [
+    ("bad UTF-8", b"\xff\xfe\n"),
+    ("nested past the stack", b"[" * 100_000 + b"\n"),
+    ("a step without a loss", b'{"step": 9, "lr": 0.001}\n'),
+    ("a dict for a loss", b'{"step": 9, "loss": {"a": 1}, "lr": 0.001}\n'),
+    ("a string for lr", b'{"step": 9, "loss": 1.0, "lr": "high"}\n'),
+    ("a val loss of 1e400", b'{"step": 9, "loss": 1.0, "lr": 0.001, "val_loss": 1e400}\n'),
+    ("a bool step", b'{"step": true, "loss": 1.0, "lr": 0.001}\n'),
+    ("a line of 1 MiB", b'{"step": 9, "loss": 1.0, "lr": 0.001, "x": "' + b"y" * (1 << 20) + b'"}\n'),
+]
+
+
+@pytest.mark.parametrize("damage", [d for _, d in METRICS_DAMAGE], ids=[n for n, _ in METRICS_DAMAGE])
+def test_zoo_plot_skips_damaged_metrics_lines(run: Path, tmp_path: Path, damage: bytes) -> None:
+    from zoo.training.curves import read_metrics
+
+    out = tmp_path / "run"
+    shutil.copytree(run, out)
+    with open(out / "metrics.jsonl", "ab") as handle:
+        handle.write(damage)
+    assert [row["step"] for row in read_metrics(out)] == [1, 2]
+    assert main(["plot", str(out), "-o", str(tmp_path / "curves.png")]) == 0
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
+def test_zoo_plot_refuses_a_metrics_file_that_is_not_a_regular_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, alarm: None
+) -> None:
+    (tmp_path / "run").mkdir()
+    not_a_regular_file(tmp_path / "run" / "metrics.jsonl", kind)
+    assert main(["plot", str(tmp_path / "run"), "-o", str(tmp_path / "c.png")]) == 1
+    error_line(capsys, "regular file", "zoo train")
+
+
+# -- inputs that are not files ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["data prepare", "train", "eval"])
+def test_a_fifo_given_as_data_is_named_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, alarm: None
+) -> None:
+    os.mkfifo(tmp_path / "in.txt")
+    zoo.save(tiny(vocab_size=256), tmp_path / "m.safetensors")
+    argv = {
+        "data prepare": [
+            "data",
+            "prepare",
+            str(tmp_path / "in.txt"),
+            "-o",
+            str(tmp_path / "p"),
+            "--tokenizer",
+            "bytes",
+        ],
+        "train": ["train", "gpt2-small", *MODEL, "--data", str(tmp_path / "in.txt"), "-o", str(tmp_path / "r"), *FLAGS],
+        "eval": ["eval", str(tmp_path / "m.safetensors"), "--data", str(tmp_path / "in.txt"), "--seq-len", "16"],
+    }[command]
+    assert main(argv) == 1
+    error_line(capsys, "is not a regular file or folder (a FIFO")

@@ -1,16 +1,20 @@
-"""Reliability: run folders are owned, and every state is bound to what it belongs to.
+"""Run state: run folders are owned, and every state is bound to what it belongs to.
 
 Attacks on real runs (tiny models, real processes, real torchrun/gloo): two trains on
 one new ``--out``, planted links, foreign folders under ``zoo ablate``; a training
 state beside another version's or another run's weights; damaged ``metrics.jsonl``;
 a run killed before its first version; edited or garbage ablation records and
 checkpoints; data edited in place; ranks started with different settings; evaluation
-on another tokenizer's data; report strings that carry markup.
+on another tokenizer's data; report strings that carry markup; a ``--tokenizer`` that
+contradicts the prepared data, a re-signed state, a version copied in from another run, a
+resume that stretches the schedule; a launcher environment that is not torchrun's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import re
 import shutil
@@ -22,17 +26,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import safetensors.torch
+from safetensors import safe_open
 
 import zoo
-from helpers import edit_metadata, prepared_bytes
+from helpers import edit_metadata, error_line, prepared_bytes
 from zoo.ablate import run_ablation
 from zoo.ablate.report import md, md_code
+from zoo.checkpoint import digest, versions
 from zoo.checkpoint.owned import read_marker
 from zoo.cli import main
 from zoo.errors import CheckpointError, ConfigError, InputError
 from zoo.training import TrainSettings, evaluate, prepare, train
+from zoo.training.curves import read_metrics
 from zoo.training.distributed import field_differences
-from zoo.training.state import state_path
+from zoo.training.state import read_state, state_path
+from zoo.training.stateful import learning_rate
 
 OVERRIDES = dict(n_layers=1, d_model=32, n_heads=2, vocab_size=256, max_seq_len=32, dropout=0.0)
 SETTINGS = TrainSettings(steps=4, batch_size=4, seq_len=16, eval_every=2, eval_batches=1, save_every=2, threads=1)
@@ -463,3 +472,121 @@ def test_ablate_overwrite_replaces_a_folder_whole_and_stays_out_of_the_repeat_co
     assert "--overwrite" not in result.command
     marker = read_marker(out, InputError)
     assert marker is not None and marker.kind == "ablate"
+
+
+# -- a state that does not belong: the tokenizer, a re-signed state, a copied version, a longer plan --
+
+SHORT_SETTINGS = TrainSettings(steps=2, batch_size=2, seq_len=16, eval_every=2, eval_batches=1, save_every=2, threads=1)
+SHORT_FLAGS = ["--steps", "2", "--batch-size", "2", "--seq-len", "16", "--eval-every", "2", "--eval-batches", "1"]
+SHORT_FLAGS += ["--threads", "1", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def run(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished tiny run of 2 steps (one version, its state, metrics.jsonl); copy it before editing."""
+    out = tmp_path_factory.mktemp("run") / "run"
+    train("gpt2-small", data, SHORT_SETTINGS, out=out, overrides=OVERRIDES)
+    return out
+
+
+def test_a_tokenizer_that_contradicts_the_prepared_data_is_refused(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["train", "gpt2-small", *MODEL, "--data", str(data), "-o", str(tmp_path / "run"), *SHORT_FLAGS]
+    assert main([*args, "--tokenizer", "gpt2"]) == 1
+    error_line(capsys, "prepared with the tokenizer 'bytes'", "--tokenizer")
+    assert not (tmp_path / "run").exists()
+    assert main([*args, "--tokenizer", "bytes"]) == 0  # the one it was prepared with
+
+
+def resign_state(path: Path, **changes: str) -> None:
+    """Edit a training state's header and sign it again (its digest is integrity only)."""
+    with safe_open(str(path), framework="pt") as f:
+        header = dict(f.metadata() or {})
+        tensors = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
+    header.pop("zoo.digest")
+    header.update(changes)
+    header["zoo.digest"] = digest(header, tensors)
+    safetensors.torch.save_file(tensors, str(path), metadata=header)
+
+
+@pytest.mark.parametrize("field", ["settings", "manifest_digest", "param_groups"])
+def test_a_re_signed_state_with_deeply_nested_json_is_a_checkpoint_error(run: Path, tmp_path: Path, field: str) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(run, out)
+    path = state_path(out / "v0001.safetensors")
+    resign_state(path, **{field: "[" * 5000 + "]" * 5000})
+    with pytest.raises(CheckpointError, match=rf"{field}.*nests"):
+        read_state(path)
+
+
+def test_a_version_copied_in_from_another_run_is_not_resumed(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two runs of the same settings; one's version (with its state) copied into the other's
+    folder as its newest: the resume names both runs instead of continuing the copied one."""
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    for out in (mine, other):
+        assert main(["train", "gpt2-small", *MODEL, "--data", str(data), "-o", str(out), *SHORT_FLAGS]) == 0
+    newest = versions(mine)[-1].version
+    for suffix in (".safetensors", ".state.safetensors"):
+        shutil.copy(other / f"v0001{suffix}", mine / f"v{newest + 1:04d}{suffix}")
+    assert main(["train", "--resume", "-o", str(mine), "--data", str(data), "--steps", "4", "--quiet"]) == 1
+    error_line(capsys, "holds versions of 2 runs", f"v{newest + 1:04d}.safetensors", "another run")
+    assert len(versions(mine)) == newest + 1  # nothing trained, nothing saved
+
+
+def test_a_resume_that_stretches_the_schedule_says_what_the_rate_does(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Training longer is allowed, and the rate at the resume point jumps: the warning says
+    from what to what, computed by the schedule itself; the same --steps says nothing."""
+    out = tmp_path / "run"
+    lr = ["--lr", "0.01"]
+    assert main(["train", "gpt2-small", *MODEL, "--data", str(data), "-o", str(out), *SHORT_FLAGS, *lr]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", "-o", str(out), "--steps", "2", "--quiet"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert main(["train", "--resume", "-o", str(out), "--steps", "6", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    settings = TrainSettings(steps=6, lr=0.01)
+    after = f"{learning_rate(2, settings):.3g}"
+    before = f"{learning_rate(2, dataclasses.replace(settings, steps=2)):.3g}"
+    assert before != after
+    assert "--steps 6 changes the run's plan of 2 steps" in err and f"from {before} to {after}" in err, err
+    logged = {row["step"]: row["lr"] for row in read_metrics(out)}
+    assert math.isclose(logged[3], float(after), rel_tol=5e-3)  # the rate the resumed step used (update 2)
+    assert main(["train", "--resume", "-o", str(out), "--steps", "5", "--quiet"]) == 0  # at 6: nothing to train
+    assert "warning" not in capsys.readouterr().err
+
+
+# -- the launcher's environment ------------------------------------------------------------------
+
+LAUNCHER = [
+    ({"WORLD_SIZE": "abc"}, "WORLD_SIZE='abc' must be a whole number >= 1"),
+    ({"WORLD_SIZE": "0"}, "WORLD_SIZE='0' must be a whole number >= 1"),
+    ({"RANK": "x"}, "RANK='x' must be a whole number"),
+    ({"LOCAL_RANK": "\x1b[2J"}, "LOCAL_RANK='\\x1b[2J'"),
+    ({"WORLD_SIZE": "2", "RANK": "-1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}, "RANK='-1'"),
+    ({"WORLD_SIZE": "2", "RANK": "0"}, "MASTER_ADDR and MASTER_PORT are not set; start the run with torchrun"),
+]
+
+
+@pytest.mark.parametrize(
+    "env,needle", LAUNCHER, ids=[" ".join(f"{k}={v!r}" for k, v in e.items()) for e, _ in LAUNCHER]
+)
+def test_a_launcher_environment_that_is_not_torchruns_is_one_error_line(
+    data: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    env: dict[str, str],
+    needle: str,
+) -> None:
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["train", "gpt2-small", *MODEL, "--data", str(data), "-o", str(tmp_path / "run"), *SHORT_FLAGS]) == 1
+    error_line(capsys, needle)
+    assert not zoo.versions(tmp_path / "run") if (tmp_path / "run").is_dir() else True

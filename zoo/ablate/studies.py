@@ -24,20 +24,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from zoo.ablate.grid_report import write_study_report
+from zoo.ablate.ablation import run_ablation
 from zoo.ablate.ladder import Cell, Rung, StudyResult, ladder
-from zoo.ablate.options import DEFAULT_SCALE, parse_scales
+from zoo.ablate.options import DEFAULT_SCALE
 from zoo.ablate.plan import ablation_data, at_scale
 from zoo.ablate.results import TRAIN_FLOPS_FACTOR, AblationResult
 from zoo.ablate.runner import ProgressCallback
-from zoo.ablate.study import run_ablation
+from zoo.ablate.study_report import write_study_report
 from zoo.bounds import check_steps
 from zoo.errors import ConfigError
 from zoo.nn.config import resolve_config
 from zoo.nn.registry import Registry, default_registry
 from zoo.summary import summarize
 
-__all__ = ["Cell", "Rung", "StudyResult", "ladder", "non_embedding_parameters", "parse_scales", "run_study"]
+__all__ = ["non_embedding_parameters", "run_study"]
 
 
 def run_study(

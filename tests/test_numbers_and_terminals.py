@@ -1,4 +1,4 @@
-"""Reliability: safe numbers and safe terminals.
+"""Safe numbers and safe terminals.
 
 Sampling at the extremes (tiny and huge temperatures and penalties, non-finite
 settings, NaN or infinite scores from a real model with broken weights) is either exact
@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import zoo
-from helpers import tiny
+from helpers import error_line, prepared_bytes, tiny
 from zoo.cli import main
 from zoo.decoding import generate
 from zoo.decoding.sampling import Sampling
@@ -153,7 +153,7 @@ def spelling_model(text: str, tmp_path: Path) -> tuple[Path, str]:
     is ``text``: blocks add nothing, position p is one-hot, and the untied head maps
     dimension p to the p-th token of ``text``."""
     pytest.importorskip("tiktoken")
-    from zoo.text import tokenizer
+    from zoo.text.loading import tokenizer
 
     ids = tokenizer("gpt2").encode(text)
     model = tiny(vocab_size=50257, d_model=32, n_layers=1, n_heads=4, max_seq_len=32, tie_embeddings=False)
@@ -237,3 +237,48 @@ def test_cli_eval_refuses_a_sequence_length_that_is_not_positive(
         main(["eval", str(tmp_path / "m.safetensors"), "--seq-len", seq_len])
     err = capsys.readouterr().err
     assert refused.value.code == 2 and f"argument --seq-len: must be 1 or more, got {seq_len}" in err
+
+
+# -- a loss that is not a number ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return prepared_bytes(tmp_path_factory.mktemp("data"), 8_000)
+
+
+def test_zoo_eval_of_a_model_with_nan_weights_is_an_error_naming_the_tensor(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+
+    model = tiny(vocab_size=256)
+    with torch.no_grad():
+        model.blocks[1].mlp.up.weight[0, 0] = float("nan")
+    zoo.save(model, tmp_path / "nan.safetensors")
+    for extra in ([], ["--json"]):
+        assert main(["eval", str(tmp_path / "nan.safetensors"), "--data", str(data), "--seq-len", "16", *extra]) == 1
+        error_line(capsys, "the loss is nan", "blocks.1.mlp.up.weight", "--version")
+
+
+def test_zoo_probe_of_a_model_with_nan_weights_is_an_error_naming_the_tensor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+
+    model = tiny(vocab_size=256)
+    with torch.no_grad():
+        model.blocks[0].attn.qkv.weight[0, 0] = float("nan")
+    zoo.save(model, tmp_path / "nan.safetensors")
+    command = [
+        "probe",
+        str(tmp_path / "nan.safetensors"),
+        "--tokenizer",
+        "bytes",
+        "--batch-size",
+        "1",
+        "--seq-len",
+        "16",
+    ]
+    assert main(command) == 1
+    error_line(capsys, "the loss is nan", "blocks.0.attn.qkv.weight")
