@@ -198,6 +198,12 @@ class Options:
         kind="choice",
         choices=LAUNCHERS,
     )
+    eval_batches: int = option(
+        4,
+        help="validation batches per evaluation, each of --batch-size sequences: more give a steadier final loss",
+        kind="count",
+        metavar="N",
+    )
     vocab_limit: int | None = option(
         1024,
         help="GPT-2 tokens: keep the N most frequent, spell the rest as bytes",
