@@ -149,12 +149,13 @@ def test_the_repeat_command_parsed_again_gives_the_same_options(side: str, name:
 
 
 def test_ablation_json_and_study_json_keep_every_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    flags = [*TINY_ABLATION, "--seeds", "1", "--swaps", "placement", "--max-chars", "4000"]
+    flags = [*TINY_ABLATION, "--seeds", "1", "--swaps", "placement", "--eval-batches", "3"]
     assert main(["ablate", *flags, "-o", str(tmp_path / "a"), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     kept = json.loads((tmp_path / "a" / "ablation.json").read_text())
     assert kept["options"] == shown["options"] and set(kept["options"]) == set(ABLATION)
     assert kept["options"]["swaps"] == ["placement"] and kept["options"]["max_chars"] == 4000
+    assert kept["options"]["eval_batches"] == kept["settings"]["eval_batches"] == 3  # the flag reaches the runs
     assert kept["options"]["out_dir"] == str(tmp_path / "a")
     args = build_parser().parse_args(shlex.split(kept["command"])[1:])
     assert record(Options(**_options(args))) == kept["options"]  # the record's command repeats the record
