@@ -28,8 +28,9 @@ from zoo.ablate.options import (
     study_command,
 )
 from zoo.cli import build_parser, main
-from zoo.cli.ablate import KIND_ARGUMENTS, _options, given_options
+from zoo.cli.ablate import FLAGS_BEGIN, FLAGS_END, KIND_ARGUMENTS, _options, given_options, with_flags_table
 from zoo.config import resolve_config
+from zoo.errors import ConfigError
 from zoo.registry import Registry
 
 OUT = Path("runs/somewhere")
@@ -161,6 +162,18 @@ def test_ablation_json_and_study_json_keep_every_option(tmp_path: Path, capsys: 
     assert record(Options(**_options(args))) == kept["options"]  # the record's command repeats the record
 
 
+def test_the_docs_table_of_the_flags_is_what_help_says() -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "ablation.md").read_text(encoding="utf-8")
+    assert with_flags_table(text, ablate_parser()) == text, "docs/ablation.md's flags are stale: run make docs-flags"
+    rows = text.split(FLAGS_BEGIN)[1].split(FLAGS_END)[0]
+    for f in [*ABLATION.values(), *STUDY.values()]:
+        flag = flag_name(f).partition(" ")[0]
+        assert re.search(rf"^\| `{re.escape(flag)}[ `/]", rows, re.MULTILINE), flag
+    assert "| `--eval-batches N` | 4 | validation batches per evaluation" in rows
+    with pytest.raises(ConfigError, match="must hold the line"):
+        with_flags_table(text.replace(FLAGS_END, ""), ablate_parser())
+
+
 class CountingRegistry(Registry):
     """The installed plugins, counting how often each preset is looked up."""
 
@@ -205,7 +218,6 @@ def test_a_study_resolves_each_preset_once(tmp_path: Path) -> None:
 
 
 def test_an_unknown_option_is_refused_naming_the_nearest(tmp_path: Path) -> None:
-    from zoo import ConfigError
     from zoo.ablate import run_ablation
 
     with pytest.raises(ConfigError, match="run_ablation takes no option 'eval_evry'; did you mean eval_every"):

@@ -4,6 +4,7 @@ target over seeds, and show which swaps move the validation loss."""
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 from dataclasses import Field
 from pathlib import Path
@@ -22,6 +23,7 @@ from zoo.ablate.options import (
     parse_scales,
     shown_default,
 )
+from zoo.checkpoint.store import write_atomically
 from zoo.cli.options import (
     Commands,
     RenamedFlag,
@@ -37,7 +39,8 @@ from zoo.cli.options import (
 )
 from zoo.cli.render import Ui, clipped, fmt_flops, new_table
 from zoo.config import parse_sets
-from zoo.errors import InputError
+from zoo.errors import ConfigError, InputError
+from zoo.files import read_text
 from zoo.registry import default_registry
 
 if TYPE_CHECKING:  # the ablation itself loads when the command runs, not to build the parser
@@ -205,6 +208,46 @@ def scale_options(args: argparse.Namespace) -> dict[str, int]:
             raise InputError(f"--set {field}={value!r}: expected a whole number of 1 or more")
         found[SCALE_FIELDS[field]] = value
     return found
+
+
+#: The markers around docs/ablation.md's table of the flags, which ``make docs-flags`` rewrites.
+FLAGS_BEGIN = "<!-- the flags of `zoo ablate`, from its -h: do not edit; `make docs-flags` rewrites it -->"
+FLAGS_END = "<!-- end of the flags of `zoo ablate` -->"
+_DEFAULT = re.compile(r"(.*?)\s*\(default:? (.*)\)", re.DOTALL)
+
+
+def flags_table(parser: argparse.ArgumentParser) -> list[str]:
+    """``parser``'s flags (``zoo ablate``'s) as a Markdown table of flag, default and what,
+    one row each, read from their ``-h``: the docs say what ``-h`` says."""
+    rows = ["| flag | default | what |", "|---|---|---|"]
+    for action in parser._actions:
+        if not action.option_strings or action.help in (None, argparse.SUPPRESS) or action.dest in ("help", "debug"):
+            continue
+        found = _DEFAULT.fullmatch(str(action.help))
+        what, default = (found[1], found[2]) if found else (str(action.help), "off")
+        takes = "|".join(map(str, action.choices)) if action.choices else str(action.metavar or "")
+        takes = f"[{takes}]" if action.nargs == "?" else takes
+        flag = "/".join(action.option_strings) + (f" {takes}" if action.nargs != 0 else "")
+        rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in (f"`{flag}`", default, what)) + " |")
+    return rows
+
+
+def with_flags_table(text: str, parser: argparse.ArgumentParser) -> str:
+    """``text`` (docs/ablation.md) with its table of the flags generated anew."""
+    if text.count(FLAGS_BEGIN) != 1 or text.count(FLAGS_END) != 1 or text.index(FLAGS_BEGIN) > text.index(FLAGS_END):
+        raise ConfigError(f"the page must hold the line {FLAGS_BEGIN} once, then {FLAGS_END}: put them back")
+    before, rest = text.split(FLAGS_BEGIN)
+    after = rest.split(FLAGS_END)[1]
+    return "\n".join([before + FLAGS_BEGIN, "", *flags_table(parser), "", FLAGS_END + after])
+
+
+def write_flags_table(page: Path) -> Path:
+    """Rewrite ``page``'s table of the flags (``make docs-flags``)."""
+    from zoo.cli import build_parser
+
+    (commands,) = [a for a in build_parser(["ablate"])._actions if isinstance(a, argparse._SubParsersAction)]
+    text = with_flags_table(read_text(page, ConfigError, "docs page"), commands.choices["ablate"])
+    return write_atomically(page, lambda path: path.write_text(text, encoding="utf-8"), ConfigError)
 
 
 def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
