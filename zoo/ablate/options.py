@@ -5,9 +5,9 @@ and sweep offsets, the row orders, and the ``--scales`` parser.
 Each field of ``Options`` (``run_ablation``'s keyword arguments) and ``StudyOptions``
 (``run_study``'s own) carries a ``Flag``: its help, how ``zoo ablate`` spells it, and how
 the command line reads it. From the fields come ``zoo ablate``'s flags and the defaults its
-``-h`` states (``zoo.cli.ablate``), the command that repeats a run (``command``) and the
-options a record keeps (``record``). Adding an option is two edits: its field here, and
-its use.
+``-h`` states (``zoo.cli.ablate``, and from ``-h`` docs/ablation.md's table, ``make
+docs-flags``), the command that repeats a run (``command``) and the options a record keeps
+(``record``). Adding an option is two edits: its field here, and its use.
 """
 
 from __future__ import annotations
@@ -316,11 +316,6 @@ class StudyOptions:
 
     def __post_init__(self) -> None:
         normalise(self)
-
-    @property
-    def given(self) -> bool:
-        """Whether any study option is set (else ``zoo ablate`` runs one ablation)."""
-        return any(getattr(self, f.name) is not None for f in fields(self))
 
 
 #: Every option of ``run_ablation``, each a flag of ``zoo ablate``.
