@@ -6,6 +6,7 @@ parsed again by the CLI, gives back the same options; a study resolves each pres
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import re
 import shlex
@@ -136,6 +137,18 @@ def test_every_option_is_in_the_record(side: str, name: str) -> None:
     assert set(kept) == set(ABLATION if side == "ablation" else STUDY)
     value = getattr(ablation if side == "ablation" else study, name)
     assert kept[name] == (str(value) if isinstance(value, Path) else json.loads(json.dumps(value)))
+
+
+@pytest.mark.parametrize(("side", "name"), EVERY)
+def test_the_api_names_every_option_with_its_default(side: str, name: str) -> None:
+    from zoo.ablate import run_ablation
+
+    f = field_of(side, name)
+    functions = [run_study] if side == "study" else [run_ablation, run_study]
+    for function in functions:  # help(run_ablation) and editors list the options, not **options
+        parameter = inspect.signature(function).parameters[name]
+        assert parameter.kind is inspect.Parameter.KEYWORD_ONLY or name in ("base", "target")
+        assert parameter.default == (inspect.Parameter.empty if f.default is MISSING else f.default)
 
 
 @pytest.mark.parametrize(("side", "name"), EVERY)

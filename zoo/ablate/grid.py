@@ -34,6 +34,7 @@ from zoo.ablate.options import (
     refuse_unknown,
     split_options,
     study_command,
+    with_options,
 )
 from zoo.ablate.plan import ablation_data, at_scale, resolve_presets
 from zoo.ablate.results import TRAIN_FLOPS_FACTOR, AblationResult
@@ -97,6 +98,9 @@ def run_study(
     if result.main_process:
         write_study_report(result)
     return result
+
+
+with_options(run_study, StudyOptions, Options)
 
 
 def _cells(

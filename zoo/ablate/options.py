@@ -13,6 +13,7 @@ docs-flags``), the command that repeats a run (``command``) and the options a re
 from __future__ import annotations
 
 import difflib
+import inspect
 import os
 import re
 import shlex
@@ -349,6 +350,24 @@ def refuse_unknown(given: Mapping[str, Any], names: list[str], what: str) -> Non
         near = difflib.get_close_matches(unknown[0], names, n=2)
         hint = f"; did you mean {' or '.join(near)}?" if near else ""
         raise ConfigError(f"{what} takes no option {unknown[0]!r}{hint} (its options: {', '.join(names)})")
+
+
+def with_options(function: Callable[..., Any], *kinds: type[AnyOptions]) -> Callable[..., Any]:
+    """``function`` (which takes ``**options``) with a signature that names them: a keyword
+    per field of ``kinds`` with its default, for ``help()``, ``inspect`` and editors."""
+    own = inspect.signature(function)
+    named = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    taken = {p.name for p in named}
+    for kind in kinds:
+        for f in fields(kind):
+            if f.name not in taken:
+                default = inspect.Parameter.empty if f.default is MISSING else f.default
+                named.append(
+                    inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=f.type)
+                )
+                taken.add(f.name)
+    function.__signature__ = own.replace(parameters=named)  # type: ignore[attr-defined]
+    return function
 
 
 def split_options(given: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from zoo._version import __version__
 from zoo.ablate.baselines import Baselines, ngram_baselines
-from zoo.ablate.options import Options, make_options, record
+from zoo.ablate.options import Options, make_options, record, with_options
 from zoo.ablate.plan import Job, Plan, make_plan
 from zoo.ablate.records import Context, content_digest, read_record, seed_run
 from zoo.ablate.report import write_report
@@ -99,6 +99,9 @@ def run_ablation(
     """
     given = make_options(Options, {"base": base, "target": target, **options}, "run_ablation")
     return run_options(given, on_progress=on_progress, command=command, registry=registry, overwrite=overwrite)
+
+
+with_options(run_ablation, Options)
 
 
 def run_options(
