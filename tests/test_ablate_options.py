@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from helpers import TINY_ABLATION
 from zoo.ablate.grid import run_study
 from zoo.ablate.options import (
     KINDS,
@@ -162,19 +161,6 @@ def test_the_repeat_command_parsed_again_gives_the_same_options(side: str, name:
     assert StudyOptions(**given_options(args, StudyOptions)) == study
 
 
-def test_ablation_json_and_study_json_keep_every_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    flags = [*TINY_ABLATION, "--seeds", "1", "--swaps", "placement", "--eval-batches", "3"]
-    assert main(["ablate", *flags, "-o", str(tmp_path / "a"), "--json"]) == 0
-    shown = json.loads(capsys.readouterr().out)
-    kept = json.loads((tmp_path / "a" / "ablation.json").read_text())
-    assert kept["options"] == shown["options"] and set(kept["options"]) == set(ABLATION)
-    assert kept["options"]["swaps"] == ["placement"] and kept["options"]["max_chars"] == 4000
-    assert kept["options"]["eval_batches"] == kept["settings"]["eval_batches"] == 3  # the flag reaches the runs
-    assert kept["options"]["out_dir"] == str(tmp_path / "a")
-    args = build_parser().parse_args(shlex.split(kept["command"])[1:])
-    assert record(Options(**_options(args))) == kept["options"]  # the record's command repeats the record
-
-
 def test_the_docs_table_of_the_flags_is_what_help_says() -> None:
     text = (Path(__file__).resolve().parents[1] / "docs" / "ablation.md").read_text(encoding="utf-8")
     assert with_flags_table(text, ablate_parser()) == text, "docs/ablation.md's flags are stale: run make docs-flags"
@@ -199,7 +185,7 @@ class CountingRegistry(Registry):
         return super().preset(name)
 
 
-def test_a_study_resolves_each_preset_once(tmp_path: Path) -> None:
+def test_a_study_resolves_each_preset_once_and_its_records_keep_every_option(tmp_path: Path) -> None:
     once = CountingRegistry()
     for name in ("transformer-2017", "gpt2-small"):
         resolve_config(name, registry=once)
@@ -218,16 +204,26 @@ def test_a_study_resolves_each_preset_once(tmp_path: Path) -> None:
         tokenizer="bytes",
         max_chars=4000,
         swaps=["placement"],
+        eval_batches=3,
         scales=[(16, 1), (32, 1)],
         tokens_per_param=0.02,
-        lr_sweep=[1e-2, 2e-2],
         out_dir=tmp_path,
         registry=registry,
     )
-    assert len(study.cells) == 4  # two rungs x two rates, each planned and trained
+    assert len(study.cells) == 2  # two rungs, each planned and trained
     assert registry.lookups == once.lookups  # as one resolve of each: not once per rung or cell
     kept = json.loads((tmp_path / "study.json").read_text())
     assert set(kept["options"]) == set(ABLATION) | set(STUDY) and kept["options"]["scales"] == [[16, 1], [32, 1]]
+    args = build_parser().parse_args(shlex.split(kept["command"])[1:])  # the record's command repeats the record
+    assert {**record(Options(**_options(args))), **record(StudyOptions(**given_options(args, StudyOptions)))} == (
+        kept["options"]
+    )
+    cell = json.loads((tmp_path / study.cells[1][0].name / "ablation.json").read_text())
+    assert set(cell["options"]) == set(ABLATION) and cell["options"]["swaps"] == ["placement"]
+    assert cell["options"]["d_model"] == 32 and cell["options"]["out_dir"] == str(tmp_path / study.cells[1][0].name)
+    assert cell["options"]["eval_batches"] == cell["settings"]["eval_batches"] == 3  # the flag reaches the runs
+    args = build_parser().parse_args(shlex.split(cell["command"])[1:])
+    assert record(Options(**_options(args))) == cell["options"]
 
 
 def test_an_unknown_option_is_refused_naming_the_nearest(tmp_path: Path) -> None:
