@@ -12,7 +12,7 @@ DEMO_EXTRAS := text,plot,ablate
 # This machine ships a CPU wheel of torch 2.13.0; the library itself declares a range.
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo lint test test-all bench study probe-docs clean
+.PHONY: demo lint test test-all bench study probe-docs docs-flags clean
 
 # One set-up, two sizes: `make demo` installs the core and the extras the demo uses (a first
 # run on a fresh machine is quicker), `make test` everything the tests and linters need (dev).
@@ -91,6 +91,10 @@ probe-docs: $(STAMP)
 		-o docs/figures/probe-residual-scaling.json --plot docs/figures/probe-residual-scaling.png --overwrite
 	$(BIN)/zoo probe transformer-2017 $(PROBE_SMALL) --set n_layers=12 --variant placement=post --variant placement=pre \
 		--metrics grad,residual -o docs/figures/probe-post-vs-pre.json --plot docs/figures/probe-post-vs-pre.png --overwrite
+
+# docs/ablation.md's table of the flags of `zoo ablate`, from its -h (tests/test_ablate_options.py says when it is stale).
+docs-flags: $(STAMP)
+	$(BIN)/python -c 'from pathlib import Path; from zoo.cli.ablate import write_flags_table; write_flags_table(Path("docs/ablation.md"))'
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -30,7 +30,8 @@ the finished ones back and trains only the rest. The report: ``ablation.json``,
 ``ablation.png`` (curves with bands), ``deltas.png`` (paired differences with error
 bars) and ``report.md``.
 
-The package, by role: ``plan`` (options, variants, jobs), ``runner`` (training the jobs),
+The package, by role: ``options`` (each option once, its flag, repeat command and record
+derived), ``plan`` (variants, jobs), ``runner`` (training the jobs),
 ``records`` (a run's record file, reuse), ``results`` (what was measured), ``report``
 (table, ``report.md``, plots), ``compare`` (``diff_configs``, also ``zoo compare``'s) and
 ``ablation`` (``run_ablation``, which goes through them in that order); ``advice`` (noise

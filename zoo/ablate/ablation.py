@@ -4,25 +4,25 @@ their records back into statistics, and write the report."""
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from zoo._version import __version__
 from zoo.ablate.baselines import Baselines, ngram_baselines
-from zoo.ablate.options import DEFAULT_SCALE, DEFAULT_SEEDS, TUNE_FRACTION
-from zoo.ablate.plan import Job, Options, Plan, make_plan
+from zoo.ablate.options import Options, make_options, record, with_options
+from zoo.ablate.plan import Job, Plan, make_plan
 from zoo.ablate.records import Context, content_digest, read_record, seed_run
 from zoo.ablate.report import write_report
 from zoo.ablate.results import LEVEL, TRAIN_FLOPS_FACTOR, AblationResult, AblationRun, TuneRun
 from zoo.ablate.runner import ProgressCallback, Runner, join_world
-from zoo.ablate.stats import DEFAULT_CORRECTION, adjust_optional, mean_interval, paired_difference
+from zoo.ablate.stats import adjust_optional, mean_interval, paired_difference
 from zoo.ablate.stats import require as require_statistics
 from zoo.checkpoint.owned import LOCK, MARKER, claim, refuse_inputs_inside
 from zoo.errors import ConfigError, InputError, ZooError
 from zoo.files import read_json
+from zoo.nn.config import ModelConfig
 from zoo.nn.registry import Registry, default_registry
 from zoo.summary import summarize
 from zoo.training import validation_batches
@@ -35,41 +35,19 @@ def run_ablation(
     base: str = "transformer-2017",
     target: str = "gpt2-small",
     *,
-    d_model: int = DEFAULT_SCALE["d_model"],
-    layers: int = DEFAULT_SCALE["layers"],
-    heads: int = DEFAULT_SCALE["heads"],
-    seq_len: int = DEFAULT_SCALE["seq_len"],
-    steps: int = DEFAULT_SCALE["steps"],
-    batch: int = DEFAULT_SCALE["batch"],
-    lr: float = DEFAULT_SCALE["lr"],
-    eval_every: int = DEFAULT_SCALE["eval_every"],
-    data: str | os.PathLike[str] | None = None,
-    out_dir: Path,
-    seeds: int = DEFAULT_SEEDS,
-    seed: int = 0,
-    tune_lr: bool = False,
-    lr_grid: Sequence[float] | None = None,
-    tune_fraction: float = TUNE_FRACTION,
-    path: bool | Sequence[str] | None = None,
-    order: str = "effect",
-    workers: int = 1,
-    device: str = "cpu",
     on_progress: ProgressCallback | None = None,
-    tokenizer: str = "auto",
-    vocab_limit: int | None = 1024,
-    max_chars: int | None = None,
-    threads: int | None = 1,
-    correction: str = DEFAULT_CORRECTION,
-    warmup: int | None = None,
-    swaps: Sequence[str] | None = None,
     command: str | None = None,
     registry: Registry | None = None,
     overwrite: bool = False,
-    launcher: str = "local",
+    **options: Any,
 ) -> AblationResult:
     """Train base, each single swap toward target (or a cumulative path), and target,
     each with ``seeds`` seeds; save every run and report means, intervals and paired
     differences.
+
+    ``options``: the fields of ``zoo.ablate.options.Options`` by name (``out_dir`` is
+    required), each also a flag of ``zoo ablate``: ``d_model``, ``layers``, ``heads``,
+    ``seq_len``, ``steps``, ``batch``, ``lr``, ``eval_every``, ``seeds``, ``seed``, ... .
 
     ``base``/``target``: preset names (decoder-only). ``data``: a folder prepared by
     ``zoo data prepare`` (``zoo.training.prepare``), trained on as it is: its manifest's
@@ -119,51 +97,43 @@ def run_ablation(
     and ``report.md``. Restarted with the same ``out_dir``, it trains only the runs
     that have no record yet.
     """
-    registry = registry or default_registry()
-    options = Options(
-        base=base,
-        target=target,
-        d_model=d_model,
-        layers=layers,
-        heads=heads,
-        seq_len=seq_len,
-        steps=steps,
-        batch=batch,
-        lr=lr,
-        eval_every=eval_every,
-        data=data,
-        out_dir=Path(out_dir),
-        seeds=seeds,
-        seed=seed,
-        tune_lr=tune_lr or lr_grid is not None,  # a grid asks for the sweep
-        lr_grid=None if lr_grid is None else list(lr_grid),
-        tune_fraction=tune_fraction,
-        path=list(path) if path is not None and not isinstance(path, bool) else path,
-        order=order,
-        workers=workers,
-        device=device,
-        tokenizer=tokenizer,
-        vocab_limit=vocab_limit,
-        max_chars=max_chars,
-        threads=threads,
-        correction=correction,
-        warmup=warmup,
-        swaps=None if swaps is None else list(swaps),
-        launcher=launcher,
-    )
+    given = make_options(Options, {"base": base, "target": target, **options}, "run_ablation")
+    return run_options(given, on_progress=on_progress, command=command, registry=registry, overwrite=overwrite)
+
+
+with_options(run_ablation, Options)
+
+
+def run_options(
+    options: Options,
+    *,
+    on_progress: ProgressCallback | None = None,
+    command: str | None = None,
+    registry: Registry | None = None,
+    overwrite: bool = False,
+    presets: tuple[ModelConfig, ModelConfig] | None = None,
+) -> AblationResult:
+    """``run_ablation`` of ``options``; ``presets``: the base's and the target's configs
+    when the caller has resolved them already (a study, once for all its cells)."""
     if not isinstance(overwrite, bool):
         raise ConfigError(f"overwrite must be True or False, got {overwrite!r}")
     # overwrite stays out of the repeat command: rerunning a report's command never wipes its folder
-    return _run(options, on_progress, command or options.command(), registry or default_registry(), overwrite)
+    registry = registry or default_registry()
+    return _run(options, on_progress, command or options.command(), registry, overwrite, presets)
 
 
 def _run(
-    options: Options, on_progress: ProgressCallback | None, command: str, registry: Registry, overwrite: bool = False
+    options: Options,
+    on_progress: ProgressCallback | None,
+    command: str,
+    registry: Registry,
+    overwrite: bool = False,
+    presets: tuple[ModelConfig, ModelConfig] | None = None,
 ) -> AblationResult:
     """Plan, train the sweep (if any) and the seeds, collect, report."""
     if overwrite:  # the corpus inside the folder overwrite replaces: refused before it is read
         refuse_inputs_inside(options.out_dir, [("data", options.data)], InputError)
-    plan = make_plan(options, registry)
+    plan = make_plan(options, registry, presets)
     if options.seeds > 1:
         require_statistics()  # refused before training every run, not after
     world = join_world()
@@ -363,6 +333,7 @@ def _result(plan: Plan, runs: list[AblationRun], command: str, runner: Runner, c
         data=plan.data,
         tuning=plan.tuning,
         command=command,
+        options=record(o),
         version=str(__version__),
         order=o.order,
         results_path=o.out_dir / "ablation.json",

@@ -161,6 +161,7 @@ class StudyResult:
     trained: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
     main_process: bool = True
+    options: dict[str, Any] = field(default_factory=dict)  # every option of run_study (options.record)
 
     def cell(self, rung: str, lr: float | None = None, warmup: int | None | str = "first") -> AblationResult:
         """The ablation of rung ``rung`` (``"64x2"``) at rate ``lr`` and warm-up ``warmup`` (default: the first)."""
@@ -259,6 +260,7 @@ class StudyResult:
             "base": self.base,
             "target": self.target,
             "command": self.command,
+            "options": self.options,
             "rungs": [r.name for r in self.rungs],
             "rates": self.rates,
             "warmups": self.warmups,

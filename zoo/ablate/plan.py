@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,15 +19,13 @@ import torch
 from zoo.ablate.compare import SIZE_AXES, diff_configs, swap_value
 from zoo.ablate.options import (
     CONTROL_SEED_OFFSET,
-    FLAG_NAMES,
-    FLAG_OPTIONS,
     LAUNCHERS,
     LR_GRID_FACTORS,
     ORDERS,
-    SET_FIELDS,
     TUNE_SEED_OFFSET,
+    Options,
 )
-from zoo.ablate.stats import CORRECTIONS, DEFAULT_CORRECTION
+from zoo.ablate.stats import CORRECTIONS
 from zoo.bounds import check_elements, check_threads, count
 from zoo.errors import ConfigError, InputError, ZooError, command, printable
 from zoo.nn.config import ModelConfig, resolve_config
@@ -40,111 +37,42 @@ from zoo.training import TrainSettings, bundled_corpus, load_corpus, open_data, 
 RUN_BYTES = 2 * (56 + 296)
 
 
-@dataclass(frozen=True)
-class Options:
-    """The arguments of ``run_ablation`` that shape the study (everything but the callbacks)."""
-
-    base: str
-    target: str
-    d_model: int
-    layers: int
-    heads: int
-    seq_len: int
-    steps: int
-    batch: int
-    lr: float
-    eval_every: int
-    data: str | os.PathLike[str] | None
-    out_dir: Path
-    seeds: int
-    seed: int
-    tune_lr: bool
-    lr_grid: list[float] | None
-    tune_fraction: float
-    path: bool | list[str] | None
-    order: str
-    workers: int
-    device: str
-    tokenizer: str
-    vocab_limit: int | None
-    max_chars: int | None
-    threads: int | None
-    correction: str = DEFAULT_CORRECTION
-    warmup: int | None = None  # warm-up steps; None: the training loop's default (a tenth of the steps)
-    swaps: list[str] | None = None  # train only these single swaps (axes); None: every one
-    launcher: str = "local"  # "local" (--workers processes) or "ray" (a Ray task per run)
-
-    @property
-    def on_path(self) -> bool:
-        return self.path is not None and self.path is not False
-
-    @property
-    def prepared(self) -> bool:
-        """Whether ``data`` names a prepared folder (which brings its tokenizer)."""
-        return self.data is not None and Path(self.data).is_dir()
-
-    def check(self) -> None:
-        """Refuse settings no run could use, all problems in one message."""
-        problems = []
-        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
-            problems.append(f"seeds={self.seeds!r} must be an integer >= 1 (--seeds)")
-        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
-            problems.append(f"workers={self.workers!r} must be an integer >= 1 (--workers)")
-        if self.launcher not in LAUNCHERS:
-            problems.append(f"launcher={self.launcher!r} must be one of {', '.join(LAUNCHERS)} (--launcher)")
-        if self.order not in ORDERS:
-            problems.append(f"order={self.order!r} must be one of {', '.join(ORDERS)} (--order)")
-        if self.device not in ("cpu", "cuda"):
-            problems.append(f"device={self.device!r} must be 'cpu' or 'cuda' (--device)")
-        elif self.device == "cuda" and not torch.cuda.is_available():
-            problems.append("device='cuda' but torch sees no GPU; use --device cpu")
-        if not isinstance(self.tune_fraction, (int, float)) or not 0.0 < self.tune_fraction <= 1.0:
-            problems.append(f"tune_fraction={self.tune_fraction!r} must be within (0, 1] (--tune-fraction)")
-        if self.correction not in CORRECTIONS:
-            problems.append(f"correction={self.correction!r} must be one of {', '.join(CORRECTIONS)} (--correction)")
-        if self.warmup is not None and (
-            isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or not 0 <= self.warmup <= self.steps
-        ):
-            problems.append(f"warmup={self.warmup!r} must be an integer within [0, steps={self.steps}] (--warmup)")
-        if self.swaps is not None and self.on_path:
-            problems.append("swaps picks single swaps; a cumulative path takes its axes from path (--path AXIS,...)")
-        if problems:
-            raise ConfigError(f"invalid ablation settings: {'; '.join(problems)}")
-        check_threads(self.threads)
-        check_elements(
-            2 * self.seeds,
-            RUN_BYTES,
-            f"the plan of {count(self.seeds)} seeds' runs of the base and the target",
-            "--seeds",
-        )
-
-    def command(self) -> str:
-        """The ``zoo ablate`` command line that repeats these options."""
-        words = ["zoo", "ablate", "--from", self.base, "--to", self.target]
-        for name in FLAG_OPTIONS:
-            value = getattr(self, name)
-            if value is not None and not (self.prepared and name == "tokenizer"):
-                text = f"{value:g}" if isinstance(value, float) else str(value)
-                if name in SET_FIELDS:
-                    words += ["--set", f"{SET_FIELDS[name]}={text}"]
-                else:
-                    words += [FLAG_NAMES.get(name, f"--{name.replace('_', '-')}"), text]
-        if not self.prepared:
-            words += ["--vocab-limit", "all" if self.vocab_limit is None else str(self.vocab_limit)]
-        if self.data is not None:
-            words += ["--data", str(self.data)]
-        if self.tune_lr:
-            words += ["--tune-lr", "--tune-fraction", f"{self.tune_fraction:g}"]
-            if self.lr_grid is not None:
-                words += ["--lr-grid", ",".join(f"{r:g}" for r in self.lr_grid)]
-        if self.path is True:
-            words.append("--path")
-        elif self.path:
-            words += ["--path", ",".join(self.path)]
-        if self.swaps is not None:
-            words += ["--swaps", ",".join(self.swaps)]
-        words += ["-o", str(self.out_dir)]
-        return shlex.join(words)
+def check_options(options: Options) -> None:
+    """Refuse settings no run could use, all problems in one message."""
+    problems = []
+    if isinstance(options.seeds, bool) or not isinstance(options.seeds, int) or options.seeds < 1:
+        problems.append(f"seeds={options.seeds!r} must be an integer >= 1 (--seeds)")
+    if isinstance(options.workers, bool) or not isinstance(options.workers, int) or options.workers < 1:
+        problems.append(f"workers={options.workers!r} must be an integer >= 1 (--workers)")
+    if options.launcher not in LAUNCHERS:
+        problems.append(f"launcher={options.launcher!r} must be one of {', '.join(LAUNCHERS)} (--launcher)")
+    if options.order not in ORDERS:
+        problems.append(f"order={options.order!r} must be one of {', '.join(ORDERS)} (--order)")
+    if options.device not in ("cpu", "cuda"):
+        problems.append(f"device={options.device!r} must be 'cpu' or 'cuda' (--device)")
+    elif options.device == "cuda" and not torch.cuda.is_available():
+        problems.append("device='cuda' but torch sees no GPU; use --device cpu")
+    if not isinstance(options.tune_fraction, (int, float)) or not 0.0 < options.tune_fraction <= 1.0:
+        problems.append(f"tune_fraction={options.tune_fraction!r} must be within (0, 1] (--tune-fraction)")
+    if options.correction not in CORRECTIONS:
+        problems.append(f"correction={options.correction!r} must be one of {', '.join(CORRECTIONS)} (--correction)")
+    if options.warmup is not None and (
+        isinstance(options.warmup, bool)
+        or not isinstance(options.warmup, int)
+        or not 0 <= options.warmup <= options.steps
+    ):
+        problems.append(f"warmup={options.warmup!r} must be an integer within [0, steps={options.steps}] (--warmup)")
+    if options.swaps is not None and options.on_path:
+        problems.append("swaps picks single swaps; a cumulative path takes its axes from path (--path AXIS,...)")
+    if problems:
+        raise ConfigError(f"invalid ablation settings: {'; '.join(problems)}")
+    check_threads(options.threads)
+    check_elements(
+        2 * options.seeds,
+        RUN_BYTES,
+        f"the plan of {count(options.seeds)} seeds' runs of the base and the target",
+        "--seeds",
+    )
 
 
 @dataclass(frozen=True)
@@ -264,16 +192,16 @@ class Plan:
         return [s + CONTROL_SEED_OFFSET for s in self.seeds]
 
 
-def make_plan(options: Options, registry: Registry) -> Plan:
-    """Resolve the presets once, scale them, list their differences and the variants."""
-    options.check()
+def make_plan(options: Options, registry: Registry, presets: tuple[ModelConfig, ModelConfig] | None = None) -> Plan:
+    """Resolve the presets once (unless ``presets`` are their configs, resolved already),
+    scale them, list their differences and the variants."""
+    check_options(options)
     if options.workers > 1 and registry is not default_registry():
         raise ConfigError(
             "workers > 1 trains in fresh processes, which see the installed plugins only, not a "
             "registry built in this one; use workers=1 with a custom registry"
         )
-    base_config = resolve_config(options.base, registry=registry)
-    target_config = resolve_config(options.target, registry=registry)
+    base_config, target_config = presets or resolve_presets(options, registry)
     for name, config in ((options.base, base_config), (options.target, target_config)):
         if config.architecture != "decoder":
             raise ConfigError(
@@ -292,6 +220,7 @@ def make_plan(options: Options, registry: Registry) -> Plan:
         seq_len=o.seq_len,
         lr=o.lr,
         eval_every=o.eval_every,
+        eval_batches=o.eval_batches,
         seed=o.seed,
         threads=o.threads,
         warmup_steps=o.warmup,
@@ -313,6 +242,11 @@ def make_plan(options: Options, registry: Registry) -> Plan:
     else:
         variants = single_swaps(ends, _picked(swappable, o.swaps), notes, registry)
     return Plan(o, differences, variants, settings, grid, tokens, described, notes)
+
+
+def resolve_presets(options: Options, registry: Registry) -> tuple[ModelConfig, ModelConfig]:
+    """The configs of the base and the target presets, as named."""
+    return resolve_config(options.base, registry=registry), resolve_config(options.target, registry=registry)
 
 
 def _picked(swappable: list[tuple[str, Any]], swaps: list[str] | None) -> list[tuple[str, Any]]:

@@ -201,6 +201,7 @@ class AblationResult:
     diagnostics_plot_path: Path | None = None
     control: AblationRun | None = None  # the A/A row (None in results from before it existed)
     baselines: Baselines | None = None  # the n-gram reference rows on the same eval windows
+    options: dict[str, Any] = field(default_factory=dict)  # every option of run_ablation (options.record)
 
     @property
     def under_trained(self) -> list[str]:
@@ -297,6 +298,7 @@ class AblationResult:
                 else None
             ),
             "command": self.command,
+            "options": self.options,
             "zoo_version": self.version,
             "order": self.order,
             "table": [run.name for run in self.rows()],

@@ -19,21 +19,29 @@ training FLOPs), or else the same ``steps`` for every rung.
 from __future__ import annotations
 
 import math
-import shlex
-from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import fields, replace
 from typing import Any
 
-from zoo.ablate.ablation import run_ablation
+from zoo.ablate.ablation import run_options
 from zoo.ablate.ladder import Cell, Rung, StudyResult, ladder
-from zoo.ablate.options import DEFAULT_SCALE
-from zoo.ablate.plan import ablation_data, at_scale
+from zoo.ablate.options import (
+    FLAG_OPTIONS,
+    Options,
+    StudyOptions,
+    make_options,
+    record,
+    refuse_unknown,
+    split_options,
+    study_command,
+    with_options,
+)
+from zoo.ablate.plan import ablation_data, at_scale, resolve_presets
 from zoo.ablate.results import TRAIN_FLOPS_FACTOR, AblationResult
 from zoo.ablate.runner import ProgressCallback
 from zoo.ablate.study_report import write_study_report
 from zoo.bounds import check_steps
 from zoo.errors import ConfigError
-from zoo.nn.config import resolve_config
+from zoo.nn.config import ModelConfig, resolve_config
 from zoo.nn.registry import Registry, default_registry
 from zoo.summary import summarize
 
@@ -44,23 +52,9 @@ def run_study(
     base: str = "transformer-2017",
     target: str = "gpt2-small",
     *,
-    out_dir: Path,
-    scales: Sequence[tuple[int, int]] | None = None,
-    tokens_per_param: float | None = None,
-    flops_per_run: float | None = None,
-    lr_sweep: Sequence[float] | None = None,
-    warmup_sweep: Sequence[int | None] | None = None,
-    d_model: int = DEFAULT_SCALE["d_model"],
-    layers: int = DEFAULT_SCALE["layers"],
-    heads: int = DEFAULT_SCALE["heads"],
-    steps: int = DEFAULT_SCALE["steps"],
-    lr: float = DEFAULT_SCALE["lr"],
-    eval_every: int = DEFAULT_SCALE["eval_every"],
-    warmup: int | None = None,
-    seq_len: int = DEFAULT_SCALE["seq_len"],
-    batch: int = DEFAULT_SCALE["batch"],
     on_progress: ProgressCallback | None = None,
     registry: Registry | None = None,
+    overwrite: bool = False,
     **options: Any,
 ) -> StudyResult:
     """Run ``run_ablation`` in every cell of ``scales`` x ``lr_sweep`` x ``warmup_sweep``
@@ -69,26 +63,61 @@ def run_study(
     FLOPs per swap, with a ladder), ``sweep.png`` (final loss against rate or warm-up per
     variant, with a sweep) and ``report.md`` into ``out_dir``.
 
-    ``tokens_per_param`` or ``flops_per_run`` set each rung's steps (see the module);
-    ``eval_every`` keeps the base scale's number of evaluations. Other ``options`` go to
-    ``run_ablation`` unchanged (seeds, data, workers, device, correction, swaps, ...). A
-    cell whose runs are finished trains nothing.
+    ``options``: the study's own (``zoo.ablate.options.StudyOptions``: ``scales``,
+    ``tokens_per_param``, ``flops_per_run``, ``lr_sweep``, ``warmup_sweep``) and
+    ``run_ablation``'s, which every cell shares (``out_dir`` required). ``tokens_per_param``
+    or ``flops_per_run`` set each rung's steps (see the module); ``eval_every`` keeps the
+    base scale's number of evaluations. A cell whose runs are finished trains nothing. The
+    presets are resolved once, for every rung and cell.
     """
     registry = registry or default_registry()
-    _check_study(options, tokens_per_param, flops_per_run, d_model, heads)
-    rungs = ladder(scales or [(d_model, layers)], d_model // heads)
-    rates = sorted({float(r) for r in lr_sweep}) if lr_sweep else [lr]
+    refuse_unknown(options, [*FLAG_OPTIONS, *(f.name for f in fields(StudyOptions))], "run_study")
+    own, shared = split_options(options)
+    study = make_options(StudyOptions, own, "run_study")
+    o = make_options(Options, {"base": base, "target": target, **shared}, "run_study")
+    _check_study(o, study)
+    presets = resolve_presets(o, registry)
+    cells, rungs, rates, warmups, budget = _cells(o, study, presets[0], registry)
+    done, trained, reused = _run_cells(o, cells, presets, on_progress, registry, overwrite)
+    result = StudyResult(
+        base=base,
+        target=target,
+        cells=done,
+        rungs=rungs,
+        rates=rates,
+        warmups=warmups,
+        budget={**budget, "tokens_per_step": o.batch * o.seq_len},
+        command=study_command(o, study),
+        results_path=o.out_dir / "study.json",
+        trained=trained,
+        reused=reused,
+        main_process=done[0][1].main_process,
+        options={**record(o), **record(study)},
+    )
+    if result.main_process:
+        write_study_report(result)
+    return result
+
+
+with_options(run_study, StudyOptions, Options)
+
+
+def _cells(
+    o: Options, study: StudyOptions, base: ModelConfig, registry: Registry
+) -> tuple[list[Cell], list[Rung], list[float], list[int | None], dict[str, Any]]:
+    """The study's cells (rung x rate x warm-up, each with its steps), rungs, rates,
+    warm-ups and budget rule."""
+    rungs = ladder(study.scales or [(o.d_model, o.layers)], o.d_model // o.heads)
+    rates = sorted({float(r) for r in study.lr_sweep}) if study.lr_sweep else [o.lr]
     if any(not 0 < r < math.inf for r in rates):
         raise ConfigError(f"learning rates must be > 0, got {rates} (--lr-sweep 1e-3,3e-3,1e-2)")
-    warmups = list(dict.fromkeys(warmup_sweep)) if warmup_sweep else [warmup]
-    tokens_per_step = batch * seq_len
-    budget = _budget(tokens_per_param, flops_per_run, steps)
-    evaluations = max(1, steps // max(1, eval_every))
-    out_dir = Path(out_dir)
-    vocab = _vocab(options) if flops_per_run is not None else 256  # the head's FLOPs need the data's vocabulary
+    warmups = list(dict.fromkeys(study.warmup_sweep)) if study.warmup_sweep else [o.warmup]
+    budget = _budget(study.tokens_per_param, study.flops_per_run, o.steps)
+    evaluations = max(1, o.steps // max(1, o.eval_every))
+    vocab = _vocab(o) if study.flops_per_run is not None else 256  # the head's FLOPs need the data's vocabulary
     cells = []
     for rung in rungs:
-        rung_steps = _rung_steps(base, rung, seq_len, vocab, tokens_per_step, budget, registry)
+        rung_steps = _rung_steps(base, rung, o.seq_len, vocab, o.batch * o.seq_len, budget, registry)
         for w in warmups:
             if w is not None and not 0 <= w <= rung_steps:
                 raise ConfigError(
@@ -96,66 +125,30 @@ def run_study(
                 )
         rung_every = max(1, rung_steps // evaluations)
         cells += [Cell(rung, r, w, rung_steps, rung_every) for r in rates for w in warmups]
-    done, trained, reused = _run_cells(base, target, cells, seq_len, batch, out_dir, on_progress, registry, options)
-    study = StudyResult(
-        base=base,
-        target=target,
-        cells=done,
-        rungs=rungs,
-        rates=rates,
-        warmups=warmups,
-        budget={**budget, "tokens_per_step": tokens_per_step},
-        command=_study_command(
-            done[0][1].command,
-            d_model,
-            layers,
-            heads,
-            steps,
-            eval_every,
-            lr,
-            warmup,
-            scales,
-            tokens_per_param,
-            flops_per_run,
-            lr_sweep,
-            warmup_sweep,
-            out_dir,
-        ),
-        results_path=out_dir / "study.json",
-        trained=trained,
-        reused=reused,
-        main_process=done[0][1].main_process,
-    )
-    if study.main_process:
-        write_study_report(study)
-    return study
+    return cells, rungs, rates, warmups, budget
 
 
-def _check_study(
-    options: dict[str, Any], tokens_per_param: float | None, flops_per_run: float | None, d_model: int, heads: int
-) -> None:
+def _check_study(o: Options, study: StudyOptions) -> None:
     """Refuse a study that cannot be run as asked, before anything trains."""
-    if options.get("tune_lr") or options.get("lr_grid") is not None:
+    if o.tune_lr:
         raise ConfigError("a study trains every rate for the full budget; drop --tune-lr/--lr-grid, or --lr-sweep")
+    tokens_per_param, flops_per_run = study.tokens_per_param, study.flops_per_run
     if tokens_per_param is not None and flops_per_run is not None:
         raise ConfigError("pick one budget rule: --tokens-per-param or --flops-per-run, not both")
     for name, value in (("tokens_per_param", tokens_per_param), ("flops_per_run", flops_per_run)):
         if value is not None and not (isinstance(value, (int, float)) and 0 < value < math.inf):
             raise ConfigError(f"{name}={value!r} must be a number > 0 (--{name.replace('_', '-')})")
-    if heads < 1 or d_model % heads:
-        raise ConfigError(f"d_model {d_model} must be a multiple of heads {heads} (--set d_model, --set n_heads)")
+    if o.heads < 1 or o.d_model % o.heads:
+        raise ConfigError(f"d_model {o.d_model} must be a multiple of heads {o.heads} (--set d_model, --set n_heads)")
 
 
 def _run_cells(
-    base: str,
-    target: str,
+    o: Options,
     cells: list[Cell],
-    seq_len: int,
-    batch: int,
-    out_dir: Path,
+    presets: tuple[ModelConfig, ModelConfig],
     on_progress: ProgressCallback | None,
     registry: Registry,
-    options: dict[str, Any],
+    overwrite: bool,
 ) -> tuple[list[tuple[Cell, AblationResult]], list[str], list[str]]:
     """One ablation per cell, each in its own folder; finished cells train nothing."""
     done: list[tuple[Cell, AblationResult]] = []
@@ -163,9 +156,8 @@ def _run_cells(
     reused: list[str] = []
     for cell in cells:
         shown = None if on_progress is None else _prefixed(on_progress, cell.name)
-        result = run_ablation(
-            base,
-            target,
+        at_cell = replace(
+            o,
             d_model=cell.rung.d_model,
             layers=cell.rung.layers,
             heads=cell.rung.heads,
@@ -173,13 +165,9 @@ def _run_cells(
             eval_every=cell.eval_every,
             lr=cell.lr,
             warmup=cell.warmup,
-            seq_len=seq_len,
-            batch=batch,
-            out_dir=out_dir / cell.name,
-            on_progress=shown,
-            registry=registry,
-            **options,
+            out_dir=o.out_dir / cell.name,
         )
+        result = run_options(at_cell, on_progress=shown, registry=registry, overwrite=overwrite, presets=presets)
         done.append((cell, result))
         trained += [f"{cell.name}/{key}" for key in result.trained]
         reused += [f"{cell.name}/{key}" for key in result.reused]
@@ -194,26 +182,20 @@ def _budget(tokens_per_param: float | None, flops_per_run: float | None, steps: 
     return {"rule": "steps", "value": steps}
 
 
-def _vocab(options: dict[str, Any]) -> int:
+def _vocab(o: Options) -> int:
     """The data's vocabulary size, as every cell will see it."""
-    _, described = ablation_data(
-        options.get("data"),
-        options.get("tokenizer", "auto"),
-        options.get("vocab_limit", 1024),
-        options.get("max_chars"),
-        [],
-    )
+    _, described = ablation_data(o.data, o.tokenizer, o.vocab_limit, o.max_chars, [])
     return int(described["vocab_size"])
 
 
-def non_embedding_parameters(base: str, rung: Rung, seq_len: int, vocab: int, registry: Registry) -> int:
+def non_embedding_parameters(base: str | ModelConfig, rung: Rung, seq_len: int, vocab: int, registry: Registry) -> int:
     """The base's parameters at ``rung`` without the token and position tables and the head
     (Kaplan et al.'s N, which budgets are counted in)."""
     summary = summarize(_rung_config(base, rung, seq_len, vocab, registry), context=seq_len, registry=registry)
     return summary.total_parameters - summary.parameters["embeddings"] - summary.parameters["head"]
 
 
-def _rung_config(base: str, rung: Rung, seq_len: int, vocab: int, registry: Registry) -> Any:
+def _rung_config(base: str | ModelConfig, rung: Rung, seq_len: int, vocab: int, registry: Registry) -> ModelConfig:
     scale = {
         "d_model": rung.d_model,
         "n_layers": rung.layers,
@@ -221,11 +203,18 @@ def _rung_config(base: str, rung: Rung, seq_len: int, vocab: int, registry: Regi
         "vocab_size": vocab,
         "max_seq_len": seq_len,
     }
-    return at_scale(resolve_config(base, registry=registry), scale, registry)
+    config = base if isinstance(base, ModelConfig) else resolve_config(base, registry=registry)
+    return at_scale(config, scale, registry)
 
 
 def _rung_steps(
-    base: str, rung: Rung, seq_len: int, vocab: int, tokens_per_step: int, budget: dict[str, Any], registry: Registry
+    base: ModelConfig,
+    rung: Rung,
+    seq_len: int,
+    vocab: int,
+    tokens_per_step: int,
+    budget: dict[str, Any],
+    registry: Registry,
 ) -> int:
     """The steps of every run at ``rung`` under the budget rule."""
     if budget["rule"] == "tokens_per_param":
@@ -246,56 +235,3 @@ def _rung_steps(
 
 def _prefixed(on_progress: ProgressCallback, name: str) -> ProgressCallback:
     return lambda run, step, total, loss: on_progress(f"{name} {run}", step, total, loss)
-
-
-def _study_command(
-    cell_command: str,
-    d_model: int,
-    layers: int,
-    heads: int,
-    steps: int,
-    eval_every: int,
-    lr: float,
-    warmup: int | None,
-    scales: Sequence[tuple[int, int]] | None,
-    tokens_per_param: float | None,
-    flops_per_run: float | None,
-    lr_sweep: Sequence[float] | None,
-    warmup_sweep: Sequence[int | None] | None,
-    out_dir: Path,
-) -> str:
-    """The ``zoo ablate`` command that repeats the study: a cell's, with the study's own
-    sizes, rate, warm-up and output folder, and the ladder and sweep flags."""
-    values: dict[str, object] = {
-        "--set d_model": d_model,
-        "--set n_layers": layers,
-        "--set n_heads": heads,
-        "--steps": steps,
-        "--eval-every": eval_every,
-        "--lr": f"{lr:g}",
-        "--warmup": warmup,
-    }
-    kept: list[str] = []
-    words = iter(shlex.split(cell_command))
-    for word in words:  # a cell's own sizes, rate, warm-up and folder give way to the study's
-        value = next(words, "") if word in ("--set", "-o", "--out", *values) else None
-        key = f"--set {value.split('=')[0]}" if word == "--set" and value else word
-        if word in ("-o", "--out") or key in values:
-            continue
-        kept += [word] if value is None else [word, value]
-    for key, given in values.items():
-        if given is not None:
-            flag, _, field = key.partition(" ")
-            kept += [flag, f"{field}={given}"] if field else [flag, str(given)]
-    if scales:
-        kept += ["--scales", ",".join(f"{d}x{n}" for d, n in scales)]
-    if tokens_per_param is not None:
-        kept += ["--tokens-per-param", f"{tokens_per_param:g}"]
-    if flops_per_run is not None:
-        kept += ["--flops-per-run", f"{flops_per_run:g}"]
-    if lr_sweep:
-        kept += ["--lr-sweep", ",".join(f"{r:g}" for r in lr_sweep)]
-    if warmup_sweep:
-        kept += ["--warmup-sweep", ",".join("auto" if w is None else str(w) for w in warmup_sweep)]
-    kept += ["-o", str(out_dir)]
-    return shlex.join(kept)

@@ -4,6 +4,9 @@ target over seeds, and show which swaps move the validation loss."""
 from __future__ import annotations
 
 import argparse
+import re
+from collections.abc import Callable
+from dataclasses import Field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,15 +14,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 from zoo.ablate.options import (
-    DEFAULT_SCALE,
-    DEFAULT_SEEDS,
-    FLAG_OPTIONS,
-    LAUNCHERS,
-    ORDERS,
-    TUNE_FRACTION,
+    AnyOptions,
+    Flag,
+    Options,
+    StudyOptions,
+    flag_name,
+    option_fields,
     parse_scales,
+    shown_default,
 )
-from zoo.ablate.stats import CORRECTIONS, DEFAULT_CORRECTION
+from zoo.checkpoint.store import write_atomically
 from zoo.cli.options import (
     Commands,
     RenamedFlag,
@@ -31,9 +35,11 @@ from zoo.cli.options import (
     add_sets,
     positive,
     refuse_overwriting_inputs,
+    seed,
 )
 from zoo.cli.render import Ui, clipped, fmt_flops, new_table
-from zoo.errors import InputError
+from zoo.errors import ConfigError, InputError
+from zoo.files import read_text
 from zoo.nn.config import parse_sets
 from zoo.nn.registry import default_registry
 
@@ -42,8 +48,11 @@ if TYPE_CHECKING:  # the ablation itself loads when the command runs, not to bui
     from zoo.ablate.ladder import StudyResult
 
 #: The model fields `zoo ablate --set` takes (both sides are trained at this scale), to
-#: the run_ablation option each sets.
-SCALE_FIELDS = {"d_model": "d_model", "n_layers": "layers", "n_heads": "heads"}
+#: the option each sets.
+SCALE_FIELDS = {
+    flag_name(f).partition(" ")[2]: f.name for f, _ in option_fields(Options) if flag_name(f).startswith("--set ")
+}
+STUDY_GROUP = "a study: one ablation per rung x rate x warm-up, each in a folder of --out"
 
 
 def add_parsers(commands: Commands) -> None:
@@ -53,109 +62,9 @@ def add_parsers(commands: Commands) -> None:
         "train a base, each single swap (or a cumulative path) toward a target, and the target, over seeds",
         [commands.json_flag],
     )
-    p.add_argument(
-        "--from", dest="base", default="transformer-2017", metavar="PRESET", help="the base (default transformer-2017)"
-    )
-    p.add_argument(
-        "--to", dest="target", default="gpt2-small", metavar="PRESET", help="the target (default gpt2-small)"
-    )
-    _add_scale(p)
-    p.add_argument(
-        "--tune-lr",
-        action="store_true",
-        help="sweep a learning rate per variant, train each at its best (default: one --lr for all)",
-    )
-    p.add_argument(
-        "--lr-grid",
-        type=rate_list,
-        default=None,
-        metavar="R,R,...",
-        help="the rates --tune-lr sweeps (implies it; default: --lr times 0.25, 0.5, 1, 2)",
-    )
-    p.add_argument(
-        "--tune-fraction",
-        type=float,
-        default=None,
-        metavar="FRACTION",
-        help=f"the sweep's share of the steps (default {TUNE_FRACTION})",
-    )
-    p.add_argument(
-        "--path",
-        nargs="?",
-        const=True,
-        default=None,
-        metavar="AXIS,AXIS,...",
-        help="a cumulative path (base, +swap 1, +swaps 1-2, ..., target) instead of single swaps; optionally its "
-        "order (default: single swaps)",
-    )
-    p.add_argument("--order", choices=ORDERS, default=None, help="table rows by effect size (default) or in plan order")
-    p.add_argument(
-        "--workers", type=positive, default=None, metavar="N", help="runs trained at once, one process each (default 1)"
-    )
-    p.add_argument(
-        "--launcher",
-        choices=LAUNCHERS,
-        default=None,
-        help="local: the runs train here, --workers at once; ray: each run is a Ray task on the cluster ray.init "
-        "finds (RAY_ADDRESS, else a local one), the out folder on a shared file system (default local)",
-    )
-    p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="cuda: one GPU per worker (default cpu)")
-    _add_text(p)
-    p.add_argument("--threads", type=positive, default=None, metavar="N", help="torch CPU threads per run (default 1)")
-    add_out(
-        p,
-        "output folder; run again on it, it trains only unfinished runs",
-        metavar="DIR",
-        required=False,
-        default="runs/ablation",
-    )
-
-
-def _add_text(p: argparse.ArgumentParser) -> None:
-    """The text the study trains on, and its tokens."""
-    p.add_argument(
-        "--data",
-        default=None,
-        metavar="FILE|DIR",
-        help="a text file, or a folder prepared by `zoo data prepare` (default: the bundled Shakespeare)",
-    )
-    p.add_argument(
-        "--tokenizer",
-        choices=("auto", "gpt2", "bytes"),
-        default=None,
-        help="auto (default): gpt2 if its files are installed (the text extra), else bytes",
-    )
-    p.add_argument(
-        "--vocab-limit",
-        type=vocab_limit,
-        default=None,
-        metavar="N|all",
-        help="GPT-2 tokens: keep the N most frequent, spell the rest as bytes (default 1024)",
-    )
-    p.add_argument(
-        "--max-chars",
-        type=positive,
-        default=None,
-        metavar="N",
-        help="train on the first N characters only (default: all of the text)",
-    )
-    p.add_argument(
-        "--correction",
-        choices=CORRECTIONS,
-        default=None,
-        help=f"family-wise correction over the table's tests; `*` follows the adjusted p (default {DEFAULT_CORRECTION})",
-    )
-    p.add_argument(
-        "--warmup",
-        type=int,
-        default=None,
-        metavar="N",
-        help="learning-rate warm-up steps (default: a tenth of --steps)",
-    )
-    p.add_argument(
-        "--swaps", type=axis_list, default=None, metavar="AXIS,AXIS,...", help="train only these swaps (default: all)"
-    )
-    _add_study(p)
+    add_config(p, "ablate")
+    add_option_flags(p, Options)
+    add_option_flags(p, StudyOptions, STUDY_GROUP)
     p.add_argument(
         "--docs",
         default=None,
@@ -169,83 +78,56 @@ def _add_text(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_study(p: argparse.ArgumentParser) -> None:
-    """The flags of a study: a scale ladder, rate and warm-up sweeps."""
-    study = p.add_argument_group("a study: one ablation per rung x rate x warm-up, each in a folder of --out")
-    study.add_argument(
-        "--scales",
-        type=scale_list,
-        default=None,
-        metavar="DxL,DxL,...",
-        help="a scale ladder of d_model x layers, heads at the head size of --set d_model / n_heads (e.g. 64x2,128x4,192x6; default: one scale, no ladder)",
-    )
-    study.add_argument(
-        "--tokens-per-param",
-        type=float,
-        default=None,
-        metavar="RATIO",
-        help="each rung trains RATIO tokens per non-embedding parameter of the base (default: --steps for every rung)",
-    )
-    study.add_argument(
-        "--flops-per-run",
-        type=float,
-        default=None,
-        metavar="FLOPS",
-        help="each run trains FLOPS FLOPs (default: --steps)",
-    )
-    study.add_argument(
-        "--lr-sweep",
-        type=rate_list,
-        default=None,
-        metavar="LR,LR,...",
-        help="train every variant at each rate for the full budget (default: --lr alone)",
-    )
-    study.add_argument(
-        "--warmup-sweep",
-        type=warmup_list,
-        default=None,
-        metavar="N,N,...",
-        help="train every variant at each warm-up (default: --warmup alone)",
-    )
+def add_option_flags(p: argparse.ArgumentParser, kind: type[AnyOptions], group: str | None = None) -> None:
+    """A flag per option of ``kind`` (``zoo.ablate.options``), its help stating the
+    default: the shared vocabulary's own where it has one, one ``--set`` for the model
+    fields of the scale, an old spelling hidden."""
+    where = p.add_argument_group(group) if group else p
+    for f, flag in option_fields(kind):
+        name, help = flag_name(f), f"{flag.help} {shown_default(f)}"
+        if name.startswith("--set "):
+            if f.name == next(iter(SCALE_FIELDS.values())):  # one --set for them all, where the first is
+                add_sets(p, help=_sets_help())
+        elif name in VOCABULARY:
+            VOCABULARY[name][1](p, flag, help)
+        else:
+            shown = {"choices": flag.choices} if flag.choices else {"metavar": flag.metavar} if flag.metavar else {}
+            where.add_argument(name, dest=f.name, default=None, help=help, **shown, **KIND_ARGUMENTS[flag.kind])
+        if flag.old:
+            new = f"{name}=N" if name.startswith("--set ") else name
+            parse = KIND_ARGUMENTS[flag.kind]["type"]
+            p.add_argument(flag.old, dest=option_dest(f), type=parse, action=RenamedFlag, new=new, metavar="N")
 
 
-def _add_scale(p: argparse.ArgumentParser) -> None:
-    """The scale and training flags: what every run of the study shares."""
-    add_config(p, "ablate")
-    scale = ", ".join(f"{field}={DEFAULT_SCALE[option]}" for field, option in SCALE_FIELDS.items())
-    add_sets(
-        p,
-        help=f"the scale both sides are trained at: {', '.join(SCALE_FIELDS)}; repeatable (default: {scale})",
-    )
-    for field, option in SCALE_FIELDS.items():  # the old spellings: --d-model, --layers, --heads
-        old = "--" + option.replace("_", "-")
-        p.add_argument(old, dest=option, type=positive, action=RenamedFlag, new=f"--set {field}=N", metavar="N")
-    p.add_argument(
-        "--seq-len",
-        type=positive,
-        default=None,
-        metavar="N",
-        help=f"tokens per sequence (default {DEFAULT_SCALE['seq_len']})",
-    )
-    p.add_argument(
-        "--steps", type=positive, default=None, metavar="N", help=f"steps per run (default {DEFAULT_SCALE['steps']})"
-    )
-    add_batch_size(p, f"sequences per step (default {DEFAULT_SCALE['batch']})")
-    p.add_argument("--batch", dest="batch_size", type=positive, action=RenamedFlag, new="--batch-size", metavar="N")
-    p.add_argument(
-        "--eval-every",
-        type=positive,
-        default=None,
-        metavar="N",
-        help=f"validation loss every N steps (default {DEFAULT_SCALE['eval_every']})",
-    )
-    p.add_argument(
-        "--lr", type=float, default=None, metavar="LR", help=f"peak learning rate (default {DEFAULT_SCALE['lr']})"
-    )
-    p.add_argument(
-        "--seeds", type=positive, default=None, metavar="N", help=f"runs per variant (default {DEFAULT_SEEDS})"
-    )
-    add_seed(p, "the first seed; seeds run N, N+1, ... (default 0)")
+def _sets_help() -> str:
+    defaults = {f.name: f.default for f, _ in option_fields(Options)}
+    scale = ", ".join(f"{field}={defaults[option]}" for field, option in SCALE_FIELDS.items())
+    return f"the scale both sides are trained at: {', '.join(SCALE_FIELDS)}; repeatable (default: {scale})"
+
+
+#: Flags of the shared vocabulary (``zoo.cli.options``), each added by its own function.
+VOCABULARY: dict[str, tuple[str, Callable[[argparse.ArgumentParser, Flag, str], None]]] = {
+    "--seed": ("seed", lambda p, flag, help: add_seed(p, help)),
+    "--batch-size": ("batch_size", lambda p, flag, help: add_batch_size(p, help)),
+    "-o": ("out", lambda p, flag, help: add_out(p, flag.help, metavar="DIR", required=False, default=flag.shown)),
+}
+
+
+def option_dest(f: Field[Any]) -> str:
+    """Where an option's flag leaves its value on the parsed arguments."""
+    name = flag_name(f)
+    return VOCABULARY[name][0] if name in VOCABULARY else f.name
+
+
+def given_options(args: argparse.Namespace, kind: type[AnyOptions]) -> dict[str, Any]:
+    """The options of ``kind`` the flags give, by name; unset flags leave the defaults
+    (``--set`` fields: ``scale_options``)."""
+    found: dict[str, Any] = {}
+    for f, flag in option_fields(kind):
+        value = getattr(args, option_dest(f), None)
+        if value is not None and value is not False and not flag_name(f).startswith("--set "):
+            found[f.name] = KIND_VALUES[flag.kind](value) if flag.kind in KIND_VALUES else value
+    return found
 
 
 def vocab_limit(text: str) -> int | str:
@@ -287,11 +169,29 @@ def rate_list(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"expected comma-separated rates such as 1e-3,3e-3, got {text!r}") from None
 
 
-# Flags of `zoo ablate` passed as the run_ablation argument of the same name when given
-# (its defaults rule otherwise); --data, --lr-grid, --tune-lr and --path are converted below.
-ABLATE_OPTIONS = (*FLAG_OPTIONS, "vocab_limit", "tune_fraction", "swaps")
-# Flags of a study (a ladder or a sweep), passed to run_study when given.
-STUDY_OPTIONS = ("scales", "tokens_per_param", "flops_per_run", "lr_sweep", "warmup_sweep")
+#: How the command line reads each kind of option (``zoo.ablate.options.KINDS``): the
+#: arguments of its flag, and (``KIND_VALUES``) what turns a parsed value into the option's.
+KIND_ARGUMENTS: dict[str, dict[str, Any]] = {
+    "text": {},
+    "choice": {},
+    "path": {},
+    "count": {"type": positive},
+    "seed": {"type": seed},
+    "int": {"type": int},
+    "float": {"type": float},
+    "switch": {"action": "store_true"},
+    "vocab": {"type": vocab_limit},
+    "rates": {"type": rate_list},
+    "axes": {"type": axis_list},
+    "optional-axes": {"type": axis_list, "nargs": "?", "const": True},
+    "scales": {"type": scale_list},
+    "warmups": {"type": warmup_list},
+}
+KIND_VALUES: dict[str, Callable[[Any], Any]] = {
+    "path": Path,
+    "out": Path,
+    "vocab": lambda value: None if value == "all" else value,
+}
 
 
 def scale_options(args: argparse.Namespace) -> dict[str, int]:
@@ -310,6 +210,46 @@ def scale_options(args: argparse.Namespace) -> dict[str, int]:
     return found
 
 
+#: The markers around docs/ablation.md's table of the flags, which ``make docs-flags`` rewrites.
+FLAGS_BEGIN = "<!-- the flags of `zoo ablate`, from its -h: do not edit; `make docs-flags` rewrites it -->"
+FLAGS_END = "<!-- end of the flags of `zoo ablate` -->"
+_DEFAULT = re.compile(r"(.*?)\s*\(default:? (.*)\)", re.DOTALL)
+
+
+def flags_table(parser: argparse.ArgumentParser) -> list[str]:
+    """``parser``'s flags (``zoo ablate``'s) as a Markdown table of flag, default and what,
+    one row each, read from their ``-h``: the docs say what ``-h`` says."""
+    rows = ["| flag | default | what |", "|---|---|---|"]
+    for action in parser._actions:
+        if not action.option_strings or action.help in (None, argparse.SUPPRESS) or action.dest in ("help", "debug"):
+            continue
+        found = _DEFAULT.fullmatch(str(action.help))
+        what, default = (found[1], found[2]) if found else (str(action.help), "off")
+        takes = "|".join(map(str, action.choices)) if action.choices else str(action.metavar or "")
+        takes = f"[{takes}]" if action.nargs == "?" else takes
+        flag = "/".join(action.option_strings) + (f" {takes}" if action.nargs != 0 else "")
+        rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in (f"`{flag}`", default, what)) + " |")
+    return rows
+
+
+def with_flags_table(text: str, parser: argparse.ArgumentParser) -> str:
+    """``text`` (docs/ablation.md) with its table of the flags generated anew."""
+    if text.count(FLAGS_BEGIN) != 1 or text.count(FLAGS_END) != 1 or text.index(FLAGS_BEGIN) > text.index(FLAGS_END):
+        raise ConfigError(f"the page must hold the line {FLAGS_BEGIN} once, then {FLAGS_END}: put them back")
+    before, rest = text.split(FLAGS_BEGIN)
+    after = rest.split(FLAGS_END)[1]
+    return "\n".join([before + FLAGS_BEGIN, "", *flags_table(parser), "", FLAGS_END + after])
+
+
+def write_flags_table(page: Path) -> Path:
+    """Rewrite ``page``'s table of the flags (``make docs-flags``)."""
+    from zoo.cli import build_parser
+
+    (commands,) = [a for a in build_parser(["ablate"])._actions if isinstance(a, argparse._SubParsersAction)]
+    text = with_flags_table(read_text(page, ConfigError, "docs page"), commands.choices["ablate"])
+    return write_atomically(page, lambda path: path.write_text(text, encoding="utf-8"), ConfigError)
+
+
 def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
     from zoo.ablate import run_ablation
     from zoo.ablate.docs import check_docs_page, write_docs_region
@@ -322,31 +262,16 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
     options = _options(args)
     if args.docs is not None:  # a page the results cannot go into is refused before the work
         check_docs_page(Path(args.docs), Path(args.out).name)
-    nothing = swapless(args.base, args.target, default_registry())
+    nothing = swapless(options.get("base", Options.base), options.get("target", Options.target), default_registry())
     if nothing is not None:  # said before it trains, not only in the notes after
         ui.warn(nothing)
     progress, on_progress = _progress(ui)
-    studied = {key: getattr(args, key) for key in STUDY_OPTIONS if getattr(args, key) is not None}
+    studied = given_options(args, StudyOptions)
     try:
         if studied:
-            study = run_study(
-                args.base,
-                args.target,
-                out_dir=Path(args.out),
-                on_progress=on_progress,
-                overwrite=args.overwrite,
-                **options,
-                **studied,
-            )
+            study = run_study(on_progress=on_progress, overwrite=args.overwrite, **options, **studied)
         else:
-            result = run_ablation(
-                base=args.base,
-                target=args.target,
-                out_dir=Path(args.out),
-                on_progress=on_progress,
-                overwrite=args.overwrite,
-                **options,
-            )
+            result = run_ablation(on_progress=on_progress, overwrite=args.overwrite, **options)
     finally:
         if progress.live.is_started:  # stop() prints a line even when it never started
             progress.stop()
@@ -365,19 +290,10 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     """The run_ablation arguments the flags give (unset flags leave its defaults)."""
-    given = {**vars(args), "batch": args.batch_size}
-    options: dict[str, Any] = {key: given[key] for key in ABLATE_OPTIONS if given.get(key) is not None}
+    options = given_options(args, Options)
     options.update(scale_options(args))
-    if args.data is not None:
-        options["data"] = Path(args.data)
-    if options.get("vocab_limit") == "all":
-        options["vocab_limit"] = None
-    if args.tune_lr or args.lr_grid is not None:
-        options["tune_lr"] = True
-    if args.lr_grid is not None:
-        options["lr_grid"] = args.lr_grid
-    if args.path is not None:
-        options["path"] = True if args.path is True else [axis.strip() for axis in args.path.split(",") if axis.strip()]
+    if "lr_grid" in options:
+        options["tune_lr"] = True  # a grid asks for the sweep
     return options
 
 
@@ -447,9 +363,7 @@ def _show(result: AblationResult, args: argparse.Namespace, ui: Ui, *, brief: bo
 
     seeds = len(result.seeds)
     header, rows = table(result, compact=True)
-    title = (
-        f"ablation {args.base} -> {args.target}: {result.settings.steps} steps, {seeds} seed{'s' if seeds > 1 else ''}"
-    )
+    title = f"ablation {result.base} -> {result.target}: {result.settings.steps} steps, {seeds} seed{'s' if seeds > 1 else ''}"
     rich_table = new_table(title, *header, right=header[1:], clip=header[:1])
     sig = header.index("sig")
     for run, row in zip(result.rows(), rows):
