@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from zoo.ablate.grid import run_study
+from zoo.ablate.studies import run_study
 from zoo.ablate.options import (
     KINDS,
     Options,
