@@ -10,6 +10,7 @@ from __future__ import annotations
 from importlib import resources
 
 import zoo.plugin
+from zoo_modern import mlp, norms, placement, qknorm
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
 from zoo_modern.converters import CONVERTERS
 from zoo_modern.mlp import SwiGluOptions, swiglu
@@ -25,6 +26,8 @@ def zoo_register_components(register: zoo.plugin.RegisterComponent) -> None:
     register("attention", "gqa", gqa, GqaOptions, check=check_gqa)
     register("placement", "sandwich", SandwichNorm)
     register("placement", "parallel", Parallel)  # decoder-only: its block takes no cross-attention
+    for module in (qknorm, mlp, norms, placement):  # modern: qknorm, glu, rmsnorm_offset, post_sublayer
+        module.register_components(register)
 
 
 @zoo.plugin.hookimpl
