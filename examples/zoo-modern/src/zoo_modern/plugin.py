@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib import resources
 
 import zoo.plugin
-from zoo_modern import mlp, norms, placement, qknorm
+from zoo_modern import families_modern, mlp, norms, placement, qknorm
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
 from zoo_modern.converters import CONVERTERS
 from zoo_modern.mlp import SwiGluOptions, swiglu
@@ -39,5 +39,5 @@ def zoo_register_presets(register: zoo.plugin.RegisterPreset) -> None:
 
 @zoo.plugin.hookimpl
 def zoo_register_converters(register: zoo.plugin.RegisterConverter) -> None:
-    for converter in CONVERTERS:
+    for converter in (*CONVERTERS, *families_modern.CONVERTERS):
         register(converter)
