@@ -115,6 +115,30 @@ def test_qknorm_heads_wider_than_d_model_over_n_heads(qk_norm: str, q_width: int
     assert acts["blocks.0.attn.hook_q"].shape == (2, 4, 10, 16) and acts["blocks.0.attn.hook_z"].shape == (2, 10, 4, 16)
 
 
+def test_pre_scaled_adds_a_scaled_sublayer_output() -> None:
+    model = tiny(placement={"name": "pre_scaled", "residual_scale": 0.25}, norm="rmsnorm")
+    placement, sublayer = model.blocks[0].mlp_residual, model.blocks[0].mlp
+    x = torch.randn(2, 3, TINY["d_model"])
+    torch.testing.assert_close(placement(x, sublayer), x + 0.25 * sublayer(placement.norm(x)))
+    plain = tiny(placement="pre", norm="rmsnorm")
+    unit = tiny(placement="pre_scaled", norm="rmsnorm")  # seeded alike: the same weights
+    idx = torch.randint(0, TINY["vocab_size"], (2, 8))
+    torch.testing.assert_close(unit(idx), plain(idx))
+
+
+def test_numeric_embedding_and_logit_scales_multiply() -> None:
+    idx = torch.randint(0, TINY["vocab_size"], (2, 8))
+    base = tiny(position="rotary")
+    scaled = tiny(position="rotary", logit_scale=0.125)
+    torch.testing.assert_close(scaled(idx), base(idx) * 0.125)
+    _, plain = base.run_with_cache(idx, names=["hook_embed"])
+    _, times = tiny(position="rotary", embedding_scale=12.0).run_with_cache(idx, names=["hook_embed"])
+    torch.testing.assert_close(times["hook_embed"], plain["hook_embed"] * 12.0)
+    for bad in ({"embedding_scale": 0.0}, {"embedding_scale": True}, {"logit_scale": -1.0}, {"logit_scale": "x"}):
+        with pytest.raises(zoo.ConfigError, match=next(iter(bad))):
+            tiny(**bad)
+
+
 # -- converter refusals -----------------------------------------------------------------------
 
 QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 32, "intermediate_size": 40,
@@ -123,6 +147,7 @@ QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_s
 GEMMA = {**QWEN3, "architectures": ["GemmaForCausalLM"], "model_type": "gemma", "hidden_act": "gelu_pytorch_tanh"}
 OLMO2 = {**QWEN3, "architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2"}
 PHI3 = {**QWEN3, "architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "head_dim": None}
+GRANITE = {**PHI3, "architectures": ["GraniteForCausalLM"], "model_type": "granite", "residual_multiplier": 0.5}
 
 
 @pytest.mark.parametrize(
@@ -138,6 +163,9 @@ PHI3 = {**QWEN3, "architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "he
          "rope_scaling.rope_type"),
         ({**PHI3, "sliding_window": 32}, "sliding_window"),
         ({**PHI3, "partial_rotary_factor": 0.75}, "partial_rotary_factor"),
+        ({**GRANITE, "mlp_bias": True}, "mlp_bias"),
+        ({**GRANITE, "head_dim": 16}, "head_dim"),
+        ({**GRANITE, "logits_scaling": 0}, "logits_scaling"),
     ],
 )  # fmt: skip
 def test_converters_refuse_what_they_would_compute_differently(hf: dict[str, Any], field: str) -> None:
@@ -152,6 +180,9 @@ def test_converters_refuse_what_they_would_compute_differently(hf: dict[str, Any
         ("Olmo2ForCausalLM", {"placement": "pre"}, "post_sublayer"),
         ("GemmaForCausalLM", {"norm": "rmsnorm"}, "rmsnorm_offset"),
         ("Phi3ForCausalLM", {"mlp": {"name": "glu", "fused": False}}, "gate_up_proj"),
+        ("GraniteForCausalLM", {"placement": "pre"}, "pre_scaled"),
+        ("Qwen3ForCausalLM", {"logit_scale": 0.5}, "logit_scale"),
+        ("Olmo2ForCausalLM", {"embedding_scale": 2.0}, "embedding_scale"),
     ],
 )
 def test_export_refuses_what_the_architecture_cannot_express(
@@ -164,7 +195,8 @@ def test_export_refuses_what_the_architecture_cannot_express(
 
 def exportable(architecture: str) -> dict[str, Any]:
     """Tiny zoo config fields that ``architecture`` writes."""
-    hf = {"Qwen3ForCausalLM": QWEN3, "GemmaForCausalLM": GEMMA, "Olmo2ForCausalLM": OLMO2, "Phi3ForCausalLM": PHI3}
+    hf = {"Qwen3ForCausalLM": QWEN3, "GemmaForCausalLM": GEMMA, "Olmo2ForCausalLM": OLMO2, "Phi3ForCausalLM": PHI3,
+          "GraniteForCausalLM": GRANITE}  # fmt: skip
     fields = config_from_hf(hf[architecture])
     return {k: v for k, v in fields.items() if k not in TINY}
 
@@ -198,9 +230,17 @@ RELEASED = {
         "rope_theta": 10000.0, "rope_scaling": None, "sliding_window": 2047, "tie_word_embeddings": False,
         "hidden_act": "silu", "attention_dropout": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0,
     },
+    "ibm-granite/granite-3.0-2b-base": {
+        "architectures": ["GraniteForCausalLM"], "model_type": "granite", "vocab_size": 49155, "hidden_size": 2048,
+        "intermediate_size": 8192, "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True,
+        "embedding_multiplier": 12.0, "residual_multiplier": 0.22, "attention_multiplier": 0.015625,
+        "logits_scaling": 8.0, "attention_bias": False, "mlp_bias": False, "hidden_act": "silu",
+        "attention_dropout": 0.1,
+    },
 }  # fmt: skip
 PRESETS = {"qwen3-0.6b": "Qwen/Qwen3-0.6B", "gemma-2b": "google/gemma-2b", "olmo-2-1b": "allenai/OLMo-2-0425-1B",
-           "phi-3-mini": "microsoft/Phi-3-mini-4k-instruct"}  # fmt: skip
+           "phi-3-mini": "microsoft/Phi-3-mini-4k-instruct", "granite-3-2b": "ibm-granite/granite-3.0-2b-base"}  # fmt: skip
 
 
 @pytest.mark.parametrize(("preset", "repo"), sorted(PRESETS.items()))

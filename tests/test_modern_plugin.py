@@ -32,6 +32,7 @@ MODERN = {
     ("mlp", "glu"),
     ("norm", "rmsnorm_offset"),
     ("placement", "post_sublayer"),
+    ("placement", "pre_scaled"),
 }
 PACKAGE = Path(__file__).resolve().parents[1] / "examples" / "zoo-modern"
 

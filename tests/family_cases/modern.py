@@ -31,3 +31,20 @@ CASES = [
     Family("olmo2", "olmo2", "Olmo2Config", "Olmo2ForCausalLM", {**SIZES, "num_key_value_heads": 2}),
     Family("phi3", "phi3", "Phi3Config", "Phi3ForCausalLM", {**SIZES, "num_key_value_heads": 2}),
 ]
+CASES.append(
+    # every multiplier away from 1 (logits_scaling a power of two, as Granite 3's 8 and 16)
+    Family(
+        "granite",
+        "granite",
+        "GraniteConfig",
+        "GraniteForCausalLM",
+        {
+            **SIZES,
+            "num_key_value_heads": 2,
+            "embedding_multiplier": 12.0,
+            "residual_multiplier": 0.22,
+            "attention_multiplier": 0.015625,
+            "logits_scaling": 8.0,
+        },
+    )
+)

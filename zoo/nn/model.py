@@ -76,7 +76,8 @@ class TokenModel(nn.Module):
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
         self.position: PositionEncoding = parts.make("position")
         self.drop = nn.Dropout(config.dropout.embedding)
-        self.embed_scale = math.sqrt(config.d_model) if config.embedding_scale == "sqrt_d_model" else 1.0
+        scale = config.embedding_scale
+        self.embed_scale = math.sqrt(config.d_model) if scale == "sqrt_d_model" else 1.0 if scale == "none" else scale
         self.hook_state: HookState | None = None  # only while hooks are set (zoo.nn.hooks)
 
     def wants_final_norm(self, placement: nn.Module) -> bool:
@@ -118,6 +119,8 @@ class TokenModel(nn.Module):
         """Logits (B, S, V) of the last hidden states, or log-probabilities if configured."""
         x = self.final_norm(x)
         logits: Tensor = self.head(x)  # (B, S, V)
+        if self.config.logit_scale != 1.0:
+            logits = logits * self.config.logit_scale
         if self.config.head_output == "log_softmax":
             return F.log_softmax(logits, dim=-1)
         return logits

@@ -241,6 +241,8 @@ class LlamaFamily(Converter):
     parts: ClassVar[Mapping[str, str]] = {"placement": "pre", "norm": "rmsnorm", "position": "rotary", "mlp": "swiglu"}
     #: The family's embedding scale (``config.embedding_scale``).
     embedding_scale: ClassVar[str] = "none"
+    #: Whether the family writes numeric embedding and logit scales (Granite's multipliers).
+    multipliers: ClassVar[bool] = False
 
     def attention_blockers(self, config: ModelConfig) -> list[str]:
         """What in ``config``'s attention this family cannot express (see ``blockers``)."""
@@ -249,7 +251,7 @@ class LlamaFamily(Converter):
         return []
 
     def blockers(self, config: ModelConfig) -> list[str]:
-        blockers = common_blockers(config, self.architecture, self.embedding_scale)
+        blockers = common_blockers(config, self.architecture, self.embedding_scale, self.multipliers)
         for kind, name in self.parts.items():
             if getattr(config, kind).name != name:
                 blockers.append(f"{kind} {getattr(config, kind).name!r} ({self.architecture} has {name})")
@@ -297,17 +299,23 @@ class LlamaFamily(Converter):
         }
 
 
-def common_blockers(config: ModelConfig, architecture: str, embedding_scale: str = "none") -> list[str]:
-    """Switches no Hugging Face causal LM of these families has (``embedding_scale``: the family's)."""
+def common_blockers(
+    config: ModelConfig, architecture: str, embedding_scale: str = "none", multipliers: bool = False
+) -> list[str]:
+    """Switches no Hugging Face causal LM of these families has (``embedding_scale``: the
+    family's; ``multipliers``: the family writes any numeric embedding and logit scale)."""
     blockers = []
     if config.architecture != "decoder":
         blockers.append(f"architecture {config.architecture!r} ({architecture} is decoder-only)")
     if config.final_norm is False:
         blockers.append(f"final_norm=false ({architecture} always has a final norm)")
-    if config.embedding_scale != embedding_scale:
+    numeric = multipliers and not isinstance(config.embedding_scale, str)
+    if config.embedding_scale != embedding_scale and not numeric:
         blockers.append(f"embedding_scale={config.embedding_scale!r} ({architecture} has {embedding_scale!r})")
     if config.head_output != "logits":
         blockers.append(f"head_output={config.head_output!r} ({architecture}'s head returns logits)")
+    if config.logit_scale != 1.0 and not multipliers:
+        blockers.append(f"logit_scale={config.logit_scale!r} ({architecture} does not scale its logits)")
     return blockers
 
 

@@ -8,6 +8,9 @@ Gemma, OLMo 2 and Phi-3, each a ``LlamaFamily`` with other parts.
   head_dim 256, a tied head.
 - OLMo 2: the norm after each sub-layer (``post_sublayer``) and QK-norm over the whole
   projection (``qknorm`` with ``qk_norm = "whole"``).
+- Granite: Llama with multipliers on the embeddings (``embedding_scale`` a number), on
+  each sub-layer's output (placement ``pre_scaled``), on the scores (``qknorm``'s
+  ``scale``) and on the logits (``logit_scale``).
 - Phi-3: Llama's math with q/k/v and gate/up stored fused (``qkv_proj``,
   ``gate_up_proj``); the zoo's ``qkv`` already has that layout, and ``glu`` takes
   ``fused``.
@@ -18,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from zoo.plugin import Converter, Count, ModelConfig, Rule
+from zoo.plugin import Converter, Count, ModelConfig, Positive, Rule
 from zoo_modern.converters import ACTIVATIONS, LlamaFamily, LlamaFields, Qwen2, windowed_length
 
 
@@ -236,8 +239,66 @@ class Phi3(LlamaFamily):
         }
 
 
-CONVERTERS: tuple[Converter, ...] = (Qwen3(), Gemma(), Olmo2(), Phi3())
-#: The presets of these families' released weights (``presets/<name>.toml``).
-PRESETS = ("qwen3-0.6b", "gemma-2b", "olmo-2-1b", "phi-3-mini")
+class GraniteFields(LlamaFields):
+    """The Granite multipliers, beyond Llama's fields."""
 
-__all__ = ["CONVERTERS", "Gemma", "Olmo2", "Phi3", "Qwen3"]
+    embedding_multiplier: Positive | None = None
+    residual_multiplier: Positive | None = None
+    attention_multiplier: Positive | None = None
+    logits_scaling: Positive | None = None
+
+
+class Granite(LlamaFamily):
+    """Granite: Llama with four multipliers, on the embeddings, on each sub-layer's output, on
+    the attention scores (in place of 1 / sqrt(head_dim)) and on the logits (1 / logits_scaling)."""
+
+    architecture = "GraniteForCausalLM"
+    model_type = "granite"
+    description = "Granite: Llama's layout with embedding, residual, attention and logit multipliers"
+    parts: ClassVar[Mapping[str, str]] = {
+        "placement": "pre_scaled", "norm": "rmsnorm", "position": "rotary", "mlp": "swiglu",
+    }  # fmt: skip
+    multipliers = True
+
+    def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
+        GraniteFields.read(hf, where)
+        fields = super().config_from_hf(hf, where)
+        embedding = float(hf.get("embedding_multiplier") or 1.0)
+        return {
+            **fields,
+            "embedding_scale": "none" if embedding == 1.0 else embedding,
+            "logit_scale": 1.0 / float(hf.get("logits_scaling") or 1.0),
+            "placement": {"name": "pre_scaled", "residual_scale": float(hf.get("residual_multiplier") or 1.0)},
+        }
+
+    def attention(self, hf: Mapping[str, Any], where: str, kv: int) -> dict[str, Any]:
+        super().attention(hf, where, kv)  # head_dim is hidden_size / num_attention_heads
+        d, heads = int(hf["hidden_size"]), int(hf["num_attention_heads"])
+        spec = qknorm_spec(kv, d // heads, "none")
+        return {**spec, "scale": float(hf.get("attention_multiplier") or 1.0)}  # GraniteConfig's default is 1
+
+    def attention_blockers(self, config: ModelConfig) -> list[str]:
+        options = config.attention.options
+        wide = config.head_dim != config.d_model // config.n_heads
+        if config.attention.name != "qknorm" or options.get("qk_norm") != "none" or wide:
+            return [f"attention {config.attention.name!r} (Granite has qknorm with qk_norm='none' and a scale)"]
+        return []
+
+    def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
+        hf = super().config_to_hf(config)
+        embedding = config.embedding_scale
+        scale = config.attention.options.get("scale")
+        return {
+            **hf,
+            "embedding_multiplier": 1.0 if embedding == "none" else float(embedding),
+            "residual_multiplier": float(config.placement.options.get("residual_scale", 1.0)),
+            "attention_multiplier": config.head_dim**-0.5 if scale is None else float(scale),
+            "logits_scaling": 1.0 / config.logit_scale,
+        }
+
+
+CONVERTERS: tuple[Converter, ...] = (Qwen3(), Gemma(), Olmo2(), Phi3(), Granite())
+#: The presets of these families' released weights (``presets/<name>.toml``).
+PRESETS = ("qwen3-0.6b", "gemma-2b", "olmo-2-1b", "phi-3-mini", "granite-3-2b")
+
+__all__ = ["CONVERTERS", "Gemma", "Granite", "Olmo2", "Phi3", "Qwen3"]

@@ -3,6 +3,8 @@
 - ``sandwich`` (CogView 2021; Gemma 2 normalises both sides too): x + norm(f(norm(x))).
 - ``post_sublayer`` (OLMo 2's reordered norm): x + norm(f(x)), the norm on what each
   sub-layer adds, none on its input.
+- ``pre_scaled`` (Granite): x + s * f(norm(x)), pre-norm with a factor on what each
+  sub-layer adds.
 - ``parallel`` (GPT-J 2021, GPT-NeoX, PaLM): attention and MLP read the same input and
   both add to the residual, x + attn(norm1(x)) + mlp(norm2(x)); with ``shared_norm`` one
   norm feeds both (GPT-J). One layer is then one step of the residual stream, not two.
@@ -50,6 +52,32 @@ class PostSublayerNorm(Placement):
 
     def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
         return x + self.norm(sublayer(x, *args))
+
+
+class ScaledPreNormOptions(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    residual_scale: float = Field(
+        1.0, gt=0.0, description="factor on each sub-layer's output (Granite's residual_multiplier)"
+    )
+
+
+class ScaledPreNorm(Placement):
+    """x + s * f(norm(x)): pre-norm with each sub-layer's output scaled by ``residual_scale``
+    (Granite; with s = 1 it is ``pre``), so many layers add a bounded total to the stream."""
+
+    Options = ScaledPreNormOptions
+    final_norm = True
+
+    def __init__(self, norm: nn.Module, residual_scale: float = 1.0) -> None:
+        super().__init__()
+        self.norm, self.residual_scale = norm, residual_scale
+
+    def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
+        out: Tensor = sublayer(self.norm(x), *args)
+        return x + out * self.residual_scale
+
+    def extra_repr(self) -> str:
+        return f"residual_scale={self.residual_scale:g}"
 
 
 class ParallelOptions(BaseModel):
@@ -101,3 +129,4 @@ class Parallel(Placement):
 def register_components(register: RegisterComponent) -> None:
     """Register the placements added since ``sandwich`` and ``parallel`` (called from ``zoo_modern.plugin``)."""
     register("placement", "post_sublayer", PostSublayerNorm)
+    register("placement", "pre_scaled", ScaledPreNorm)
