@@ -528,6 +528,7 @@ def test_plugins_command_lists_converters_with_providers(capsys: pytest.CaptureF
         "Olmo2ForCausalLM",
         "Phi3ForCausalLM",
         "GraniteForCausalLM",
+        "CohereForCausalLM",
     }
     assert main(["components"]) == 0
     out = capsys.readouterr().out

@@ -139,6 +139,15 @@ def test_numeric_embedding_and_logit_scales_multiply() -> None:
             tiny(**bad)
 
 
+def test_interleaved_rotary_pairs_reorder_into_halves_and_back() -> None:
+    from zoo_modern.families_modern import halves_to_interleaved, interleaved_to_halves
+
+    rows = torch.arange(2 * 6.0)[:, None]  # two heads of six rows: pairs (0, 1), (2, 3), (4, 5)
+    halves = interleaved_to_halves(rows, 2)
+    assert halves[:6, 0].tolist() == [0, 2, 4, 1, 3, 5] and halves[6:, 0].tolist() == [6, 8, 10, 7, 9, 11]
+    assert torch.equal(halves_to_interleaved(halves, 2), rows)
+
+
 # -- converter refusals -----------------------------------------------------------------------
 
 QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 32, "intermediate_size": 40,
@@ -147,6 +156,7 @@ QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_s
 GEMMA = {**QWEN3, "architectures": ["GemmaForCausalLM"], "model_type": "gemma", "hidden_act": "gelu_pytorch_tanh"}
 OLMO2 = {**QWEN3, "architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2"}
 PHI3 = {**QWEN3, "architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "head_dim": None}
+COHERE = {**PHI3, "architectures": ["CohereForCausalLM"], "model_type": "cohere", "layer_norm_eps": 1e-5}
 GRANITE = {**PHI3, "architectures": ["GraniteForCausalLM"], "model_type": "granite", "residual_multiplier": 0.5}
 
 
@@ -163,6 +173,8 @@ GRANITE = {**PHI3, "architectures": ["GraniteForCausalLM"], "model_type": "grani
          "rope_scaling.rope_type"),
         ({**PHI3, "sliding_window": 32}, "sliding_window"),
         ({**PHI3, "partial_rotary_factor": 0.75}, "partial_rotary_factor"),
+        ({**COHERE, "use_qk_norm": True}, "use_qk_norm"),
+        ({**COHERE, "logit_scale": -1.0}, "logit_scale"),
         ({**GRANITE, "mlp_bias": True}, "mlp_bias"),
         ({**GRANITE, "head_dim": 16}, "head_dim"),
         ({**GRANITE, "logits_scaling": 0}, "logits_scaling"),
@@ -181,6 +193,8 @@ def test_converters_refuse_what_they_would_compute_differently(hf: dict[str, Any
         ("GemmaForCausalLM", {"norm": "rmsnorm"}, "rmsnorm_offset"),
         ("Phi3ForCausalLM", {"mlp": {"name": "glu", "fused": False}}, "gate_up_proj"),
         ("GraniteForCausalLM", {"placement": "pre"}, "pre_scaled"),
+        ("CohereForCausalLM", {"placement": {"name": "parallel", "shared_norm": False}}, "share one"),
+        ("CohereForCausalLM", {"embedding_scale": 2.0}, "embedding_scale"),
         ("Qwen3ForCausalLM", {"logit_scale": 0.5}, "logit_scale"),
         ("Olmo2ForCausalLM", {"embedding_scale": 2.0}, "embedding_scale"),
     ],
@@ -196,7 +210,7 @@ def test_export_refuses_what_the_architecture_cannot_express(
 def exportable(architecture: str) -> dict[str, Any]:
     """Tiny zoo config fields that ``architecture`` writes."""
     hf = {"Qwen3ForCausalLM": QWEN3, "GemmaForCausalLM": GEMMA, "Olmo2ForCausalLM": OLMO2, "Phi3ForCausalLM": PHI3,
-          "GraniteForCausalLM": GRANITE}  # fmt: skip
+          "GraniteForCausalLM": GRANITE, "CohereForCausalLM": COHERE}  # fmt: skip
     fields = config_from_hf(hf[architecture])
     return {k: v for k, v in fields.items() if k not in TINY}
 
@@ -238,9 +252,17 @@ RELEASED = {
         "logits_scaling": 8.0, "attention_bias": False, "mlp_bias": False, "hidden_act": "silu",
         "attention_dropout": 0.1,
     },
+    "CohereForAI/c4ai-command-r-v01": {
+        "architectures": ["CohereForCausalLM"], "model_type": "cohere", "vocab_size": 256000, "hidden_size": 8192,
+        "intermediate_size": 22528, "num_hidden_layers": 40, "num_attention_heads": 64, "num_key_value_heads": 64,
+        "max_position_embeddings": 8192, "layer_norm_eps": 1e-5, "rope_theta": 8000000.0, "logit_scale": 0.0625,
+        "tie_word_embeddings": True, "use_qk_norm": False, "attention_bias": False, "hidden_act": "silu",
+        "attention_dropout": 0.0,
+    },
 }  # fmt: skip
 PRESETS = {"qwen3-0.6b": "Qwen/Qwen3-0.6B", "gemma-2b": "google/gemma-2b", "olmo-2-1b": "allenai/OLMo-2-0425-1B",
-           "phi-3-mini": "microsoft/Phi-3-mini-4k-instruct", "granite-3-2b": "ibm-granite/granite-3.0-2b-base"}  # fmt: skip
+           "phi-3-mini": "microsoft/Phi-3-mini-4k-instruct", "granite-3-2b": "ibm-granite/granite-3.0-2b-base",
+           "command-r": "CohereForAI/c4ai-command-r-v01"}  # fmt: skip
 
 
 @pytest.mark.parametrize(("preset", "repo"), sorted(PRESETS.items()))

@@ -220,6 +220,7 @@ def test_the_presets_name_their_weights() -> None:
         "olmo-2-1b": "allenai/OLMo-2-0425-1B",
         "phi-3-mini": "microsoft/Phi-3-mini-4k-instruct",
         "granite-3-2b": "ibm-granite/granite-3.0-2b-base",
+        "command-r": "CohereForAI/c4ai-command-r-v01",
     }
     assert preset_pretrained("gpt2-small-modern") is None  # extends gpt2-small, not its weights
 

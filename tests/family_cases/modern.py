@@ -48,3 +48,5 @@ CASES.append(
         },
     )
 )
+# Command R's design; its rotary pairs are interleaved (q and k are reordered on the way in)
+CASES.append(Family("cohere", "cohere", "CohereConfig", "CohereForCausalLM", {**SIZES, "num_key_value_heads": 2}))

@@ -11,6 +11,9 @@ Gemma, OLMo 2 and Phi-3, each a ``LlamaFamily`` with other parts.
 - Granite: Llama with multipliers on the embeddings (``embedding_scale`` a number), on
   each sub-layer's output (placement ``pre_scaled``), on the scores (``qknorm``'s
   ``scale``) and on the logits (``logit_scale``).
+- Cohere (Command R): attention and MLP side by side from one LayerNorm without bias
+  (``parallel`` with ``shared_norm``), interleaved rotary read as halves by reordering
+  q and k per head, and ``logit_scale``.
 - Phi-3: Llama's math with q/k/v and gate/up stored fused (``qkv_proj``,
   ``gate_up_proj``); the zoo's ``qkv`` already has that layout, and ``glu`` takes
   ``fused``.
@@ -18,11 +21,14 @@ Gemma, OLMo 2 and Phi-3, each a ``LlamaFamily`` with other parts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from zoo.plugin import Converter, Count, ModelConfig, Positive, Rule
-from zoo_modern.converters import ACTIVATIONS, LlamaFamily, LlamaFields, Qwen2, windowed_length
+import torch
+from torch import Tensor
+
+from zoo.plugin import Converter, Count, Epsilon, ModelConfig, Positive, Rule
+from zoo_modern.converters import ACTIVATIONS, LlamaFamily, LlamaFields, Qwen2, n_kv_heads, windowed_length
 
 
 class GemmaFields(LlamaFields):
@@ -297,8 +303,100 @@ class Granite(LlamaFamily):
         }
 
 
-CONVERTERS: tuple[Converter, ...] = (Qwen3(), Gemma(), Olmo2(), Phi3(), Granite())
-#: The presets of these families' released weights (``presets/<name>.toml``).
-PRESETS = ("qwen3-0.6b", "gemma-2b", "olmo-2-1b", "phi-3-mini", "granite-3-2b")
+class CohereFields(LlamaFields):
+    """The Cohere fields read beyond Llama's (its norm is a LayerNorm with its own eps)."""
 
-__all__ = ["CONVERTERS", "Gemma", "Granite", "Olmo2", "Phi3", "Qwen3"]
+    not_null = ("max_position_embeddings", "layer_norm_eps")
+
+    layer_norm_eps: Epsilon | None = None
+    logit_scale: Positive | None = None
+    use_qk_norm: bool | None = None
+
+
+def interleaved_to_halves(t: Tensor, heads: int) -> Tensor:
+    """Rows of a q or k projection, each head's rotary pairs interleaved (2i, 2i + 1), as
+    Cohere turns them, reordered into halves (i, i + dk/2), as the zoo's rotary does. The
+    same reordering of q and k leaves every score as it was."""
+    return t.reshape(heads, -1, 2, *t.shape[1:]).transpose(1, 2).reshape(t.shape)
+
+
+def halves_to_interleaved(t: Tensor, heads: int) -> Tensor:
+    """The inverse of ``interleaved_to_halves``."""
+    return t.reshape(heads, 2, -1, *t.shape[1:]).transpose(1, 2).reshape(t.shape)
+
+
+def interleaved_qkv(zoo: str, names: list[str], heads: int, kv_heads: int, sizes: tuple[int, int, int]) -> Rule:
+    """The zoo's fused ``qkv`` from Cohere's q/k/v projections, q and k reordered per head."""
+
+    def load(ts: Sequence[Tensor]) -> Tensor:
+        return torch.cat([interleaved_to_halves(ts[0], heads), interleaved_to_halves(ts[1], kv_heads), ts[2]])
+
+    def save(t: Tensor) -> list[Tensor]:
+        q, k, v = torch.split(t, list(sizes), dim=0)
+        return [halves_to_interleaved(q, heads), halves_to_interleaved(k, kv_heads), v]
+
+    return Rule(zoo, tuple(names), load, save)
+
+
+class Cohere(LlamaFamily):
+    """Cohere (Command R): attention and MLP in parallel from one bias-free LayerNorm, rotary
+    on interleaved pairs (read as halves, q and k reordered), logits times logit_scale."""
+
+    architecture = "CohereForCausalLM"
+    model_type = "cohere"
+    description = "Cohere / Command R: parallel attention and MLP from one LayerNorm (no bias), logit_scale"
+    parts: ClassVar[Mapping[str, str]] = {
+        "placement": "parallel", "norm": "layernorm", "position": "rotary", "mlp": "swiglu",
+    }  # fmt: skip
+    multipliers = True  # a logit scale; the embeddings are checked in ``blockers``
+
+    def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
+        CohereFields.read(hf, where)
+        if hf.get("use_qk_norm"):
+            raise self.refuse(where, "use_qk_norm", True, "Cohere's per-head LayerNorm on q and k is not modelled")
+        fields = super().config_from_hf({k: v for k, v in hf.items() if k != "rms_norm_eps"}, where)
+        return {
+            **fields,
+            "tie_embeddings": bool(hf.get("tie_word_embeddings", True)),
+            "norm_eps": float(hf.get("layer_norm_eps") or 1e-5),
+            "norm": "layernorm",  # follows bias = false: no bias
+            "placement": {"name": "parallel", "shared_norm": True},
+            "logit_scale": float(hf.get("logit_scale") or 0.0625),  # CohereConfig's default
+        }
+
+    def rules(self, config: ModelConfig) -> list[Rule]:
+        heads, kv_heads = config.n_heads, n_kv_heads(config)
+        sizes = (heads * config.head_dim, kv_heads * config.head_dim, kv_heads * config.head_dim)
+        rules = [Rule.copy("tok_emb.weight", "embed_tokens.weight")]
+        for i in range(config.n_layers):
+            z, h = f"blocks.{i}.", f"layers.{i}."
+            qkv = [h + f"self_attn.{p}_proj.weight" for p in "qkv"]
+            rules += [
+                Rule.copy(z + "attn_residual.norm.weight", h + "input_layernorm.weight"),
+                interleaved_qkv(z + "attn.qkv.weight", qkv, heads, kv_heads, sizes),
+                Rule.copy(z + "attn.out.weight", h + "self_attn.o_proj.weight"),
+                *(Rule.copy(z + f"mlp.{p}.weight", h + f"mlp.{p}_proj.weight") for p in ("gate", "up", "down")),
+            ]
+        return [*rules, Rule.copy("final_norm.weight", "norm.weight"), Rule.copy("head.weight", "lm_head.weight")]
+
+    def blockers(self, config: ModelConfig) -> list[str]:
+        blockers = super().blockers(config)
+        if config.embedding_scale != "none":
+            blockers.append(f"embedding_scale={config.embedding_scale!r} (Cohere does not scale embeddings)")
+        if config.placement.name == "parallel" and not config.placement.options.get("shared_norm"):
+            blockers.append("parallel with two norms (Cohere's attention and MLP share one)")
+        return blockers
+
+    def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
+        hf = super().config_to_hf(config)
+        for name in ("mlp_bias", "rms_norm_eps"):
+            del hf[name]
+        extra = {"layer_norm_eps": config.norm_eps, "logit_scale": config.logit_scale, "use_qk_norm": False}
+        return {**hf, **extra, "pad_token_id": None}
+
+
+CONVERTERS: tuple[Converter, ...] = (Qwen3(), Gemma(), Olmo2(), Phi3(), Granite(), Cohere())
+#: The presets of these families' released weights (``presets/<name>.toml``).
+PRESETS = ("qwen3-0.6b", "gemma-2b", "olmo-2-1b", "phi-3-mini", "granite-3-2b", "command-r")
+
+__all__ = ["CONVERTERS", "Cohere", "Gemma", "Granite", "Olmo2", "Phi3", "Qwen3"]
