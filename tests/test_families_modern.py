@@ -288,3 +288,20 @@ def test_phi3_minis_sliding_window_is_refused_until_the_zoo_models_it() -> None:
     hf = {**RELEASED["microsoft/Phi-3-mini-4k-instruct"], "sliding_window": None}
     found = config_mismatches(zoo.get_config("phi-3-mini"), validate_config(config_from_hf(hf)), hf)
     assert found == []
+
+
+@pytest.mark.parametrize(("heads", "kv"), [(4, 2), (8, 4), (2, 1), (6, 3)])
+def test_an_ablation_scale_keeps_query_heads_per_key_value_head(heads: int, kv: int) -> None:
+    """`zoo ablate --to qwen3-0.6b` trains at 4 heads: 16 heads over 8 key/value heads become 4 over 2."""
+    from zoo.ablate.plan import at_scale
+
+    scaled = at_scale(
+        zoo.get_config("qwen3-0.6b"), {"d_model": 48, "n_layers": 1, "n_heads": heads}, zoo.default_registry()
+    )
+    assert (scaled.n_heads, scaled.attention.options["n_kv_heads"]) == (heads, kv)
+    assert (
+        at_scale(
+            zoo.get_config("gpt2-small"), {"d_model": 48, "n_layers": 1, "n_heads": heads}, zoo.default_registry()
+        ).attention.options
+        == {}
+    )
