@@ -85,8 +85,9 @@ def glu(
     bias: bool = True,
     dropout: float = 0.0,
 ) -> GLU:
-    """Gated MLP down(act(gate(x)) * up(x)), ``act`` the config's activation (SwiGLU, GeGLU,
-    ReGLU); hidden 2/3 of d_ff, rounded."""
+    """Gated MLP down(act(gate(x)) * up(x)) gated by the config's activation: SwiGLU, GeGLU, ReGLU.
+
+    The hidden size defaults to 2/3 of d_ff, rounded up to ``multiple_of``."""
     return GLU(d_model, hidden or swiglu_hidden(d_ff, multiple_of), activation, bias, dropout, fused)
 
 

@@ -40,9 +40,11 @@ class SandwichNorm(Placement):
 
 
 class PostSublayerNorm(Placement):
-    """x + norm(f(x)) (OLMo 2): each sub-layer reads the raw residual stream and its output
-    is normalised before it is added, so no layer can add more than the norm's scale
-    allows. The stream is never normalised, so the stack wants a final norm."""
+    """Norm after each sub-layer, x + norm(f(x)) (OLMo 2).
+
+    Each sub-layer reads the raw residual stream and its output is normalised before it
+    is added, so no layer adds more than the norm's scale allows. The stream is never
+    normalised, so the stack wants a final norm."""
 
     final_norm = True
 
@@ -62,8 +64,10 @@ class ScaledPreNormOptions(BaseModel):
 
 
 class ScaledPreNorm(Placement):
-    """x + s * f(norm(x)): pre-norm with each sub-layer's output scaled by ``residual_scale``
-    (Granite; with s = 1 it is ``pre``), so many layers add a bounded total to the stream."""
+    """Pre-norm with a factor on each sub-layer's output, x + s * f(norm(x)) (Granite).
+
+    ``residual_scale`` s below 1 keeps many layers from adding a large total to the
+    stream; with s = 1 it is ``pre``."""
 
     Options = ScaledPreNormOptions
     final_norm = True

@@ -60,8 +60,9 @@ def qk_norms(qk_norm: QkNorm, offset: bool, sizes: tuple[int, int], eps: float) 
 
 
 class QkNormAttention(Attention):
-    """Grouped-query attention with an explicit ``head_dim``, QK-norm and a score scale
-    (see the module's docstring); with ``qk_norm="none"``, no scale and ``head_dim =
+    """Grouped-query attention with an explicit head_dim, QK-norm and a score scale (Qwen3, OLMo 2).
+
+    See the module's docstring; with ``qk_norm="none"``, no scale and ``head_dim =
     d_model / n_heads`` it is zoo's ``Attention``, weight for weight."""
 
     Options = QkNormOptions
