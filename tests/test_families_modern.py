@@ -148,6 +148,21 @@ def test_interleaved_rotary_pairs_reorder_into_halves_and_back() -> None:
     assert torch.equal(halves_to_interleaved(halves, 2), rows)
 
 
+def test_gemmas_embeddings_are_scaled_in_the_models_dtype_as_transformers_does(tmp_path: Path) -> None:
+    """sqrt(d_model) rounded to bfloat16 first (5.65625 for d_model 32), not the exact factor."""
+    config = transformers.GemmaConfig(**{k: v for k, v in GEMMA.items() if k not in ("architectures", "model_type")})
+    torch.manual_seed(0)
+    reference = transformers.GemmaForCausalLM(config).eval()
+    reference.save_pretrained(tmp_path)
+    model = zoo.from_hf(tmp_path, dtype=torch.bfloat16)
+    idx = torch.randint(0, 64, (2, 8))
+    _, acts = model.run_with_cache(idx, names=["hook_embed"])
+    with torch.no_grad():
+        theirs = reference.to(torch.bfloat16).model.embed_tokens(idx)
+    assert torch.equal(acts["hook_embed"], theirs)
+    assert not torch.equal(model.tok_emb(idx) * 32**0.5, theirs)  # the exact factor rounds otherwise
+
+
 # -- converter refusals -----------------------------------------------------------------------
 
 QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 32, "intermediate_size": 40,
