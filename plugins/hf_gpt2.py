@@ -207,6 +207,8 @@ class GPT2(Converter):
             blockers.append(f"embedding_scale={config.embedding_scale!r} (GPT-2 does not scale its embeddings)")
         if config.head_output != "logits":
             blockers.append(f"head_output={config.head_output!r} (GPT-2's head returns logits)")
+        if config.logit_scale != 1.0:
+            blockers.append(f"logit_scale={config.logit_scale!r} (GPT-2 does not scale its logits)")
         return blockers
 
     def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:

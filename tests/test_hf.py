@@ -291,6 +291,8 @@ def test_to_hf_names_the_component_that_blocks_it(tmp_path: Path, component: zoo
     [
         (dict(embedding_scale="sqrt_d_model"), "embedding_scale"),
         (dict(head_output="log_softmax"), "head_output"),
+        (dict(logit_scale=0.5), "logit_scale"),
+        (dict(embedding_scale=2.0), "embedding_scale"),
         (dict(bias=False), "bias=false"),
         (dict(final_norm=False), "final_norm"),
     ],

@@ -21,6 +21,7 @@ AXES: tuple[str, ...] = (
     "init",
     "embedding_scale",
     "head_output",
+    "logit_scale",
     "tie_embeddings",
     "final_norm",
     "bias",

@@ -398,9 +398,24 @@ def cumulative_path(
 
 
 def at_scale(config: ModelConfig, scale: dict[str, Any], registry: Registry) -> ModelConfig:
-    """``config`` at the shared scale; d_ff keeps the config's own d_ff / d_model ratio."""
+    """``config`` at the shared scale; d_ff keeps the config's own d_ff / d_model ratio, and
+    grouped-query attention its query heads per key/value head (where the heads allow)."""
     d_ff = max(1, round(config.d_ff * scale["d_model"] / config.d_model))
-    return resolve_config(config, {**scale, "d_ff": d_ff}, registry=registry)
+    return resolve_config(config, {**scale, "d_ff": d_ff, **kv_heads_at_scale(config, scale)}, registry=registry)
+
+
+def kv_heads_at_scale(config: ModelConfig, scale: dict[str, Any]) -> dict[str, Any]:
+    """The attention's ``n_kv_heads`` for the scale's ``n_heads``: as many query heads per
+    key/value head as the config has, or the nearest number of key/value heads below that
+    divides the heads (Qwen3's 16 heads over 8 at 4 heads: 2). Nothing without the option."""
+    kv = config.attention.options.get("n_kv_heads")
+    heads = int(scale.get("n_heads", config.n_heads))
+    if not kv or heads == config.n_heads:
+        return {}
+    target = max(1, heads // max(1, config.n_heads // int(kv)))
+    while heads % target:
+        target -= 1
+    return {"attention": {"n_kv_heads": target}}
 
 
 def slug(text: str) -> str:

@@ -55,6 +55,8 @@ HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 
 # A number that may be written as an int, never as a bool or a string, and is finite.
 FiniteFloat = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+# A factor on activations: finite and above 0.
+Multiplier = Annotated[float, Strict(), Field(gt=0.0, allow_inf_nan=False)]
 
 
 class ComponentSpec(BaseModel):
@@ -164,8 +166,11 @@ class ModelConfig(BaseModel):
     dropout: Dropout = Dropout()
     bias: StrictBool = Field(True, description="biases in linear layers and norms")
     tie_embeddings: StrictBool = Field(True, description="output head shares the token embedding")
-    embedding_scale: Literal["none", "sqrt_d_model"] = "none"
+    embedding_scale: Literal["none", "sqrt_d_model"] | Multiplier = Field(
+        "none", description="token embeddings times sqrt(d_model), or times a number (Granite's embedding_multiplier)"
+    )
     head_output: Literal["logits", "log_softmax"] = "logits"
+    logit_scale: Multiplier = Field(1.0, description="the head's logits times this (Granite: 1 / logits_scaling)")
     norm_eps: FiniteFloat = Field(1e-5, gt=0.0, lt=1.0)
     final_norm: StrictBool | None = Field(
         None, description="norm after the last block (default: as the placement says)"
@@ -232,7 +237,9 @@ class ModelConfig(BaseModel):
 
     @property
     def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+        """Width of each attention head: the attention's ``head_dim`` option where it has
+        one (Gemma, Qwen3), else d_model / n_heads; rotary positions read this too."""
+        return int(self.attention.options.get("head_dim") or self.d_model // self.n_heads)
 
     def options(self, kind: str) -> dict[str, Any]:
         """The options of the component of ``kind`` (everything but its name)."""

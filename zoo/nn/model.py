@@ -75,7 +75,8 @@ class TokenModel(nn.Module):
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
         self.position: PositionEncoding = parts.make("position")
         self.drop = nn.Dropout(config.dropout.embedding)
-        self.embed_scale = math.sqrt(config.d_model) if config.embedding_scale == "sqrt_d_model" else 1.0
+        scale = config.embedding_scale
+        self.embed_scale = math.sqrt(config.d_model) if scale == "sqrt_d_model" else 1.0 if scale == "none" else scale
         self.hook_state: HookState | None = None  # only while hooks are set (zoo.nn.hooks)
         #: The tokenizer this model goes with, as a checkpoint records it (a name, a hub id,
         #: kept or embedded files: ``zoo.checkpoint.tokenizer``); set where a model is read
@@ -98,8 +99,8 @@ class TokenModel(nn.Module):
         prefixes their hook points (``encoder.``)."""
         try:
             x = self.tok_emb(idx)  # (B, S, d)
-            if self.embed_scale != 1.0:
-                x = x * self.embed_scale
+            if self.embed_scale != 1.0:  # the factor rounded to the model's dtype first, as Gemma's was
+                x = x * torch.tensor(self.embed_scale, dtype=x.dtype)
             if self.hook_state is not None:  # hook_embed, hook_pos_embed
                 out: Tensor = self.drop(self.hook_state.embed(self.position, x, positions, scope))
                 return out
@@ -121,6 +122,8 @@ class TokenModel(nn.Module):
         """Logits (B, S, V) of the last hidden states, or log-probabilities if configured."""
         x = self.final_norm(x)
         logits: Tensor = self.head(x)  # (B, S, V)
+        if self.config.logit_scale != 1.0:
+            logits = logits * self.config.logit_scale
         if self.config.head_output == "log_softmax":
             return F.log_softmax(logits, dim=-1)
         return logits
