@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from zoo.ablate.studies import run_study
 from zoo.ablate.options import (
     KINDS,
     Options,
@@ -27,6 +26,7 @@ from zoo.ablate.options import (
     spell,
     study_command,
 )
+from zoo.ablate.studies import run_study
 from zoo.cli import build_parser, main
 from zoo.cli.ablate import FLAGS_BEGIN, FLAGS_END, KIND_ARGUMENTS, _options, given_options, with_flags_table
 from zoo.errors import ConfigError
