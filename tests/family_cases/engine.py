@@ -1,0 +1,32 @@
+"""The families that need the engine's features (issue 28, item 4): sliding windows (all
+layers, or some by a layer pattern), soft-capping, per-layer components."""
+
+from __future__ import annotations
+
+from family_cases import Family
+
+LLAMA_SIZES = {"hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4}
+
+CASES = [
+    Family(
+        "mistral-window",
+        "mistral",
+        "MistralConfig",
+        "MistralForCausalLM",
+        {**LLAMA_SIZES, "num_key_value_heads": 2, "sliding_window": 5},
+    ),
+    Family(
+        "qwen2-window",
+        "qwen2",
+        "Qwen2Config",
+        "Qwen2ForCausalLM",
+        {
+            **LLAMA_SIZES,
+            "num_hidden_layers": 3,
+            "num_key_value_heads": 2,
+            "use_sliding_window": True,
+            "sliding_window": 4,
+            "max_window_layers": 1,
+        },
+    ),
+]
