@@ -564,8 +564,12 @@ def test_qwen2_sliding_window_from_max_window_layers_is_exact(tmp_path: Path) ->
 
 
 def test_every_installed_converter_has_a_parity_test_here() -> None:
-    """A converter added to the zoo or zoo-modern must join FAMILIES (and so the round trips)."""
-    assert {c.model_type for c in zoo.default_registry().converters()} == set(FAMILIES)
+    """A converter of the first five families joins FAMILIES (and so the round trips here);
+    every later one has its cases in tests/family_cases (tests/test_families.py)."""
+    from family_cases import all_cases
+
+    installed = {c.model_type for c in zoo.default_registry().converters()}
+    assert set(FAMILIES) <= installed <= set(FAMILIES) | {case.model_type for case in all_cases()}
 
 
 def test_names_from_config_json_reach_messages_escaped_and_clipped(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import zoo
 import zoo.cli
 from helpers import TINY, split_file, tiny
 from zoo.nn.attention import MASKED, make_mask
+from zoo.nn.config import preset_pretrained, validate_config
 
 pytest.importorskip("zoo_modern")
 
@@ -357,3 +359,56 @@ def test_a_patterned_model_compiles_to_one_graph() -> None:
         expected = model(step, cache=eager_cache)
         got = torch.compile(lambda i: model(i, cache=compiled_cache), fullgraph=True, backend="eager")(step)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+# -- converters' refusals and presets -----------------------------------------------------------
+
+STARCODER2 = {
+    "architectures": ["Starcoder2ForCausalLM"], "model_type": "starcoder2", "hidden_size": 32,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2, "intermediate_size": 48,
+    "vocab_size": 97,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"use_bias": False}, "use_bias"),
+        ({"hidden_act": "swish"}, "hidden_act"),
+        ({"partial_rotary_factor": 0.5}, "partial_rotary_factor"),
+        ({"rope_parameters": {"rope_type": "linear", "factor": 2.0}}, "rope_parameters.rope_type"),
+    ],
+)
+def test_starcoder2_refuses_what_it_would_compute_differently(change: dict[str, Any], field: str) -> None:
+    from zoo.interop.hf import config_from_hf
+
+    with pytest.raises(zoo.InteropError, match=rf"{re.escape(field)}"):
+        config_from_hf({**STARCODER2, **change})
+
+
+#: The released configs of the presets' weights (their config.json fields that size the model).
+RELEASED: dict[str, dict[str, Any]] = {
+    "starcoder2-3b": {
+        **STARCODER2, "hidden_size": 3072, "num_attention_heads": 24, "num_key_value_heads": 2,
+        "num_hidden_layers": 30, "intermediate_size": 12288, "vocab_size": 49152, "max_position_embeddings": 16384,
+        "rope_theta": 999999.4420358813, "sliding_window": 4096, "norm_epsilon": 1e-5,
+        "hidden_act": "gelu_pytorch_tanh", "use_bias": True, "tie_word_embeddings": True,
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("preset", sorted(RELEASED))
+def test_each_preset_is_its_released_config_with_transformers_parameter_count(preset: str) -> None:
+    from zoo.interop.hf import config_from_hf
+    from zoo.interop.pretrained import config_mismatches
+
+    transformers = pytest.importorskip("transformers")
+    hf = RELEASED[preset]
+    assert preset_pretrained(preset) is not None
+    assert config_mismatches(zoo.get_config(preset), validate_config(config_from_hf(hf)), hf) == []
+    config_class = transformers.CONFIG_MAPPING[hf["model_type"]]
+    fields = {k: v for k, v in hf.items() if k not in ("architectures", "model_type")}
+    with torch.device("meta"):
+        reference = getattr(transformers, hf["architectures"][0])(config_class(**fields))
+    model = zoo.build(preset, device="meta")
+    assert model.num_parameters() == reference.num_parameters()

@@ -30,3 +30,15 @@ CASES = [
         },
     ),
 ]
+
+STARCODER2_SIZES = {**LLAMA_SIZES, "num_key_value_heads": 2, "intermediate_size": 48}
+CASES += [
+    Family("starcoder2", "starcoder2", "Starcoder2Config", "Starcoder2ForCausalLM", {**STARCODER2_SIZES}),
+    Family(
+        "starcoder2-window",
+        "starcoder2",
+        "Starcoder2Config",
+        "Starcoder2ForCausalLM",
+        {**STARCODER2_SIZES, "sliding_window": 6, "tie_word_embeddings": False},
+    ),
+]

@@ -1,0 +1,192 @@
+"""Hugging Face converters for the families that need the engine's features beyond
+Llama's: Starcoder2 (LayerNorm, GELU MLP, biases everywhere, grouped-query attention and
+a sliding window over every layer).
+
+Mistral's and Qwen2's windows are read by their converters in ``converters.py``; the
+window helpers there (``layer_windows``, ``with_windows``, ``window_blockers``) serve
+these too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.plugin import (
+    Converter,
+    Count,
+    Epsilon,
+    Fraction,
+    HFFields,
+    InteropError,
+    ModelConfig,
+    Positive,
+    RopeTable,
+    Rule,
+)
+from zoo_modern.converters import (
+    ACTIVATIONS,
+    ACTIVATIONS_OUT,
+    common_blockers,
+    layer_windows,
+    n_kv_heads,
+    rope,
+    rotary_base,
+    rotary_spec,
+    turned,
+    window_blockers,
+    window_per_layer,
+    with_windows,
+)
+
+
+class Starcoder2Fields(HFFields):
+    """The config.json fields the Starcoder2 converter reads, typed."""
+
+    not_null = ("max_position_embeddings", "norm_epsilon")
+
+    hidden_size: Count
+    num_attention_heads: Count
+    num_hidden_layers: Count
+    intermediate_size: Count
+    vocab_size: Count
+    num_key_value_heads: Count | None = None
+    hidden_act: str = "gelu_pytorch_tanh"
+    max_position_embeddings: Count | None = None
+    norm_epsilon: Epsilon | None = None
+    rope_theta: Positive | None = None
+    rope_parameters: RopeTable | None = None
+    rope_scaling: RopeTable | None = None
+    sliding_window: Count | None = None
+    attention_dropout: Fraction | None = None
+    residual_dropout: Fraction | None = None
+    embedding_dropout: Fraction | None = None
+    use_bias: bool | None = None
+    tie_word_embeddings: bool | None = None
+
+
+class Starcoder2(Converter):
+    """Starcoder2: pre-norm LayerNorm, rotary, a GELU MLP, grouped-query attention, biases
+    on every projection, one sliding window for every layer."""
+
+    architecture = "Starcoder2ForCausalLM"
+    model_type = "starcoder2"
+    description = "Starcoder2: LayerNorm, rotary, GELU MLP, grouped-query attention with biases, sliding window"
+    prefix = "model."
+    embedding = "embed_tokens.weight"
+    engine_features = frozenset({"window"})
+
+    def skip(self, name: str) -> bool:
+        return name.endswith("rotary_emb.inv_freq")
+
+    def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
+        Starcoder2Fields.read(hf, where)  # every field read below has its type and range
+        try:
+            d, heads = int(hf["hidden_size"]), int(hf["num_attention_heads"])
+            layers, hidden, vocab = int(hf["num_hidden_layers"]), int(hf["intermediate_size"]), int(hf["vocab_size"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise InteropError(f"{where}: a {self.architecture} config.json needs {err} as an integer") from err
+        if hf.get("use_bias", True) is not True:
+            raise self.refuse(
+                where, "use_bias", hf["use_bias"], "the zoo's norms would lose their biases with the projections'"
+            )
+        activation = hf.get("hidden_act", "gelu_pytorch_tanh")
+        if activation not in ACTIVATIONS:
+            raise self.refuse(where, "hidden_act", activation, f"supported: {', '.join(sorted(ACTIVATIONS))}")
+        base, fraction = rope(hf, where)
+        if fraction != 1.0:
+            raise self.refuse(where, "partial_rotary_factor", fraction, "Starcoder2 rotates the whole head")
+        length = int(hf.get("max_position_embeddings", 4096))
+        fields = {
+            "vocab_size": vocab,
+            "max_seq_len": length,
+            "d_model": d,
+            "n_layers": layers,
+            "n_heads": heads,
+            "d_ff": hidden,
+            "dropout": {
+                "embedding": float(hf.get("embedding_dropout") or 0.0),
+                "attention": float(hf.get("attention_dropout") or 0.0),
+                "residual": float(hf.get("residual_dropout") or 0.0),
+            },
+            "bias": True,
+            "tie_embeddings": bool(hf.get("tie_word_embeddings", True)),
+            "norm_eps": float(hf.get("norm_epsilon", 1e-5)),
+            "attention": {"name": "sdpa", "n_kv_heads": int(hf.get("num_key_value_heads") or heads)},
+            "norm": "layernorm",
+            "placement": "pre",
+            "activation": ACTIVATIONS[activation],
+            "position": rotary_spec(base),
+            "mlp": "standard",
+            "init": "gpt2",
+        }
+        return with_windows(fields, layer_windows({}, layers, length, hf.get("sliding_window")))
+
+    def rules(self, config: ModelConfig) -> list[Rule]:
+        d, kv = config.d_model, n_kv_heads(config) * config.head_dim
+        rules = [Rule.copy("tok_emb.weight", "embed_tokens.weight")]
+        for i in range(config.n_layers):
+            z, h = f"blocks.{i}.", f"layers.{i}."
+            qkv = [h + f"self_attn.{p}_proj" for p in "qkv"]
+            for p in ("weight", "bias"):
+                rules += [
+                    Rule.copy(z + f"attn_residual.norm.{p}", h + f"input_layernorm.{p}"),
+                    Rule.concat(z + f"attn.qkv.{p}", [n + f".{p}" for n in qkv], (d, kv, kv)),
+                    Rule.copy(z + f"attn.out.{p}", h + f"self_attn.o_proj.{p}"),
+                    Rule.copy(z + f"mlp_residual.norm.{p}", h + f"post_attention_layernorm.{p}"),
+                    Rule.copy(z + f"mlp.up.{p}", h + f"mlp.c_fc.{p}"),
+                    Rule.copy(z + f"mlp.down.{p}", h + f"mlp.c_proj.{p}"),
+                ]
+        return [
+            *rules,
+            *(Rule.copy(f"final_norm.{p}", f"norm.{p}") for p in ("weight", "bias")),
+            Rule.copy("head.weight", "lm_head.weight"),
+        ]
+
+    def blockers(self, config: ModelConfig) -> list[str]:
+        blockers = common_blockers(config, self.architecture) + window_blockers(config, self.architecture)
+        wanted = {"placement": "pre", "norm": "layernorm", "position": "rotary", "mlp": "standard"}
+        for kind, name in wanted.items():
+            if getattr(config, kind).name != name:
+                blockers.append(f"{kind} {getattr(config, kind).name!r} ({self.architecture} has {name})")
+        if config.attention.name not in ("sdpa", "eager", "gqa"):
+            blockers.append(f"attention {config.attention.name!r} ({self.architecture} has grouped-query attention)")
+        if config.position.name == "rotary" and turned(config) != config.head_dim:
+            blockers.append("partial rotary (Starcoder2 rotates the whole head)")
+        if config.activation.name not in ACTIVATIONS_OUT:
+            blockers.append(f"activation {config.activation.name!r}")
+        _, qkv_bias, out_bias = self.attention_layout(config)
+        if not (config.bias and qkv_bias and out_bias):
+            blockers.append(f"a projection or norm without bias ({self.architecture} has biases everywhere)")
+        return blockers
+
+    def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
+        base = rotary_base(config)
+        return {
+            "vocab_size": config.vocab_size,
+            "hidden_size": config.d_model,
+            "intermediate_size": config.d_ff,
+            "num_hidden_layers": config.n_layers,
+            "num_attention_heads": config.n_heads,
+            "num_key_value_heads": n_kv_heads(config),
+            "hidden_act": ACTIVATIONS_OUT[config.activation.name],
+            "max_position_embeddings": config.max_seq_len,
+            "norm_epsilon": config.norm_eps,
+            "rope_theta": base,
+            "rope_parameters": {"rope_type": "default", "rope_theta": base},
+            "sliding_window": window_per_layer(config)[0],
+            "attention_dropout": config.dropout.attention,
+            "residual_dropout": config.dropout.residual,
+            "embedding_dropout": config.dropout.embedding,
+            "use_bias": True,
+            "tie_word_embeddings": config.tie_embeddings,
+            "bos_token_id": None,
+            "eos_token_id": None,
+        }
+
+
+CONVERTERS: tuple[Converter, ...] = (Starcoder2(),)
+#: Presets of released checkpoints of these families (TOML files in ``presets/``).
+PRESETS: tuple[str, ...] = ("starcoder2-3b",)
+
+__all__ = ["CONVERTERS", "PRESETS", "Starcoder2"]
