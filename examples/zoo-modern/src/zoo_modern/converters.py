@@ -342,6 +342,20 @@ class Mistral(LlamaFamily):
         return {**hf, "sliding_window": window_per_layer(config)[0]}
 
 
+def windowed_length(hf: Mapping[str, Any], where: str, length: int, window: Any) -> int:
+    """``length``, unless a sliding attention window shorter than it is set: that is
+    refused (for converters that do not read windows yet)."""
+    if window is None or int(window) >= length:
+        return length
+    raise Converter.refuse(
+        where,
+        "sliding_window",
+        window,
+        f"this converter does not read a window shorter than the context ({length} positions); to use "
+        f"the model on sequences up to the window only, set max_position_embeddings to {int(window)} in config.json",
+    )
+
+
 def layer_windows(hf: Mapping[str, Any], n_layers: int, length: int, window: Any) -> list[int | None]:
     """Each layer's sliding window from ``config.json`` (``layer_types``, when given, says
     which layers slide; else all do), None for a full layer or one whose window covers
@@ -386,6 +400,26 @@ def window_blockers(config: ModelConfig, architecture: str) -> list[str]:
     return blockers
 
 
+def qwen_windows(converter: Converter, hf: Mapping[str, Any], where: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` with Qwen's sliding windows: with ``use_sliding_window``, the layers that
+    ``layer_types`` names sliding, else those from ``max_window_layers`` on (Qwen2, Qwen3)."""
+    layers = fields["n_layers"]
+    window = hf.get("sliding_window") if hf.get("use_sliding_window") else None
+    if window is not None and not hf.get("layer_types"):
+        first = hf.get("max_window_layers", 28)
+        if not isinstance(first, int) or isinstance(first, bool) or first < 0:
+            raise converter.refuse(where, "max_window_layers", first, "it must be a whole number >= 0")
+        hf = {**hf, "layer_types": ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]}
+    types = hf.get("layer_types")
+    if (
+        window is not None
+        and types is not None
+        and (len(types) != layers or set(types) - {"sliding_attention", "full_attention"})
+    ):
+        raise converter.refuse(where, "layer_types", types, f"give {layers} of 'sliding_attention'/'full_attention'")
+    return with_windows(fields, layer_windows(hf, layers, fields["max_seq_len"], window))
+
+
 class Qwen2(LlamaFamily):
     """Qwen2: Llama's layout with biases on q, k and v (none on o_proj or the MLP); with
     ``use_sliding_window``, the layers from ``max_window_layers`` on slide (a layer pattern)."""
@@ -403,22 +437,7 @@ class Qwen2(LlamaFamily):
         return int(hf.get("max_position_embeddings", 32768))
 
     def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
-        fields = super().config_from_hf(hf, where)
-        layers = fields["n_layers"]
-        window = hf.get("sliding_window") if hf.get("use_sliding_window") else None
-        if window is not None and not hf.get("layer_types"):
-            first = hf.get("max_window_layers", 28)
-            if not isinstance(first, int) or isinstance(first, bool) or first < 0:
-                raise self.refuse(where, "max_window_layers", first, "it must be a whole number >= 0")
-            hf = {**hf, "layer_types": ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]}
-        types = hf.get("layer_types")
-        if (
-            window is not None
-            and types is not None
-            and (len(types) != layers or set(types) - {"sliding_attention", "full_attention"})
-        ):
-            raise self.refuse(where, "layer_types", types, f"give {layers} of 'sliding_attention'/'full_attention'")
-        return with_windows(fields, layer_windows(hf, layers, fields["max_seq_len"], window))
+        return qwen_windows(self, hf, where, super().config_from_hf(hf, where))
 
     def blockers(self, config: ModelConfig) -> list[str]:
         return super().blockers(config) + window_blockers(config, self.architecture)
