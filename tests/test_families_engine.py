@@ -370,6 +370,42 @@ STARCODER2 = {
 }  # fmt: skip
 
 
+GEMMA2 = {**STARCODER2, "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "head_dim": 16}
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"attention_bias": True}, "attention_bias"),
+        ({"hidden_activation": "swish"}, "hidden_act"),
+        ({"layer_types": ["sliding_attention"]}, "layer_types"),
+        ({"use_bidirectional_attention": True}, "use_bidirectional_attention"),
+        ({"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}, "rope_scaling.rope_type"),
+    ],
+)
+def test_gemma2_refuses_what_it_would_compute_differently(change: dict[str, Any], field: str) -> None:
+    from zoo.interop.hf import config_from_hf
+
+    with pytest.raises(zoo.InteropError, match=rf"{re.escape(field)}"):
+        config_from_hf({**GEMMA2, **change})
+
+
+def test_gemma2_reads_its_local_and_global_layers_as_a_two_entry_pattern() -> None:
+    from zoo.interop.hf import config_from_hf
+
+    fields = config_from_hf({**GEMMA2, "num_hidden_layers": 5, "sliding_window": 8, "max_position_embeddings": 64})
+    assert fields["layer_pattern"] == [{"attention": {"window": 8}}, {}]
+    assert fields["logit_softcap"] == 30.0 and fields["attention"]["softcap"] == 50.0
+    assert fields["attention"]["scale"] == 256**-0.5  # query_pre_attn_scalar's default
+
+
+def test_gemma2_refuses_to_export_two_window_sizes(tmp_path: Path) -> None:
+    config = zoo.get_config("gemma-2-2b", **{**TINY, "n_heads": 4, "d_ff": 64, "mlp": {"hidden": 64}})
+    two = zoo.build(config, layer_pattern=[{"attention": {"window": 4}}, {"attention": {"window": 8}}], device="meta")
+    with pytest.raises(zoo.InteropError, match="more than one window size"):
+        zoo.interop.hf.config_to_hf(two.config, architecture="Gemma2ForCausalLM")
+
+
 @pytest.mark.parametrize(
     ("change", "field"),
     [
@@ -393,6 +429,13 @@ RELEASED: dict[str, dict[str, Any]] = {
         "num_hidden_layers": 30, "intermediate_size": 12288, "vocab_size": 49152, "max_position_embeddings": 16384,
         "rope_theta": 999999.4420358813, "sliding_window": 4096, "norm_epsilon": 1e-5,
         "hidden_act": "gelu_pytorch_tanh", "use_bias": True, "tie_word_embeddings": True,
+    },
+    "gemma-2-2b": {
+        "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "vocab_size": 256000, "hidden_size": 2304,
+        "intermediate_size": 9216, "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+        "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 8192,
+        "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "query_pre_attn_scalar": 256, "sliding_window": 4096,
+        "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0, "tie_word_embeddings": True,
     },
 }  # fmt: skip
 

@@ -219,6 +219,8 @@ def test_the_presets_name_their_weights() -> None:
         "gemma-2b": "google/gemma-2b",
         "olmo-2-1b": "allenai/OLMo-2-0425-1B",
         "phi-3-mini": "microsoft/Phi-3-mini-4k-instruct",
+        "starcoder2-3b": "bigcode/starcoder2-3b",
+        "gemma-2-2b": "google/gemma-2-2b",
     }
     assert preset_pretrained("gpt2-small-modern") is None  # extends gpt2-small, not its weights
 

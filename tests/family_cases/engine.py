@@ -60,3 +60,24 @@ CASES += [
         export=False,  # the zoo writes Qwen3 without windows yet (the Qwen3 converter refuses them for export)
     ),
 ]
+
+GEMMA2 = {
+    **LLAMA_SIZES,
+    "num_hidden_layers": 3,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "query_pre_attn_scalar": 12,
+    "sliding_window": 5,
+    "attn_logit_softcapping": 1.5,
+    "final_logit_softcapping": 2.0,
+}
+CASES += [
+    Family("gemma2", "gemma2", "Gemma2Config", "Gemma2ForCausalLM", GEMMA2),
+    Family(
+        "gemma2-uncapped",
+        "gemma2",
+        "Gemma2Config",
+        "Gemma2ForCausalLM",
+        {**GEMMA2, "attn_logit_softcapping": None, "final_logit_softcapping": None, "head_dim": 8},
+    ),
+]

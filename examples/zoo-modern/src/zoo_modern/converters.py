@@ -373,8 +373,16 @@ def with_windows(fields: dict[str, Any], windows: list[int | None]) -> dict[str,
         if windows[0] is None:
             return fields
         return {**fields, "attention": {**fields["attention"], "window": windows[0]}}
-    pattern = [{"attention": {"window": w}} if w is not None else {} for w in windows]
-    return {**fields, "layer_pattern": pattern}
+    return {**fields, "layer_pattern": periodic([{"attention": {"window": w}} if w else {} for w in windows])}
+
+
+def periodic(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The shortest prefix of ``entries`` that repeats to make them all (a layer pattern:
+    Gemma 2's two entries, not one per layer)."""
+    for period in range(1, len(entries) + 1):
+        if all(entries[i] == entries[i % period] for i in range(len(entries))):
+            return entries[:period]
+    return entries
 
 
 def window_per_layer(config: ModelConfig) -> list[int | None]:

@@ -2,6 +2,11 @@
 Llama's: Starcoder2 (LayerNorm, GELU MLP, biases everywhere, grouped-query attention and
 a sliding window over every layer).
 
+- Gemma 2: Gemma's parts (GeGLU, unit-offset RMSNorm, scaled embeddings, head_dim 256)
+  with a norm on both sides of each sub-layer (``sandwich``), local and global layers
+  alternating (a ``layer_pattern`` of windows), soft-capped scores and logits and a
+  score scale of query_pre_attn_scalar^-1/2.
+
 Mistral's and Qwen2's windows are read by their converters in ``converters.py``; the
 window helpers there (``layer_windows``, ``with_windows``, ``window_blockers``) serve
 these too.
@@ -10,7 +15,7 @@ these too.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from zoo.plugin import (
     Converter,
@@ -38,6 +43,7 @@ from zoo_modern.converters import (
     window_per_layer,
     with_windows,
 )
+from zoo_modern.families_modern import Gemma, GemmaFields, qknorm_spec
 
 
 class Starcoder2Fields(HFFields):
@@ -185,8 +191,98 @@ class Starcoder2(Converter):
         }
 
 
-CONVERTERS: tuple[Converter, ...] = (Starcoder2(),)
-#: Presets of released checkpoints of these families (TOML files in ``presets/``).
-PRESETS: tuple[str, ...] = ("starcoder2-3b",)
+class Gemma2Fields(GemmaFields):
+    """The Gemma 2 fields read beyond Gemma's."""
 
-__all__ = ["CONVERTERS", "PRESETS", "Starcoder2"]
+    hidden_activation: str | None = None
+    query_pre_attn_scalar: Positive | None = None
+    final_logit_softcapping: Positive | None = None
+    attn_logit_softcapping: Positive | None = None
+    sliding_window: Count | None = None
+    layer_types: list[str] | None = None
+
+
+def gemma2_layer_types(hf: Mapping[str, Any], layers: int, where: str) -> list[str]:
+    """``layer_types`` as transformers fills it for Gemma 2: given, else local then global."""
+    types = hf.get("layer_types") or ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)]
+    if len(types) != layers or set(types) - {"sliding_attention", "full_attention"}:
+        raise Converter.refuse(where, "layer_types", types, f"give {layers} of 'sliding_attention'/'full_attention'")
+    return list(types)
+
+
+class Gemma2(Gemma):
+    """Gemma 2: Gemma with sandwich norms, alternating local/global attention, soft-capped
+    scores and logits, and scores scaled by query_pre_attn_scalar^-1/2."""
+
+    architecture = "Gemma2ForCausalLM"
+    model_type = "gemma2"
+    description = "Gemma 2: Gemma's parts, sandwich norms, local/global layers, soft-capped scores and logits"
+    parts: ClassVar[Mapping[str, str]] = {**Gemma.parts, "placement": "sandwich"}
+    engine_features = frozenset({"window", "softcap", "scale", "logit_softcap", "layer_pattern"})
+
+    def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
+        Gemma2Fields.read(hf, where)
+        activation = hf.get("hidden_activation") or "gelu_pytorch_tanh"
+        fields = super().config_from_hf({**hf, "hidden_act": activation}, where)
+        heads, d = int(hf["num_attention_heads"]), int(hf["hidden_size"])
+        head_dim = int(hf.get("head_dim") or 256)
+        kv = int(hf.get("num_key_value_heads") or heads)
+        attention = qknorm_spec(kv, head_dim, "none")
+        attention["scale"] = float(hf.get("query_pre_attn_scalar", 256)) ** -0.5
+        if hf.get("attn_logit_softcapping", 50.0) is not None:
+            attention["softcap"] = float(hf.get("attn_logit_softcapping", 50.0))
+        cap = hf.get("final_logit_softcapping", 30.0)
+        fields = {**fields, "attention": attention, "placement": "sandwich"}
+        fields["logit_softcap"] = None if cap is None else float(cap)
+        types = gemma2_layer_types(hf, fields["n_layers"], where)
+        window = hf.get("sliding_window", 4096)
+        del d
+        return with_windows(
+            fields, layer_windows({"layer_types": types}, fields["n_layers"], fields["max_seq_len"], window)
+        )
+
+    def rules(self, config: ModelConfig) -> list[Rule]:
+        rules = [r for r in super().rules(config) if "_residual.norm." not in r.zoo]
+        for i in range(config.n_layers):
+            z, h = f"blocks.{i}.", f"layers.{i}."
+            rules += [
+                Rule.copy(z + "attn_residual.norm_in.weight", h + "input_layernorm.weight"),
+                Rule.copy(z + "attn_residual.norm_out.weight", h + "post_attention_layernorm.weight"),
+                Rule.copy(z + "mlp_residual.norm_in.weight", h + "pre_feedforward_layernorm.weight"),
+                Rule.copy(z + "mlp_residual.norm_out.weight", h + "post_feedforward_layernorm.weight"),
+            ]
+        return rules
+
+    def attention_blockers(self, config: ModelConfig) -> list[str]:
+        options = config.attention.options
+        if config.attention.name != "qknorm" or options.get("qk_norm") != "none" or options.get("qk_norm_offset"):
+            return [f"attention {config.attention.name!r} ({self.architecture} has qknorm with qk_norm='none')"]
+        return []
+
+    def blockers(self, config: ModelConfig) -> list[str]:
+        return super().blockers(config) + window_blockers(config, self.architecture)
+
+    def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
+        hf = super().config_to_hf(config)
+        options = config.attention.options
+        windows = window_per_layer(config)
+        scale = options.get("scale")
+        scalar = config.head_dim if scale is None else float(scale) ** -2
+        del hf["hidden_act"]
+        return {
+            **hf,
+            "hidden_activation": "gelu_pytorch_tanh",
+            "head_dim": config.head_dim,
+            "query_pre_attn_scalar": round(scalar) if abs(scalar - round(scalar)) < 1e-6 else scalar,
+            "attn_logit_softcapping": options.get("softcap"),
+            "final_logit_softcapping": config.logit_softcap,
+            "sliding_window": next((w for w in windows if w is not None), None),
+            "layer_types": ["sliding_attention" if w is not None else "full_attention" for w in windows],
+        }
+
+
+CONVERTERS: tuple[Converter, ...] = (Starcoder2(), Gemma2())
+#: Presets of released checkpoints of these families (TOML files in ``presets/``).
+PRESETS: tuple[str, ...] = ("starcoder2-3b", "gemma-2-2b")
+
+__all__ = ["CONVERTERS", "Gemma2", "PRESETS", "Starcoder2"]
