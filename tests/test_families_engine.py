@@ -390,6 +390,45 @@ def test_gemma2_refuses_what_it_would_compute_differently(change: dict[str, Any]
         config_from_hf({**GEMMA2, **change})
 
 
+GEMMA3 = {**GEMMA2, "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text"}
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"rope_scaling": {"rope_type": "linear", "factor": 8.0}}, "rope_parameters.full_attention.rope_type"),
+        (
+            {
+                "rope_parameters": {
+                    "full_attention": {"rope_type": "yarn"},
+                    "sliding_attention": {"rope_type": "default"},
+                }
+            },
+            "rope_parameters.full_attention.rope_type",
+        ),
+        ({"use_bidirectional_attention": True}, "use_bidirectional_attention"),
+        ({"hidden_activation": "relu6"}, "hidden_act"),
+    ],
+)
+def test_gemma3_refuses_what_it_would_compute_differently(change: dict[str, Any], field: str) -> None:
+    from zoo.interop.hf import config_from_hf
+
+    with pytest.raises(zoo.InteropError, match=rf"{re.escape(field)}"):
+        config_from_hf({**GEMMA3, **change})
+
+
+def test_gemma3_reads_five_local_layers_to_one_global_with_their_rotary_base() -> None:
+    from zoo.interop.hf import config_from_hf
+
+    fields = config_from_hf({**GEMMA3, "num_hidden_layers": 8, "sliding_window": 8, "max_position_embeddings": 64})
+    local = {"attention": {"window": 8}, "position": {"base": 10000.0}}
+    assert fields["layer_pattern"] == [local] * 5 + [{}] and fields["position"]["base"] == 1e6
+    assert "softcap" not in fields["attention"] and fields["logit_softcap"] is None  # Gemma 3 caps neither
+    model = zoo.build(validate_config(fields), device="meta")
+    assert sorted(model.layer_positions) == ["0", "1", "2", "3", "4"]
+    assert [block.window for block in model.blocks] == [8, 8, 8, 8, 8, None, 8, 8]
+
+
 def test_gemma2_reads_its_local_and_global_layers_as_a_two_entry_pattern() -> None:
     from zoo.interop.hf import config_from_hf
 
@@ -436,6 +475,15 @@ RELEASED: dict[str, dict[str, Any]] = {
         "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 8192,
         "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "query_pre_attn_scalar": 256, "sliding_window": 4096,
         "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0, "tie_word_embeddings": True,
+    },
+    "gemma-3-1b": {
+        "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "vocab_size": 262144,
+        "hidden_size": 1152, "intermediate_size": 6912, "num_hidden_layers": 26, "num_attention_heads": 4,
+        "num_key_value_heads": 1, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+        "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+        "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": 256, "sliding_window": 512,
+        "sliding_window_pattern": 6, "final_logit_softcapping": None, "attn_logit_softcapping": None,
+        "rope_scaling": None, "tie_word_embeddings": True,
     },
 }  # fmt: skip
 

@@ -81,3 +81,23 @@ CASES += [
         {**GEMMA2, "attn_logit_softcapping": None, "final_logit_softcapping": None, "head_dim": 8},
     ),
 ]
+
+GEMMA3 = {
+    **LLAMA_SIZES,
+    "num_hidden_layers": 3,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "query_pre_attn_scalar": 12,
+    "sliding_window": 5,
+    "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+}
+CASES += [
+    Family("gemma3", "gemma3_text", "Gemma3TextConfig", "Gemma3ForCausalLM", GEMMA3),
+    Family(
+        "gemma3-capped",
+        "gemma3_text",
+        "Gemma3TextConfig",
+        "Gemma3ForCausalLM",
+        {**GEMMA3, "attn_logit_softcapping": 1.5, "final_logit_softcapping": 2.0, "layer_types": None},
+    ),
+]

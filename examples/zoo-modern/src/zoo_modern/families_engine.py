@@ -7,6 +7,10 @@ a sliding window over every layer).
   alternating (a ``layer_pattern`` of windows), soft-capped scores and logits and a
   score scale of query_pre_attn_scalar^-1/2.
 
+- Gemma 3 (text): Gemma 2's layout with QK-norm per head (scaled by 1 + w), five local
+  layers to one global by default, and local layers turning by their own rotary base
+  (``rope_local_base_freq``): a pattern entry changes their window and their position.
+
 Mistral's and Qwen2's windows are read by their converters in ``converters.py``; the
 window helpers there (``layer_windows``, ``with_windows``, ``window_blockers``) serve
 these too.
@@ -35,6 +39,7 @@ from zoo_modern.converters import (
     common_blockers,
     layer_windows,
     n_kv_heads,
+    periodic,
     rope,
     rotary_base,
     rotary_spec,
@@ -43,7 +48,7 @@ from zoo_modern.converters import (
     window_per_layer,
     with_windows,
 )
-from zoo_modern.families_modern import Gemma, GemmaFields, qknorm_spec
+from zoo_modern.families_modern import Gemma, GemmaFields, qk_norm_rules, qknorm_spec
 
 
 class Starcoder2Fields(HFFields):
@@ -281,8 +286,120 @@ class Gemma2(Gemma):
         }
 
 
-CONVERTERS: tuple[Converter, ...] = (Starcoder2(), Gemma2())
-#: Presets of released checkpoints of these families (TOML files in ``presets/``).
-PRESETS: tuple[str, ...] = ("starcoder2-3b", "gemma-2-2b")
+class Gemma3Fields(Gemma2Fields):
+    """The Gemma 3 fields read beyond Gemma 2's."""
 
-__all__ = ["CONVERTERS", "Gemma2", "PRESETS", "Starcoder2"]
+    rope_local_base_freq: Positive | None = None
+    sliding_window_pattern: Count | None = None
+
+
+def gemma3_rope(hf: Mapping[str, Any], where: str) -> tuple[float, float]:
+    """``(global base, local base)``: from ``rope_parameters`` per layer type
+    (transformers 5), else ``rope_theta`` and ``rope_local_base_freq``; scaled variants refused."""
+    params = hf.get("rope_parameters") or {}
+    if "full_attention" in params or "sliding_attention" in params:
+        tables = {kind: dict(params.get(kind) or {}) for kind in ("full_attention", "sliding_attention")}
+    else:
+        tables = {
+            "full_attention": {**params, **(hf.get("rope_scaling") or {}), "rope_theta": hf.get("rope_theta", 1e6)},
+            "sliding_attention": {"rope_theta": hf.get("rope_local_base_freq", 1e4)},
+        }
+    for kind, table in tables.items():
+        rope_type = table.get("rope_type", table.get("type", "default"))
+        if rope_type != "default":
+            raise Converter.refuse(
+                where, f"rope_parameters.{kind}.rope_type", rope_type, "scaled rotary is not modelled"
+            )
+        base = table.get("rope_theta", 1e6 if kind == "full_attention" else 1e4)
+        if not isinstance(base, (int, float)) or isinstance(base, bool) or base <= 1:
+            raise Converter.refuse(where, f"rope_parameters.{kind}.rope_theta", base, "it must be a number > 1")
+    return float(tables["full_attention"].get("rope_theta", 1e6)), float(
+        tables["sliding_attention"].get("rope_theta", 1e4)
+    )
+
+
+class Gemma3(Gemma2):
+    """Gemma 3 (text): Gemma 2 with QK-norm per head (1 + w), local layers (5 of every 6 by
+    default) with their own rotary base, no soft-capping by default."""
+
+    architecture = "Gemma3ForCausalLM"
+    model_type = "gemma3_text"
+    description = "Gemma 3 (text): Gemma 2's layout, QK-norm, 5 local : 1 global layers, a local rotary base"
+    engine_features = frozenset({"window", "scale", "logit_softcap", "layer_pattern"})  # scores are never capped
+
+    def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
+        Gemma3Fields.read({k: v for k, v in hf.items() if k != "rope_parameters"}, where)
+        if hf.get("use_bidirectional_attention"):
+            raise self.refuse(where, "use_bidirectional_attention", True, "the zoo's decoder attends causally")
+        base, local = gemma3_rope(hf, where)
+        layers = int(hf["num_hidden_layers"])
+        every = int(hf.get("sliding_window_pattern") or 6)
+        types = hf.get("layer_types") or [
+            "sliding_attention" if (i + 1) % every else "full_attention" for i in range(layers)
+        ]
+        plain = {k: v for k, v in hf.items() if k not in ("rope_parameters", "rope_scaling", "rope_local_base_freq")}
+        fields = super().config_from_hf(
+            {
+                **plain,
+                "rope_theta": base,
+                "layer_types": types,
+                "sliding_window": hf.get("sliding_window", 4096),
+                "attn_logit_softcapping": None,  # transformers' Gemma 3 reads it but never caps scores
+                "final_logit_softcapping": hf.get("final_logit_softcapping"),
+            },
+            where,
+        )
+        fields["attention"] = {**fields["attention"], "qk_norm": "head", "qk_norm_offset": True}
+        windows = layer_windows({"layer_types": types}, layers, fields["max_seq_len"], hf.get("sliding_window", 4096))
+        entries = []
+        for kind, window in zip(types, windows, strict=True):
+            entry: dict[str, Any] = {}
+            if window is not None:
+                entry["attention"] = {"window": window}
+            if kind == "sliding_attention" and local != base:
+                entry["position"] = {"base": local}
+            entries.append(entry)
+        fields.pop("layer_pattern", None)
+        if any(entries):
+            fields["layer_pattern"] = periodic(entries)
+        return fields
+
+    def rules(self, config: ModelConfig) -> list[Rule]:
+        return [*super().rules(config), *qk_norm_rules(config)]
+
+    def attention_blockers(self, config: ModelConfig) -> list[str]:
+        options = config.attention.options
+        if config.attention.name != "qknorm" or options.get("qk_norm") != "head" or not options.get("qk_norm_offset"):
+            return [f"attention {config.attention.name!r} ({self.architecture} has qknorm, per head, with an offset)"]
+        return []
+
+    def blockers(self, config: ModelConfig) -> list[str]:
+        blockers = [b for b in super().blockers(config) if not b.startswith("per-layer position")]
+        bases = {rotary_base(config.layer(i)) for i, w in enumerate(window_per_layer(config)) if w is not None}
+        full = {rotary_base(config.layer(i)) for i, w in enumerate(window_per_layer(config)) if w is None}
+        names = {config.layer(i).position.name for i in range(config.n_layers)}
+        if names != {"rotary"} or len(bases) > 1 or (full and full != {rotary_base(config)}):
+            blockers.append(f"positions other than one rotary base per layer type ({self.architecture})")
+        return blockers
+
+    def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
+        hf = super().config_to_hf(config)
+        windows = window_per_layer(config)
+        local = next((rotary_base(config.layer(i)) for i, w in enumerate(windows) if w is not None), 10000.0)
+        for name in ("rope_theta", "rope_parameters"):
+            hf.pop(name, None)
+        return {
+            **hf,
+            "rope_parameters": {
+                "full_attention": {"rope_type": "default", "rope_theta": rotary_base(config)},
+                "sliding_attention": {"rope_type": "default", "rope_theta": local},
+            },
+            "use_bidirectional_attention": False,
+        }
+
+
+CONVERTERS: tuple[Converter, ...] = (Starcoder2(), Gemma2(), Gemma3())
+#: Presets of released checkpoints of these families (TOML files in ``presets/``).
+PRESETS: tuple[str, ...] = ("starcoder2-3b", "gemma-2-2b", "gemma-3-1b")
+
+__all__ = ["CONVERTERS", "Gemma2", "Gemma3", "PRESETS", "Starcoder2"]
