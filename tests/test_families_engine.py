@@ -429,6 +429,26 @@ def test_gemma3_reads_five_local_layers_to_one_global_with_their_rotary_base() -
     assert [block.window for block in model.blocks] == [8, 8, 8, 8, 8, None, 8, 8]
 
 
+GPT_NEO = {"architectures": ["GPTNeoForCausalLM"], "model_type": "gpt_neo", "hidden_size": 32, "num_layers": 2,
+           "num_heads": 4, "vocab_size": 97}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"attention_types": [[["global", "local"], 2]]}, "attention_types"),
+        ({"attention_types": [[["global", "sparse"], 1]]}, "attention_types"),
+        ({"attention_types": "global"}, "attention_types"),
+        ({"activation_function": "swish"}, "activation_function"),
+    ],
+)
+def test_gpt_neo_refuses_what_it_would_compute_differently(change: dict[str, Any], field: str) -> None:
+    from zoo.interop.hf import config_from_hf
+
+    with pytest.raises(zoo.InteropError, match=rf"{re.escape(field)}"):
+        config_from_hf({**GPT_NEO, **change})
+
+
 def test_gemma2_reads_its_local_and_global_layers_as_a_two_entry_pattern() -> None:
     from zoo.interop.hf import config_from_hf
 
@@ -484,6 +504,13 @@ RELEASED: dict[str, dict[str, Any]] = {
         "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": 256, "sliding_window": 512,
         "sliding_window_pattern": 6, "final_logit_softcapping": None, "attn_logit_softcapping": None,
         "rope_scaling": None, "tie_word_embeddings": True,
+    },
+    "gpt-neo-125m": {
+        "architectures": ["GPTNeoForCausalLM"], "model_type": "gpt_neo", "vocab_size": 50257, "hidden_size": 768,
+        "num_layers": 12, "num_heads": 12, "attention_types": [[["global", "local"], 6]], "window_size": 256,
+        "max_position_embeddings": 2048, "intermediate_size": None, "activation_function": "gelu_new",
+        "layer_norm_epsilon": 1e-5, "embed_dropout": 0.0, "attention_dropout": 0.0, "resid_dropout": 0.0,
+        "tie_word_embeddings": True,
     },
 }  # fmt: skip
 

@@ -222,6 +222,7 @@ def test_the_presets_name_their_weights() -> None:
         "starcoder2-3b": "bigcode/starcoder2-3b",
         "gemma-2-2b": "google/gemma-2-2b",
         "gemma-3-1b": "google/gemma-3-1b-pt",
+        "gpt-neo-125m": "EleutherAI/gpt-neo-125m",
     }
     assert preset_pretrained("gpt2-small-modern") is None  # extends gpt2-small, not its weights
 

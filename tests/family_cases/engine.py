@@ -101,3 +101,26 @@ CASES += [
         {**GEMMA3, "attn_logit_softcapping": 1.5, "final_logit_softcapping": 2.0, "layer_types": None},
     ),
 ]
+
+GPT_NEO = {"hidden_size": 32, "num_layers": 2, "num_heads": 4, "intermediate_size": 48, "window_size": 5}
+CASES += [
+    Family(
+        "gpt-neo",
+        "gpt_neo",
+        "GPTNeoConfig",
+        "GPTNeoForCausalLM",
+        {**GPT_NEO, "attention_types": [[["global", "local"], 1]]},
+    ),
+    Family(
+        "gpt-neo-local",
+        "gpt_neo",
+        "GPTNeoConfig",
+        "GPTNeoForCausalLM",
+        {
+            **GPT_NEO,
+            "num_layers": 3,
+            "attention_types": [[["local"], 2], [["global"], 1]],
+            "activation_function": "gelu",
+        },
+    ),
+]

@@ -11,6 +11,10 @@ a sliding window over every layer).
   layers to one global by default, and local layers turning by their own rotary base
   (``rope_local_base_freq``): a pattern entry changes their window and their position.
 
+- GPT-Neo: GPT-2's parts (LayerNorm, learned positions, GELU MLP) without q/k/v biases
+  or the 1/sqrt(d) score scale, global and local (windowed) layers as ``attention_types``
+  lists them.
+
 Mistral's and Qwen2's windows are read by their converters in ``converters.py``; the
 window helpers there (``layer_windows``, ``with_windows``, ``window_blockers``) serve
 these too.
@@ -398,8 +402,153 @@ class Gemma3(Gemma2):
         }
 
 
-CONVERTERS: tuple[Converter, ...] = (Starcoder2(), Gemma2(), Gemma3())
-#: Presets of released checkpoints of these families (TOML files in ``presets/``).
-PRESETS: tuple[str, ...] = ("starcoder2-3b", "gemma-2-2b", "gemma-3-1b")
+class GPTNeoFields(HFFields):
+    """The config.json fields the GPT-Neo converter reads, typed."""
 
-__all__ = ["CONVERTERS", "Gemma2", "Gemma3", "PRESETS", "Starcoder2"]
+    not_null = ("max_position_embeddings", "layer_norm_epsilon", "window_size")
+
+    hidden_size: Count
+    num_heads: Count
+    num_layers: Count
+    vocab_size: Count
+    intermediate_size: Count | None = None
+    max_position_embeddings: Count | None = None
+    window_size: Count | None = None
+    activation_function: str = "gelu_new"
+    layer_norm_epsilon: Epsilon | None = None
+    resid_dropout: Fraction | None = None
+    embed_dropout: Fraction | None = None
+    attention_dropout: Fraction | None = None
+    tie_word_embeddings: bool | None = None
+    attention_types: list[Any] | None = None
+
+
+def neo_layers(hf: Mapping[str, Any], layers: int, where: str) -> list[str]:
+    """Each layer's kind ("global" or "local") from ``attention_types`` ([[kinds, repeats], ...]),
+    as transformers expands it (default: global, local alternating)."""
+    types = hf.get("attention_types") or [[["global", "local"], layers // 2]]
+    kinds: list[str] = []
+    try:
+        for group, repeats in types:
+            kinds += list(group) * int(repeats)
+    except (TypeError, ValueError):
+        raise Converter.refuse(where, "attention_types", types, "give [[kinds, repeats], ...]") from None
+    if len(kinds) != layers or set(kinds) - {"global", "local"}:
+        raise Converter.refuse(
+            where, "attention_types", types, f"it must expand to num_layers={layers} of 'global'/'local'"
+        )
+    return kinds
+
+
+class GPTNeo(Converter):
+    """GPT-Neo: pre-norm LayerNorm, learned positions, a GELU MLP, q/k/v without biases and
+    scores without the 1/sqrt(d) scale, global and local (windowed) layers."""
+
+    architecture = "GPTNeoForCausalLM"
+    model_type = "gpt_neo"
+    description = "GPT-Neo: GPT-2's parts, unscaled scores, global and local (sliding-window) layers"
+    prefix = "transformer."
+    embedding = "wte.weight"
+    engine_features = frozenset({"window", "scale", "layer_pattern"})
+
+    def skip(self, name: str) -> bool:
+        return name.endswith(("attn.bias", "attn.masked_bias", "attention.bias", "attention.masked_bias"))
+
+    def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
+        GPTNeoFields.read(hf, where)
+        d, heads, layers = int(hf["hidden_size"]), int(hf["num_heads"]), int(hf["num_layers"])
+        activation = hf.get("activation_function", "gelu_new")
+        if activation not in ACTIVATIONS:
+            raise self.refuse(where, "activation_function", activation, f"supported: {', '.join(sorted(ACTIVATIONS))}")
+        length, window = int(hf.get("max_position_embeddings", 2048)), int(hf.get("window_size", 256))
+        kinds = neo_layers(hf, layers, where)
+        fields = {
+            "vocab_size": int(hf["vocab_size"]),
+            "max_seq_len": length,
+            "d_model": d,
+            "n_layers": layers,
+            "n_heads": heads,
+            "d_ff": int(hf.get("intermediate_size") or 4 * d),
+            "dropout": {
+                "embedding": float(hf.get("embed_dropout") or 0.0),
+                "attention": float(hf.get("attention_dropout") or 0.0),
+                "residual": float(hf.get("resid_dropout") or 0.0),
+            },
+            "bias": True,
+            "tie_embeddings": bool(hf.get("tie_word_embeddings", True)),
+            "norm_eps": float(hf.get("layer_norm_epsilon", 1e-5)),
+            "attention": {"name": "sdpa", "qkv_bias": False, "out_bias": True, "scale": 1.0},
+            "norm": "layernorm",
+            "placement": "pre",
+            "activation": ACTIVATIONS[activation],
+            "position": "learned",
+            "mlp": "standard",
+            "init": "gpt2",
+        }
+        types = ["sliding_attention" if kind == "local" else "full_attention" for kind in kinds]
+        return with_windows(fields, layer_windows({"layer_types": types}, layers, length, window))
+
+    def rules(self, config: ModelConfig) -> list[Rule]:
+        d = config.d_model
+        rules = [Rule.copy("tok_emb.weight", "wte.weight"), Rule.copy("position.table.weight", "wpe.weight")]
+        for i in range(config.n_layers):
+            z, h = f"blocks.{i}.", f"h.{i}."
+            qkv = [h + f"attn.attention.{p}_proj.weight" for p in "qkv"]
+            rules += [
+                Rule.concat(z + "attn.qkv.weight", qkv, (d, d, d)),
+                Rule.copy(z + "attn.out.weight", h + "attn.attention.out_proj.weight"),
+                Rule.copy(z + "attn.out.bias", h + "attn.attention.out_proj.bias"),
+            ]
+            for p in ("weight", "bias"):
+                rules += [
+                    Rule.copy(z + f"attn_residual.norm.{p}", h + f"ln_1.{p}"),
+                    Rule.copy(z + f"mlp_residual.norm.{p}", h + f"ln_2.{p}"),
+                    Rule.copy(z + f"mlp.up.{p}", h + f"mlp.c_fc.{p}"),
+                    Rule.copy(z + f"mlp.down.{p}", h + f"mlp.c_proj.{p}"),
+                ]
+        return [*rules, *(Rule.copy(f"final_norm.{p}", f"ln_f.{p}") for p in ("weight", "bias")),
+                Rule.copy("head.weight", "lm_head.weight")]  # fmt: skip
+
+    def blockers(self, config: ModelConfig) -> list[str]:
+        blockers = common_blockers(config, self.architecture) + window_blockers(config, self.architecture)
+        wanted = {"placement": "pre", "norm": "layernorm", "position": "learned", "mlp": "standard"}
+        for kind, name in wanted.items():
+            if getattr(config, kind).name != name:
+                blockers.append(f"{kind} {getattr(config, kind).name!r} ({self.architecture} has {name})")
+        n_kv, qkv_bias, out_bias = self.attention_layout(config)
+        if config.attention.name not in ("sdpa", "eager") or n_kv != config.n_heads or qkv_bias or not out_bias:
+            blockers.append(f"attention {config.attention.name!r} (GPT-Neo: multi-head, no q/k/v bias, an out bias)")
+        if config.attention.options.get("scale") != 1.0:
+            blockers.append("a score scale other than 1 (GPT-Neo does not scale scores)")
+        if config.activation.name not in ACTIVATIONS_OUT or not config.bias:
+            blockers.append(f"activation {config.activation.name!r} or bias=false (GPT-Neo: GELU, biases)")
+        return blockers
+
+    def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
+        windows = window_per_layer(config)
+        kinds = ["local" if w is not None else "global" for w in windows]
+        return {
+            "vocab_size": config.vocab_size,
+            "hidden_size": config.d_model,
+            "intermediate_size": config.d_ff,
+            "num_layers": config.n_layers,
+            "num_heads": config.n_heads,
+            "attention_types": [[[kind], 1] for kind in kinds],
+            "window_size": next((w for w in windows if w is not None), 256),
+            "activation_function": ACTIVATIONS_OUT[config.activation.name],
+            "max_position_embeddings": config.max_seq_len,
+            "layer_norm_epsilon": config.norm_eps,
+            "embed_dropout": config.dropout.embedding,
+            "attention_dropout": config.dropout.attention,
+            "resid_dropout": config.dropout.residual,
+            "tie_word_embeddings": config.tie_embeddings,
+            "bos_token_id": None,
+            "eos_token_id": None,
+        }
+
+
+CONVERTERS: tuple[Converter, ...] = (Starcoder2(), Gemma2(), Gemma3(), GPTNeo())
+#: Presets of released checkpoints of these families (TOML files in ``presets/``).
+PRESETS: tuple[str, ...] = ("starcoder2-3b", "gemma-2-2b", "gemma-3-1b", "gpt-neo-125m")
+
+__all__ = ["CONVERTERS", "GPTNeo", "Gemma2", "Gemma3", "PRESETS", "Starcoder2"]
