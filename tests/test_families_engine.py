@@ -449,6 +449,33 @@ def test_gpt_neo_refuses_what_it_would_compute_differently(change: dict[str, Any
         config_from_hf({**GPT_NEO, **change})
 
 
+SMOLLM3 = {"architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "hidden_size": 32,
+           "intermediate_size": 40, "num_hidden_layers": 4, "num_attention_heads": 4, "vocab_size": 97}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"no_rope_layers": [1, 0]}, "no_rope_layers"),
+        ({"no_rope_layers": [1, 2, 1, 0]}, "no_rope_layers"),
+        ({"layer_types": ["full_attention"]}, "layer_types"),
+        ({"mlp_bias": True}, "mlp_bias"),
+    ],
+)
+def test_smollm3_refuses_what_it_would_compute_differently(change: dict[str, Any], field: str) -> None:
+    from zoo.interop.hf import config_from_hf
+
+    with pytest.raises(zoo.InteropError, match=rf"{re.escape(field)}"):
+        config_from_hf({**SMOLLM3, **change})
+
+
+def test_smollm3_has_no_rotary_in_every_fourth_layer() -> None:
+    from zoo.interop.hf import config_from_hf
+
+    fields = config_from_hf({**SMOLLM3, "num_hidden_layers": 8})
+    assert fields["layer_pattern"] == [{}, {}, {}, {"position": "none"}] and fields["tie_embeddings"] is True
+
+
 def test_gemma2_reads_its_local_and_global_layers_as_a_two_entry_pattern() -> None:
     from zoo.interop.hf import config_from_hf
 
@@ -511,6 +538,13 @@ RELEASED: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 2048, "intermediate_size": None, "activation_function": "gelu_new",
         "layer_norm_epsilon": 1e-5, "embed_dropout": 0.0, "attention_dropout": 0.0, "resid_dropout": 0.0,
         "tie_word_embeddings": True,
+    },
+    "smollm3-3b": {
+        "architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "vocab_size": 128256, "hidden_size": 2048,
+        "intermediate_size": 11008, "num_hidden_layers": 36, "num_attention_heads": 16, "num_key_value_heads": 4,
+        "hidden_act": "silu", "max_position_embeddings": 65536, "rms_norm_eps": 1e-6, "rope_theta": 5000000.0,
+        "no_rope_layer_interval": 4, "use_sliding_window": False, "tie_word_embeddings": True,
+        "attention_bias": False, "mlp_bias": False,
     },
 }  # fmt: skip
 

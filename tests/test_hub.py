@@ -223,6 +223,7 @@ def test_the_presets_name_their_weights() -> None:
         "gemma-2-2b": "google/gemma-2-2b",
         "gemma-3-1b": "google/gemma-3-1b-pt",
         "gpt-neo-125m": "EleutherAI/gpt-neo-125m",
+        "smollm3-3b": "HuggingFaceTB/SmolLM3-3B",
     }
     assert preset_pretrained("gpt2-small-modern") is None  # extends gpt2-small, not its weights
 

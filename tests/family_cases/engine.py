@@ -124,3 +124,15 @@ CASES += [
         },
     ),
 ]
+
+SMOLLM3 = {**LLAMA_SIZES, "num_hidden_layers": 4, "num_key_value_heads": 2}
+CASES += [
+    Family("smollm3", "smollm3", "SmolLM3Config", "SmolLM3ForCausalLM", SMOLLM3),
+    Family(
+        "smollm3-window",
+        "smollm3",
+        "SmolLM3Config",
+        "SmolLM3ForCausalLM",
+        {**SMOLLM3, "no_rope_layers": [1, 0, 1, 0], "use_sliding_window": True, "sliding_window": 5},
+    ),
+]

@@ -15,6 +15,9 @@ a sliding window over every layer).
   or the 1/sqrt(d) score scale, global and local (windowed) layers as ``attention_types``
   lists them.
 
+- SmolLM3: Llama's layout with no rotary in every 4th layer (``no_rope_layers``: a
+  pattern entry with ``position = "none"``), optional windows on the NoPE layers.
+
 Mistral's and Qwen2's windows are read by their converters in ``converters.py``; the
 window helpers there (``layer_windows``, ``with_windows``, ``window_blockers``) serve
 these too.
@@ -40,6 +43,8 @@ from zoo.plugin import (
 from zoo_modern.converters import (
     ACTIVATIONS,
     ACTIVATIONS_OUT,
+    LlamaFamily,
+    LlamaFields,
     common_blockers,
     layer_windows,
     n_kv_heads,
@@ -547,8 +552,76 @@ class GPTNeo(Converter):
         }
 
 
-CONVERTERS: tuple[Converter, ...] = (Starcoder2(), Gemma2(), Gemma3(), GPTNeo())
-#: Presets of released checkpoints of these families (TOML files in ``presets/``).
-PRESETS: tuple[str, ...] = ("starcoder2-3b", "gemma-2-2b", "gemma-3-1b", "gpt-neo-125m")
+class SmolLM3Fields(LlamaFields):
+    """The SmolLM3 fields read beyond Llama's."""
 
-__all__ = ["CONVERTERS", "GPTNeo", "Gemma2", "Gemma3", "PRESETS", "Starcoder2"]
+    no_rope_layers: list[int] | None = None
+    no_rope_layer_interval: Count | None = None
+
+
+class SmolLM3(LlamaFamily):
+    """SmolLM3: Llama's layout, a tied head, no rotary in the layers ``no_rope_layers``
+    marks 0 (every 4th by default), windows on the layers ``layer_types`` makes sliding."""
+
+    architecture = "SmolLM3ForCausalLM"
+    model_type = "smollm3"
+    description = "SmolLM3: Llama's layout, no rotary (NoPE) every 4th layer, a tied head"
+    engine_features = frozenset({"window", "layer_pattern"})
+
+    def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
+        SmolLM3Fields.read(hf, where)
+        fields = super().config_from_hf(hf, where)
+        layers = fields["n_layers"]
+        every = int(hf.get("no_rope_layer_interval") or 4)
+        rope = hf.get("no_rope_layers") or [int((i + 1) % every != 0) for i in range(layers)]
+        if len(rope) != layers or set(rope) - {0, 1}:
+            raise self.refuse(where, "no_rope_layers", rope, f"give {layers} of 1 (rotary) or 0 (none)")
+        window = hf.get("sliding_window") if hf.get("use_sliding_window") else None
+        types = hf.get("layer_types") or [
+            "sliding_attention" if window is not None and not r else "full_attention" for r in rope
+        ]
+        if len(types) != layers or set(types) - {"sliding_attention", "full_attention"}:
+            raise self.refuse(where, "layer_types", types, f"give {layers} of 'sliding_attention'/'full_attention'")
+        windows = layer_windows({"layer_types": types}, layers, fields["max_seq_len"], window)
+        entries = []
+        for r, w in zip(rope, windows, strict=True):
+            entry: dict[str, Any] = {} if r else {"position": "none"}
+            if w is not None:
+                entry["attention"] = {"window": w}
+            entries.append(entry)
+        fields = {**fields, "tie_embeddings": bool(hf.get("tie_word_embeddings", True))}
+        return {**fields, "layer_pattern": periodic(entries)} if any(entries) else fields
+
+    def blockers(self, config: ModelConfig) -> list[str]:
+        blockers = [b for b in super().blockers(config) + window_blockers(config, self.architecture)]
+        blockers = [b for b in blockers if not b.startswith("per-layer position")]
+        changes = {kind for i in range(config.n_layers) for kind in config.layer_changes(i)} - {"attention", "position"}
+        if changes:
+            blockers.append(f"per-layer {', '.join(sorted(changes))} ({self.architecture} has one design)")
+        if {config.layer(i).position.name for i in range(config.n_layers)} - {"rotary", "none"} or any(
+            config.layer(i).position != config.position
+            for i in range(config.n_layers)
+            if config.layer(i).position.name == "rotary"
+        ):
+            blockers.append(f"layer positions other than the rotary or none ({self.architecture})")
+        return blockers
+
+    def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
+        hf = super().config_to_hf(config)
+        windows = window_per_layer(config)
+        sizes = {w for w in windows if w is not None}
+        return {
+            **hf,
+            "pad_token_id": None,  # SmolLM3Config's default (128004) may not fit the vocabulary
+            "no_rope_layers": [int(config.layer(i).position.name != "none") for i in range(config.n_layers)],
+            "use_sliding_window": bool(sizes),
+            "sliding_window": next(iter(sizes), None),
+            "layer_types": ["sliding_attention" if w is not None else "full_attention" for w in windows],
+        }
+
+
+CONVERTERS: tuple[Converter, ...] = (Starcoder2(), Gemma2(), Gemma3(), GPTNeo(), SmolLM3())
+#: Presets of released checkpoints of these families (TOML files in ``presets/``).
+PRESETS: tuple[str, ...] = ("starcoder2-3b", "gemma-2-2b", "gemma-3-1b", "gpt-neo-125m", "smollm3-3b")
+
+__all__ = ["CONVERTERS", "GPTNeo", "SmolLM3", "Gemma2", "Gemma3", "PRESETS", "Starcoder2"]
