@@ -37,6 +37,8 @@ CASES += [
     ("attention", {"name": "gqa", "n_kv_heads": 2, "kernel": "eager"}),
     ("position", {"name": "rotary", "rotary_pct": 0.5}),
     ("placement", {"name": "parallel", "shared_norm": True}),  # GPT-J: one norm feeds both halves
+    ("attention", {"name": "sdpa", "window": 3}),  # a sliding window: its own mask, a rolling cache
+    ("attention", {"name": "gqa", "n_kv_heads": 2, "window": 3, "softcap": 20.0}),  # capped scores: the math
 ]
 IDS = [f"{kind}-{spec if isinstance(spec, str) else '-'.join(map(str, spec.values()))}" for kind, spec in CASES]
 

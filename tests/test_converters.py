@@ -207,12 +207,13 @@ def test_mistral_imports_and_exports_exactly(tmp_path: Path) -> None:
     roundtrip(tmp_path, "mistral")
 
 
-def test_mistral_sliding_window_is_refused_unless_it_covers_the_context(tmp_path: Path) -> None:
-    _, folder = hf_model(tmp_path, "mistral", sliding_window=16)
-    with pytest.raises(zoo.InteropError, match="sliding_window=16.*max_position_embeddings to 16"):
-        zoo.from_hf(folder)
+def test_mistral_sliding_window_shorter_than_the_context_is_exact(tmp_path: Path) -> None:
+    model = roundtrip(tmp_path, "mistral", sliding_window=5)
+    assert model.config.attention.options["window"] == 5 and model.blocks[0].window == 5
     reference, folder = hf_model(tmp_path, "mistral", name="wide", sliding_window=64)  # = max_position_embeddings
-    assert_same(zoo.from_hf(folder), reference)
+    wide = zoo.from_hf(folder)
+    assert_same(wide, reference)
+    assert "window" not in wide.config.attention.options  # a window over the whole context changes nothing
 
 
 # -- registry and dispatch -------------------------------------------------------------------
@@ -558,12 +559,15 @@ def test_qwen2_imports_and_exports_exactly(tmp_path: Path, fields: dict[str, Any
     ]
 
 
-def test_qwen2_sliding_window_is_refused_unless_it_covers_the_context(tmp_path: Path) -> None:
-    _, folder = hf_model(tmp_path, "qwen2", use_sliding_window=True, sliding_window=16, max_window_layers=0)
-    with pytest.raises(zoo.InteropError, match="sliding_window=16"):
-        zoo.from_hf(folder)
-    reference, folder = hf_model(tmp_path, "qwen2", name="off", use_sliding_window=False, sliding_window=16)
-    assert_same(zoo.from_hf(folder), reference)  # the window is off: the model is exact
+def test_qwen2_sliding_window_from_max_window_layers_is_exact(tmp_path: Path) -> None:
+    model = roundtrip(
+        tmp_path, "qwen2", use_sliding_window=True, sliding_window=5, max_window_layers=1, num_hidden_layers=3
+    )
+    assert [block.window for block in model.blocks] == [None, 5, 5]
+    reference, folder = hf_model(tmp_path, "qwen2", name="off", use_sliding_window=False, sliding_window=5)
+    off = zoo.from_hf(folder)
+    assert_same(off, reference)  # the window is off: no layer slides
+    assert not off.config.layer_pattern and "window" not in off.config.attention.options
 
 
 def test_every_installed_converter_has_a_parity_test_here() -> None:

@@ -222,6 +222,11 @@ def test_the_presets_name_their_weights() -> None:
         "phi-3-mini": "microsoft/Phi-3-mini-4k-instruct",
         "granite-3-2b": "ibm-granite/granite-3.0-2b-base",
         "command-r": "CohereForAI/c4ai-command-r-v01",
+        "starcoder2-3b": "bigcode/starcoder2-3b",
+        "gemma-2-2b": "google/gemma-2-2b",
+        "gemma-3-1b": "google/gemma-3-1b-pt",
+        "gpt-neo-125m": "EleutherAI/gpt-neo-125m",
+        "smollm3-3b": "HuggingFaceTB/SmolLM3-3B",
     }
     assert preset_pretrained("gpt2-small-modern") is None  # extends gpt2-small, not its weights
 

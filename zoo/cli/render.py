@@ -254,7 +254,14 @@ def config_table(config: ModelConfig, title: str = "config", *, providers: bool 
     """Each config field and its value; with ``providers``, who provides each component."""
     table = new_table(title, "field", "value", *(["provided by"] if providers else []))
     for field, value in config.model_dump().items():
-        if value is None:
+        if value is None or (field == "layer_pattern" and not value):
+            continue
+        if field == "layer_pattern":  # one row per entry: which layers it makes, and how they differ
+            period = len(value)
+            for j, entry in enumerate(value):
+                layers = ", ".join(str(i) for i in range(j, config.n_layers, period))
+                label = ("layers " if "," in layers else "layer ") + layers
+                table.add_row(label, fmt_value(entry) if entry else "(the model's)", *([""] * providers))
             continue
         row = [field, fmt_value(value)]
         if providers:

@@ -32,6 +32,7 @@ from zoo.nn.converter import (
     KERNELS,
     Converter,
     check_storage,
+    engine_blockers,
     state_from_hf,
     state_to_hf,
     untie_if_stored,
@@ -118,7 +119,7 @@ def _exporter(config: ModelConfig, architecture: str | None, registry: Registry 
     for entry in entries:
         if not entry.exports:
             continue
-        blockers = entry.converter.blockers(config)
+        blockers = entry.converter.blockers(config) + engine_blockers(entry.converter, config)
         if not blockers:
             found: Converter = entry.converter
             return found

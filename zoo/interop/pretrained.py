@@ -21,7 +21,7 @@ from zoo.files import read_json
 from zoo.interop.hf import converter_for, from_hf
 from zoo.interop.hub import check_revision, local_or_snapshot
 from zoo.nn.config import ModelConfig, apply_overrides, preset_dict, preset_pretrained, validate_config
-from zoo.nn.converter import KERNELS
+from zoo.nn.converter import KERNELS, engine_blockers
 from zoo.nn.factory import build, device_arg, dtype_arg, reset_buffers
 from zoo.nn.model import DecoderLM
 from zoo.nn.registry import Registry, default_registry
@@ -120,7 +120,7 @@ def config_mismatches(
     registry = registry or default_registry()
     converter = converter_for(hf, registry=registry)
     expressed = preset
-    if converter.exports and not converter.blockers(preset):
+    if converter.exports and not converter.blockers(preset) + engine_blockers(converter, preset):
         fields = converter.config_from_hf(converter.config_to_hf(preset), "the preset")
         try:
             expressed = validate_config(fields, registry=registry, source="the preset")

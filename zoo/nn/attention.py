@@ -9,7 +9,7 @@ and calls ``ctx.rotate``, ``ctx.cache`` and ``ctx.attend``; this module is what 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import torch
@@ -71,17 +71,35 @@ class AttentionContext:
             return self
         return AttentionContext(self.mask, self.is_causal, self.encoding, self.rotation, cache, self.memory, self.hooks)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, *, dropout: float = 0.0, explicit: bool = False) -> Tensor:
-        """softmax(q k^T / sqrt(dk) + mask) v per head, (B, H, S, dk), for q (B, H, S, dk) and
+    def with_mask(self, mask: Tensor | None, is_causal: bool) -> AttentionContext:
+        """This context with another mask (a windowed layer's, ``make_mask(window=...)``)."""
+        return replace(self, mask=mask, is_causal=is_causal)
+
+    def attend(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        *,
+        dropout: float = 0.0,
+        explicit: bool = False,
+        scale: float | None = None,
+        softcap: float | None = None,
+    ) -> Tensor:
+        """softmax(q k^T * scale + mask) v per head, (B, H, S, dk), for q (B, H, S, dk) and
         k, v (B, H_kv, S_k, dk): each group of H / H_kv query heads reads one key/value head.
 
+        ``scale`` defaults to 1 / sqrt(dk); ``softcap`` caps the scores at +-softcap
+        smoothly (``softcap * tanh(scores / softcap)``, Gemma 2), before the mask.
         The fused ``scaled_dot_product_attention`` by default; the explicit math with
-        ``explicit`` (the eager kernel) or when a hook asks for the scores or the pattern.
+        ``explicit`` (the eager kernel), with ``softcap`` (the fused kernel cannot cap) or
+        when a hook asks for the scores or the pattern.
         Hook points, as the kernel reads them: ``hook_q``, ``hook_k``, ``hook_v`` (after
         rotation, keys and values with the cache), ``hook_scores`` (masked, before the
         softmax) and ``hook_pattern`` (after it, before dropout).
         """
         hooks = self.hooks
+        explicit = explicit or softcap is not None
         if hooks is not None:
             q, k, v = hooks.point("hook_q", q), hooks.point("hook_k", k), hooks.point("hook_v", v)
             explicit = explicit or hooks.wants("hook_scores", "hook_pattern")
@@ -94,13 +112,16 @@ class AttentionContext:
                 attn_mask=mask,
                 dropout_p=dropout,
                 is_causal=self.is_causal,
+                scale=scale,
                 enable_gqa=k.shape[1] != q.shape[1],
             )  # (B, H, S, dk)
         batch, heads, q_len, dk = q.shape
         kv_heads, k_len = k.shape[1], k.shape[2]
         grouped = q.view(batch, kv_heads, heads // kv_heads, q_len, dk)  # (B, H_kv, G, S, dk)
-        scores = grouped @ k[:, :, None].transpose(-2, -1) / math.sqrt(dk)  # (B, H_kv, G, S, S_k)
-        scores = scores.view(batch, heads, q_len, k_len)  # (B, H, S, S_k)
+        scores = grouped @ k[:, :, None].transpose(-2, -1)  # (B, H_kv, G, S, S_k)
+        scores = scores.view(batch, heads, q_len, k_len) * (1 / math.sqrt(dk) if scale is None else scale)
+        if softcap is not None:
+            scores = softcap * torch.tanh(scores / softcap)  # (B, H, S, S_k)
         mask = self.mask_for(scores)
         if mask is not None:
             scores = scores + mask
@@ -140,15 +161,20 @@ def make_mask(
     encoding: PositionAware | None,
     dtype: torch.dtype,
     device: torch.device,
+    window: int | None = None,
 ) -> tuple[Tensor | None, bool]:
     """``(mask, is_causal)`` for one forward pass: the causal structure, padding (B, k_len,
-    True for real keys) and the encoding's score bias, combined once for every layer.
+    True for real keys) and the encoding's score bias, combined once for every layer
+    (once per window for windowed layers).
 
-    Queries are the last ``q_len`` of ``k_len`` slots; one new query sees every cached key.
+    Queries are the last ``q_len`` of ``k_len`` slots; one new query sees every cached key,
+    or with a ``window`` the keys of the last ``window`` slots up to its own: key slot j is
+    visible to query slot i iff i - window < j <= i (transformers' sliding window).
     """
     score = encoding.score_bias(n_heads, q_len, k_len) if encoding is not None else None
     causal = causal and q_len > 1
-    if score is None and key_padding is None and (not causal or q_len == k_len):
+    banded = window is not None and window < k_len  # some key falls out of the last query's window
+    if score is None and key_padding is None and not banded and (not causal or q_len == k_len):
         return None, causal
     if score is not None:
         mask = score.to(device=device, dtype=dtype)[None]  # (1, H, q_len, k_len)
@@ -157,6 +183,9 @@ def make_mask(
     if causal:
         future = torch.ones(q_len, k_len, dtype=torch.bool, device=device).triu(k_len - q_len + 1)
         mask = mask.masked_fill(future, MASKED)
+    if banded and window is not None:
+        past = torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(k_len - q_len - window)
+        mask = mask.masked_fill(past, MASKED)
     if key_padding is not None:
         padding = ~key_padding[:, None, None, -k_len:].to(device=device, dtype=torch.bool)
         mask = mask.masked_fill(padding, MASKED)  # (B, H|1, q_len, k_len)
@@ -170,6 +199,11 @@ class AttentionOptions(BaseModel):
     )
     qkv_bias: bool | None = Field(None, description="bias on the q/k/v projection (default: the config's bias)")
     out_bias: bool | None = Field(None, description="bias on the output projection (default: the config's bias)")
+    window: int | None = Field(
+        None, gt=0, description="sliding window: each query sees the last `window` positions, its own included"
+    )
+    softcap: float | None = Field(None, gt=0.0, description="cap scores smoothly at +-softcap (Gemma 2)")
+    scale: float | None = Field(None, gt=0.0, description="score scale (default 1/sqrt(head_dim))")
 
 
 class Attention(nn.Module):
@@ -203,9 +237,13 @@ class Attention(nn.Module):
         out_bias: bool | None = None,
         dropout: float = 0.0,
         attn_dropout: float | None = None,
+        window: int | None = None,
+        softcap: float | None = None,
+        scale: float | None = None,
     ) -> None:
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        self.window, self.softcap, self.scale = window, softcap, scale  # the model masks by ``window``
         if d_model % n_heads or n_heads % n_kv_heads:
             raise ValueError(
                 f"attention needs n_heads={n_heads} to divide d_model={d_model} and "
@@ -264,10 +302,15 @@ class Attention(nn.Module):
     def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
         """Per-head outputs (B, H, S, dk): the fused kernel, or the explicit math for ``eager``."""
         dropout = self.attn_dropout if self.training else 0.0
-        return ctx.attend(q, k, v, dropout=dropout, explicit=self.kernel == "eager")
+        return ctx.attend(
+            q, k, v, dropout=dropout, explicit=self.kernel == "eager", scale=self.scale, softcap=self.softcap
+        )
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}"
+        extra = "".join(
+            f", {name}={value}" for name in ("window", "softcap", "scale") if (value := getattr(self, name)) is not None
+        )
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}{extra}"
 
 
 class SdpaAttention(Attention):

@@ -5,10 +5,17 @@ Each attention layer gets a ``LayerCache`` through ``AttentionContext.cache`` an
 whatever shapes it is given, so an attention with fewer key/value heads (GQA) stores
 only those. Buffers are preallocated and grow by doubling, so a new token costs one
 copy of one position, not a copy of the prefix.
+
+A layer with a sliding window of W positions gets a ``RollingLayerCache``: it keeps the
+last W - 1 keys and values only (all a later query can see), so decoding past the
+window holds memory bounded by the window, not the context.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import torch
 from torch import Tensor
 
 from zoo.errors import InputError
@@ -49,6 +56,11 @@ class LayerCache:
                 f"it was filled by another model or batch; make a fresh one with model.new_cache()"
             )
 
+    @property
+    def stored(self) -> int:
+        """How many positions' keys and values this cache holds (and returns before the new ones)."""
+        return self.length
+
     def contents(self) -> tuple[Tensor, Tensor]:
         """All keys and values stored so far (for cross-attention's fixed memory)."""
         if self.keys is None or self.values is None:
@@ -73,14 +85,51 @@ class LayerCache:
         if self.keys is None or self.values is None:
             return 0
         per_position = (self.keys[:, :, :1].numel() + self.values[:, :, :1].numel()) * self.keys.element_size()
-        return per_position * self.length
+        return per_position * self.stored
+
+
+class RollingLayerCache(LayerCache):
+    """The keys and values of a layer with a sliding ``window``: only the last
+    ``window - 1`` positions are kept, the most a later query sees besides its own.
+
+    ``length`` counts every position seen (the model's offset); ``stored`` those kept.
+    ``update`` returns the kept keys followed by the new ones, oldest first, which is
+    what ``make_mask(window=...)`` masks for.
+    """
+
+    def __init__(self, window: int) -> None:
+        super().__init__()
+        self.window = window
+
+    @property
+    def stored(self) -> int:
+        return min(self.length, self.window - 1)
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append (B, H_kv, S, d) keys and values; return the kept ones and these."""
+        new, keys, values = k.shape[2], self.keys, self.values
+        if keys is not None and values is not None and self.stored:
+            self._check_fits(k, v, keys, values)
+            k, v = torch.cat([keys, k], dim=2), torch.cat([values, v], dim=2)
+        keep = min(k.shape[2], self.window - 1)
+        self.keys = k[:, :, k.shape[2] - keep :].clone()  # a copy: the prompt's keys are not kept alive
+        self.values = v[:, :, v.shape[2] - keep :].clone()
+        self.length += new
+        return k, v
+
+    def contents(self) -> tuple[Tensor, Tensor]:
+        raise InputError("a rolling cache keeps the last positions of a sliding window, not a fixed memory")
 
 
 class KVCache:
-    """One ``LayerCache`` per layer; ``length`` is how many positions are cached."""
+    """One ``LayerCache`` per layer; ``length`` is how many positions are cached.
 
-    def __init__(self, n_layers: int, capacity: int = 0) -> None:
-        self.layers = [LayerCache(capacity) for _ in range(n_layers)]
+    ``windows`` (one per layer, None for a full layer) gives windowed layers a
+    ``RollingLayerCache``."""
+
+    def __init__(self, n_layers: int, capacity: int = 0, windows: Sequence[int | None] | None = None) -> None:
+        windows = windows or [None] * n_layers
+        self.layers = [LayerCache(capacity) if w is None else RollingLayerCache(w) for w in windows]
 
     def __getitem__(self, index: int) -> LayerCache:
         return self.layers[index]

@@ -31,6 +31,7 @@ from pydantic import (
     StrictInt,
     ValidationError,
     ValidationInfo,
+    model_serializer,
     model_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
@@ -143,6 +144,36 @@ class Dropout(BaseModel):
         return data
 
 
+#: The kinds a layer of ``layer_pattern`` may change (``init`` acts on the whole model).
+LAYER_KINDS: tuple[str, ...] = tuple(kind.name for kind in COMPONENT_KINDS if kind.part)
+
+LayerChange = Annotated[str, Field(min_length=1)] | dict[str, Any]
+
+
+class LayerSpec(BaseModel):
+    """One entry of ``layer_pattern``: what its layers have instead of the model's
+    components. Per kind, a name (another component, with its own options) or a mapping
+    of options (the model's component with them changed; with ``name``, another one):
+    ``{"attention": {"window": 4096}}``, ``{"position": "none"}``. ``{}`` changes nothing."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    __annotations__ = {kind: "LayerChange | None" for kind in LAYER_KINDS}  # one optional field per kind
+    vars().update({kind: None for kind in LAYER_KINDS})
+
+    @model_serializer(mode="plain")
+    def changes(self) -> dict[str, Any]:
+        """The kinds this entry changes, with their change (also what it saves as)."""
+        return {kind: getattr(self, kind) for kind in LAYER_KINDS if getattr(self, kind) is not None}
+
+
+def changed_spec(spec: ComponentSpec, change: str | Mapping[str, Any]) -> dict[str, Any]:
+    """``spec`` with a layer's ``change``: options merged into the same component, or
+    another component (a new name) with only the options given."""
+    old = spec.model_dump()
+    new = {"name": change} if isinstance(change, str) else dict(change)
+    return {**old, **new} if new.get("name", old["name"]) == old["name"] else new
+
+
 class ModelConfig(BaseModel):
     """Everything needed to build a model: sizes, switches, and one component per kind."""
 
@@ -174,6 +205,15 @@ class ModelConfig(BaseModel):
     norm_eps: FiniteFloat = Field(1e-5, gt=0.0, lt=1.0)
     final_norm: StrictBool | None = Field(
         None, description="norm after the last block (default: as the placement says)"
+    )
+    logit_softcap: FiniteFloat | None = Field(
+        None, gt=0.0, description="cap the final logits smoothly: cap * tanh(logits / cap) (Gemma 2)"
+    )
+    layer_pattern: tuple[LayerSpec, ...] = Field(
+        (),
+        max_length=MAX_LAYERS,
+        description="per-layer components, repeated over the layers: layer i has entry i % len (e.g. "
+        "[{attention = {window = 4096}}, {}] alternates local and global attention)",
     )
 
     # One field per kind of component (``COMPONENT_KINDS``), after the fields above, its
@@ -209,21 +249,64 @@ class ModelConfig(BaseModel):
             )
         registry = (info.context or {}).get("registry") or default_registry()
         for kind in KINDS:
-            spec: ComponentSpec = getattr(self, kind)
-            component = registry.get(kind, spec.name)  # UnknownComponentError passes through
-            try:
-                options = component.options_model.model_validate(spec.options)
-            except ValidationError as err:
-                raise ValueError(f"{kind} {spec.name!r} options: {_describe(err, prefix=kind)}") from None
-            _check_option_types(kind, spec.name, spec.options, options)
-            if component.check is not None:
-                component.check(self, options)
-            filled = type(spec)(name=spec.name, **_set_options(options))
-            object.__setattr__(self, kind, filled)
+            object.__setattr__(self, kind, self._filled(registry, kind, getattr(self, kind), kind))
+        self._check_pattern(registry)
         placement = registry.get("placement", self.placement.name).factory
         if self.architecture == "encoder_decoder" and isinstance(placement, type) and issubclass(placement, Placement):
             require_cross(placement, self.placement.name)  # its block must take the decoder's cross-attention
         return self
+
+    def _filled(self, registry: Registry, kind: str, spec: ComponentSpec, where: str) -> ComponentSpec:
+        """``spec`` checked against its component (options, ``check``), every option filled in."""
+        component = registry.get(kind, spec.name)  # UnknownComponentError passes through
+        try:
+            options = component.options_model.model_validate(spec.options)
+        except ValidationError as err:
+            raise ValueError(f"{where} {spec.name!r} options: {_describe(err, prefix=where)}") from None
+        _check_option_types(where, spec.name, spec.options, options)
+        if component.check is not None:
+            component.check(self, options)
+        return type(spec)(name=spec.name, **_set_options(options))
+
+    def _check_pattern(self, registry: Registry) -> None:
+        """Each entry of ``layer_pattern`` makes valid components; a decoder's layers only."""
+        pattern = self.layer_pattern
+        if not pattern:
+            return
+        if self.architecture != "decoder":
+            raise ValueError(
+                f"layer_pattern is set, but an {self.architecture!r} model has one design for every "
+                f"layer; drop layer_pattern or set architecture='decoder'"
+            )
+        if len(pattern) > self.n_layers:
+            raise ValueError(
+                f"layer_pattern has {len(pattern)} entries, more than n_layers={self.n_layers}; "
+                f"give at most one entry per layer (the pattern repeats over the layers)"
+            )
+        for j, entry in enumerate(pattern):
+            for kind, change in entry.changes().items():
+                try:
+                    spec = SPECS[kind].model_validate(changed_spec(getattr(self, kind), change))
+                except ValidationError as err:
+                    raise ValueError(f"layer_pattern[{j}].{kind}: {_describe(err)}") from None
+                self._filled(registry, kind, spec, f"layer_pattern[{j}].{kind}")
+
+    def layer(self, index: int) -> ModelConfig:
+        """The config layer ``index`` is made from: the model's, with the components its
+        ``layer_pattern`` entry changes (``self`` when there is no pattern)."""
+        if not self.layer_pattern:
+            return self
+        changes = self.layer_pattern[index % len(self.layer_pattern)].changes()
+        if not changes:
+            return self
+        specs = {kind: SPECS[kind].model_validate(changed_spec(getattr(self, kind), c)) for kind, c in changes.items()}
+        return self.model_copy(update={**specs, "layer_pattern": ()})
+
+    def layer_changes(self, index: int) -> dict[str, Any]:
+        """The kinds layer ``index`` has other than the model's (its pattern entry's changes)."""
+        if not self.layer_pattern:
+            return {}
+        return self.layer_pattern[index % len(self.layer_pattern)].changes()
 
     def estimated_parameters(self) -> int:
         """A quick upper estimate, used to refuse absurd sizes before allocating."""
@@ -513,6 +596,7 @@ def get_config(name: str, *, registry: Registry | None = None, **overrides: Any)
 
 __all__ = [
     "ModelConfig",
+    "LayerSpec",
     "ComponentSpec",
     "Dropout",
     "validate_config",

@@ -30,9 +30,45 @@ from zoo.errors import InteropError, printable
 if TYPE_CHECKING:
     from zoo.nn.config import ModelConfig
 
-__all__ = ["Count", "Epsilon", "Fraction", "HFFields", "Converter", "Positive", "RopeTable", "Rule", "refuse"]
+__all__ = [
+    "ENGINE_FEATURES",
+    "engine_blockers",
+    "engine_features",
+    "Count",
+    "Epsilon",
+    "Fraction",
+    "HFFields",
+    "Converter",
+    "Positive",
+    "RopeTable",
+    "Rule",
+    "refuse",
+]
 
 KERNELS = ("sdpa", "eager")  # attention kernels; the same weights fit either
+
+
+#: Engine features a config may use that most architectures lack: a sliding window,
+#: attention score soft-capping and scale (attention options), the final logits' cap,
+#: and per-layer components.
+ENGINE_FEATURES = ("window", "softcap", "scale", "logit_softcap", "layer_pattern")
+
+
+def engine_features(config: ModelConfig) -> set[str]:
+    """The ``ENGINE_FEATURES`` ``config`` uses, in any layer."""
+    used = {"logit_softcap"} if config.logit_softcap is not None else set()
+    if config.layer_pattern:
+        used.add("layer_pattern")
+    for i in range(config.n_layers if config.layer_pattern else 1):
+        options = config.layer(i).attention.options
+        used |= {name for name in ("window", "softcap", "scale") if options.get(name) is not None}
+    return used
+
+
+def engine_blockers(converter: Converter, config: ModelConfig) -> list[str]:
+    """One phrase per engine feature ``config`` uses that ``converter`` does not write."""
+    missing = sorted(engine_features(config) - converter.engine_features)
+    return [f"{name} ({converter.architecture} has none)" for name in missing]
 
 
 # -- config.json fields, typed ---------------------------------------------------------------
@@ -166,6 +202,10 @@ class Converter:
     def skip(self, name: str) -> bool:
         """Whether a stored tensor is not a weight (a saved mask or rotary table)."""
         return False
+
+    #: The engine's features (``ENGINE_FEATURES``) this converter writes back; a config
+    #: using any other is refused for export (``engine_blockers``), whatever ``blockers`` says.
+    engine_features: ClassVar[frozenset[str]] = frozenset()
 
     @property
     def exports(self) -> bool:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from dataclasses import replace
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -52,6 +53,8 @@ class Block(nn.Module):
         self.mlp_residual: Placement = mlp_residual  # owns the norm(s) around the MLP
         self.mlp = parts.make("mlp")
         self.wired = wires_layer(type(attn_residual))  # the placement combines the sub-layers itself
+        window = getattr(self.attn, "window", None)
+        self.window: int | None = window if isinstance(window, int) else None  # sliding window, if any
 
     def forward(self, x: Tensor, ctx: AttentionContext) -> Tensor:
         if self.wired:  # a parallel layout: attention and MLP side by side
@@ -59,6 +62,38 @@ class Block(nn.Module):
         x = self.attn_residual(x, self.attn, ctx)  # (B, S, d): attention sub-layer
         x = self.mlp_residual(x, self.mlp)  # (B, S, d): MLP sub-layer
         return x
+
+
+class LayerMasks:
+    """The masks of one forward pass, each made once: the full layers' and one per
+    (window, cached keys) of the windowed layers (``make_mask``)."""
+
+    def __init__(self, n_heads: int, seq: int, padding: Tensor | None, encoding: PositionEncoding, x: Tensor) -> None:
+        self.n_heads, self.seq, self.padding, self.encoding, self.x = n_heads, seq, padding, encoding, x
+        self.made: dict[tuple[int | None, int, int], tuple[Tensor | None, bool]] = {}
+
+    def get(
+        self, window: int | None, cached: int, encoding: PositionEncoding | None = None
+    ) -> tuple[Tensor | None, bool]:
+        """``(mask, is_causal)`` for queries after ``cached`` keys, within ``window``, with
+        ``encoding``'s score bias (default: the model's)."""
+        if window is not None and window >= cached + self.seq:
+            window = None  # every key is within the window: the full layers' mask
+        encoding = self.encoding if encoding is None else encoding
+        key = (window, cached, id(encoding))
+        if key not in self.made:
+            self.made[key] = make_mask(
+                q_len=self.seq,
+                k_len=cached + self.seq,
+                n_heads=self.n_heads,
+                causal=True,
+                key_padding=self.padding,
+                encoding=encoding,
+                dtype=self.x.dtype,
+                device=self.x.device,
+                window=window,
+            )
+        return self.made[key]
 
 
 class TokenModel(nn.Module):
@@ -124,6 +159,9 @@ class TokenModel(nn.Module):
         logits: Tensor = self.head(x)  # (B, S, V)
         if self.config.logit_scale != 1.0:
             logits = logits * self.config.logit_scale
+        cap = self.config.logit_softcap
+        if cap is not None:  # Gemma 2: logits smoothly within +-cap
+            logits = cap * torch.tanh(logits / cap)
         if self.config.head_output == "log_softmax":
             return F.log_softmax(logits, dim=-1)
         return logits
@@ -173,8 +211,20 @@ class DecoderLM(TokenModel):
     def __init__(self, config: ModelConfig, registry: Registry | None = None) -> None:
         parts = PartMaker(config, registry)
         super().__init__(config, parts)
-        blocks = [Block(parts) for _ in range(config.n_layers)]
+        makers = [
+            parts if config.layer(i) is config else PartMaker(config.layer(i), registry) for i in range(config.n_layers)
+        ]
+        blocks = [Block(maker) for maker in makers]
         self.blocks = nn.ModuleList(blocks)
+        # A pattern entry that changes the position has its own, inside attention only
+        # (rotation, score bias); the embedding's positions are the model's.
+        self.layer_positions = nn.ModuleDict(
+            {
+                str(j): makers[j].make("position")
+                for j, entry in enumerate(config.layer_pattern)
+                if "position" in entry.changes()
+            }
+        )
         self.final_norm = parts.norm() if self.wants_final_norm(blocks[0].attn_residual) else nn.Identity()
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.tie_weights()
@@ -204,26 +254,39 @@ class DecoderLM(TokenModel):
         batch, seq = idx.shape
         positions = self.positions_for(positions, batch, seq, offset, idx.device)
         x = self.embed(idx, positions)  # (B, S, d)
-        mask, is_causal = make_mask(
-            q_len=seq,
-            k_len=offset + seq,
-            n_heads=self.config.n_heads,
-            causal=True,
-            key_padding=as_padding(attention_mask, idx, "attention_mask", cached=offset),
-            encoding=self.position,
-            dtype=x.dtype,
-            device=x.device,
-        )
+        padding = as_padding(attention_mask, idx, "attention_mask", cached=offset)
+        masks = LayerMasks(self.config.n_heads, seq, padding, self.position, x)
+        mask, is_causal = masks.get(None, offset)
         ctx = AttentionContext(mask, is_causal, self.position, self.position.prepare(positions))
-        for i, block in enumerate(self.blocks):
-            x = block(x, ctx.for_layer(cache[i] if cache is not None else None))
+        contexts = self.layer_contexts(ctx, positions) if self.layer_positions else {}
+        period = len(self.config.layer_pattern) or 1
+        for i, block in enumerate(cast(Sequence[Block], self.blocks)):
+            layer_cache = cache[i] if cache is not None else None
+            layer_ctx, encoding = contexts.get(i % period, (ctx, self.position))
+            layer_ctx = layer_ctx.for_layer(layer_cache)
+            if block.window is not None or encoding is not self.position:  # its own mask
+                cached = offset if layer_cache is None else layer_cache.stored  # the keys its cache keeps
+                layer_ctx = layer_ctx.with_mask(*masks.get(block.window, cached, encoding))
+            x = block(x, layer_ctx)
         if last_only:
             x = x[:, -1:]  # (B, 1, d)
         return self.output(x)
 
+    def layer_contexts(
+        self, ctx: AttentionContext, positions: Tensor
+    ) -> dict[int, tuple[AttentionContext, PositionEncoding]]:
+        """For each pattern entry with its own position (``layer_positions``), the context
+        with that encoding, prepared once per forward pass for all the layers of the entry."""
+        contexts = {}
+        for name, module in self.layer_positions.items():
+            encoding = cast(PositionEncoding, module)
+            contexts[int(name)] = (replace(ctx, encoding=encoding, rotation=encoding.prepare(positions)), encoding)
+        return contexts
+
     def new_cache(self, capacity: int = 0) -> KVCache:
-        """An empty KV cache for this model; ``capacity`` preallocates positions."""
-        return KVCache(self.config.n_layers, capacity)
+        """An empty KV cache for this model; ``capacity`` preallocates positions. A layer
+        with a sliding window keeps only its window (``zoo.nn.cache.RollingLayerCache``)."""
+        return KVCache(self.config.n_layers, capacity, [block.window for block in cast(Sequence[Block], self.blocks)])
 
     @torch.no_grad()
     def attention_maps(self, idx: Tensor) -> list[Tensor]:

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from zoo.plugin import Attention, EagerAttention, SdpaAttention
+from zoo.plugin import Attention, AttentionOptions, EagerAttention, SdpaAttention
 
 
-class GqaOptions(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class GqaOptions(AttentionOptions):
+    """The zoo attention's options (window, softcap, scale, biases), one key/value head by default."""
+
     n_kv_heads: int = Field(1, gt=0, description="key/value heads; 1 is multi-query, n_heads is multi-head")
     kernel: Literal["sdpa", "eager"] = Field(
         "sdpa", description="sdpa: torch's fused kernel; eager: the explicit math, can return weights"
@@ -35,10 +36,14 @@ def gqa(
     bias: bool = True,
     dropout: float = 0.0,
     attn_dropout: float | None = None,
+    **options: Any,
 ) -> Attention:
-    """Grouped-query attention: n_kv_heads key/value heads shared by groups of query heads."""
+    """Grouped-query attention: n_kv_heads key/value heads shared by groups of query heads;
+    the base attention's other options (``AttentionOptions``) pass through."""
     attention = EagerAttention if kernel == "eager" else SdpaAttention
-    return attention(d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias, dropout=dropout, attn_dropout=attn_dropout)
+    return attention(
+        d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias, dropout=dropout, attn_dropout=attn_dropout, **options
+    )
 
 
 #: The attention ``gqa`` makes, for ``isinstance`` checks: zoo's, with ``n_kv_heads``.

@@ -320,68 +320,161 @@ def common_blockers(
 
 
 class Mistral(LlamaFamily):
-    """Mistral: Llama's layout; only without a sliding window shorter than the context."""
+    """Mistral: Llama's layout, every layer within one sliding window (``attention.window``)."""
 
     architecture = "MistralForCausalLM"
     model_type = "mistral"
-    description = "Mistral: Llama's layout (no sliding window shorter than the context)"
+    description = "Mistral: Llama's layout with a sliding attention window"
+    engine_features = frozenset({"window"})
 
     def check(self, hf: Mapping[str, Any], where: str) -> None:
         pass  # MistralConfig has no bias switches
 
     def max_seq_len(self, hf: Mapping[str, Any], where: str) -> int:
-        return windowed_length(hf, where, int(hf.get("max_position_embeddings", 4096 * 32)), hf.get("sliding_window"))
+        return int(hf.get("max_position_embeddings", 4096 * 32))
+
+    def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
+        fields = super().config_from_hf(hf, where)
+        windows = layer_windows(hf, fields["n_layers"], fields["max_seq_len"], hf.get("sliding_window"))
+        return with_windows(fields, windows)
+
+    def blockers(self, config: ModelConfig) -> list[str]:
+        windows = set(window_per_layer(config))
+        uniform = [] if len(windows) == 1 else ["a window in some layers only (Mistral windows every layer alike)"]
+        return super().blockers(config) + window_blockers(config, self.architecture) + uniform
 
     def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
         hf = super().config_to_hf(config)
         for name in ("attention_bias", "mlp_bias"):
             del hf[name]
-        return {**hf, "sliding_window": None}
+        return {**hf, "sliding_window": window_per_layer(config)[0]}
 
 
 def windowed_length(hf: Mapping[str, Any], where: str, length: int, window: Any) -> int:
-    """``length``, unless a sliding attention window shorter than it would make
-    transformers compute something else on long inputs: that is refused.
-
-    The zoo's attention is not windowed, and rotary positions set no length limit, so
-    a window shorter than max_position_embeddings cannot be modelled exactly.
-    """
+    """``length``, unless a sliding attention window shorter than it is set: that is
+    refused (for converters that do not read windows yet)."""
     if window is None or int(window) >= length:
         return length
     raise Converter.refuse(
         where,
         "sliding_window",
         window,
-        f"attention limited to the last {int(window)} tokens is not modelled (the zoo attends to all "
-        f"{length} positions); to use the model on sequences up to the window only, set "
-        f"max_position_embeddings to {int(window)} in config.json",
+        f"this converter does not read a window shorter than the context ({length} positions); to use "
+        f"the model on sequences up to the window only, set max_position_embeddings to {int(window)} in config.json",
     )
 
 
+def layer_windows(hf: Mapping[str, Any], n_layers: int, length: int, window: Any) -> list[int | None]:
+    """Each layer's sliding window from ``config.json`` (``layer_types``, when given, says
+    which layers slide; else all do), None for a full layer or one whose window covers
+    the whole context (it changes nothing)."""
+    if window is None or int(window) >= length:
+        return [None] * n_layers
+    types = hf.get("layer_types") or ["sliding_attention"] * n_layers
+    return [int(window) if kind == "sliding_attention" else None for kind in types]
+
+
+def with_windows(fields: dict[str, Any], windows: list[int | None]) -> dict[str, Any]:
+    """Config ``fields`` with per-layer ``windows``: one attention option when every layer
+    has the same, else a ``layer_pattern`` of one entry per layer."""
+    if len(set(windows)) == 1:
+        if windows[0] is None:
+            return fields
+        return {**fields, "attention": {**fields["attention"], "window": windows[0]}}
+    return {**fields, "layer_pattern": periodic([{"attention": {"window": w}} if w else {} for w in windows])}
+
+
+def periodic(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The shortest prefix of ``entries`` that repeats to make them all (a layer pattern:
+    Gemma 2's two entries, not one per layer)."""
+    for period in range(1, len(entries) + 1):
+        if all(entries[i] == entries[i % period] for i in range(len(entries))):
+            return entries[:period]
+    return entries
+
+
+def window_per_layer(config: ModelConfig) -> list[int | None]:
+    """The sliding window of each layer of ``config`` (None: full attention)."""
+    return [config.layer(i).attention.options.get("window") for i in range(config.n_layers)]
+
+
+def window_blockers(config: ModelConfig, architecture: str) -> list[str]:
+    """What a pattern changes besides the attention window, and more than one window size."""
+    blockers = []
+    changes = {kind for i in range(config.n_layers) for kind in config.layer_changes(i)}
+    if changes - {"attention"}:
+        blockers.append(f"per-layer {', '.join(sorted(changes - {'attention'}))} ({architecture} has one design)")
+    for i in range(config.n_layers):
+        options = config.layer(i).attention.options
+        if {k: v for k, v in options.items() if k != "window"} != {
+            k: v for k, v in config.attention.options.items() if k != "window"
+        } or config.layer(i).attention.name != config.attention.name:
+            blockers.append(f"attention of layer {i} differs beyond its window ({architecture} has one attention)")
+            break
+    if len({w for w in window_per_layer(config) if w is not None}) > 1:
+        blockers.append(f"more than one window size ({architecture} has one sliding_window)")
+    return blockers
+
+
+def qwen_windows(converter: Converter, hf: Mapping[str, Any], where: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` with Qwen's sliding windows: with ``use_sliding_window``, the layers that
+    ``layer_types`` names sliding, else those from ``max_window_layers`` on (Qwen2, Qwen3)."""
+    layers = fields["n_layers"]
+    window = hf.get("sliding_window") if hf.get("use_sliding_window") else None
+    if window is not None and not hf.get("layer_types"):
+        first = hf.get("max_window_layers", 28)
+        if not isinstance(first, int) or isinstance(first, bool) or first < 0:
+            raise converter.refuse(where, "max_window_layers", first, "it must be a whole number >= 0")
+        hf = {**hf, "layer_types": ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]}
+    types = hf.get("layer_types")
+    if (
+        window is not None
+        and types is not None
+        and (len(types) != layers or set(types) - {"sliding_attention", "full_attention"})
+    ):
+        raise converter.refuse(where, "layer_types", types, f"give {layers} of 'sliding_attention'/'full_attention'")
+    return with_windows(fields, layer_windows(hf, layers, fields["max_seq_len"], window))
+
+
 class Qwen2(LlamaFamily):
-    """Qwen2: Llama's layout with biases on q, k and v (none on o_proj or the MLP)."""
+    """Qwen2: Llama's layout with biases on q, k and v (none on o_proj or the MLP); with
+    ``use_sliding_window``, the layers from ``max_window_layers`` on slide (a layer pattern)."""
 
     architecture = "Qwen2ForCausalLM"
     model_type = "qwen2"
-    description = "Qwen2: Llama's layout plus q/k/v biases"
+    description = "Qwen2: Llama's layout plus q/k/v biases, sliding windows from max_window_layers"
     qkv_bias = True
+    engine_features = frozenset({"window", "layer_pattern"})
 
     def check(self, hf: Mapping[str, Any], where: str) -> None:
         pass  # Qwen2 always has q/k/v biases and nothing else
 
     def max_seq_len(self, hf: Mapping[str, Any], where: str) -> int:
-        length = int(hf.get("max_position_embeddings", 32768))
-        layer_types = hf.get("layer_types") or []
-        windowed = hf.get("use_sliding_window") and (
-            not layer_types or any(t == "sliding_attention" for t in layer_types)
-        )
-        return windowed_length(hf, where, length, hf.get("sliding_window")) if windowed else length
+        return int(hf.get("max_position_embeddings", 32768))
+
+    def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
+        return qwen_windows(self, hf, where, super().config_from_hf(hf, where))
+
+    def blockers(self, config: ModelConfig) -> list[str]:
+        return super().blockers(config) + window_blockers(config, self.architecture)
 
     def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
         hf = super().config_to_hf(config)
         for name in ("attention_bias", "mlp_bias", "head_dim"):
             del hf[name]
-        return {**hf, "use_sliding_window": False, "sliding_window": None, "max_window_layers": config.n_layers}
+        windows = window_per_layer(config)
+        sizes = {w for w in windows if w is not None}
+        if not sizes:
+            return {**hf, "use_sliding_window": False, "sliding_window": None, "max_window_layers": config.n_layers}
+        types = ["sliding_attention" if w is not None else "full_attention" for w in windows]
+        full = next((i for i, w in enumerate(windows) if w is not None), config.n_layers)
+        return {
+            **hf,
+            "use_sliding_window": True,
+            "sliding_window": sizes.pop(),
+            "max_window_layers": full,
+            "layer_types": types,
+        }
 
 
 # -- GPT-NeoX ----------------------------------------------------------------------------

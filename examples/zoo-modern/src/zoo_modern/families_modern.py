@@ -28,7 +28,15 @@ import torch
 from torch import Tensor
 
 from zoo.plugin import Converter, Count, Epsilon, ModelConfig, Positive, Rule
-from zoo_modern.converters import ACTIVATIONS, LlamaFamily, LlamaFields, Qwen2, n_kv_heads, windowed_length
+from zoo_modern.converters import (
+    ACTIVATIONS,
+    LlamaFamily,
+    LlamaFields,
+    Qwen2,
+    n_kv_heads,
+    qwen_windows,
+    windowed_length,
+)
 
 
 class GemmaFields(LlamaFields):
@@ -81,6 +89,9 @@ class Qwen3(LlamaFamily):
     model_type = "qwen3"
     description = "Qwen3: Llama's layout plus QK-norm per head and an explicit head_dim"
     max_seq_len = Qwen2.max_seq_len  # the same sliding-window switches
+
+    def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
+        return qwen_windows(self, hf, where, super().config_from_hf(hf, where))
 
     def attention(self, hf: Mapping[str, Any], where: str, kv: int) -> dict[str, Any]:
         return qknorm_spec(kv, explicit_head_dim(hf, 128), "head")  # Qwen3Config's head_dim is 128

@@ -13,6 +13,8 @@ import zoo.plugin
 from zoo_modern import families_modern, mlp, norms, placement, qknorm
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
 from zoo_modern.converters import CONVERTERS
+from zoo_modern.families_engine import CONVERTERS as ENGINE_CONVERTERS
+from zoo_modern.families_engine import PRESETS as ENGINE_PRESETS
 from zoo_modern.mlp import SwiGluOptions, swiglu
 from zoo_modern.placement import Parallel, SandwichNorm
 from zoo_modern.positions import ALiBi, Rotary, check_rotary
@@ -35,11 +37,11 @@ def zoo_register_presets(register: zoo.plugin.RegisterPreset) -> None:
     presets = resources.files("zoo_modern") / "presets"
     for name in ("gpt2-small-modern", "llama-style-small", "pythia-160m", "pythia-410m"):
         register(name, presets / f"{name}.toml")
-    for name in families_modern.PRESETS:
+    for name in (*families_modern.PRESETS, *ENGINE_PRESETS):
         register(name, presets / f"{name}.toml")
 
 
 @zoo.plugin.hookimpl
 def zoo_register_converters(register: zoo.plugin.RegisterConverter) -> None:
-    for converter in (*CONVERTERS, *families_modern.CONVERTERS):
+    for converter in (*CONVERTERS, *families_modern.CONVERTERS, *ENGINE_CONVERTERS):
         register(converter)

@@ -23,17 +23,18 @@ import math
 from typing import Any, Literal
 
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from torch import Tensor, nn
 
-from zoo.plugin import Attention, AttentionContext, RegisterComponent, check_kv_heads, residual_output
+from zoo.plugin import Attention, AttentionContext, AttentionOptions, RegisterComponent, check_kv_heads, residual_output
 from zoo_modern.norms import OffsetRMSNorm
 
 QkNorm = Literal["head", "whole", "none"]
 
 
-class QkNormOptions(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+class QkNormOptions(AttentionOptions):
+    """The zoo attention's options (window, softcap, ...) and the 2024 designs'."""
+
     n_kv_heads: int | None = Field(
         None, gt=0, description="key/value heads (default n_heads); 1 is multi-query, fewer is grouped-query"
     )
@@ -84,10 +85,12 @@ class QkNormAttention(Attention):
         norm_eps: float = 1e-6,
         dropout: float = 0.0,
         attn_dropout: float | None = None,
+        window: int | None = None,
+        softcap: float | None = None,
     ) -> None:
         super().__init__(
             d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias, qkv_bias=qkv_bias, out_bias=out_bias,
-            dropout=dropout, attn_dropout=attn_dropout,
+            dropout=dropout, attn_dropout=attn_dropout, window=window, softcap=softcap,
         )  # fmt: skip
         head_dim = head_dim or d_model // n_heads  # None: the option left at its default
         self.head_dim, self.qk_norm, self.eager = head_dim, qk_norm, kernel == "eager"
@@ -142,7 +145,7 @@ class QkNormAttention(Attention):
         dropout = self.attn_dropout if self.training else 0.0
         if self.q_factor != 1.0:
             q = q * self.q_factor
-        return ctx.attend(q, k, v, dropout=dropout, explicit=self.eager)
+        return ctx.attend(q, k, v, dropout=dropout, explicit=self.eager, softcap=self.softcap)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, head_dim={self.head_dim}, qk_norm={self.qk_norm}"
