@@ -12,7 +12,9 @@ from importlib import resources
 import zoo.plugin
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
 from zoo_modern.converters import CONVERTERS
+from zoo_modern.families_moe import CONVERTERS as MOE_CONVERTERS
 from zoo_modern.mlp import SwiGluOptions, swiglu
+from zoo_modern.moe import register_components as register_moe
 from zoo_modern.placement import Parallel, SandwichNorm
 from zoo_modern.positions import ALiBi, Rotary, check_rotary
 
@@ -25,6 +27,7 @@ def zoo_register_components(register: zoo.plugin.RegisterComponent) -> None:
     register("attention", "gqa", gqa, GqaOptions, check=check_gqa)
     register("placement", "sandwich", SandwichNorm)
     register("placement", "parallel", Parallel)  # decoder-only: its block takes no cross-attention
+    register_moe(register)
 
 
 @zoo.plugin.hookimpl
@@ -36,5 +39,5 @@ def zoo_register_presets(register: zoo.plugin.RegisterPreset) -> None:
 
 @zoo.plugin.hookimpl
 def zoo_register_converters(register: zoo.plugin.RegisterConverter) -> None:
-    for converter in CONVERTERS:
+    for converter in (*CONVERTERS, *MOE_CONVERTERS):
         register(converter)
