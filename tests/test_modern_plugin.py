@@ -29,6 +29,10 @@ MODERN = {
     ("attention", "gqa"),
     ("placement", "sandwich"),
     ("placement", "parallel"),
+    ("attention", "qknorm"),
+    ("mlp", "glu"),
+    ("norm", "rmsnorm_offset"),
+    ("placement", "post_sublayer"),
 }
 PACKAGE = Path(__file__).resolve().parents[1] / "examples" / "zoo-modern"
 

@@ -232,7 +232,9 @@ class ModelConfig(BaseModel):
 
     @property
     def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+        """Width of each attention head: the attention's ``head_dim`` option where it has
+        one (Gemma, Qwen3), else d_model / n_heads; rotary positions read this too."""
+        return int(self.attention.options.get("head_dim") or self.d_model // self.n_heads)
 
     def options(self, kind: str) -> dict[str, Any]:
         """The options of the component of ``kind`` (everything but its name)."""

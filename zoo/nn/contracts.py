@@ -64,7 +64,7 @@ CONFIG_ARGUMENTS: tuple[str, ...] = (
     "d_model",
     "n_layers",
     "n_heads",
-    "head_dim",  # d_model // n_heads
+    "head_dim",  # the attention's head_dim option, else d_model // n_heads
     "n_encoder_layers",
     "d_ff",
     "bias",

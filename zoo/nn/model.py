@@ -95,8 +95,8 @@ class TokenModel(nn.Module):
         prefixes their hook points (``encoder.``)."""
         try:
             x = self.tok_emb(idx)  # (B, S, d)
-            if self.embed_scale != 1.0:
-                x = x * self.embed_scale
+            if self.embed_scale != 1.0:  # the factor rounded to the model's dtype first, as Gemma's was
+                x = x * torch.tensor(self.embed_scale, dtype=x.dtype)
             if self.hook_state is not None:  # hook_embed, hook_pos_embed
                 out: Tensor = self.drop(self.hook_state.embed(self.position, x, positions, scope))
                 return out

@@ -12,7 +12,7 @@ each head h), which is a reshape away from the zoo's order.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from torch import Tensor
 
@@ -180,13 +180,6 @@ class LlamaFamily(Converter):
         kv = int(hf.get("num_key_value_heads") or heads)
         if hf.get("hidden_act", "silu") != "silu":
             raise self.refuse(where, "hidden_act", hf["hidden_act"], "the SwiGLU gate is SiLU in the zoo")
-        if hf.get("head_dim") not in (None, d // heads):
-            raise self.refuse(
-                where,
-                "head_dim",
-                hf["head_dim"],
-                f"the zoo's head_dim is hidden_size / num_attention_heads = {d // heads}",
-            )
         base, fraction = rope(hf, where)
         if fraction != 1.0:
             raise self.refuse(where, "partial_rotary_factor", fraction, "this family rotates the whole head")
@@ -201,7 +194,7 @@ class LlamaFamily(Converter):
             "bias": False,
             "tie_embeddings": bool(hf.get("tie_word_embeddings", False)),
             "norm_eps": float(hf.get("rms_norm_eps", 1e-6)),
-            "attention": attention_spec(kv, self.qkv_bias),
+            "attention": self.attention(hf, where, kv),
             "norm": "rmsnorm",
             "placement": "pre",
             "activation": "silu",
@@ -213,8 +206,21 @@ class LlamaFamily(Converter):
     def max_seq_len(self, hf: Mapping[str, Any], where: str) -> int:
         return int(hf.get("max_position_embeddings", 2048))
 
+    def attention(self, hf: Mapping[str, Any], where: str, kv: int) -> dict[str, Any]:
+        """The attention spec of ``config.json`` ``hf`` with ``kv`` key/value heads (subclasses
+        with other attentions override it)."""
+        d, heads = int(hf["hidden_size"]), int(hf["num_attention_heads"])
+        if hf.get("head_dim") not in (None, d // heads):
+            raise self.refuse(
+                where,
+                "head_dim",
+                hf["head_dim"],
+                f"the zoo's head_dim is hidden_size / num_attention_heads = {d // heads}",
+            )
+        return attention_spec(kv, self.qkv_bias)
+
     def rules(self, config: ModelConfig) -> list[Rule]:
-        d, kv = config.d_model, n_kv_heads(config) * config.head_dim
+        d, kv = config.n_heads * config.head_dim, n_kv_heads(config) * config.head_dim
         rules = [Rule.copy("tok_emb.weight", "embed_tokens.weight")]
         for i in range(config.n_layers):
             z, h = f"blocks.{i}.", f"layers.{i}."
@@ -231,14 +237,23 @@ class LlamaFamily(Converter):
             ]
         return [*rules, Rule.copy("final_norm.weight", "norm.weight"), Rule.copy("head.weight", "lm_head.weight")]
 
+    #: The components of this family's layers (``blockers`` refuses others for export).
+    parts: ClassVar[Mapping[str, str]] = {"placement": "pre", "norm": "rmsnorm", "position": "rotary", "mlp": "swiglu"}
+    #: The family's embedding scale (``config.embedding_scale``).
+    embedding_scale: ClassVar[str] = "none"
+
+    def attention_blockers(self, config: ModelConfig) -> list[str]:
+        """What in ``config``'s attention this family cannot express (see ``blockers``)."""
+        if config.attention.name not in ("sdpa", "eager", "gqa"):
+            return [f"attention {config.attention.name!r} ({self.architecture} has grouped-query attention)"]
+        return []
+
     def blockers(self, config: ModelConfig) -> list[str]:
-        blockers = common_blockers(config, self.architecture)
-        wanted = {"placement": "pre", "norm": "rmsnorm", "position": "rotary", "mlp": "swiglu"}
-        for kind, name in wanted.items():
+        blockers = common_blockers(config, self.architecture, self.embedding_scale)
+        for kind, name in self.parts.items():
             if getattr(config, kind).name != name:
                 blockers.append(f"{kind} {getattr(config, kind).name!r} ({self.architecture} has {name})")
-        if config.attention.name not in ("sdpa", "eager", "gqa"):
-            blockers.append(f"attention {config.attention.name!r} ({self.architecture} has grouped-query attention)")
+        blockers += self.attention_blockers(config)
         if config.position.name == "rotary" and turned(config) != config.head_dim:
             blockers.append("partial rotary (this family rotates the whole head)")
         if config.attention.options.get("kernel") not in (None, "sdpa", "eager"):
@@ -282,15 +297,15 @@ class LlamaFamily(Converter):
         }
 
 
-def common_blockers(config: ModelConfig, architecture: str) -> list[str]:
-    """Switches no Hugging Face causal LM of these families has."""
+def common_blockers(config: ModelConfig, architecture: str, embedding_scale: str = "none") -> list[str]:
+    """Switches no Hugging Face causal LM of these families has (``embedding_scale``: the family's)."""
     blockers = []
     if config.architecture != "decoder":
         blockers.append(f"architecture {config.architecture!r} ({architecture} is decoder-only)")
     if config.final_norm is False:
         blockers.append(f"final_norm=false ({architecture} always has a final norm)")
-    if config.embedding_scale != "none":
-        blockers.append(f"embedding_scale={config.embedding_scale!r} ({architecture} does not scale embeddings)")
+    if config.embedding_scale != embedding_scale:
+        blockers.append(f"embedding_scale={config.embedding_scale!r} ({architecture} has {embedding_scale!r})")
     if config.head_output != "logits":
         blockers.append(f"head_output={config.head_output!r} ({architecture}'s head returns logits)")
     return blockers

@@ -1,4 +1,9 @@
-"""SwiGLU (Shazeer 2020, used by PaLM and LLaMA): a gated MLP, down(silu(gate(x)) * up(x))."""
+"""Gated MLPs (GLU variants, Shazeer 2020): down(act(gate(x)) * up(x)).
+
+- ``swiglu`` (PaLM, LLaMA): the gate is always SiLU.
+- ``glu``: the gate is the config's ``activation``, so one component is every variant:
+  ``silu`` SwiGLU, ``gelu`` / ``gelu_tanh`` GeGLU (Gemma), ``relu`` ReGLU.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import math
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
-from zoo.plugin import residual_output
+from zoo.plugin import RegisterComponent, residual_output
 
 
 class SwiGluOptions(BaseModel):
@@ -25,19 +30,38 @@ def swiglu_hidden(d_ff: int, multiple_of: int = 256) -> int:
     return multiple_of * math.ceil(int(2 * d_ff / 3) / multiple_of)
 
 
-class SwiGLU(nn.Module):
-    """down(silu(gate(x)) * up(x)); the gate is always SiLU (``config.activation`` is unused)."""
+class GLU(nn.Module):
+    """down(act(gate(x)) * up(x)): a gated MLP whose gate is ``activation``; ``fused``: gate
+    and up as one projection ``gate_up`` of rows [gate | up] (Phi-3's ``gate_up_proj``)."""
 
-    def __init__(self, d_model: int, hidden: int, bias: bool, dropout: float) -> None:
+    def __init__(
+        self, d_model: int, hidden: int, activation: nn.Module, bias: bool, dropout: float, fused: bool = False
+    ) -> None:
         super().__init__()
-        self.gate = nn.Linear(d_model, hidden, bias=bias)
-        self.up = nn.Linear(d_model, hidden, bias=bias)
-        self.act = nn.SiLU()  # a module, so the contract's mlp.hook_pre sees the gate
+        self.fused = fused
+        if fused:
+            self.gate_up = nn.Linear(d_model, 2 * hidden, bias=bias)
+        else:
+            self.gate = nn.Linear(d_model, hidden, bias=bias)
+            self.up = nn.Linear(d_model, hidden, bias=bias)
+        self.act = activation  # a module, so the contract's mlp.hook_pre sees the gate
         self.down = residual_output(nn.Linear(hidden, d_model, bias=bias))
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.drop(self.down(self.act(self.gate(x)) * self.up(x)))  # (B, S, d)
+        if self.fused:
+            gate, up = self.gate_up(x).chunk(2, dim=-1)  # (B, S, hidden) each
+        else:
+            gate, up = self.gate(x), self.up(x)
+        out: Tensor = self.drop(self.down(self.act(gate) * up))  # (B, S, d)
+        return out
+
+
+class SwiGLU(GLU):
+    """down(silu(gate(x)) * up(x)); the gate is always SiLU (``config.activation`` is unused)."""
+
+    def __init__(self, d_model: int, hidden: int, bias: bool, dropout: float) -> None:
+        super().__init__(d_model, hidden, nn.SiLU(), bias, dropout)
 
 
 def swiglu(
@@ -45,3 +69,27 @@ def swiglu(
 ) -> SwiGLU:
     """Gated MLP down(silu(gate(x)) * up(x)) (PaLM, LLaMA); hidden 2/3 of d_ff, rounded."""
     return SwiGLU(d_model, hidden or swiglu_hidden(d_ff, multiple_of), bias, dropout)
+
+
+class GluOptions(SwiGluOptions):
+    fused: bool = Field(False, description="gate and up as one projection, rows [gate | up] (Phi-3)")
+
+
+def glu(
+    d_model: int,
+    d_ff: int,
+    activation: nn.Module,
+    hidden: int | None = None,
+    multiple_of: int = 256,
+    fused: bool = False,
+    bias: bool = True,
+    dropout: float = 0.0,
+) -> GLU:
+    """Gated MLP down(act(gate(x)) * up(x)), ``act`` the config's activation (SwiGLU, GeGLU,
+    ReGLU); hidden 2/3 of d_ff, rounded."""
+    return GLU(d_model, hidden or swiglu_hidden(d_ff, multiple_of), activation, bias, dropout, fused)
+
+
+def register_components(register: RegisterComponent) -> None:
+    """Register the GLU of any gate (called from ``zoo_modern.plugin``; ``swiglu`` is registered there)."""
+    register("mlp", "glu", glu, GluOptions)

@@ -1,6 +1,8 @@
 """Placements from after 2017.
 
 - ``sandwich`` (CogView 2021; Gemma 2 normalises both sides too): x + norm(f(norm(x))).
+- ``post_sublayer`` (OLMo 2's reordered norm): x + norm(f(x)), the norm on what each
+  sub-layer adds, none on its input.
 - ``parallel`` (GPT-J 2021, GPT-NeoX, PaLM): attention and MLP read the same input and
   both add to the residual, x + attn(norm1(x)) + mlp(norm2(x)); with ``shared_norm`` one
   norm feeds both (GPT-J). One layer is then one step of the residual stream, not two.
@@ -13,7 +15,7 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
-from zoo.plugin import AttentionContext, Placement
+from zoo.plugin import AttentionContext, Placement, RegisterComponent
 
 
 class SandwichNorm(Placement):
@@ -33,6 +35,21 @@ class SandwichNorm(Placement):
 
     def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
         return x + self.norm_out(sublayer(self.norm_in(x), *args))
+
+
+class PostSublayerNorm(Placement):
+    """x + norm(f(x)) (OLMo 2): each sub-layer reads the raw residual stream and its output
+    is normalised before it is added, so no layer can add more than the norm's scale
+    allows. The stream is never normalised, so the stack wants a final norm."""
+
+    final_norm = True
+
+    def __init__(self, norm: nn.Module) -> None:
+        super().__init__()
+        self.norm = norm
+
+    def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
+        return x + self.norm(sublayer(x, *args))
 
 
 class ParallelOptions(BaseModel):
@@ -79,3 +96,8 @@ class Parallel(Placement):
         h = attn_residual.norm(x)  # type: ignore[operator]
         m = h if mlp_residual.norm is None else mlp_residual.norm(x)  # type: ignore[operator]
         return x + attn(h, ctx) + mlp(m)
+
+
+def register_components(register: RegisterComponent) -> None:
+    """Register the placements added since ``sandwich`` and ``parallel`` (called from ``zoo_modern.plugin``)."""
+    register("placement", "post_sublayer", PostSublayerNorm)

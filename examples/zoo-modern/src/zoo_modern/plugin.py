@@ -10,11 +10,10 @@ from __future__ import annotations
 from importlib import resources
 
 import zoo.plugin
+from zoo_modern import families_modern, families_moe, mlp, moe, norms, placement, qknorm
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
 from zoo_modern.converters import CONVERTERS
-from zoo_modern.families_moe import CONVERTERS as MOE_CONVERTERS
 from zoo_modern.mlp import SwiGluOptions, swiglu
-from zoo_modern.moe import register_components as register_moe
 from zoo_modern.placement import Parallel, SandwichNorm
 from zoo_modern.positions import ALiBi, Rotary, check_rotary
 
@@ -27,7 +26,9 @@ def zoo_register_components(register: zoo.plugin.RegisterComponent) -> None:
     register("attention", "gqa", gqa, GqaOptions, check=check_gqa)
     register("placement", "sandwich", SandwichNorm)
     register("placement", "parallel", Parallel)  # decoder-only: its block takes no cross-attention
-    register_moe(register)
+    for module in (qknorm, mlp, norms, placement):  # modern: qknorm, glu, rmsnorm_offset, post_sublayer
+        module.register_components(register)
+    moe.register_components(register)
 
 
 @zoo.plugin.hookimpl
@@ -35,9 +36,11 @@ def zoo_register_presets(register: zoo.plugin.RegisterPreset) -> None:
     presets = resources.files("zoo_modern") / "presets"
     for name in ("gpt2-small-modern", "llama-style-small", "pythia-160m", "pythia-410m"):
         register(name, presets / f"{name}.toml")
+    for name in families_modern.PRESETS:
+        register(name, presets / f"{name}.toml")
 
 
 @zoo.plugin.hookimpl
 def zoo_register_converters(register: zoo.plugin.RegisterConverter) -> None:
-    for converter in (*CONVERTERS, *MOE_CONVERTERS):
+    for converter in (*CONVERTERS, *families_modern.CONVERTERS, *families_moe.CONVERTERS):
         register(converter)

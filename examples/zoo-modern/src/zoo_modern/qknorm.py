@@ -1,0 +1,157 @@
+"""Attention with the options of the 2024 designs: an explicit head width, QK-norm and a
+score scale, on top of zoo's grouped-query ``Attention``.
+
+- ``head_dim``: each head's width, independent of d_model / n_heads (Gemma: 256 with
+  d_model 3072 and 16 heads; Qwen3: 128). q is projected to n_heads * head_dim, k and v
+  to n_kv_heads * head_dim, and the output projection takes n_heads * head_dim back to
+  d_model. A rotary position reads the same ``head_dim`` (the config's ``head_dim`` is
+  the attention's).
+- ``qk_norm`` (Dehghani et al. 2023): an RMSNorm on queries and keys before rotation,
+  which keeps scores from growing with the weights. ``head``: over each head's
+  head_dim, one scale shared by all heads (Qwen3, Gemma 3, OLMoE); ``whole``: over the
+  whole projection, n_heads * head_dim (OLMo 2); ``none``. With ``qk_norm_offset`` the
+  norm's scale is stored as 1 + w (Gemma 3).
+- ``scale``: the factor on q k^T (default 1 / sqrt(head_dim)); Granite's
+  ``attention_multiplier``, Gemma 2's query_pre_attn_scalar^-1/2.
+
+q, k and v still come from one fused linear layer (rows ``[q | k | v]``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import torch.nn.functional as F
+from pydantic import BaseModel, ConfigDict, Field
+from torch import Tensor, nn
+
+from zoo.plugin import Attention, AttentionContext, RegisterComponent, check_kv_heads, residual_output
+from zoo_modern.norms import OffsetRMSNorm
+
+QkNorm = Literal["head", "whole", "none"]
+
+
+class QkNormOptions(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    n_kv_heads: int | None = Field(
+        None, gt=0, description="key/value heads (default n_heads); 1 is multi-query, fewer is grouped-query"
+    )
+    head_dim: int | None = Field(None, gt=0, description="width of each head (default d_model / n_heads)")
+    qk_norm: QkNorm = Field(
+        "head",
+        description="RMSNorm on q and k before rotation: head (per head, Qwen3), whole (the whole projection, "
+        "OLMo 2) or none",
+    )
+    qk_norm_offset: bool = Field(False, description="the q/k norms scale by 1 + w (Gemma 3) instead of w")
+    scale: float | None = Field(None, gt=0.0, description="factor on q k^T (default 1 / sqrt(head_dim))")
+    kernel: Literal["sdpa", "eager"] = Field("sdpa", description="sdpa: torch's fused kernel; eager: the explicit math")
+    qkv_bias: bool | None = Field(None, description="bias on the q/k/v projection (default: the config's bias)")
+    out_bias: bool | None = Field(None, description="bias on the output projection (default: the config's bias)")
+
+
+def qk_norms(qk_norm: QkNorm, offset: bool, sizes: tuple[int, int], eps: float) -> tuple[nn.Module, nn.Module]:
+    """The norms on q and k, of widths ``sizes`` (a head's, or each whole projection's)."""
+    if qk_norm == "none":
+        return nn.Identity(), nn.Identity()
+    if offset:
+        return OffsetRMSNorm(sizes[0], eps), OffsetRMSNorm(sizes[1], eps)
+    return nn.RMSNorm(sizes[0], eps=eps), nn.RMSNorm(sizes[1], eps=eps)
+
+
+class QkNormAttention(Attention):
+    """Grouped-query attention with an explicit ``head_dim``, QK-norm and a score scale
+    (see the module's docstring); with ``qk_norm="none"``, no scale and ``head_dim =
+    d_model / n_heads`` it is zoo's ``Attention``, weight for weight."""
+
+    Options = QkNormOptions
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        head_dim: int | None = None,
+        *,
+        n_kv_heads: int | None = None,
+        qk_norm: QkNorm = "head",
+        qk_norm_offset: bool = False,
+        scale: float | None = None,
+        kernel: Literal["sdpa", "eager"] = "sdpa",
+        bias: bool = True,
+        qkv_bias: bool | None = None,
+        out_bias: bool | None = None,
+        norm_eps: float = 1e-6,
+        dropout: float = 0.0,
+        attn_dropout: float | None = None,
+    ) -> None:
+        super().__init__(
+            d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias, qkv_bias=qkv_bias, out_bias=out_bias,
+            dropout=dropout, attn_dropout=attn_dropout,
+        )  # fmt: skip
+        head_dim = head_dim or d_model // n_heads  # None: the option left at its default
+        self.head_dim, self.qk_norm, self.eager = head_dim, qk_norm, kernel == "eager"
+        self.q_dim, self.kv_dim = n_heads * head_dim, self.n_kv_heads * head_dim
+        self.qkv = nn.Linear(d_model, self.q_dim + 2 * self.kv_dim, bias=bias if qkv_bias is None else qkv_bias)
+        self.out = residual_output(nn.Linear(self.q_dim, d_model, bias=bias if out_bias is None else out_bias))
+        sizes = (head_dim, head_dim) if qk_norm == "head" else (self.q_dim, self.kv_dim)
+        self.q_norm, self.k_norm = qk_norms(qk_norm, qk_norm_offset, sizes, norm_eps)
+        # q is multiplied by this before the kernel divides by sqrt(head_dim): scores scale by ``scale``.
+        self.q_factor = 1.0 if scale is None else scale * math.sqrt(head_dim)
+
+    def forward(self, x: Tensor, ctx: AttentionContext) -> Tensor:
+        batch, seq, _ = x.shape
+        q, k, v = self.project(x, ctx)  # (B, H, S, dk), (B, H_kv, S_k, dk) x 2
+        y = self.attend(q, k, v, ctx)  # (B, H, S, dk)
+        y = y.transpose(1, 2).reshape(batch, seq, self.q_dim)  # (B, S, H * dk)
+        out: Tensor = self.resid_drop(self.out(y))  # (B, S, d)
+        return out
+
+    def heads(self, t: Tensor, norm: nn.Module, n: int) -> Tensor:
+        """(B, S, n * dk) -> (B, n, S, dk), normed per head or as a whole."""
+        batch, seq, _ = t.shape
+        t = norm(t) if self.qk_norm == "whole" else t
+        t = t.view(batch, seq, n, self.head_dim)
+        t = norm(t) if self.qk_norm == "head" else t
+        return t.transpose(1, 2)
+
+    def project(self, x: Tensor, ctx: AttentionContext) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries from ``x``; keys and values (H_kv heads) from ``x`` or ``ctx.memory``, cached;
+        q and k normed before rotation."""
+        weight, bias = self.qkv.weight, self.qkv.bias
+        source = x if ctx.memory is None else ctx.memory
+        if ctx.memory is None:
+            q, k, v = self.qkv(x).split((self.q_dim, self.kv_dim, self.kv_dim), dim=-1)
+        else:  # cross-attention: queries from x, keys and values from the encoder's output
+            q = F.linear(x, weight[: self.q_dim], None if bias is None else bias[: self.q_dim])
+            if ctx.cache is not None and ctx.cache.length:
+                return self.heads(q, self.q_norm, self.n_heads), *ctx.cache.contents()
+            kv = F.linear(source, weight[self.q_dim :], None if bias is None else bias[self.q_dim :])
+            k, v = kv.split((self.kv_dim, self.kv_dim), dim=-1)
+        q = self.heads(q, self.q_norm, self.n_heads)  # (B, H, S, dk)
+        k = self.heads(k, self.k_norm, self.n_kv_heads)  # (B, H_kv, S_k, dk)
+        v = self.heads(v, nn.Identity(), self.n_kv_heads)
+        if ctx.memory is None:
+            q, k = ctx.rotate(q, k)
+        if ctx.cache is not None:
+            k, v = ctx.cache.update(k, v)  # stores H_kv heads only
+        return q, k, v
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
+        """Per-head outputs (B, H, S, dk); with ``scale`` set, q is scaled first (hook_q sees it so)."""
+        dropout = self.attn_dropout if self.training else 0.0
+        if self.q_factor != 1.0:
+            q = q * self.q_factor
+        return ctx.attend(q, k, v, dropout=dropout, explicit=self.eager)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, head_dim={self.head_dim}, qk_norm={self.qk_norm}"
+
+
+def check_qknorm(config: Any, options: QkNormOptions) -> None:
+    """``n_kv_heads`` must split the query heads into equal groups."""
+    check_kv_heads(config, options)  # type: ignore[arg-type]  # it reads n_kv_heads only
+
+
+def register_components(register: RegisterComponent) -> None:
+    """Register this module's attention (called from ``zoo_modern.plugin``)."""
+    register("attention", "qknorm", QkNormAttention, check=check_qknorm)
