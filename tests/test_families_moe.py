@@ -15,6 +15,9 @@ import torch.nn.functional as F
 import zoo
 import zoo.cli
 from helpers import prepared_bytes
+from zoo.interop.hf import config_from_hf
+from zoo.interop.pretrained import config_mismatches
+from zoo.nn.config import preset_pretrained, validate_config
 from zoo.nn.marks import auxiliary_loss
 from zoo.training import lm_loss
 
@@ -196,3 +199,74 @@ def test_export_refuses_an_moe_the_architecture_cannot_hold(tmp_path: Path) -> N
         zoo.to_hf(tiny({**ROUTING, "shared_hidden": 8}), tmp_path / "out", architecture="MixtralForCausalLM")
     with pytest.raises(zoo.InteropError, match="renormalises"):
         zoo.to_hf(tiny({**ROUTING, "normalize_top_k": False}), tmp_path / "out2", architecture="MixtralForCausalLM")
+
+
+# -- presets of the released weights ------------------------------------------------------------
+
+RELEASED = {
+    "mistralai/Mixtral-8x7B-v0.1": {
+        "architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "vocab_size": 32000, "hidden_size": 4096,
+        "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "max_position_embeddings": 32768, "rms_norm_eps": 1e-5, "rope_theta": 1e6, "sliding_window": None,
+        "num_local_experts": 8, "num_experts_per_tok": 2, "router_aux_loss_coef": 0.02,
+        "output_router_logits": False, "tie_word_embeddings": False, "hidden_act": "silu", "attention_dropout": 0.0,
+    },
+    "Qwen/Qwen1.5-MoE-A2.7B": {
+        "architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe", "vocab_size": 151936,
+        "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 24, "num_attention_heads": 16,
+        "num_key_value_heads": 16, "max_position_embeddings": 8192, "rms_norm_eps": 1e-6, "rope_theta": 1e6,
+        "use_sliding_window": False, "sliding_window": 32768, "max_window_layers": 21, "decoder_sparse_step": 1,
+        "num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408,
+        "shared_expert_intermediate_size": 5632, "norm_topk_prob": False, "router_aux_loss_coef": 0.001,
+        "output_router_logits": False, "tie_word_embeddings": False, "hidden_act": "silu", "attention_dropout": 0.0,
+    },
+    "Qwen/Qwen3-30B-A3B": {
+        "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "vocab_size": 151936,
+        "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 48, "num_attention_heads": 32,
+        "num_key_value_heads": 4, "head_dim": 128, "max_position_embeddings": 40960, "rms_norm_eps": 1e-6,
+        "rope_theta": 1e6, "use_sliding_window": False, "sliding_window": None, "max_window_layers": 48,
+        "decoder_sparse_step": 1, "mlp_only_layers": [], "num_experts": 128, "num_experts_per_tok": 8,
+        "moe_intermediate_size": 768, "norm_topk_prob": True, "router_aux_loss_coef": 0.001,
+        "output_router_logits": False, "attention_bias": False, "tie_word_embeddings": False, "hidden_act": "silu",
+        "attention_dropout": 0.0,
+    },
+    "allenai/OLMoE-1B-7B-0924": {
+        "architectures": ["OlmoeForCausalLM"], "model_type": "olmoe", "vocab_size": 50304, "hidden_size": 2048,
+        "intermediate_size": 1024, "num_hidden_layers": 16, "num_attention_heads": 16, "num_key_value_heads": 16,
+        "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "num_experts": 64,
+        "num_experts_per_tok": 8, "norm_topk_prob": False, "clip_qkv": None, "router_aux_loss_coef": 0.01,
+        "output_router_logits": False, "attention_bias": False, "tie_word_embeddings": False, "hidden_act": "silu",
+        "attention_dropout": 0.0,
+    },
+}  # fmt: skip
+PRESETS = {
+    "mixtral-8x7b": "mistralai/Mixtral-8x7B-v0.1",
+    "qwen1.5-moe-a2.7b": "Qwen/Qwen1.5-MoE-A2.7B",
+    "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
+    "olmoe-1b-7b": "allenai/OLMoE-1B-7B-0924",
+}
+
+
+def released_model(repo: str) -> Any:
+    hf = RELEASED[repo]
+    config = getattr(transformers, hf["architectures"][0].replace("ForCausalLM", "Config"))(**hf)
+    with torch.device("meta"):
+        return getattr(transformers, hf["architectures"][0])(config)
+
+
+@pytest.mark.parametrize(
+    ("preset", "repo"),
+    [  # Qwen3-30B-A3B: 18,432 expert modules on each side, built in seconds
+        pytest.param(p, r, marks=pytest.mark.slow) if p == "qwen3-30b-a3b" else (p, r)
+        for p, r in sorted(PRESETS.items())
+    ],
+)
+def test_each_preset_has_as_many_parameters_as_its_released_model(preset: str, repo: str) -> None:
+    assert preset_pretrained(preset) == repo
+    assert zoo.build(preset, device="meta").num_parameters() == released_model(repo).num_parameters()
+
+
+@pytest.mark.parametrize(("preset", "repo"), sorted(PRESETS.items()))
+def test_each_preset_is_the_config_of_its_released_weights(preset: str, repo: str) -> None:
+    hf = RELEASED[repo]
+    assert config_mismatches(zoo.get_config(preset), validate_config(config_from_hf(hf)), hf) == []

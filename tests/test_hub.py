@@ -219,6 +219,10 @@ def test_the_presets_name_their_weights() -> None:
         "gemma-2b": "google/gemma-2b",
         "olmo-2-1b": "allenai/OLMo-2-0425-1B",
         "phi-3-mini": "microsoft/Phi-3-mini-4k-instruct",
+        "mixtral-8x7b": "mistralai/Mixtral-8x7B-v0.1",
+        "qwen1.5-moe-a2.7b": "Qwen/Qwen1.5-MoE-A2.7B",
+        "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
+        "olmoe-1b-7b": "allenai/OLMoE-1B-7B-0924",
     }
     assert preset_pretrained("gpt2-small-modern") is None  # extends gpt2-small, not its weights
 

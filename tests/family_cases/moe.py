@@ -1,4 +1,4 @@
-"""Mixture-of-experts families (zoo-modern's ``moe`` MLP): Mixtral, Qwen2-MoE."""
+"""Mixture-of-experts families (zoo-modern's ``moe`` MLP): Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE."""
 
 from __future__ import annotations
 
@@ -42,5 +42,27 @@ CASES = [
             "num_experts_per_tok": 2,
             "norm_topk_prob": True,
         },
+    ),
+    Family(  # head_dim 2x hidden_size / heads, as Qwen3's
+        "qwen3-moe",
+        "qwen3_moe",
+        "Qwen3MoeConfig",
+        "Qwen3MoeForCausalLM",
+        {
+            **SIZES,
+            "head_dim": 16,
+            "intermediate_size": 40,
+            "moe_intermediate_size": 16,
+            "num_experts": 6,
+            "num_experts_per_tok": 2,
+            "norm_topk_prob": True,
+        },
+    ),
+    Family(
+        "olmoe",
+        "olmoe",
+        "OlmoeConfig",
+        "OlmoeForCausalLM",
+        {**SIZES, "intermediate_size": 16, "num_experts": 6, "num_experts_per_tok": 3},
     ),
 ]

@@ -36,7 +36,7 @@ def zoo_register_presets(register: zoo.plugin.RegisterPreset) -> None:
     presets = resources.files("zoo_modern") / "presets"
     for name in ("gpt2-small-modern", "llama-style-small", "pythia-160m", "pythia-410m"):
         register(name, presets / f"{name}.toml")
-    for name in families_modern.PRESETS:
+    for name in (*families_modern.PRESETS, *families_moe.PRESETS):
         register(name, presets / f"{name}.toml")
 
 
