@@ -181,10 +181,12 @@ REFUSALS = [
     ("Qwen2MoeConfig", QWEN2_MOE, {"mlp_only_layers": [1]}, "mlp_only_layers"),
     ("Qwen2MoeConfig", QWEN2_MOE, {"qkv_bias": False}, "qkv_bias"),
     ("Qwen2MoeConfig", QWEN2_MOE, {"num_experts": 0}, "num_experts"),
+    ("Qwen3MoeConfig", QWEN2_MOE, {"mlp_only_layers": [0]}, "mlp_only_layers"),
+    ("OlmoeConfig", {**MIXTRAL, "num_experts": 4}, {"clip_qkv": 8.0}, "clip_qkv"),
 ]
 
 
-@pytest.mark.parametrize(("config", "sizes", "change", "field"), REFUSALS, ids=[r[3] for r in REFUSALS])
+@pytest.mark.parametrize(("config", "sizes", "change", "field"), REFUSALS, ids=[f"{r[0]}-{r[3]}" for r in REFUSALS])
 def test_converters_refuse_what_they_cannot_map(
     config: str, sizes: dict[str, Any], change: dict[str, Any], field: str, tmp_path: Path
 ) -> None:
