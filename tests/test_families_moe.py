@@ -19,6 +19,7 @@ from zoo.interop.hf import config_from_hf
 from zoo.interop.pretrained import config_mismatches
 from zoo.nn.config import preset_pretrained, validate_config
 from zoo.nn.marks import auxiliary_loss
+from zoo.summary import summarize
 from zoo.training import lm_loss
 
 transformers = pytest.importorskip("transformers")
@@ -272,3 +273,13 @@ def test_each_preset_has_as_many_parameters_as_its_released_model(preset: str, r
 def test_each_preset_is_the_config_of_its_released_weights(preset: str, repo: str) -> None:
     hf = RELEASED[repo]
     assert config_mismatches(zoo.get_config(preset), validate_config(config_from_hf(hf)), hf) == []
+
+
+def test_summary_counts_every_expert_and_the_flops_of_the_routed_ones() -> None:
+    """``zoo info``'s numbers: parameters are all experts', FLOPs per token those of the
+    router and the top_k experts a token uses (Mixtral 8x7B: 46.7 B parameters, 12.9 B used)."""
+    summary = summarize("mixtral-8x7b", context=64)
+    assert summary.total_parameters == 46_702_792_704
+    d, hidden, layers, experts, top_k = 4096, 14336, 32, 8, 2
+    assert summary.parameters["mlp"] == layers * (d * experts + experts * 3 * d * hidden)
+    assert summary.flops_per_token["mlp"] == 2 * layers * (d * experts + top_k * 3 * d * hidden)

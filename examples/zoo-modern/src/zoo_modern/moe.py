@@ -121,7 +121,8 @@ class MixtureOfExperts(nn.Module):
             return self.dense(x, weights, chosen)
         pairs = chosen.reshape(-1)
         order = pairs.argsort(stable=True)  # the (token, slot) pairs, grouped by expert
-        tokens, scale = order // self.top_k, weights.reshape(-1)[order, None]
+        token_of = torch.arange(x.shape[0], device=x.device)[:, None].expand(chosen.shape)  # (N, k): each pair's token
+        tokens, scale = token_of.reshape(-1)[order], weights.reshape(-1)[order, None]
         out = torch.zeros_like(x)
         start = 0
         for expert, count in zip(self.experts, self.counts(pairs), strict=True):
