@@ -35,9 +35,23 @@ ATTENTION = [n for n in BLOCK if n.startswith("attn.")]
 CROSS = [n.replace("attn.", "cross_attn.") for n in ATTENTION] + ["hook_cross_out", "hook_resid_cross"]
 
 
-def scheme(layers: int) -> list[str]:
+# MLPs whose points are not the contract's activation input and output projection's input:
+# an MoE has one of each per expert (so neither point), and marks its router's logits.
+MLP_POINTS = {"moe": ["mlp.hook_router"]}
+
+
+def block_scheme(kind: str = "", spec: Any = "") -> list[str]:
+    """A block's points for a model with component ``spec`` of ``kind``, in forward order."""
+    name = spec if isinstance(spec, str) else spec.get("name")
+    if kind != "mlp" or name not in MLP_POINTS:
+        return BLOCK
+    at = BLOCK.index("mlp.hook_pre")
+    return [*BLOCK[:at], *MLP_POINTS[name], *BLOCK[at + 2 :]]
+
+
+def scheme(layers: int, block: list[str] = BLOCK) -> list[str]:
     """Every point of a decoder-only model of ``layers`` blocks, in forward order."""
-    blocks = [f"blocks.{i}.{name}" for i in range(layers) for name in BLOCK]
+    blocks = [f"blocks.{i}.{name}" for i in range(layers) for name in block]
     return ["hook_embed", "hook_pos_embed", *blocks, "hook_final_norm", "hook_logits"]
 
 
@@ -63,9 +77,10 @@ def test_every_component_exposes_every_point_and_leaves_the_forward_unchanged(ki
     model = tiny(**{kind: spec})
     idx = ids(2, 7)
     plain = model(idx)
-    assert model.hook_points() == scheme(TINY["n_layers"])
+    expected = scheme(TINY["n_layers"], block_scheme(kind, spec))
+    assert model.hook_points() == expected
     out, cache = model.run_with_cache(idx)
-    assert list(cache) == scheme(TINY["n_layers"])  # every point ran, in forward order
+    assert list(cache) == expected  # every point ran, in forward order
     torch.testing.assert_close(out, plain, rtol=0, atol=1e-6)
     assert model.hook_state is None and no_module_hooks(model)
     torch.testing.assert_close(model(idx), plain, rtol=0, atol=0)
@@ -87,7 +102,8 @@ def test_every_component_exposes_every_point_in_the_encoder_decoder(kind: str, s
     model = tiny("transformer-2017-base", n_encoder_layers=1, n_layers=1, **{kind: spec})
     src, tgt = ids(2, 6), ids(2, 4, seed=2)
     out, cache = model.run_with_cache(src, tgt)
-    assert list(cache) == model.hook_points() and len(cache) == 2 + 13 + 1 + 2 + 13 + 8 + 2
+    block = len(block_scheme(kind, spec))
+    assert list(cache) == model.hook_points() and len(cache) == 2 + block + 1 + 2 + block + 8 + 2
     torch.testing.assert_close(out, model(src, tgt), rtol=0, atol=1e-6)
 
 

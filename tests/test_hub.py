@@ -227,6 +227,10 @@ def test_the_presets_name_their_weights() -> None:
         "gemma-3-1b": "google/gemma-3-1b-pt",
         "gpt-neo-125m": "EleutherAI/gpt-neo-125m",
         "smollm3-3b": "HuggingFaceTB/SmolLM3-3B",
+        "mixtral-8x7b": "mistralai/Mixtral-8x7B-v0.1",
+        "qwen1.5-moe-a2.7b": "Qwen/Qwen1.5-MoE-A2.7B",
+        "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
+        "olmoe-1b-7b": "allenai/OLMoE-1B-7B-0924",
     }
     assert preset_pretrained("gpt2-small-modern") is None  # extends gpt2-small, not its weights
 

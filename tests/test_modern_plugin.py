@@ -25,6 +25,7 @@ MODERN = {
     ("position", "rotary"),
     ("position", "alibi"),
     ("mlp", "swiglu"),
+    ("mlp", "moe"),
     ("attention", "gqa"),
     ("placement", "sandwich"),
     ("placement", "parallel"),

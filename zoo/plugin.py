@@ -38,7 +38,7 @@ from zoo.nn.contracts import (
 )
 from zoo.nn.converter import KERNELS, Converter, Count, Epsilon, Fraction, HFFields, Positive, RopeTable, Rule, refuse
 from zoo.nn.hookspecs import RegisterComponent, RegisterConverter, RegisterPreset, hookimpl
-from zoo.nn.marks import is_residual_output, residual_output
+from zoo.nn.marks import hook_point, is_residual_output, residual_output
 
 __all__ = [
     # registering
@@ -65,6 +65,7 @@ __all__ = [
     "LayerCache",
     "residual_output",
     "is_residual_output",
+    "hook_point",
     # converters
     "Converter",
     "Rule",

@@ -12,6 +12,7 @@ A decoder-only model's points, in the order the forward reaches them::
     blocks.{i}.hook_attn_out         (B, S, d) what attention hands its placement
     blocks.{i}.hook_resid_mid        the stream between attention and MLP
     blocks.{i}.mlp.hook_pre|post     (B, S, d_ff) the activation's input | the output projection's input
+    blocks.{i}.mlp.hook_<name>       a module's output its component marked (``hook_point``): an MoE's hook_router
     blocks.{i}.hook_mlp_out          (B, S, d) what the MLP hands its placement
     blocks.{i}.hook_resid_post       the stream leaving block i
     hook_final_norm                  the final norm's output (the stream itself without one)
@@ -57,7 +58,7 @@ from torch.utils.hooks import RemovableHandle
 from zoo.bounds import check_bytes
 from zoo.errors import HookError, check_flag, did_you_mean, quoted
 from zoo.nn.attention import AttentionContext
-from zoo.nn.marks import is_residual_output
+from zoo.nn.marks import is_residual_output, marked_point
 
 __all__ = [
     "HookFn",
@@ -127,11 +128,18 @@ def activation_of(mlp: nn.Module) -> nn.Module | None:
     return torch_made[0] if len(torch_made) == 1 else None
 
 
+def marked_points(sublayer: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The points a component named with ``hook_point`` (an MoE's ``hook_router``): each
+    its module's output, in the order the modules were registered (first is first run)."""
+    return [(name, m) for m in sublayer.modules() if (name := marked_point(m)) is not None]
+
+
 def block_points(block: nn.Module) -> list[str]:
     """A block's point names, relative to the block, in forward order."""
     names = ["hook_resid_pre"]
     for attr, _, output, stream in sublayers(block):
         sub = getattr(block, attr)
+        names += [f"{attr}.{name}" for name, _ in marked_points(sub)]
         if attr == "mlp":
             names += ["mlp.hook_pre"] if activation_of(sub) is not None else []
             names += ["mlp.hook_post"] if residual_projection(sub) is not None else []
@@ -288,6 +296,12 @@ def _install(model: Any, state: HookState) -> None:
             for attr, placement, output, stream in sublayers(block):
                 sub = getattr(block, attr)
                 projection = residual_projection(sub)
+                for name, marked in marked_points(sub):
+                    add(
+                        marked.register_forward_hook(
+                            functools.partial(_output, state, f"{prefix}{attr}.{name}", None, "")
+                        )
+                    )
                 if attr == "mlp":
                     activation = activation_of(sub)
                     if activation is not None:

@@ -1,10 +1,16 @@
 """Marks the model reads off a component's modules, so components write no model code:
 ``residual_output`` flags a projection that writes into the residual stream (init schemes
-scale it down; its input is a hook point)."""
+scale it down; its input is a hook point); ``hook_point`` names a module whose output is a
+hook point of its sub-layer (an MoE's router); a module's ``aux_loss()`` is a term the
+training loss adds (``auxiliary_loss``: an MoE's load balancing)."""
 
 from __future__ import annotations
 
-from torch import nn
+from typing import TypeVar
+
+from torch import Tensor, nn
+
+M = TypeVar("M", bound=nn.Module)
 
 
 def residual_output(layer: nn.Linear) -> nn.Linear:
@@ -18,3 +24,31 @@ def residual_output(layer: nn.Linear) -> nn.Linear:
 
 def is_residual_output(module: nn.Module) -> bool:
     return bool(getattr(module, "zoo_residual_output", False))
+
+
+def hook_point(module: M, name: str) -> M:
+    """Mark ``module``'s output as the hook point ``name`` (``hook_router``) of the sub-layer
+    that holds it: ``blocks.{i}.mlp.hook_router``. ``name`` starts with ``hook_``."""
+    if not name.startswith("hook_") or not name.isidentifier():
+        raise ValueError(f"a hook point's name is an identifier starting with 'hook_', got {name!r}")
+    module.zoo_hook_point = name  # type: ignore[assignment]
+    return module
+
+
+def marked_point(module: nn.Module) -> str | None:
+    """The hook point ``hook_point`` named ``module``'s output, or None."""
+    name = getattr(module, "zoo_hook_point", None)
+    return name if isinstance(name, str) else None
+
+
+def auxiliary_loss(model: nn.Module) -> Tensor | None:
+    """The sum of the ``aux_loss()`` of ``model``'s modules that have one and return a
+    tensor for the latest forward (an MoE's load-balancing term in training, already
+    weighted), or None where none does: what the training loss adds to cross-entropy."""
+    total: Tensor | None = None
+    for module in model.modules():
+        method = getattr(module, "aux_loss", None)
+        term = method() if callable(method) else None
+        if isinstance(term, Tensor):
+            total = term if total is None else total + term
+    return total

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from zoo.nn.marks import auxiliary_loss
 from zoo.training.settings import TrainSettings
 
 
@@ -37,9 +38,12 @@ def make_optimizer(model: nn.Module, settings: TrainSettings, strategy: str) -> 
 
 def lm_loss(model: nn.Module, inputs: Tensor, targets: Tensor) -> Tensor:
     """Mean next-token cross-entropy; right for logits and for log-probabilities alike
-    (log_softmax of log-probabilities is the identity)."""
+    (log_softmax of log-probabilities is the identity). In training, plus the terms the
+    model's modules add (``zoo.nn.marks.auxiliary_loss``; none in eval mode)."""
     out = model(inputs)  # (B, S, V)
-    return F.cross_entropy(out.flatten(0, 1).float(), targets.flatten())
+    loss = F.cross_entropy(out.flatten(0, 1).float(), targets.flatten())
+    aux = auxiliary_loss(model)  # terms components add in training (an MoE's load balancing)
+    return loss if aux is None else loss + aux
 
 
 @torch.no_grad()

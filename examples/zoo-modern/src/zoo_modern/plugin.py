@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib import resources
 
 import zoo.plugin
-from zoo_modern import families_modern, mlp, norms, placement, qknorm
+from zoo_modern import families_modern, families_moe, mlp, moe, norms, placement, qknorm
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
 from zoo_modern.converters import CONVERTERS
 from zoo_modern.families_engine import CONVERTERS as ENGINE_CONVERTERS
@@ -30,6 +30,7 @@ def zoo_register_components(register: zoo.plugin.RegisterComponent) -> None:
     register("placement", "parallel", Parallel)  # decoder-only: its block takes no cross-attention
     for module in (qknorm, mlp, norms, placement):  # modern: qknorm, glu, rmsnorm_offset, post_sublayer
         module.register_components(register)
+    moe.register_components(register)
 
 
 @zoo.plugin.hookimpl
@@ -37,11 +38,11 @@ def zoo_register_presets(register: zoo.plugin.RegisterPreset) -> None:
     presets = resources.files("zoo_modern") / "presets"
     for name in ("gpt2-small-modern", "llama-style-small", "pythia-160m", "pythia-410m"):
         register(name, presets / f"{name}.toml")
-    for name in (*families_modern.PRESETS, *ENGINE_PRESETS):
+    for name in (*families_modern.PRESETS, *ENGINE_PRESETS, *families_moe.PRESETS):
         register(name, presets / f"{name}.toml")
 
 
 @zoo.plugin.hookimpl
 def zoo_register_converters(register: zoo.plugin.RegisterConverter) -> None:
-    for converter in (*CONVERTERS, *families_modern.CONVERTERS, *ENGINE_CONVERTERS):
+    for converter in (*CONVERTERS, *families_modern.CONVERTERS, *ENGINE_CONVERTERS, *families_moe.CONVERTERS):
         register(converter)

@@ -1,0 +1,285 @@
+"""Mixture of experts: zoo-modern's ``moe`` MLP (routing, shared expert, dispatch, the cache
+and padding), its load-balancing loss against transformers' and in training, and the
+MoE converters' refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import zoo
+import zoo.cli
+from helpers import prepared_bytes
+from zoo.interop.hf import config_from_hf
+from zoo.interop.pretrained import config_mismatches
+from zoo.nn.config import preset_pretrained, validate_config
+from zoo.nn.marks import auxiliary_loss
+from zoo.summary import summarize
+from zoo.training import lm_loss
+
+transformers = pytest.importorskip("transformers")
+moe_module = pytest.importorskip("zoo_modern.moe")
+mixtral = pytest.importorskip("transformers.models.mixtral.modeling_mixtral")
+
+TINY: dict[str, Any] = {"vocab_size": 97, "max_seq_len": 64, "d_model": 32, "n_layers": 2, "n_heads": 4}
+ROUTING = {"name": "moe", "n_experts": 4, "top_k": 2, "hidden": 16}
+VARIANTS = {
+    "mixtral": ROUTING,
+    "unnormalized": {**ROUTING, "normalize_top_k": False},
+    "shared": {**ROUTING, "top_k": 1, "shared_hidden": 24},
+    "shared-ungated": {**ROUTING, "shared_hidden": 24, "shared_gate": False},
+}
+
+
+def tiny(mlp: dict[str, Any], seed: int = 0, **overrides: Any) -> zoo.DecoderLM:
+    torch.manual_seed(seed)
+    return zoo.build("llama-style-small", **{**TINY, "mlp": mlp, "dropout": 0.0, **overrides})
+
+
+def ids(*shape: int, seed: int = 1) -> torch.Tensor:
+    return torch.randint(0, TINY["vocab_size"], shape, generator=torch.Generator().manual_seed(seed))
+
+
+def reference_moe(block: Any, x: torch.Tensor) -> torch.Tensor:
+    """The MoE layer written out token by token, from its definition."""
+    out = []
+    for token in x.reshape(-1, x.shape[-1]):
+        probs = block.router(token).softmax(-1)
+        weights, chosen = probs.topk(block.top_k)
+        if block.normalize_top_k:
+            weights = weights / weights.sum()
+        y = sum(w * block.experts[int(e)](token) for w, e in zip(weights, chosen, strict=True))
+        if block.shared is not None:
+            gate = torch.sigmoid(block.shared_gate(token)) if block.shared_gate is not None else 1.0
+            y = y + gate * block.shared(token)
+        out.append(y)
+    return torch.stack(out).view(x.shape)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_routing_matches_its_definition_token_by_token(variant: str) -> None:
+    block = tiny(VARIANTS[variant]).blocks[0].mlp.eval()
+    x = torch.randn(2, 5, TINY["d_model"], generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        torch.testing.assert_close(block(x), reference_moe(block, x), rtol=1e-5, atol=1e-6)
+        flat, chosen = x.reshape(-1, x.shape[-1]), block.router(x).reshape(-1, 4).topk(block.top_k).indices
+        weights = torch.rand(chosen.shape, generator=torch.Generator().manual_seed(4))
+        torch.testing.assert_close(block.dense(flat, weights, chosen), block.dispatch(flat, weights, chosen))
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_cached_decoding_and_padding_are_exact(variant: str) -> None:
+    model = tiny(VARIANTS[variant]).eval()
+    idx = ids(2, 10)
+    with torch.no_grad():
+        full = model(idx)
+        cache = model.new_cache()
+        steps = [model(idx[:, :4], cache=cache)] + [model(idx[:, i : i + 1], cache=cache) for i in range(4, 10)]
+        torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-5, atol=1e-5)
+        padded = torch.cat([torch.zeros(1, 3, dtype=torch.long), idx[:1]], 1)
+        mask = torch.cat([torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 10, dtype=torch.long)], 1)
+        positions = torch.cat([torch.zeros(1, 3, dtype=torch.long), torch.arange(10)[None]], 1)
+        out = model(padded, attention_mask=mask, positions=positions)
+        torch.testing.assert_close(out[:, 3:], full[:1], rtol=1e-5, atol=1e-5)
+
+
+def test_router_logits_are_a_hook_point_that_reroutes() -> None:
+    model = tiny(ROUTING).eval()
+    idx = ids(1, 6)
+    out, cache = model.run_with_cache(idx, names=["blocks.0.hook_resid_mid", "blocks.0.mlp.hook_router"])
+    logits, block = cache["blocks.0.mlp.hook_router"], model.blocks[0]
+    assert logits.shape == (1, 6, 4)
+    with torch.no_grad():  # pre-norm: the MLP reads the normed stream
+        torch.testing.assert_close(logits, block.mlp.router(block.mlp_residual.norm(cache["blocks.0.hook_resid_mid"])))
+    forced = torch.tensor([9.0, 8.0, 0.0, 0.0]).expand_as(logits)  # every token to experts 0 and 1
+    with model.hooks({"blocks.0.mlp.hook_router": lambda x, name: forced.clone()}), torch.no_grad():
+        rerouted = model(idx)
+    assert not torch.allclose(rerouted, out)
+
+
+def test_balance_loss_equals_transformers_load_balancing_loss() -> None:
+    model = tiny({**ROUTING, "n_experts": 6, "top_k": 3, "aux_loss_weight": 0.3}, n_layers=3).train()
+    idx = ids(3, 7)
+    _, cache = model.run_with_cache(idx, names=lambda name: name.endswith("hook_router"), detach=False)
+    for i, block in enumerate(model.blocks):
+        gate_logits = cache[f"blocks.{i}.mlp.hook_router"].reshape(-1, 6)
+        expected = mixtral.load_balancing_loss_func((gate_logits,), 6, 3)
+        torch.testing.assert_close(block.mlp.last_balance_loss, expected)
+    total = sum(block.mlp.last_balance_loss for block in model.blocks)
+    torch.testing.assert_close(auxiliary_loss(model), 0.3 * total / 3)  # the weight times the layers' mean
+    model.eval()
+    model(idx)
+    assert auxiliary_loss(model) is None  # an eval forward keeps no training term
+
+
+def test_training_loss_adds_the_weighted_term_and_its_gradient_reaches_the_router() -> None:
+    model = tiny({**ROUTING, "aux_loss_weight": 0.5}).train()
+    x, y = ids(2, 9), ids(2, 9, seed=2)
+    loss = lm_loss(model, x, y)
+    cross_entropy = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+    aux = sum(block.mlp.last_balance_loss for block in model.blocks) * 0.5 / 2
+    torch.testing.assert_close(loss, cross_entropy + aux)
+    router = model.blocks[0].mlp.router.weight
+    (with_term,) = torch.autograd.grad(lm_loss(model, x, y), router)
+    (without,) = torch.autograd.grad(F.cross_entropy(model(x).flatten(0, 1), y.flatten()), router)
+    (term,) = torch.autograd.grad(aux_of(model, x), router)
+    assert term.abs().sum() > 0
+    torch.testing.assert_close(with_term - without, term, rtol=1e-4, atol=1e-7)
+    unweighted = tiny({**ROUTING, "aux_loss_weight": 0.0}).train()
+    torch.testing.assert_close(lm_loss(unweighted, x, y), F.cross_entropy(unweighted(x).flatten(0, 1), y.flatten()))
+
+
+def aux_of(model: zoo.DecoderLM, x: torch.Tensor) -> torch.Tensor:
+    model(x)
+    term = auxiliary_loss(model)
+    assert term is not None
+    return term
+
+
+def first_loss(data: Path, out: Path, weight: float) -> float:
+    """The first step's training loss of ``zoo train`` on a tiny MoE (before any update)."""
+    sets = ["n_layers=1", "d_model=16", "n_heads=4", "vocab_size=256", "max_seq_len=32", "mlp.name=moe"]
+    sets += ["mlp.n_experts=4", "mlp.top_k=2", "mlp.hidden=16", f"mlp.aux_loss_weight={weight}"]
+    argv = ["train", "llama-style-small", *(w for s in sets for w in ("--set", s)), "--seq-len", "16"]
+    argv += ["--steps", "2", "--batch-size", "2", "--eval-batches", "1", "--eval-every", "2", "--quiet"]
+    assert zoo.cli.main([*argv, "--data", str(data), "-o", str(out)]) == 0
+    assert zoo.load(out).config.mlp.options["aux_loss_weight"] == weight
+    return float(json.loads((out / "metrics.jsonl").read_text().splitlines()[0])["loss"])
+
+
+def test_zoo_train_adds_the_weighted_balance_loss(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    data = prepared_bytes(tmp_path / "data", 4_000)
+    plain, weighted = first_loss(data, tmp_path / "plain", 0.0), first_loss(data, tmp_path / "weighted", 1.0)
+    # Same seed, same batch, same weights: the first loss differs by the balance loss alone,
+    # about top_k (2) for a router at initialisation (exactly top_k when balanced).
+    assert 1.5 < weighted - plain < 4.0
+
+
+# -- converters -------------------------------------------------------------------------
+
+
+def saved_config(tmp_path: Path, config: Any, **fields: Any) -> Path:
+    """A folder holding a transformers config.json with ``fields`` changed (no weights needed:
+    the config is refused before any are read)."""
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    data = {**config.to_dict(), **fields}
+    (folder / "config.json").write_text(json.dumps(data), encoding="utf-8")
+    return folder
+
+
+MIXTRAL = {"hidden_size": 32, "intermediate_size": 24, "num_hidden_layers": 2, "num_attention_heads": 4}
+QWEN2_MOE = {**MIXTRAL, "moe_intermediate_size": 16, "shared_expert_intermediate_size": 24, "num_experts": 4}
+REFUSALS = [
+    ("MixtralConfig", MIXTRAL, {"router_jitter_noise": 0.1}, "router_jitter_noise"),
+    ("Qwen2MoeConfig", QWEN2_MOE, {"decoder_sparse_step": 2}, "decoder_sparse_step"),
+    ("Qwen2MoeConfig", QWEN2_MOE, {"mlp_only_layers": [1]}, "mlp_only_layers"),
+    ("Qwen2MoeConfig", QWEN2_MOE, {"qkv_bias": False}, "qkv_bias"),
+    ("Qwen2MoeConfig", QWEN2_MOE, {"num_experts": 0}, "num_experts"),
+    ("Qwen3MoeConfig", QWEN2_MOE, {"mlp_only_layers": [0]}, "mlp_only_layers"),
+    ("OlmoeConfig", {**MIXTRAL, "num_experts": 4}, {"clip_qkv": 8.0}, "clip_qkv"),
+]
+
+
+@pytest.mark.parametrize(("config", "sizes", "change", "field"), REFUSALS, ids=[f"{r[0]}-{r[3]}" for r in REFUSALS])
+def test_converters_refuse_what_they_cannot_map(
+    config: str, sizes: dict[str, Any], change: dict[str, Any], field: str, tmp_path: Path
+) -> None:
+    hf = getattr(transformers, config)(**sizes, vocab_size=97)
+    folder = saved_config(tmp_path, hf, **change, architectures=[config.replace("Config", "ForCausalLM")])
+    with pytest.raises(zoo.InteropError, match=field):
+        zoo.from_hf(folder)
+
+
+def test_export_refuses_an_moe_the_architecture_cannot_hold(tmp_path: Path) -> None:
+    with pytest.raises(zoo.InteropError, match="shared expert"):
+        zoo.to_hf(tiny({**ROUTING, "shared_hidden": 8}), tmp_path / "out", architecture="MixtralForCausalLM")
+    with pytest.raises(zoo.InteropError, match="renormalises"):
+        zoo.to_hf(tiny({**ROUTING, "normalize_top_k": False}), tmp_path / "out2", architecture="MixtralForCausalLM")
+
+
+# -- presets of the released weights ------------------------------------------------------------
+
+RELEASED = {
+    "mistralai/Mixtral-8x7B-v0.1": {
+        "architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "vocab_size": 32000, "hidden_size": 4096,
+        "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "max_position_embeddings": 32768, "rms_norm_eps": 1e-5, "rope_theta": 1e6, "sliding_window": None,
+        "num_local_experts": 8, "num_experts_per_tok": 2, "router_aux_loss_coef": 0.02,
+        "output_router_logits": False, "tie_word_embeddings": False, "hidden_act": "silu", "attention_dropout": 0.0,
+    },
+    "Qwen/Qwen1.5-MoE-A2.7B": {
+        "architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe", "vocab_size": 151936,
+        "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 24, "num_attention_heads": 16,
+        "num_key_value_heads": 16, "max_position_embeddings": 8192, "rms_norm_eps": 1e-6, "rope_theta": 1e6,
+        "use_sliding_window": False, "sliding_window": 32768, "max_window_layers": 21, "decoder_sparse_step": 1,
+        "num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408,
+        "shared_expert_intermediate_size": 5632, "norm_topk_prob": False, "router_aux_loss_coef": 0.001,
+        "output_router_logits": False, "tie_word_embeddings": False, "hidden_act": "silu", "attention_dropout": 0.0,
+    },
+    "Qwen/Qwen3-30B-A3B": {
+        "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "vocab_size": 151936,
+        "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 48, "num_attention_heads": 32,
+        "num_key_value_heads": 4, "head_dim": 128, "max_position_embeddings": 40960, "rms_norm_eps": 1e-6,
+        "rope_theta": 1e6, "use_sliding_window": False, "sliding_window": None, "max_window_layers": 48,
+        "decoder_sparse_step": 1, "mlp_only_layers": [], "num_experts": 128, "num_experts_per_tok": 8,
+        "moe_intermediate_size": 768, "norm_topk_prob": True, "router_aux_loss_coef": 0.001,
+        "output_router_logits": False, "attention_bias": False, "tie_word_embeddings": False, "hidden_act": "silu",
+        "attention_dropout": 0.0,
+    },
+    "allenai/OLMoE-1B-7B-0924": {
+        "architectures": ["OlmoeForCausalLM"], "model_type": "olmoe", "vocab_size": 50304, "hidden_size": 2048,
+        "intermediate_size": 1024, "num_hidden_layers": 16, "num_attention_heads": 16, "num_key_value_heads": 16,
+        "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "num_experts": 64,
+        "num_experts_per_tok": 8, "norm_topk_prob": False, "clip_qkv": None, "router_aux_loss_coef": 0.01,
+        "output_router_logits": False, "attention_bias": False, "tie_word_embeddings": False, "hidden_act": "silu",
+        "attention_dropout": 0.0,
+    },
+}  # fmt: skip
+PRESETS = {
+    "mixtral-8x7b": "mistralai/Mixtral-8x7B-v0.1",
+    "qwen1.5-moe-a2.7b": "Qwen/Qwen1.5-MoE-A2.7B",
+    "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
+    "olmoe-1b-7b": "allenai/OLMoE-1B-7B-0924",
+}
+
+
+def released_model(repo: str) -> Any:
+    hf = RELEASED[repo]
+    config = getattr(transformers, hf["architectures"][0].replace("ForCausalLM", "Config"))(**hf)
+    with torch.device("meta"):
+        return getattr(transformers, hf["architectures"][0])(config)
+
+
+@pytest.mark.parametrize(
+    ("preset", "repo"),
+    [  # Qwen3-30B-A3B: 18,432 expert modules on each side, built in seconds
+        pytest.param(p, r, marks=pytest.mark.slow) if p == "qwen3-30b-a3b" else (p, r)
+        for p, r in sorted(PRESETS.items())
+    ],
+)
+def test_each_preset_has_as_many_parameters_as_its_released_model(preset: str, repo: str) -> None:
+    assert preset_pretrained(preset) == repo
+    assert zoo.build(preset, device="meta").num_parameters() == released_model(repo).num_parameters()
+
+
+@pytest.mark.parametrize(("preset", "repo"), sorted(PRESETS.items()))
+def test_each_preset_is_the_config_of_its_released_weights(preset: str, repo: str) -> None:
+    hf = RELEASED[repo]
+    assert config_mismatches(zoo.get_config(preset), validate_config(config_from_hf(hf)), hf) == []
+
+
+def test_summary_counts_every_expert_and_the_flops_of_the_routed_ones() -> None:
+    """``zoo info``'s numbers: parameters are all experts', FLOPs per token those of the
+    router and the top_k experts a token uses (Mixtral 8x7B: 46.7 B parameters, 12.9 B used)."""
+    summary = summarize("mixtral-8x7b", context=64)
+    assert summary.total_parameters == 46_702_792_704
+    d, hidden, layers, experts, top_k = 4096, 14336, 32, 8, 2
+    assert summary.parameters["mlp"] == layers * (d * experts + experts * 3 * d * hidden)
+    assert summary.flops_per_token["mlp"] == 2 * layers * (d * experts + top_k * 3 * d * hidden)
