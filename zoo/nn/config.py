@@ -170,6 +170,8 @@ class ModelConfig(BaseModel):
     final_norm: StrictBool | None = Field(
         None, description="norm after the last block (default: as the placement says)"
     )
+    head_bias: StrictBool = Field(False, description="a bias on the output head (GPT-J, Phi)")
+    embedding_norm: StrictBool = Field(False, description="a norm on the embeddings, before the first block (BLOOM)")
 
     # One field per kind of component (``COMPONENT_KINDS``), after the fields above, its
     # default that kind's: ``attention: AttentionSpec = AttentionSpec(name="sdpa")``, ...

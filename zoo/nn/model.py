@@ -76,6 +76,7 @@ class TokenModel(nn.Module):
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
         self.position: PositionEncoding = parts.make("position")
         self.drop = nn.Dropout(config.dropout.embedding)
+        self.embed_norm = parts.norm() if config.embedding_norm else nn.Identity()  # BLOOM's
         self.embed_scale = math.sqrt(config.d_model) if config.embedding_scale == "sqrt_d_model" else 1.0
         self.hook_state: HookState | None = None  # only while hooks are set (zoo.nn.hooks)
 
@@ -98,9 +99,9 @@ class TokenModel(nn.Module):
             if self.embed_scale != 1.0:
                 x = x * self.embed_scale
             if self.hook_state is not None:  # hook_embed, hook_pos_embed
-                out: Tensor = self.drop(self.hook_state.embed(self.position, x, positions, scope))
+                out: Tensor = self.drop(self.embed_norm(self.hook_state.embed(self.position, x, positions, scope)))
                 return out
-            out = self.drop(self.position.embed(x, positions))
+            out = self.drop(self.embed_norm(self.position.embed(x, positions)))
             return out
         except IndexError as err:  # an id or position past a table (the CPU says so here)
             problems = value_problems(self, idx, positions=positions)
@@ -170,7 +171,7 @@ class DecoderLM(TokenModel):
         blocks = [Block(parts) for _ in range(config.n_layers)]
         self.blocks = nn.ModuleList(blocks)
         self.final_norm = parts.norm() if self.wants_final_norm(blocks[0].attn_residual) else nn.Identity()
-        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.head = nn.Linear(config.d_model, config.vocab_size, bias=config.head_bias)
         self.tie_weights()
 
     def forward(

@@ -11,6 +11,7 @@ each head h), which is a reshape away from the zoo's order.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -97,16 +98,24 @@ class NeoXFields(HFFields):
 
 
 def rope(
-    hf: Mapping[str, Any], where: str, *, theta: str = "rope_theta", pct: str = "partial_rotary_factor"
+    hf: Mapping[str, Any],
+    where: str,
+    *,
+    theta: str = "rope_theta",
+    pct: str = "partial_rotary_factor",
+    scaled: bool = False,
 ) -> tuple[float, float]:
     """``(base, fraction of head_dim rotated)`` from ``rope_parameters`` (transformers 5)
-    or the older top-level fields; refuses scaled variants (linear, dynamic, yarn, llama3)."""
+    or the older top-level fields; refuses scaled variants (linear, dynamic, yarn, llama3)
+    unless ``scaled`` (the caller then reads them with ``rope_scaling``)."""
     params = hf.get("rope_parameters") or {}
     scaling = hf.get("rope_scaling") or {}
+    allowed = DEFAULT_ROPE + (tuple(SCALINGS) if scaled else ())
     for source, table in (("rope_parameters", params), ("rope_scaling", scaling)):
         kind = table.get("rope_type", table.get("type"))
-        if kind not in DEFAULT_ROPE:
-            raise Converter.refuse(where, f"{source}.rope_type", kind, "scaled rotary positions are not modelled")
+        if kind not in allowed:
+            why = "this rotary scaling is not modelled" if scaled else "scaled rotary positions are not modelled"
+            raise Converter.refuse(where, f"{source}.rope_type", kind, why)
     base = params.get("rope_theta", hf.get(theta, 10000.0))
     fraction = params.get("partial_rotary_factor", hf.get(pct, 1.0))
     for value, name, inner, default in (
@@ -117,6 +126,66 @@ def rope(
             field = f"rope_parameters.{inner}" if inner in params else name
             raise InteropError(f"{where}: {field} is null; give it as a number, or remove it for {default}")
     return float(base), float(fraction)
+
+
+# config.json's rotary scalings the zoo computes exactly (zoo_modern.rope_scaling), with
+# the keys each reads besides factor; the zoo's names of them.
+SCALINGS = {
+    "linear": (),
+    "dynamic": (),
+    "yarn": ("original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor", "truncate"),
+    "llama3": ("original_max_position_embeddings", "low_freq_factor", "high_freq_factor"),
+}
+SCALING_NAMES = {"original_max_position_embeddings": "original_max_seq_len"}
+
+
+def rope_scaling(hf: Mapping[str, Any], where: str) -> dict[str, Any] | None:
+    """The zoo's ``position.scaling`` for config.json's rotary scaling (``rope_parameters``,
+    else the older ``rope_scaling``), or None for plain rotary; ``rope`` has refused kinds
+    the zoo does not compute."""
+    tables = [hf.get("rope_parameters") or {}, hf.get("rope_scaling") or {}]
+    source, table = next(
+        (
+            (name, t)
+            for name, t in zip(("rope_parameters", "rope_scaling"), tables, strict=True)
+            if t.get("rope_type", t.get("type")) in SCALINGS
+        ),
+        ("", {}),
+    )
+    if not table:
+        return None
+    kind = table.get("rope_type", table.get("type"))
+    factor = table.get("factor")
+    if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not 0 < factor <= 1e6:
+        raise Converter.refuse(where, f"{source}.factor", factor, f"{kind} rotary scaling needs a factor > 0")
+    spec: dict[str, Any] = {"kind": kind, "factor": float(factor)}
+    for key in SCALINGS[kind]:
+        if table.get(key) is not None:
+            spec[SCALING_NAMES.get(key, key)] = table[key]
+    if kind != "linear":  # transformers' default: the model's own context
+        spec.setdefault("original_max_seq_len", int(hf.get("max_position_embeddings") or 2048))
+    if kind == "dynamic":  # transformers grows the base past max_position_embeddings, not the original one
+        spec["original_max_seq_len"] = int(hf.get("max_position_embeddings") or 2048)
+    mscale, mscale_all = table.get("mscale"), table.get("mscale_all_dim")
+    if kind == "yarn" and mscale and mscale_all and "attention_factor" not in spec:
+
+        def get(scale: float, m: float) -> float:
+            return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+        spec["attention_factor"] = get(spec["factor"], mscale) / get(spec["factor"], mscale_all)
+    return spec
+
+
+def scaling_to_hf(config: ModelConfig) -> dict[str, Any]:
+    """``rope_parameters`` entries for a config's rotary scaling (none for plain rotary)."""
+    scaling = config.position.options.get("scaling")
+    if not scaling:
+        return {}
+    names = {zoo: hf for hf, zoo in SCALING_NAMES.items()}
+    out = {names.get(k, k): v for k, v in scaling.items() if v is not None and k != "kind"}
+    if scaling["kind"] == "dynamic":
+        out.pop("original_max_position_embeddings", None)
+    return {"rope_type": scaling["kind"], **out}
 
 
 def rotary_spec(base: float, rotary_dim: int | None = None) -> dict[str, Any]:
@@ -187,9 +256,10 @@ class LlamaFamily(Converter):
                 hf["head_dim"],
                 f"the zoo's head_dim is hidden_size / num_attention_heads = {d // heads}",
             )
-        base, fraction = rope(hf, where)
+        base, fraction = rope(hf, where, scaled=True)
         if fraction != 1.0:
             raise self.refuse(where, "partial_rotary_factor", fraction, "this family rotates the whole head")
+        scaling = rope_scaling(hf, where)
         return {
             "vocab_size": vocab,
             "max_seq_len": self.max_seq_len(hf, where),
@@ -205,7 +275,7 @@ class LlamaFamily(Converter):
             "norm": "rmsnorm",
             "placement": "pre",
             "activation": "silu",
-            "position": rotary_spec(base),
+            "position": {**rotary_spec(base), **({"scaling": scaling} if scaling else {})},
             "mlp": {"name": "swiglu", "hidden": hidden},
             "init": "gpt2",
         }
@@ -241,6 +311,7 @@ class LlamaFamily(Converter):
             blockers.append(f"attention {config.attention.name!r} ({self.architecture} has grouped-query attention)")
         if config.position.name == "rotary" and turned(config) != config.head_dim:
             blockers.append("partial rotary (this family rotates the whole head)")
+        blockers += rotary_blockers(config, self.architecture, scaling=True)
         if config.attention.options.get("kernel") not in (None, "sdpa", "eager"):
             blockers.append("an attention kernel other than sdpa/eager")
         if config.bias:
@@ -272,7 +343,7 @@ class LlamaFamily(Converter):
             "max_position_embeddings": config.max_seq_len,
             "rms_norm_eps": config.norm_eps,
             "rope_theta": base,
-            "rope_parameters": {"rope_type": "default", "rope_theta": base},
+            "rope_parameters": {"rope_type": "default", "rope_theta": base, **scaling_to_hf(config)},
             "tie_word_embeddings": config.tie_embeddings,
             "attention_dropout": config.dropout.attention,
             "attention_bias": False,
@@ -280,6 +351,21 @@ class LlamaFamily(Converter):
             "bos_token_id": None,
             "eos_token_id": None,
         }
+
+
+def rotary_blockers(
+    config: ModelConfig, architecture: str, *, interleaved: bool = False, scaling: bool = False
+) -> list[str]:
+    """A rotary config's pair layout and scaling, where ``architecture`` has another."""
+    options, blockers = config.position.options, []
+    if config.position.name != "rotary":
+        return blockers
+    if bool(options.get("interleaved")) != interleaved:
+        pairs = "neighbouring pairs (2i, 2i+1)" if interleaved else "halves (i, i + r/2)"
+        blockers.append(f"interleaved={bool(options.get('interleaved'))} ({architecture} turns {pairs})")
+    if options.get("scaling") and not scaling:
+        blockers.append(f"a rotary scaling ({architecture}'s converter writes plain rotary)")
+    return blockers
 
 
 def common_blockers(config: ModelConfig, architecture: str) -> list[str]:
@@ -293,6 +379,10 @@ def common_blockers(config: ModelConfig, architecture: str) -> list[str]:
         blockers.append(f"embedding_scale={config.embedding_scale!r} ({architecture} does not scale embeddings)")
     if config.head_output != "logits":
         blockers.append(f"head_output={config.head_output!r} ({architecture}'s head returns logits)")
+    if config.head_bias:
+        blockers.append(f"head_bias=true ({architecture}'s output head has no bias)")
+    if config.embedding_norm:
+        blockers.append(f"embedding_norm=true ({architecture} does not normalise its embeddings)")
     return blockers
 
 
@@ -482,7 +572,7 @@ class GPTNeoX(Converter):
             config
         ):
             blockers.append("a rotary_dim that rotary_pct cannot express exactly")
-        return blockers
+        return blockers + rotary_blockers(config, self.architecture)
 
     def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
         base = rotary_base(config)

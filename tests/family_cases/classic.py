@@ -1,0 +1,49 @@
+"""The older families and the scalings of the ones already read: GPT-J, OPT, GPTBigCode,
+Phi, StableLM, BLOOM, Falcon, MPT, and Llama 3's (and the other) rotary scalings."""
+
+from __future__ import annotations
+
+from family_cases import Family
+
+LLAMA = {"hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4}
+LLAMA3_ROPE = {
+    "rope_type": "llama3",
+    "rope_theta": 500000.0,
+    "factor": 32.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8,  # short, so the blend touches every kind of frequency
+}
+
+CASES = [
+    Family("llama3", "llama", "LlamaConfig", "LlamaForCausalLM", {**LLAMA, "rope_parameters": LLAMA3_ROPE}),
+    Family(
+        "llama-linear-rope",
+        "llama",
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        {**LLAMA, "rope_parameters": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0}},
+    ),
+    Family(
+        "llama-yarn",
+        "llama",
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        {
+            **LLAMA,
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "rope_theta": 10000.0,
+                "factor": 4.0,
+                "original_max_position_embeddings": 16,
+            },
+        },
+    ),
+    Family(
+        "llama-dynamic",
+        "llama",
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        {**LLAMA, "rope_parameters": {"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0}},
+    ),
+]
