@@ -16,6 +16,41 @@ LLAMA3_ROPE = {
 }
 
 CASES = [
+    Family(
+        "gptj",
+        "gptj",
+        "GPTJConfig",
+        "GPTJForCausalLM",
+        {"n_embd": 32, "n_layer": 2, "n_head": 4, "rotary_dim": 4, "n_inner": 48},
+    ),
+    Family(
+        "phi",
+        "phi",
+        "PhiConfig",
+        "PhiForCausalLM",
+        {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4},
+    ),
+    Family(
+        "phi-gqa",
+        "phi",
+        "PhiConfig",
+        "PhiForCausalLM",
+        {**LLAMA, "num_key_value_heads": 2, "partial_rotary_factor": 0.75, "hidden_act": "gelu"},
+    ),
+    Family(
+        "stablelm",
+        "stablelm",
+        "StableLmConfig",
+        "StableLmForCausalLM",
+        {**LLAMA, "num_key_value_heads": 2},
+    ),
+    Family(
+        "stablelm-2",
+        "stablelm",
+        "StableLmConfig",
+        "StableLmForCausalLM",
+        {**LLAMA, "num_key_value_heads": 4, "use_qkv_bias": True, "partial_rotary_factor": 0.5},
+    ),
     Family("llama3", "llama", "LlamaConfig", "LlamaForCausalLM", {**LLAMA, "rope_parameters": LLAMA3_ROPE}),
     Family(
         "llama-linear-rope",

@@ -368,8 +368,11 @@ def rotary_blockers(
     return blockers
 
 
-def common_blockers(config: ModelConfig, architecture: str) -> list[str]:
-    """Switches no Hugging Face causal LM of these families has."""
+def common_blockers(
+    config: ModelConfig, architecture: str, *, head_bias: bool = False, embedding_norm: bool = False
+) -> list[str]:
+    """Switches no Hugging Face causal LM of these families has (``head_bias`` and
+    ``embedding_norm``: what ``architecture`` has of those two)."""
     blockers = []
     if config.architecture != "decoder":
         blockers.append(f"architecture {config.architecture!r} ({architecture} is decoder-only)")
@@ -379,10 +382,12 @@ def common_blockers(config: ModelConfig, architecture: str) -> list[str]:
         blockers.append(f"embedding_scale={config.embedding_scale!r} ({architecture} does not scale embeddings)")
     if config.head_output != "logits":
         blockers.append(f"head_output={config.head_output!r} ({architecture}'s head returns logits)")
-    if config.head_bias:
-        blockers.append(f"head_bias=true ({architecture}'s output head has no bias)")
-    if config.embedding_norm:
-        blockers.append(f"embedding_norm=true ({architecture} does not normalise its embeddings)")
+    if config.head_bias != head_bias:
+        has = "has" if head_bias else "has no"
+        blockers.append(f"head_bias={str(config.head_bias).lower()} ({architecture}'s output head {has} bias)")
+    if config.embedding_norm != embedding_norm:
+        does = "normalises" if embedding_norm else "does not normalise"
+        blockers.append(f"embedding_norm={str(config.embedding_norm).lower()} ({architecture} {does} its embeddings)")
     return blockers
 
 
