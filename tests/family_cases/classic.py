@@ -15,7 +15,21 @@ LLAMA3_ROPE = {
     "original_max_position_embeddings": 8,  # short, so the blend touches every kind of frequency
 }
 
+GPT2_SIZES = {"n_embd": 32, "n_layer": 2, "n_head": 4}
+OPT = {"hidden_size": 32, "ffn_dim": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "word_embed_proj_dim": 32}
+
 CASES = [
+    Family("opt", "opt", "OPTConfig", "OPTForCausalLM", OPT),
+    Family("opt-post-norm", "opt", "OPTConfig", "OPTForCausalLM", {**OPT, "do_layer_norm_before": False}),
+    Family("gpt-bigcode", "gpt_bigcode", "GPTBigCodeConfig", "GPTBigCodeForCausalLM", GPT2_SIZES),
+    Family(
+        "gpt-bigcode-mha",
+        "gpt_bigcode",
+        "GPTBigCodeConfig",
+        "GPTBigCodeForCausalLM",
+        {**GPT2_SIZES, "multi_query": False, "n_inner": 40},
+    ),
+    Family("bloom", "bloom", "BloomConfig", "BloomForCausalLM", {"hidden_size": 36, "n_layer": 2, "n_head": 6}),
     Family(
         "gptj",
         "gptj",

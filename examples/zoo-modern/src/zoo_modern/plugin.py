@@ -13,6 +13,7 @@ import zoo.plugin
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
 from zoo_modern.converters import CONVERTERS
 from zoo_modern.families_classic import CONVERTERS as CLASSIC
+from zoo_modern.families_learned import CONVERTERS as LEARNED
 from zoo_modern.mlp import SwiGluOptions, swiglu
 from zoo_modern.placement import Parallel, SandwichNorm
 from zoo_modern.positions import ALiBi, Rotary, check_rotary
@@ -37,5 +38,5 @@ def zoo_register_presets(register: zoo.plugin.RegisterPreset) -> None:
 
 @zoo.plugin.hookimpl
 def zoo_register_converters(register: zoo.plugin.RegisterConverter) -> None:
-    for converter in (*CONVERTERS, *CLASSIC):
+    for converter in (*CONVERTERS, *CLASSIC, *LEARNED):
         register(converter)

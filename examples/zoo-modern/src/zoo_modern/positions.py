@@ -176,8 +176,10 @@ class ALiBi(PositionEncoding):
         self.register_buffer("slopes", torch.tensor(alibi_slopes(n_heads, max_bias)), persistent=False)
 
     def reset_buffers(self) -> None:
-        """Refill ``slopes`` after materialising from the meta device."""
-        self.slopes = torch.tensor(alibi_slopes(self.n_heads, self.max_bias), device=self.slopes.device)
+        """Refill ``slopes`` after materialising from the meta device (on the CPU where they
+        are still there, as when weights were assigned and buffers left: ``model.to`` moves them)."""
+        device = self.slopes.device if self.slopes.device.type != "meta" else torch.device("cpu")
+        self.slopes = torch.tensor(alibi_slopes(self.n_heads, self.max_bias), device=device)
 
     def score_bias(self, n_heads: int, q_len: int, k_len: int) -> Tensor:
         slopes = self.slopes
