@@ -18,7 +18,24 @@ LLAMA3_ROPE = {
 GPT2_SIZES = {"n_embd": 32, "n_layer": 2, "n_head": 4}
 OPT = {"hidden_size": 32, "ffn_dim": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "word_embed_proj_dim": 32}
 
+FALCON = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "ffn_hidden_size": 40}
+
 CASES = [
+    Family("falcon", "falcon", "FalconConfig", "FalconForCausalLM", FALCON),  # Falcon-7B's layout
+    Family(
+        "falcon-new-architecture",
+        "falcon",
+        "FalconConfig",
+        "FalconForCausalLM",
+        {**FALCON, "new_decoder_architecture": True, "num_kv_heads": 2, "bias": True},
+    ),
+    Family(
+        "falcon-sequential",
+        "falcon",
+        "FalconConfig",
+        "FalconForCausalLM",
+        {**FALCON, "parallel_attn": False, "multi_query": False, "bias": True},
+    ),
     Family("opt", "opt", "OPTConfig", "OPTForCausalLM", OPT),
     Family("opt-post-norm", "opt", "OPTConfig", "OPTForCausalLM", {**OPT, "do_layer_norm_before": False}),
     Family("gpt-bigcode", "gpt_bigcode", "GPTBigCodeConfig", "GPTBigCodeForCausalLM", GPT2_SIZES),
