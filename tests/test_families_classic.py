@@ -113,6 +113,8 @@ OPT = {"architectures": ["OPTForCausalLM"], "model_type": "opt", "hidden_size": 
 BIGCODE = {"architectures": ["GPTBigCodeForCausalLM"], "model_type": "gpt_bigcode", "n_embd": 32, "n_head": 4, "n_layer": 1, "vocab_size": 64}  # fmt: skip
 BLOOM = {"architectures": ["BloomForCausalLM"], "model_type": "bloom", "hidden_size": 32, "n_head": 4, "n_layer": 1, "vocab_size": 64}  # fmt: skip
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **TINY}
+MPT = {"architectures": ["MPTForCausalLM"], "model_type": "mpt", "d_model": 32, "n_heads": 4, "n_layers": 1, "vocab_size": 64}  # fmt: skip
+FALCON = {"architectures": ["FalconForCausalLM"], "model_type": "falcon", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1, "vocab_size": 64}  # fmt: skip
 
 REFUSED = [
     (GPTJ, {"rotary_dim": 3}, "rotary_dim"),
@@ -131,6 +133,17 @@ REFUSED = [
     (BIGCODE, {"scale_attn_weights": False}, "scale_attn_weights"),
     (BIGCODE, {"add_cross_attention": True}, "add_cross_attention"),
     (BLOOM, {"apply_residual_connection_post_layernorm": True}, "apply_residual_connection_post_layernorm"),
+    (FALCON, {"alibi": True}, "alibi"),
+    (FALCON, {"new_decoder_architecture": True, "parallel_attn": False}, "parallel_attn"),
+    (FALCON, {"multi_query": False, "num_kv_heads": 2}, "num_kv_heads"),
+    (FALCON, {"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}}, "partial_rotary_factor"),
+    (MPT, {"attn_config": {"clip_qkv": 6.0}}, "attn_config.clip_qkv"),
+    (MPT, {"attn_config": {"alibi_bias_max": 16}}, "attn_config.alibi_bias_max"),
+    (MPT, {"attn_config": {"alibi": False}}, "attn_config.alibi"),
+    (MPT, {"attn_config": {"qk_ln": True}}, "attn_config.qk_ln"),
+    (MPT, {"attn_config": {"softmax_scale": 0.5}}, "attn_config.softmax_scale"),
+    (MPT, {"logit_scale": 0.5}, "logit_scale"),
+    (MPT, {"expansion_ratio": 2}, "expansion_ratio"),
     (LLAMA, {"rope_parameters": {"rope_type": "longrope", "factor": 2.0}}, "rope_parameters.rope_type"),
     (LLAMA, {"rope_parameters": {"rope_type": "linear", "factor": -1.0}}, "rope_parameters.factor"),
     (LLAMA, {"rope_scaling": {"type": "linear", "factor": "two"}}, "rope_scaling.factor"),
@@ -226,6 +239,22 @@ RELEASED: dict[str, dict[str, Any]] = {
         "hidden_dropout": 0.0, "attention_dropout": 0.0, "pretraining_tp": 1, "slow_but_exact": False,
         "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 3,
     },
+    "tiiuae/falcon-7b": {
+        "architectures": ["FalconForCausalLM"], "model_type": "falcon", "vocab_size": 65024, "hidden_size": 4544,
+        "num_hidden_layers": 32, "num_attention_heads": 71, "multi_query": True, "new_decoder_architecture": False,
+        "parallel_attn": True, "alibi": False, "bias": False, "layer_norm_epsilon": 1e-5,
+        "apply_residual_connection_post_layernorm": False, "hidden_dropout": 0.0, "attention_dropout": 0.0,
+        "bos_token_id": 11, "eos_token_id": 11,
+    },
+    "mosaicml/mpt-7b": {
+        "architectures": ["MPTForCausalLM"], "model_type": "mpt", "vocab_size": 50432, "d_model": 4096,
+        "n_heads": 32, "n_layers": 32, "expansion_ratio": 4, "max_seq_len": 2048, "emb_pdrop": 0, "resid_pdrop": 0,
+        "no_bias": True, "logit_scale": None, "learned_pos_emb": True, "norm_type": "low_precision_layernorm",
+        "attn_config": {"alibi": True, "alibi_bias_max": 8, "attn_impl": "torch", "attn_pdrop": 0,
+                        "attn_type": "multihead_attention", "attn_uses_sequence_id": False, "clip_qkv": None,
+                        "prefix_lm": False, "qk_ln": False, "softmax_scale": None},
+        "tie_word_embeddings": True, "bos_token_id": None, "eos_token_id": None,
+    },
     "meta-llama/Llama-3.2-1B": {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128256, "hidden_size": 2048,
         "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
@@ -252,7 +281,7 @@ def test_each_preset_is_its_released_config_with_transformers_parameter_count(re
         hf["model_type"], **{k: v for k, v in hf.items() if k not in ("architectures", "model_type")}
     )
     with torch.device("meta"):
-        reference = getattr(transformers, hf["architectures"][0])(reference_config)
+        reference = transformers.AutoModelForCausalLM.from_config(reference_config)
     assert zoo.build(PRESETS[repo], device="meta").num_parameters() == reference.num_parameters()
 
 

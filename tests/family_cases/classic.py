@@ -46,6 +46,8 @@ CASES = [
         "GPTBigCodeForCausalLM",
         {**GPT2_SIZES, "multi_query": False, "n_inner": 40},
     ),
+    Family("mpt", "mpt", "MptConfig", "MptForCausalLM", {"d_model": 32, "n_layers": 2, "n_heads": 4}),
+    Family("mpt-6-heads", "mpt", "MptConfig", "MptForCausalLM", {"d_model": 36, "n_layers": 2, "n_heads": 6}),
     Family("bloom", "bloom", "BloomConfig", "BloomForCausalLM", {"hidden_size": 36, "n_layer": 2, "n_head": 6}),
     Family(
         "gptj",

@@ -444,8 +444,18 @@ class StableLm(LlamaFamily):
 
 
 CONVERTERS: tuple[Converter, ...] = (GPTJ(), Phi(), StableLm())
-#: The presets of released checkpoints of these families and of OPT, GPTBigCode, BLOOM
-#: and Llama 3 (``presets/<name>.toml``; ``plugin.py`` registers them).
-PRESETS = ("gpt-j-6b", "phi-2", "stablelm-2-1.6b", "opt-125m", "santacoder", "bloom-560m", "llama-3.2-1b")
+#: The presets of released checkpoints of these families and of OPT, GPTBigCode, BLOOM,
+#: Falcon, MPT and Llama 3 (``presets/<name>.toml``; ``plugin.py`` registers them).
+PRESETS = (
+    "gpt-j-6b",
+    "phi-2",
+    "stablelm-2-1.6b",
+    "opt-125m",
+    "santacoder",
+    "bloom-560m",
+    "falcon-7b",
+    "mpt-7b",
+    "llama-3.2-1b",
+)
 
 __all__ = ["CONVERTERS", "GPTJ", "PRESETS", "Phi", "StableLm"]

@@ -1,11 +1,13 @@
 """Hugging Face converters for the families whose positions are not rotary: OPT and
-GPTBigCode (learned tables) and BLOOM (ALiBi), all biased LayerNorm designs.
+GPTBigCode (learned tables), BLOOM and MPT (ALiBi).
 
 - OPT: GPT-2's design with separate q/k/v projections and a position table read from
   row 2 on (``learned`` with ``offset = 2``); pre-norm, or post-norm without a final
   norm (``do_layer_norm_before = false``).
 - GPTBigCode (SantaCoder, StarCoder 1): GPT-2's design with ``nn.Linear`` weights and one
   key/value head (multi-query) in a fused ``c_attn`` whose rows are the zoo's [q | k | v].
+- MPT: ALiBi whose slopes, for any head count, are the zoo's (BLOOM's) with max_bias 8,
+  LayerNorm without its shift, no biases, a fused [q | k | v] ``Wqkv``.
 - BLOOM: ALiBi (its slopes are the zoo's for any head count), a LayerNorm on the
   embeddings (``embedding_norm``) and a fused per-head query_key_value.
 """
@@ -392,6 +394,143 @@ class Bloom(Converter):
         }
 
 
-CONVERTERS: tuple[Converter, ...] = (Opt(), GPTBigCode(), Bloom())
+# -- MPT -------------------------------------------------------------------------------
 
-__all__ = ["CONVERTERS", "Bloom", "GPTBigCode", "Opt"]
+
+class MptFields(HFFields):
+    not_null = ("layer_norm_epsilon", "max_seq_len")
+
+    d_model: Count = 2048
+    n_heads: Count = 16
+    n_layers: Count = 24
+    expansion_ratio: Count = 4
+    max_seq_len: Count | None = None
+    vocab_size: Count = 50368
+    resid_pdrop: Fraction = 0.0
+    emb_pdrop: Fraction = 0.0
+    layer_norm_epsilon: Epsilon | None = None
+    logit_scale: float | str | None = None
+    no_bias: bool = True
+    tie_word_embeddings: bool = True
+    attn_config: dict[str, Any] | None = None
+
+
+# attn_config entries transformers' MPT reads or ignores, with the value it computes with;
+# another value in config.json is refused (the original model would compute otherwise).
+MPT_ATTENTION = {
+    "attn_type": "multihead_attention",
+    "clip_qkv": None,
+    "softmax_scale": None,
+    "prefix_lm": False,
+    "qk_ln": False,
+    "attn_uses_sequence_id": False,
+    "alibi": True,
+    "alibi_bias_max": 8,
+}
+
+
+class Mpt(Converter):
+    """MPT: ALiBi (MPT's slopes are the zoo's), LayerNorm without bias, no biases, fused Wqkv."""
+
+    architecture = "MptForCausalLM"
+    model_type = "mpt"
+    description = "MPT: ALiBi, LayerNorm without bias, no biases, fused [q | k | v] Wqkv"
+    prefix = "transformer."
+    embedding = "wte.weight"
+
+    def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
+        fields = MptFields.read(hf, where)
+        attention = fields.attn_config or {}
+        default_scale = (fields.d_model / fields.n_heads) ** -0.5
+        for key, value in attention.items():
+            if key not in MPT_ATTENTION or value == MPT_ATTENTION[key]:
+                continue
+            if key == "softmax_scale" and value == default_scale:
+                continue  # the default, written out
+            why = f"transformers' MPT computes with {MPT_ATTENTION[key]!r}"
+            raise self.refuse(where, f"attn_config.{key}", value, why)
+        if fields.logit_scale is not None:
+            raise self.refuse(where, "logit_scale", fields.logit_scale, "scaled logits are not modelled")
+        if fields.expansion_ratio != 4:
+            raise self.refuse(
+                where, "expansion_ratio", fields.expansion_ratio, "transformers' MPT has a 4 * d_model MLP"
+            )
+        pdrop = attention.get("attn_pdrop", 0.0)
+        if not isinstance(pdrop, (int, float)) or isinstance(pdrop, bool) or not 0 <= pdrop < 1:
+            raise self.refuse(where, "attn_config.attn_pdrop", pdrop, "a dropout is a number in [0, 1)")
+        d = fields.d_model
+        return {
+            "vocab_size": fields.vocab_size,
+            "max_seq_len": fields.max_seq_len or 2048,
+            "d_model": d,
+            "n_layers": fields.n_layers,
+            "n_heads": fields.n_heads,
+            "d_ff": 4 * d,
+            "dropout": {"embedding": fields.emb_pdrop, "attention": float(pdrop), "residual": float(pdrop)},
+            "bias": False,
+            "tie_embeddings": fields.tie_word_embeddings,
+            "norm_eps": fields.layer_norm_epsilon or 1e-5,
+            "attention": "sdpa",
+            "norm": {"name": "layernorm", "shift": False},
+            "placement": "pre",
+            "activation": "gelu",
+            "position": {"name": "alibi", "max_bias": 8.0},
+            "mlp": "standard",
+            "init": "gpt2",
+        }
+
+    def rules(self, config: ModelConfig) -> list[Rule]:
+        rules = [Rule.copy("tok_emb.weight", "wte.weight")]
+        for i in range(config.n_layers):
+            z, h = f"blocks.{i}.", f"blocks.{i}."
+            rules += [
+                Rule.copy(z + "attn_residual.norm.weight", h + "norm_1.weight"),
+                Rule.copy(z + "attn.qkv.weight", h + "attn.Wqkv.weight"),
+                Rule.copy(z + "attn.out.weight", h + "attn.out_proj.weight"),
+                Rule.copy(z + "mlp_residual.norm.weight", h + "norm_2.weight"),
+                Rule.copy(z + "mlp.up.weight", h + "ffn.up_proj.weight"),
+                Rule.copy(z + "mlp.down.weight", h + "ffn.down_proj.weight"),
+            ]
+        return [*rules, Rule.copy("final_norm.weight", "norm_f.weight"), Rule.copy("head.weight", "lm_head.weight")]
+
+    def blockers(self, config: ModelConfig) -> list[str]:
+        blockers = common_blockers(config, self.architecture)
+        parts = {"placement": "pre", "norm": "layernorm", "mlp": "standard", "position": "alibi", "activation": "gelu"}
+        blockers += wanted(config, self.architecture, parts)
+        blockers += attention_blockers(config, self.architecture, config.n_heads, False, False)
+        if config.position.name == "alibi" and config.position.options.get("max_bias") != 8.0:
+            blockers.append("ALiBi slopes with max_bias other than 8 (transformers' MPT uses 8)")
+        if config.d_ff != 4 * config.d_model:
+            blockers.append(f"d_ff={config.d_ff} (MPT's MLP is 4 * d_model)")
+        if config.bias:
+            blockers.append("bias=true (MPT's layers have no biases)")
+        if config.norm.options.get("shift"):
+            blockers.append("a LayerNorm with a shift (MPT's norms have no bias)")
+        if config.dropout.attention != config.dropout.residual:
+            blockers.append("attention and residual dropouts that differ (MPT has one, attn_pdrop)")
+        return blockers
+
+    def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
+        pdrop = config.dropout.attention
+        return {
+            "vocab_size": config.vocab_size,
+            "d_model": config.d_model,
+            "n_heads": config.n_heads,
+            "n_layers": config.n_layers,
+            "expansion_ratio": 4,
+            "max_seq_len": config.max_seq_len,
+            "emb_pdrop": config.dropout.embedding,
+            "resid_pdrop": config.dropout.residual,
+            "layer_norm_epsilon": config.norm_eps,
+            "no_bias": True,
+            # MptAttentionConfig types attn_pdrop as int: 0.0 is written 0
+            "attn_config": {**MPT_ATTENTION, "attn_pdrop": int(pdrop) if pdrop == int(pdrop) else pdrop},
+            "tie_word_embeddings": config.tie_embeddings,
+            "bos_token_id": None,
+            "eos_token_id": None,
+        }
+
+
+CONVERTERS: tuple[Converter, ...] = (Opt(), GPTBigCode(), Bloom(), Mpt())
+
+__all__ = ["CONVERTERS", "Bloom", "GPTBigCode", "Mpt", "Opt"]
