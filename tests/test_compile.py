@@ -37,6 +37,11 @@ CASES += [
     ("attention", {"name": "gqa", "n_kv_heads": 2, "kernel": "eager"}),
     ("position", {"name": "rotary", "rotary_pct": 0.5}),
     ("placement", {"name": "parallel", "shared_norm": True}),  # GPT-J: one norm feeds both halves
+    ("position", {"name": "rotary", "rotary_dim": 4, "interleaved": True}),  # GPT-J's pairs
+    ("position", {"name": "rotary", "scaling": {"kind": "yarn", "factor": 4.0, "original_max_seq_len": 16}}),
+    ("position", {"name": "rotary", "scaling": {"kind": "dynamic", "factor": 2.0, "original_max_seq_len": 64}}),
+    ("position", {"name": "learned", "offset": 2}),  # OPT's table
+    ("norm", {"name": "layernorm", "shift": False}),  # MPT's
 ]
 IDS = [f"{kind}-{spec if isinstance(spec, str) else '-'.join(map(str, spec.values()))}" for kind, spec in CASES]
 

@@ -291,3 +291,26 @@ def test_the_preset_comments_state_the_parameter_count() -> None:
         text = (resources.files("zoo_modern") / "presets" / f"{preset}.toml").read_text()
         count = zoo.build(preset, device="meta").num_parameters()
         assert f"{count:,} parameters" in text, (repo, count)
+
+
+# -- the engine's switches ---------------------------------------------------------------
+
+
+def test_head_bias_and_embedding_norm_are_parameters_that_count_and_compile() -> None:
+    base = {"vocab_size": 97, "max_seq_len": 32, "d_model": 32, "n_layers": 1, "n_heads": 4, "dropout": 0.0}
+    plain = zoo.build(base)
+    model = zoo.build({**base, "head_bias": True, "embedding_norm": True})
+    names = {name for name, _ in model.named_parameters()} - {name for name, _ in plain.named_parameters()}
+    assert names == {"head.bias", "embed_norm.weight", "embed_norm.bias"}
+    with torch.no_grad():
+        model.head.bias.fill_(3.0)
+        idx = torch.randint(0, 97, (2, 8))
+        torch._dynamo.reset()
+        fast = torch.compile(model, fullgraph=True, backend="eager")
+        torch.testing.assert_close(fast(idx), model(idx))
+        x = model.embed_norm(model.position.embed(model.tok_emb(idx), torch.arange(8)[None]))
+        for block in model.blocks:
+            x = block(x, zoo.plugin.AttentionContext(is_causal=True))
+        torch.testing.assert_close(model(idx), model.head(model.final_norm(x)))
+        unbiased = torch.nn.functional.linear(model.final_norm(x), model.head.weight)
+        torch.testing.assert_close(model(idx), unbiased + 3.0, atol=1e-5, rtol=0)
