@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from torch import Tensor
 
 from zoo.plugin import PositionEncoding
@@ -41,9 +41,18 @@ class RotaryOptions(BaseModel):
     interleaved: bool | None = Field(
         None, description="turn pairs (2i, 2i+1) (GPT-J, Cohere) instead of (i, i + r/2) (default: halves)"
     )
-    scaling: RopeScaling | None = Field(
-        None, description="frequencies scaled for a longer context (zoo_modern.rope_scaling)"
+    # A table checked as a RopeScaling and kept as a plain dict (its schema inline), so a
+    # config's JSON schema needs no $defs of its own.
+    scaling: dict[str, Any] | None = Field(
+        None,
+        description="frequencies scaled for a longer context (zoo_modern.rope_scaling)",
+        json_schema_extra={k: v for k, v in RopeScaling.model_json_schema().items() if k != "title"},
     )
+
+    @field_validator("scaling")
+    @classmethod
+    def _scaling(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else RopeScaling.model_validate(value).model_dump(exclude_none=True)
 
 
 class Rotary(PositionEncoding):
@@ -203,4 +212,4 @@ def check_rotary(config: Any, options: RotaryOptions) -> None:
         )
     rotary_dims(head_dim, options.rotary_dim, options.rotary_pct)
     if options.scaling is not None:
-        check_scaling(options.scaling)
+        check_scaling(RopeScaling.model_validate(options.scaling))
