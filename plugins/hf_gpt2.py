@@ -209,6 +209,10 @@ class GPT2(Converter):
             blockers.append(f"head_output={config.head_output!r} (GPT-2's head returns logits)")
         if config.logit_scale != 1.0:
             blockers.append(f"logit_scale={config.logit_scale!r} (GPT-2 does not scale its logits)")
+        if config.head_bias:
+            blockers.append("head_bias=true (GPT-2's lm_head has no bias)")
+        if config.embedding_norm:
+            blockers.append("embedding_norm=true (GPT-2 does not normalise its embeddings)")
         return blockers
 
     def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:

@@ -11,16 +11,27 @@ from torch import Tensor, nn
 from zoo.plugin import PositionEncoding, RegisterComponent, hookimpl
 
 
-class LearnedPositions(PositionEncoding):
-    """Learned absolute positions, added to the embeddings (GPT-2); limited to max_seq_len."""
+class LearnedOptions(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    offset: int | None = Field(None, ge=1, le=1 << 16, description="rows before position 0's (OPT keeps 2)")
 
-    def __init__(self, max_seq_len: int, d_model: int) -> None:
+
+class LearnedPositions(PositionEncoding):
+    """Learned absolute positions, added to the embeddings (GPT-2); limited to max_seq_len.
+
+    With an ``offset``, position p reads row p + offset of a table that many rows longer
+    (OPT's ``embed_positions`` starts at row 2), so such weights load as they are."""
+
+    Options = LearnedOptions
+
+    def __init__(self, max_seq_len: int, d_model: int, offset: int | None = None) -> None:
         super().__init__()
-        self.table = nn.Embedding(max_seq_len, d_model)  # GPT-2's wpe
+        self.offset = offset or 0
+        self.table = nn.Embedding(max_seq_len + self.offset, d_model)  # GPT-2's wpe
         self.max_positions = max_seq_len
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
-        table: Tensor = self.table(positions)
+        table: Tensor = self.table(positions + self.offset if self.offset else positions)
         return x + table  # (B, S, d) + (B|1, S, d)
 
 

@@ -157,7 +157,7 @@ def test_list_pattern_and_table(cli: Any) -> None:
 
 
 def test_list_without_a_match_is_an_error(cli: Any) -> None:
-    assert_one_error_line(cli("list", "falcon*"), "no preset matches 'falcon*'", "gpt2-small")
+    assert_one_error_line(cli("list", "mamba*"), "no preset matches 'mamba*'", "gpt2-small")
 
 
 @pytest.mark.parametrize("kind", zoo.KINDS)

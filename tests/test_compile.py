@@ -39,6 +39,11 @@ CASES += [
     ("placement", {"name": "parallel", "shared_norm": True}),  # GPT-J: one norm feeds both halves
     ("attention", {"name": "sdpa", "window": 3}),  # a sliding window: its own mask, a rolling cache
     ("attention", {"name": "gqa", "n_kv_heads": 2, "window": 3, "softcap": 20.0}),  # capped scores: the math
+    ("position", {"name": "rotary", "rotary_dim": 4, "interleaved": True}),  # GPT-J's pairs
+    ("position", {"name": "rotary", "scaling": {"kind": "yarn", "factor": 4.0, "original_max_seq_len": 16}}),
+    ("position", {"name": "rotary", "scaling": {"kind": "dynamic", "factor": 2.0, "original_max_seq_len": 64}}),
+    ("position", {"name": "learned", "offset": 2}),  # OPT's table
+    ("norm", {"name": "layernorm", "shift": False}),  # MPT's
 ]
 IDS = [f"{kind}-{spec if isinstance(spec, str) else '-'.join(map(str, spec.values()))}" for kind, spec in CASES]
 

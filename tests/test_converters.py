@@ -185,7 +185,7 @@ def test_modern_preset_exports_as_llama_and_back(tmp_path: Path) -> None:
         ({"attention_bias": True}, "attention_bias"),
         ({"mlp_bias": True}, "mlp_bias"),
         ({"hidden_act": "gelu"}, "hidden_act"),
-        ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "rope_type"),
+        ({"rope_scaling": {"rope_type": "longrope", "factor": 2.0}}, "rope_type"),  # linear and others: read
         ({"head_dim": 16}, "head_dim"),
     ],
 )
@@ -230,9 +230,9 @@ def test_unknown_architecture_names_installed_converters_and_the_plugin(tmp_path
     _, folder = hf_model(tmp_path, "llama")
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(
-        json.dumps({**config, "architectures": ["FalconForCausalLM"], "model_type": "falcon"})
+        json.dumps({**config, "architectures": ["MambaForCausalLM"], "model_type": "mamba"})
     )
-    with pytest.raises(zoo.InteropError, match="FalconForCausalLM.*GPT2LMHeadModel.*LlamaForCausalLM"):
+    with pytest.raises(zoo.InteropError, match="MambaForCausalLM.*GPT2LMHeadModel.*LlamaForCausalLM"):
         zoo.from_hf(folder)
     # Without zoo-modern a Llama folder names the plugin that reads it.
     (folder / "config.json").write_text(json.dumps(config))
@@ -519,7 +519,7 @@ def test_plugins_command_lists_converters_with_providers(capsys: pytest.CaptureF
     plugins = json.loads(capsys.readouterr().out)
     by_name = {p["name"]: p for p in plugins}
     assert by_name["zoo.plugins.hf_gpt2"]["converters"] == ["GPT2LMHeadModel"]
-    assert set(by_name["modern"]["converters"]) == {
+    assert set(by_name["modern"]["converters"]) >= {  # and the families of tests/family_cases
         "LlamaForCausalLM",
         "MistralForCausalLM",
         "Qwen2ForCausalLM",

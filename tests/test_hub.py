@@ -231,6 +231,15 @@ def test_the_presets_name_their_weights() -> None:
         "qwen1.5-moe-a2.7b": "Qwen/Qwen1.5-MoE-A2.7B",
         "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
         "olmoe-1b-7b": "allenai/OLMoE-1B-7B-0924",
+        "bloom-560m": "bigscience/bloom-560m",
+        "falcon-7b": "tiiuae/falcon-7b",
+        "gpt-j-6b": "EleutherAI/gpt-j-6b",
+        "llama-3.2-1b": "meta-llama/Llama-3.2-1B",
+        "mpt-7b": "mosaicml/mpt-7b",
+        "opt-125m": "facebook/opt-125m",
+        "phi-2": "microsoft/phi-2",
+        "santacoder": "bigcode/gpt_bigcode-santacoder",
+        "stablelm-2-1.6b": "stabilityai/stablelm-2-1_6b",
     }
     assert preset_pretrained("gpt2-small-modern") is None  # extends gpt2-small, not its weights
 

@@ -215,6 +215,8 @@ class ModelConfig(BaseModel):
         description="per-layer components, repeated over the layers: layer i has entry i % len (e.g. "
         "[{attention = {window = 4096}}, {}] alternates local and global attention)",
     )
+    head_bias: StrictBool = Field(False, description="a bias on the output head (GPT-J, Phi)")
+    embedding_norm: StrictBool = Field(False, description="a norm on the embeddings, before the first block (BLOOM)")
 
     # One field per kind of component (``COMPONENT_KINDS``), after the fields above, its
     # default that kind's: ``attention: AttentionSpec = AttentionSpec(name="sdpa")``, ...

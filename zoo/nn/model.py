@@ -111,6 +111,7 @@ class TokenModel(nn.Module):
         self.position: PositionEncoding = parts.make("position")
         self.drop = nn.Dropout(config.dropout.embedding)
         scale = config.embedding_scale
+        self.embed_norm = parts.norm() if config.embedding_norm else nn.Identity()  # BLOOM's
         self.embed_scale = math.sqrt(config.d_model) if scale == "sqrt_d_model" else 1.0 if scale == "none" else scale
         self.hook_state: HookState | None = None  # only while hooks are set (zoo.nn.hooks)
         #: The tokenizer this model goes with, as a checkpoint records it (a name, a hub id,
@@ -137,9 +138,9 @@ class TokenModel(nn.Module):
             if self.embed_scale != 1.0:  # the factor rounded to the model's dtype first, as Gemma's was
                 x = x * torch.tensor(self.embed_scale, dtype=x.dtype)
             if self.hook_state is not None:  # hook_embed, hook_pos_embed
-                out: Tensor = self.drop(self.hook_state.embed(self.position, x, positions, scope))
+                out: Tensor = self.drop(self.embed_norm(self.hook_state.embed(self.position, x, positions, scope)))
                 return out
-            out = self.drop(self.position.embed(x, positions))
+            out = self.drop(self.embed_norm(self.position.embed(x, positions)))
             return out
         except IndexError as err:  # an id or position past a table (the CPU says so here)
             problems = value_problems(self, idx, positions=positions)
@@ -226,7 +227,7 @@ class DecoderLM(TokenModel):
             }
         )
         self.final_norm = parts.norm() if self.wants_final_norm(blocks[0].attn_residual) else nn.Identity()
-        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.head = nn.Linear(config.d_model, config.vocab_size, bias=config.head_bias)
         self.tie_weights()
 
     def forward(

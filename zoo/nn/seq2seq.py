@@ -84,7 +84,7 @@ class EncoderDecoder(TokenModel):
         wants_final_norm = self.wants_final_norm(decoder[0].attn_residual)
         self.encoder_norm = parts.norm() if wants_final_norm else nn.Identity()
         self.final_norm = parts.norm() if wants_final_norm else nn.Identity()
-        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.head = nn.Linear(config.d_model, config.vocab_size, bias=config.head_bias)
         self.tie_weights()
 
     def forward(

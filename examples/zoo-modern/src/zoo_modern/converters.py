@@ -11,6 +11,7 @@ each head h), which is a reshape away from the zoo's order.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -97,16 +98,24 @@ class NeoXFields(HFFields):
 
 
 def rope(
-    hf: Mapping[str, Any], where: str, *, theta: str = "rope_theta", pct: str = "partial_rotary_factor"
+    hf: Mapping[str, Any],
+    where: str,
+    *,
+    theta: str = "rope_theta",
+    pct: str = "partial_rotary_factor",
+    scaled: bool = False,
 ) -> tuple[float, float]:
     """``(base, fraction of head_dim rotated)`` from ``rope_parameters`` (transformers 5)
-    or the older top-level fields; refuses scaled variants (linear, dynamic, yarn, llama3)."""
+    or the older top-level fields; refuses scaled variants (linear, dynamic, yarn, llama3)
+    unless ``scaled`` (the caller then reads them with ``rope_scaling``)."""
     params = hf.get("rope_parameters") or {}
     scaling = hf.get("rope_scaling") or {}
+    allowed = DEFAULT_ROPE + (tuple(SCALINGS) if scaled else ())
     for source, table in (("rope_parameters", params), ("rope_scaling", scaling)):
         kind = table.get("rope_type", table.get("type"))
-        if kind not in DEFAULT_ROPE:
-            raise Converter.refuse(where, f"{source}.rope_type", kind, "scaled rotary positions are not modelled")
+        if kind not in allowed:
+            why = "this rotary scaling is not modelled" if scaled else "scaled rotary positions are not modelled"
+            raise Converter.refuse(where, f"{source}.rope_type", kind, why)
     base = params.get("rope_theta", hf.get(theta, 10000.0))
     fraction = params.get("partial_rotary_factor", hf.get(pct, 1.0))
     for value, name, inner, default in (
@@ -117,6 +126,66 @@ def rope(
             field = f"rope_parameters.{inner}" if inner in params else name
             raise InteropError(f"{where}: {field} is null; give it as a number, or remove it for {default}")
     return float(base), float(fraction)
+
+
+# config.json's rotary scalings the zoo computes exactly (zoo_modern.rope_scaling), with
+# the keys each reads besides factor; the zoo's names of them.
+SCALINGS = {
+    "linear": (),
+    "dynamic": (),
+    "yarn": ("original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor", "truncate"),
+    "llama3": ("original_max_position_embeddings", "low_freq_factor", "high_freq_factor"),
+}
+SCALING_NAMES = {"original_max_position_embeddings": "original_max_seq_len"}
+
+
+def rope_scaling(hf: Mapping[str, Any], where: str) -> dict[str, Any] | None:
+    """The zoo's ``position.scaling`` for config.json's rotary scaling (``rope_parameters``,
+    else the older ``rope_scaling``), or None for plain rotary; ``rope`` has refused kinds
+    the zoo does not compute."""
+    tables = [hf.get("rope_parameters") or {}, hf.get("rope_scaling") or {}]
+    source, table = next(
+        (
+            (name, t)
+            for name, t in zip(("rope_parameters", "rope_scaling"), tables, strict=True)
+            if t.get("rope_type", t.get("type")) in SCALINGS
+        ),
+        ("", {}),
+    )
+    if not table:
+        return None
+    kind = table.get("rope_type", table.get("type"))
+    factor = table.get("factor")
+    if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not 0 < factor <= 1e6:
+        raise Converter.refuse(where, f"{source}.factor", factor, f"{kind} rotary scaling needs a factor > 0")
+    spec: dict[str, Any] = {"kind": kind, "factor": float(factor)}
+    for key in SCALINGS[kind]:
+        if table.get(key) is not None:
+            spec[SCALING_NAMES.get(key, key)] = table[key]
+    if kind != "linear":  # transformers' default: the model's own context
+        spec.setdefault("original_max_seq_len", int(hf.get("max_position_embeddings") or 2048))
+    if kind == "dynamic":  # transformers grows the base past max_position_embeddings, not the original one
+        spec["original_max_seq_len"] = int(hf.get("max_position_embeddings") or 2048)
+    mscale, mscale_all = table.get("mscale"), table.get("mscale_all_dim")
+    if kind == "yarn" and mscale and mscale_all and "attention_factor" not in spec:
+
+        def get(scale: float, m: float) -> float:
+            return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+        spec["attention_factor"] = get(spec["factor"], mscale) / get(spec["factor"], mscale_all)
+    return spec
+
+
+def scaling_to_hf(config: ModelConfig) -> dict[str, Any]:
+    """``rope_parameters`` entries for a config's rotary scaling (none for plain rotary)."""
+    scaling = config.position.options.get("scaling")
+    if not scaling:
+        return {}
+    names = {zoo: hf for hf, zoo in SCALING_NAMES.items()}
+    out = {names.get(k, k): v for k, v in scaling.items() if v is not None and k != "kind"}
+    if scaling["kind"] == "dynamic":
+        out.pop("original_max_position_embeddings", None)
+    return {"rope_type": scaling["kind"], **out}
 
 
 def rotary_spec(base: float, rotary_dim: int | None = None) -> dict[str, Any]:
@@ -180,9 +249,10 @@ class LlamaFamily(Converter):
         kv = int(hf.get("num_key_value_heads") or heads)
         if hf.get("hidden_act", "silu") != "silu":
             raise self.refuse(where, "hidden_act", hf["hidden_act"], "the SwiGLU gate is SiLU in the zoo")
-        base, fraction = rope(hf, where)
+        base, fraction = rope(hf, where, scaled=True)
         if fraction != 1.0:
             raise self.refuse(where, "partial_rotary_factor", fraction, "this family rotates the whole head")
+        scaling = rope_scaling(hf, where)
         return {
             "vocab_size": vocab,
             "max_seq_len": self.max_seq_len(hf, where),
@@ -198,7 +268,7 @@ class LlamaFamily(Converter):
             "norm": "rmsnorm",
             "placement": "pre",
             "activation": "silu",
-            "position": rotary_spec(base),
+            "position": {**rotary_spec(base), **({"scaling": scaling} if scaling else {})},
             "mlp": {"name": "swiglu", "hidden": hidden},
             "init": "gpt2",
         }
@@ -258,6 +328,7 @@ class LlamaFamily(Converter):
         blockers += self.attention_blockers(config)
         if config.position.name == "rotary" and turned(config) != config.head_dim:
             blockers.append("partial rotary (this family rotates the whole head)")
+        blockers += rotary_blockers(config, self.architecture, scaling=True)
         if config.attention.options.get("kernel") not in (None, "sdpa", "eager"):
             blockers.append("an attention kernel other than sdpa/eager")
         if config.bias:
@@ -289,7 +360,7 @@ class LlamaFamily(Converter):
             "max_position_embeddings": config.max_seq_len,
             "rms_norm_eps": config.norm_eps,
             "rope_theta": base,
-            "rope_parameters": {"rope_type": "default", "rope_theta": base},
+            "rope_parameters": {"rope_type": "default", "rope_theta": base, **scaling_to_hf(config)},
             "tie_word_embeddings": config.tie_embeddings,
             "attention_dropout": config.dropout.attention,
             "attention_bias": False,
@@ -299,11 +370,33 @@ class LlamaFamily(Converter):
         }
 
 
+def rotary_blockers(
+    config: ModelConfig, architecture: str, *, interleaved: bool = False, scaling: bool = False
+) -> list[str]:
+    """A rotary config's pair layout and scaling, where ``architecture`` has another."""
+    options, blockers = config.position.options, []
+    if config.position.name != "rotary":
+        return blockers
+    if bool(options.get("interleaved")) != interleaved:
+        pairs = "neighbouring pairs (2i, 2i+1)" if interleaved else "halves (i, i + r/2)"
+        blockers.append(f"interleaved={bool(options.get('interleaved'))} ({architecture} turns {pairs})")
+    if options.get("scaling") and not scaling:
+        blockers.append(f"a rotary scaling ({architecture}'s converter writes plain rotary)")
+    return blockers
+
+
 def common_blockers(
-    config: ModelConfig, architecture: str, embedding_scale: str = "none", multipliers: bool = False
+    config: ModelConfig,
+    architecture: str,
+    embedding_scale: str = "none",
+    multipliers: bool = False,
+    *,
+    head_bias: bool = False,
+    embedding_norm: bool = False,
 ) -> list[str]:
     """Switches no Hugging Face causal LM of these families has (``embedding_scale``: the
-    family's; ``multipliers``: the family writes any numeric embedding and logit scale)."""
+    family's; ``multipliers``: the family writes any numeric embedding and logit scale;
+    ``head_bias`` and ``embedding_norm``: what ``architecture`` has of those two)."""
     blockers = []
     if config.architecture != "decoder":
         blockers.append(f"architecture {config.architecture!r} ({architecture} is decoder-only)")
@@ -316,6 +409,12 @@ def common_blockers(
         blockers.append(f"head_output={config.head_output!r} ({architecture}'s head returns logits)")
     if config.logit_scale != 1.0 and not multipliers:
         blockers.append(f"logit_scale={config.logit_scale!r} ({architecture} does not scale its logits)")
+    if config.head_bias != head_bias:
+        has = "has" if head_bias else "has no"
+        blockers.append(f"head_bias={str(config.head_bias).lower()} ({architecture}'s output head {has} bias)")
+    if config.embedding_norm != embedding_norm:
+        does = "normalises" if embedding_norm else "does not normalise"
+        blockers.append(f"embedding_norm={str(config.embedding_norm).lower()} ({architecture} {does} its embeddings)")
     return blockers
 
 
@@ -598,7 +697,7 @@ class GPTNeoX(Converter):
             config
         ):
             blockers.append("a rotary_dim that rotary_pct cannot express exactly")
-        return blockers
+        return blockers + rotary_blockers(config, self.architecture)
 
     def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
         base = rotary_base(config)

@@ -13,8 +13,12 @@ import zoo.plugin
 from zoo_modern import families_modern, families_moe, mlp, moe, norms, placement, qknorm
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
 from zoo_modern.converters import CONVERTERS
+from zoo_modern.families_classic import CONVERTERS as CLASSIC
+from zoo_modern.families_classic import PRESETS as CLASSIC_PRESETS
 from zoo_modern.families_engine import CONVERTERS as ENGINE_CONVERTERS
 from zoo_modern.families_engine import PRESETS as ENGINE_PRESETS
+from zoo_modern.families_falcon import CONVERTERS as FALCON
+from zoo_modern.families_learned import CONVERTERS as LEARNED
 from zoo_modern.mlp import SwiGluOptions, swiglu
 from zoo_modern.placement import Parallel, SandwichNorm
 from zoo_modern.positions import ALiBi, Rotary, check_rotary
@@ -36,7 +40,7 @@ def zoo_register_components(register: zoo.plugin.RegisterComponent) -> None:
 @zoo.plugin.hookimpl
 def zoo_register_presets(register: zoo.plugin.RegisterPreset) -> None:
     presets = resources.files("zoo_modern") / "presets"
-    for name in ("gpt2-small-modern", "llama-style-small", "pythia-160m", "pythia-410m"):
+    for name in ("gpt2-small-modern", "llama-style-small", "pythia-160m", "pythia-410m", *CLASSIC_PRESETS):
         register(name, presets / f"{name}.toml")
     for name in (*families_modern.PRESETS, *ENGINE_PRESETS, *families_moe.PRESETS):
         register(name, presets / f"{name}.toml")
@@ -44,5 +48,13 @@ def zoo_register_presets(register: zoo.plugin.RegisterPreset) -> None:
 
 @zoo.plugin.hookimpl
 def zoo_register_converters(register: zoo.plugin.RegisterConverter) -> None:
-    for converter in (*CONVERTERS, *families_modern.CONVERTERS, *ENGINE_CONVERTERS, *families_moe.CONVERTERS):
+    for converter in (
+        *CONVERTERS,
+        *families_modern.CONVERTERS,
+        *ENGINE_CONVERTERS,
+        *families_moe.CONVERTERS,
+        *CLASSIC,
+        *LEARNED,
+        *FALCON,
+    ):
         register(converter)

@@ -11,13 +11,22 @@ Neither has a length limit (``max_positions = None``).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from torch import Tensor
 
 from zoo.plugin import PositionEncoding
+from zoo_modern.rope_scaling import (
+    RopeScaling,
+    attention_factor,
+    check_scaling,
+    default_frequencies,
+    dynamic_base,
+    scaled_frequencies,
+)
 
 
 class RotaryOptions(BaseModel):
@@ -29,6 +38,21 @@ class RotaryOptions(BaseModel):
     rotary_pct: float | None = Field(
         None, gt=0.0, le=1.0, description="or the fraction of each head that turns (GPT-NeoX's rotary_pct)"
     )
+    interleaved: bool | None = Field(
+        None, description="turn pairs (2i, 2i+1) (GPT-J, Cohere) instead of (i, i + r/2) (default: halves)"
+    )
+    # A table checked as a RopeScaling and kept as a plain dict (its schema inline), so a
+    # config's JSON schema needs no $defs of its own.
+    scaling: dict[str, Any] | None = Field(
+        None,
+        description="frequencies scaled for a longer context (zoo_modern.rope_scaling)",
+        json_schema_extra={k: v for k, v in RopeScaling.model_json_schema().items() if k != "title"},
+    )
+
+    @field_validator("scaling")
+    @classmethod
+    def _scaling(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else RopeScaling.model_validate(value).model_dump(exclude_none=True)
 
 
 class Rotary(PositionEncoding):
@@ -37,36 +61,59 @@ class Rotary(PositionEncoding):
     Rotates each pair (x_i, x_{i + r/2}) of the first ``rotary_dim = r`` dimensions of
     every head by the angle position * theta_i and leaves the rest as they are (partial
     rotary, as GPT-NeoX; by default r is the whole head). The pairs are split in halves,
-    not interleaved: the layout of LLaMA and GPT-NeoX as Hugging Face implements them, so
-    such weights need no permutation. ``prepare`` computes cos/sin once per forward pass.
+    the layout of LLaMA and GPT-NeoX as Hugging Face implements them, so such weights need
+    no permutation; ``interleaved`` pairs neighbours (x_2i, x_2i+1) instead, as GPT-J's
+    and Cohere's weights expect. ``scaling`` changes the frequencies theta_i (linear,
+    dynamic NTK, YaRN, Llama 3: ``zoo_modern.rope_scaling``). ``prepare`` computes cos/sin
+    once per forward pass.
     """
 
     Options = RotaryOptions
 
     def __init__(
-        self, head_dim: int, base: float = 10000.0, rotary_dim: int | None = None, rotary_pct: float | None = None
+        self,
+        head_dim: int,
+        base: float = 10000.0,
+        rotary_dim: int | None = None,
+        rotary_pct: float | None = None,
+        interleaved: bool | None = None,
+        scaling: RopeScaling | Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.head_dim, self.base = head_dim, base
         self.rotary_dim = rotary_dims(head_dim, rotary_dim, rotary_pct)
+        self.interleaved = bool(interleaved)
+        self.scaling = RopeScaling.model_validate(scaling) if isinstance(scaling, Mapping) else scaling
+        self.scale = attention_factor(self.scaling)
 
     def angles(self, positions: Tensor) -> Tensor:
         """Rotation angles (B|1, S, r/2) in float32 for ``positions`` (B|1, S)."""
-        i = torch.arange(0, self.rotary_dim, 2, device=positions.device, dtype=torch.float32)
-        inv_freq = 1.0 / self.base ** (i / self.rotary_dim)  # (r/2,): theta_i
+        r, scaling = self.rotary_dim, self.scaling
+        if scaling is None:
+            inv_freq = default_frequencies(r, self.base, positions.device)  # (r/2,): theta_i
+        elif scaling.kind == "dynamic":
+            inv_freq = default_frequencies(r, dynamic_base(self.base, r, scaling, positions), positions.device)
+        else:
+            inv_freq = scaled_frequencies(r, self.base, scaling, positions.device)
         return positions[..., None].float() * inv_freq  # (B|1, S, r/2)
 
     def prepare(self, positions: Tensor) -> tuple[Tensor, Tensor]:
         """cos and sin of the angles, (B|1, 1, S, r/2): the same for every head and layer."""
         angles = self.angles(positions)[:, None]
+        if self.scale != 1.0:  # YaRN's attention factor
+            return angles.cos() * self.scale, angles.sin() * self.scale
         return angles.cos(), angles.sin()
 
     def rotate(self, q: Tensor, k: Tensor, state: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         cos, sin = state
-        return _rotate(q, cos, sin, self.rotary_dim), _rotate(k, cos, sin, self.rotary_dim)
+        turn = _rotate_pairs if self.interleaved else _rotate
+        return turn(q, cos, sin, self.rotary_dim), turn(k, cos, sin, self.rotary_dim)
 
     def extra_repr(self) -> str:
-        return f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base:g}"
+        extra = (", interleaved" if self.interleaved else "") + (
+            f", scaling={self.scaling.kind}" if self.scaling else ""
+        )
+        return f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base:g}{extra}"
 
 
 def rotary_dims(head_dim: int, rotary_dim: int | None = None, rotary_pct: float | None = None) -> int:
@@ -88,6 +135,14 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor, dims: int) -> Tensor:
     turned, kept = x[..., :dims].float(), x[..., dims:]
     x1, x2 = turned.chunk(2, dim=-1)  # (B, H, S, dims/2) each
     rotated = torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).to(x.dtype)  # (B, H, S, dims)
+    return rotated if dims == x.shape[-1] else torch.cat((rotated, kept), dim=-1)
+
+
+def _rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor, dims: int) -> Tensor:
+    """x (B, H, S, dk) with each neighbouring pair (x_2i, x_2i+1) of its first ``dims`` turned."""
+    turned, kept = x[..., :dims].float(), x[..., dims:]
+    x1, x2 = turned[..., 0::2], turned[..., 1::2]  # (B, H, S, dims/2) each
+    rotated = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2).to(x.dtype)
     return rotated if dims == x.shape[-1] else torch.cat((rotated, kept), dim=-1)
 
 
@@ -130,8 +185,10 @@ class ALiBi(PositionEncoding):
         self.register_buffer("slopes", torch.tensor(alibi_slopes(n_heads, max_bias)), persistent=False)
 
     def reset_buffers(self) -> None:
-        """Refill ``slopes`` after materialising from the meta device."""
-        self.slopes = torch.tensor(alibi_slopes(self.n_heads, self.max_bias), device=self.slopes.device)
+        """Refill ``slopes`` after materialising from the meta device (on the CPU where they
+        are still there, as when weights were assigned and buffers left: ``model.to`` moves them)."""
+        device = self.slopes.device if self.slopes.device.type != "meta" else torch.device("cpu")
+        self.slopes = torch.tensor(alibi_slopes(self.n_heads, self.max_bias), device=device)
 
     def score_bias(self, n_heads: int, q_len: int, k_len: int) -> Tensor:
         slopes = self.slopes
@@ -154,3 +211,5 @@ def check_rotary(config: Any, options: RotaryOptions) -> None:
             f"even, got {head_dim}; change d_model or n_heads"
         )
     rotary_dims(head_dim, options.rotary_dim, options.rotary_pct)
+    if options.scaling is not None:
+        check_scaling(RopeScaling.model_validate(options.scaling))
