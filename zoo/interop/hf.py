@@ -84,7 +84,9 @@ def converter_for(hf: Mapping[str, Any], *, where: str = "config.json", registry
         if entry.model_type == model_type:
             by_type: Converter = entry.converter
             return by_type
-    names = ", ".join(f"{e.architecture} ({e.provider})" for e in installed) or "none"
+    shown_names = [f"{e.architecture} ({e.provider})" for e in installed[:8]]
+    more = f" and {len(installed) - 8} more (`zoo plugins` lists them)" if len(installed) > 8 else ""
+    names = (", ".join(shown_names) or "none") + more
     hint = ""
     plugin = KNOWN_PLUGINS.get(model_type) if isinstance(model_type, str) else None
     if plugin:
