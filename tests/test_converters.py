@@ -518,12 +518,12 @@ def test_plugins_command_lists_converters_with_providers(capsys: pytest.CaptureF
     plugins = json.loads(capsys.readouterr().out)
     by_name = {p["name"]: p for p in plugins}
     assert by_name["zoo.plugins.hf_gpt2"]["converters"] == ["GPT2LMHeadModel"]
-    assert set(by_name["modern"]["converters"]) == {
+    assert set(by_name["modern"]["converters"]) >= {
         "LlamaForCausalLM",
         "MistralForCausalLM",
         "Qwen2ForCausalLM",
         "GPTNeoXForCausalLM",
-    }
+    }  # and the families' converters (tests/family_cases)
     assert main(["components"]) == 0
     out = capsys.readouterr().out
     assert "Hugging Face converters" in out and "GPTNeoXForCausalLM" in out and "zoo-lm-modern" in out
