@@ -271,7 +271,8 @@ class ModelConfig(BaseModel):
         return type(spec)(name=spec.name, **_set_options(options))
 
     def _check_pattern(self, registry: Registry) -> None:
-        """Each entry of ``layer_pattern`` makes valid components; a decoder's layers only."""
+        """Each entry of ``layer_pattern`` makes valid components; a decoder's layers only.
+        A pattern longer than the model (a preset cut to fewer layers) uses its first entries."""
         pattern = self.layer_pattern
         if not pattern:
             return
@@ -279,11 +280,6 @@ class ModelConfig(BaseModel):
             raise ValueError(
                 f"layer_pattern is set, but an {self.architecture!r} model has one design for every "
                 f"layer; drop layer_pattern or set architecture='decoder'"
-            )
-        if len(pattern) > self.n_layers:
-            raise ValueError(
-                f"layer_pattern has {len(pattern)} entries, more than n_layers={self.n_layers}; "
-                f"give at most one entry per layer (the pattern repeats over the layers)"
             )
         for j, entry in enumerate(pattern):
             for kind, change in entry.changes().items():

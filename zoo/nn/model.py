@@ -223,7 +223,7 @@ class DecoderLM(TokenModel):
             {
                 str(j): makers[j].make("position")
                 for j, entry in enumerate(config.layer_pattern)
-                if "position" in entry.changes()
+                if "position" in entry.changes() and j < config.n_layers  # entry j first makes layer j
             }
         )
         self.final_norm = parts.norm() if self.wants_final_norm(blocks[0].attn_residual) else nn.Identity()
