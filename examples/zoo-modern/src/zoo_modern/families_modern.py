@@ -271,6 +271,7 @@ class Granite(LlamaFamily):
 
     architecture = "GraniteForCausalLM"
     model_type = "granite"
+    engine_features = frozenset({*LlamaFamily.engine_features, "scale"})  # attention_multiplier
     description = "Granite: Llama's layout with embedding, residual, attention and logit multipliers"
     parts: ClassVar[Mapping[str, str]] = {
         "placement": "pre_scaled", "norm": "rmsnorm", "position": "rotary", "mlp": "swiglu",
