@@ -85,6 +85,7 @@ if TYPE_CHECKING:  # the lazily loaded names below, as type checkers and IDEs se
     from zoo.checkpoint import load as load
     from zoo.checkpoint import save as save
     from zoo.checkpoint import versions as versions
+    from zoo.harness import evaluate_tasks as evaluate_tasks
     from zoo.interop.hf import from_hf as from_hf
     from zoo.interop.hf import from_pretrained as from_pretrained
     from zoo.interop.hf import to_hf as to_hf
@@ -127,6 +128,7 @@ _LAZY = {
     "summarize": "zoo.summary",
     "train": "zoo.training",
     "evaluate": "zoo.training",
+    "evaluate_tasks": "zoo.harness",  # lm-evaluation-harness (the eval extra)
 }
 
 

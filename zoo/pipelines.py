@@ -51,6 +51,7 @@ __all__ = [
     "keep_tokenizer",
     "load_model",
     "load_with_tokenizer",
+    "model_tokenizer",
     "recorded_tokenizer",
     "recorded_tokenizer_source",
     "tokenizer_record",
@@ -350,3 +351,15 @@ def recorded_tokenizer_source(path: str | os.PathLike[str], version: int | None 
     if isinstance(name, str):  # a description this zoo cannot load, e.g. of in-memory tokens
         return None
     raise CheckpointError(f"{file}: metadata 'tokenizer' names no name, hub id or files")
+
+
+def model_tokenizer(
+    model: DecoderLM,
+    model_or_path: nn.Module | str | os.PathLike[str],
+    own: Tokenizer | None,
+    tokenizer: Tokenizer | str | os.PathLike[str] | None = None,
+) -> Tokenizer:
+    """The tokenizer ``generate_text`` uses for ``model`` (as ``load_with_tokenizer`` gave
+    it, with its ``own``): the one given, else its own, else by vocabulary; checked
+    against the model's vocabulary."""
+    return _tokenizer_for(model, model_or_path, own, tokenizer)
