@@ -14,7 +14,7 @@ an ``InputError``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -23,11 +23,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.errors import InputError, check_flag
+from zoo.nn.activations import ActivationCache
 from zoo.nn.attention import AttentionContext, make_mask
 from zoo.nn.cache import KVCache
 from zoo.nn.config import ModelConfig
 from zoo.nn.contracts import Placement, PositionEncoding, wires_layer
-from zoo.nn.hooks import HookFn, HookState, Names, hook_points, hooked, run_with_cache
+from zoo.nn.hooks import HookFn, HookState, Names, hook_points, hooked, run_with_cache, run_with_hooks
 from zoo.nn.inputs import (  # noqa: F401  INDEX_DTYPES and check_inputs: importable from here as before
     INDEX_DTYPES,
     as_padding,
@@ -140,12 +141,26 @@ class TokenModel(nn.Module):
         return hooked(self, fns)
 
     def run_with_cache(
-        self, *args: Any, names: Names = None, detach: bool = True, **kwargs: Any
-    ) -> tuple[Tensor, dict[str, Tensor]]:
+        self, *args: Any, names: Names = None, detach: bool = True, tokenizer: Any = None, **kwargs: Any
+    ) -> tuple[Tensor, ActivationCache]:
         """The output of ``self(*args, **kwargs)`` and the activations at ``names`` (all by
-        default, or names, or a predicate), keyed by point name; ``detach=False`` keeps grad."""
-        out, cache = run_with_cache(self, *args, names=names, detach=detach, **kwargs)
+        default, or names, or a predicate), keyed by point name, as an ``ActivationCache``
+        (a dict with TransformerLens's helpers); ``detach=False`` keeps grad. Text in place
+        of tokens is encoded with ``tokenizer``, else ``self.tokenizer``."""
+        out, cache = run_with_cache(self, *args, names=names, detach=detach, tokenizer=tokenizer, **kwargs)
         return out, cache
+
+    def run_with_hooks(
+        self,
+        *args: Any,
+        fwd_hooks: Sequence[tuple[str | Callable[[str], bool], HookFn]] = (),
+        tokenizer: Any = None,
+        **kwargs: Any,
+    ) -> Tensor:
+        """``self(*args, **kwargs)`` with ``fwd_hooks``, ``(name or predicate, fn)`` pairs, set
+        for this call only, as TransformerLens's ``run_with_hooks``."""
+        out: Tensor = run_with_hooks(self, *args, fwd_hooks=fwd_hooks, tokenizer=tokenizer, **kwargs)
+        return out
 
     def num_parameters(self, *, trainable_only: bool = False) -> int:
         """Number of parameters, tied weights counted once."""
