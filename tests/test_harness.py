@@ -239,3 +239,16 @@ def test_bad_task_requests_are_refused_with_the_fix(
 def test_a_missing_include_path_is_refused(setup: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(zoo.InputError, match="is not a folder of task YAML files"):
         zoo.evaluate_tasks(setup["export"], "zoo_mc", include_path=tmp_path / "absent")
+
+
+def test_without_lm_eval_the_eval_extra_is_named(
+    setup: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """zoo.harness imports without lm-eval (the facade names evaluate_tasks); using it says what to install."""
+    import zoo.harness
+
+    monkeypatch.setattr(zoo.harness, "HAVE_LM_EVAL", False)
+    with pytest.raises(zoo.ConfigError, match=r"pip install 'zoo-lm\[eval\]'"):
+        zoo.evaluate_tasks(setup["export"], "zoo_mc")
+    assert main(["eval", str(setup["export"]), "--tasks", "zoo_mc"]) == 1
+    assert "install the eval extra: pip install 'zoo-lm[eval]'" in capsys.readouterr().err
