@@ -88,14 +88,28 @@ def test_the_final_norm_and_logit_attribution_add_up_to_the_logits(model: zoo.De
     torch.testing.assert_close(diff.sum(0), wanted, atol=1e-4, rtol=0)
 
 
+def test_a_block_norm_scales_the_pieces_of_its_input(model: zoo.DecoderLM) -> None:
+    """apply_ln at block 1 (its attention's norm, or its MLP's): the pieces, normed, sum to what the norm reads."""
+    _, cache = model.run_with_cache(TOKENS)
+    for mlp_input, point in ((False, "blocks.1.hook_resid_pre"), (True, "blocks.1.hook_resid_mid")):
+        norm, where = cache.norm_at(1, mlp_input)
+        assert where == point
+        pieces = cache.decompose_resid(layer=1)
+        if mlp_input:  # the stream into block 1, then its attention's output
+            pieces = torch.stack([cache["blocks.1.hook_resid_pre"], cache["blocks.1.hook_attn_out"]])
+        bias = norm.bias if getattr(norm, "bias", None) is not None else 0
+        scaled = cache.apply_ln_to_stack(pieces, layer=1, mlp_input=mlp_input)
+        torch.testing.assert_close(scaled.sum(0) * norm.weight + bias, norm(cache[point]), atol=1e-5, rtol=0)
+
+
 def test_the_helpers_refuse_what_they_cannot_use(model: zoo.DecoderLM) -> None:
     _, cache = model.run_with_cache(TOKENS, names=lambda n: "resid" in n)
     with pytest.raises(HookError, match="this cache has no 'hook_embed'"):
         cache.decompose_resid()
     with pytest.raises(HookError, match="layer is 0 .. 2"):
         cache.accumulated_resid(layer=5)
-    with pytest.raises(HookError, match="final norm only"):
-        cache.apply_ln_to_stack(cache.accumulated_resid(), layer=1)
+    with pytest.raises(HookError, match="the final norm .layer None. has none"):
+        cache.apply_ln_to_stack(cache.accumulated_resid(), mlp_input=True)
     with pytest.raises(HookError, match="mode is 'all', 'attn' or 'mlp'"):
         cache.decompose_resid(mode="heads")
 
@@ -200,6 +214,9 @@ def test_the_helpers_equal_transformer_lens_on_the_same_gpt2(tmp_path: Path, mon
         ("decompose_resid", {"layer": 1, "mode": "mlp", "return_labels": True}),
         ("stack_head_results", {"return_labels": True}),
         ("stack_head_results", {"apply_ln": True, "pos_slice": -1, "return_labels": True}),
+        ("accumulated_resid", {"layer": 2, "apply_ln": True, "return_labels": True}),  # block 2's ln1
+        ("decompose_resid", {"layer": 1, "apply_ln": True, "return_labels": True}),
+        ("stack_head_results", {"layer": 2, "apply_ln": True, "return_labels": True}),
     ]
     for method, kwargs in calls:
         (mine, my_labels), (tl, tl_labels) = getattr(ours, method)(**kwargs), getattr(theirs, method)(**kwargs)

@@ -99,11 +99,12 @@ class ActivationCache(dict[str, Tensor]):
         apply_ln: bool,
         pos_slice: PosSlice,
         return_labels: bool,
+        layer: int,
         recompute_ln: bool = False,
     ) -> Any:
         stack = torch.stack([_positions(p, pos_slice) for p in parts])
         if apply_ln:
-            stack = self.apply_ln_to_stack(stack, pos_slice=pos_slice, recompute_ln=recompute_ln)
+            stack = self.apply_ln_to_stack(stack, layer, pos_slice=pos_slice, recompute_ln=recompute_ln)
         return (stack, labels) if return_labels else stack
 
     def accumulated_resid(
@@ -131,7 +132,9 @@ class ActivationCache(dict[str, Tensor]):
         else:
             parts.append(self._point(f"blocks.{count}.hook_resid_pre"))
             labels.append(f"{count}_pre")
-        return self._stack(parts, labels, apply_ln, pos_slice, return_labels, recompute_ln=count == self.n_layers)
+        return self._stack(
+            parts, labels, apply_ln, pos_slice, return_labels, count, recompute_ln=count == self.n_layers
+        )
 
     def decompose_resid(
         self,
@@ -152,12 +155,13 @@ class ActivationCache(dict[str, Tensor]):
         if incl_embeds:
             parts += [self._point("hook_embed"), self._point("hook_pos_embed")]
             labels += ["embed", "pos_embed"]
-        for i in range(self._layer(layer)):
+        count = self._layer(layer)
+        for i in range(count):
             for kind in ("attn", "mlp"):
                 if mode in ("all", kind):
                     parts.append(self._point(f"blocks.{i}.hook_{kind}_out"))
                     labels.append(f"{i}_{kind}_out")
-        return self._stack(parts, labels, apply_ln, pos_slice, return_labels)
+        return self._stack(parts, labels, apply_ln, pos_slice, return_labels, count)
 
     def head_results(self, layer: int) -> Tensor:
         """Each head's output in the stream, (B, S, H, d): its ``z`` through its slice of the
@@ -179,26 +183,45 @@ class ActivationCache(dict[str, Tensor]):
         """Every head's output of blocks ``0 .. layer - 1`` (-1: all), stacked: (L * H, B, S, d),
         labels ``L{i}H{h}``."""
         parts, labels = [], []
-        for i in range(self._layer(layer)):
+        count = self._layer(layer)
+        for i in range(count):
             heads = self.head_results(i)
             parts += list(heads.unbind(-2))
             labels += [f"L{i}H{h}" for h in range(heads.shape[-2])]
-        return self._stack(parts, labels, apply_ln, pos_slice, return_labels)
+        return self._stack(parts, labels, apply_ln, pos_slice, return_labels, count)
+
+    def norm_at(self, layer: int | None = None, mlp_input: bool = False) -> tuple[nn.Module, str]:
+        """The norm that reads the stream entering block ``layer`` (its attention's, or with
+        ``mlp_input`` its MLP's; None: the final norm), and the point of that stream."""
+        count = self._layer(layer)
+        if count == self.n_layers:
+            if mlp_input:
+                raise HookError("mlp_input is for a block's MLP norm; the final norm (layer None) has none")
+            return self.model.final_norm, f"blocks.{self.n_layers - 1}.hook_resid_post"
+        placement = getattr(self.model.blocks[count], "mlp_residual" if mlp_input else "attn_residual")
+        norm = getattr(placement, "norm", None)
+        if not (getattr(placement, "final_norm", False) and isinstance(norm, nn.Module)):
+            raise HookError(
+                f"block {count}'s {type(placement).__name__} does not norm the stream before its sub-layer "
+                f"(pre-norm does); apply the final norm instead (layer None)"
+            )
+        return norm, f"blocks.{count}.hook_resid_{'mid' if mlp_input else 'pre'}"
 
     def apply_ln_to_stack(
-        self, residual_stack: Tensor, layer: int | None = None, pos_slice: PosSlice = None, recompute_ln: bool = False
+        self,
+        residual_stack: Tensor,
+        layer: int | None = None,
+        mlp_input: bool = False,
+        pos_slice: PosSlice = None,
+        recompute_ln: bool = False,
     ) -> Tensor:
-        """The final norm's scaling applied to each piece of ``residual_stack`` (N, B, [S,] d):
-        centred (LayerNorm) and divided by the whole stream's scale at that norm, so the
-        pieces still sum to the normed stream (before the norm's weight and bias); with
-        ``recompute_ln`` each piece is normed with its own statistics instead."""
-        if self._layer(layer) != self.n_layers:
-            raise HookError("apply_ln_to_stack applies the final norm only: leave layer None")
-        norm = self.model.final_norm
-        if recompute_ln:
-            stream = residual_stack
-        else:
-            stream = _positions(self._point(f"blocks.{self.n_layers - 1}.hook_resid_post"), pos_slice)
+        """The scaling of the norm that reads block ``layer``'s input (``norm_at``; None: the
+        final norm) applied to each piece of ``residual_stack`` (N, B, [S,] d): centred
+        (LayerNorm) and divided by the whole stream's scale there, so the pieces still sum
+        to the normed stream (before the norm's weight and bias); with ``recompute_ln``
+        each piece is normed with its own statistics instead."""
+        norm, point = self.norm_at(layer, mlp_input)
+        stream = residual_stack if recompute_ln else _positions(self._point(point), pos_slice)
         if isinstance(norm, nn.Identity):
             return residual_stack
         if isinstance(norm, nn.LayerNorm):
