@@ -12,16 +12,16 @@ numbers on the same weights (``tests/test_lens.py`` compares them on GPT-2):
 - ``stack_head_results``: each head's share of its layer's attention output, ``z`` of the
   head times its slice of the output projection (the projection's bias is no head's),
   labels ``L{i}H{h}``;
-- ``apply_ln_to_stack``: what the final norm does to each piece, with the scale of the
-  whole stream (centred for LayerNorm, then divided by the stream's scale; the norm's
+- ``apply_ln_to_stack``: what a norm does to each piece, with the scale of the whole
+  stream it reads (centred for LayerNorm, then divided by the stream's scale; the norm's
   weight and bias are not applied, as TransformerLens with ``fold_ln`` leaves them to
-  the unembedding);
+  the next layer): the final norm, or with ``layer`` a pre-norm block's (``norm_at``);
 - ``logit_attrs``: each piece's contribution to a token's logit (or the difference
   between two tokens'): the normed piece dotted with the head's row for the token times
   the final norm's weight (TransformerLens's ``W_U`` with the norm folded in).
 
 ``pos_slice`` takes an int (one position, the dimension dropped), a slice or None (all),
-as TransformerLens's ``Slice`` does. Decoder-only models; the final norm only.
+as TransformerLens's ``Slice`` does. Decoder-only models.
 """
 
 from __future__ import annotations
