@@ -89,7 +89,7 @@ def cmd_eval_tasks(args: argparse.Namespace, ui: Ui) -> int:
         raise InputError(f"{flags} measure loss on data; --tasks runs lm-eval's tasks instead: drop one or the other")
     from zoo.harness import evaluate_tasks  # lm-eval loads only when tasks run
 
-    with ui.status(f"running {', '.join(args.tasks)} on {args.checkpoint}"):
+    with ui.status(f"running {printable(', '.join(args.tasks))} on {printable(args.checkpoint)}"):
         results = evaluate_tasks(
             args.checkpoint,
             args.tasks,
