@@ -15,7 +15,8 @@ from torch import Tensor
 
 from helpers import tiny
 from zoo import HookError, InputError
-from zoo.nn.hooks import hooked, patch, run_with_cache
+from zoo.nn.hooks import hooked, run_with_cache
+from zoo.nn.patching import patch
 from zoo.probe import probe
 
 POINT = "blocks.0.hook_resid_pre"

@@ -14,7 +14,8 @@ import zoo
 import zoo.nn.attention
 import zoo.nn.contracts
 from helpers import TINY, tiny
-from zoo.nn.hooks import hook_points, logit_lens, patch, run_with_cache
+from zoo.nn.hooks import hook_points, run_with_cache
+from zoo.nn.patching import logit_lens, patch
 
 BLOCK = [
     "hook_resid_pre",

@@ -30,12 +30,22 @@ from zoo.nn.attention import Attention, AttentionContext, EagerAttention, SdpaAt
 from zoo.nn.config import ModelConfig, get_config
 from zoo.nn.contracts import CrossAttention, Placement, PositionEncoding
 from zoo.nn.factory import build as _build
+from zoo.nn.generation import provide_tokenizer as _provide_tokenizer
 from zoo.nn.hookspecs import RegisterComponent, RegisterConverter, RegisterPreset, hookimpl
 from zoo.nn.inputs import check_inputs
 from zoo.nn.marks import residual_output
 from zoo.nn.model import DecoderLM
 from zoo.nn.registry import KINDS, Component, Registry, default_registry
 from zoo.nn.seq2seq import EncoderDecoder
+
+
+def _carried_tokenizer(model: torch.nn.Module) -> Any:
+    from zoo.pipelines import carried_tokenizer
+
+    return carried_tokenizer(model)
+
+
+_provide_tokenizer(_carried_tokenizer)  # model.tokenizer loads what its tokenizer_record names
 
 
 def build(
@@ -85,6 +95,7 @@ if TYPE_CHECKING:  # the lazily loaded names below, as type checkers and IDEs se
     from zoo.checkpoint import load as load
     from zoo.checkpoint import save as save
     from zoo.checkpoint import versions as versions
+    from zoo.harness import evaluate_tasks as evaluate_tasks
     from zoo.interop.hf import from_hf as from_hf
     from zoo.interop.hf import from_pretrained as from_pretrained
     from zoo.interop.hf import to_hf as to_hf
@@ -127,6 +138,7 @@ _LAZY = {
     "summarize": "zoo.summary",
     "train": "zoo.training",
     "evaluate": "zoo.training",
+    "evaluate_tasks": "zoo.harness",  # lm-evaluation-harness (the eval extra)
 }
 
 

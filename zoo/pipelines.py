@@ -48,6 +48,7 @@ __all__ = [
     "keep_tokenizer",
     "load_model",
     "load_with_tokenizer",
+    "model_tokenizer",
     "recorded_tokenizer",
     "recorded_tokenizer_source",
     "tokenizer_record",
@@ -251,7 +252,8 @@ def load_with_tokenizer(
                     f"the hub id or checkpoint path instead of the model"
                 )
         model = _decoder(model_or_path, type(model_or_path).__name__)
-        return model, carried_tokenizer(model)
+        given = model.tokenizer  # assigned, or loaded from its tokenizer_record
+        return model, given if isinstance(given, Tokenizer) else carried_tokenizer(model)
     check_revision(revision)
     if not isinstance(model_or_path, (str, os.PathLike)) or not str(model_or_path):
         raise InputError(
@@ -384,3 +386,15 @@ def record_source(record: Mapping[str, Any], where: str) -> str | None:
     if isinstance(name, str) or "embedded" in record:  # in-memory tokens, or files only a model carries
         return None
     raise CheckpointError(f"{where}: metadata 'tokenizer' names no name, hub id or files")
+
+
+def model_tokenizer(
+    model: DecoderLM,
+    model_or_path: nn.Module | str | os.PathLike[str],
+    own: Tokenizer | None,
+    tokenizer: Tokenizer | str | os.PathLike[str] | None = None,
+) -> Tokenizer:
+    """The tokenizer ``generate_text`` uses for ``model`` (as ``load_with_tokenizer`` gave
+    it, with its ``own``): the one given, else its own, else by vocabulary; checked
+    against the model's vocabulary."""
+    return _tokenizer_for(model, model_or_path, own, tokenizer)

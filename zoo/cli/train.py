@@ -37,6 +37,7 @@ from zoo.cli.options import (
 )
 from zoo.cli.progress import TrainProgress
 from zoo.cli.render import Ui, fmt_int, new_table
+from zoo.cli.tasks import add_task_flags, cmd_eval_tasks
 from zoo.errors import InputError, ZooError, printable
 from zoo.figures import FIGURE_FORMATS
 from zoo.interop.hub import is_hub_id, local_or_snapshot
@@ -243,7 +244,7 @@ def _add_run_folder(p: argparse.ArgumentParser) -> None:
 
 
 def _add_eval(commands: Commands) -> None:
-    help = "evaluate a checkpoint: loss, perplexity, tokens, bits per byte"
+    help = "evaluate a checkpoint: loss, perplexity, tokens, bits per byte; or lm-eval tasks (--tasks)"
     p = commands.add("eval", cmd_eval, help, [commands.json_flag])
     p.add_argument(
         "checkpoint", metavar="CHECKPOINT|ID", help="a checkpoint file or folder, a Hugging Face folder, or a hub id"
@@ -265,9 +266,10 @@ def _add_eval(commands: Commands) -> None:
         "--tokenizer",
         default=None,
         metavar="NAME|DIR|ID",
-        help="for raw text --data: gpt2, bytes, a folder or a hub id (default: the one the checkpoint records, "
-        "the folder's, else by vocabulary)",
+        help="for raw text --data or --tasks: gpt2, bytes, a folder or a hub id (default: the one the checkpoint "
+        "records, the folder's, else by vocabulary)",
     )
+    add_task_flags(p)
 
 
 def _add_plot(commands: Commands) -> None:
@@ -486,6 +488,8 @@ def run_data(checkpoint: str, info: CheckpointInfo) -> str:
 
 
 def cmd_eval(args: argparse.Namespace, ui: Ui) -> int:
+    if args.tasks is not None:
+        return cmd_eval_tasks(args, ui)
     source = args.checkpoint
     tokenizer = args.tokenizer
     if (Path(source) / "config.json").is_file() or is_hub_id(source):  # a Hugging Face folder or hub id

@@ -1,4 +1,5 @@
-"""The link from ``DecoderLM.generate`` up to the decode loop.
+"""The links from the model up to the layers above it: ``DecoderLM.generate`` to the
+decode loop, and ``model.tokenizer`` to the tokenizer its record names.
 
 The model sits below decoding (``zoo.decoding`` imports ``zoo.nn.model``), so the model
 cannot import the loop; instead ``zoo.decoding`` registers its ``generate`` here when it
@@ -9,14 +10,14 @@ is imported, and ``DecoderLM.generate`` calls what is registered. ``import zoo``
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zoo.errors import ZooError
 
 if TYPE_CHECKING:
     from torch import Tensor, nn
 
-__all__ = ["Generate", "provide", "provided"]
+__all__ = ["Generate", "carried_tokenizer", "provide", "provide_tokenizer", "provided"]
 
 
 Generate = Callable[..., "Tensor"]
@@ -39,3 +40,16 @@ def provided(model: nn.Module) -> Generate:
             f"zoo.decoding is imported; `import zoo` (or `import zoo.decoding`) first"
         )
     return _provided[0]
+
+
+_tokenizers: list[Callable[[nn.Module], Any]] = []
+
+
+def provide_tokenizer(resolve: Callable[[nn.Module], Any]) -> None:
+    """Register how a model's ``tokenizer_record`` becomes a tokenizer (``import zoo`` does)."""
+    _tokenizers[:] = [resolve]
+
+
+def carried_tokenizer(model: nn.Module) -> Any:
+    """The tokenizer ``model.tokenizer_record`` names, or None (none named, or none registered)."""
+    return _tokenizers[0](model) if _tokenizers else None

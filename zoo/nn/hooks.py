@@ -5,7 +5,8 @@ A decoder-only model's points, in the order the forward reaches them::
     hook_embed                       token embeddings (B, S, d), scaled as configured
     hook_pos_embed                   what the position encoding adds to them (0 for rotary, ALiBi, none)
     blocks.{i}.hook_resid_pre        the residual stream entering block i
-    blocks.{i}.attn.hook_q|k|v       (B, H|H_kv, S, dk) as the attention kernel reads them
+    blocks.{i}.attn.hook_q|k|v       (B, H|H_kv, S, dk) as the attention kernel reads them (TransformerLens:
+                                     (B, S, H, dk); zoo.nn.activations.to_transformer_lens maps name and layout)
     blocks.{i}.attn.hook_scores      (B, H, S, S_k) masked, before the softmax
     blocks.{i}.attn.hook_pattern     (B, H, S, S_k) after the softmax
     blocks.{i}.attn.hook_z           (B, S, H, dk) each head's output, before the output projection
@@ -45,7 +46,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -57,17 +57,16 @@ from torch.utils.hooks import RemovableHandle
 
 from zoo.bounds import check_bytes
 from zoo.errors import HookError, check_flag, did_you_mean, quoted
+from zoo.nn.activations import ActivationCache
 from zoo.nn.attention import AttentionContext
 from zoo.nn.marks import is_residual_output, marked_point
 
 __all__ = [
     "HookFn",
-    "Patching",
     "hook_points",
     "hooked",
-    "logit_lens",
-    "patch",
     "run_with_cache",
+    "run_with_hooks",
 ]
 
 #: A hook: reads ``activation`` at ``name``; returns None, or a tensor like it (shape, dtype, device) to replace it.
@@ -450,17 +449,45 @@ def _hook_list(name: str, given: object) -> list[HookFn]:
     return listed
 
 
+def tokens_of(model: nn.Module, args: tuple[Any, ...], tokenizer: Any = None) -> tuple[Any, ...]:
+    """``args`` with a text (or a list of texts of one length in tokens) in first place as
+    token ids (1|B, S) on the model's device, through ``tokenizer`` (anything with
+    ``encode(str) -> list[int]``), else the model's own (``model.tokenizer``)."""
+    if not args or not (
+        isinstance(args[0], str) or (isinstance(args[0], list) and args[0] and all(isinstance(t, str) for t in args[0]))
+    ):
+        return args
+    tokenizer = tokenizer if tokenizer is not None else getattr(getattr(model, "_orig_mod", model), "tokenizer", None)
+    if not callable(getattr(tokenizer, "encode", None)):
+        raise HookError(
+            "text was given where tokens go, and the model has no tokenizer to encode it: pass tokenizer= "
+            "(zoo.tokenizer('gpt2'), or any object with encode(text) -> ids), or token ids"
+        )
+    rows = [tokenizer.encode(text) for text in ([args[0]] if isinstance(args[0], str) else args[0])]
+    if len({len(row) for row in rows}) != 1 or not rows[0]:
+        raise HookError(
+            f"the texts encode to {sorted({len(row) for row in rows})} tokens; give texts of one nonzero length in "
+            f"tokens (or pass token ids with an attention_mask)"
+        )
+    device = next(model.parameters()).device
+    return (torch.tensor(rows, device=device), *args[1:])
+
+
 def run_with_cache(
-    model: nn.Module, *args: Any, names: Names = None, detach: bool = True, **kwargs: Any
-) -> tuple[Any, dict[str, Tensor]]:
-    """``model(*args, **kwargs)`` and its activations, keyed by point name in forward order.
+    model: nn.Module, *args: Any, names: Names = None, detach: bool = True, tokenizer: Any = None, **kwargs: Any
+) -> tuple[Any, ActivationCache]:
+    """``model(*args, **kwargs)`` and its activations, keyed by point name in forward order,
+    as an ``ActivationCache`` (a dict with TransformerLens's helpers, ``zoo.nn.activations``).
 
     ``names`` picks the points (None: all; a name; names; a predicate). ``detach=False``
     keeps them in the autograd graph, so gradients can be taken with respect to them.
-    Every point asked for by name must run, else a ``HookError`` names the ones that did not.
+    A text (or texts) in place of the tokens is encoded with ``tokenizer`` or the model's
+    own (``tokens_of``). Every point asked for by name must run, else a ``HookError``
+    names the ones that did not.
     """
     check_flag(detach, "detach")
     selected = select(model, names)
+    args = tokens_of(model, args, tokenizer)
     tokens = args[0] if args else kwargs.get("input_ids")
     if isinstance(tokens, Tensor) and tokens.dim() in (1, 2):
         rows, length = (1, tokens.shape[0]) if tokens.dim() == 1 else tuple(tokens.shape)
@@ -485,7 +512,29 @@ def run_with_cache(
             f"hook point(s) {', '.join(missing)} did not run: the component there does not follow "
             f"its contract (an attention must compute its heads with ctx.attend)"
         )
-    return out, {n: cache[n] for n in selected if n in cache}
+    return out, ActivationCache({n: cache[n] for n in selected if n in cache}, model)
+
+
+def run_with_hooks(
+    model: nn.Module,
+    *args: Any,
+    fwd_hooks: Iterable[tuple[str | Callable[[str], bool], HookFn]] = (),
+    tokenizer: Any = None,
+    **kwargs: Any,
+) -> Any:
+    """``model(*args, **kwargs)`` with ``fwd_hooks`` set for this call only, as in
+    TransformerLens: ``(name, fn)`` pairs, a name or a predicate on names each, and
+    ``fn(activation, name)`` reading or replacing (``hooked``). Text as ``run_with_cache``."""
+    fns: dict[str, list[HookFn]] = {}
+    for pair in fwd_hooks:
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise HookError(f"fwd_hooks are (name, fn) pairs, got {type(pair).__name__} {quoted(pair, 60)}")
+        where, fn = pair
+        for name in select(model, where if callable(where) else [where]):
+            fns.setdefault(name, []).append(fn)
+    args = tokens_of(model, args, tokenizer)
+    with hooked(model, fns):
+        return model(*args, **kwargs)
 
 
 def cache_bytes(model: nn.Module, names: Iterable[str], rows: int, length: int) -> int:
@@ -508,92 +557,3 @@ def cache_bytes(model: nn.Module, names: Iterable[str], rows: int, length: int) 
         if not name.endswith(narrow):
             elements += per_point.get(point, width)
     return rows * length * elements * param.element_size()
-
-
-def _replace_with(activation: Tensor, x: Tensor, name: str) -> Tensor:
-    return activation
-
-
-@dataclass(frozen=True)
-class Patching:
-    """Activation patching: a metric on the clean run, the corrupted run, and the corrupted
-    run with each point's activation taken from the clean run."""
-
-    clean: float
-    corrupted: float
-    patched: dict[str, float]
-
-    def recovered(self) -> dict[str, float]:
-        """Per point, the fraction of the clean-minus-corrupted gap that patching it restores."""
-        gap = self.clean - self.corrupted
-        return {name: (value - self.corrupted) / gap if gap else 0.0 for name, value in self.patched.items()}
-
-
-def patch(
-    model: nn.Module,
-    clean: Tensor | tuple[Tensor, ...],
-    corrupted: Tensor | tuple[Tensor, ...],
-    metric: Callable[[Tensor], Tensor | float],
-    *,
-    names: Names = lambda name: ".hook_resid_" in name,
-) -> Patching:
-    """Patch one point at a time from the clean run into the corrupted one; ``metric(output)``
-    says how much of the clean behaviour comes back, as one finite number (a float or a
-    one-element tensor; anything else is a ``HookError`` naming the run). Clean and
-    corrupted inputs must have the same shapes. ``names`` defaults to every
-    residual-stream point."""
-    clean_args = clean if isinstance(clean, tuple) else (clean,)
-    corrupted_args = corrupted if isinstance(corrupted, tuple) else (corrupted,)
-    if not callable(metric):
-        raise HookError(
-            f"metric must be a function of the model's output that returns one number, got "
-            f"{type(metric).__name__} {quoted(metric, 60)}; e.g. lambda logits: logits[0, -1, token]"
-        )
-    shapes = [tuple(a.shape) if isinstance(a, Tensor) else type(a).__name__ for a in (*clean_args, *corrupted_args)]
-    if shapes[: len(clean_args)] != shapes[len(clean_args) :]:
-        raise HookError(
-            f"clean and corrupted inputs must have the same shapes, got {shapes[: len(clean_args)]} and "
-            f"{shapes[len(clean_args) :]}; patching swaps activations position by position (pad or trim one)"
-        )
-    with torch.no_grad():
-        out, cache = run_with_cache(model, *clean_args, names=names)
-        clean_value = _metric_value(metric(out), "the clean run")
-        corrupted_value = _metric_value(metric(model(*corrupted_args)), "the corrupted run")
-        patched = {}
-        for name, activation in cache.items():
-            with hooked(model, {name: functools.partial(_replace_with, activation)}):
-                patched[name] = _metric_value(metric(model(*corrupted_args)), f"the run patched at {name!r}")
-    return Patching(clean_value, corrupted_value, patched)
-
-
-def _metric_value(value: object, run: str) -> float:
-    """A patching metric's result as a finite float: a number, or a tensor of one element."""
-    if isinstance(value, Tensor) and value.numel() == 1 and not value.is_complex() and value.dtype != torch.bool:
-        value = value.item()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        got = (
-            f"a tensor of shape {tuple(value.shape)} ({value.dtype})"
-            if isinstance(value, Tensor)
-            else (f"{type(value).__name__} {quoted(value, 60)}")
-        )
-        raise HookError(
-            f"the metric returned {got} on {run}; it must return one number (a float or a one-element "
-            f"tensor): reduce it, e.g. logits[0, -1, token] or (logits[..., a] - logits[..., b]).mean()"
-        )
-    if not math.isfinite(value):
-        raise HookError(
-            f"the metric returned {value} on {run}; the fraction recovered would be meaningless: make the "
-            f"metric finite (e.g. log_softmax rather than the log of a softmax that underflows)"
-        )
-    return float(value)
-
-
-def logit_lens(model: nn.Module, *args: Any, **kwargs: Any) -> Tensor:
-    """The output head read off the residual stream after every layer: (L + 1, B, S, V),
-    the embeddings first, each through the model's final norm and head (``model.output``)."""
-    last = stacks(model)[-1]
-    wanted = [f"{last.blocks}0.hook_resid_pre"] + [f"{last.blocks}{i}.hook_resid_post" for i in range(len(last.layers))]
-    m: Any = model
-    with torch.no_grad():
-        _, cache = run_with_cache(model, *args, names=wanted, **kwargs)
-        return torch.stack([m.output(cache[name]) for name in wanted])

@@ -14,7 +14,7 @@ an ``InputError``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any, cast
@@ -24,11 +24,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.errors import InputError, check_flag
+from zoo.nn.activations import ActivationCache
 from zoo.nn.attention import AttentionContext, make_mask
 from zoo.nn.cache import KVCache
 from zoo.nn.config import ModelConfig
 from zoo.nn.contracts import Placement, PositionEncoding, wires_layer
-from zoo.nn.hooks import HookFn, HookState, Names, hook_points, hooked, run_with_cache
+from zoo.nn.generation import carried_tokenizer
+from zoo.nn.hooks import HookFn, HookState, Names, hook_points, hooked, run_with_cache, run_with_hooks
 from zoo.nn.inputs import (
     as_padding,
     check_cache,
@@ -118,6 +120,19 @@ class TokenModel(nn.Module):
         #: kept or embedded files: ``zoo.checkpoint.tokenizer``); set where a model is read
         #: (``zoo.from_hf``, ``zoo.load``), saved by ``zoo.save``, written by ``zoo.to_hf``.
         self.tokenizer_record = None
+        self._tokenizer: Any = None
+
+    @property
+    def tokenizer(self) -> Any:
+        """The tokenizer this model goes with: one assigned here, else the one its
+        ``tokenizer_record`` names, loaded on first use; None if there is neither."""
+        if self._tokenizer is None and self.tokenizer_record:
+            self._tokenizer = carried_tokenizer(self)
+        return self._tokenizer
+
+    @tokenizer.setter
+    def tokenizer(self, value: Any) -> None:
+        self._tokenizer = value
 
     def wants_final_norm(self, placement: nn.Module) -> bool:
         """A norm after the last layer: as configured, else as the placement says."""
@@ -185,12 +200,26 @@ class TokenModel(nn.Module):
         return hooked(self, fns)
 
     def run_with_cache(
-        self, *args: Any, names: Names = None, detach: bool = True, **kwargs: Any
-    ) -> tuple[Tensor, dict[str, Tensor]]:
+        self, *args: Any, names: Names = None, detach: bool = True, tokenizer: Any = None, **kwargs: Any
+    ) -> tuple[Tensor, ActivationCache]:
         """The output of ``self(*args, **kwargs)`` and the activations at ``names`` (all by
-        default, or names, or a predicate), keyed by point name; ``detach=False`` keeps grad."""
-        out, cache = run_with_cache(self, *args, names=names, detach=detach, **kwargs)
+        default, or names, or a predicate), keyed by point name, as an ``ActivationCache``
+        (a dict with TransformerLens's helpers); ``detach=False`` keeps grad. Text in place
+        of tokens is encoded with ``tokenizer``, else ``self.tokenizer``."""
+        out, cache = run_with_cache(self, *args, names=names, detach=detach, tokenizer=tokenizer, **kwargs)
         return out, cache
+
+    def run_with_hooks(
+        self,
+        *args: Any,
+        fwd_hooks: Sequence[tuple[str | Callable[[str], bool], HookFn]] = (),
+        tokenizer: Any = None,
+        **kwargs: Any,
+    ) -> Tensor:
+        """``self(*args, **kwargs)`` with ``fwd_hooks``, ``(name or predicate, fn)`` pairs, set
+        for this call only, as TransformerLens's ``run_with_hooks``."""
+        out: Tensor = run_with_hooks(self, *args, fwd_hooks=fwd_hooks, tokenizer=tokenizer, **kwargs)
+        return out
 
     def num_parameters(self, *, trainable_only: bool = False) -> int:
         """Number of parameters, tied weights counted once."""

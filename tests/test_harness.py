@@ -1,0 +1,254 @@
+"""lm-evaluation-harness on zoo models (zoo.harness, ``zoo eval --tasks``): the numbers
+equal those of lm-eval's own ``hf`` model on the same weights exported with ``zoo.to_hf``.
+
+The tasks are defined here, over local jsonl files (a multiple-choice task, a generation
+task, a rolling log-likelihood task); nothing downloads."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+pytest.importorskip("lm_eval")
+pytest.importorskip("transformers")
+
+import zoo  # noqa: E402
+from helpers import tiny, train_tokenizer  # noqa: E402
+from zoo.cli import main  # noqa: E402
+
+EOT = "<|endoftext|>"
+TASKS = ("zoo_mc", "zoo_gen", "zoo_text")
+
+MC = [
+    {"question": "Romeo loves", "choices": ["Juliet", "the king", "a horse", "nothing"], "answer": 0},
+    {"question": "To be, or not to", "choices": ["be", "sing", "run"], "answer": 0},
+    {"question": "My lord,", "choices": [" I", " you", " we"], "answer": 1},  # leading spaces: the context's own
+    {"question": "What light through yonder window ", "choices": ["breaks", "falls"], "answer": 0},
+    {"question": "", "choices": ["First Citizen:", "Second Citizen:"], "answer": 1},  # empty context: the start token
+    {"question": "Now is the winter of our", "choices": ["discontent", "joy", "summer", "lord"], "answer": 3},
+]
+GEN = [
+    {"prompt": "First Citizen:\nBefore we proceed", "answer": " any further"},
+    {"prompt": "ROMEO:", "answer": " I"},
+    {"prompt": "Speak, speak.", "answer": "\n"},
+    {"prompt": "KING", "answer": " RICHARD"},
+    {"prompt": "O", "answer": "h"},
+]
+TEXT = [
+    {"text": "All the world's a stage, and all the men and women merely players."},
+    {"text": " ".join(["Friends, Romans, countrymen, lend me your ears; I come to bury Caesar."] * 6)},  # > one window
+    {"text": "Good night, good night! Parting is such sweet sorrow."},
+]
+
+
+def _write_tasks(folder: Path, cache: Path) -> Path:
+    """Three lm-eval task YAML files over jsonl files in ``folder``."""
+    folder.mkdir(parents=True)
+    common = {"dataset_path": "json", "test_split": "test"}
+    specs: dict[str, dict[str, Any]] = {
+        "zoo_mc": {
+            "output_type": "multiple_choice",
+            "doc_to_text": "{{question}}",
+            "doc_to_choice": "{{choices}}",
+            "doc_to_target": "{{answer}}",
+            "metric_list": [{"metric": "acc"}, {"metric": "acc_norm"}],
+        },
+        "zoo_gen": {
+            "output_type": "generate_until",
+            "doc_to_text": "{{prompt}}",
+            "doc_to_target": "{{answer}}",
+            "generation_kwargs": {"until": ["\n", "."], "max_gen_toks": 6, "do_sample": False},
+            "metric_list": [{"metric": "exact_match"}],
+        },
+        "zoo_text": {
+            "output_type": "loglikelihood_rolling",
+            "doc_to_text": "",
+            "doc_to_target": "{{text}}",
+            "metric_list": [{"metric": "word_perplexity"}, {"metric": "byte_perplexity"}, {"metric": "bits_per_byte"}],
+        },
+    }
+    data = {"zoo_mc": MC, "zoo_gen": GEN, "zoo_text": TEXT}
+    for name, spec in specs.items():
+        rows = folder / f"{name}.jsonl"
+        rows.write_text("".join(json.dumps(row) + "\n" for row in data[name]))
+        kwargs = {"data_files": {"test": str(rows)}, "cache_dir": str(cache)}
+        (folder / f"{name}.yaml").write_text(json.dumps({"task": name, **common, "dataset_kwargs": kwargs, **spec}))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A tiny GPT-2 with a trained byte-level BPE: as a zoo checkpoint, and exported to a
+    Hugging Face folder with the tokenizer's files, its end-of-sequence token the tokenizer's."""
+    root = tmp_path_factory.mktemp("harness")
+    tokenizer = train_tokenizer(root / "tokenizer", "bpe", vocab_size=300, eos_token=EOT, bos_token=EOT)
+    vocab = zoo.tokenizer(tokenizer).vocab_size
+    model = tiny(vocab_size=vocab, max_seq_len=48)
+    checkpoint = root / "model.safetensors"
+    zoo.save(model, checkpoint)
+    export = zoo.to_hf(model, root / "export")
+    for file in tokenizer.iterdir():
+        shutil.copy(file, export / file.name)
+    config = json.loads((export / "config.json").read_text())
+    eos = zoo.tokenizer(tokenizer).eot_token_id
+    (export / "config.json").write_text(json.dumps({**config, "eos_token_id": eos, "bos_token_id": eos}))
+    tasks = _write_tasks(root / "tasks", root / "datasets")
+    return {"tokenizer": tokenizer, "checkpoint": checkpoint, "export": export, "tasks": tasks}
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+
+
+@pytest.fixture(scope="module")
+def reference(setup: dict[str, Path]) -> dict[str, Any]:
+    """lm-eval's ``hf`` model on the export: the numbers to equal."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+            mp.setenv(name, "1")
+        results = lm_eval.simple_evaluate(
+            model="hf",
+            model_args={"pretrained": str(setup["export"]), "dtype": "float32"},
+            tasks=list(TASKS),
+            task_manager=TaskManager(include_path=str(setup["tasks"]), include_defaults=False),
+            device="cpu",
+            batch_size=2,
+            bootstrap_iters=0,
+            log_samples=True,
+        )
+    assert results is not None
+    return dict(results)
+
+
+def _responses(results: dict[str, Any], task: str) -> list[Any]:
+    return [sample["filtered_resps"] for sample in sorted(results["samples"][task], key=lambda s: s["doc_id"])]
+
+
+def _assert_same(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
+    for task in TASKS:
+        assert set(ours[task]) == set(theirs[task]), task
+        for key, value in theirs[task].items():
+            if isinstance(value, float):
+                assert ours[task][key] == pytest.approx(value, rel=1e-5, abs=1e-6), (task, key)
+            else:
+                assert ours[task][key] == value, (task, key)
+
+
+@pytest.mark.parametrize("batch_size", [pytest.param(1, marks=pytest.mark.slow), 3])
+def test_zoo_model_answers_every_request_as_the_hf_model(
+    setup: dict[str, Path], reference: dict[str, Any], batch_size: int
+) -> None:
+    """Per document: the multiple-choice log-likelihoods and greedy flags, the generated
+    text, and the rolling log-likelihood; then every metric of every task."""
+    results = zoo.evaluate_tasks(
+        zoo.load(setup["checkpoint"]),
+        TASKS,
+        include_path=setup["tasks"],
+        tokenizer=str(setup["tokenizer"]),
+        batch_size=batch_size,
+        bootstrap_iters=0,
+        log_samples=True,
+    )
+    for task in ("zoo_mc", "zoo_text"):
+        ours, theirs = _responses(results, task), _responses(reference, task)
+        assert len(ours) == len(theirs) == len(MC if task == "zoo_mc" else TEXT)
+        for mine, hf in zip(ours, theirs):
+            values = [r[0] if isinstance(r, (list, tuple)) else r for r in mine]
+            expected = [r[0] if isinstance(r, (list, tuple)) else r for r in hf]
+            assert values == pytest.approx(expected, abs=1e-4)
+    assert _responses(results, "zoo_gen") == _responses(reference, "zoo_gen")
+    assert any(text != [""] for text in _responses(results, "zoo_gen"))  # it did generate
+    _assert_same(results["results"], reference["results"])
+
+
+def test_zoo_eval_tasks_on_the_export_and_on_a_checkpoint(
+    setup: dict[str, Path], reference: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI on the Hugging Face folder (its tokenizer found beside it) and on the zoo
+    checkpoint (``--tokenizer``): lm-eval's results, the hf model's numbers."""
+    common = ["--tasks", ",".join(TASKS), "--include-path", str(setup["tasks"]), "--bootstrap-iters", "0", "--json"]
+    for source, extra in ((setup["export"], []), (setup["checkpoint"], ["--tokenizer", str(setup["tokenizer"])])):
+        assert main(["eval", str(source), *common, *extra, "--device", "cpu"]) == 0
+        shown = json.loads(capsys.readouterr().out)
+        _assert_same(shown["results"], reference["results"])
+    assert main(["eval", str(setup["export"]), "--tasks", "zoo_mc", "--include-path", str(setup["tasks"])]) == 0
+    table = capsys.readouterr().out
+    acc = reference["results"]["zoo_mc"]["acc,none"]
+    assert "zoo_mc" in table and "acc_norm" in table and f"{acc:.4f}" in table
+
+
+def test_the_model_is_registered_with_lm_eval(setup: dict[str, Path], reference: dict[str, Any]) -> None:
+    """lm-eval finds the zoo's model class by name, with its arguments as a string."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    import zoo.harness  # noqa: F401  # registers "zoo"
+
+    results = lm_eval.simple_evaluate(
+        model="zoo",
+        model_args=f"pretrained={setup['checkpoint']},tokenizer={setup['tokenizer']},batch_size=4",
+        tasks=["zoo_mc"],
+        task_manager=TaskManager(include_path=str(setup["tasks"]), include_defaults=False),
+        bootstrap_iters=0,
+    )
+    assert results is not None
+    assert results["results"]["zoo_mc"]["acc,none"] == reference["results"]["zoo_mc"]["acc,none"]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_cuda_the_numbers_are_the_same(setup: dict[str, Path], reference: dict[str, Any]) -> None:
+    results = zoo.evaluate_tasks(
+        setup["checkpoint"],
+        TASKS,
+        include_path=setup["tasks"],
+        tokenizer=str(setup["tokenizer"]),
+        device="cuda",
+        bootstrap_iters=0,
+    )
+    _assert_same(results["results"], reference["results"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(  # looked for among lm-eval's own tasks too: indexing them takes a minute
+            ["--tasks", "no_such_task"], "lm-eval knows no task 'no_such_task'", marks=pytest.mark.slow
+        ),
+        (["--tasks", "zoo_mc", "--data", "somewhere"], "--data measure loss on data; --tasks runs lm-eval's tasks"),
+        (["--tasks", "zoo_mc", "--split", "train"], "--split measure loss on data"),
+    ],
+)
+def test_bad_task_requests_are_refused_with_the_fix(
+    setup: dict[str, Path], capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    assert main(["eval", str(setup["export"]), "--include-path", str(setup["tasks"]), *argv]) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_a_missing_include_path_is_refused(setup: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(zoo.InputError, match="is not a folder of task YAML files"):
+        zoo.evaluate_tasks(setup["export"], "zoo_mc", include_path=tmp_path / "absent")
+
+
+def test_without_lm_eval_the_eval_extra_is_named(
+    setup: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """zoo.harness imports without lm-eval (the facade names evaluate_tasks); using it says what to install."""
+    import zoo.harness
+
+    monkeypatch.setattr(zoo.harness, "HAVE_LM_EVAL", False)
+    with pytest.raises(zoo.ConfigError, match=r"pip install 'zoo-lm\[eval\]'"):
+        zoo.evaluate_tasks(setup["export"], "zoo_mc")
+    assert main(["eval", str(setup["export"]), "--tasks", "zoo_mc"]) == 1
+    assert "install the eval extra: pip install 'zoo-lm[eval]'" in capsys.readouterr().err

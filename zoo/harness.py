@@ -1,0 +1,330 @@
+"""lm-evaluation-harness on zoo models: ``zoo.evaluate_tasks`` and ``zoo eval MODEL --tasks``.
+
+``ZooLM`` is an ``lm_eval`` model class, registered with lm-eval as ``"zoo"``
+(``lm_eval.simple_evaluate(model="zoo", model_args="pretrained=PATH")`` once this module
+is imported). It answers the three request types the harness asks of a model:
+
+- ``loglikelihood``: the log-probability of each continuation after its context, and
+  whether greedy decoding gives it; the pairs are tokenized by lm-eval's own
+  ``TemplateLM`` (the context's trailing spaces move to the continuation, an empty
+  context is the tokenizer's start token), as its ``hf`` model does;
+- ``loglikelihood_rolling``: a whole text's log-likelihood, in lm-eval's own rolling
+  windows of the model's context (``max_seq_len``);
+- ``generate_until``: greedy (or sampled) continuations, left-padded in batches, cut at
+  the first stop string and at the tokenizer's end-of-text token. Every row generates
+  ``max_gen_toks`` tokens unless all reach end-of-text; the text is then cut, which gives
+  the same text as stopping at the string.
+
+Requests are sorted longest first and run ``batch_size`` at a time, on the model's
+device. With the same weights and tokenizer the numbers are those of lm-eval's ``hf``
+model on the model ``zoo.to_hf`` exports (tests/test_harness.py runs both), provided the
+export's end-of-sequence token is the tokenizer's (transformers stops there; the zoo
+stops at the tokenizer's). lm-eval is the optional ``eval`` extra: ``pip install
+'zoo-lm[eval]'``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from zoo.bounds import check_elements
+from zoo.decoding import generate
+from zoo.errors import ConfigError, InputError, check_flag, printable
+from zoo.nn.model import DecoderLM
+from zoo.pipelines import load_with_tokenizer, model_tokenizer
+from zoo.text.tokenizers import Tokenizer
+
+NO_LM_EVAL = (
+    "evaluating on tasks needs lm-evaluation-harness, which is not installed; install the eval extra: "
+    "pip install 'zoo-lm[eval]'"
+)
+
+try:
+    from lm_eval import simple_evaluate
+    from lm_eval.api.model import TemplateLM
+    from lm_eval.api.registry import register_model
+    from lm_eval.models.utils import Collator, handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
+    from lm_eval.tasks import TaskManager
+    from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+
+    HAVE_LM_EVAL = True
+except ModuleNotFoundError as err:  # the module still imports (zoo's facade names it); using it says what to install
+    if not (err.name or "").startswith("lm_eval"):
+        raise
+    HAVE_LM_EVAL = False
+    TemplateLM = object
+
+    def register_model(*names: str) -> Any:
+        return lambda cls: cls
+
+
+def require_lm_eval() -> None:
+    """A ``ConfigError`` naming the eval extra unless lm-eval is installed."""
+    if not HAVE_LM_EVAL:
+        raise ConfigError(NO_LM_EVAL)
+
+
+__all__ = ["ZooLM", "evaluate_tasks"]
+
+#: What ``generate_until`` takes from a task's ``generation_kwargs`` (lm-eval's names).
+GENERATION_KWARGS = ("until", "max_gen_toks", "do_sample", "temperature", "top_k", "top_p", "repetition_penalty")
+#: Request = ((context, continuation) or None, context ids, continuation ids), as TemplateLM makes them.
+Request = tuple[tuple[str, str] | None, list[int], list[int]]
+
+
+@register_model("zoo")
+class ZooLM(TemplateLM):  # type: ignore[misc]  # lm_eval ships no type information
+    """A zoo decoder-only model as lm-eval's model: ``pretrained`` is a model, a zoo
+    checkpoint, a Hugging Face folder or a hub id (``revision``, ``version`` pick as in
+    ``zoo.load_model``); ``tokenizer`` as ``zoo.generate_text`` takes it (default: the
+    model's own). ``batch_size`` sequences per forward; ``device`` moves the model
+    (default: where it is, a loaded one on CUDA when there is one); ``max_length`` is the
+    context (default ``max_seq_len``); ``max_gen_toks`` generated tokens when a task says
+    none (256, lm-eval's default)."""
+
+    def __init__(
+        self,
+        pretrained: nn.Module | str | os.PathLike[str],
+        *,
+        tokenizer: Tokenizer | str | os.PathLike[str] | None = None,
+        batch_size: int | str | None = 8,
+        device: str | torch.device | None = None,
+        max_length: int | None = None,
+        max_gen_toks: int = 256,
+        revision: str | None = None,
+        version: int | None = None,
+        **unused: Any,
+    ) -> None:
+        require_lm_eval()
+        super().__init__()
+        if unused:
+            raise InputError(
+                f"the zoo model takes no {', '.join(sorted(unused))}; its arguments are pretrained, tokenizer, "
+                f"batch_size, device, max_length, max_gen_toks, revision and version"
+            )
+        model, own = load_with_tokenizer(pretrained, revision=revision, version=version)
+        self.tok = model_tokenizer(model, pretrained, own, tokenizer)
+        if device is None and not isinstance(pretrained, nn.Module) and torch.cuda.is_available():
+            device = "cuda"
+        self.model: DecoderLM = (model.to(device) if device is not None else model).eval()
+        self.batch_size = _count(8 if batch_size in (None, "auto") else batch_size, "batch_size")
+        self.max_length = _count(max_length or model.config.max_seq_len, "max_length")
+        self.max_gen_toks = _count(max_gen_toks, "max_gen_toks")
+        if self.tok.eot_token_id is None:
+            raise ConfigError(
+                f"the tokenizer {printable(self.tok.name)!r} has no end-of-text token, which lm-eval needs (to "
+                f"start an empty context and end generations); pass one that has (tokenizer=..., --tokenizer)"
+            )
+        self._eot: int = self.tok.eot_token_id
+        self._specials = self.tok.encode("")  # what encode adds to every text (a BOS), to leave out when asked
+
+    @property
+    def eot_token_id(self) -> int:
+        return self._eot
+
+    @property
+    def prefix_token_id(self) -> int:
+        start = self.tok.start_token_id
+        return self._eot if start is None else start
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def tokenizer_name(self) -> str:
+        return self.tok.name
+
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs: Any) -> list[int]:
+        """The tokenizer's ids of ``string``; without the tokens it adds to every text (a BOS)
+        when ``add_special_tokens`` is False, or when ``string`` already starts with its BOS."""
+        ids = self.tok.encode(string)
+        bos = self.tok.bos_token_id
+        starts_with_bos = bos is not None and string.startswith(self.tok.decode([bos]))
+        drop = add_special_tokens is False or (add_special_tokens is None and starts_with_bos)
+        if drop and self._specials and ids[: len(self._specials)] == self._specials:
+            ids = ids[len(self._specials) :]
+        return ids
+
+    def _loglikelihood_tokens(self, requests: list[Request], disable_tqdm: bool = False, **kwargs: Any) -> list[Any]:
+        """Per request, (sum of the continuation's log-probabilities, is it the greedy choice),
+        in batches of ``batch_size`` sorted longest first, each right-padded."""
+        order = Collator(requests, sort_fn=lambda r: (-len(r[1] + r[2]), tuple(r[1] + r[2])))
+        results: list[tuple[float, bool]] = []
+        for chunk in order.get_batched(n=self.batch_size):
+            rows = [(context + continuation)[-(self.max_length + 1) :][:-1] for _, context, continuation in chunk]
+            width = max(len(row) for row in rows)
+            batch = torch.tensor([row + [0] * (width - len(row)) for row in rows], device=self.device)
+            logprobs = self._log_softmax(batch)
+            for (_, _, continuation), row, scores in zip(chunk, rows, logprobs):
+                targets = torch.tensor(continuation, device=self.device)
+                picked = scores[len(row) - len(continuation) : len(row)]
+                total = picked.gather(1, targets[:, None]).sum()
+                results.append((float(total), bool((picked.argmax(-1) == targets).all())))
+        return list(order.get_original(results))
+
+    def _log_softmax(self, batch: Tensor) -> Tensor:
+        """Log-probabilities of the next token at every position of ``batch`` (B, S): (B, S, V), float32."""
+        check_elements(
+            batch.numel() * self.model.config.vocab_size, 4, f"one batch's log-probabilities ({batch.shape[0]} rows "
+            f"of {batch.shape[1]} tokens)", "--batch-size", key="", device=self.device, error=InputError,
+        )  # fmt: skip
+        with torch.no_grad():
+            return F.log_softmax(self.model(batch).float(), dim=-1)
+
+    def loglikelihood_rolling(self, requests: list[Any], disable_tqdm: bool = False) -> list[float]:
+        """Each text's log-likelihood, summed over lm-eval's disjoint windows of the context."""
+        windows: list[Request] = []
+        owners: list[int] = []
+        for index, (text,) in enumerate(request.args for request in requests):
+            rolling = get_rolling_token_windows(
+                token_list=self.tok_encode(text),
+                prefix_token=self.prefix_token_id,
+                max_seq_len=self.max_length,
+                context_len=1,
+            )
+            for context, continuation in map(make_disjoint_window, rolling):
+                windows.append((None, context, continuation))
+                owners.append(index)
+        totals = [0.0] * len(requests)
+        for owner, (logprob, _) in zip(owners, self._loglikelihood_tokens(windows)):
+            totals[owner] += logprob
+        return totals
+
+    def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
+        """Each context's continuation, cut at its stop strings; requests that share their
+        generation settings run together, longest first, left-padded."""
+        order = Collator(
+            [request.args for request in requests],
+            sort_fn=lambda r: (-len(self.tok_encode(r[0])), r[0]),
+            group_by="gen_kwargs",
+            group_fn=lambda r: r[1],
+        )
+        results: list[str] = []
+        for chunk in order.get_batched(n=self.batch_size):
+            contexts = [context for context, _ in chunk]
+            results += self._generate(contexts, chunk[0][1])
+        return list(order.get_original(results))
+
+    def _generate(self, contexts: Sequence[str], settings: dict[str, Any]) -> list[str]:
+        """Continuations of ``contexts``, all with one task's ``generation_kwargs``."""
+        unknown = sorted(set(settings) - set(GENERATION_KWARGS) - {"max_new_tokens", "max_tokens"})
+        if unknown:
+            raise InputError(
+                f"the task's generation_kwargs {', '.join(map(repr, unknown))} are not ones the zoo model "
+                f"knows; it takes {', '.join(GENERATION_KWARGS)}"
+            )
+        kwargs = dict(normalize_gen_kwargs(settings, self.max_gen_toks))
+        until = handle_stop_sequences(kwargs.pop("until", None), eos=self.tok.decode([self._eot]))
+        new_tokens = kwargs.pop("max_gen_toks")
+        room = self.max_length - new_tokens
+        if room < 1:
+            raise InputError(
+                f"the task asks for {new_tokens} new tokens, which leaves no room for a context in the model's "
+                f"{self.max_length}; lower its max_gen_toks"
+            )
+        sampling: dict[str, Any] = {"do_sample": bool(kwargs.pop("do_sample", False))}
+        if sampling["do_sample"]:
+            sampling.update({key: kwargs[key] for key in ("temperature", "top_k", "top_p") if key in kwargs})
+        rows = [self.tok_encode(context)[-room:] for context in contexts]
+        width = max(len(row) for row in rows)
+        ids = torch.tensor([[self._eot] * (width - len(row)) + row for row in rows], device=self.device)
+        mask = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in rows], device=self.device)
+        with torch.no_grad():
+            out = generate(
+                self.model, ids, new_tokens, attention_mask=mask, eos_token_id=self._eot, **sampling
+            )  # fmt: skip
+        texts = []
+        for new in out[:, width:].tolist():
+            kept = new[: new.index(self._eot)] if self._eot in new else new
+            texts.append(postprocess_generated_text(self.tok.decode(kept), until, None))
+        return texts
+
+
+def _count(value: object, name: str) -> int:
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)  # from lm-eval's model_args string
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _task_manager(names: Sequence[str], include_path: str | os.PathLike[str] | None) -> Any:
+    """lm-eval's index of tasks: the folder's alone when it holds every task named (indexing
+    lm-eval's own thousands of tasks takes a minute), else lm-eval's with the folder's."""
+    if include_path is not None:
+        folder = TaskManager(include_path=str(include_path), include_defaults=False)
+        if all(name in folder.all_tasks for name in names):
+            return folder
+    return TaskManager(include_path=None if include_path is None else str(include_path))
+
+
+def evaluate_tasks(
+    model_or_path: nn.Module | str | os.PathLike[str],
+    tasks: str | Iterable[str],
+    *,
+    include_path: str | os.PathLike[str] | None = None,
+    tokenizer: Tokenizer | str | os.PathLike[str] | None = None,
+    batch_size: int = 8,
+    device: str | None = None,
+    limit: int | None = None,
+    num_fewshot: int | None = None,
+    bootstrap_iters: int = 100000,
+    log_samples: bool = False,
+    revision: str | None = None,
+    version: int | None = None,
+) -> dict[str, Any]:
+    """Run lm-eval's ``tasks`` (names, or a comma-separated string) on the model, through
+    ``lm_eval.simple_evaluate`` and ``ZooLM``; returns lm-eval's results dictionary
+    (``["results"][task][metric + ",none"]``). ``include_path``: a folder of task YAML
+    files beside lm-eval's own; ``limit``: the first N documents of each task;
+    ``bootstrap_iters``: resamples for the standard errors lm-eval bootstraps (0: none)."""
+    require_lm_eval()
+    check_flag(log_samples, "log_samples")
+    _count(batch_size, "batch_size")
+    for name, value, least in (
+        ("limit", limit, 1),
+        ("num_fewshot", num_fewshot, 0),
+        ("bootstrap_iters", bootstrap_iters, 0),
+    ):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+            raise InputError(
+                f"{name} must be an integer >= {least}{' or None' if name != 'bootstrap_iters' else ''}, got {value!r}"
+            )
+    given: object = tasks  # what the type allows, and what a caller may pass anyway
+    if isinstance(given, (bytes, bytearray)) or not isinstance(given, (str, Iterable)):
+        raise InputError(f"tasks are task names, or one string of them separated by commas; got {type(tasks).__name__}")
+    names = [name.strip() for name in (tasks.split(",") if isinstance(tasks, str) else tasks) if name.strip()]
+    if not names:
+        raise InputError("name at least one task, e.g. tasks='hellaswag' (zoo eval MODEL --tasks hellaswag)")
+    if include_path is not None and not Path(include_path).is_dir():
+        raise InputError(f"include_path {printable(str(include_path))!r} is not a folder of task YAML files")
+    manager = _task_manager(names, include_path)
+    missing = [name for name in names if name not in manager.all_tasks]
+    if missing:
+        raise InputError(
+            f"lm-eval knows no task {', '.join(map(repr, map(printable, missing)))}; list them with "
+            f"`lm_eval ls tasks`, or give a folder of task YAML files (include_path=..., --include-path DIR)"
+        )
+    lm = ZooLM(
+        model_or_path, tokenizer=tokenizer, batch_size=batch_size, device=device, revision=revision, version=version
+    )
+    results = simple_evaluate(
+        model=lm,
+        tasks=names,
+        task_manager=manager,
+        limit=limit,
+        num_fewshot=num_fewshot,
+        bootstrap_iters=bootstrap_iters,
+        log_samples=log_samples,
+    )
+    if results is None:  # pragma: no cover - only ranks other than 0 of a distributed run get None
+        raise InputError("lm-eval returned no results")
+    return dict(results)
