@@ -110,6 +110,14 @@ class Tokenizer(abc.ABC):
         it but a trailing U+FFFD (bytes of a character that may still be completed)."""
         return self.decode(ids).rstrip(UNKNOWN)
 
+    def token_strings(self) -> list[str]:
+        """Each id's text as it reads inside a text (``decode`` after a prefix, less the
+        prefix's text): what stop strings are matched against, as transformers' matching
+        of ``stop_strings`` reads its tokens."""
+        prefix = self.encode("abcdef")
+        base = self.decode(prefix)
+        return [self.decode([*prefix, i])[len(base) :] for i in range(self.vocab_size)]
+
     def stream(self, prefix: Sequence[int] = ()) -> TextStream | DecodeStream:
         """An incremental decoder: feed token ids one by one, get text as it settles; the
         pieces joined (with ``flush``) are always ``decode`` of the ids fed. ``prefix``
@@ -164,6 +172,10 @@ class TiktokenTokenizer(Tokenizer):
         checked_ids(prefix)  # context only, but checked as decode checks it
         return TextStream(self)
 
+    @functools.cache  # noqa: B019 - tokenizers are few and kept (lru-cached by file)
+    def token_strings(self) -> list[str]:
+        return [(b"abcdef" + self.token_bytes(i)).decode("utf-8", errors="replace")[6:] for i in range(self.vocab_size)]
+
 
 class ByteTokenizer(Tokenizer):
     """The 256 byte values of the UTF-8 text as ids 0-255: works for any text, needs
@@ -190,6 +202,10 @@ class ByteTokenizer(Tokenizer):
     def stream(self, prefix: Sequence[int] = ()) -> TextStream:
         checked_ids(prefix)  # context only, but checked as decode checks it
         return TextStream(self)
+
+    @functools.cache  # noqa: B019 - tokenizers are few and kept (lru-cached by file)
+    def token_strings(self) -> list[str]:
+        return [(b"abcdef" + self.token_bytes(i)).decode("utf-8", errors="replace")[6:] for i in range(self.vocab_size)]
 
 
 class HFTokenizer(Tokenizer):
@@ -276,6 +292,20 @@ class HFTokenizer(Tokenizer):
         if listed and (max(listed) >= self.vocab_size or not self._contiguous):  # tokenizers drops ids without a token
             return self._decode_around_unknown(listed, skip_special_tokens)
         return str(self.backend.decode(listed, skip_special_tokens=skip_special_tokens))
+
+    @functools.cache  # noqa: B019 - tokenizers are few and kept (lru-cached by file)
+    def token_strings(self) -> list[str]:
+        """As transformers reads tokens for stop strings: the decoder's text of each token
+        after the tokens of ``"abcdef"``, less that prefix."""
+        base = [self.backend.id_to_token(i) for i in self.backend.encode("abcdef", add_special_tokens=False).ids]
+        decoder = self.backend.decoder
+        strings = [""] * self.vocab_size
+        for token, index in self.backend.get_vocab(with_added_tokens=True).items():
+            if index >= len(strings):
+                continue
+            text = decoder.decode([*base, token]) if decoder is not None else " ".join([*base, token])
+            strings[index] = text[text.index("abcdef") + 6 :] if "abcdef" in text else text
+        return strings
 
     def settled(self, ids: list[int]) -> str:
         """What no later token changes: the text before a trailing run of byte-fallback

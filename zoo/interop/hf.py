@@ -36,6 +36,7 @@ from zoo.nn.converter import (
     untie_if_stored,
 )
 from zoo.nn.factory import build, device_arg, dtype_arg, reset_buffers
+from zoo.nn.generation import GENERATION_KEYS
 from zoo.nn.model import DecoderLM
 from zoo.nn.registry import RegisteredConverter, Registry, default_registry
 
@@ -271,7 +272,20 @@ def from_hf(
     model.load_state_dict(state, strict=True, assign=True)
     model.tie_weights()
     reset_buffers(model)
+    model.generation_config = generation_config(folder, hf)
     return model.to(target_device or "cpu").eval()
+
+
+def generation_config(folder: Path, hf: Mapping[str, Any]) -> dict[str, Any]:
+    """The generation settings a Hugging Face folder states, as transformers reads them:
+    ``generation_config.json`` when the folder has one, else the token ids of
+    ``config.json``; only the keys zoo decoding honours (``GENERATION_KEYS``), set ones."""
+    file = folder / "generation_config.json"
+    stated = read_json(file, InteropError, "generation_config.json", limit=CONFIG_LIMIT) if file.is_file() else hf
+    if not isinstance(stated, dict):
+        raise InteropError(f"{file} does not hold a JSON object")
+    keys = GENERATION_KEYS if stated is not hf else ("eos_token_id", "pad_token_id", "bos_token_id")
+    return {key: stated[key] for key in keys if stated.get(key) is not None}
 
 
 def from_pretrained(
