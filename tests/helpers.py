@@ -344,10 +344,12 @@ def run(
 
 def random_hf_model(folder: Path, family: str, vocab: int = 120, seed: int = 0, **fields: Any) -> tuple[Any, Any]:
     """A random transformers GPT-2 or Llama (weights large enough for varied output),
-    saved into ``folder`` with save_pretrained, and its import into the zoo."""
+    saved into ``folder`` with save_pretrained, and its import into the zoo. BOS is 1,
+    EOS 2 unless ``fields`` say otherwise."""
     import transformers
 
     torch.manual_seed(seed)
+    fields = {"bos_token_id": 1, "eos_token_id": 2, **fields}  # in the vocabulary (GPT2Config says 50256)
     if family == "gpt2":
         config: Any = transformers.GPT2Config(
             n_embd=64, n_layer=2, n_head=4, n_positions=64, vocab_size=vocab, initializer_range=0.3, **fields

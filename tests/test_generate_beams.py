@@ -20,8 +20,7 @@ VOCAB = 120
 
 @pytest.fixture(scope="module", params=["gpt2", "llama"])
 def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, zoo.DecoderLM]:
-    ids = {"bos_token_id": 1, "eos_token_id": 2}  # in the vocabulary (GPT2Config says 50256)
-    return random_hf_model(tmp_path_factory.mktemp(request.param), request.param, VOCAB, **ids)
+    return random_hf_model(tmp_path_factory.mktemp(request.param), request.param, VOCAB)
 
 
 def prompts(batch: int = 2, seq: int = 6, seed: int = 1) -> torch.Tensor:

@@ -351,6 +351,7 @@ def _beam_search(
     if new_tokens == 0:
         return prompt
     # transformers fills what follows a finished sequence with the pad id, or the first EOS id for pad 0
+    # (without EOS it fills -1, not a token: here the pad id)
     fill = int(pad[0]) if pad is not None and int(pad[0]) != 0 else int(eos[0]) if eos is not None else 0
     decoding = _Decoding(engine, ids, mask, new_tokens, Sampling(), None, generator, pad)
     return beam_search(
