@@ -103,7 +103,7 @@ def test_beams_find_a_likelier_sequence_than_greedy(pair: tuple[Any, zoo.Decoder
     [
         (dict(num_beams=2, num_return_sequences=3), "at most num_beams"),
         (dict(num_beams=0), "num_beams must be an integer >= 1"),
-        (dict(num_beams=2, early_stopping="soon"), "early_stopping must be True, False or 'never'"),
+        (dict(num_beams=2, early_stopping="soon"), "early_stopping must be True, False, None or 'never'"),
         (dict(num_beams=2, on_token=print), "drop on_token"),
     ],
 )

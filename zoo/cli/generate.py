@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import cast
 
 from rich.text import Text
 
@@ -139,7 +140,9 @@ def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
         ui.out.file.write("\n")
         ui.out.file.flush()
         return 0
-    texts = generate_text(model, args.prompt, num_return_sequences=count, tokenizer=tokenizer, **options)
+    texts = cast(
+        list[str], generate_text(model, args.prompt, num_return_sequences=count, tokenizer=tokenizer, **options)
+    )
     prompt = list(echo)
     for i, text in enumerate(texts, 1):
         ui.out.print(Text(f"[{i}/{count}] ", style="dim"), end="", soft_wrap=True)

@@ -24,10 +24,17 @@ from torch import Tensor
 
 from zoo.decoding.sampling import Sampling, repetition_penalty, top_k, top_p
 from zoo.decoding.stopping import StopStrings
+from zoo.errors import InputError
 
-__all__ = ["Beams", "beam_search"]
+__all__ = ["Beams", "beam_search", "check_early_stopping"]
 
 DROP = -1.0e9  # the score that takes a candidate out of the running, as transformers adds it
+
+
+def check_early_stopping(value: object) -> None:
+    """``InputError`` unless ``value`` is True, False, ``"never"`` or None (not given)."""
+    if not (value is None or isinstance(value, bool) or value == "never"):
+        raise InputError(f"early_stopping must be True, False, None or 'never', got {value!r}")
 
 
 @dataclass(frozen=True)

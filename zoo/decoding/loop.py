@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.decoding.beams import Beams, beam_search
+from zoo.decoding.beams import Beams, beam_search, check_early_stopping
 from zoo.decoding.engine import Engine, layouts
 from zoo.decoding.sampling import Sampling
 from zoo.decoding.stopping import StopStrings
@@ -335,8 +335,7 @@ def _beam_search(
             f"num_return_sequences={beams.num_return_sequences} with num_beams={beams.num_beams}: beam search "
             f"returns at most num_beams sequences per prompt; raise num_beams or ask for fewer"
         )
-    if beams.early_stopping not in (True, False, "never"):
-        raise InputError(f"early_stopping must be True, False or 'never', got {beams.early_stopping!r}")
+    check_early_stopping(beams.early_stopping)
     if isinstance(beams.length_penalty, bool) or not isinstance(beams.length_penalty, (int, float)):
         raise InputError(f"length_penalty must be a number, got {beams.length_penalty!r}")
     engine = model if isinstance(model, Engine) else Engine(model, layouts=layouts)
