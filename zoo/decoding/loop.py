@@ -17,6 +17,7 @@ the position encoding holds, the memory the KV cache needs), not in every step.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -244,6 +245,7 @@ def generate(
             attention_mask[None] if attention_mask is not None and attention_mask.dim() == 1 else attention_mask
         )
     new_tokens = _new_tokens(settings["max_new_tokens"], settings["max_length"], input_ids)
+    _warn_past_training(model, input_ids, new_tokens)
     beams = _check_count(settings["num_beams"], "num_beams")
     sequences = _check_count(num_return_sequences, "num_return_sequences")
     if beams == 1 and sequences > 1:
@@ -295,6 +297,21 @@ def _settings(model: DecoderLM | Engine, given: dict[str, Any]) -> dict[str, Any
     for name, value in given.items():
         settings[name] = value if value is not None else own.get(name, DEFAULTS[name])
     return settings
+
+
+def _warn_past_training(model: DecoderLM | Engine, input_ids: Tensor, new_tokens: int) -> None:
+    """Warn when the sequences will run past the length the model was trained at (its
+    ``generation_config``'s ``trained_context``: a zoo run's ``seq_len``)."""
+    trained = (getattr(model, "generation_config", None) or {}).get("trained_context")
+    length = (input_ids.shape[-1] if isinstance(input_ids, Tensor) else 0) + new_tokens
+    if type(trained) is int and length > trained:
+        warnings.warn(
+            f"generating up to {length} positions, past the {trained} the model was trained at (its run's "
+            f"seq_len): it never saw text this long, so expect worse text past position {trained}; ask for at "
+            f"most {max(trained - length + new_tokens, 0)} new tokens to stay inside it",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def _seeded(model: DecoderLM | Engine, seed: int | None, generator: torch.Generator | None) -> torch.Generator | None:
