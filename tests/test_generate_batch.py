@@ -3,6 +3,7 @@ the model's EOS, stop strings and beams; the text streamed is the text returned.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -95,3 +96,25 @@ def test_a_list_of_prompts_must_hold_strings(setup: tuple[Any, Any, Path]) -> No
     for bad in ([], ["a", 3], None):
         with pytest.raises(zoo.InputError, match="prompt must be a str or a non-empty list"):
             generate_text(model, bad, tokenizer=folder)  # type: ignore[arg-type]
+
+
+def test_zoo_generate_leaves_sampling_to_the_models_generation_config(
+    setup: tuple[Any, Any, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from zoo.cli import main
+
+    _, _, tok = setup
+    _, model = random_hf_model(tmp_path / "m", "gpt2", 400)
+    (tmp_path / "m" / "generation_config.json").write_text(json.dumps({"do_sample": True, "top_k": 20}))
+    args = ["generate", str(tmp_path / "m"), "--prompt", "To be", "--tokenizer", str(tok), "--max-new-tokens", "10"]
+
+    def shell(*extra: str) -> str:
+        capsys.readouterr()
+        assert main([*args, "--no-echo", "--raw", *extra]) == 0
+        return capsys.readouterr().out.rstrip("\n")
+
+    sampled = generate_text(tmp_path / "m", "To be", max_new_tokens=10, tokenizer=tok, seed=0)
+    greedy = generate_text(model, "To be", max_new_tokens=10, tokenizer=tok)
+    assert sampled != greedy
+    assert shell("--seed", "0") == sampled  # the model samples, as its generation_config.json says
+    assert shell("--greedy") == greedy

@@ -44,7 +44,11 @@ def add_parsers(commands: Commands) -> None:
         help="prompt plus new tokens, as in transformers (default: set by --max-new-tokens)",
     )
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--greedy", action="store_true", help="always take the most likely token (the default)")
+    mode.add_argument(
+        "--greedy",
+        action="store_true",
+        help="always take the most likely token (the default, unless the model's generation_config.json samples)",
+    )
     mode.add_argument(
         "--sample", action="store_true", help="sample (implied by --temperature, --top-k, --top-p); --seed repeats one"
     )
@@ -109,7 +113,9 @@ def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
     }
     # Greedy unless asked to sample; a sampling flag (temperature, top-k, top-p) asks.
     sampling_flags = any(getattr(args, key) is not None for key in ("temperature", "top_k", "top_p"))
-    options["do_sample"] = args.sample or (sampling_flags and not args.greedy)
+    # Neither flag: the model's own choice (its generation_config), else greedy.
+    if args.sample or args.greedy or sampling_flags:
+        options["do_sample"] = args.sample or (sampling_flags and not args.greedy)
     count = args.num_return_sequences
 
     with ui.status(f"loading {args.model}"):
