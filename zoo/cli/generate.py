@@ -44,11 +44,7 @@ def add_parsers(commands: Commands) -> None:
         help="prompt plus new tokens, as in transformers (default: set by --max-new-tokens)",
     )
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument(
-        "--greedy",
-        action="store_true",
-        help="always take the most likely token (the default, unless the model's generation_config.json samples)",
-    )
+    mode.add_argument("--greedy", action="store_true", help="take the most likely token (default: the model's choice)")
     mode.add_argument(
         "--sample", action="store_true", help="sample (implied by --temperature, --top-k, --top-p); --seed repeats one"
     )
