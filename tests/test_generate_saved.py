@@ -43,3 +43,17 @@ def test_generating_past_the_trained_context_warns(tmp_path: Path) -> None:
     with pytest.warns(UserWarning, match="past the 16 the model was trained at .* at most 14 new tokens"):
         out = model.generate(ids, 20)
     assert out.shape == (1, 22)  # a warning, not a refusal: max_seq_len is 64
+
+
+def test_an_export_keeps_the_generation_settings_where_transformers_reads_them(tmp_path: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+    reference, model = random_hf_model(tmp_path / "hf", "llama", 120, eos_token_id=[5, 7], pad_token_id=3)
+    out = zoo.to_hf(model, tmp_path / "out")
+    exported = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    assert exported.generation_config.eos_token_id == [5, 7] and exported.generation_config.pad_token_id == 3
+    assert zoo.from_hf(out).generation_config == model.generation_config
+    ids = torch.tensor([[4, 9, 11]])
+    with torch.no_grad():
+        theirs = exported.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=10, do_sample=False)
+    assert torch.equal(model.generate(ids, 10), theirs)
+    assert not (zoo.to_hf(zoo.build("gpt2-small", n_layers=1, d_model=16, n_heads=2), tmp_path / "plain") / "generation_config.json").exists()  # fmt: skip

@@ -314,7 +314,8 @@ def to_hf(
     registry: Registry | None = None,
     overwrite: bool = False,
 ) -> Path:
-    """Write ``model`` as a Hugging Face folder (config.json + model.safetensors).
+    """Write ``model`` as a Hugging Face folder (config.json + model.safetensors, and
+    generation_config.json with the model's ``generation_config``, where it has one).
 
     The architecture is ``architecture``, else the first installed converter that can
     express the model (GPT-2 for GPT-2's design, Llama for LLaMA's, ...);
@@ -338,6 +339,7 @@ def to_hf(
     tensors = state_to_hf(converter, model.state_dict(), config)
     folder = path_arg(path, "write to", InteropError, "a folder path")
     text = json.dumps(hf_config, indent=2, sort_keys=True) + "\n"
+    generation = {k: v for k, v in model.generation_config.items() if k in GENERATION_KEYS}
     try:
         with staged_folder(
             folder, EXPORT_KIND, "zoo.to_hf", error=InteropError, overwrite=overwrite, what="the Hugging Face folder"
@@ -346,6 +348,12 @@ def to_hf(
                 staging / "model.safetensors", lambda f: write_safetensors(f, tensors, {"format": "pt"}), InteropError
             )
             write_atomically(staging / "config.json", lambda f: f.write_text(text, encoding="utf-8"), InteropError)
+            if generation:  # the model's generation settings, where transformers reads them
+                write_atomically(
+                    staging / "generation_config.json",
+                    lambda f: f.write_text(json.dumps(generation, indent=2, sort_keys=True) + "\n", encoding="utf-8"),
+                    InteropError,
+                )
     except (OSError, ValueError) as err:
         raise InteropError(
             f"cannot write the Hugging Face folder {folder}: {err}; pick a writable folder path"
