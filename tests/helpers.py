@@ -356,3 +356,26 @@ def run(
     return subprocess.run(
         command, capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})}, cwd=cwd
     )
+
+
+def random_hf_model(folder: Path, family: str, vocab: int = 120, seed: int = 0, **fields: Any) -> tuple[Any, Any]:
+    """A random transformers GPT-2 or Llama (weights large enough for varied output),
+    saved into ``folder`` with save_pretrained, and its import into the zoo. BOS is 1,
+    EOS 2 unless ``fields`` say otherwise."""
+    import transformers
+
+    torch.manual_seed(seed)
+    fields = {"bos_token_id": 1, "eos_token_id": 2, **fields}  # in the vocabulary (GPT2Config says 50256)
+    if family == "gpt2":
+        config: Any = transformers.GPT2Config(
+            n_embd=64, n_layer=2, n_head=4, n_positions=64, vocab_size=vocab, initializer_range=0.3, **fields
+        )
+        reference = transformers.GPT2LMHeadModel(config)
+    else:
+        config = transformers.LlamaConfig(
+            hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=64, vocab_size=vocab, initializer_range=0.3, **fields,
+        )  # fmt: skip
+        reference = transformers.LlamaForCausalLM(config)
+    reference.eval().save_pretrained(folder)
+    return reference, zoo.from_hf(folder)

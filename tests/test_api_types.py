@@ -126,7 +126,7 @@ def test_the_other_arguments_that_do_not_apply_are_refused(call: Callable[[], An
 @pytest.mark.parametrize(
     ("options", "match"),
     [({"on_text": 5}, "on_text must be a function"), ({"temperature": "hot", "do_sample": True}, "temperature must be a number"),
-     ({"top_k": 0}, "top_k must be a positive integer"), ({"top_p": 2.0}, r"top_p must be in \(0, 1\]"),
+     ({"top_k": -1}, "top_k must be a positive integer"), ({"top_p": 2.0}, r"top_p must be in \(0, 1\]"),
      ({"repetition_penalty": float("nan")}, "repetition_penalty must be a finite number"),
      ({"seed": "1"}, "seed must be an integer")],
 )  # fmt: skip

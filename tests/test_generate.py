@@ -529,7 +529,7 @@ def test_no_position_encoding_runs_past_the_models_context(position: str) -> Non
     ("kwargs", "words"),
     [
         (dict(temperature=0.0, do_sample=True), "temperature"),
-        (dict(top_k=0), "top_k"),
+        (dict(top_k=-1), "top_k"),
         (dict(top_p=1.5), "top_p"),
         (dict(repetition_penalty=0.0), "repetition_penalty"),
         (dict(max_new_tokens=-1), "max_new_tokens"),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,8 @@ from zoo.checkpoint.format import json_field
 from zoo.checkpoint.store import open_file, resolve
 from zoo.checkpoint.tokenizer import TOKENIZER_FOLDER, embedded_files
 from zoo.decoding import Sampling, generate
+from zoo.decoding.beams import check_early_stopping
+from zoo.decoding.stopping import StopStrings
 from zoo.errors import CheckpointError, ConfigError, InputError, InteropError, check_flag, printable
 from zoo.interop.hf import from_hf
 from zoo.interop.hub import check_revision, is_hub_id, local_or_snapshot
@@ -59,16 +61,21 @@ GPT2_VOCAB = 50257
 
 def generate_text(
     model_or_path: nn.Module | str | os.PathLike[str],
-    prompt: str,
+    prompt: str | Sequence[str],
     *,
     max_new_tokens: int | None = None,
     max_length: int | None = None,
-    do_sample: bool = False,
-    temperature: float = 1.0,
+    min_new_tokens: int | None = None,
+    do_sample: bool | None = None,
+    temperature: float | None = None,
     top_k: int | None = None,
     top_p: float | None = None,
-    repetition_penalty: float = 1.0,
+    repetition_penalty: float | None = None,
     num_return_sequences: int = 1,
+    num_beams: int | None = None,
+    length_penalty: float | None = None,
+    early_stopping: bool | str | None = None,
+    stop_strings: str | Sequence[str] | None = None,
     pad_token_id: int | None = None,
     seed: int | None = None,
     generator: torch.Generator | None = None,
@@ -76,26 +83,32 @@ def generate_text(
     tokenizer: Tokenizer | str | os.PathLike[str] | None = None,
     stop_at_eot: bool = True,
     revision: str | None = None,
-) -> str | list[str]:
-    """Continue ``prompt`` and return the new text (without the prompt).
+) -> str | list[str] | list[str | list[str]]:
+    """Continue ``prompt`` and return the new text (without the prompt): ``decode`` of
+    the new tokens up to the end of the sequence (its EOS not included).
 
     ``model_or_path``: a model, a Hugging Face folder, a hub id (``revision`` picks its
     version) or a zoo checkpoint. ``tokenizer``: a ``Tokenizer``, a name (``"gpt2"``,
     ``"bytes"``), a folder or a hub id; by default the model's own (see the module).
     ``max_new_tokens`` (default 50) or ``max_length`` (prompt plus new tokens, as in
-    transformers) bound the length. ``on_text(piece)`` streams the text as it is
-    generated (whole characters only; the first sequence's, with several).
-    ``num_return_sequences`` > 1 samples that many continuations and returns a list.
-    ``seed`` or ``generator`` (one of them) makes sampling reproducible. An empty
-    prompt starts from the tokenizer's start token (``<|endoftext|>`` for GPT-2);
-    generation stops at its end-of-text token unless ``stop_at_eot`` is false.
+    transformers) bound the length; the other settings are ``zoo.decoding.generate``'s
+    (a setting not given is the model's ``generation_config``'s). ``on_text(piece)``
+    streams the text as it settles (the first sequence's; with beams, once at the end).
+    ``num_return_sequences`` > 1 returns a list. A list of prompts is one batch, left
+    padded, and gives a list with one result per prompt. ``seed`` or ``generator`` (one
+    of them) makes sampling reproducible. An empty prompt starts from the tokenizer's
+    start token (``<|endoftext|>`` for GPT-2); generation stops at the model's EOS ids
+    (else the tokenizer's end-of-text token) unless ``stop_at_eot`` is false.
     """
     check_flag(stop_at_eot, "stop_at_eot")
-    Sampling(do_sample, temperature, top_k, top_p, repetition_penalty)  # its refusals come before the model loads
+    Sampling(  # its refusals come before the model loads
+        False if do_sample is None else do_sample, 1.0 if temperature is None else temperature, top_k or None, top_p,
+        1.0 if repetition_penalty is None else repetition_penalty,
+    )  # fmt: skip
+    check_early_stopping(early_stopping)
     if on_text is not None and not callable(on_text):
         raise InputError(f"on_text must be a function of each new piece of text, or None; got {type(on_text).__name__}")
-    if not isinstance(prompt, str):
-        raise InputError(f"prompt must be a str, got {type(prompt).__name__}; pass '' to start from <|endoftext|>")
+    prompts = _prompts(prompt)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise InputError(f"seed must be an integer or None, got {seed!r}")
     if seed is not None and generator is not None:
@@ -103,52 +116,107 @@ def generate_text(
     _check_count(num_return_sequences, "num_return_sequences")
     model, own = load_with_tokenizer(model_or_path, revision=revision)
     tokenizer = _tokenizer_for(model, model_or_path, own, tokenizer)
-    ids = _prompt_ids(tokenizer, prompt)
+    rows = [_prompt_ids(tokenizer, text) for text in prompts]
     device = next(model.parameters()).device
     if seed is not None:
         generator = torch.Generator(device=device).manual_seed(seed)
-    eot = tokenizer.eot_token_id if stop_at_eot else None
-    new_tokens = _new_tokens(max_new_tokens, max_length, len(ids))
-    _check_sequences(model, num_return_sequences, len(ids) + new_tokens)
-    streams = [tokenizer.stream(ids) for _ in range(num_return_sequences)]
-    pieces: list[list[str]] = [[] for _ in streams]
+    eos = _eos_ids(model, tokenizer) if stop_at_eot else []
+    if max_new_tokens is None and max_length is None:
+        max_new_tokens = model.generation_config.get("max_new_tokens")
+        max_length = None if max_new_tokens is not None else model.generation_config.get("max_length")
+    width = max(map(len, rows))
+    new_tokens = _new_tokens(max_new_tokens, max_length, width)
+    count = len(rows) * num_return_sequences
+    _check_sequences(model, count * (num_beams or 1), width + new_tokens)
+    pad = pad_token_id if pad_token_id is not None else model.generation_config.get("pad_token_id")
+    pad = pad if isinstance(pad, int) else eos[0] if eos else 0
+    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=device)
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device)
+    text = _Texts(tokenizer, count, eos, on_text)
+    stop = StopStrings(stop_strings, tokenizer) if stop_strings is not None else None
+    out = generate(
+        model, ids, new_tokens, min_new_tokens=min_new_tokens, do_sample=do_sample, temperature=temperature,
+        top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty, num_return_sequences=num_return_sequences,
+        num_beams=num_beams, length_penalty=length_penalty, early_stopping=early_stopping, stop_strings=stop_strings,
+        tokenizer=tokenizer, eos_token_id=eos, pad_token_id=pad, generator=generator,
+        attention_mask=mask if len(set(map(len, rows))) > 1 else None,
+        on_token=None if (num_beams or model.generation_config.get("num_beams", 1)) > 1 else text.push(rows, stop),
+    )  # fmt: skip
+    texts = text.finish(out[:, width:].tolist() if out.dim() == 2 else [out[width:].tolist()])
+    per_prompt: list[str | list[str]] = [
+        texts[i : i + num_return_sequences] if num_return_sequences > 1 else texts[i]
+        for i in range(0, count, num_return_sequences)
+    ]
+    return per_prompt[0] if isinstance(prompt, str) else per_prompt
 
-    def emit(row: int, piece: str) -> None:
+
+def _prompts(prompt: object) -> list[str]:
+    """The prompts of ``generate_text``: one string, or a non-empty list of them."""
+    listed = [prompt] if isinstance(prompt, str) else prompt
+    if not isinstance(listed, Sequence) or not listed or not all(isinstance(p, str) for p in listed):
+        raise InputError(
+            f"prompt must be a str or a non-empty list of them, got {type(prompt).__name__}; pass '' to start from "
+            f"<|endoftext|>"
+        )
+    return list(listed)
+
+
+def _eos_ids(model: DecoderLM, tokenizer: Tokenizer) -> list[int]:
+    """Where text ends: the model's EOS ids (its generation_config), else the tokenizer's end-of-text."""
+    own = model.generation_config.get("eos_token_id")
+    if own is not None:
+        return [own] if isinstance(own, int) else list(own)
+    return [tokenizer.eot_token_id] if tokenizer.eot_token_id is not None else []
+
+
+class _Texts:
+    """The text of each row as it streams: each row's tokens to its end (an EOS id, not
+    shown; a stop string, shown), decoded as they settle."""
+
+    def __init__(self, tokenizer: Tokenizer, rows: int, eos: list[int], on_text: Callable[[str], object] | None):
+        self.tokenizer, self.eos, self.on_text = tokenizer, set(eos), on_text
+        self.streams = [tokenizer.stream() for _ in range(rows)]
+        self.pieces: list[list[str]] = [[] for _ in range(rows)]
+        self.streamed = False
+
+    def emit(self, row: int, piece: str) -> None:
         if piece:
-            pieces[row].append(piece)
-            if on_text is not None and row == 0:
-                on_text(piece)
+            self.pieces[row].append(piece)
+            if self.on_text is not None and row == 0:
+                self.on_text(piece)
 
-    finished = [False] * num_return_sequences
+    def push(self, prompts: list[list[int]], stop: StopStrings | None) -> Callable[[Tensor], None]:
+        """The ``on_token`` of ``generate``: each step's tokens into the rows' streams."""
+        self.streamed = True
+        repeat = len(self.streams) // len(prompts)
+        history = [list(prompts[row // repeat]) for row in range(len(self.streams))]
+        finished = [False] * len(self.streams)
 
-    def on_token(tokens: Tensor) -> None:
-        for row, token in enumerate(tokens.tolist()):
-            if finished[row]:
-                continue
-            if token == eot:
-                finished[row] = True
-                continue
-            emit(row, streams[row].push(token))
+        def on_token(tokens: Tensor) -> None:
+            for row, token in enumerate(tokens.tolist()):
+                if finished[row]:
+                    continue
+                if token in self.eos:
+                    finished[row] = True
+                    continue
+                self.emit(row, self.streams[row].push(token))
+                history[row].append(token)
+                finished[row] = stop is not None and stop.ends(history[row])
 
-    prompt_ids = torch.tensor([ids], device=device).expand(num_return_sequences, -1)
-    generate(
-        model,
-        prompt_ids,
-        new_tokens,
-        do_sample=do_sample,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        repetition_penalty=repetition_penalty,
-        eos_token_id=eot,
-        generator=generator,
-        on_token=on_token,
-        pad_token_id=pad_token_id,
-    )
-    for row, stream in enumerate(streams):
-        emit(row, stream.flush())
-    texts = ["".join(p) for p in pieces]
-    return texts if num_return_sequences > 1 else texts[0]
+        return on_token
+
+    def finish(self, new: list[list[int]]) -> list[str]:
+        """Each row's text: the streams flushed, or (beams) its new tokens to EOS decoded."""
+        if self.streamed:
+            for row, stream in enumerate(self.streams):
+                self.emit(row, stream.flush())
+            return ["".join(p) for p in self.pieces]
+        texts = []
+        for row, ids in enumerate(new):
+            end = next((i for i, t in enumerate(ids) if t in self.eos), len(ids))
+            texts.append(self.tokenizer.decode(ids[:end]))
+            self.emit(row, texts[-1]) if row == 0 else None
+        return texts
 
 
 def _tokenizer_for(

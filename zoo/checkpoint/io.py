@@ -33,6 +33,7 @@ from zoo.errors import CheckpointError, check_flag
 from zoo.memory import allocating, model_bytes
 from zoo.nn.config import ModelConfig
 from zoo.nn.factory import device_arg, dtype_arg, initialize, materialize, model_for
+from zoo.nn.generation import GENERATION_KEYS
 from zoo.nn.registry import Registry, default_registry
 
 if TYPE_CHECKING:
@@ -66,6 +67,9 @@ def save(
     registry = registry or default_registry()
     tensors, ties = tensors_to_save(model, config, registry)
     check_dtypes(tensors, "cannot save: the model", "convert it first with model.to(torch.float32) (or bf16, fp16)")
+    own = getattr(model, "generation_config", None)
+    if own and "generation" not in (metadata or {}):  # a model's generation settings travel with it
+        metadata = {**(metadata or {}), "generation": {k: v for k, v in own.items() if k in GENERATION_KEYS}}
     header = build_header(config, tensors, ties, with_tokenizer(model, metadata), registry)
     if path.suffix == SUFFIX:
         return publish_file(path, tensors, header)
@@ -97,6 +101,20 @@ def carried_record(metadata: Mapping[str, Any], file: Path) -> dict[str, Any] | 
     if isinstance(record.get("files"), Mapping):
         record["folder"] = str(file.parent / TOKENIZER_FOLDER)
     return record
+
+
+def generation_settings(user: Mapping[str, Any]) -> dict[str, Any]:
+    """A loaded model's ``generation_config``: the settings its checkpoint keeps
+    (``"generation"``, saved from the model's), and ``trained_context``, the sequence
+    length a training run trained it at (generation past it warns)."""
+    kept = user.get("generation")
+    settings = {k: v for k, v in kept.items() if k in GENERATION_KEYS} if isinstance(kept, Mapping) else {}
+    training = user.get("training")
+    trained = training.get("settings") if isinstance(training, Mapping) else None
+    seq_len = trained.get("seq_len") if isinstance(trained, Mapping) else None
+    if type(seq_len) is int and seq_len > 0:
+        settings["trained_context"] = seq_len
+    return settings
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -171,6 +189,9 @@ def load(
     model.tie_weights()
     check_ties_hold(model, ckpt)
     model.tokenizer_record = carried_record(ckpt.user_metadata, ckpt.path)
+    own = getattr(model, "generation_config", None)
+    if isinstance(own, dict):  # a decoder's (zoo.nn.model.DecoderLM)
+        own.update(generation_settings(ckpt.user_metadata))
     if target_device is not None and target_device.type != "cpu":
         model.to(target_device)
     return model.eval()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import cast
 
 from rich.text import Text
 
@@ -43,7 +44,7 @@ def add_parsers(commands: Commands) -> None:
         help="prompt plus new tokens, as in transformers (default: set by --max-new-tokens)",
     )
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--greedy", action="store_true", help="always take the most likely token (the default)")
+    mode.add_argument("--greedy", action="store_true", help="take the most likely token (default: the model's choice)")
     mode.add_argument(
         "--sample", action="store_true", help="sample (implied by --temperature, --top-k, --top-p); --seed repeats one"
     )
@@ -108,7 +109,9 @@ def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
     }
     # Greedy unless asked to sample; a sampling flag (temperature, top-k, top-p) asks.
     sampling_flags = any(getattr(args, key) is not None for key in ("temperature", "top_k", "top_p"))
-    options["do_sample"] = args.sample or (sampling_flags and not args.greedy)
+    # Neither flag: the model's own choice (its generation_config), else greedy.
+    if args.sample or args.greedy or sampling_flags:
+        options["do_sample"] = args.sample or (sampling_flags and not args.greedy)
     count = args.num_return_sequences
 
     with ui.status(f"loading {args.model}"):
@@ -139,7 +142,9 @@ def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
         ui.out.file.write("\n")
         ui.out.file.flush()
         return 0
-    texts = generate_text(model, args.prompt, num_return_sequences=count, tokenizer=tokenizer, **options)
+    texts = cast(
+        list[str], generate_text(model, args.prompt, num_return_sequences=count, tokenizer=tokenizer, **options)
+    )
     prompt = list(echo)
     for i, text in enumerate(texts, 1):
         ui.out.print(Text(f"[{i}/{count}] ", style="dim"), end="", soft_wrap=True)

@@ -38,7 +38,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import torch
 import torch.nn.functional as F
@@ -243,6 +243,12 @@ class Engine:
     @property
     def config(self) -> ModelConfig:
         return self.model.config
+
+    @property
+    def generation_config(self) -> dict[str, Any]:
+        """The model's generation settings (``DecoderLM.generation_config``), as it has them now."""
+        model = self._source()
+        return (model if model is not None else self.model).generation_config
 
     @property
     def device(self) -> torch.device:

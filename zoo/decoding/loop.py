@@ -17,14 +17,18 @@ the position encoding holds, the memory the KV cache needs), not in every step.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from zoo.decoding.beams import Beams, beam_search, check_early_stopping
 from zoo.decoding.engine import Engine, layouts
 from zoo.decoding.sampling import Sampling
+from zoo.decoding.stopping import StopStrings
 from zoo.errors import ConfigError, InputError
 from zoo.memory import fmt_bytes, require
 from zoo.nn.inputs import beyond_context, check_inputs, context_limit
@@ -53,12 +57,15 @@ def stream(
     generator: torch.Generator | None = None,
     attention_mask: Tensor | None = None,
     pad_token_id: int | None = None,
+    min_new_tokens: int = 0,
+    stop: StopStrings | None = None,
 ) -> Iterator[Step]:
     """Decode step by step, yielding each ``Step``; stops when every sequence is finished.
 
     A model is prepared into an ``Engine`` for this call (eval mode, no dropout; the
     model itself is not touched), its weight layouts kept in ``zoo.decoding.layouts``
-    for the next call; an ``Engine`` passed in is used as it is.
+    for the next call; an ``Engine`` passed in is used as it is. ``min_new_tokens``
+    keeps the EOS ids out for that many steps; ``stop`` ends a sequence at a stop string.
     """
     sampling = sampling or Sampling()
     engine = model if isinstance(model, Engine) else Engine(model, layouts=layouts)
@@ -73,6 +80,7 @@ def stream(
         return
     try:
         decoding = _Decoding(engine, ids, mask, max_new_tokens, sampling, eos, generator, pad)
+        decoding.min_new_tokens, decoding.stop = _check_count(min_new_tokens, "min_new_tokens", 0), stop
         scores = decoding.prefill()
         for step in range(max_new_tokens):
             tokens, finished = decoding.choose(scores)
@@ -109,6 +117,9 @@ class _Decoding:
         batch, self.prompt_len = ids.shape
         self.pad = int(pad[0]) if pad is not None else int(eos[0]) if eos is not None else 0
         self.finished = torch.zeros(batch, dtype=torch.bool, device=ids.device)
+        self.min_new_tokens, self.step = 0, 0
+        self.stop: StopStrings | None = None
+        self.history: list[list[int]] | None = None  # each row's ids, for stop strings
         self.cache = engine.new_cache(self.prompt_len + max_new_tokens)
         self.mask: Tensor | None = None
         self.full_mask: Tensor | None = None
@@ -130,14 +141,30 @@ class _Decoding:
 
     @torch.inference_mode()
     def choose(self, scores: Tensor) -> tuple[Tensor, Tensor]:
+        if self.eos is not None and self.step < self.min_new_tokens:  # as transformers: after the penalty
+            scores = scores.float().index_fill(-1, self.eos, float("-inf"))
+        self.step += 1
         tokens = self.sampling.choose(scores, self.seen, self.generator)  # (B,)
         if self.eos is not None:
             tokens = tokens.masked_fill(self.finished, self.pad)
             self.finished = self.finished | torch.isin(tokens, self.eos)
+        if self.stop is not None:
+            self.finished = self.finished | self._stopped(tokens)
         return tokens, self.finished
 
+    def _stopped(self, tokens: Tensor) -> Tensor:
+        """(B,) which sequences just completed a stop string."""
+        assert self.stop is not None
+        if self.history is None:
+            self.history = self.ids.tolist()
+        hits = []
+        for row, token in zip(self.history, tokens.tolist(), strict=True):
+            row.append(token)
+            hits.append(self.stop.ends(row))
+        return torch.tensor(hits, device=tokens.device)
+
     def all_finished(self) -> bool:
-        return self.eos is not None and bool(self.finished.all())
+        return (self.eos is not None or self.stop is not None) and bool(self.finished.all())
 
     @torch.inference_mode()
     def advance(self, tokens: Tensor) -> Tensor:
@@ -157,75 +184,196 @@ def generate(
     max_new_tokens: int | None = None,
     *,
     max_length: int | None = None,
+    min_new_tokens: int | None = None,
     num_return_sequences: int = 1,
     pad_token_id: int | None = None,
     seed: int | None = None,
-    do_sample: bool = False,
-    temperature: float = 1.0,
+    do_sample: bool | None = None,
+    temperature: float | None = None,
     top_k: int | None = None,
     top_p: float | None = None,
-    repetition_penalty: float = 1.0,
+    repetition_penalty: float | None = None,
     eos_token_id: int | Sequence[int] | None = None,
     generator: torch.Generator | None = None,
     attention_mask: Tensor | None = None,
     on_token: Callable[[Tensor], object] | None = None,
+    stop_strings: str | Sequence[str] | None = None,
+    tokenizer: object | None = None,
+    num_beams: int | None = None,
+    length_penalty: float | None = None,
+    early_stopping: bool | str | None = None,
 ) -> Tensor:
     """Prompt ids (B, S) followed by up to ``max_new_tokens`` new ones: (B, S + T).
 
     Greedy unless ``do_sample``; then ``temperature``, ``top_k`` and ``top_p`` shape the
     distribution and ``generator`` makes it reproducible. A sequence stops at
-    ``eos_token_id`` (one id or several) and is padded with the (first) EOS id while the
-    others go on; T is shorter than ``max_new_tokens`` when all stop early. Batch
-    prompts of different lengths by left padding with ``attention_mask`` (B, S), 1 for
-    tokens, 0 for padding. ``on_token(tokens)`` receives each step's new ids (B,) as
-    they come. A 1-D prompt gives a 1-D result. ``model`` may be an ``Engine`` prepared
-    once for many calls.
+    ``eos_token_id`` (one id or several) and is padded with ``pad_token_id`` (default:
+    the first EOS id) while the others go on; T is shorter than ``max_new_tokens`` when
+    all stop early. Batch prompts of different lengths by left padding with
+    ``attention_mask`` (B, S), 1 for tokens, 0 for padding. ``on_token(tokens)``
+    receives each step's new ids (B,) as they come. A 1-D prompt gives a 1-D result.
+    ``model`` may be an ``Engine`` prepared once for many calls.
 
-    As in transformers: ``max_length`` bounds prompt plus new tokens instead of
-    ``max_new_tokens`` (one of them; neither means 50 new tokens);
-    ``num_return_sequences`` continues each prompt that many times (rows
-    ``b * n .. b * n + n - 1`` for prompt ``b``); ``pad_token_id`` fills finished
-    sequences (default: the first EOS id); ``seed`` seeds a fresh generator (or pass
-    ``generator``, not both).
+    As in transformers, a setting not given (None) is the model's own
+    (``model.generation_config``: a model from ``from_hf`` has its
+    ``generation_config.json``'s, else its ``config.json``'s token ids), else the
+    default; ``eos_token_id=[]`` stops at no token. ``max_length`` bounds prompt plus
+    new tokens instead of ``max_new_tokens`` (neither: 50 new tokens);
+    ``min_new_tokens`` keeps EOS out until that many are made; ``stop_strings`` (with
+    the ``tokenizer``) end a sequence whose text completes one; ``num_beams`` > 1 runs
+    beam search (``zoo.decoding.beams``: ``length_penalty``, ``early_stopping``;
+    ``num_return_sequences`` <= ``num_beams`` of the best beams per prompt); without
+    beams ``num_return_sequences`` continues each prompt that many times (rows
+    ``b * n .. b * n + n - 1`` for prompt ``b``); ``seed`` seeds a fresh generator (or
+    pass ``generator``, not both).
     """
-    sampling = Sampling(do_sample, temperature, top_k, top_p, repetition_penalty)
+    given = dict(
+        do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p,
+        repetition_penalty=repetition_penalty, max_new_tokens=max_new_tokens, max_length=max_length,
+        min_new_tokens=min_new_tokens, num_beams=num_beams, length_penalty=length_penalty,
+        early_stopping=early_stopping, stop_strings=stop_strings, eos_token_id=eos_token_id, pad_token_id=pad_token_id,
+    )  # fmt: skip
+    settings = _settings(model, given)
+    top_k = settings["top_k"] or None  # as transformers: 0 is no top-k
+    sampling = Sampling(
+        settings["do_sample"], settings["temperature"], top_k, settings["top_p"], settings["repetition_penalty"]
+    )
     single = isinstance(input_ids, Tensor) and input_ids.dim() == 1
     if single:
         input_ids = input_ids[None]
         attention_mask = (
             attention_mask[None] if attention_mask is not None and attention_mask.dim() == 1 else attention_mask
         )
-    max_new_tokens = _new_tokens(max_new_tokens, max_length, input_ids)
-    if isinstance(num_return_sequences, bool) or not isinstance(num_return_sequences, int) or num_return_sequences < 1:
-        raise InputError(f"num_return_sequences must be an integer >= 1, got {num_return_sequences!r}")
-    if num_return_sequences > 1:
+    new_tokens = _new_tokens(settings["max_new_tokens"], settings["max_length"], input_ids)
+    _warn_past_training(model, input_ids, new_tokens)
+    beams = _check_count(settings["num_beams"], "num_beams")
+    sequences = _check_count(num_return_sequences, "num_return_sequences")
+    if beams == 1 and sequences > 1:
         single = False
-        input_ids = input_ids.repeat_interleave(num_return_sequences, dim=0)
+        input_ids = input_ids.repeat_interleave(sequences, dim=0)
         if attention_mask is not None:
-            attention_mask = attention_mask.repeat_interleave(num_return_sequences, dim=0)
-    if seed is not None:
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise InputError(f"seed must be an integer or None, got {seed!r}")
-        if generator is not None:
-            raise InputError("pass seed= or generator=, not both: a seed makes a generator")
-        generator = torch.Generator(device=_device(model)).manual_seed(seed)
+            attention_mask = attention_mask.repeat_interleave(sequences, dim=0)
+    generator = _seeded(model, seed, generator)
+    eos = settings["eos_token_id"]
+    eos = None if isinstance(eos, (list, tuple)) and not eos else eos
+    stop = StopStrings(settings["stop_strings"], tokenizer) if settings["stop_strings"] is not None else None
+    min_new = _check_count(settings["min_new_tokens"], "min_new_tokens", 0)
+    if beams > 1:
+        out = _beam_search(
+            model, input_ids, new_tokens, Beams(beams, settings["length_penalty"], settings["early_stopping"], sequences),
+            sampling, eos, settings["pad_token_id"], attention_mask, min_new, stop, generator, on_token,
+        )  # fmt: skip
+        return out[0] if single and sequences == 1 else out
     new: list[Tensor] = []
     for step in stream(
-        model,
-        input_ids,
-        max_new_tokens,
-        sampling=sampling,
-        eos_token_id=eos_token_id,
-        generator=generator,
-        attention_mask=attention_mask,
-        pad_token_id=pad_token_id,
-    ):
+        model, input_ids, new_tokens, sampling=sampling, eos_token_id=eos, generator=generator,
+        attention_mask=attention_mask, pad_token_id=settings["pad_token_id"], min_new_tokens=min_new, stop=stop,
+    ):  # fmt: skip
         new.append(step.tokens)
         if on_token is not None:
             on_token(step.tokens)
     prompt = input_ids.to(_device(model))  # the prompt as checked: a tensor on the model's device
     out = torch.cat([prompt, torch.stack(new, dim=1)], dim=1) if new else prompt
     return out[0] if single else out
+
+
+#: What a setting is when neither the call nor the model gives it.
+DEFAULTS: dict[str, Any] = dict(
+    do_sample=False, temperature=1.0, top_k=None, top_p=None, repetition_penalty=1.0, max_new_tokens=None,
+    max_length=None, min_new_tokens=0, num_beams=1, length_penalty=1.0, early_stopping=False, stop_strings=None,
+    eos_token_id=None, pad_token_id=None,
+)  # fmt: skip
+
+
+def _settings(model: DecoderLM | Engine, given: dict[str, Any]) -> dict[str, Any]:
+    """Each setting as given, else the model's ``generation_config``, else ``DEFAULTS``;
+    a length the call gives (``max_new_tokens`` or ``max_length``) replaces both of the model's."""
+    own = dict(getattr(model, "generation_config", None) or {})
+    if given["max_new_tokens"] is not None or given["max_length"] is not None:
+        own.pop("max_new_tokens", None), own.pop("max_length", None)
+    if own.get("max_new_tokens") is not None:
+        own.pop("max_length", None)
+    settings = {}
+    for name, value in given.items():
+        settings[name] = value if value is not None else own.get(name, DEFAULTS[name])
+    return settings
+
+
+def _warn_past_training(model: DecoderLM | Engine, input_ids: Tensor, new_tokens: int) -> None:
+    """Warn when the sequences will run past the length the model was trained at (its
+    ``generation_config``'s ``trained_context``: a zoo run's ``seq_len``)."""
+    trained = (getattr(model, "generation_config", None) or {}).get("trained_context")
+    length = (input_ids.shape[-1] if isinstance(input_ids, Tensor) else 0) + new_tokens
+    if type(trained) is int and length > trained:
+        warnings.warn(
+            f"generating up to {length} positions, past the {trained} the model was trained at (its run's "
+            f"seq_len): it never saw text this long, so expect worse text past position {trained}; ask for at "
+            f"most {max(trained - length + new_tokens, 0)} new tokens to stay inside it",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _seeded(model: DecoderLM | Engine, seed: int | None, generator: torch.Generator | None) -> torch.Generator | None:
+    if seed is None:
+        return generator
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise InputError(f"seed must be an integer or None, got {seed!r}")
+    if generator is not None:
+        raise InputError("pass seed= or generator=, not both: a seed makes a generator")
+    return torch.Generator(device=_device(model)).manual_seed(seed)
+
+
+def _check_count(value: object, name: str, least: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise InputError(f"{name} must be an integer >= {least}, got {value!r}")
+    return value
+
+
+def _beam_search(
+    model: DecoderLM | Engine,
+    input_ids: Tensor,
+    new_tokens: int,
+    beams: Beams,
+    sampling: Sampling,
+    eos_token_id: object,
+    pad_token_id: int | None,
+    attention_mask: Tensor | None,
+    min_new_tokens: int,
+    stop: StopStrings | None,
+    generator: torch.Generator | None,
+    on_token: Callable[[Tensor], object] | None,
+) -> Tensor:
+    """``generate`` with ``num_beams`` > 1 (``zoo.decoding.beams``)."""
+    if on_token is not None:
+        raise InputError("on_token streams one sequence per row, which beam search does not have; drop on_token")
+    if beams.num_return_sequences > beams.num_beams:
+        raise InputError(
+            f"num_return_sequences={beams.num_return_sequences} with num_beams={beams.num_beams}: beam search "
+            f"returns at most num_beams sequences per prompt; raise num_beams or ask for fewer"
+        )
+    check_early_stopping(beams.early_stopping)
+    if isinstance(beams.length_penalty, bool) or not isinstance(beams.length_penalty, (int, float)):
+        raise InputError(f"length_penalty must be a number, got {beams.length_penalty!r}")
+    engine = model if isinstance(model, Engine) else Engine(model, layouts=layouts)
+    engine.refresh()
+    k = beams.num_beams
+    flat_mask = attention_mask.repeat_interleave(k, dim=0) if attention_mask is not None else None
+    ids, mask = _check_inputs(engine, input_ids.repeat_interleave(k, dim=0), new_tokens, flat_mask)
+    _check_generator(generator, ids.device)
+    eos = _eos_tensor(eos_token_id, ids.device, engine.config.vocab_size)  # type: ignore[arg-type]
+    pad = _eos_tensor(pad_token_id, ids.device, engine.config.vocab_size, "pad_token_id")
+    prompt = ids[::k]
+    if new_tokens == 0:
+        return prompt
+    # transformers fills what follows a finished sequence with the pad id, or the first EOS id for pad 0
+    # (without EOS it fills -1, not a token: here the pad id)
+    fill = int(pad[0]) if pad is not None and int(pad[0]) != 0 else int(eos[0]) if eos is not None else 0
+    decoding = _Decoding(engine, ids, mask, new_tokens, Sampling(), None, generator, pad)
+    return beam_search(
+        decoding, prompt, new_tokens, beams, sampling, eos=eos, fill=fill, min_new_tokens=min_new_tokens, stop=stop,
+        generator=generator,
+    )  # fmt: skip
 
 
 def _new_tokens(max_new_tokens: int | None, max_length: int | None, input_ids: Tensor) -> int:

@@ -38,6 +38,7 @@ from zoo.nn.converter import (
     untie_if_stored,
 )
 from zoo.nn.factory import build, device_arg, dtype_arg, reset_buffers
+from zoo.nn.generation import GENERATION_KEYS
 from zoo.nn.model import DecoderLM
 from zoo.nn.registry import RegisteredConverter, Registry, default_registry
 
@@ -277,7 +278,20 @@ def from_hf(
     reset_buffers(model)
     files = folder_files(folder)
     model.tokenizer_record = embedded_record(files) if files else None  # the model carries its tokenizer
+    model.generation_config = generation_config(folder, hf)
     return model.to(target_device or "cpu").eval()
+
+
+def generation_config(folder: Path, hf: Mapping[str, Any]) -> dict[str, Any]:
+    """The generation settings a Hugging Face folder states, as transformers reads them:
+    ``generation_config.json`` when the folder has one, else the token ids of
+    ``config.json``; only the keys zoo decoding honours (``GENERATION_KEYS``), set ones."""
+    file = folder / "generation_config.json"
+    stated = read_json(file, InteropError, "generation_config.json", limit=CONFIG_LIMIT) if file.is_file() else hf
+    if not isinstance(stated, dict):
+        raise InteropError(f"{file} does not hold a JSON object")
+    keys = GENERATION_KEYS if stated is not hf else ("eos_token_id", "pad_token_id", "bos_token_id")
+    return {key: stated[key] for key in keys if stated.get(key) is not None}
 
 
 def from_pretrained(
@@ -320,8 +334,9 @@ def to_hf(
     registry: Registry | None = None,
     overwrite: bool = False,
 ) -> Path:
-    """Write ``model`` as a Hugging Face folder (config.json + model.safetensors, and the
-    files of the tokenizer it carries: ``transformers.AutoTokenizer`` loads them).
+    """Write ``model`` as a Hugging Face folder (config.json + model.safetensors; the files
+    of the tokenizer it carries, which ``transformers.AutoTokenizer`` loads; and
+    generation_config.json with the model's ``generation_config``, where it has one).
 
     The architecture is ``architecture``, else the first installed converter that can
     express the model (GPT-2 for GPT-2's design, Llama for LLaMA's, ...);
@@ -346,6 +361,7 @@ def to_hf(
     tokenizer = tokenizer_files(model.tokenizer_record)
     folder = path_arg(path, "write to", InteropError, "a folder path")
     text = json.dumps(hf_config, indent=2, sort_keys=True) + "\n"
+    generation = {k: v for k, v in model.generation_config.items() if k in GENERATION_KEYS}
     try:
         with staged_folder(
             folder, EXPORT_KIND, "zoo.to_hf", error=InteropError, overwrite=overwrite, what="the Hugging Face folder"
@@ -356,6 +372,12 @@ def to_hf(
             write_atomically(staging / "config.json", lambda f: f.write_text(text, encoding="utf-8"), InteropError)
             for name, data in tokenizer.items():  # AutoTokenizer loads the export
                 write_atomically(staging / name, _bytes_writer(data), InteropError)
+            if generation:  # the model's generation settings, where transformers reads them
+                write_atomically(
+                    staging / "generation_config.json",
+                    lambda f: f.write_text(json.dumps(generation, indent=2, sort_keys=True) + "\n", encoding="utf-8"),
+                    InteropError,
+                )
     except (OSError, ValueError) as err:
         raise InteropError(
             f"cannot write the Hugging Face folder {folder}: {err}; pick a writable folder path"

@@ -144,3 +144,11 @@ class KVCache:
     @property
     def nbytes(self) -> int:
         return sum(layer.nbytes for layer in self.layers)
+
+    def reorder(self, rows: Tensor) -> None:
+        """Keep, as row ``i``, the keys and values of row ``rows[i]`` (beam search's
+        beams following their best continuations)."""
+        for layer in self.layers:
+            if layer.keys is not None and layer.values is not None:
+                layer.keys = layer.keys.index_select(0, rows)
+                layer.values = layer.values.index_select(0, rows)

@@ -17,7 +17,17 @@ from zoo.errors import ZooError
 if TYPE_CHECKING:
     from torch import Tensor, nn
 
-__all__ = ["Generate", "carried_tokenizer", "provide", "provide_tokenizer", "provided"]
+__all__ = ["GENERATION_KEYS", "Generate", "carried_tokenizer", "provide", "provide_tokenizer", "provided"]
+
+#: The settings of transformers' ``GenerationConfig`` the zoo's decoding honours, by the
+#: same names. A model keeps the ones its files state in ``model.generation_config`` (a
+#: model from ``from_hf``: ``generation_config.json``, else ``config.json``'s token ids),
+#: the defaults of every ``generate`` call that does not give them.
+GENERATION_KEYS = (
+    "eos_token_id", "pad_token_id", "bos_token_id", "do_sample", "temperature", "top_k", "top_p",
+    "repetition_penalty", "max_new_tokens", "max_length", "min_new_tokens", "num_beams", "length_penalty",
+    "early_stopping", "stop_strings",
+)  # fmt: skip
 
 
 Generate = Callable[..., "Tensor"]

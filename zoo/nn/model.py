@@ -258,6 +258,9 @@ class DecoderLM(TokenModel):
         self.final_norm = parts.norm() if self.wants_final_norm(blocks[0].attn_residual) else nn.Identity()
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=config.head_bias)
         self.tie_weights()
+        # What generation uses when a call does not say (zoo.nn.generation.GENERATION_KEYS):
+        # end-of-sequence and pad ids, sampling and length settings, by transformers' names.
+        self.generation_config: dict[str, Any] = {}
 
     def forward(
         self,

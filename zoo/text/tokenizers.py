@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from zoo.bounds import check_elements
-from zoo.errors import InputError, InteropError, printable, quoted
+from zoo.errors import InputError, InteropError, check_flag, printable, quoted
 from zoo.files import loads
 
 __all__ = ["ByteTokenizer", "DecodeStream", "HFTokenizer", "TextStream", "Tokenizer", "TiktokenTokenizer"]
@@ -56,8 +56,10 @@ class Tokenizer(abc.ABC):
         ``InputError`` (``checked_text``)."""
 
     @abc.abstractmethod
-    def decode(self, ids: Iterable[int]) -> str:
+    def decode(self, ids: Iterable[int], *, skip_special_tokens: bool = False) -> str:
         """The text of ``ids``; bytes that do not form UTF-8 become U+FFFD.
+        ``skip_special_tokens`` leaves out the special tokens (``<|endoftext|>``, ``<s>``),
+        as transformers' ``decode(..., skip_special_tokens=True)`` does.
 
         An id this tokenizer has no token for (one of the rows a model's vocabulary has
         past the tokenizer's: GPT-2's tokenizer has 50,257 tokens, a model padded to
@@ -71,10 +73,26 @@ class Tokenizer(abc.ABC):
         """The id an empty prompt starts from (BOS, else end-of-text), or None."""
         return self.bos_token_id if self.bos_token_id is not None else self.eot_token_id
 
+    def settled(self, ids: list[int]) -> str:
+        """The part of ``decode(ids)`` that no token after ``ids`` can change: here all of
+        it but a trailing U+FFFD (bytes of a character that may still be completed)."""
+        return self.decode(ids).rstrip(UNKNOWN)
+
+    def token_strings(self) -> list[str]:
+        """Each id's text as it reads inside a text (``decode`` after a prefix, less the
+        prefix's text): what stop strings are matched against, as transformers' matching
+        of ``stop_strings`` reads its tokens."""
+        prefix = self.encode("abcdef")
+        base = self.decode(prefix)
+        return [self.decode([*prefix, i])[len(base) :] for i in range(self.vocab_size)]
+
     def stream(self, prefix: Sequence[int] = ()) -> TextStream | DecodeStream:
-        """An incremental decoder: feed token ids one by one, get text as it completes.
-        ``prefix`` (the prompt's ids) is context only: its text is not returned."""
-        return DecodeStream(self, prefix)
+        """An incremental decoder: feed token ids one by one, get text as it settles; the
+        pieces joined (with ``flush``) are always ``decode`` of the ids fed. ``prefix``
+        (the prompt's ids) is checked, not decoded: the text is the new tokens' alone, as
+        transformers' ``TextStreamer(skip_prompt=True)`` and ``decode(out[:, n:])`` give."""
+        checked_ids(prefix)
+        return DecodeStream(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, vocab_size={self.vocab_size}, eot_token_id={self.eot_token_id})"
@@ -88,6 +106,7 @@ class TiktokenTokenizer(Tokenizer):
         self.name = name
         special = encoding.special_tokens_set
         self.eot_token_id = encoding.encode_single_token(EOT) if EOT in special else None
+        self.special_ids = frozenset(encoding.encode_single_token(token) for token in special)
 
     @property
     def vocab_size(self) -> int:
@@ -97,8 +116,10 @@ class TiktokenTokenizer(Tokenizer):
         ids: list[int] = self.encoding.encode(checked_text(text), allowed_special="all")
         return ids
 
-    def decode(self, ids: Iterable[int]) -> str:
+    def decode(self, ids: Iterable[int], *, skip_special_tokens: bool = False) -> str:
         listed = checked_ids(ids)
+        if check_flag(skip_special_tokens, "skip_special_tokens"):
+            listed = [i for i in listed if i not in self.special_ids]
         try:
             data = self.encoding.decode_bytes(listed)
         except KeyError:  # an id without a token: each becomes U+FFFD
@@ -119,6 +140,10 @@ class TiktokenTokenizer(Tokenizer):
         checked_ids(prefix)  # context only, but checked as decode checks it
         return TextStream(self)
 
+    @functools.cache  # noqa: B019 - tokenizers are few and kept (lru-cached by file)
+    def token_strings(self) -> list[str]:
+        return [(b"abcdef" + self.token_bytes(i)).decode("utf-8", errors="replace")[6:] for i in range(self.vocab_size)]
+
 
 class ByteTokenizer(Tokenizer):
     """The 256 byte values of the UTF-8 text as ids 0-255: works for any text, needs
@@ -133,7 +158,8 @@ class ByteTokenizer(Tokenizer):
     def encode(self, text: str) -> list[int]:
         return list(checked_text(text).encode("utf-8"))
 
-    def decode(self, ids: Iterable[int]) -> str:
+    def decode(self, ids: Iterable[int], *, skip_special_tokens: bool = False) -> str:
+        check_flag(skip_special_tokens, "skip_special_tokens")  # no byte is special
         return b"".join(map(self.token_bytes, checked_ids(ids))).decode("utf-8", errors="replace")
 
     def token_bytes(self, token_id: int) -> bytes:
@@ -145,6 +171,10 @@ class ByteTokenizer(Tokenizer):
         checked_ids(prefix)  # context only, but checked as decode checks it
         return TextStream(self)
 
+    @functools.cache  # noqa: B019 - tokenizers are few and kept (lru-cached by file)
+    def token_strings(self) -> list[str]:
+        return [(b"abcdef" + self.token_bytes(i)).decode("utf-8", errors="replace")[6:] for i in range(self.vocab_size)]
+
 
 class HFTokenizer(Tokenizer):
     """A Hugging Face fast tokenizer (``tokenizer.json``) on the ``tokenizers`` library,
@@ -155,7 +185,13 @@ class HFTokenizer(Tokenizer):
         self.backend = backend  # a tokenizers.Tokenizer
         self.name = name
         settings = settings or {}
-        self.clean_up_spaces = bool(settings.get("clean_up_tokenization_spaces", False))
+        # transformers 5 cleans up only where the model is not a BPE (WordPiece's design),
+        # unless the tokenizer's config insists (clean-up removes real spaces from BPE text)
+        self.clean_up_spaces = bool(settings.get("clean_up_tokenization_spaces", False)) and (
+            type(backend.model).__name__ != "BPE"
+            or bool(settings.get("clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output", False))
+        )
+        self.byte_fallback = bool(getattr(backend.model, "byte_fallback", False))
         self.eot_token_id = self._special(settings.get("eos_token"))
         if self.eot_token_id is None:
             self.eot_token_id = backend.token_to_id(EOT)
@@ -214,13 +250,45 @@ class HFTokenizer(Tokenizer):
             "--tokenizer, or a shorter text",
         )  # fmt: skip
 
-    def decode(self, ids: Iterable[int]) -> str:
-        listed = checked_ids(ids)
-        if listed and (max(listed) >= self.vocab_size or not self._contiguous):  # tokenizers drops ids without a token
-            text = self._decode_around_unknown(listed)
-        else:
-            text = str(self.backend.decode(listed, skip_special_tokens=False))
+    def decode(self, ids: Iterable[int], *, skip_special_tokens: bool = False) -> str:
+        text = self._raw_decode(checked_ids(ids), skip_special_tokens)
         return clean_up_tokenization(text) if self.clean_up_spaces else text
+
+    def _raw_decode(self, listed: list[int], skip_special_tokens: bool = False) -> str:
+        """The backend's text of ``listed``, before the clean-up of spaces."""
+        check_flag(skip_special_tokens, "skip_special_tokens")
+        if listed and (max(listed) >= self.vocab_size or not self._contiguous):  # tokenizers drops ids without a token
+            return self._decode_around_unknown(listed, skip_special_tokens)
+        return str(self.backend.decode(listed, skip_special_tokens=skip_special_tokens))
+
+    @functools.cache  # noqa: B019 - tokenizers are few and kept (lru-cached by file)
+    def token_strings(self) -> list[str]:
+        """As transformers reads tokens for stop strings: the decoder's text of each token
+        after the tokens of ``"abcdef"``, less that prefix."""
+        base = [self.backend.id_to_token(i) for i in self.backend.encode("abcdef", add_special_tokens=False).ids]
+        decoder = self.backend.decoder
+        strings = [""] * self.vocab_size
+        for token, index in self.backend.get_vocab(with_added_tokens=True).items():
+            if index >= len(strings):
+                continue
+            text = decoder.decode([*base, token]) if decoder is not None else " ".join([*base, token])
+            strings[index] = text[text.index("abcdef") + 6 :] if "abcdef" in text else text
+        return strings
+
+    def settled(self, ids: list[int]) -> str:
+        """What no later token changes: the text before a trailing run of byte-fallback
+        tokens (``<0xE2>``: the run decodes as a whole, each byte U+FFFD if it is not
+        UTF-8) less a trailing U+FFFD, and with the clean-up of spaces, only up to the
+        last two characters it never touches (it cannot act across them)."""
+        end = len(ids)
+        if self.byte_fallback:
+            while end and _BYTE_TOKEN.fullmatch(self.backend.id_to_token(ids[end - 1]) or ""):
+                end -= 1
+        text = self._raw_decode(ids[:end]).rstrip(UNKNOWN)
+        if not self.clean_up_spaces:
+            return text
+        cut = next((j for j in range(len(text) - 1, 0, -1) if _UNTOUCHED(text[j - 1]) and _UNTOUCHED(text[j])), 0)
+        return clean_up_tokenization(text[:cut])
 
     @functools.cached_property
     def _growth_factor(self) -> int:
@@ -238,16 +306,16 @@ class HFTokenizer(Tokenizer):
         ids = self.backend.get_vocab(with_added_tokens=True).values()
         return len(ids) == self.vocab_size and max(ids, default=-1) == self.vocab_size - 1
 
-    def _decode_around_unknown(self, ids: list[int]) -> str:
+    def _decode_around_unknown(self, ids: list[int], skip_special_tokens: bool = False) -> str:
         """The runs of ids with a token decoded as usual, each id without one as U+FFFD."""
         pieces, run = [], []
         for token_id in ids:
             if self.backend.id_to_token(token_id) is not None:
                 run.append(token_id)
                 continue
-            pieces += [str(self.backend.decode(run, skip_special_tokens=False)) if run else "", UNKNOWN]
+            pieces += [str(self.backend.decode(run, skip_special_tokens=skip_special_tokens)) if run else "", UNKNOWN]
             run = []
-        return "".join(pieces) + (str(self.backend.decode(run, skip_special_tokens=False)) if run else "")
+        return "".join(pieces) + (str(self.backend.decode(run, skip_special_tokens=skip_special_tokens)) if run else "")
 
 
 def checked_text(text: object) -> str:
@@ -302,6 +370,16 @@ def checked_ids(ids: object) -> list[int]:
     return listed
 
 
+_BYTE_TOKEN = re.compile("<0x[0-9A-F]{2}>")  # a byte-fallback token (SentencePiece's, Llama's)
+#: The characters transformers' clean-up of spaces reads: text cut between two others
+#: cleans up as its two parts do.
+_CLEANUP_CHARS = frozenset(" .?!,'ntmsvre")
+
+
+def _UNTOUCHED(char: str) -> bool:
+    return char not in _CLEANUP_CHARS and not char.isspace()
+
+
 def clean_up_tokenization(text: str) -> str:
     """transformers' ``clean_up_tokenization``: no space before punctuation and in
     contractions (what ``clean_up_tokenization_spaces=True`` asks for)."""
@@ -334,32 +412,33 @@ class TextStream:
 
 
 class DecodeStream:
-    """Decodes any tokenizer's tokens as they arrive: the text of everything so far,
-    less what was already returned, held back while it ends in an unfinished character.
+    """Decodes any tokenizer's tokens as they arrive, returning only text that no later
+    token can change (``Tokenizer.settled``), so that the pieces joined, with ``flush``,
+    are ``decode`` of every id pushed: decoded text does not only grow at its end (a
+    byte-fallback run decodes as a whole, a clean-up of spaces looks at what follows).
 
-    Decoding the whole sequence (after the prompt's ``prefix``) keeps what a decoder
-    does at the start of a text (SentencePiece strips one leading space) where it belongs.
+    Each push decodes the whole sequence again, so a decoder's treatment of a text's
+    start (SentencePiece strips one leading space) stays where it belongs.
     """
 
-    def __init__(self, tokenizer: Tokenizer, prefix: Sequence[int] = ()) -> None:
+    def __init__(self, tokenizer: Tokenizer) -> None:
         self.tokenizer = tokenizer
-        self.ids = checked_ids(prefix)
-        # A prefix that ends inside a character: its U+FFFD is not text yet.
-        self.done = len(tokenizer.decode(self.ids).rstrip("\ufffd")) if self.ids else 0
+        self.ids: list[int] = []
+        self.sent = ""
 
     def push(self, token_id: int) -> str:
-        """Text completed by this token (possibly empty)."""
-        self.ids.append(token_id)
-        text = self.tokenizer.decode(self.ids)
-        if text.endswith("\ufffd"):
-            return ""
-        new, self.done = text[self.done :], len(text)
-        return new
+        """Text settled by this token (possibly empty)."""
+        self.ids.append(checked_id(token_id))
+        return self._send(self.tokenizer.settled(self.ids))
 
     def flush(self) -> str:
         """Whatever is held back at the end (an unfinished character becomes U+FFFD)."""
-        text = self.tokenizer.decode(self.ids)
-        new, self.done = text[self.done :], len(text)
+        return self._send(self.tokenizer.decode(self.ids))
+
+    def _send(self, text: str) -> str:
+        if not text.startswith(self.sent):  # settled text only grows; kept safe all the same
+            return ""
+        new, self.sent = text[len(self.sent) :], text
         return new
 
 
