@@ -84,7 +84,8 @@ class PartMaker:
     def placements(self) -> tuple[Placement, Placement]:
         """One layer's placements, around its attention and its MLP, made together by the
         configured placement's ``pair`` (independent ones for a factory that is no class)."""
-        factory = self.registry.get("placement", self.config.placement.name).factory
+        # unwrapped: a registry view may wrap the class (zoo.summary records what each factory makes)
+        factory = inspect.unwrap(self.registry.get("placement", self.config.placement.name).factory)
         placement = factory if isinstance(factory, type) and issubclass(factory, Placement) else Placement
         return placement.pair(functools.partial(self.make, "placement"))
 
