@@ -530,6 +530,10 @@ def test_plugins_command_lists_converters_with_providers(capsys: pytest.CaptureF
         "Phi3ForCausalLM",
         "GraniteForCausalLM",
         "CohereForCausalLM",
+        "MixtralForCausalLM",
+        "Qwen2MoeForCausalLM",
+        "Qwen3MoeForCausalLM",
+        "OlmoeForCausalLM",
     }
     assert main(["components"]) == 0
     out = capsys.readouterr().out
