@@ -43,10 +43,25 @@ def error_line(capsys: pytest.CaptureFixture[str], *needles: str) -> str:
 TINY: dict[str, Any] = dict(vocab_size=97, max_seq_len=64, d_model=32, n_layers=2, n_heads=4, dropout=0.0)
 
 
+def tiny_layout(name: str) -> dict[str, Any]:
+    """Overrides that fit preset ``name``'s absolute head layout (key/value heads, rotated
+    dimensions) into TINY's 4 heads of 8 dimensions: 8 of 16 heads become 2 of 4."""
+    config = zoo.get_config(name)
+    fit: dict[str, Any] = {}
+    kv = config.attention.options.get("n_kv_heads")
+    if kv and TINY["n_heads"] % kv:
+        fit["attention"] = {"n_kv_heads": 2}
+    rotary = config.position.options.get("rotary_dim") if config.position.name == "rotary" else None
+    if rotary and rotary > TINY["d_model"] // TINY["n_heads"]:
+        fit["position"] = {"rotary_dim": 4}
+    return fit
+
+
 def tiny(name: str = "gpt2-small", **overrides: Any) -> zoo.DecoderLM:
-    """Preset ``name`` shrunk to TINY sizes, with overrides, seeded."""
+    """Preset ``name`` shrunk to TINY sizes (its head layout fitted, ``tiny_layout``), with
+    overrides, seeded."""
     torch.manual_seed(0)
-    return zoo.build(name, **{**TINY, **overrides}).eval()
+    return zoo.build(name, **{**TINY, **tiny_layout(name), **overrides}).eval()
 
 
 def split_file(raw: bytes) -> tuple[dict[str, Any], bytes]:

@@ -21,8 +21,8 @@ import torch
 import zoo
 from helpers import TINY, TINY_ABLATION
 from zoo.cli import main
-from zoo.nn.config import parse_sets, parse_value
 from zoo.nn.registry import set_default_registry
+from zoo.nn.sets import parse_sets, parse_value
 from zoo.summary import summarize
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -386,7 +386,10 @@ GEMMA2 = {**STARCODER2, "architectures": ["Gemma2ForCausalLM"], "model_type": "g
         ({"hidden_activation": "swish"}, "hidden_act"),
         ({"layer_types": ["sliding_attention"]}, "layer_types"),
         ({"use_bidirectional_attention": True}, "use_bidirectional_attention"),
-        ({"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}, "rope_scaling.rope_type"),
+        (
+            {"rope_scaling": {"rope_type": "longrope", "short_factor": [1.0], "long_factor": [1.0]}},
+            "rope_scaling.rope_type",
+        ),
     ],
 )
 def test_gemma2_refuses_what_it_would_compute_differently(change: dict[str, Any], field: str) -> None:

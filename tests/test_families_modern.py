@@ -179,7 +179,7 @@ GRANITE = {**PHI3, "architectures": ["GraniteForCausalLM"], "model_type": "grani
     ("hf", "field"),
     [
         ({**QWEN3, "attention_bias": True}, "attention_bias"),
-        ({**QWEN3, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "rope_scaling.rope_type"),
+        ({**QWEN3, "rope_scaling": {"rope_type": "longrope", "short_factor": [1.0], "long_factor": [1.0]}}, "rope_scaling.rope_type"),
         ({**QWEN3, "use_sliding_window": True, "sliding_window": 8, "layer_types": ["x", "y"]}, "layer_types"),
         ({**GEMMA, "use_bidirectional_attention": True}, "use_bidirectional_attention"),
         ({**GEMMA, "hidden_act": "swish"}, "hidden_act"),

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import zoo
-from helpers import TINY, tiny
+from helpers import TINY, tiny, tiny_layout
 from zoo.decoding import Engine, Sampling, generate, stream
 from zoo.nn.config import MAX_SEQ_LEN
 from zoo.pipelines import generate_text
@@ -148,9 +148,8 @@ def decoder_presets() -> list[str]:
 
 
 def shrunk(preset: str) -> dict[str, Any]:
-    """Overrides that fit ``preset``'s key/value heads into tiny's heads (8 of 16: 2 of 4)."""
-    kv = zoo.get_config(preset).attention.options.get("n_kv_heads")
-    return {"attention": {"n_kv_heads": 2}} if kv and TINY["n_heads"] % kv else {}
+    """Overrides that fit ``preset``'s head layout into tiny's heads (``helpers.tiny_layout``)."""
+    return tiny_layout(preset)
 
 
 def cache_cases() -> list[dict[str, str]]:

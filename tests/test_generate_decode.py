@@ -13,7 +13,7 @@ import pytest
 
 import zoo
 from helpers import train_tokenizer
-from zoo.text import Tokenizer
+from zoo.text.tokenizers import Tokenizer
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")

@@ -41,10 +41,11 @@ from zoo.checkpoint import load, versions, write_atomically
 from zoo.checkpoint.store import check_output_file
 from zoo.errors import ConfigError, InputError, ZooError, printable
 from zoo.figures import figure_format, log_scale, plain_text
-from zoo.nn.config import ModelConfig, get_config, parse_sets
+from zoo.nn.config import ModelConfig, get_config
 from zoo.nn.factory import build
 from zoo.nn.hooks import cache_bytes, run_with_cache, stacks
 from zoo.nn.inputs import INDEX_DTYPES, check_inputs, check_tensor, not_finite_loss
+from zoo.nn.sets import parse_sets
 
 __all__ = ["Design", "ProbeResult", "corpus_batch", "plot", "probe", "probe_designs", "write_json"]
 

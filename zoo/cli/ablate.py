@@ -40,8 +40,8 @@ from zoo.cli.options import (
 from zoo.cli.render import Ui, clipped, fmt_flops, new_table
 from zoo.errors import ConfigError, InputError
 from zoo.files import read_text
-from zoo.nn.config import parse_sets
 from zoo.nn.registry import default_registry
+from zoo.nn.sets import parse_sets
 
 if TYPE_CHECKING:  # the ablation itself loads when the command runs, not to build the parser
     from zoo.ablate import AblationResult, ProgressCallback

@@ -34,7 +34,8 @@ from zoo.errors import InputError, InteropError, printable
 from zoo.files import read_json
 from zoo.interop.hf import config_from_hf
 from zoo.interop.hub import check_revision, is_hub_id, local_or_snapshot
-from zoo.nn.config import ModelConfig, parse_sets, preset_description, resolve_config, validate_config
+from zoo.nn.config import ModelConfig, preset_description, resolve_config, validate_config
+from zoo.nn.sets import parse_sets
 
 #: A command's handler: the parsed arguments and the output in, the exit status out.
 Handler = Callable[[argparse.Namespace, Ui], int]

@@ -41,7 +41,7 @@ from zoo.cli.tasks import add_task_flags, cmd_eval_tasks
 from zoo.errors import InputError, ZooError, printable
 from zoo.figures import FIGURE_FORMATS
 from zoo.interop.hub import is_hub_id, local_or_snapshot
-from zoo.nn.config import parse_sets
+from zoo.nn.sets import parse_sets
 from zoo.pipelines import recorded_tokenizer_source
 from zoo.text.loading import has_tokenizer
 from zoo.training import (

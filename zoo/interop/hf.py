@@ -291,7 +291,19 @@ def generation_config(folder: Path, hf: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(stated, dict):
         raise InteropError(f"{file} does not hold a JSON object")
     keys = GENERATION_KEYS if stated is not hf else ("eos_token_id", "pad_token_id", "bos_token_id")
-    return {key: stated[key] for key in keys if stated.get(key) is not None}
+    settings = {key: stated[key] for key in keys if stated.get(key) is not None}
+    vocab = hf.get("vocab_size")
+    if isinstance(vocab, int):  # an id past the vocabulary is never generated: transformers never stops at it
+        for key in ("eos_token_id", "pad_token_id", "bos_token_id"):
+            value = settings.get(key)
+            if isinstance(value, list):
+                kept = [i for i in value if not (isinstance(i, int) and i >= vocab)]
+                if kept != value:
+                    settings[key] = kept if kept or key != "eos_token_id" else None
+            elif isinstance(value, int) and not isinstance(value, bool) and value >= vocab:
+                settings[key] = None
+        settings = {key: value for key, value in settings.items() if value is not None}
+    return settings
 
 
 def from_pretrained(
