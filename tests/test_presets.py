@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import torch
 
@@ -30,19 +28,9 @@ def test_every_preset_validates_and_builds_on_meta(name: str) -> None:
         assert model.num_parameters() == EXPECTED_PARAMETERS[name]
 
 
-# Presets whose released head layout (key/value heads, rotated dimensions) does not fit
-# TINY's 4 heads of 8 dimensions: shrunk with it.
-TINY_LAYOUT: dict[str, dict[str, Any]] = {
-    "phi-2": {"position": {"rotary_dim": 4}},
-    "llama-3.2-1b": {"attention": {"n_kv_heads": 2}},
-}
-
-
 @pytest.mark.parametrize("name", zoo.list_models())
 def test_every_preset_runs_at_tiny_size(name: str) -> None:
-    kv = zoo.get_config(name).attention.options.get("n_kv_heads")
-    shrunk = {"attention": {"n_kv_heads": 2}} if kv and TINY["n_heads"] % kv else {}  # 8 of 16 heads: 2 of 4
-    model = tiny(name, **{**shrunk, **TINY_LAYOUT.get(name, {})})
+    model = tiny(name)  # its head layout fitted to tiny's heads (helpers.tiny_layout)
     idx = torch.randint(0, TINY["vocab_size"], (2, 8))
     out = model(idx, idx) if model.config.architecture == "encoder_decoder" else model(idx)
     assert out.shape[-1] == TINY["vocab_size"] and torch.isfinite(out).all()
