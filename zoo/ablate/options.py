@@ -157,6 +157,9 @@ class Options:
     heads: int = option(
         DEFAULT_SCALE["heads"], help="the shared heads", flag="--set n_heads", kind="count", old="--heads"
     )
+    dropout: float | None = option(
+        None, help="the dropout both sides train with", flag="--set dropout", kind="float", shown="each preset's own"
+    )
     seq_len: int = option(DEFAULT_SCALE["seq_len"], help="tokens per sequence", kind="count", metavar="N")
     steps: int = option(DEFAULT_SCALE["steps"], help="steps per run", kind="count", metavar="N")
     batch: int = option(

@@ -209,7 +209,8 @@ def make_plan(options: Options, registry: Registry, presets: tuple[ModelConfig, 
                 f"on one text, so both sides must be decoder-only presets (see `zoo list`)"
             )
     differences = diff_configs(base_config, target_config, registry=registry)
-    swappable = [(axis, value) for axis, _, value in differences if axis not in SIZE_AXES and axis != "architecture"]
+    shared = SIZE_AXES | {"architecture"} | ({"dropout"} if options.dropout is not None else set())
+    swappable = [(axis, value) for axis, _, value in differences if axis not in shared]  # --set dropout: both
     notes: list[str] = []
     if not swappable:
         notes.append(no_swaps(options.base, options.target, differences))
@@ -233,6 +234,7 @@ def make_plan(options: Options, registry: Registry, presets: tuple[ModelConfig, 
         "n_heads": o.heads,
         "vocab_size": described["vocab_size"],
         "max_seq_len": o.seq_len,
+        **({} if o.dropout is None else {"dropout": o.dropout}),
     }
     small_base = at_scale(base_config, scale, registry)
     small_target = at_scale(target_config, scale, registry)

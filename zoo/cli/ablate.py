@@ -101,7 +101,10 @@ def add_option_flags(p: argparse.ArgumentParser, kind: type[AnyOptions], group: 
 
 def _sets_help() -> str:
     defaults = {f.name: f.default for f, _ in option_fields(Options)}
-    scale = ", ".join(f"{field}={defaults[option]}" for field, option in SCALE_FIELDS.items())
+    scale = ", ".join(
+        f"{field}={'each preset' + chr(39) + 's' if defaults[option] is None else defaults[option]}"
+        for field, option in SCALE_FIELDS.items()
+    )
     return f"the scale both sides are trained at: {', '.join(SCALE_FIELDS)}; repeatable (default: {scale})"
 
 
@@ -194,9 +197,10 @@ KIND_VALUES: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def scale_options(args: argparse.Namespace) -> dict[str, int]:
+def scale_options(args: argparse.Namespace) -> dict[str, int | float]:
     """``--set d_model=48 --set n_layers=2`` (and the old ``--d-model``, ``--layers``,
-    ``--heads``) as run_ablation's ``d_model``, ``layers``, ``heads``."""
+    ``--heads``) as run_ablation's ``d_model``, ``layers``, ``heads``; ``--set dropout=P``
+    as its ``dropout``."""
     found = {option: getattr(args, option) for option in SCALE_FIELDS.values() if hasattr(args, option)}
     for field, value in parse_sets(args.set).items():
         if field not in SCALE_FIELDS:
@@ -204,7 +208,11 @@ def scale_options(args: argparse.Namespace) -> dict[str, int]:
                 f"--set {field}=...: zoo ablate sets the scale both sides train at ({', '.join(SCALE_FIELDS)}); "
                 f"every other field is what the presets' differences and swaps decide"
             )
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if field == "dropout":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise InputError(f"--set dropout={value!r}: expected a probability, at least 0 and below 1")
+            value = float(value)
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InputError(f"--set {field}={value!r}: expected a whole number of 1 or more")
         found[SCALE_FIELDS[field]] = value
     return found
