@@ -130,8 +130,11 @@ def _cells(
 
 def _check_study(o: Options, study: StudyOptions) -> None:
     """Refuse a study that cannot be run as asked, before anything trains."""
-    if o.tune_lr:
-        raise ConfigError("a study trains every rate for the full budget; drop --tune-lr/--lr-grid, or --lr-sweep")
+    if o.tune_lr and study.lr_sweep:
+        raise ConfigError(
+            "--lr-sweep trains every rate for the full budget and --tune-lr picks one per variant: "
+            "drop one of them (--tune-lr/--lr-grid, or --lr-sweep)"
+        )
     tokens_per_param, flops_per_run = study.tokens_per_param, study.flops_per_run
     if tokens_per_param is not None and flops_per_run is not None:
         raise ConfigError("pick one budget rule: --tokens-per-param or --flops-per-run, not both")
