@@ -415,10 +415,15 @@ def test_the_interaction_is_a_paired_difference_of_differences(warmup_study: Any
 def test_the_documented_study_commands_are_make_studys_and_their_regions_are_generated() -> None:
     root = Path(__file__).resolve().parents[1]
     makefile = (root / "Makefile").read_text().replace("\\\n", " ")
-    flags = {m[1]: " ".join(m[2].split()) for m in re.finditer(r"^(STUDY_\w+) \?= (.*)$", makefile, re.MULTILINE)}
+    assigned = {m[1]: " ".join(m[2].split()) for m in re.finditer(r"^(STUDY_\w+) \??= (.*)$", makefile, re.MULTILINE)}
+
+    def expanded(value: str) -> str:
+        return re.sub(r"\$\((STUDY_\w+)\)", lambda m: expanded(assigned[m[1]]), value)
+
     page = (root / "docs" / "ablation.md").read_text()
-    for variable, out in (("STUDY_LADDER", "runs/study"), ("STUDY_WARMUP", "runs/study-warmup")):
-        assert f"zoo ablate {flags[variable]} --out {out} --docs docs/ablation.md" in page
-        assert f"$(BIN)/zoo ablate $({variable}) --out {out} --docs docs/ablation.md" in makefile
-        region = page.split(f"from {out.split('/')[-1]}: do not edit")[1].split("<!-- end of the generated region")[0]
-        assert "Not generated yet" not in region and "| cell |" in region  # make study has written it
+    studies = re.findall(r"\$\(BIN\)/zoo ablate \$\((STUDY_\w+)\) --out runs/(\w+) --docs docs/ablation.md", makefile)
+    assert {name for _, name in studies} >= {"ladder", "modern", "warmup"}
+    for variable, name in studies:
+        assert f"zoo ablate {expanded(assigned[variable])} --out runs/{name} --docs docs/ablation.md" in page
+        region = page.split(f"from {name}: do not edit")[1].split("<!-- end of the generated region")[0]
+        assert "| cell |" in region  # make study has written it
