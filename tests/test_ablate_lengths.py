@@ -1,0 +1,200 @@
+"""Length extrapolation in ``zoo ablate`` (``--eval-lengths``) over position encodings swapped
+in by ``--swaps position=VALUE``: learned positions are N/A past their table, the others run
+at 2T on real 2T-token windows, and the records, ablation.json, report.md, the terminal and
+the --docs region carry the losses; bad values are refused before anything trains."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from zoo.ablate import AblationResult, run_ablation
+from zoo.ablate.extrapolation import extrapolated, extrapolation_sentence, marked
+from zoo.ablate.stats import adjust_p
+from zoo.checkpoint import load
+from zoo.cli import main
+from zoo.errors import ConfigError, ZooError
+from zoo.training import bundled_corpus, load_corpus
+
+T = 16
+SCALE: dict[str, Any] = dict(
+    d_model=16, layers=1, heads=2, seq_len=T, steps=4, batch=4, lr=1e-2, eval_every=4, max_chars=6000
+)
+MODERN = importlib.util.find_spec("zoo_modern") is not None  # rotary and ALiBi come with zoo-modern
+POSITIONS = ["learned", "sinusoidal", "none", *(["rotary", "alibi"] if MODERN else [])]
+SWAPS = [f"position={name}" for name in POSITIONS]
+#: The CLI flags of the same ablation.
+FLAGS = [
+    *("--set", "d_model=16", "--set", "n_layers=1", "--set", "n_heads=2", "--seq-len", str(T), "--steps", "4"),
+    *("--batch-size", "4", "--lr", "0.01", "--eval-every", "4", "--max-chars", "6000", "--tokenizer", "bytes"),
+    *("--seeds", "2", "--swaps", ",".join(SWAPS), "--eval-lengths", "2"),
+]
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> AblationResult:
+    """transformer-2017 (sinusoidal) with its position swapped to each encoding, and
+    gpt2-small (learned), 2 seeds, trained at T and evaluated at T and 2T."""
+    out = tmp_path_factory.mktemp("lengths") / "out"
+    return run_ablation(
+        "transformer-2017",
+        "gpt2-small",
+        **SCALE,
+        seeds=2,
+        tokenizer="bytes",
+        swaps=SWAPS,
+        eval_lengths=[2],
+        out_dir=out,
+    )
+
+
+def test_learned_is_na_past_its_table_and_the_others_run_at_2t(ran: AblationResult) -> None:
+    names = [run.name for run in ran.runs]
+    assert names == ["transformer-2017", *(s for s in SWAPS if s != "position=sinusoidal"), "gpt2-small"]
+    assert any("position=sinusoidal skipped: it is the base's own position" in note for note in ran.notes)
+    assert ran.eval_lengths == [T, 2 * T]
+    for run in ran.runs:
+        learned = run.config.position.name == "learned"
+        assert run.config.max_seq_len == (T if learned else 2 * T)  # a table stays at T: never extended
+        assert run.extrapolation is not None
+        assert run.extrapolation.refused == (f"learned positions: no table past {T} tokens" if learned else None)
+        for seed in run.seeds:
+            assert math.isclose(seed.eval_lengths[T], seed.final_val_loss, rel_tol=1e-5)  # T is the table's loss
+            if learned:
+                assert seed.eval_lengths[2 * T] is None
+            else:
+                assert math.isfinite(seed.eval_lengths[2 * T] or math.nan)
+        cell = run.extrapolation.cell(2 * T)
+        assert (cell.loss is None) == learned and (cell.growth is None) == learned
+        if not learned:
+            assert cell.loss is not None and cell.growth is not None
+            losses = [s.eval_lengths[2 * T] for s in run.seeds]
+            assert cell.loss.mean == pytest.approx(sum(losses) / 2)  # type: ignore[arg-type]
+            assert cell.growth.mean == pytest.approx(sum(b - a for a, b in zip(run.losses(), losses)) / 2)  # type: ignore[operator]
+    assert ran.control is not None and all(s.eval_lengths[2 * T] is not None for s in ran.control.seeds)
+
+
+def test_the_records_the_json_and_the_report_carry_the_lengths(ran: AblationResult) -> None:
+    folder = ran.results_path.parent
+    for run in ran.runs:
+        record = json.loads(run.checkpoint.with_suffix(".json").read_text())
+        assert record["eval_lengths"] == {
+            str(T): run.seeds[0].eval_lengths[T],
+            str(2 * T): run.seeds[0].eval_lengths[2 * T],
+        }
+    data = json.loads(ran.results_path.read_text())
+    assert data["eval_lengths"] == [T, 2 * T]
+    growth_p = []
+    for run in data["runs"]:
+        learned = run["config"]["position"]["name"] == "learned"
+        assert all((seed["eval_lengths"][str(2 * T)] is None) == learned for seed in run["seeds"])
+        at_t, at_2t = run["extrapolation"]["lengths"]
+        assert at_t["length"] == T and at_2t["factor"] == 2 and at_t["loss"]["n"] == 2
+        if learned:
+            assert at_2t["loss"] is None and at_2t["vs_train_length"] is None
+            continue
+        growth_p.append((at_2t["vs_train_length"]["p_value"], at_2t["vs_train_length"]["p_adjusted"]))
+        if run["axis"] != "base":
+            delta = at_2t["delta_vs_base"]
+            assert delta["n"] == 2 and delta["p_adjusted"] >= delta["p_value"]
+    raw, adjusted = zip(*growth_p)
+    assert list(adjusted) == pytest.approx(adjust_p(list(raw), ran.correction).tolist())  # Holm over those tests
+    report = (folder / "report.md").read_text()
+    assert "## Length extrapolation" in report and f"| run | position | T={T} | 2T={2 * T} | 2T − T |" in report
+    assert "| `position=learned` | learned |" in report and "| N/A | N/A |" in report
+    assert "cannot run past T (learned positions: no table past 16 tokens): N/A" in report
+
+
+def test_the_sentence_follows_from_the_marks(ran: AblationResult) -> None:
+    sentence = extrapolation_sentence(ran)
+    assert sentence.startswith(f"At 2T ({2 * T} tokens, trained at T = {T}), after Holm's step-down correction")
+    rises, _, rest = sentence.partition("the loss rises above its loss at T for ")
+    for run in extrapolated(ran):
+        assert run.extrapolation is not None
+        growth = run.extrapolation.cell(2 * T).growth
+        label = f"`{run.name}" if run.axis == "position" else f"`{run.name} ("
+        if growth is None:
+            assert label in sentence.rpartition(";")[2]  # the N/A clause, last
+        elif marked(growth):
+            assert label in rest.partition("not significantly")[0]
+        else:
+            assert label in sentence.partition("not significantly different")[2]
+
+
+def test_the_2t_loss_is_on_2t_token_windows(ran: AblationResult) -> None:
+    """The recorded 2T loss, again from the saved checkpoint on windows of 2T + 1 tokens
+    cut from the validation split here; the learned model refuses such a window."""
+    val = load_corpus(bundled_corpus(), tokenizer="bytes", max_chars=SCALE["max_chars"]).val
+    count = ran.settings.eval_batches * ran.settings.batch_size
+    starts = torch.linspace(0, val.numel() - (2 * T + 1), count).long()
+    windows = torch.stack([val[s : s + 2 * T + 1] for s in starts.tolist()]).long()
+    assert windows.shape == (count, 2 * T + 1)
+    for run in ran.runs:
+        model = load(run.checkpoint).eval()
+        if run.config.position.name == "learned":
+            with pytest.raises(ConfigError, match=f"{2 * T} positions do not fit"):
+                model(windows[:1, :-1])
+            continue
+        with torch.no_grad():
+            logits = model(windows[:, :-1])
+        assert logits.shape[1] == 2 * T
+        loss = float(F.cross_entropy(logits.flatten(0, 1).float(), windows[:, 1:].flatten()))
+        assert loss == pytest.approx(run.seeds[0].eval_lengths[2 * T], rel=1e-4)
+        assert loss != pytest.approx(run.seeds[0].eval_lengths[T], rel=1e-6)
+
+
+def test_the_cli_reuses_every_run_and_prints_the_table(ran: AblationResult, tmp_path: Path, capsys: Any) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("# Lengths\n")
+    out = ran.results_path.parent
+    assert main(["ablate", *FLAGS, "-o", str(out), "--docs", str(page)]) == 0
+    shown = capsys.readouterr().out
+    assert "trained 0" in shown and f"length extrapolation: trained at T={T}" in shown
+    assert "N/A" in shown and "cannot run past T (learned positions: no table past 16 tokens)" in shown
+    region = page.read_text()
+    assert f"2T={2 * T}" in region and "| `position=learned` | learned |" in region
+    assert extrapolation_sentence(ran) in region
+    assert main(["ablate", *FLAGS[:-1], "2,4", "-o", str(out)]) == 1  # other lengths: its records are other runs
+    assert "records a run with other settings" in (err := capsys.readouterr().err) and "--eval-lengths" in err
+
+
+@pytest.mark.parametrize(
+    ("swaps", "eval_lengths", "message"),
+    [
+        (
+            ["position=rope"],
+            None,
+            "no position component is registered as 'rope'; the registered position components are alibi, learned, none, rotary, sinusoidal",
+        ),
+        (["norm_eps=1"], None, "AXIS=VALUE takes a component kind"),
+        (["position=none", "position=none"], None, "names the swap 'position=none' twice"),
+        (["positions"], None, "or AXIS=VALUE for a component"),
+        (["position=none"], [1], "distinct whole multiples of --seq-len of 2 or more"),
+        (["position=none"], [2, 2], "distinct whole multiples"),
+        (["position=none"], [1000], "--eval-lengths: the validation split holds"),
+    ],
+)
+def test_bad_swaps_and_lengths_are_refused_before_anything_trains(
+    swaps: list[str], eval_lengths: list[int] | None, message: str, tmp_path: Path
+) -> None:
+    if "rotary" in message and not MODERN:
+        pytest.skip("the registered names include zoo-modern's")
+    out = tmp_path / "out"
+    with pytest.raises(ZooError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        run_ablation(
+            "transformer-2017",
+            "gpt2-small",
+            **SCALE,
+            tokenizer="bytes",
+            swaps=swaps,
+            eval_lengths=eval_lengths,
+            out_dir=out,
+        )
+    assert not out.exists()
