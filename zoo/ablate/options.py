@@ -245,7 +245,7 @@ class Options:
         help="train only these swaps; AXIS=VALUE swaps the base's component of that kind to a registered one "
         "(e.g. position=rotary,position=alibi: one row each)",
         kind="axes",
-        metavar="AXIS[=VALUE],...",
+        metavar="AXIS,AXIS,...",
         shown="all",
     )
     eval_lengths: list[int] | None = option(
@@ -253,7 +253,7 @@ class Options:
         help="length extrapolation: also evaluate every run at these multiples of --seq-len (e.g. 2,4); "
         "learned positions are N/A past their table",
         kind="factors",
-        metavar="F,F,...",
+        metavar="N,N,...",
         shown="--seq-len alone",
     )
     out_dir: Path = option(
