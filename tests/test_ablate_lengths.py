@@ -5,9 +5,11 @@ the --docs region carry the losses; bad values are refused before anything train
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ import torch.nn.functional as F
 
 from zoo.ablate import AblationResult, run_ablation
 from zoo.ablate.extrapolation import extrapolated, extrapolation_sentence, marked
-from zoo.ablate.stats import adjust_p
+from zoo.ablate.stats import Interval, adjust_p
 from zoo.checkpoint import load
 from zoo.cli import main
 from zoo.errors import ConfigError, ZooError
@@ -126,6 +128,45 @@ def test_the_sentence_follows_from_the_marks(ran: AblationResult) -> None:
             assert label in rest.partition("not significantly")[0]
         else:
             assert label in sentence.partition("not significantly different")[2]
+        delta = run.extrapolation.cell(2 * T).delta_vs_base
+        if delta is not None and marked(delta):
+            assert label in sentence.partition("against the base at 32 tokens")[2]
+    deltas = [run.extrapolation.cell(2 * T).delta_vs_base for run in extrapolated(ran) if run.extrapolation]
+    assert ("no row differs significantly" in sentence) == (not any(d is not None and marked(d) for d in deltas))
+
+
+def test_the_sentence_says_what_corrected_marks_say(ran: AblationResult) -> None:
+    """The same result with known changes at 2T: a corrected rise, a corrected fall, a change
+    significant only before the correction, and a corrected difference to the base."""
+    result = copy.deepcopy(ran)
+
+    def change(mean: float, p_adjusted: float, p_value: float = 0.001) -> Interval:
+        return Interval(mean, 0.1, 2, 0.95, p_value, 0.01, p_adjusted)
+
+    given = {"position=none": change(0.5, 0.01), "position=learned": None, "transformer-2017": change(-0.3, 0.02)}
+    given["gpt2-small"] = None
+    for run in result.runs:
+        assert run.extrapolation is not None
+        at_t, at_2t = run.extrapolation.cells
+        growth = given.get(run.name, change(0.2, 0.2))  # the rest: p 0.001 before the correction, 0.2 after
+        delta = change(-0.4, 0.03) if run.name == "position=none" else at_2t.delta_vs_base
+        if growth is not None:
+            run.extrapolation = replace(
+                run.extrapolation, cells=[at_t, replace(at_2t, growth=growth, delta_vs_base=delta)]
+            )
+    sentence = extrapolation_sentence(result)
+    assert "the loss rises above its loss at T for `position=none` (+0.500 ± 0.100)" in sentence
+    assert "the loss falls below its loss at T for `transformer-2017 (sinusoidal)` (-0.300 ± 0.100)" in sentence
+    flat = sentence.partition("is not significantly different from its loss at T for ")[2].partition(";")[0]
+    assert "`position=none`" not in flat and "`transformer-2017" not in flat
+    assert all(f"`{name}` (its 95% interval keeps it within ±0.300)" in flat for name in ("position=alibi",) if MODERN)
+    assert (
+        "against the base at 32 tokens (paired, corrected the same way), the loss is lower for `position=none`"
+        in sentence
+    )
+    assert sentence.endswith(
+        "`position=learned`, `gpt2-small (learned)` cannot run past T (learned positions: no table past 16 tokens): N/A."
+    )
 
 
 def test_the_2t_loss_is_on_2t_token_windows(ran: AblationResult) -> None:

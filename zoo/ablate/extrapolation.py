@@ -79,6 +79,7 @@ def extrapolation_sentence(result: AblationResult, *, markdown: bool = True) -> 
 
     longest, trained = result.eval_lengths[-1], result.eval_lengths[0]
     changes: list[tuple[AblationRun, Interval]] = []
+    changes_vs_base: list[tuple[AblationRun, Interval]] = []
     refused: dict[str, list[AblationRun]] = {}
     tests = 0
     for run in extrapolated(result):
@@ -88,6 +89,8 @@ def extrapolation_sentence(result: AblationResult, *, markdown: bool = True) -> 
             refused.setdefault(run.extrapolation.refused, []).append(run)
         if (growth := run.extrapolation.cell(longest).growth) is not None:
             changes.append((run, growth))
+        if (delta := run.extrapolation.cell(longest).delta_vs_base) is not None:
+            changes_vs_base.append((run, delta))
     if len(result.seeds) < 2:
         shown = ", ".join(f"{label(run)} {change.mean:+.3f}" for run, change in changes)
         parts = [f"one seed, so no test: the loss minus its loss at T is {shown or 'not measured'}"]
@@ -108,9 +111,21 @@ def extrapolation_sentence(result: AblationResult, *, markdown: bool = True) -> 
         parts = [
             f"after {name} over the {tests} tests of the change from T" + (": " + "; ".join(found) if found else "")
         ]
+        if changes_vs_base:  # none when the base cannot run there
+            parts.append(_against_base(changes_vs_base, label, longest))
     for reason, runs in refused.items():
         parts.append(f"{', '.join(label(run) for run in runs)} cannot run past T ({reason}): N/A")
     return f"At {_factor(result, longest)} ({longest} tokens, trained at T = {trained}), " + "; ".join(parts) + "."
+
+
+def _against_base(rows: list[tuple[AblationRun, Interval]], label: Callable[[AblationRun], str], length: int) -> str:
+    """Which rows' loss at ``length`` differs from the base's there, after the correction."""
+    lower = [(r, d) for r, d in rows if marked(d) and d.mean < 0]
+    higher = [(r, d) for r, d in rows if marked(d) and d.mean > 0]
+    if not lower and not higher:
+        return f"against the base at {length} tokens (paired, corrected the same way), no row differs significantly"
+    found = [f"{what} for {_listed(found, label)}" for what, found in (("lower", lower), ("higher", higher)) if found]
+    return f"against the base at {length} tokens (paired, corrected the same way), the loss is " + " and ".join(found)
 
 
 def _listed(rows: list[tuple[AblationRun, Interval]], label: Callable[[AblationRun], str]) -> str:

@@ -140,6 +140,12 @@ def execute(job: Job, context: Context, device: str, report: Reporter | None, re
         if past is not None:
             loss, curve, speed = None, [], 0.0  # a rate of the sweep that diverged
     lengths = length_losses(model, data.val, job.settings, job.lengths) if job.lengths and loss is not None else None
+    for length, at in (lengths or {}).items():
+        if at is not None and not 0.0 <= at <= LOSS_LIMIT:  # NaN fails the test too
+            raise DivergenceError(
+                f"run {job.label!r}: its validation loss at {length} tokens (--eval-lengths) is {at:.4g}, past the "
+                f"{LOSS_LIMIT:g} nats/token a record holds: the model's outputs there are not finite numbers"
+            )
     body = record_body(job, context, loss, curve, speed, probe.taken if probe is not None else None, lengths)
     if not job.tune:
         about = {
