@@ -17,12 +17,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from helpers import prepared_bytes
 from zoo.ablate import AblationResult, run_ablation
 from zoo.ablate.extrapolation import extrapolated, extrapolation_sentence, marked
+from zoo.ablate.lengths import at_lengths
 from zoo.ablate.stats import Interval, adjust_p
 from zoo.checkpoint import load
 from zoo.cli import main
 from zoo.errors import ConfigError, ZooError
+from zoo.nn.config import resolve_config
+from zoo.nn.factory import build
+from zoo.nn.registry import default_registry
 from zoo.training import bundled_corpus, load_corpus
 
 T = 16
@@ -238,4 +243,38 @@ def test_bad_swaps_and_lengths_are_refused_before_anything_trains(
             eval_lengths=eval_lengths,
             out_dir=out,
         )
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("position", [p for p in POSITIONS if p != "learned"])
+def test_a_longer_context_changes_nothing_at_t(position: str) -> None:
+    """What the docs promise: a table-free encoding built for the longest length has the same
+    weights, drawn from the same seed, and the same outputs at T as one built for T."""
+    config = resolve_config("transformer-2017", {"d_model": 16, "n_layers": 1, "n_heads": 2, "max_seq_len": T})
+    config = resolve_config(config, {"position": {"name": position}})
+    longer, refused = at_lengths(config, 4 * T, default_registry())
+    assert longer.max_seq_len == 4 * T and refused is None
+    models = []
+    for c in (config, longer):
+        torch.manual_seed(0)
+        models.append(build(c).eval())
+    short, long = models
+    assert short.state_dict().keys() == long.state_dict().keys()
+    assert all(torch.equal(v, long.state_dict()[k]) for k, v in short.state_dict().items())
+    idx = torch.randint(0, config.vocab_size, (2, T))
+    assert torch.equal(short(idx), long(idx))
+
+
+def test_a_learned_table_stays_at_t() -> None:
+    config = resolve_config("gpt2-small", {"d_model": 16, "n_layers": 1, "n_heads": 2, "max_seq_len": T})
+    same, refused = at_lengths(config, 4 * T, default_registry())
+    assert same == config and refused == f"learned positions: no table past {T} tokens"
+
+
+def test_a_prepared_split_too_short_for_the_longest_length_is_refused(tmp_path: Path) -> None:
+    data = prepared_bytes(tmp_path, 4_000)  # a validation split of 400 tokens
+    scale = {k: v for k, v in SCALE.items() if k != "max_chars"}
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError, match=r"--eval-lengths: the validation split holds 400 tokens, fewer than the 513"):
+        run_ablation("transformer-2017", "gpt2-small", **scale, data=data, eval_lengths=[32], out_dir=out)
     assert not out.exists()
