@@ -65,6 +65,7 @@ def other_value(f: Field[Any]) -> Any:
         "optional-axes": ["placement", "position"],
         "scales": [(16, 1), (32, 2)],
         "warmups": [0, None],
+        "factors": [2, 4],
     }
     value = by_kind[kind]
     assert value != default, (f.name, value)

@@ -11,6 +11,7 @@ from typing import Any
 
 from zoo._version import __version__
 from zoo.ablate.baselines import Baselines, ngram_baselines
+from zoo.ablate.lengths import correct_lengths, extrapolation
 from zoo.ablate.options import Options, make_options, record, with_options
 from zoo.ablate.plan import Job, Plan, make_plan
 from zoo.ablate.records import Context, content_digest, read_record, seed_run
@@ -214,6 +215,7 @@ def _train_and_report(
     runs = _collect(plan, jobs, lrs, tunes, runner, registry)
     control = _control(plan, control_jobs, runs[0], runner)
     corrected(runs, plan.options.correction, control)
+    _extrapolation(plan, runs)
     result = _result(plan, runs, command, runner, control)
     if result.main_process:
         write_report(result)
@@ -275,6 +277,20 @@ def _collect(
             )
         )
     return runs
+
+
+def _extrapolation(plan: Plan, runs: list[AblationRun]) -> None:
+    """Each variant's losses at the eval lengths, as intervals and paired tests (every
+    longer length against its own loss at T, and against the base's), corrected together."""
+    if not plan.lengths:
+        return
+    base = [s.eval_lengths for s in runs[0].seeds]
+    found = [
+        extrapolation([s.eval_lengths for s in run.seeds], None if i == 0 else base, plan.lengths, v.refused, LEVEL)
+        for i, (run, v) in enumerate(zip(runs, plan.variants))
+    ]
+    for run, extrapolated in zip(runs, correct_lengths(found, plan.options.correction)):
+        run.extrapolation = extrapolated
 
 
 def _control(plan: Plan, jobs: list[Job], base: AblationRun, runner: Runner) -> AblationRun:
@@ -347,6 +363,7 @@ def _result(plan: Plan, runs: list[AblationRun], command: str, runner: Runner, c
         correction=o.correction,
         control=control,
         baselines=_baselines(plan, runner) if runner.world.is_main else None,
+        eval_lengths=list(plan.lengths),
     )
 
 

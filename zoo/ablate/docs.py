@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from zoo.ablate.advice import floor_sentence, next_step
+from zoo.ablate.extrapolation import extrapolation_markdown
 from zoo.ablate.ladder import StudyResult
 from zoo.ablate.report import table
 from zoo.ablate.results import AblationResult, md_block
@@ -329,6 +330,7 @@ def _ablation_region(result: AblationResult, figures: dict[str, str]) -> str:
         lines.append("| " + " | ".join([*row, "" if run.axis == "base" else _literature(run.axis)]) + " |")
     floor = floor_sentence(result)
     lines += ["", f"{floor[0].upper() + floor[1:]}." if floor else "One seed: no noise floor.", ""]
+    lines += extrapolation_markdown(result)
     for role, path in figures.items():
         lines += [f"![{role}]({path})", ""]
     lines += [f"Next step: {next_step(result)}.", ""]

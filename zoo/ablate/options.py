@@ -70,7 +70,7 @@ LAUNCHERS = ("local", "ray")
 #: The kinds of value a flag takes, each read by the command line its own way (``zoo.cli.ablate.KIND_ARGUMENTS``).
 KINDS = (
     "text", "choice", "count", "int", "float", "seed", "switch", "vocab", "path", "out",
-    "rates", "axes", "optional-axes", "scales", "warmups",
+    "rates", "axes", "optional-axes", "scales", "warmups", "factors",
 )  # fmt: skip
 
 
@@ -244,7 +244,20 @@ class Options:
         shown="single swaps",
     )
     swaps: list[str] | None = option(
-        None, help="train only these swaps", kind="axes", metavar="AXIS,AXIS,...", shown="all"
+        None,
+        help="train only these swaps; AXIS=VALUE swaps the base's component of that kind to a registered one "
+        "(e.g. position=rotary,position=alibi: one row each)",
+        kind="axes",
+        metavar="AXIS,AXIS,...",
+        shown="all",
+    )
+    eval_lengths: list[int] | None = option(
+        None,
+        help="length extrapolation: also evaluate every run at these multiples of --seq-len (e.g. 2,4); "
+        "learned positions are N/A past their table",
+        kind="factors",
+        metavar="N,N,...",
+        shown="--seq-len alone",
     )
     out_dir: Path = option(
         help="output folder; run again on it, it trains only unfinished runs",

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from zoo.ablate.compare import SIZE_AXES, diff_configs, swap_value
+from zoo.ablate.lengths import at_lengths, check_factors, check_split, lengths_of
 from zoo.ablate.options import (
     CONTROL_SEED_OFFSET,
     LAUNCHERS,
@@ -27,10 +28,10 @@ from zoo.ablate.options import (
 )
 from zoo.ablate.stats import CORRECTIONS
 from zoo.bounds import check_elements, check_threads, count
-from zoo.errors import ConfigError, InputError, ZooError, command, printable
+from zoo.errors import ConfigError, InputError, ZooError, command, printable, quoted
 from zoo.nn.config import ModelConfig, resolve_config
-from zoo.nn.registry import Registry, default_registry
-from zoo.training import TrainSettings, bundled_corpus, load_corpus, open_data, read_text
+from zoo.nn.registry import KINDS, Registry, default_registry
+from zoo.training import TokenSplit, TrainSettings, bundled_corpus, load_corpus, open_data, read_text
 
 #: Bytes the plan holds per run at the least: its Job and its TrainSettings, each a
 #: dataclass of 56 bytes with a 296-byte __dict__ (sys.getsizeof).
@@ -64,6 +65,8 @@ def check_options(options: Options) -> None:
         problems.append(f"warmup={options.warmup!r} must be an integer within [0, steps={options.steps}] (--warmup)")
     if options.swaps is not None and options.on_path:
         problems.append("swaps picks single swaps; a cumulative path takes its axes from path (--path AXIS,...)")
+    if (factors := check_factors(options.eval_lengths)) is not None:
+        problems.append(factors)
     if problems:
         raise ConfigError(f"invalid ablation settings: {'; '.join(problems)}")
     check_threads(options.threads)
@@ -82,6 +85,7 @@ class Variant:
     name: str
     axis: str  # "base", "target" or the swapped field
     config: ModelConfig
+    refused: str | None = None  # why its eval lengths past --seq-len are N/A (a learned table)
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,7 @@ class Job:
     config: ModelConfig
     settings: TrainSettings
     tune: bool  # a run of the learning-rate sweep: no checkpoint, divergence allowed
+    lengths: tuple[int, ...] = ()  # where it is evaluated once trained (--eval-lengths): T, 2T, ...
 
 
 @dataclass
@@ -116,6 +121,11 @@ class Plan:
     @property
     def seeds(self) -> list[int]:
         return list(range(self.options.seed, self.options.seed + self.options.seeds))
+
+    @property
+    def lengths(self) -> tuple[int, ...]:
+        """The lengths every compared run is evaluated at (``--eval-lengths``); none without."""
+        return lengths_of(self.options.seq_len, self.options.eval_lengths)
 
     @property
     def tuning(self) -> dict[str, Any] | None:
@@ -164,6 +174,7 @@ class Plan:
                         v.config,
                         replace(self.settings, seed=s, lr=lr),
                         tune=False,
+                        lengths=self.lengths,
                     )
                     for s in self.seeds
                 ]
@@ -183,6 +194,7 @@ class Plan:
                 base.config,
                 replace(self.settings, seed=s, lr=lr),
                 tune=False,
+                lengths=self.lengths,
             )
             for s in self.control_seeds
         ]
@@ -242,8 +254,23 @@ def make_plan(options: Options, registry: Registry, presets: tuple[ModelConfig, 
     if o.on_path:
         variants = cumulative_path(ends, swappable, o.path or [], notes, registry)
     else:
-        variants = single_swaps(ends, _picked(swappable, o.swaps), notes, registry)
+        variants = single_swaps(ends, _picked(swappable, o.swaps, registry), notes, registry)
+    if o.eval_lengths:
+        variants = _for_lengths(variants, tokens, o.seq_len * max(o.eval_lengths), registry)
     return Plan(o, differences, variants, settings, grid, tokens, described, notes)
+
+
+def _for_lengths(
+    variants: list[Variant], tokens: tuple[torch.Tensor, torch.Tensor] | Path, longest: int, registry: Registry
+) -> list[Variant]:
+    """The variants built to run ``longest`` tokens where their positions can
+    (``lengths.at_lengths``), after checking the validation split holds such a window."""
+    check_split(open_data(tokens).val if isinstance(tokens, Path) else TokenSplit((tokens[1],)), longest)
+    found = []
+    for v in variants:
+        config, refused = at_lengths(v.config, longest, registry)
+        found.append(replace(v, config=config, refused=refused))
+    return found
 
 
 def resolve_presets(options: Options, registry: Registry) -> tuple[ModelConfig, ModelConfig]:
@@ -251,18 +278,51 @@ def resolve_presets(options: Options, registry: Registry) -> tuple[ModelConfig, 
     return resolve_config(options.base, registry=registry), resolve_config(options.target, registry=registry)
 
 
-def _picked(swappable: list[tuple[str, Any]], swaps: list[str] | None) -> list[tuple[str, Any]]:
-    """The swaps named by ``swaps`` (in the differences' order), or all of them."""
+#: A swap: its axis, the value its row is named by, and the override that makes it.
+Swap = tuple[str, Any, Any]
+
+
+def _picked(swappable: list[tuple[str, Any]], swaps: list[str] | None, registry: Registry) -> list[Swap]:
+    """The swaps named by ``swaps``: plain axes to the target's value (in the differences'
+    order), then each ``AXIS=VALUE`` to that registered component (in the order given); or
+    every swappable difference."""
+    toward = [(axis, value, None) for axis, value in swappable]
     if swaps is None:
-        return swappable
+        return toward
+    plain = [axis for axis in swaps if "=" not in axis]
     axes = [axis for axis, _ in swappable]
-    unknown = [axis for axis in swaps if axis not in axes]
+    unknown = [axis for axis in plain if axis not in axes]
     if unknown or not swaps:
         raise InputError(
-            f"swaps names {', '.join(repr(a) for a in unknown) or 'nothing'}; it takes axes among the "
-            f"swappable differences: {', '.join(axes) or 'none'} (--swaps AXIS,AXIS,...)"
+            f"swaps names {', '.join(quoted(a) for a in unknown) or 'nothing'}; it takes axes among the "
+            f"swappable differences: {', '.join(axes) or 'none'}, or AXIS=VALUE for a component "
+            f"(--swaps AXIS,AXIS=VALUE,...)"
         )
-    return [(axis, value) for axis, value in swappable if axis in swaps]
+    valued = [_valued(entry, registry) for entry in swaps if "=" in entry]
+    picked = [swap for swap in toward if swap[0] in plain] + valued
+    names = [f"{axis}={value}" for axis, value, _ in picked]
+    if len(set(names)) != len(names):
+        twice = next(name for name in names if names.count(name) > 1)
+        raise InputError(f"swaps names the swap {quoted(twice)} twice; give each once (--swaps)")
+    return picked
+
+
+def _valued(entry: str, registry: Registry) -> Swap:
+    """``position=rotary`` as a swap of the base's component of that kind to that one (its
+    default options), checked against the registry."""
+    axis, _, value = (part.strip() for part in entry.partition("="))
+    if axis not in KINDS:
+        raise InputError(
+            f"swaps names {quoted(entry)}: AXIS=VALUE takes a component kind ({', '.join(KINDS)}) and one of "
+            f"its registered names; other axes are swapped to the target's value by their plain name (--swaps)"
+        )
+    names = [c.name for c in registry.components(axis)]
+    if value not in names:
+        raise InputError(
+            f"swaps names {quoted(entry)}: no {axis} component is registered as {quoted(value)}; the registered "
+            f"{axis} components are {', '.join(names)} (`zoo components`; a plugin adds more)"
+        )
+    return axis, value, {"name": value}
 
 
 def ablation_data(
@@ -349,16 +409,21 @@ def swapless(base: str, target: str, registry: Registry) -> str | None:
 
 
 def single_swaps(
-    ends: tuple[Variant, Variant], swappable: list[tuple[str, Any]], notes: list[str], registry: Registry
+    ends: tuple[Variant, Variant], swappable: list[Swap], notes: list[str], registry: Registry
 ) -> list[Variant]:
-    """Base, the base with each single swap, target."""
+    """Base, the base with each single swap (to the target's value, or the override a swap
+    names), target."""
     base, target = ends
     plan = [base]
-    for axis, value in swappable:
+    for axis, value, override in swappable:
+        change = swap_value(target.config, axis) if override is None else override
         try:
-            swapped = resolve_config(base.config, {axis: swap_value(target.config, axis)}, registry=registry)
+            swapped = resolve_config(base.config, {axis: change}, registry=registry)
         except ZooError as err:
             notes.append(f"swap {axis}={value} skipped: it cannot be applied alone ({err})")
+            continue
+        if override is not None and swapped == base.config:
+            notes.append(f"swap {axis}={value} skipped: it is the base's own {axis}, so the base row is that design")
             continue
         plan.append(Variant(f"{axis}={value}", axis, swapped))
     plan.append(target)

@@ -71,6 +71,8 @@ class Record(BaseModel):
     tokens_per_second: float = Field(ge=0.0)
     checkpoint: str | None
     diagnostics: list[DiagnosticsRow] = Field(default_factory=list, max_length=1 << 20)  # absent in older records
+    # the loss at each --eval-lengths length, by its token count; None: past a learned table
+    eval_lengths: dict[str, Loss | None] = Field(default_factory=dict, max_length=1 << 10)
     digest: str | None = None  # of everything else; None: written by an older zoo
 
 
@@ -114,13 +116,15 @@ class Context:
 def fingerprint(job: Job, context: Context) -> dict[str, Any]:
     """What makes a finished run reusable: the same model, training, data and device."""
     settings = {**job.settings.__dict__, "betas": list(job.settings.betas)}
-    key = {
+    key: dict[str, Any] = {
         "config": job.config.model_dump(mode="json"),
         "settings": settings,
         "data": context.data,
         "content": context.content,
         "device": context.device,
     }
+    if job.lengths:  # absent without --eval-lengths, so older records still match
+        key["eval_lengths"] = list(job.lengths)
     read: dict[str, Any] = json.loads(json.dumps(key))  # as it reads back from a record
     return read
 
@@ -137,7 +141,8 @@ def finished(job: Job, context: Context, registry: Registry | None = None) -> bo
         return False
     if record.fingerprint != fingerprint(job, context):
         raise InputError(
-            f"{context.record_path(job)} records a run with other settings (model, training, data or device) than "
+            f"{context.record_path(job)} records a run with other settings (model, training, data, device or "
+            f"--eval-lengths) than "
             f"this ablation's {job.label!r}; pass another --out, or delete the folder to start over"
         )
     return _loss_holds(job, context, record, registry)
@@ -210,6 +215,7 @@ def record_body(
     curve: list[CurvePoint],
     tokens_per_second: float,
     diagnostics: list[Diagnostics] | None = None,
+    lengths: dict[str, float | None] | None = None,
 ) -> dict[str, Any]:
     """``job``'s record: what it measured (the diagnostics too), the fingerprint that makes it
     reusable, and its digest (which the run's checkpoint records too, binding the two)."""
@@ -222,6 +228,8 @@ def record_body(
         "checkpoint": None if job.tune else context.checkpoint(job).name,
         "diagnostics": [d.to_dict() for d in diagnostics or []],
     }
+    if lengths:  # absent without --eval-lengths, as in older records
+        body["eval_lengths"] = lengths
     body = json.loads(json.dumps(body))  # as it reads back
     body["digest"] = _body_digest(body)
     return body
@@ -256,6 +264,7 @@ def seed_run(job: Job, record: dict[str, Any], context: Context, reused: bool) -
         checkpoint=confined(context.out_dir, record["checkpoint"], InputError, str(context.record_path(job))),
         reused=reused,
         diagnostics=[Diagnostics.from_dict(d) for d in record.get("diagnostics", [])],
+        eval_lengths={int(length): loss for length, loss in (record.get("eval_lengths") or {}).items()},
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from zoo.ablate.advice import CORRECTION_NAMES, caveats_section, next_step_section, noise_section
 from zoo.ablate.compare import SIZE_AXES
+from zoo.ablate.extrapolation import extrapolation_section
 from zoo.ablate.records import write_figure, write_text
 from zoo.ablate.results import (
     ALPHA,
@@ -166,7 +167,8 @@ def md(text: object) -> str:
 
 def report_markdown(result: AblationResult) -> str:
     """``report.md``: everything needed to read and repeat the ablation, on its own."""
-    lines = [*_summary(result), *noise_section(result), *_plots(result), *_rates(result), *_setup(result)]
+    lines = [*_summary(result), *extrapolation_section(result), *noise_section(result), *_plots(result)]
+    lines += [*_rates(result), *_setup(result)]
     lines += [*caveats_section(result), *next_step_section(result)]
     if result.notes:
         lines += ["## Notes", "", *(f"- {md(note)}" for note in result.notes), ""]

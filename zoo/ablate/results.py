@@ -13,6 +13,7 @@ from typing import Any
 from zoo.ablate.baselines import Baselines
 from zoo.ablate.compare import SIZE_AXES
 from zoo.ablate.diagnostics import Diagnostics
+from zoo.ablate.lengths import Extrapolation
 from zoo.ablate.options import ORDERS
 from zoo.ablate.stats import DEFAULT_CORRECTION, POWER, Interval, detectable_difference, mean_interval
 from zoo.errors import InputError, printable
@@ -41,6 +42,7 @@ class SeedRun:
     checkpoint: Path
     reused: bool = False  # read back from an earlier, interrupted ablation
     diagnostics: list[Diagnostics] = field(default_factory=list)  # at each evaluation (none in older records)
+    eval_lengths: dict[int, float | None] = field(default_factory=dict)  # --eval-lengths: loss by length, None: N/A
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -50,6 +52,7 @@ class SeedRun:
             "tokens_per_second": self.tokens_per_second,
             "checkpoint": str(self.checkpoint),
             "diagnostics": [d.to_dict() for d in self.diagnostics],
+            "eval_lengths": {str(length): loss for length, loss in self.eval_lengths.items()},
         }
 
 
@@ -92,6 +95,7 @@ class AblationRun:
     flops_per_token: float
     train_flops: float
     tune: list[TuneRun] = field(default_factory=list)
+    extrapolation: Extrapolation | None = None  # its losses at --eval-lengths (None without)
 
     @property
     def final_val_loss(self) -> float:
@@ -160,6 +164,9 @@ class AblationRun:
             "significant_before_correction": self.significant_before_correction,
             "detectable_delta": self.detectable,
             "tune": [t.to_dict() for t in self.tune],
+            "extrapolation": (
+                None if self.extrapolation is None else self.extrapolation.to_dict(self.extrapolation.cells[0].length)
+            ),
             "seeds": [s.to_dict() for s in self.seeds],
             "mean_curve": [{"step": step, **ci.to_dict()} for step, ci in self.mean_curve()],
         }
@@ -202,6 +209,7 @@ class AblationResult:
     control: AblationRun | None = None  # the A/A row (None in results from before it existed)
     baselines: Baselines | None = None  # the n-gram reference rows on the same eval windows
     options: dict[str, Any] = field(default_factory=dict)  # every option of run_ablation (options.record)
+    eval_lengths: list[int] = field(default_factory=list)  # --eval-lengths as token counts: T, 2T, ... (or none)
 
     @property
     def under_trained(self) -> list[str]:
@@ -303,6 +311,7 @@ class AblationResult:
             "order": self.order,
             "table": [run.name for run in self.rows()],
             "runs": [run.to_dict() for run in self.runs],
+            "eval_lengths": self.eval_lengths,
             "control": self.control.to_dict() if self.control is not None else None,
             "plots": {
                 "curves": str(self.plot_path) if self.plot_path else None,

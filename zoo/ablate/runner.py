@@ -18,6 +18,7 @@ import torch
 
 from zoo.ablate.cluster import run_on_ray
 from zoo.ablate.diagnostics import Probe
+from zoo.ablate.lengths import length_losses
 from zoo.ablate.plan import Job
 from zoo.ablate.records import (
     LOSS_LIMIT,
@@ -138,7 +139,14 @@ def execute(job: Job, context: Context, device: str, report: Reporter | None, re
             )
         if past is not None:
             loss, curve, speed = None, [], 0.0  # a rate of the sweep that diverged
-    body = record_body(job, context, loss, curve, speed, probe.taken if probe is not None else None)
+    lengths = length_losses(model, data.val, job.settings, job.lengths) if job.lengths and loss is not None else None
+    for length, at in (lengths or {}).items():
+        if at is not None and not 0.0 <= at <= LOSS_LIMIT:  # NaN fails the test too
+            raise DivergenceError(
+                f"run {job.label!r}: its validation loss at {length} tokens (--eval-lengths) is {at:.4g}, past the "
+                f"{LOSS_LIMIT:g} nats/token a record holds: the model's outputs there are not finite numbers"
+            )
+    body = record_body(job, context, loss, curve, speed, probe.taken if probe is not None else None, lengths)
     if not job.tune:
         about = {
             "run": job.label,

@@ -164,6 +164,14 @@ def warmup_list(text: str) -> list[int | None]:
         raise argparse.ArgumentTypeError(f"expected comma-separated steps such as 0,50, got {text!r}") from None
 
 
+def factor_list(text: str) -> list[int]:
+    """``--eval-lengths``: comma-separated whole multiples of ``--seq-len``, ``2,4``."""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole factors such as 2,4, got {text!r}") from None
+
+
 def rate_list(text: str) -> list[float]:
     """``--lr-grid``: comma-separated learning rates, ``1e-3,3e-3,1e-2``."""
     try:
@@ -189,6 +197,7 @@ KIND_ARGUMENTS: dict[str, dict[str, Any]] = {
     "optional-axes": {"type": axis_list, "nargs": "?", "const": True},
     "scales": {"type": scale_list},
     "warmups": {"type": warmup_list},
+    "factors": {"type": factor_list},
 }
 KIND_VALUES: dict[str, Callable[[Any], Any]] = {
     "path": Path,
@@ -364,6 +373,22 @@ def _show_study(study: StudyResult, args: argparse.Namespace, ui: Ui) -> int:
     return 0
 
 
+def _show_lengths(result: AblationResult, ui: Ui) -> None:
+    """The length-extrapolation table and its sentence, when the ablation has eval lengths."""
+    from zoo.ablate.extrapolation import extrapolation_sentence, extrapolation_table
+
+    if not result.eval_lengths:
+        return
+    header, rows = extrapolation_table(result)
+    rich_table = new_table(
+        f"length extrapolation: trained at T={result.eval_lengths[0]}", *header, right=header[2:], clip=header[:1]
+    )
+    for row in rows:
+        rich_table.add_row(clipped(row[0]), *(Text(c, style="dim") if c == "N/A" else c for c in row[1:]))
+    ui.print(rich_table)
+    ui.line(extrapolation_sentence(result, markdown=False))
+
+
 def _show(result: AblationResult, args: argparse.Namespace, ui: Ui, *, brief: bool = False) -> None:
     """The table, the budget, what is significant, the notes and where the files are."""
     from zoo.ablate import significant_swaps, table
@@ -388,6 +413,7 @@ def _show(result: AblationResult, args: argparse.Namespace, ui: Ui, *, brief: bo
     for row in rows[len(result.rows()) :]:  # the n-gram reference rows
         rich_table.add_row(*(Text(cell, style="dim italic") for cell in row))
     ui.print(rich_table)
+    _show_lengths(result, ui)
     if result.under_trained:
         ui.line(f"under-trained: {', '.join(result.under_trained)} do not beat the bigram reference", "yellow")
     ui.line(
