@@ -8,7 +8,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from zoo.ablate.results import ALPHA, MIN_EFFECT, AblationResult, AblationRun, md_code
+from zoo.ablate.options import EDGE_EXTENSIONS
+from zoo.ablate.results import ALPHA, MIN_EFFECT, AblationResult, AblationRun, md_code, sweep_edges
 from zoo.ablate.stats import POWER, Interval, seeds_needed
 
 #: The corrections by name, as a sentence says them.
@@ -107,6 +108,18 @@ def noise_section(result: AblationResult) -> list[str]:
     return lines
 
 
+def edge_sentence(run: AblationRun, name: str) -> str:
+    """``"NAME's best rate sits on the edge of its sweep ...: widen --lr-grid"``, for a run whose
+    tuned rate is the lowest or highest its sweep trained (``AblationRun.on_edge``); ``name``
+    as the caller shows it (``md_code`` in markdown)."""
+    sides = " and ".join("lowest" if side == "low" else "highest" for side in sweep_edges(run.tune))
+    rates = ", ".join(f"{t.lr:g}" for t in run.tune)
+    return (
+        f"{name}'s best rate sits on the edge of its sweep: {run.lr:g} is the {sides} of the rates it trained "
+        f"({rates}, {EDGE_EXTENSIONS} past each edge at most), so its best may lie beyond: widen --lr-grid"
+    )
+
+
 def caveats_section(result: AblationResult) -> list[str]:
     """``## Caveats``: what the numbers do not fix (docs/ablation.md), for this study."""
     s, n, m = result.settings, len(result.seeds), result.tests
@@ -139,6 +152,9 @@ def caveats_section(result: AblationResult) -> list[str]:
             f"- **One learning rate** ({s.lr:g}) for every design favours the one it suits; post-norm and "
             "pre-norm differ most (`--lr-sweep`)."
         )
+    for run in result.runs:
+        if run.on_edge:
+            lines.append(f"- **A rate on the edge.** {edge_sentence(run, md_code(run.name))}.")
     if len({run.train_flops for run in result.runs}) > 1:
         lines.append("- **Compute differs** between variants (train FLOPs): a gain may be bought with compute.")
     return [*lines, ""]
@@ -149,9 +165,20 @@ def next_step(result: AblationResult) -> str:
     control = result.control
     unclear = [row for row in unclear_rows(result) if row.seeds is not None]
     if result.under_trained:
+        rate = (
+            "each variant at its own rate (`--tune-lr`)"
+            if not result.tuning
+            else "a wider `--lr-grid` (a tuned rate sits on the edge of its sweep)"
+            if result.on_edge
+            else "a longer sweep (`--tune-fraction`)"
+        )
         return (
             f"train until the base and target beat the bigram reference ({', '.join(result.under_trained)} do not): "
-            "more steps (`--steps`), each variant at its own rate (`--tune-lr`), or more text (`--data`)"
+            f"more steps (`--steps`), {rate}, or more text (`--data`)"
+        )
+    if result.on_edge:
+        return edge_sentence(result.run(result.on_edge[0]), md_code(result.on_edge[0])) + (
+            f" (and {len(result.on_edge) - 1} more variants)" if len(result.on_edge) > 1 else ""
         )
     if len(result.seeds) < 2:
         return "train `--seeds 3` or more: one seed has no interval"

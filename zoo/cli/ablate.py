@@ -359,7 +359,7 @@ def _show_study(study: StudyResult, args: argparse.Namespace, ui: Ui) -> int:
 def _show(result: AblationResult, args: argparse.Namespace, ui: Ui, *, brief: bool = False) -> None:
     """The table, the budget, what is significant, the notes and where the files are."""
     from zoo.ablate import significant_swaps, table
-    from zoo.ablate.advice import floor_sentence, next_step
+    from zoo.ablate.advice import edge_sentence, floor_sentence, next_step
 
     seeds = len(result.seeds)
     header, rows = table(result, compact=True)
@@ -382,6 +382,8 @@ def _show(result: AblationResult, args: argparse.Namespace, ui: Ui, *, brief: bo
     ui.print(rich_table)
     if result.under_trained:
         ui.line(f"under-trained: {', '.join(result.under_trained)} do not beat the bigram reference", "yellow")
+    for name in result.on_edge if brief else []:  # in full, the notes below say it
+        ui.line(edge_sentence(result.run(name), name), "yellow")
     ui.line(
         f"val loss: mean ± 95% CI over seeds; Δ: paired over matching seeds, ± 95% CI; p adj: after "
         f"{result.correction} over {result.tests} tests; *: p adj < 0.05",
