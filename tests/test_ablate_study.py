@@ -230,6 +230,15 @@ def test_a_ladder_resumes_without_re_running_finished_rungs(tmp_path: Path) -> N
             cell.rung.heads,
         )
     assert two.cells[1][0].steps > two.cells[0][0].steps
+    # tokens per non-embedding parameter of the base, and epochs over the training split, per cell
+    train = load_corpus(bundled_corpus(), tokenizer="bytes", max_chars=20_000).train.numel()
+    report = (tmp_path / "report.md").read_text()
+    for (cell, _), row in zip(two.cells, json.loads((tmp_path / "study.json").read_text())["cells"]):
+        n = non_embedding_parameters("transformer-2017", cell.rung, 16, 256, default_registry())
+        tokens = cell.steps * 4 * 16
+        assert row["non_embedding_parameters"] == n and row["train_tokens"] == train
+        assert row["tokens_per_param"] == pytest.approx(tokens / n) and row["epochs"] == pytest.approx(tokens / train)
+        assert f"| {cell.steps} | {tokens:,} | {tokens / n:.3g} | {tokens / train:.3g} |" in report
     trends = {t.name: t for t in two.trends()}
     assert set(trends) == {"control", "placement=pre", "gpt2-small"}
     assert trends["placement=pre"].deltas[0] == two.cells[0][1].run("placement").delta_vs_base
@@ -270,6 +279,54 @@ def test_rate_and_warmup_sweeps_train_every_variant_for_the_full_budget(tmp_path
     assert all(c["under_trained"] == ["transformer-2017", "gpt2-small"] for c in cells)
     assert f"| {cells[0]['baselines']['bigram']:.4f} |" in report and "`*`: under-trained" in report
     assert all(c["noise_floor_corrected"] is None or c["noise_floor_corrected"] >= c["noise_floor"] for c in cells)
+
+
+def test_a_tuned_ladder_states_each_variants_rate_per_rung_and_its_edges(tmp_path: Path) -> None:
+    """--tune-lr in a study: every cell sweeps per variant; rates far too low put every best on
+    the top edge, extended then flagged, in study.json, report.md and the docs region."""
+    study = run_study(
+        "transformer-2017",
+        "gpt2-small",
+        d_model=16,
+        layers=1,
+        scales=[(16, 1), (32, 1)],
+        lr_grid=[1e-5, 2e-5],
+        tune_fraction=1.0,
+        swaps=["placement"],
+        out_dir=tmp_path,
+        **STUDY,
+    )
+    assert study.tuned and "--lr-grid 1e-05,2e-05" in study.command
+    data = json.loads((tmp_path / "study.json").read_text())
+    for (cell, result), row in zip(study.cells, data["cells"]):
+        assert result.tuning is not None and result.tuning["steps"] == cell.steps
+        assert [t.lr for t in result.runs[0].tune] == [1e-5, 2e-5, 4e-5, 8e-5]
+        assert row["on_edge"] == ["transformer-2017", "placement=pre", "gpt2-small"]
+        assert {r["name"]: (r["lr"], r["on_edge"]) for r in row["table"] if r["axis"] != "control"} == {
+            run.name: (8e-5, True) for run in result.runs
+        }
+    report = (tmp_path / "report.md").read_text()
+    assert "## Tuned learning rates" in report and "each variant at its own tuned rate" in report
+    assert "| variant | 16x1 | 32x1 |" in report
+    assert "| `placement=pre` | 8e-05 **on edge** | 8e-05 **on edge** |" in report
+    assert "`placement=pre` at 32x1" in report and "widen `--lr-grid`" in report
+    page = tmp_path / "page.md"
+    page.write_text("# A page\n")
+    write_docs_region(page, "tuned", study)
+    assert "| `gpt2-small` | 8e-05 **on edge** | 8e-05 **on edge** |" in page.read_text()
+    again = run_study(
+        "transformer-2017",
+        "gpt2-small",
+        d_model=16,
+        layers=1,
+        scales=[(16, 1), (32, 1)],
+        lr_grid=[1e-5, 2e-5],
+        tune_fraction=1.0,
+        swaps=["placement"],
+        out_dir=tmp_path,
+        **STUDY,
+    )
+    assert again.trained == []  # the sweeps and their extensions are reused
 
 
 def test_a_study_refuses_a_short_sweep_and_two_budgets(tmp_path: Path) -> None:

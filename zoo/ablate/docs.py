@@ -20,7 +20,7 @@ from zoo.ablate.advice import floor_sentence, next_step
 from zoo.ablate.ladder import StudyResult
 from zoo.ablate.report import table
 from zoo.ablate.results import AblationResult, md_block
-from zoo.ablate.study_report import cells_table, sweep_sentences, sweep_table, warmup_verdict
+from zoo.ablate.study_report import cells_table, sweep_sentences, sweep_table, tuned_table, warmup_verdict
 from zoo.checkpoint.store import write_atomically, write_temporary
 from zoo.errors import InputError, printable
 
@@ -337,6 +337,14 @@ def _ablation_region(result: AblationResult, figures: dict[str, str]) -> str:
 
 def _study_region(study: StudyResult, figures: dict[str, str]) -> str:
     lines = [*md_block(study.command, "bash"), "", *cells_table_plain(study), ""]
+    if study.tuned:
+        lines += [
+            "Each variant's rate, tuned per cell by a short sweep (**on edge**: the lowest or highest its sweep "
+            "trained, so its best may lie beyond):",
+            "",
+            *tuned_table(study),
+            "",
+        ]
     trends = study.trends()
     if trends:
         header = ["row", *(r.name for r in study.rungs), "trend", "literature"]

@@ -56,6 +56,7 @@ class Cell:
     warmup: int | None  # None: the loop's default, a tenth of the steps
     steps: int
     eval_every: int
+    parameters: int | None = None  # the base's non-embedding parameters at this rung (the budget's N)
 
     @property
     def name(self) -> str:
@@ -72,7 +73,16 @@ class Cell:
             "warmup": self.warmup,
             "steps": self.steps,
             "eval_every": self.eval_every,
+            "non_embedding_parameters": self.parameters,
         }
+
+    def tokens_per_param(self, tokens_per_step: int) -> float | None:
+        """Training tokens of one run per non-embedding parameter of the base (None: not counted)."""
+        return self.steps * tokens_per_step / self.parameters if self.parameters else None
+
+    def epochs(self, tokens_per_step: int, train_tokens: int) -> float | None:
+        """Training tokens of one run over the tokens of the training split: passes over the data."""
+        return self.steps * tokens_per_step / train_tokens if train_tokens > 0 else None
 
 
 @dataclass(frozen=True)
@@ -229,6 +239,15 @@ class StudyResult:
         return [replace(e, delta=replace(e.delta, p_adjusted=p)) for e, p in zip(effects, adjusted)]
 
     @property
+    def tokens_per_step(self) -> int:
+        return int(self.budget["tokens_per_step"])
+
+    @property
+    def tuned(self) -> bool:
+        """Whether each cell trains every variant at its own rate from a sweep (``tune_lr``)."""
+        return any(result.tuning for _, result in self.cells)
+
+    @property
     def correction(self) -> str:
         return self.cells[0][1].correction
 
@@ -276,6 +295,12 @@ class StudyResult:
                     "baselines": result.baselines.to_dict() if result.baselines is not None else None,
                     "under_trained": result.under_trained,
                     "train_flops_base": result.runs[0].train_flops,
+                    "tokens_per_run": cell.steps * self.tokens_per_step,
+                    "tokens_per_param": cell.tokens_per_param(self.tokens_per_step),
+                    "train_tokens": result.data["train_tokens"],
+                    "epochs": cell.epochs(self.tokens_per_step, result.data["train_tokens"]),
+                    "tuning": result.tuning,
+                    "on_edge": result.on_edge,
                 }
                 for cell, result in self.cells
             ],
@@ -308,6 +333,8 @@ def _table_dict(result: AblationResult) -> list[dict[str, Any]]:
             "loss": run.loss.to_dict(),
             "delta_vs_base": run.delta_vs_base.to_dict(),
             "significant": run.significant,
+            "lr": run.lr,
+            "on_edge": run.on_edge,
             "train_flops": run.train_flops,
             "parameters": run.parameters,
         }

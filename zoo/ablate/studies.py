@@ -124,14 +124,18 @@ def _cells(
                     f"warm-up {w} is longer than rung {rung.name}'s {rung_steps} steps; lower --warmup-sweep"
                 )
         rung_every = max(1, rung_steps // evaluations)
-        cells += [Cell(rung, r, w, rung_steps, rung_every) for r in rates for w in warmups]
+        parameters = non_embedding_parameters(base, rung, o.seq_len, vocab, registry)
+        cells += [Cell(rung, r, w, rung_steps, rung_every, parameters) for r in rates for w in warmups]
     return cells, rungs, rates, warmups, budget
 
 
 def _check_study(o: Options, study: StudyOptions) -> None:
     """Refuse a study that cannot be run as asked, before anything trains."""
-    if o.tune_lr:
-        raise ConfigError("a study trains every rate for the full budget; drop --tune-lr/--lr-grid, or --lr-sweep")
+    if o.tune_lr and study.lr_sweep:
+        raise ConfigError(
+            "a rate sweep trains every rate for the full budget; drop --tune-lr/--lr-grid (each variant at its own "
+            "short sweep's rate, in every cell), or --lr-sweep"
+        )
     tokens_per_param, flops_per_run = study.tokens_per_param, study.flops_per_run
     if tokens_per_param is not None and flops_per_run is not None:
         raise ConfigError("pick one budget rule: --tokens-per-param or --flops-per-run, not both")

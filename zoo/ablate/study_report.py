@@ -47,14 +47,16 @@ def _p(p: float | None) -> str:
 
 
 def cells_table(study: StudyResult) -> list[str]:
-    """Markdown: per cell, its budget, its base's and target's losses beside the n-gram
+    """Markdown: per cell, its budget (tokens per non-embedding parameter of the base, and
+    epochs: passes over the training split), its base's and target's losses beside the n-gram
     reference rows (``*``: under-trained, not below the bigram), its noise floor before and
     after correction, the control and what was marked."""
     lines = [
-        "| cell | steps | tokens/run | base train FLOPs | base loss | target loss | bigram | trigram | noise floor "
-        "| after correction | control Δ | marked after correction |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| cell | steps | tokens/run | tokens/param | epochs | base train FLOPs | base loss | target loss | bigram "
+        "| trigram | noise floor | after correction | control Δ | marked after correction |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
+    per_step = study.tokens_per_step
     for cell, result in study.cells:
         control = result.control
         floor, corrected = result.noise_floor(), result.noise_floor(corrected=True)
@@ -62,10 +64,11 @@ def cells_table(study: StudyResult) -> list[str]:
         b, stuck = result.baselines, set(result.under_trained)
         ends = [f"{run.loss.mean:.4f}{' *' if run.name in stuck else ''}" for run in (result.runs[0], result.runs[-1])]
         refs = ["n/a" if b is None or v is None else f"{v:.4f}" for v in ((b.bigram, b.trigram) if b else (None, None))]
+        ratios = [cell.tokens_per_param(per_step), cell.epochs(per_step, result.data["train_tokens"])]
         lines.append(
             f"| [{_cell_label(study, cell)}]({cell.name}/report.md) | {cell.steps} | "
-            f"{cell.steps * study.budget['tokens_per_step']:,} | {_flops(result.runs[0].train_flops)} | "
-            f"{' | '.join(ends)} | {' | '.join(refs)} | "
+            f"{cell.steps * per_step:,} | {' | '.join('n/a' if r is None else f'{r:.3g}' for r in ratios)} | "
+            f"{_flops(result.runs[0].train_flops)} | {' | '.join(ends)} | {' | '.join(refs)} | "
             f"{'n/a' if floor is None else f'{floor:.4f}'} | {'n/a' if corrected is None else f'{corrected:.4f}'} | "
             f"{'n/a' if control is None else control.delta_vs_base.format(4, sign=True)} | {marked} |"
         )
@@ -76,6 +79,45 @@ def cells_table(study: StudyResult) -> list[str]:
             "starts to learn, not what it is worth.",
         ]
     return lines
+
+
+def tuned_table(study: StudyResult) -> list[str]:
+    """Markdown, when the cells tune a rate per variant: the rate each variant trained at in
+    each cell (one column per rung), **on edge** where it is the lowest or highest its sweep
+    trained (``AblationRun.on_edge``)."""
+    if not study.tuned:
+        return []
+    several = len(study.warmups) > 1
+    header = ["variant", *(["warm-up"] if several else []), *(r.name for r in study.rungs)]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    for warmup in study.warmups:
+        results = [study.cell(r.name, None, warmup) for r in study.rungs]
+        for run in results[0].runs:
+            rows = [row_named(result, run.name) for result in results]
+            cells = ["" if row is None else f"{row.lr:g}{' **on edge**' if row.on_edge else ''}" for row in rows]
+            extra = ["auto" if warmup is None else str(warmup)] if several else []
+            lines.append("| " + " | ".join([md_code(run.name), *extra, *cells]) + " |")
+    return lines
+
+
+def _tuned_sentence(study: StudyResult) -> list[str]:
+    """What the tuned-rate table shows, and which rates sit on the edge of their sweep."""
+    tuning = next(result.tuning for _, result in study.cells if result.tuning)
+    edges = [f"{md_code(name)} at {cell.rung.name}" for cell, result in study.cells for name in result.on_edge]
+    return [
+        f"Each variant in each cell trained at the best rate of its own short sweep over "
+        f"{', '.join(f'{r:g}' for r in tuning['grid'])} ({tuning['fraction']:g} of the cell's steps, one seed not "
+        f"compared), extended past an edge its best sat on; the rate each trained at:",
+        "",
+        *tuned_table(study),
+        "",
+        (
+            f"**On edge** (the best is still the lowest or highest rate its sweep trained, so it may lie beyond; "
+            f"widen `--lr-grid`): {', '.join(edges)}."
+            if edges
+            else "No tuned rate sits on the edge of its sweep."
+        ),
+    ]
 
 
 def trends_table(study: StudyResult) -> list[str]:
@@ -244,8 +286,10 @@ def study_markdown(study: StudyResult) -> str:
     lines = [
         f"# Study: {study.base} → {study.target}",
         "",
-        f"{len(study.cells)} ablations (rungs {', '.join(r.name for r in study.rungs)}; rates "
-        f"{', '.join(f'{r:g}' for r in study.rates)}; warm-up "
+        f"{len(study.cells)} ablations (rungs {', '.join(r.name for r in study.rungs)}; "
+        + ("each variant at its own tuned rate" if study.tuned else "rates ")
+        + ("" if study.tuned else ", ".join(f"{r:g}" for r in study.rates))
+        + "; warm-up "
         f"{', '.join('auto' if w is None else str(w) for w in study.warmups)}), each over {n} seeds with a control "
         f"row and {first.correction} correction; budget: {budget}.",
         "",
@@ -255,6 +299,7 @@ def study_markdown(study: StudyResult) -> str:
         "",
         *cells_table(study),
         "",
+        *(["## Tuned learning rates", "", *_tuned_sentence(study), ""] if study.tuned else []),
     ]
     if len(study.rungs) > 1:
         lines += [
