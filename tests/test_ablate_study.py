@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import scipy.stats
 import torch
 from statsmodels.stats.multitest import multipletests
 
@@ -21,11 +22,11 @@ import zoo
 from helpers import TINY_ABLATION
 from zoo.ablate import MIN_EFFECT, AblationResult, run_ablation
 from zoo.ablate.ablation import corrected
-from zoo.ablate.advice import trend
+from zoo.ablate.advice import TRENDS, trend
 from zoo.ablate.docs import write_docs_region
-from zoo.ablate.ladder import ladder
+from zoo.ablate.ladder import ladder, row_named
 from zoo.ablate.options import CONTROL_SEED_OFFSET, parse_scales
-from zoo.ablate.stats import Interval, detectable_difference, mean_interval
+from zoo.ablate.stats import Interval, detectable_difference, mean_interval, welch_difference
 from zoo.ablate.studies import non_embedding_parameters, run_study
 from zoo.cli import main
 from zoo.nn.registry import default_registry
@@ -158,16 +159,44 @@ def test_measuring_leaves_the_model_as_it_was() -> None:
     assert torch.equal(state, torch.random.get_rng_state())
 
 
-def test_the_trend_words() -> None:
-    def d(mean: float, half: float | None) -> Interval:
-        return Interval(mean, half, 3, 0.95, None)
+def test_the_trend_words_read_corrected_results_only() -> None:
+    """Each word's condition, both ways: a flip needs both ends marked after their cells'
+    correction; growth needs the corrected cross-rung test; what holds before correction
+    only is said so."""
 
-    assert trend([d(-0.01, 0.005), d(-0.05, 0.01)]) == "grows"
-    assert trend([d(-0.05, 0.01), d(-0.01, 0.005)]) == "shrinks"
-    assert trend([d(-0.05, 0.01), d(0.04, 0.01)]) == "flips"
-    assert trend([d(-0.05, 0.01), d(0.03, 0.05)]) == "shrinks"  # the far end does not exclude 0: no flip
-    assert trend([d(-0.01, 0.02), d(-0.02, 0.02)]) == "flat within noise"
+    def d(mean: float, half: float | None, p: float = 0.5, adjusted: float = 1.0) -> Interval:
+        return Interval(mean, half, 3, 0.95, None if half is None else p, None, None if half is None else adjusted)
+
+    marked, raw_only, none = (0.001, 0.01), (0.01, 0.2), (0.3, 0.9)
+    # flips: both ends significant after correction, opposite signs
+    assert trend([d(-0.05, 0.01, *marked), d(0.04, 0.01, *marked)]) == "flips"
+    assert trend([d(-0.05, 0.01, *marked), d(0.04, 0.01, *raw_only)]) == "not shown after correction"
+    assert trend([d(-0.05, 0.01, *marked), d(0.04, 0.05, *none)]) == "flat within noise"
+    assert trend([d(-0.05, 0.01, *marked), d(-0.04, 0.01, *marked)]) == "flat within noise"  # same side: no flip
+    # grows / shrinks: the change between the end rungs significant after its correction
+    small, large = d(-0.01, 0.005, *marked), d(-0.05, 0.01, *marked)
+
+    def change(mean: float, p: float, adjusted: float) -> Interval:
+        return Interval(mean, 0.011, 6, 0.95, p, None, adjusted)
+
+    assert trend([small, large], change(-0.04, *marked)) == "grows"
+    assert trend([large, small], change(0.04, *marked)) == "shrinks"
+    assert trend([small, large], change(-0.04, *raw_only)) == "not shown after correction"
+    assert trend([large, small], change(0.04, *none)) == "flat within noise"
+    assert trend([small, large]) == "flat within noise"  # no cross-rung test: no growth shown
+    assert trend([d(0.0, 1e-6, *marked), d(5e-5, 1e-6, *marked)], change(5e-5, *marked)) == "flat within noise"
     assert trend([d(-0.01, None), d(-0.02, None)]) == "unknown"
+    assert set(TRENDS) == {"grows", "shrinks", "flips", "not shown after correction", "flat within noise"}
+
+
+def test_welch_difference_matches_scipy() -> None:
+    first, last = [0.01, -0.02, 0.03, 0.0], [0.11, 0.05, 0.2]
+    got = welch_difference(mean_interval(first), mean_interval(last))
+    want = scipy.stats.ttest_ind(last, first, equal_var=False)
+    low, high = want.confidence_interval(0.95)
+    assert got.mean == pytest.approx(sum(last) / 3 - sum(first) / 4)
+    assert got.p_value == pytest.approx(want.pvalue) and (got.low, got.high) == pytest.approx((low, high))
+    assert welch_difference(mean_interval([1.0]), mean_interval(last)).p_value is None
 
 
 def test_scales_and_the_ladder() -> None:
@@ -245,6 +274,18 @@ def test_a_ladder_resumes_without_re_running_finished_rungs(tmp_path: Path) -> N
     assert trends["placement=pre"].train_flops[1] > trends["placement=pre"].train_flops[0]
     data = json.loads((tmp_path / "study.json").read_text())
     assert [t["trend"] for t in data["trends"]] == [t.word for t in two.trends()]
+    # each trend's change: Welch over the end rungs' per-seed Δs, Holm over every row's trend
+    raw = []
+    for t in two.trends():
+        ends = [two.cell(rung) for rung in (t.rungs[0], t.rungs[-1])]
+        per_seed = [[b - a for a, b in zip(e.runs[0].losses(), row_named(e, t.name).losses())] for e in ends]
+        welch = scipy.stats.ttest_ind(per_seed[1], per_seed[0], equal_var=False)
+        assert t.change is not None and t.change.p_value == pytest.approx(welch.pvalue)
+        assert t.word == trend(t.deltas, t.change)
+        raw.append(welch.pvalue)
+    holm = multipletests(raw, method="holm")[1]
+    assert [t.change.p_adjusted for t in two.trends() if t.change] == pytest.approx(list(holm))
+    assert [t["change"]["p_adjusted"] for t in data["trends"]] == pytest.approx(list(holm))
     assert (tmp_path / "scale.png").is_file() and "## Along the ladder" in (tmp_path / "report.md").read_text()
 
 

@@ -4,7 +4,6 @@ cannot carry (docs/ablation.md's), and the next step. ``report.md`` and the CLI 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -201,20 +200,35 @@ def next_step_section(result: AblationResult) -> list[str]:
 
 
 #: How an effect moves along a scale ladder (``trend``).
-TRENDS = ("grows", "shrinks", "flips", "flat within noise")
+TRENDS = ("grows", "shrinks", "flips", "not shown after correction", "flat within noise")
 
 
-def trend(deltas: Sequence[Interval]) -> str:
-    """How a Δ changes from the first rung to the last: ``"flat within noise"`` when the change
-    is within the two intervals' combined half-width; ``"flips"`` when both ends exclude 0 on
-    opposite sides; else ``"grows"`` or ``"shrinks"`` (in size); ``"unknown"`` without
-    intervals (one seed)."""
+def _shown(delta: Interval) -> bool:
+    """Significant after the correction in use (its adjusted p below ``ALPHA``) and not float rounding."""
+    return delta.p_adjusted is not None and delta.p_adjusted < ALPHA and abs(delta.mean) >= MIN_EFFECT
+
+
+def trend(deltas: Sequence[Interval], change: Interval | None = None) -> str:
+    """How a row's Δ moves from the first rung to the last, from corrected results only.
+
+    ``deltas``: its Δ vs base at each rung (``p_adjusted`` corrected within the rung's cell);
+    ``change``: the last rung's Δ minus the first's (``StudyResult.trends``: Welch's test,
+    ``p_adjusted`` corrected over every row's cross-rung test). ``"flips"``: both ends are
+    significant after their cell's correction, on opposite sides of 0. ``"grows"`` /
+    ``"shrinks"``: the change is significant after its correction, and the last |Δ| is larger
+    / smaller than the first. ``"not shown after correction"``: either of these holds before
+    correction (raw p) but not after (a change below ``MIN_EFFECT`` never counts). ``"flat within noise"``: neither holds even before.
+    ``"unknown"`` without intervals (one seed)."""
     if len(deltas) < 2 or any(d.half_width is None for d in deltas):
         return "unknown"
     first, last = deltas[0], deltas[-1]
-    noise = math.hypot(first.half_width or 0.0, last.half_width or 0.0)
-    if abs(last.mean - first.mean) <= noise:
-        return "flat within noise"
-    if first.mean * last.mean < 0 and last.significant and first.significant:
+    opposite = first.mean * last.mean < 0
+    if opposite and _shown(first) and _shown(last):
         return "flips"
-    return "grows" if abs(last.mean) > abs(first.mean) else "shrinks"
+    if change is not None and _shown(change):
+        return "grows" if abs(last.mean) > abs(first.mean) else "shrinks"
+    raw_flip = opposite and first.significant and last.significant
+    raw_change = (
+        change is not None and change.p_value is not None and change.p_value < ALPHA and abs(change.mean) >= MIN_EFFECT
+    )
+    return "not shown after correction" if raw_flip or raw_change else "flat within noise"

@@ -356,7 +356,14 @@ def _study_region(study: StudyResult, figures: dict[str, str]) -> str:
                 d.format(4, sign=True) + (" *" if _marked(study, r, t.name) else "") for r, d in zip(t.rungs, t.deltas)
             ]
             lines.append("| " + " | ".join([t.name, *cells, t.word, _literature(t.axis)]) + " |")
-        lines += ["", "Δ vs base (paired over seeds, ± 95% CI); `*`: significant after the correction.", ""]
+        lines += [
+            "",
+            "Δ vs base (paired over seeds, ± 95% CI); `*`: significant after the correction. The trend reads "
+            "corrected results only: *flips*, both ends marked on opposite sides; *grows*/*shrinks*, the change "
+            "from the first rung to the last significant (Welch) after the correction over every row's trend; "
+            "*not shown after correction*, either only before it; else *flat within noise*.",
+            "",
+        ]
     if study.swept:
         lines += [*sweep_table(study), "", *sweep_sentences(study), ""]
         verdict = warmup_verdict(study)

@@ -12,7 +12,7 @@ from typing import Any
 
 from zoo.ablate.advice import trend
 from zoo.ablate.results import LEVEL, AblationResult, AblationRun
-from zoo.ablate.stats import Interval, adjust_optional, paired_difference
+from zoo.ablate.stats import Interval, adjust_optional, paired_difference, welch_difference
 from zoo.errors import ConfigError, InputError
 
 
@@ -96,10 +96,11 @@ class Trend:
     rungs: list[str]
     train_flops: list[float]
     deltas: list[Interval]
+    change: Interval | None = None  # last rung's Δ minus the first's (Welch), corrected over the rows' trends
 
     @property
     def word(self) -> str:
-        return trend(self.deltas)
+        return trend(self.deltas, self.change)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -108,6 +109,7 @@ class Trend:
             "lr": self.lr,
             "warmup": self.warmup,
             "trend": self.word,
+            "change": self.change.to_dict() if self.change is not None else None,
             "points": [
                 {"rung": r, "train_flops": f, **d.to_dict()}
                 for r, f, d in zip(self.rungs, self.train_flops, self.deltas)
@@ -194,7 +196,11 @@ class StudyResult:
         return self.cell(rung.name, value) if self.swept == "lr" else self.cell(rung.name, None, value)
 
     def trends(self) -> list[Trend]:
-        """Per rate and warm-up, per row but the base: its Δ at every rung (one rung: none)."""
+        """Per rate and warm-up, per row but the base: its Δ at every rung (one rung: none), and
+        the change of its Δ from the first rung to the last: Welch's test on the two rungs'
+        per-seed Δs (independent runs, as no model is shared across rungs; seeds of the same
+        number share only a data order), its p adjusted by the study's correction over these
+        tests of every row together. ``Trend.word`` reads only corrected results."""
         if len(self.rungs) < 2:
             return []
         out = []
@@ -214,9 +220,11 @@ class StudyResult:
                         [r.name for r in self.rungs],
                         [row.train_flops for row in found],
                         [row.delta_vs_base for row in found],
+                        welch_difference(found[0].delta_vs_base, found[-1].delta_vs_base, LEVEL),
                     )
                 )
-        return out
+        adjusted = adjust_optional([t.change.p_value if t.change else None for t in out], self.correction)
+        return [replace(t, change=replace(t.change, p_adjusted=p)) if t.change else t for t, p in zip(out, adjusted)]
 
     def sweep_effects(self) -> list[SweepEffect]:
         """Per rung (and the other axis's first value), per variant: the paired change of its

@@ -6,7 +6,7 @@ same seeds) once per cell, each in a folder of its own under ``out_dir``. A cell
 runs have records is read back and never trained again, so a ladder grows rung by rung,
 and rungs may be trained on different machines (``--scales 192x6`` alone on a GPU box)
 and gathered into one folder. Then it says, per swap, how its Δ moves with training
-FLOPs along the rungs (grows, shrinks, flips, flat within noise), and shows the final
+FLOPs along the rungs (grows, shrinks, flips, from corrected tests only), and shows the final
 loss against the rate (or the warm-up) per variant: the whole curve, each point a full
 budget, not a short proxy.
 

@@ -120,18 +120,30 @@ def _tuned_sentence(study: StudyResult) -> list[str]:
     ]
 
 
+#: What the trend words mean, as ``advice.trend`` decides them.
+TREND_LEGEND = (
+    "Δ vs base (p adj: within its cell) at each rung; the trend from the first rung to the last, from "
+    "corrected results only: *flips* when both ends are significant after their cell's correction, on opposite "
+    "sides of 0; *grows* or *shrinks* (in size) when the change of Δ from the first rung to the last is "
+    "significant by Welch's test on the two rungs' per-seed Δs (the rungs train independent models), after "
+    "{correction} over the {tests} rows' cross-rung tests (**change**, p adj); *not shown after correction* when "
+    "either holds before correction only; else *flat within noise*."
+)
+
+
 def trends_table(study: StudyResult) -> list[str]:
     """Markdown: per row, its Δ vs base (p adj) at each rung and the trend word."""
     trends = study.trends()
     if not trends:
         return []
     several = len(study.rates) * len(study.warmups) > 1
-    header = ["row", *([] if not several else ["lr", "warm-up"]), *(r.name for r in study.rungs), "trend"]
+    header = ["row", *([] if not several else ["lr", "warm-up"]), *(r.name for r in study.rungs), "change", "trend"]
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 2) + "---|"]
     for t in trends:
         cells = [f"{d.format(4, sign=True)} ({_p(d.p_adjusted)})" for d in t.deltas]
+        change = "n/a" if t.change is None else f"{t.change.format(4, sign=True)} ({_p(t.change.p_adjusted)})"
         extra = [] if not several else [f"{t.lr:g}", "auto" if t.warmup is None else str(t.warmup)]
-        lines.append("| " + " | ".join([t.name, *extra, *cells, t.word]) + " |")
+        lines.append("| " + " | ".join([t.name, *extra, *cells, change, t.word]) + " |")
     return lines
 
 
@@ -305,9 +317,7 @@ def study_markdown(study: StudyResult) -> str:
         lines += [
             "## Along the ladder",
             "",
-            f"Δ vs base (p adj) at each rung; trend from the first rung to the last: *flat within noise* when the "
-            f"change is within the two {LEVEL:.0%} half-widths combined, *flips* when both ends exclude 0 on "
-            "opposite sides, else *grows* or *shrinks*.",
+            TREND_LEGEND.format(correction=study.correction, tests=len(study.trends())),
             "",
             *trends_table(study),
             "",
@@ -351,7 +361,8 @@ def _study_next_step(study: StudyResult) -> str:
         return "Add rungs (`--scales`, e.g. 64x2,128x4,192x6) to see whether the effects hold with size."
     if any(t.word == "unknown" for t in study.trends()):
         return "Train `--seeds 3` or more: trends need intervals."
-    flat = [t.name for t in study.trends() if t.word == "flat within noise" and t.axis != "control"]
+    quiet = ("flat within noise", "not shown after correction")
+    flat = [t.name for t in study.trends() if t.word in quiet and t.axis != "control"]
     if flat and len(study.rates) < 2:
         return (
             "Check the rows that stay flat at their own best rates (`--lr-sweep`), and add a larger rung on a GPU "
