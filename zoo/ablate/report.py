@@ -68,11 +68,11 @@ def table(
             "lr": f"{run.lr:.3g}",
             "val loss": run.loss.format(),
             "Δ vs base": "" if is_base else run.delta_vs_base.format(sign=True),
-            "p": "" if is_base else _p(run.delta_vs_base.p_value),
-            "p adj": "" if is_base else _p(run.delta_vs_base.p_adjusted),
+            "p": "" if is_base else p_text(run.delta_vs_base.p_value),
+            "p adj": "" if is_base else p_text(run.delta_vs_base.p_adjusted),
             "Δ this step": "" if step is None else step.format(sign=True),
-            "p (step)": "" if step is None else _p(step.p_value),
-            "p adj (step)": "" if step is None else _p(step.p_adjusted),
+            "p (step)": "" if step is None else p_text(step.p_value),
+            "p adj (step)": "" if step is None else p_text(step.p_adjusted),
             "sig": "*" if run.significant else "",
             "parameters": f"{run.parameters:,}",
             "FLOPs/token": _si(run.flops_per_token),
@@ -121,7 +121,8 @@ def reference_text(result: AblationResult) -> str:
     return text
 
 
-def _p(p: float | None) -> str:
+def p_text(p: float | None) -> str:
+    """A p-value as the tables show it: three decimals, ``<0.001``, or ``n/a`` without one."""
     if p is None:
         return "n/a"
     return "<0.001" if p < 0.001 else f"{p:.3f}"

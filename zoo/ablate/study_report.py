@@ -12,7 +12,7 @@ from typing import Any
 
 from zoo.ablate.ladder import Cell, StudyResult, row_named
 from zoo.ablate.records import write_figure, write_text
-from zoo.ablate.report import figure_class
+from zoo.ablate.report import figure_class, p_text
 from zoo.ablate.results import ALPHA, LEVEL, MIN_EFFECT, md_block, md_code
 from zoo.ablate.stats import Interval, detectable_difference
 from zoo.figures import log_scale, plain_text
@@ -40,10 +40,6 @@ def _flops(value: float) -> str:
         if abs(value) >= factor:
             return f"{value / factor:.3g}{unit}"
     return f"{value:.3g}"
-
-
-def _p(p: float | None) -> str:
-    return "n/a" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def cells_table(study: StudyResult) -> list[str]:
@@ -140,8 +136,8 @@ def trends_table(study: StudyResult) -> list[str]:
     header = ["row", *([] if not several else ["lr", "warm-up"]), *(r.name for r in study.rungs), "change", "trend"]
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 2) + "---|"]
     for t in trends:
-        cells = [f"{d.format(4, sign=True)} ({_p(d.p_adjusted)})" for d in t.deltas]
-        change = "n/a" if t.change is None else f"{t.change.format(4, sign=True)} ({_p(t.change.p_adjusted)})"
+        cells = [f"{d.format(4, sign=True)} ({p_text(d.p_adjusted)})" for d in t.deltas]
+        change = "n/a" if t.change is None else f"{t.change.format(4, sign=True)} ({p_text(t.change.p_adjusted)})"
         extra = [] if not several else [f"{t.lr:g}", "auto" if t.warmup is None else str(t.warmup)]
         lines.append("| " + " | ".join([t.name, *extra, *cells, change, t.word]) + " |")
     return lines
@@ -187,15 +183,15 @@ def sweep_sentences(study: StudyResult) -> list[str]:
         lines.append(
             f"- {md_code(e.name)} at {e.rung}: {what} {e.low if e.low is not None else 'auto'} instead of "
             f"{e.high if e.high is not None else 'auto'} changes the final loss by {e.delta.format(4, sign=True)} "
-            f"(paired over seeds, p {_p(e.delta.p_value)}, p adj {_p(e.delta.p_adjusted)} after {study.correction} "
+            f"(paired over seeds, p {p_text(e.delta.p_value)}, p adj {p_text(e.delta.p_adjusted)} after {study.correction} "
             f"over the {len(study.sweep_effects())} sweep tests{', significant' if sig else ', within noise'})."
         )
     for i in study.interactions():
         sig = i.delta.p_adjusted is not None and i.delta.p_adjusted < ALPHA
         lines.append(
             f"- interaction {md_code(i.name)} × {what} at {i.rung}: its change minus the base's "
-            f"{i.delta.format(4, sign=True)} (difference of differences paired over seeds, p {_p(i.delta.p_value)}, "
-            f"p adj {_p(i.delta.p_adjusted)}{', significant' if sig else ', not shown'})."
+            f"{i.delta.format(4, sign=True)} (difference of differences paired over seeds, p {p_text(i.delta.p_value)}, "
+            f"p adj {p_text(i.delta.p_adjusted)}{', significant' if sig else ', not shown'})."
         )
     return lines
 
@@ -232,9 +228,9 @@ def warmup_verdict(study: StudyResult) -> str | None:
     low, high = post.low if post.low is not None else "auto", post.high if post.high is not None else "auto"
     said = (
         f"Warm-up {low} instead of {high} at {rung}: post-norm (the base) {post.delta.format(4, sign=True)} "
-        f"(p adj {_p(post.delta.p_adjusted)}), pre-norm {pre.delta.format(4, sign=True)} "
-        f"(p adj {_p(pre.delta.p_adjusted)}); pre-norm's change minus post-norm's {test.delta.format(4, sign=True)} "
-        f"(the interaction, p adj {_p(test.delta.p_adjusted)})."
+        f"(p adj {p_text(post.delta.p_adjusted)}), pre-norm {pre.delta.format(4, sign=True)} "
+        f"(p adj {p_text(pre.delta.p_adjusted)}); pre-norm's change minus post-norm's {test.delta.format(4, sign=True)} "
+        f"(the interaction, p adj {p_text(test.delta.p_adjusted)})."
     )
     hurts = post.delta.mean > 0 and _significant(post.delta)
     if _significant(test.delta) and test.delta.mean < 0 and hurts:

@@ -327,6 +327,7 @@ def _progress(ui: Ui) -> tuple[Progress, ProgressCallback]:
 
 def _show_study(study: StudyResult, args: argparse.Namespace, ui: Ui) -> int:
     from zoo.ablate.docs import write_docs_region
+    from zoo.ablate.report import p_text
 
     if not study.main_process:
         return 0
@@ -341,10 +342,16 @@ def _show_study(study: StudyResult, args: argparse.Namespace, ui: Ui) -> int:
     trends = study.trends()
     if trends:
         rich_table = new_table(
-            "along the ladder: Δ vs base per rung", "row", *(r.name for r in study.rungs), "trend", right=["trend"]
+            "along the ladder: Δ vs base per rung",
+            "row",
+            *(r.name for r in study.rungs),
+            "change (p adj)",
+            "trend",
+            right=["trend"],
         )
         for t in trends:
-            rich_table.add_row(t.name, *(d.format(3, sign=True) for d in t.deltas), t.word)
+            change = "n/a" if t.change is None else f"{t.change.format(3, sign=True)} ({p_text(t.change.p_adjusted)})"
+            rich_table.add_row(t.name, *(d.format(3, sign=True) for d in t.deltas), change, t.word)
         ui.print(rich_table)
     if study.reused:
         ui.line(f"reused {len(study.reused)} finished runs from {Path(args.out)}; trained {len(study.trained)}", "dim")
