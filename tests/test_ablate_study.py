@@ -355,19 +355,6 @@ def test_a_tuned_ladder_states_each_variants_rate_per_rung_and_its_edges(tmp_pat
     page.write_text("# A page\n")
     write_docs_region(page, "tuned", study)
     assert "| `gpt2-small` | 8e-05 **on edge** | 8e-05 **on edge** |" in page.read_text()
-    again = run_study(
-        "transformer-2017",
-        "gpt2-small",
-        d_model=16,
-        layers=1,
-        scales=[(16, 1), (32, 1)],
-        lr_grid=[1e-5, 2e-5],
-        tune_fraction=1.0,
-        swaps=["placement"],
-        out_dir=tmp_path,
-        **STUDY,
-    )
-    assert again.trained == []  # the sweeps and their extensions are reused
 
 
 def test_a_study_refuses_a_short_sweep_and_two_budgets(tmp_path: Path) -> None:
