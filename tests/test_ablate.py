@@ -3,6 +3,7 @@ learns, its results and checkpoints are complete and true, and a seed fixes them
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -18,6 +19,10 @@ import pytest
 
 import zoo
 from zoo.ablate import SIZE_AXES, AblationResult, diff_configs, plot_curves, run_ablation, table
+from zoo.ablate.advice import next_step
+from zoo.ablate.options import EDGE_EXTENSIONS
+from zoo.ablate.plan import beyond_edge
+from zoo.ablate.results import TuneRun, best_tune, sweep_edges
 from zoo.ablate.stats import mean_interval, paired_difference
 from zoo.cli import main
 from zoo.training import TrainSettings, bundled_corpus, load_corpus, prepare, validation_batches
@@ -358,6 +363,68 @@ def test_tune_lr_picks_the_best_rate_of_its_grid(tmp_path: Path) -> None:
     assert len(list((tmp_path / "tune").glob("*.json"))) == 3 * len(result.runs)
     report = result.report_path.read_text()  # type: ignore[union-attr]
     assert "| run | 1e-05 | 0.01 | 1000 | chosen |" in report and "seed 1000 (not one of the compared seeds)" in report
+
+
+def test_a_best_rate_on_the_edge_of_its_sweep_is_extended_then_flagged(tmp_path: Path) -> None:
+    """Rates far too low for a few steps: the highest always learns most, so each variant's best
+    is the top edge, the sweep trains EDGE_EXTENSIONS more rates past it at the grid's spacing,
+    and the best is still on the edge: flagged in ablation.json, report.md and the advice."""
+    options: dict[str, Any] = dict(seeds=2, lr_grid=[1e-5, 2e-5], swaps=["placement"])
+    result = ablate(tmp_path, **options)
+    trained = [1e-5, 2e-5, 4e-5, 8e-5]
+    assert EDGE_EXTENSIONS == 2 and result.on_edge == [run.name for run in result.runs]
+    data = json.loads((tmp_path / "ablation.json").read_text())
+    assert data["tuning"]["grid"] == [1e-5, 2e-5] and data["tuning"]["on_edge"] == result.on_edge
+    for run, recorded in zip(result.runs, data["runs"]):
+        assert [t.lr for t in run.tune] == trained and run.lr == 8e-5 and run.on_edge
+        losses = [t.final_val_loss for t in run.tune]
+        assert all(loss is not None for loss in losses) and losses == sorted(losses, reverse=True)
+        assert recorded["tune"] == {
+            "grid": trained,
+            "runs": [
+                {"lr": r, "final_val_loss": loss, "diverged": False, "extended": r > 2e-5}
+                for r, loss in zip(trained, losses)
+            ],
+            "winner": 8e-5,
+            "on_edge": True,
+        }
+    assert len(list((tmp_path / "tune").glob("*.json"))) == len(trained) * len(result.runs)
+    advice = "`placement=pre`'s best rate sits on the edge of its sweep: 8e-05 is the highest"
+    report = result.report_path.read_text()  # type: ignore[union-attr]
+    assert "| run | 1e-05 | 2e-05 | 4e-05 | 8e-05 | chosen |" in report
+    assert "| 8e-05 **on edge** |" in report and advice in report and "widen --lr-grid" in report
+    assert any(note.startswith("placement=pre's best rate sits on the edge") for note in result.notes)
+    assert "a wider `--lr-grid` (a tuned rate sits on the edge of its sweep)" in next_step(result)  # under-trained
+    assert next_step(dataclasses.replace(result, baselines=None)).startswith(
+        "`transformer-2017`'s best rate sits on the edge of its sweep"
+    )
+    # Restarted on the same folder: the same choices from the same records, nothing trained;
+    # with a seed more, only that seed's runs train: the sweep (and its extensions) is reused.
+    again = ablate(tmp_path, **options)
+    assert again.trained == [] and [r.tune for r in again.runs] == [r.tune for r in result.runs]
+    more = ablate(tmp_path, **{**options, "seeds": 3})
+    assert more.trained and not [key for key in more.trained if key.startswith("tune/")]
+    assert len(more.trained) == 4 and all(key.endswith(("-seed2", "-seed2002")) for key in more.trained)
+
+
+def test_the_edges_of_a_sweep() -> None:
+    """A diverged rate never wins, and counts as tried: a best rate below a diverged one is not on
+    the edge; the rate past an edge keeps the spacing of the two nearest."""
+
+    def runs(*pairs: tuple[float, float | None]) -> list[TuneRun]:
+        return [TuneRun(lr, loss) for lr, loss in pairs]
+
+    assert sweep_edges(runs((1e-3, 3.0), (3e-3, 2.0), (1e-2, 2.5))) == []
+    assert sweep_edges(runs((1e-3, 2.0), (3e-3, 2.5))) == ["low"]
+    assert sweep_edges(runs((1e-3, 2.5), (3e-3, 2.0))) == ["high"]
+    assert sweep_edges(runs((1e-3, 2.5), (3e-3, 2.0), (1e-2, None))) == []  # the next rate up diverged
+    assert sweep_edges(runs((1e-3, None), (3e-3, 2.0), (1e-2, 2.5))) == []  # the next rate down diverged
+    assert sweep_edges(runs((1e-3, 2.5), (3e-3, None))) == ["low"]  # a diverged rate is not a winner
+    assert sweep_edges(runs((1e-3, 2.0))) == ["low", "high"] and sweep_edges(runs((1e-3, None))) == []
+    assert best_tune(runs((1e-3, None), (3e-3, None))) is None
+    assert beyond_edge([1e-3, 3e-3, 1e-2], "high") == pytest.approx(1e-2 * 10 / 3) == float(f"{1e-2 * 10 / 3:.6g}")
+    assert beyond_edge([1e-3, 3e-3, 1e-2], "low") == pytest.approx(1e-3 / 3)
+    assert beyond_edge([1e-3], "low") == 5e-4 and beyond_edge([1e-3], "high") == 2e-3
 
 
 def test_cumulative_path(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import scipy.stats
 import torch
 from statsmodels.stats.multitest import multipletests
 
@@ -21,11 +22,11 @@ import zoo
 from helpers import TINY_ABLATION
 from zoo.ablate import MIN_EFFECT, AblationResult, run_ablation
 from zoo.ablate.ablation import corrected
-from zoo.ablate.advice import trend
+from zoo.ablate.advice import TRENDS, trend
 from zoo.ablate.docs import write_docs_region
-from zoo.ablate.ladder import ladder
+from zoo.ablate.ladder import ladder, row_named
 from zoo.ablate.options import CONTROL_SEED_OFFSET, parse_scales
-from zoo.ablate.stats import Interval, detectable_difference, mean_interval
+from zoo.ablate.stats import Interval, detectable_difference, mean_interval, welch_difference
 from zoo.ablate.studies import non_embedding_parameters, run_study
 from zoo.cli import main
 from zoo.nn.registry import default_registry
@@ -158,16 +159,44 @@ def test_measuring_leaves_the_model_as_it_was() -> None:
     assert torch.equal(state, torch.random.get_rng_state())
 
 
-def test_the_trend_words() -> None:
-    def d(mean: float, half: float | None) -> Interval:
-        return Interval(mean, half, 3, 0.95, None)
+def test_the_trend_words_read_corrected_results_only() -> None:
+    """Each word's condition, both ways: a flip needs both ends marked after their cells'
+    correction; growth needs the corrected cross-rung test; what holds before correction
+    only is said so."""
 
-    assert trend([d(-0.01, 0.005), d(-0.05, 0.01)]) == "grows"
-    assert trend([d(-0.05, 0.01), d(-0.01, 0.005)]) == "shrinks"
-    assert trend([d(-0.05, 0.01), d(0.04, 0.01)]) == "flips"
-    assert trend([d(-0.05, 0.01), d(0.03, 0.05)]) == "shrinks"  # the far end does not exclude 0: no flip
-    assert trend([d(-0.01, 0.02), d(-0.02, 0.02)]) == "flat within noise"
+    def d(mean: float, half: float | None, p: float = 0.5, adjusted: float = 1.0) -> Interval:
+        return Interval(mean, half, 3, 0.95, None if half is None else p, None, None if half is None else adjusted)
+
+    marked, raw_only, none = (0.001, 0.01), (0.01, 0.2), (0.3, 0.9)
+    # flips: both ends significant after correction, opposite signs
+    assert trend([d(-0.05, 0.01, *marked), d(0.04, 0.01, *marked)]) == "flips"
+    assert trend([d(-0.05, 0.01, *marked), d(0.04, 0.01, *raw_only)]) == "not shown after correction"
+    assert trend([d(-0.05, 0.01, *marked), d(0.04, 0.05, *none)]) == "flat within noise"
+    assert trend([d(-0.05, 0.01, *marked), d(-0.04, 0.01, *marked)]) == "flat within noise"  # same side: no flip
+    # grows / shrinks: the change between the end rungs significant after its correction
+    small, large = d(-0.01, 0.005, *marked), d(-0.05, 0.01, *marked)
+
+    def change(mean: float, p: float, adjusted: float) -> Interval:
+        return Interval(mean, 0.011, 6, 0.95, p, None, adjusted)
+
+    assert trend([small, large], change(-0.04, *marked)) == "grows"
+    assert trend([large, small], change(0.04, *marked)) == "shrinks"
+    assert trend([small, large], change(-0.04, *raw_only)) == "not shown after correction"
+    assert trend([large, small], change(0.04, *none)) == "flat within noise"
+    assert trend([small, large]) == "flat within noise"  # no cross-rung test: no growth shown
+    assert trend([d(0.0, 1e-6, *marked), d(5e-5, 1e-6, *marked)], change(5e-5, *marked)) == "flat within noise"
     assert trend([d(-0.01, None), d(-0.02, None)]) == "unknown"
+    assert set(TRENDS) == {"grows", "shrinks", "flips", "not shown after correction", "flat within noise"}
+
+
+def test_welch_difference_matches_scipy() -> None:
+    first, last = [0.01, -0.02, 0.03, 0.0], [0.11, 0.05, 0.2]
+    got = welch_difference(mean_interval(first), mean_interval(last))
+    want = scipy.stats.ttest_ind(last, first, equal_var=False)
+    low, high = want.confidence_interval(0.95)
+    assert got.mean == pytest.approx(sum(last) / 3 - sum(first) / 4)
+    assert got.p_value == pytest.approx(want.pvalue) and (got.low, got.high) == pytest.approx((low, high))
+    assert welch_difference(mean_interval([1.0]), mean_interval(last)).p_value is None
 
 
 def test_scales_and_the_ladder() -> None:
@@ -230,12 +259,33 @@ def test_a_ladder_resumes_without_re_running_finished_rungs(tmp_path: Path) -> N
             cell.rung.heads,
         )
     assert two.cells[1][0].steps > two.cells[0][0].steps
+    # tokens per non-embedding parameter of the base, and epochs over the training split, per cell
+    train = load_corpus(bundled_corpus(), tokenizer="bytes", max_chars=20_000).train.numel()
+    report = (tmp_path / "report.md").read_text()
+    for (cell, _), row in zip(two.cells, json.loads((tmp_path / "study.json").read_text())["cells"]):
+        n = non_embedding_parameters("transformer-2017", cell.rung, 16, 256, default_registry())
+        tokens = cell.steps * 4 * 16
+        assert row["non_embedding_parameters"] == n and row["train_tokens"] == train
+        assert row["tokens_per_param"] == pytest.approx(tokens / n) and row["epochs"] == pytest.approx(tokens / train)
+        assert f"| {cell.steps} | {tokens:,} | {tokens / n:.3g} | {tokens / train:.3g} |" in report
     trends = {t.name: t for t in two.trends()}
     assert set(trends) == {"control", "placement=pre", "gpt2-small"}
     assert trends["placement=pre"].deltas[0] == two.cells[0][1].run("placement").delta_vs_base
     assert trends["placement=pre"].train_flops[1] > trends["placement=pre"].train_flops[0]
     data = json.loads((tmp_path / "study.json").read_text())
     assert [t["trend"] for t in data["trends"]] == [t.word for t in two.trends()]
+    # each trend's change: Welch over the end rungs' per-seed Δs, Holm over every row's trend
+    raw = []
+    for t in two.trends():
+        ends = [two.cell(rung) for rung in (t.rungs[0], t.rungs[-1])]
+        per_seed = [[b - a for a, b in zip(e.runs[0].losses(), row_named(e, t.name).losses())] for e in ends]
+        welch = scipy.stats.ttest_ind(per_seed[1], per_seed[0], equal_var=False)
+        assert t.change is not None and t.change.p_value == pytest.approx(welch.pvalue)
+        assert t.word == trend(t.deltas, t.change)
+        raw.append(welch.pvalue)
+    holm = multipletests(raw, method="holm")[1]
+    assert [t.change.p_adjusted for t in two.trends() if t.change] == pytest.approx(list(holm))
+    assert [t["change"]["p_adjusted"] for t in data["trends"]] == pytest.approx(list(holm))
     assert (tmp_path / "scale.png").is_file() and "## Along the ladder" in (tmp_path / "report.md").read_text()
 
 
@@ -270,6 +320,41 @@ def test_rate_and_warmup_sweeps_train_every_variant_for_the_full_budget(tmp_path
     assert all(c["under_trained"] == ["transformer-2017", "gpt2-small"] for c in cells)
     assert f"| {cells[0]['baselines']['bigram']:.4f} |" in report and "`*`: under-trained" in report
     assert all(c["noise_floor_corrected"] is None or c["noise_floor_corrected"] >= c["noise_floor"] for c in cells)
+
+
+def test_a_tuned_ladder_states_each_variants_rate_per_rung_and_its_edges(tmp_path: Path) -> None:
+    """--tune-lr in a study: every cell sweeps per variant; rates far too low put every best on
+    the top edge, extended then flagged, in study.json, report.md and the docs region."""
+    study = run_study(
+        "transformer-2017",
+        "gpt2-small",
+        d_model=16,
+        layers=1,
+        scales=[(16, 1), (32, 1)],
+        lr_grid=[1e-5, 2e-5],
+        tune_fraction=1.0,
+        swaps=["placement"],
+        out_dir=tmp_path,
+        **STUDY,
+    )
+    assert study.tuned and "--lr-grid 1e-05,2e-05" in study.command
+    data = json.loads((tmp_path / "study.json").read_text())
+    for (cell, result), row in zip(study.cells, data["cells"]):
+        assert result.tuning is not None and result.tuning["steps"] == cell.steps
+        assert [t.lr for t in result.runs[0].tune] == [1e-5, 2e-5, 4e-5, 8e-5]
+        assert row["on_edge"] == ["transformer-2017", "placement=pre", "gpt2-small"]
+        assert {r["name"]: (r["lr"], r["on_edge"]) for r in row["table"] if r["axis"] != "control"} == {
+            run.name: (8e-5, True) for run in result.runs
+        }
+    report = (tmp_path / "report.md").read_text()
+    assert "## Tuned learning rates" in report and "each variant at its own tuned rate" in report
+    assert "| variant | 16x1 | 32x1 |" in report
+    assert "| `placement=pre` | 8e-05 **on edge** | 8e-05 **on edge** |" in report
+    assert "`placement=pre` at 32x1" in report and "widen `--lr-grid`" in report
+    page = tmp_path / "page.md"
+    page.write_text("# A page\n")
+    write_docs_region(page, "tuned", study)
+    assert "| `gpt2-small` | 8e-05 **on edge** | 8e-05 **on edge** |" in page.read_text()
 
 
 def test_a_study_refuses_a_short_sweep_and_two_budgets(tmp_path: Path) -> None:

@@ -10,13 +10,22 @@ from pathlib import Path
 from typing import Any
 
 from zoo._version import __version__
+from zoo.ablate.advice import edge_sentence
 from zoo.ablate.baselines import Baselines, ngram_baselines
 from zoo.ablate.lengths import correct_lengths, extrapolation
-from zoo.ablate.options import Options, make_options, record, with_options
-from zoo.ablate.plan import Job, Plan, make_plan
+from zoo.ablate.options import EDGE_EXTENSIONS, Options, make_options, record, with_options
+from zoo.ablate.plan import Job, Plan, beyond_edge, make_plan
 from zoo.ablate.records import Context, content_digest, read_record, seed_run
 from zoo.ablate.report import write_report
-from zoo.ablate.results import LEVEL, TRAIN_FLOPS_FACTOR, AblationResult, AblationRun, TuneRun
+from zoo.ablate.results import (
+    LEVEL,
+    TRAIN_FLOPS_FACTOR,
+    AblationResult,
+    AblationRun,
+    TuneRun,
+    best_tune,
+    sweep_edges,
+)
 from zoo.ablate.runner import ProgressCallback, Runner, join_world
 from zoo.ablate.stats import adjust_optional, mean_interval, paired_difference
 from zoo.ablate.stats import require as require_statistics
@@ -208,7 +217,7 @@ def _train_and_report(
 ) -> AblationResult:
     runner = Runner(context, options.workers, world, registry, on_progress, launcher=options.launcher)
     tunes = _tune(plan, runner)
-    lrs = [_best_rate(v.name, tune, plan.grid) if tune else options.lr for v, tune in zip(plan.variants, tunes)]
+    lrs = [_best_rate(v.name, tune) if tune else options.lr for v, tune in zip(plan.variants, tunes)]
     jobs = plan.seed_jobs(lrs)
     control_jobs = plan.control_jobs(lrs[0])  # the base's rate
     runner.run([*(job for per_variant in jobs for job in per_variant), *control_jobs])
@@ -224,25 +233,50 @@ def _train_and_report(
 
 
 def _tune(plan: Plan, runner: Runner) -> list[list[TuneRun]]:
-    """The sweep, when the plan has one: per variant, its final loss at each rate."""
-    jobs = plan.tune_jobs()
+    """The sweep, when the plan has one: per variant, its final loss at each rate of the grid,
+    then in rounds at rates past an edge its best rate sits on (``_extend``)."""
     if not plan.grid:
         return [[] for _ in plan.variants]
+    jobs = plan.tune_jobs()
     runner.run([job for per_variant in jobs for job in per_variant])
-    return [
-        [TuneRun(job.settings.lr, read_record(job, runner.context)["final_val_loss"]) for job in per_variant]
-        for per_variant in jobs
-    ]
+    tunes = [[_tune_run(job, runner) for job in per_variant] for per_variant in jobs]
+    return _extend(plan, runner, tunes)
 
 
-def _best_rate(name: str, tune: list[TuneRun], grid: list[float]) -> float:
-    finished = [t for t in tune if t.final_val_loss is not None]
-    if not finished:
+def _tune_run(job: Job, runner: Runner, extended: bool = False) -> TuneRun:
+    return TuneRun(job.settings.lr, read_record(job, runner.context)["final_val_loss"], extended)
+
+
+def _extend(plan: Plan, runner: Runner, tunes: list[list[TuneRun]]) -> list[list[TuneRun]]:
+    """While a variant's best rate is the lowest or highest it trained, train one more rate
+    past that edge at the grid's spacing (``beyond_edge``), up to ``EDGE_EXTENSIONS`` per
+    side. Each round's runs go through the runner together (``--workers`` apply), and each
+    is a sweep run with a record: a restarted ablation makes the same choices from the same
+    records, and trains nothing again."""
+    added = [{"low": 0, "high": 0} for _ in tunes]
+    while True:
+        extension = []
+        for index, tune in enumerate(tunes):
+            rates = [t.lr for t in tune]
+            for side in sweep_edges(tune):
+                if added[index][side] < EDGE_EXTENSIONS:
+                    added[index][side] += 1
+                    extension.append((index, plan.tune_job(index, beyond_edge(rates, side))))
+        if not extension:
+            return tunes
+        runner.run([job for _, job in extension])
+        for index, job in extension:
+            tunes[index] = sorted([*tunes[index], _tune_run(job, runner, extended=True)], key=lambda t: t.lr)
+
+
+def _best_rate(name: str, tune: list[TuneRun]) -> float:
+    best = best_tune(tune)
+    if best is None:
         raise ConfigError(
-            f"every learning rate of the sweep diverged for {name!r} ({', '.join(f'{r:g}' for r in grid)}); "
+            f"every learning rate of the sweep diverged for {name!r} ({', '.join(f'{t.lr:g}' for t in tune)}); "
             f"pass lower rates with --lr-grid"
         )
-    return min(finished, key=lambda t: t.final_val_loss or 0.0).lr
+    return best.lr
 
 
 def _collect(
@@ -332,6 +366,9 @@ def _result(plan: Plan, runs: list[AblationRun], command: str, runner: Runner, c
     o, notes = plan.options, plan.notes
     if not plan.grid:
         notes.append(f"one learning rate for every run: {o.lr:g} (tune_lr / --tune-lr sweeps one per variant)")
+    for run in runs:
+        if run.on_edge:
+            notes.append(edge_sentence(run, run.name))
     if len({run.train_flops for run in runs}) > 1:
         notes.append(
             "every run sees the same tokens, but the variants differ in compute per token "

@@ -4,11 +4,11 @@ cannot carry (docs/ablation.md's), and the next step. ``report.md`` and the CLI 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from zoo.ablate.results import ALPHA, MIN_EFFECT, AblationResult, AblationRun, md_code
+from zoo.ablate.options import EDGE_EXTENSIONS
+from zoo.ablate.results import ALPHA, MIN_EFFECT, AblationResult, AblationRun, md_code, sweep_edges
 from zoo.ablate.stats import POWER, Interval, seeds_needed
 
 #: The corrections by name, as a sentence says them.
@@ -107,6 +107,18 @@ def noise_section(result: AblationResult) -> list[str]:
     return lines
 
 
+def edge_sentence(run: AblationRun, name: str) -> str:
+    """``"NAME's best rate sits on the edge of its sweep ...: widen --lr-grid"``, for a run whose
+    tuned rate is the lowest or highest its sweep trained (``AblationRun.on_edge``); ``name``
+    as the caller shows it (``md_code`` in markdown)."""
+    sides = " and ".join("lowest" if side == "low" else "highest" for side in sweep_edges(run.tune))
+    rates = ", ".join(f"{t.lr:g}" for t in run.tune)
+    return (
+        f"{name}'s best rate sits on the edge of its sweep: {run.lr:g} is the {sides} of the rates it trained "
+        f"({rates}, {EDGE_EXTENSIONS} past each edge at most), so its best may lie beyond: widen --lr-grid"
+    )
+
+
 def caveats_section(result: AblationResult) -> list[str]:
     """``## Caveats``: what the numbers do not fix (docs/ablation.md), for this study."""
     s, n, m = result.settings, len(result.seeds), result.tests
@@ -139,6 +151,9 @@ def caveats_section(result: AblationResult) -> list[str]:
             f"- **One learning rate** ({s.lr:g}) for every design favours the one it suits; post-norm and "
             "pre-norm differ most (`--lr-sweep`)."
         )
+    for run in result.runs:
+        if run.on_edge:
+            lines.append(f"- **A rate on the edge.** {edge_sentence(run, md_code(run.name))}.")
     if len({run.train_flops for run in result.runs}) > 1:
         lines.append("- **Compute differs** between variants (train FLOPs): a gain may be bought with compute.")
     return [*lines, ""]
@@ -149,9 +164,20 @@ def next_step(result: AblationResult) -> str:
     control = result.control
     unclear = [row for row in unclear_rows(result) if row.seeds is not None]
     if result.under_trained:
+        rate = (
+            "each variant at its own rate (`--tune-lr`)"
+            if not result.tuning
+            else "a wider `--lr-grid` (a tuned rate sits on the edge of its sweep)"
+            if result.on_edge
+            else "a longer sweep (`--tune-fraction`)"
+        )
         return (
             f"train until the base and target beat the bigram reference ({', '.join(result.under_trained)} do not): "
-            "more steps (`--steps`), each variant at its own rate (`--tune-lr`), or more text (`--data`)"
+            f"more steps (`--steps`), {rate}, or more text (`--data`)"
+        )
+    if result.on_edge:
+        return edge_sentence(result.run(result.on_edge[0]), md_code(result.on_edge[0])) + (
+            f" (and {len(result.on_edge) - 1} more variants)" if len(result.on_edge) > 1 else ""
         )
     if len(result.seeds) < 2:
         return "train `--seeds 3` or more: one seed has no interval"
@@ -174,20 +200,35 @@ def next_step_section(result: AblationResult) -> list[str]:
 
 
 #: How an effect moves along a scale ladder (``trend``).
-TRENDS = ("grows", "shrinks", "flips", "flat within noise")
+TRENDS = ("grows", "shrinks", "flips", "not shown after correction", "flat within noise")
 
 
-def trend(deltas: Sequence[Interval]) -> str:
-    """How a Δ changes from the first rung to the last: ``"flat within noise"`` when the change
-    is within the two intervals' combined half-width; ``"flips"`` when both ends exclude 0 on
-    opposite sides; else ``"grows"`` or ``"shrinks"`` (in size); ``"unknown"`` without
-    intervals (one seed)."""
+def _shown(delta: Interval) -> bool:
+    """Significant after the correction in use (its adjusted p below ``ALPHA``) and not float rounding."""
+    return delta.p_adjusted is not None and delta.p_adjusted < ALPHA and abs(delta.mean) >= MIN_EFFECT
+
+
+def trend(deltas: Sequence[Interval], change: Interval | None = None) -> str:
+    """How a row's Δ moves from the first rung to the last, from corrected results only.
+
+    ``deltas``: its Δ vs base at each rung (``p_adjusted`` corrected within the rung's cell);
+    ``change``: the last rung's Δ minus the first's (``StudyResult.trends``: Welch's test,
+    ``p_adjusted`` corrected over every row's cross-rung test). ``"flips"``: both ends are
+    significant after their cell's correction, on opposite sides of 0. ``"grows"`` /
+    ``"shrinks"``: the change is significant after its correction, and the last |Δ| is larger
+    / smaller than the first. ``"not shown after correction"``: either of these holds before
+    correction (raw p) but not after (a change below ``MIN_EFFECT`` never counts). ``"flat within noise"``: neither holds even before.
+    ``"unknown"`` without intervals (one seed)."""
     if len(deltas) < 2 or any(d.half_width is None for d in deltas):
         return "unknown"
     first, last = deltas[0], deltas[-1]
-    noise = math.hypot(first.half_width or 0.0, last.half_width or 0.0)
-    if abs(last.mean - first.mean) <= noise:
-        return "flat within noise"
-    if first.mean * last.mean < 0 and last.significant and first.significant:
+    opposite = first.mean * last.mean < 0
+    if opposite and _shown(first) and _shown(last):
         return "flips"
-    return "grows" if abs(last.mean) > abs(first.mean) else "shrinks"
+    if change is not None and _shown(change):
+        return "grows" if abs(last.mean) > abs(first.mean) else "shrinks"
+    raw_flip = opposite and first.significant and last.significant
+    raw_change = (
+        change is not None and change.p_value is not None and change.p_value < ALPHA and abs(change.mean) >= MIN_EFFECT
+    )
+    return "not shown after correction" if raw_flip or raw_change else "flat within noise"

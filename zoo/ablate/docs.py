@@ -21,7 +21,7 @@ from zoo.ablate.extrapolation import extrapolation_markdown
 from zoo.ablate.ladder import StudyResult
 from zoo.ablate.report import table
 from zoo.ablate.results import AblationResult, md_block
-from zoo.ablate.study_report import cells_table, sweep_sentences, sweep_table, warmup_verdict
+from zoo.ablate.study_report import cells_table, sweep_sentences, sweep_table, tuned_table, warmup_verdict
 from zoo.checkpoint.store import write_atomically, write_temporary
 from zoo.errors import InputError, printable
 
@@ -339,6 +339,14 @@ def _ablation_region(result: AblationResult, figures: dict[str, str]) -> str:
 
 def _study_region(study: StudyResult, figures: dict[str, str]) -> str:
     lines = [*md_block(study.command, "bash"), "", *cells_table_plain(study), ""]
+    if study.tuned:
+        lines += [
+            "Each variant's rate, tuned per cell by a short sweep (**on edge**: the lowest or highest its sweep "
+            "trained, so its best may lie beyond):",
+            "",
+            *tuned_table(study),
+            "",
+        ]
     trends = study.trends()
     if trends:
         header = ["row", *(r.name for r in study.rungs), "trend", "literature"]
@@ -350,7 +358,14 @@ def _study_region(study: StudyResult, figures: dict[str, str]) -> str:
                 d.format(4, sign=True) + (" *" if _marked(study, r, t.name) else "") for r, d in zip(t.rungs, t.deltas)
             ]
             lines.append("| " + " | ".join([t.name, *cells, t.word, _literature(t.axis)]) + " |")
-        lines += ["", "Δ vs base (paired over seeds, ± 95% CI); `*`: significant after the correction.", ""]
+        lines += [
+            "",
+            "Δ vs base (paired over seeds, ± 95% CI); `*`: significant after the correction. The trend reads "
+            "corrected results only: *flips*, both ends marked on opposite sides; *grows*/*shrinks*, the change "
+            "from the first rung to the last significant (Welch) after the correction over every row's trend; "
+            "*not shown after correction*, either only before it; else *flat within noise*.",
+            "",
+        ]
     if study.swept:
         lines += [*sweep_table(study), "", *sweep_sentences(study), ""]
         verdict = warmup_verdict(study)

@@ -12,7 +12,7 @@ from typing import Any
 
 from zoo.ablate.advice import trend
 from zoo.ablate.results import LEVEL, AblationResult, AblationRun
-from zoo.ablate.stats import Interval, adjust_optional, paired_difference
+from zoo.ablate.stats import Interval, adjust_optional, paired_difference, welch_difference
 from zoo.errors import ConfigError, InputError
 
 
@@ -56,6 +56,7 @@ class Cell:
     warmup: int | None  # None: the loop's default, a tenth of the steps
     steps: int
     eval_every: int
+    parameters: int | None = None  # the base's non-embedding parameters at this rung (the budget's N)
 
     @property
     def name(self) -> str:
@@ -72,7 +73,16 @@ class Cell:
             "warmup": self.warmup,
             "steps": self.steps,
             "eval_every": self.eval_every,
+            "non_embedding_parameters": self.parameters,
         }
+
+    def tokens_per_param(self, tokens_per_step: int) -> float | None:
+        """Training tokens of one run per non-embedding parameter of the base (None: not counted)."""
+        return self.steps * tokens_per_step / self.parameters if self.parameters else None
+
+    def epochs(self, tokens_per_step: int, train_tokens: int) -> float | None:
+        """Training tokens of one run over the tokens of the training split: passes over the data."""
+        return self.steps * tokens_per_step / train_tokens if train_tokens > 0 else None
 
 
 @dataclass(frozen=True)
@@ -86,10 +96,11 @@ class Trend:
     rungs: list[str]
     train_flops: list[float]
     deltas: list[Interval]
+    change: Interval | None = None  # last rung's Δ minus the first's (Welch), corrected over the rows' trends
 
     @property
     def word(self) -> str:
-        return trend(self.deltas)
+        return trend(self.deltas, self.change)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -98,6 +109,7 @@ class Trend:
             "lr": self.lr,
             "warmup": self.warmup,
             "trend": self.word,
+            "change": self.change.to_dict() if self.change is not None else None,
             "points": [
                 {"rung": r, "train_flops": f, **d.to_dict()}
                 for r, f, d in zip(self.rungs, self.train_flops, self.deltas)
@@ -184,7 +196,11 @@ class StudyResult:
         return self.cell(rung.name, value) if self.swept == "lr" else self.cell(rung.name, None, value)
 
     def trends(self) -> list[Trend]:
-        """Per rate and warm-up, per row but the base: its Δ at every rung (one rung: none)."""
+        """Per rate and warm-up, per row but the base: its Δ at every rung (one rung: none), and
+        the change of its Δ from the first rung to the last: Welch's test on the two rungs'
+        per-seed Δs (independent runs, as no model is shared across rungs; seeds of the same
+        number share only a data order), its p adjusted by the study's correction over these
+        tests of every row together. ``Trend.word`` reads only corrected results."""
         if len(self.rungs) < 2:
             return []
         out = []
@@ -204,9 +220,11 @@ class StudyResult:
                         [r.name for r in self.rungs],
                         [row.train_flops for row in found],
                         [row.delta_vs_base for row in found],
+                        welch_difference(found[0].delta_vs_base, found[-1].delta_vs_base, LEVEL),
                     )
                 )
-        return out
+        adjusted = adjust_optional([t.change.p_value if t.change else None for t in out], self.correction)
+        return [replace(t, change=replace(t.change, p_adjusted=p)) if t.change else t for t, p in zip(out, adjusted)]
 
     def sweep_effects(self) -> list[SweepEffect]:
         """Per rung (and the other axis's first value), per variant: the paired change of its
@@ -227,6 +245,15 @@ class StudyResult:
                 effects.append(SweepEffect(run.name, run.axis, rung.name, low, high, delta))
         adjusted = adjust_optional([e.delta.p_value for e in effects], self.correction)
         return [replace(e, delta=replace(e.delta, p_adjusted=p)) for e, p in zip(effects, adjusted)]
+
+    @property
+    def tokens_per_step(self) -> int:
+        return int(self.budget["tokens_per_step"])
+
+    @property
+    def tuned(self) -> bool:
+        """Whether each cell trains every variant at its own rate from a sweep (``tune_lr``)."""
+        return any(result.tuning for _, result in self.cells)
 
     @property
     def correction(self) -> str:
@@ -276,6 +303,12 @@ class StudyResult:
                     "baselines": result.baselines.to_dict() if result.baselines is not None else None,
                     "under_trained": result.under_trained,
                     "train_flops_base": result.runs[0].train_flops,
+                    "tokens_per_run": cell.steps * self.tokens_per_step,
+                    "tokens_per_param": cell.tokens_per_param(self.tokens_per_step),
+                    "train_tokens": result.data["train_tokens"],
+                    "epochs": cell.epochs(self.tokens_per_step, result.data["train_tokens"]),
+                    "tuning": result.tuning,
+                    "on_edge": result.on_edge,
                 }
                 for cell, result in self.cells
             ],
@@ -308,6 +341,8 @@ def _table_dict(result: AblationResult) -> list[dict[str, Any]]:
             "loss": run.loss.to_dict(),
             "delta_vs_base": run.delta_vs_base.to_dict(),
             "significant": run.significant,
+            "lr": run.lr,
+            "on_edge": run.on_edge,
             "train_flops": run.train_flops,
             "parameters": run.parameters,
         }

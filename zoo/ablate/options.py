@@ -52,6 +52,10 @@ DEMO_SCALE: dict[str, Any] = {
 DEFAULT_SEEDS = 3
 #: ``tune_lr``'s default grid: the learning rate times these (log-spaced, factor 2).
 LR_GRID_FACTORS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0)
+#: When a variant's best rate is the lowest or highest its sweep trained, the sweep trains one
+#: more rate past that edge (at the grid's spacing), at most this many times per side; a best
+#: rate still on the edge after them is flagged (``AblationRun.on_edge``).
+EDGE_EXTENSIONS = 2
 #: ``tune_lr``'s default budget: this fraction of the steps, one seed.
 TUNE_FRACTION = 0.25
 #: The sweep's seed is the first seed plus this: not a compared seed, and the same

@@ -36,6 +36,8 @@ from zoo.training import TokenSplit, TrainSettings, bundled_corpus, load_corpus,
 #: Bytes the plan holds per run at the least: its Job and its TrainSettings, each a
 #: dataclass of 56 bytes with a 296-byte __dict__ (sys.getsizeof).
 RUN_BYTES = 2 * (56 + 296)
+#: The step past an edge of a sweep of one rate (which has no spacing of its own): the default grid's.
+EDGE_FACTOR = 2.0
 
 
 def check_options(options: Options) -> None:
@@ -138,25 +140,27 @@ class Plan:
 
     def tune_jobs(self) -> list[list[Job]]:
         """Per variant, a short run at each rate of the grid."""
+        if self.tuning is None:
+            return [[] for _ in self.variants]
+        return [[self.tune_job(index, rate) for rate in self.grid] for index in range(len(self.variants))]
+
+    def tune_job(self, index: int, rate: float) -> Job:
+        """The sweep's short run of variant ``index`` at ``rate`` (a rate of the grid, or one
+        past its edge: ``beyond_edge``)."""
         tuning = self.tuning
         if tuning is None:
-            return [[] for _ in self.variants]
+            raise ConfigError("this ablation has no learning-rate sweep (--tune-lr)")
         steps, seed = tuning["steps"], tuning["seed"]
-        short = replace(self.settings, steps=steps, eval_every=steps, seed=seed, warmup_steps=None)
-        return [
-            [
-                Job(
-                    f"tune/{index:02d}-{slug(v.name)}-lr{rate:g}",
-                    f"tune {v.name} lr={rate:g}",
-                    v.axis,
-                    v.config,
-                    replace(short, lr=rate),
-                    tune=True,
-                )
-                for rate in self.grid
-            ]
-            for index, v in enumerate(self.variants)
-        ]
+        short = replace(self.settings, steps=steps, eval_every=steps, seed=seed, warmup_steps=None, lr=rate)
+        v = self.variants[index]
+        return Job(
+            f"tune/{index:02d}-{slug(v.name)}-lr{rate:g}",
+            f"tune {v.name} lr={rate:g}",
+            v.axis,
+            v.config,
+            short,
+            tune=True,
+        )
 
     def seed_jobs(self, lrs: list[float]) -> list[list[Job]]:
         """Per variant, a run at each seed, at the variant's rate."""
@@ -387,6 +391,17 @@ def lr_grid(lr: float, grid: list[float] | None) -> list[float]:
     if not rates or bad:
         raise ConfigError(f"the learning-rate grid needs rates > 0, got {list(rates)!r}; e.g. --lr-grid 1e-3,3e-3,1e-2")
     return sorted({float(r) for r in rates})
+
+
+def beyond_edge(rates: list[float], side: str) -> float:
+    """The next rate past the ``"low"`` or ``"high"`` edge of the sorted ``rates``, at the
+    spacing of the two rates nearest that edge (``EDGE_FACTOR`` for a grid of one rate),
+    rounded to the 6 significant digits its run's name shows."""
+    if side not in ("low", "high"):
+        raise ConfigError(f"a sweep's edge is 'low' or 'high', not {side!r}")
+    edge = rates[0] if side == "low" else rates[-1]
+    factor = EDGE_FACTOR if len(rates) < 2 else (rates[1] / rates[0] if side == "low" else rates[-1] / rates[-2])
+    return float(f"{(edge / factor if side == 'low' else edge * factor):.6g}")
 
 
 def no_swaps(base: str, target: str, differences: list[tuple[str, Any, Any]]) -> str:

@@ -9,9 +9,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from zoo.ablate.advice import CORRECTION_NAMES, caveats_section, next_step_section, noise_section
+from zoo.ablate.advice import CORRECTION_NAMES, caveats_section, edge_sentence, next_step_section, noise_section
 from zoo.ablate.compare import SIZE_AXES
 from zoo.ablate.extrapolation import extrapolation_section
+from zoo.ablate.options import EDGE_EXTENSIONS
 from zoo.ablate.records import write_figure, write_text
 from zoo.ablate.results import (
     ALPHA,
@@ -68,11 +69,11 @@ def table(
             "lr": f"{run.lr:.3g}",
             "val loss": run.loss.format(),
             "Δ vs base": "" if is_base else run.delta_vs_base.format(sign=True),
-            "p": "" if is_base else _p(run.delta_vs_base.p_value),
-            "p adj": "" if is_base else _p(run.delta_vs_base.p_adjusted),
+            "p": "" if is_base else p_text(run.delta_vs_base.p_value),
+            "p adj": "" if is_base else p_text(run.delta_vs_base.p_adjusted),
             "Δ this step": "" if step is None else step.format(sign=True),
-            "p (step)": "" if step is None else _p(step.p_value),
-            "p adj (step)": "" if step is None else _p(step.p_adjusted),
+            "p (step)": "" if step is None else p_text(step.p_value),
+            "p adj (step)": "" if step is None else p_text(step.p_adjusted),
             "sig": "*" if run.significant else "",
             "parameters": f"{run.parameters:,}",
             "FLOPs/token": _si(run.flops_per_token),
@@ -121,7 +122,8 @@ def reference_text(result: AblationResult) -> str:
     return text
 
 
-def _p(p: float | None) -> str:
+def p_text(p: float | None) -> str:
+    """A p-value as the tables show it: three decimals, ``<0.001``, or ``n/a`` without one."""
     if p is None:
         return "n/a"
     return "<0.001" if p < 0.001 else f"{p:.3f}"
@@ -269,20 +271,37 @@ def _rates(result: AblationResult) -> list[str]:
     if not result.tuning:
         return lines + [f"One rate for every run: {result.settings.lr:g} (`--tune-lr` sweeps one per variant).", ""]
     t = result.tuning
+    rates = sorted({x.lr for run in result.runs for x in run.tune})
     lines += [
         (
             f"Each variant trained at the best rate of a sweep over {', '.join(f'{r:g}' for r in t['grid'])}: "
             f"{t['steps']} steps ({t['fraction']:g} of the budget), seed {t['seed']} (not one of the compared seeds), "
-            f"final validation loss per rate (— diverged):"
+            f"final validation loss per rate (— diverged; **bold**: the best, which a diverged rate never is). "
+            f"Where the best was the lowest or highest rate trained, the sweep trained one more rate past that edge "
+            f"at the grid's spacing, up to {EDGE_EXTENSIONS} per side; **on edge**: the best is still the lowest or "
+            f"highest rate trained (a rate that diverged counts as trained), so it may lie beyond: widen `--lr-grid`."
         ),
         "",
-        "| run | " + " | ".join(f"{r:g}" for r in t["grid"]) + " | chosen |",
-        "|---|" + "---:|" * (len(t["grid"]) + 1),
+        "| run | " + " | ".join(f"{r:g}" for r in rates) + " | chosen |",
+        "|---|" + "---:|" * (len(rates) + 1),
     ]
     for run in result.runs:
-        cells = ["—" if x.final_val_loss is None else f"{x.final_val_loss:.3f}" for x in run.tune]
-        lines.append(f"| {md(run.name)} | " + " | ".join(cells) + f" | {run.lr:g} |")
-    return lines + [""]
+        losses = {x.lr: x.final_val_loss for x in run.tune}
+        cells = [_tune_cell(run, r, losses) for r in rates]
+        edge = " **on edge**" if run.on_edge else ""
+        lines.append(f"| {md(run.name)} | " + " | ".join(cells) + f" | {run.lr:g}{edge} |")
+    edges = [run for run in result.runs if run.on_edge]
+    return lines + ["", *(f"{edge_sentence(run, md_code(run.name))}." for run in edges), *([""] if edges else [])]
+
+
+def _tune_cell(run: AblationRun, rate: float, losses: dict[float, float | None]) -> str:
+    """A rate's cell of the sweep's table: its final loss, bold for the winner; blank when not trained."""
+    if rate not in losses:
+        return ""
+    loss = losses[rate]
+    if loss is None:
+        return "—"
+    return f"**{loss:.3f}**" if rate == run.lr else f"{loss:.3f}"
 
 
 def _setup(result: AblationResult) -> list[str]:

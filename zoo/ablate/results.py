@@ -14,7 +14,7 @@ from zoo.ablate.baselines import Baselines
 from zoo.ablate.compare import SIZE_AXES
 from zoo.ablate.diagnostics import Diagnostics
 from zoo.ablate.lengths import Extrapolation
-from zoo.ablate.options import ORDERS
+from zoo.ablate.options import EDGE_EXTENSIONS, ORDERS
 from zoo.ablate.stats import DEFAULT_CORRECTION, POWER, Interval, detectable_difference, mean_interval
 from zoo.errors import InputError, printable
 from zoo.nn.config import ModelConfig
@@ -58,13 +58,38 @@ class SeedRun:
 
 @dataclass(frozen=True)
 class TuneRun:
-    """One short run of the learning-rate sweep; ``final_val_loss`` is None when it diverged."""
+    """One short run of the learning-rate sweep; ``final_val_loss`` is None when it diverged.
+    ``extended``: a rate past the grid's edge, trained because the best rate sat there."""
 
     lr: float
     final_val_loss: float | None
+    extended: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"lr": self.lr, "final_val_loss": self.final_val_loss, "diverged": self.final_val_loss is None}
+        return {
+            "lr": self.lr,
+            "final_val_loss": self.final_val_loss,
+            "diverged": self.final_val_loss is None,
+            "extended": self.extended,
+        }
+
+
+def best_tune(tune: list[TuneRun]) -> TuneRun | None:
+    """The sweep's winner: the finished rate with the lowest final loss (a diverged rate never
+    wins); None when every rate diverged."""
+    finished = [t for t in tune if t.final_val_loss is not None]
+    return min(finished, key=lambda t: t.final_val_loss or 0.0, default=None)
+
+
+def sweep_edges(tune: list[TuneRun]) -> list[str]:
+    """The edges (``"low"``, ``"high"``) of the rates trained that the winner sits on. A
+    diverged rate counts as trained: a winner just below a rate that diverged is not on the
+    high edge, since the next rate up was tried and failed."""
+    best = best_tune(tune)
+    if best is None:
+        return []
+    rates = [t.lr for t in tune]
+    return [side for side, edge in (("low", min(rates)), ("high", max(rates))) if best.lr == edge]
 
 
 @dataclass
@@ -96,6 +121,25 @@ class AblationRun:
     train_flops: float
     tune: list[TuneRun] = field(default_factory=list)
     extrapolation: Extrapolation | None = None  # its losses at --eval-lengths (None without)
+
+    @property
+    def on_edge(self) -> bool | None:
+        """With a sweep: whether its best rate is still the lowest or highest rate it trained,
+        after ``EDGE_EXTENSIONS`` extra rates past that edge (so the best may lie beyond);
+        None without a sweep."""
+        return bool(sweep_edges(self.tune)) if self.tune else None
+
+    def tune_dict(self) -> dict[str, Any] | None:
+        """``ablation.json``'s record of the sweep that chose ``lr``: the rates trained (the
+        grid and any past its edges), each one's final loss, the winner and ``on_edge``."""
+        if not self.tune:
+            return None
+        return {
+            "grid": [t.lr for t in self.tune],
+            "runs": [t.to_dict() for t in self.tune],
+            "winner": self.lr,
+            "on_edge": self.on_edge,
+        }
 
     @property
     def final_val_loss(self) -> float:
@@ -163,10 +207,10 @@ class AblationRun:
             "significant": self.significant,
             "significant_before_correction": self.significant_before_correction,
             "detectable_delta": self.detectable,
-            "tune": [t.to_dict() for t in self.tune],
             "extrapolation": (
                 None if self.extrapolation is None else self.extrapolation.to_dict(self.extrapolation.cells[0].length)
             ),
+            "tune": self.tune_dict(),
             "seeds": [s.to_dict() for s in self.seeds],
             "mean_curve": [{"step": step, **ci.to_dict()} for step, ci in self.mean_curve()],
         }
@@ -218,6 +262,11 @@ class AblationResult:
         if self.baselines is None:
             return []
         return [run.name for run in (self.runs[0], self.runs[-1]) if not run.loss.mean < self.baselines.bigram]
+
+    @property
+    def on_edge(self) -> list[str]:
+        """The variants whose tuned rate sits on the edge of their sweep (``AblationRun.on_edge``)."""
+        return [run.name for run in self.runs if run.on_edge]
 
     def run(self, name_or_axis: str) -> AblationRun:
         """The run called ``name_or_axis``, or the one that swapped that axis."""
@@ -293,7 +342,9 @@ class AblationResult:
                 "alpha": ALPHA,
                 "tests": self.tests,
             },
-            "tuning": self.tuning,
+            "tuning": (
+                {**self.tuning, "edge_extensions": EDGE_EXTENSIONS, "on_edge": self.on_edge} if self.tuning else None
+            ),
             "budget": {
                 "tokens_per_run": self.settings.steps * self.settings.tokens_per_step,
                 "train_flops_factor": TRAIN_FLOPS_FACTOR,

@@ -161,6 +161,23 @@ def paired_difference(base: Sequence[float], other: Sequence[float], level: floa
     return mean_interval([o - b for b, o in zip(base, other)], level)
 
 
+def welch_difference(first: Interval, second: Interval, level: float = 0.95) -> Interval:
+    """``second - first`` for two independent samples, each given by its interval (mean, sd,
+    n): Welch's unequal-variance t test and interval, as ``scipy.stats.ttest_ind(...,
+    equal_var=False)``. Without a spread on either side (one value): no interval, no p."""
+    diff = second.mean - first.mean
+    n = first.n + second.n
+    if first.sd is None or second.sd is None or first.n < 2 or second.n < 2:
+        return Interval(diff, None, n, level, None)
+    v1, v2 = first.sd**2 / first.n, second.sd**2 / second.n
+    se = math.sqrt(v1 + v2)
+    if se == 0.0:  # both without spread: a difference is certain, none is none
+        return Interval(diff, 0.0, n, level, 1.0 if diff == 0.0 else 0.0)
+    df = (v1 + v2) ** 2 / (v1**2 / (first.n - 1) + v2**2 / (second.n - 1))
+    p = min(1.0, 2.0 * t_cdf(-abs(diff) / se, df))
+    return Interval(diff, t_quantile(0.5 + level / 2.0, df) * se, n, level, p)
+
+
 def paired_p_values(differences: npt.ArrayLike, axis: int = -1) -> np.ndarray:
     """Two-sided p-values of "the mean is 0" over ``axis`` (a paired t test of the
     differences), for any number of studies at once.

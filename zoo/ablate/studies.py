@@ -6,7 +6,7 @@ same seeds) once per cell, each in a folder of its own under ``out_dir``. A cell
 runs have records is read back and never trained again, so a ladder grows rung by rung,
 and rungs may be trained on different machines (``--scales 192x6`` alone on a GPU box)
 and gathered into one folder. Then it says, per swap, how its Δ moves with training
-FLOPs along the rungs (grows, shrinks, flips, flat within noise), and shows the final
+FLOPs along the rungs (grows, shrinks, flips, from corrected tests only), and shows the final
 loss against the rate (or the warm-up) per variant: the whole curve, each point a full
 budget, not a short proxy.
 
@@ -124,7 +124,8 @@ def _cells(
                     f"warm-up {w} is longer than rung {rung.name}'s {rung_steps} steps; lower --warmup-sweep"
                 )
         rung_every = max(1, rung_steps // evaluations)
-        cells += [Cell(rung, r, w, rung_steps, rung_every) for r in rates for w in warmups]
+        parameters = non_embedding_parameters(base, rung, o.seq_len, vocab, registry)
+        cells += [Cell(rung, r, w, rung_steps, rung_every, parameters) for r in rates for w in warmups]
     return cells, rungs, rates, warmups, budget
 
 
@@ -132,8 +133,8 @@ def _check_study(o: Options, study: StudyOptions) -> None:
     """Refuse a study that cannot be run as asked, before anything trains."""
     if o.tune_lr and study.lr_sweep:
         raise ConfigError(
-            "--lr-sweep trains every rate for the full budget and --tune-lr picks one per variant: "
-            "drop one of them (--tune-lr/--lr-grid, or --lr-sweep)"
+            "a rate sweep trains every rate for the full budget; drop --tune-lr/--lr-grid (each variant at its own "
+            "short sweep's rate, in every cell), or --lr-sweep"
         )
     tokens_per_param, flops_per_run = study.tokens_per_param, study.flops_per_run
     if tokens_per_param is not None and flops_per_run is not None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from zoo.ablate.ladder import Cell, StudyResult, row_named
 from zoo.ablate.records import write_figure, write_text
-from zoo.ablate.report import figure_class
+from zoo.ablate.report import figure_class, p_text
 from zoo.ablate.results import ALPHA, LEVEL, MIN_EFFECT, md_block, md_code
 from zoo.ablate.stats import Interval, detectable_difference
 from zoo.figures import log_scale, plain_text
@@ -42,19 +42,17 @@ def _flops(value: float) -> str:
     return f"{value:.3g}"
 
 
-def _p(p: float | None) -> str:
-    return "n/a" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
 def cells_table(study: StudyResult) -> list[str]:
-    """Markdown: per cell, its budget, its base's and target's losses beside the n-gram
+    """Markdown: per cell, its budget (tokens per non-embedding parameter of the base, and
+    epochs: passes over the training split), its base's and target's losses beside the n-gram
     reference rows (``*``: under-trained, not below the bigram), its noise floor before and
     after correction, the control and what was marked."""
     lines = [
-        "| cell | steps | tokens/run | base train FLOPs | base loss | target loss | bigram | trigram | noise floor "
-        "| after correction | control Δ | marked after correction |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| cell | steps | tokens/run | tokens/param | epochs | base train FLOPs | base loss | target loss | bigram "
+        "| trigram | noise floor | after correction | control Δ | marked after correction |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
+    per_step = study.tokens_per_step
     for cell, result in study.cells:
         control = result.control
         floor, corrected = result.noise_floor(), result.noise_floor(corrected=True)
@@ -62,10 +60,11 @@ def cells_table(study: StudyResult) -> list[str]:
         b, stuck = result.baselines, set(result.under_trained)
         ends = [f"{run.loss.mean:.4f}{' *' if run.name in stuck else ''}" for run in (result.runs[0], result.runs[-1])]
         refs = ["n/a" if b is None or v is None else f"{v:.4f}" for v in ((b.bigram, b.trigram) if b else (None, None))]
+        ratios = [cell.tokens_per_param(per_step), cell.epochs(per_step, result.data["train_tokens"])]
         lines.append(
             f"| [{_cell_label(study, cell)}]({cell.name}/report.md) | {cell.steps} | "
-            f"{cell.steps * study.budget['tokens_per_step']:,} | {_flops(result.runs[0].train_flops)} | "
-            f"{' | '.join(ends)} | {' | '.join(refs)} | "
+            f"{cell.steps * per_step:,} | {' | '.join('n/a' if r is None else f'{r:.3g}' for r in ratios)} | "
+            f"{_flops(result.runs[0].train_flops)} | {' | '.join(ends)} | {' | '.join(refs)} | "
             f"{'n/a' if floor is None else f'{floor:.4f}'} | {'n/a' if corrected is None else f'{corrected:.4f}'} | "
             f"{'n/a' if control is None else control.delta_vs_base.format(4, sign=True)} | {marked} |"
         )
@@ -78,18 +77,69 @@ def cells_table(study: StudyResult) -> list[str]:
     return lines
 
 
+def tuned_table(study: StudyResult) -> list[str]:
+    """Markdown, when the cells tune a rate per variant: the rate each variant trained at in
+    each cell (one column per rung), **on edge** where it is the lowest or highest its sweep
+    trained (``AblationRun.on_edge``)."""
+    if not study.tuned:
+        return []
+    several = len(study.warmups) > 1
+    header = ["variant", *(["warm-up"] if several else []), *(r.name for r in study.rungs)]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    for warmup in study.warmups:
+        results = [study.cell(r.name, None, warmup) for r in study.rungs]
+        for run in results[0].runs:
+            rows = [row_named(result, run.name) for result in results]
+            cells = ["" if row is None else f"{row.lr:g}{' **on edge**' if row.on_edge else ''}" for row in rows]
+            extra = ["auto" if warmup is None else str(warmup)] if several else []
+            lines.append("| " + " | ".join([md_code(run.name), *extra, *cells]) + " |")
+    return lines
+
+
+def _tuned_sentence(study: StudyResult) -> list[str]:
+    """What the tuned-rate table shows, and which rates sit on the edge of their sweep."""
+    tuning = next(result.tuning for _, result in study.cells if result.tuning)
+    edges = [f"{md_code(name)} at {cell.rung.name}" for cell, result in study.cells for name in result.on_edge]
+    return [
+        f"Each variant in each cell trained at the best rate of its own short sweep over "
+        f"{', '.join(f'{r:g}' for r in tuning['grid'])} ({tuning['fraction']:g} of the cell's steps, one seed not "
+        f"compared), extended past an edge its best sat on; the rate each trained at:",
+        "",
+        *tuned_table(study),
+        "",
+        (
+            f"**On edge** (the best is still the lowest or highest rate its sweep trained, so it may lie beyond; "
+            f"widen `--lr-grid`): {', '.join(edges)}."
+            if edges
+            else "No tuned rate sits on the edge of its sweep."
+        ),
+    ]
+
+
+#: What the trend words mean, as ``advice.trend`` decides them.
+TREND_LEGEND = (
+    "Δ vs base (p adj: within its cell) at each rung; the trend from the first rung to the last, from "
+    "corrected results only: *flips* when both ends are significant after their cell's correction, on opposite "
+    "sides of 0; *grows* or *shrinks* (in size) when the change of Δ from the first rung to the last is "
+    "significant by Welch's test on the two rungs' per-seed Δs (the rungs train independent models), after "
+    "{correction} over the {tests} rows' cross-rung tests (**change**, p adj); *not shown after correction* when "
+    "either holds before correction only; else *flat within noise*."
+)
+
+
 def trends_table(study: StudyResult) -> list[str]:
     """Markdown: per row, its Δ vs base (p adj) at each rung and the trend word."""
     trends = study.trends()
     if not trends:
         return []
     several = len(study.rates) * len(study.warmups) > 1
-    header = ["row", *([] if not several else ["lr", "warm-up"]), *(r.name for r in study.rungs), "trend"]
+    header = ["row", *([] if not several else ["lr", "warm-up"]), *(r.name for r in study.rungs), "change", "trend"]
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 2) + "---|"]
     for t in trends:
-        cells = [f"{d.format(4, sign=True)} ({_p(d.p_adjusted)})" for d in t.deltas]
+        cells = [f"{d.format(4, sign=True)} ({p_text(d.p_adjusted)})" for d in t.deltas]
+        change = "n/a" if t.change is None else f"{t.change.format(4, sign=True)} ({p_text(t.change.p_adjusted)})"
         extra = [] if not several else [f"{t.lr:g}", "auto" if t.warmup is None else str(t.warmup)]
-        lines.append("| " + " | ".join([t.name, *extra, *cells, t.word]) + " |")
+        lines.append("| " + " | ".join([t.name, *extra, *cells, change, t.word]) + " |")
     return lines
 
 
@@ -133,15 +183,15 @@ def sweep_sentences(study: StudyResult) -> list[str]:
         lines.append(
             f"- {md_code(e.name)} at {e.rung}: {what} {e.low if e.low is not None else 'auto'} instead of "
             f"{e.high if e.high is not None else 'auto'} changes the final loss by {e.delta.format(4, sign=True)} "
-            f"(paired over seeds, p {_p(e.delta.p_value)}, p adj {_p(e.delta.p_adjusted)} after {study.correction} "
+            f"(paired over seeds, p {p_text(e.delta.p_value)}, p adj {p_text(e.delta.p_adjusted)} after {study.correction} "
             f"over the {len(study.sweep_effects())} sweep tests{', significant' if sig else ', within noise'})."
         )
     for i in study.interactions():
         sig = i.delta.p_adjusted is not None and i.delta.p_adjusted < ALPHA
         lines.append(
             f"- interaction {md_code(i.name)} × {what} at {i.rung}: its change minus the base's "
-            f"{i.delta.format(4, sign=True)} (difference of differences paired over seeds, p {_p(i.delta.p_value)}, "
-            f"p adj {_p(i.delta.p_adjusted)}{', significant' if sig else ', not shown'})."
+            f"{i.delta.format(4, sign=True)} (difference of differences paired over seeds, p {p_text(i.delta.p_value)}, "
+            f"p adj {p_text(i.delta.p_adjusted)}{', significant' if sig else ', not shown'})."
         )
     return lines
 
@@ -178,9 +228,9 @@ def warmup_verdict(study: StudyResult) -> str | None:
     low, high = post.low if post.low is not None else "auto", post.high if post.high is not None else "auto"
     said = (
         f"Warm-up {low} instead of {high} at {rung}: post-norm (the base) {post.delta.format(4, sign=True)} "
-        f"(p adj {_p(post.delta.p_adjusted)}), pre-norm {pre.delta.format(4, sign=True)} "
-        f"(p adj {_p(pre.delta.p_adjusted)}); pre-norm's change minus post-norm's {test.delta.format(4, sign=True)} "
-        f"(the interaction, p adj {_p(test.delta.p_adjusted)})."
+        f"(p adj {p_text(post.delta.p_adjusted)}), pre-norm {pre.delta.format(4, sign=True)} "
+        f"(p adj {p_text(pre.delta.p_adjusted)}); pre-norm's change minus post-norm's {test.delta.format(4, sign=True)} "
+        f"(the interaction, p adj {p_text(test.delta.p_adjusted)})."
     )
     hurts = post.delta.mean > 0 and _significant(post.delta)
     if _significant(test.delta) and test.delta.mean < 0 and hurts:
@@ -244,8 +294,10 @@ def study_markdown(study: StudyResult) -> str:
     lines = [
         f"# Study: {study.base} → {study.target}",
         "",
-        f"{len(study.cells)} ablations (rungs {', '.join(r.name for r in study.rungs)}; rates "
-        f"{', '.join(f'{r:g}' for r in study.rates)}; warm-up "
+        f"{len(study.cells)} ablations (rungs {', '.join(r.name for r in study.rungs)}; "
+        + ("each variant at its own tuned rate" if study.tuned else "rates ")
+        + ("" if study.tuned else ", ".join(f"{r:g}" for r in study.rates))
+        + "; warm-up "
         f"{', '.join('auto' if w is None else str(w) for w in study.warmups)}), each over {n} seeds with a control "
         f"row and {first.correction} correction; budget: {budget}.",
         "",
@@ -255,14 +307,13 @@ def study_markdown(study: StudyResult) -> str:
         "",
         *cells_table(study),
         "",
+        *(["## Tuned learning rates", "", *_tuned_sentence(study), ""] if study.tuned else []),
     ]
     if len(study.rungs) > 1:
         lines += [
             "## Along the ladder",
             "",
-            f"Δ vs base (p adj) at each rung; trend from the first rung to the last: *flat within noise* when the "
-            f"change is within the two {LEVEL:.0%} half-widths combined, *flips* when both ends exclude 0 on "
-            "opposite sides, else *grows* or *shrinks*.",
+            TREND_LEGEND.format(correction=study.correction, tests=len(study.trends())),
             "",
             *trends_table(study),
             "",
@@ -306,7 +357,8 @@ def _study_next_step(study: StudyResult) -> str:
         return "Add rungs (`--scales`, e.g. 64x2,128x4,192x6) to see whether the effects hold with size."
     if any(t.word == "unknown" for t in study.trends()):
         return "Train `--seeds 3` or more: trends need intervals."
-    flat = [t.name for t in study.trends() if t.word == "flat within noise" and t.axis != "control"]
+    quiet = ("flat within noise", "not shown after correction")
+    flat = [t.name for t in study.trends() if t.word in quiet and t.axis != "control"]
     if flat and len(study.rates) < 2:
         return (
             "Check the rows that stay flat at their own best rates (`--lr-sweep`), and add a larger rung on a GPU "

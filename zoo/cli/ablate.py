@@ -344,6 +344,7 @@ def _progress(ui: Ui) -> tuple[Progress, ProgressCallback]:
 
 def _show_study(study: StudyResult, args: argparse.Namespace, ui: Ui) -> int:
     from zoo.ablate.docs import write_docs_region
+    from zoo.ablate.report import p_text
 
     if not study.main_process:
         return 0
@@ -358,10 +359,16 @@ def _show_study(study: StudyResult, args: argparse.Namespace, ui: Ui) -> int:
     trends = study.trends()
     if trends:
         rich_table = new_table(
-            "along the ladder: Δ vs base per rung", "row", *(r.name for r in study.rungs), "trend", right=["trend"]
+            "along the ladder: Δ vs base per rung",
+            "row",
+            *(r.name for r in study.rungs),
+            "change (p adj)",
+            "trend",
+            right=["trend"],
         )
         for t in trends:
-            rich_table.add_row(t.name, *(d.format(3, sign=True) for d in t.deltas), t.word)
+            change = "n/a" if t.change is None else f"{t.change.format(3, sign=True)} ({p_text(t.change.p_adjusted)})"
+            rich_table.add_row(t.name, *(d.format(3, sign=True) for d in t.deltas), change, t.word)
         ui.print(rich_table)
     if study.reused:
         ui.line(f"reused {len(study.reused)} finished runs from {Path(args.out)}; trained {len(study.trained)}", "dim")
@@ -392,7 +399,7 @@ def _show_lengths(result: AblationResult, ui: Ui) -> None:
 def _show(result: AblationResult, args: argparse.Namespace, ui: Ui, *, brief: bool = False) -> None:
     """The table, the budget, what is significant, the notes and where the files are."""
     from zoo.ablate import significant_swaps, table
-    from zoo.ablate.advice import floor_sentence, next_step
+    from zoo.ablate.advice import edge_sentence, floor_sentence, next_step
 
     seeds = len(result.seeds)
     header, rows = table(result, compact=True)
@@ -416,6 +423,8 @@ def _show(result: AblationResult, args: argparse.Namespace, ui: Ui, *, brief: bo
     _show_lengths(result, ui)
     if result.under_trained:
         ui.line(f"under-trained: {', '.join(result.under_trained)} do not beat the bigram reference", "yellow")
+    for name in result.on_edge if brief else []:  # in full, the notes below say it
+        ui.line(edge_sentence(result.run(name), name), "yellow")
     ui.line(
         f"val loss: mean ± 95% CI over seeds; Δ: paired over matching seeds, ± 95% CI; p adj: after "
         f"{result.correction} over {result.tests} tests; *: p adj < 0.05",
