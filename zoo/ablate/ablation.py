@@ -15,7 +15,15 @@ from zoo.ablate.options import Options, make_options, record, with_options
 from zoo.ablate.plan import Job, Plan, make_plan
 from zoo.ablate.records import Context, content_digest, read_record, seed_run
 from zoo.ablate.report import write_report
-from zoo.ablate.results import LEVEL, TRAIN_FLOPS_FACTOR, AblationResult, AblationRun, TuneRun
+from zoo.ablate.results import (
+    LEVEL,
+    TRAIN_FLOPS_FACTOR,
+    AblationResult,
+    AblationRun,
+    SwapInteraction,
+    TuneRun,
+    swap_interactions,
+)
 from zoo.ablate.runner import ProgressCallback, Runner, join_world
 from zoo.ablate.stats import adjust_optional, mean_interval, paired_difference
 from zoo.ablate.stats import require as require_statistics
@@ -213,8 +221,9 @@ def _train_and_report(
     runner.run([*(job for per_variant in jobs for job in per_variant), *control_jobs])
     runs = _collect(plan, jobs, lrs, tunes, runner, registry)
     control = _control(plan, control_jobs, runs[0], runner)
-    corrected(runs, plan.options.correction, control)
+    interactions = corrected(runs, plan.options.correction, control, swap_interactions(runs))
     result = _result(plan, runs, command, runner, control)
+    result.interactions = interactions
     if result.main_process:
         write_report(result)
     barrier(world)  # the other ranks return once the report exists
@@ -297,19 +306,29 @@ def _control(plan: Plan, jobs: list[Job], base: AblationRun, runner: Runner) -> 
     )
 
 
-def corrected(runs: list[AblationRun], method: str, control: AblationRun | None = None) -> list[AblationRun]:
+def corrected(
+    runs: list[AblationRun],
+    method: str,
+    control: AblationRun | None = None,
+    interactions: list[SwapInteraction] | None = None,
+) -> list[SwapInteraction]:
     """``runs`` (and ``control``) with every tested difference's ``p_adjusted`` set: one
-    family for the differences to the base (every row but the base, the control included),
-    and on a path one for the steps."""
+    family for the differences to the base (every row but the base, the control included)
+    and the ``interactions`` of paired rows, so the table's claim, at most a 5% chance of
+    any false mark, covers every mark the report shows; on a path, one for the steps.
+    Returns the interactions, adjusted."""
     tested = [*runs[1:], *([control] if control is not None else [])]
-    to_base = adjust_optional([run.delta_vs_base.p_value for run in tested], method)
+    interactions = interactions or []
+    p_values = [run.delta_vs_base.p_value for run in tested] + [i.delta.p_value for i in interactions]
+    adjusted = adjust_optional(p_values, method)
+    to_base, to_interactions = adjusted[: len(tested)], adjusted[len(tested) :]
     steps = [run.delta_vs_previous.p_value for run in tested if run.delta_vs_previous is not None]
     to_previous = iter(adjust_optional(steps, method))
     for run, p in zip(tested, to_base):
         run.delta_vs_base = replace(run.delta_vs_base, p_adjusted=p)
         if run.delta_vs_previous is not None:
             run.delta_vs_previous = replace(run.delta_vs_previous, p_adjusted=next(to_previous))
-    return runs
+    return [replace(i, delta=replace(i.delta, p_adjusted=p)) for i, p in zip(interactions, to_interactions)]
 
 
 def _result(plan: Plan, runs: list[AblationRun], command: str, runner: Runner, control: AblationRun) -> AblationResult:

@@ -276,6 +276,7 @@ class StudyResult:
                     "baselines": result.baselines.to_dict() if result.baselines is not None else None,
                     "under_trained": result.under_trained,
                     "train_flops_base": result.runs[0].train_flops,
+                    "interactions": [i.to_dict() for i in result.interactions],
                 }
                 for cell, result in self.cells
             ],

@@ -153,6 +153,7 @@ class Plan:
         jobs = []
         for index, (v, lr) in enumerate(zip(self.variants, lrs)):
             prefix = v.axis if v.axis in ("base", "target") else ("path" if self.options.on_path else "swap")
+            prefix = "pair" if "+" in v.axis else prefix
             stem = f"{index:02d}-{prefix}-{slug(v.name)}"
             one = self.options.seeds == 1
             jobs.append(
@@ -240,7 +241,9 @@ def make_plan(options: Options, registry: Registry, presets: tuple[ModelConfig, 
     if o.on_path:
         variants = cumulative_path(ends, swappable, o.path or [], notes, registry)
     else:
-        variants = single_swaps(ends, _picked(swappable, o.swaps), notes, registry)
+        singles, pairs = _picked(swappable, o.swaps)
+        variants = single_swaps(ends, singles, notes, registry)
+        variants[-1:-1] = paired_swaps(ends, dict(swappable), pairs, notes, registry)
     return Plan(o, differences, variants, settings, grid, tokens, described, notes)
 
 
@@ -249,18 +252,35 @@ def resolve_presets(options: Options, registry: Registry) -> tuple[ModelConfig, 
     return resolve_config(options.base, registry=registry), resolve_config(options.target, registry=registry)
 
 
-def _picked(swappable: list[tuple[str, Any]], swaps: list[str] | None) -> list[tuple[str, Any]]:
-    """The swaps named by ``swaps`` (in the differences' order), or all of them."""
+def _picked(
+    swappable: list[tuple[str, Any]], swaps: list[str] | None
+) -> tuple[list[tuple[str, Any]], list[tuple[str, ...]]]:
+    """The single swaps named by ``swaps`` (in the differences' order), or all of them; and
+    the paired rows it names (``AXIS+AXIS``: one row with every one of those axes swapped),
+    in its order, each axis of a pair as given."""
     if swaps is None:
-        return swappable
+        return swappable, []
     axes = [axis for axis, _ in swappable]
-    unknown = [axis for axis in swaps if axis not in axes]
+    named = [tuple(part.strip() for part in str(item).split("+")) for item in swaps]
+    unknown = [axis for parts in named for axis in parts if axis not in axes]
     if unknown or not swaps:
         raise InputError(
             f"swaps names {', '.join(repr(a) for a in unknown) or 'nothing'}; it takes axes among the "
-            f"swappable differences: {', '.join(axes) or 'none'} (--swaps AXIS,AXIS,...)"
+            f"swappable differences: {', '.join(axes) or 'none'}, and AXIS+AXIS for a row that swaps both "
+            f"(--swaps AXIS,AXIS+AXIS,...)"
         )
-    return [(axis, value) for axis, value in swappable if axis in swaps]
+    pairs = [parts for parts in named if len(parts) > 1]
+    seen: set[frozenset[str]] = set()
+    for parts in pairs:
+        if len(set(parts)) != len(parts) or frozenset(parts) in seen:
+            what = "an axis twice" if len(set(parts)) != len(parts) else "a row named before"
+            raise InputError(
+                f"swaps {'+'.join(parts)!r} names {what}; a paired row swaps two or more different axes, "
+                f"once each (--swaps embedding_scale+init)"
+            )
+        seen.add(frozenset(parts))
+    singles = {parts[0] for parts in named if len(parts) == 1}
+    return [(axis, value) for axis, value in swappable if axis in singles], pairs
 
 
 def ablation_data(
@@ -361,6 +381,30 @@ def single_swaps(
         plan.append(Variant(f"{axis}={value}", axis, swapped))
     plan.append(target)
     return plan
+
+
+def paired_swaps(
+    ends: tuple[Variant, Variant],
+    values: dict[str, Any],
+    pairs: list[tuple[str, ...]],
+    notes: list[str],
+    registry: Registry,
+) -> list[Variant]:
+    """A row per pair of ``pairs``: the base with every axis of the pair swapped to the
+    target's value at once (named ``axis=value+axis=value``, its axis ``axis+axis``)."""
+    base, target = ends
+    rows = []
+    for parts in pairs:
+        name = "+".join(f"{axis}={values[axis]}" for axis in parts)
+        try:
+            swapped = resolve_config(
+                base.config, {axis: swap_value(target.config, axis) for axis in parts}, registry=registry
+            )
+        except ZooError as err:
+            notes.append(f"paired swap {name} skipped: it cannot be applied ({err})")
+            continue
+        rows.append(Variant(name, "+".join(parts), swapped))
+    return rows
 
 
 def cumulative_path(
