@@ -58,13 +58,14 @@ demo: $(DEMO_STAMP)
 # The study behind docs/ablation.md's generated section (about 30 minutes on 2 free CPU cores):
 # a scale ladder of every 2017 -> GPT-2 swap, and post- vs pre-norm with and without warm-up
 # at 6 layers. Each writes its results into docs/ablation.md between markers (--docs);
-# finished runs in runs/study* are reused, so an interrupted `make study` resumes.
+# finished runs in runs/ladder and runs/warmup are reused, so an interrupted `make study` resumes;
+# each region's results go beside the page as docs/studies/NAME.json.
 STUDY_LADDER ?= --scales 32x2,64x2,96x3 --tokens-per-param 1.5 --batch-size 8 --seeds 3 --workers 2
 STUDY_WARMUP ?= --set d_model=64 --set n_layers=6 --set n_heads=4 --steps 200 --lr 3e-3 --eval-every 25 --swaps placement \
 	--warmup-sweep 0,50 --seeds 3 --workers 2
 study: $(STAMP)
-	$(BIN)/zoo ablate $(STUDY_LADDER) --out runs/study --docs docs/ablation.md
-	$(BIN)/zoo ablate $(STUDY_WARMUP) --out runs/study-warmup --docs docs/ablation.md
+	$(BIN)/zoo ablate $(STUDY_LADDER) --out runs/ladder --docs docs/ablation.md
+	$(BIN)/zoo ablate $(STUDY_WARMUP) --out runs/warmup --docs docs/ablation.md
 
 # Hygiene, run by `make test` before the tests: lint, format, types ([tool.mypy]) and the
 # import layers ([tool.importlinter] in pyproject.toml).

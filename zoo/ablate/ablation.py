@@ -76,13 +76,16 @@ def run_ablation(
     ``tune_lr``), then train it at its best rate; otherwise every run uses ``lr``. ``path``: True for the cumulative path in
     the default order, or a sequence of axes giving its order (axes left out follow in
     the default order). ``order``: the table's rows by ``"effect"`` size or in
-    ``"plan"`` order. ``swaps``: train only these single swaps (axes), not every one.
+    ``"plan"`` order. ``swaps``: train only these single swaps (axes), not every one;
+    ``"a+b"`` is one row with both swapped, and with both single swaps trained too its
+    interaction Δ(a+b) - Δ(a) - Δ(b) is tested (``AblationResult.interactions``).
 
     Every study has a ``control`` row: the base again at seeds ``seed +
-    CONTROL_SEED_OFFSET + i``, paired with the base's seed ``seed + i``, so its
-    difference is seed noise alone (an A/A test). ``correction``: ``"holm"`` (default),
-    ``"bonferroni"``, ``"bh"`` or ``"none"``, over the tests of every row but the base
-    (``zoo.ablate.stats.adjust_p``); a row's ``*`` follows its adjusted p. ``warmup``: the
+    CONTROL_SEED_OFFSET + i``, set beside the base's seed ``seed + i``: its difference
+    shows the spread of the base over seeds (its seeds share nothing with the base's, so
+    it is no check of the swaps' paired intervals). ``correction``: ``"holm"`` (default),
+    ``"bonferroni"``, ``"bh"`` or ``"none"``, over the tests of every row but the base and
+    the interactions (``zoo.ablate.stats.adjust_p``); a row's ``*`` follows its adjusted p. ``warmup``: the
     learning-rate warm-up steps (default: a tenth of the steps).
 
     ``workers``: runs trained at once, each in a process of its own (results identical
@@ -287,7 +290,7 @@ def _collect(
 
 
 def _control(plan: Plan, jobs: list[Job], base: AblationRun, runner: Runner) -> AblationRun:
-    """The A/A row: the base's config under its own seeds, paired with the base's seeds in order."""
+    """The control row: the base's config under its own seeds, set beside the base's seeds in order."""
     context = runner.context
     seed_runs = [seed_run(job, read_record(job, context), context, job.key in runner.reused) for job in jobs]
     losses = [s.final_val_loss for s in seed_runs]

@@ -69,7 +69,7 @@ class AblationRun:
     """One variant of an ablation, trained once per seed.
 
     ``axis`` is ``"base"``, ``"target"``, ``"control"`` (the base again under an
-    independent seed stream: an A/A row whose difference is seed noise alone) or the
+    independent seed stream: its difference shows the base's spread over seeds) or the
     config field swapped to the target's value (on a cumulative path: the field this row
     adds). ``loss`` is the final validation loss over the seeds; ``delta_vs_base`` the
     paired difference to the base (negative: better than the base); ``delta_vs_previous``
