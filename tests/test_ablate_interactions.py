@@ -161,6 +161,19 @@ def test_three_axes_add_the_base_twice(paired: tuple[AblationResult, Path]) -> N
     assert isinstance(test, SwapInteraction) and test.axes == ("a", "b", "c")
 
 
+def test_all_names_every_single_swap_beside_a_pair() -> None:
+    from zoo.ablate.options import Options
+    from zoo.ablate.plan import make_plan
+    from zoo.nn.registry import default_registry
+
+    options = Options(**TINY, max_chars=4000, swaps=["all", "embedding_scale+init"], out_dir=Path("unused"))
+    plan = make_plan(options, default_registry())
+    singles = [v.axis for v in plan.variants[1:-1] if "+" not in v.axis]
+    assert singles == ["position", "activation", "placement", "init", "embedding_scale", "head_output", "norm_eps"]
+    assert [v.name for v in plan.variants if "+" in v.axis] == [PAIR]
+    assert "--swaps all,embedding_scale+init" in options.command()
+
+
 @pytest.mark.parametrize(
     ("swaps", "message"),
     [

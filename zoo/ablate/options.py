@@ -242,8 +242,8 @@ class Options:
     )
     swaps: list[str] | None = option(
         None,
-        help="train only these swaps; AXIS+AXIS is one row with both swapped at once, and with both single "
-        "swaps in the table the report tests their interaction",
+        help="train only these swaps (all: every single swap); AXIS+AXIS is one row with both swapped at once, "
+        "and with both single swaps in the table the report tests their interaction",
         kind="axes",
         metavar="AXIS,AXIS+AXIS,...",
         shown="every single swap",

@@ -255,19 +255,20 @@ def resolve_presets(options: Options, registry: Registry) -> tuple[ModelConfig, 
 def _picked(
     swappable: list[tuple[str, Any]], swaps: list[str] | None
 ) -> tuple[list[tuple[str, Any]], list[tuple[str, ...]]]:
-    """The single swaps named by ``swaps`` (in the differences' order), or all of them; and
-    the paired rows it names (``AXIS+AXIS``: one row with every one of those axes swapped),
-    in its order, each axis of a pair as given."""
+    """The single swaps named by ``swaps`` (in the differences' order), or all of them (None,
+    or ``all`` among them); and the paired rows it names (``AXIS+AXIS``: one row with every
+    one of those axes swapped), in its order, each axis of a pair as given."""
     if swaps is None:
         return swappable, []
     axes = [axis for axis, _ in swappable]
-    named = [tuple(part.strip() for part in str(item).split("+")) for item in swaps]
+    every = [(axis,) for axis in axes] if "all" in swaps else []
+    named = [*every, *(tuple(part.strip() for part in str(item).split("+")) for item in swaps if item != "all")]
     unknown = [axis for parts in named for axis in parts if axis not in axes]
     if unknown or not swaps:
         raise InputError(
             f"swaps names {', '.join(repr(a) for a in unknown) or 'nothing'}; it takes axes among the "
-            f"swappable differences: {', '.join(axes) or 'none'}, and AXIS+AXIS for a row that swaps both "
-            f"(--swaps AXIS,AXIS+AXIS,...)"
+            f"swappable differences: {', '.join(axes) or 'none'}, AXIS+AXIS for a row that swaps both, and all "
+            f"for every single swap (--swaps AXIS,AXIS+AXIS,... or --swaps all,AXIS+AXIS)"
         )
     pairs = [parts for parts in named if len(parts) > 1]
     seen: set[frozenset[str]] = set()
