@@ -20,10 +20,12 @@ from helpers import TINY_ABLATION, check_region_against_results
 from zoo.ablate import AblationResult, run_ablation
 from zoo.ablate.ablation import corrected
 from zoo.ablate.advice import control_sentence, next_step, noise_section
-from zoo.ablate.docs import LITERATURE, NOT_RUN, literature, regions
+from zoo.ablate.docs import LITERATURE, NOT_RUN, literature, regions, write_docs_region
+from zoo.ablate.ladder import Cell, Rung, StudyResult
 from zoo.ablate.report import interaction_sentences, report_markdown
 from zoo.ablate.results import LEVEL, SwapInteraction, swap_interactions
 from zoo.ablate.stats import mean_interval, paired_difference
+from zoo.ablate.study_report import write_study_report
 from zoo.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,6 +112,37 @@ def test_the_interaction_is_in_the_json_the_report_and_the_docs(
     assert beside.read_bytes() == (out / "ablation.json").read_bytes()  # the tool's file, byte for byte
     assert check_region_against_results(region, json.loads(beside.read_text())) >= 12
     assert not [p.name for p in beside.parent.iterdir() if p.name != "embedding.json"]  # no temporary left
+
+
+def test_a_study_shows_each_rungs_interaction_in_its_report_json_and_region(
+    paired: tuple[AblationResult, Path], tmp_path: Path
+) -> None:
+    """A two-rung study made of real cells (the fixture's ablation at both rungs, the second
+    with other losses): study.json, report.md and the --docs region carry each rung's test."""
+    result, _ = paired
+    other = dataclasses.replace(result, runs=_constructed(result, {"base": [4.0, 4.1, 4.2], "init": [4.1, 4.0, 4.3]}))
+    other.interactions = corrected(other.runs, "holm", other.control, swap_interactions(other.runs))
+    rungs = [Rung(16, 1, 2), Rung(32, 1, 4)]
+    cells = [(Cell(rung, 3e-3, None, 2, 2), cell) for rung, cell in zip(rungs, (result, other))]
+    folder = tmp_path / "ladder"
+    folder.mkdir()
+    study = StudyResult(
+        "transformer-2017", "gpt2-small", cells, rungs, [3e-3], [None], {"rule": "steps", "value": 2, "tokens_per_step": 32}, "zoo ablate",
+        folder / "study.json",
+    )  # fmt: skip
+    write_study_report(study)
+    data = json.loads((folder / "study.json").read_text())
+    assert [c["interactions"] for c in data["cells"]] == [
+        [i.to_dict() for i in r.interactions] for r in (result, other)
+    ]
+    tests = [r.interactions[0].delta.format(4, sign=True) for r in (result, other)]
+    assert "## Interactions" in (folder / "report.md").read_text()
+    page = tmp_path / "page.md"
+    write_docs_region(page, "ladder", study)
+    region = regions(page.read_text())["ladder"]
+    assert f"| {PAIR} | {tests[0]}" in region and tests[1] in region
+    assert (tmp_path / "studies" / "ladder.json").read_bytes() == (folder / "study.json").read_bytes()
+    assert check_region_against_results(region, data) == 2 * 6 + 5 * 2 + 2  # cells, trends (5 rows), interactions
 
 
 def _constructed(result: AblationResult, losses: dict[str, list[float]]) -> list[Any]:
