@@ -314,7 +314,8 @@ def study_markdown(study: StudyResult) -> str:
         "",
         f"- **Few seeds, low power.** {n} seeds per cell; each cell's report states its noise floor and what "
         "would resolve its unclear rows.",
-        f"- **Many comparisons.** Each cell is corrected over its own rows ({first.correction}); comparing "
+        f"- **Many comparisons.** Each cell is corrected over its own rows and interactions "
+        f"({first.correction}); comparing "
         "across cells adds comparisons the correction does not cover.",
         "- **Small scale.** Even the largest rung is far from GPT-2 Small (768 x 12); a trend over a few "
         "rungs is a hint of the direction, not an extrapolation.",
