@@ -73,8 +73,8 @@ def control_sentence(control: AblationRun) -> str:
     and says nothing about whether the swaps' paired intervals are calibrated."""
     d = control.delta_vs_base
     what = (
-        "marked after correction: these two sets of seeds of one design differ by more than their interval, "
-        "which chance does at most 5% of the time; the base's loss moves that much from seed set to seed set"
+        "marked after correction: two sets of seeds of one design landed this far apart, which chance alone "
+        "does at most 5% of the time"
         if control.significant
         else "not marked: the two sets of seeds of one design are within their interval of each other"
     )
