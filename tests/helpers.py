@@ -394,3 +394,91 @@ def random_hf_model(folder: Path, family: str, vocab: int = 120, seed: int = 0, 
         reference = transformers.LlamaForCausalLM(config)
     reference.eval().save_pretrained(folder)
     return reference, zoo.from_hf(folder)
+
+
+def shown(interval: dict[str, Any], digits: int, *, sign: bool = False) -> str:
+    """An interval of a results file (``Interval.to_dict``) as the tables print it: ``+0.0123 ± 0.0045``."""
+    mean = f"{interval['mean']:+.{digits}f}" if sign else f"{interval['mean']:.{digits}f}"
+    return mean if interval["half_width"] is None else f"{mean} ± {interval['half_width']:.{digits}f}"
+
+
+def markdown_tables(text: str) -> list[list[dict[str, str]]]:
+    """Every Markdown table of ``text``: its rows as {header: cell}, cells stripped."""
+    tables: list[list[dict[str, str]]] = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("| ") and i + 1 < len(lines) and lines[i + 1].startswith("|--"):
+            if i and lines[i - 1].startswith("|"):
+                continue
+            header = [cell.strip() for cell in line.strip("|").split(" | ")]
+            rows = []
+            for row in lines[i + 2 :]:
+                if not row.startswith("|"):
+                    break
+                cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", row.strip().strip("|"))]
+                rows.append(dict(zip(header, cells)))
+            tables.append(rows)
+    return tables
+
+
+def check_region_against_results(region: str, data: dict[str, Any]) -> int:
+    """Assert that every number ``zoo ablate --docs`` put in a region equals its results file
+    (``studies/NAME.json``: a study's study.json or an ablation's ablation.json); returns how
+    many numbers were compared, so a caller can tell a region that shows nothing."""
+    if "cells" in data:
+        return _check_study_region(region, data)
+    assert "runs" in data, "a results file is a study.json (cells) or an ablation.json (runs)"
+    runs = {run["name"]: run for run in [*data["runs"], *([data["control"]] if data.get("control") else [])]}
+    (rows,) = [t for t in markdown_tables(region) if t and "val loss" in t[0]]
+    assert [row["run"] for row in rows] == data["table"]
+    compared = 0
+    for row in rows:
+        run = runs[row["run"]]
+        assert row["val loss"] == shown(run["final_val_loss"], 3), row
+        if run["axis"] != "base" and "Δ vs base" in row:
+            assert row["Δ vs base"] == shown(run["delta_vs_base"], 3, sign=True), row
+            compared += 1
+        compared += 1
+    for interaction in data.get("interactions", []):
+        assert f"= {shown(interaction['interaction'], 4, sign=True)}" in region
+        compared += 1
+    floor = data["noise_floor"]["delta"]
+    if floor is not None:
+        assert f"{floor:.4f} nats/token" in region
+        compared += 1
+    return compared
+
+
+def _check_study_region(region: str, data: dict[str, Any]) -> int:
+    tables = markdown_tables(region)
+    (cells,) = [t for t in tables if t and "noise floor" in t[0]]
+    assert len(cells) == len(data["cells"])
+    compared = 0
+    for row, cell in zip(cells, data["cells"]):
+        table = {run["name"]: run for run in cell["table"]}
+        base, target = cell["table"][0], cell["table"][-1]
+        assert row["steps"] == str(cell["steps"])
+        assert row["base loss"].split()[0] == f"{base['loss']['mean']:.4f}", row
+        assert row["target loss"].split()[0] == f"{target['loss']['mean']:.4f}", row
+        b = cell["baselines"]
+        assert row["bigram"] == ("n/a" if b is None or b["bigram"] is None else f"{b['bigram']:.4f}")
+        assert row["noise floor"] == ("n/a" if cell["noise_floor"] is None else f"{cell['noise_floor']:.4f}")
+        corrected = cell["noise_floor_corrected"]
+        assert row["after correction"] == ("n/a" if corrected is None else f"{corrected:.4f}")
+        if "control" in table:
+            assert row["control Δ"] == shown(table["control"]["delta_vs_base"], 4, sign=True)
+        compared += 6
+    trends = [t for t in tables if t and "trend" in t[0]]
+    first = [t for t in data["trends"] if t["lr"] == data["rates"][0] and t["warmup"] == data["warmups"][0]]
+    if first:
+        (rows,) = trends
+        assert [row["row"] for row in rows] == [t["name"] for t in first]
+        for row, trend in zip(rows, first):
+            for point in trend["points"]:
+                assert row[point["rung"]].removesuffix(" *") == shown(point, 4, sign=True), row
+                compared += 1
+    for cell in data["cells"]:
+        for interaction in cell.get("interactions", []):
+            assert shown(interaction["interaction"], 4, sign=True) in region
+            compared += 1
+    return compared

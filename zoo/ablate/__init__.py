@@ -68,6 +68,7 @@ if TYPE_CHECKING:  # the names below load on first use: ``zoo ablate --help`` ne
         AblationResult,
         AblationRun,
         SeedRun,
+        SwapInteraction,
         TuneRun,
     )
     from zoo.ablate.runner import ProgressCallback
@@ -99,6 +100,7 @@ _LAZY = {
     "AblationResult": "zoo.ablate.results",
     "AblationRun": "zoo.ablate.results",
     "SeedRun": "zoo.ablate.results",
+    "SwapInteraction": "zoo.ablate.results",
     "TuneRun": "zoo.ablate.results",
     "ProgressCallback": "zoo.ablate.runner",
     "run_ablation": "zoo.ablate.ablation",
@@ -127,6 +129,7 @@ __all__ = [
     "ProgressCallback",
     "SeedRun",
     "StudyResult",
+    "SwapInteraction",
     "TuneRun",
     "diff_configs",
     "plot_curves",

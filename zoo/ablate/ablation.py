@@ -22,8 +22,10 @@ from zoo.ablate.results import (
     TRAIN_FLOPS_FACTOR,
     AblationResult,
     AblationRun,
+    SwapInteraction,
     TuneRun,
     best_tune,
+    swap_interactions,
     sweep_edges,
 )
 from zoo.ablate.runner import ProgressCallback, Runner, join_world
@@ -78,13 +80,16 @@ def run_ablation(
     ``tune_lr``), then train it at its best rate; otherwise every run uses ``lr``. ``path``: True for the cumulative path in
     the default order, or a sequence of axes giving its order (axes left out follow in
     the default order). ``order``: the table's rows by ``"effect"`` size or in
-    ``"plan"`` order. ``swaps``: train only these single swaps (axes), not every one.
+    ``"plan"`` order. ``swaps``: train only these single swaps (axes), not every one;
+    ``"a+b"`` is one row with both swapped, and with both single swaps trained too its
+    interaction Δ(a+b) - Δ(a) - Δ(b) is tested (``AblationResult.interactions``).
 
     Every study has a ``control`` row: the base again at seeds ``seed +
-    CONTROL_SEED_OFFSET + i``, paired with the base's seed ``seed + i``, so its
-    difference is seed noise alone (an A/A test). ``correction``: ``"holm"`` (default),
-    ``"bonferroni"``, ``"bh"`` or ``"none"``, over the tests of every row but the base
-    (``zoo.ablate.stats.adjust_p``); a row's ``*`` follows its adjusted p. ``warmup``: the
+    CONTROL_SEED_OFFSET + i``, set beside the base's seed ``seed + i``: its difference
+    shows the spread of the base over seeds (its seeds share nothing with the base's, so
+    it is no check of the swaps' paired intervals). ``correction``: ``"holm"`` (default),
+    ``"bonferroni"``, ``"bh"`` or ``"none"``, over the tests of every row but the base and
+    the interactions (``zoo.ablate.stats.adjust_p``); a row's ``*`` follows its adjusted p. ``warmup``: the
     learning-rate warm-up steps (default: a tenth of the steps).
 
     ``workers``: runs trained at once, each in a process of its own (results identical
@@ -223,9 +228,10 @@ def _train_and_report(
     runner.run([*(job for per_variant in jobs for job in per_variant), *control_jobs])
     runs = _collect(plan, jobs, lrs, tunes, runner, registry)
     control = _control(plan, control_jobs, runs[0], runner)
-    corrected(runs, plan.options.correction, control)
+    interactions = corrected(runs, plan.options.correction, control, swap_interactions(runs))
     _extrapolation(plan, runs)
     result = _result(plan, runs, command, runner, control)
+    result.interactions = interactions
     if result.main_process:
         write_report(result)
     barrier(world)  # the other ranks return once the report exists
@@ -328,7 +334,7 @@ def _extrapolation(plan: Plan, runs: list[AblationRun]) -> None:
 
 
 def _control(plan: Plan, jobs: list[Job], base: AblationRun, runner: Runner) -> AblationRun:
-    """The A/A row: the base's config under its own seeds, paired with the base's seeds in order."""
+    """The control row: the base's config under its own seeds, set beside the base's seeds in order."""
     context = runner.context
     seed_runs = [seed_run(job, read_record(job, context), context, job.key in runner.reused) for job in jobs]
     losses = [s.final_val_loss for s in seed_runs]
@@ -347,19 +353,29 @@ def _control(plan: Plan, jobs: list[Job], base: AblationRun, runner: Runner) -> 
     )
 
 
-def corrected(runs: list[AblationRun], method: str, control: AblationRun | None = None) -> list[AblationRun]:
+def corrected(
+    runs: list[AblationRun],
+    method: str,
+    control: AblationRun | None = None,
+    interactions: list[SwapInteraction] | None = None,
+) -> list[SwapInteraction]:
     """``runs`` (and ``control``) with every tested difference's ``p_adjusted`` set: one
-    family for the differences to the base (every row but the base, the control included),
-    and on a path one for the steps."""
+    family for the differences to the base (every row but the base, the control included)
+    and the ``interactions`` of paired rows, so the table's claim, at most a 5% chance of
+    any false mark, covers every mark the report shows; on a path, one for the steps.
+    Returns the interactions, adjusted."""
     tested = [*runs[1:], *([control] if control is not None else [])]
-    to_base = adjust_optional([run.delta_vs_base.p_value for run in tested], method)
+    interactions = interactions or []
+    p_values = [run.delta_vs_base.p_value for run in tested] + [i.delta.p_value for i in interactions]
+    adjusted = adjust_optional(p_values, method)
+    to_base, to_interactions = adjusted[: len(tested)], adjusted[len(tested) :]
     steps = [run.delta_vs_previous.p_value for run in tested if run.delta_vs_previous is not None]
     to_previous = iter(adjust_optional(steps, method))
     for run, p in zip(tested, to_base):
         run.delta_vs_base = replace(run.delta_vs_base, p_adjusted=p)
         if run.delta_vs_previous is not None:
             run.delta_vs_previous = replace(run.delta_vs_previous, p_adjusted=next(to_previous))
-    return runs
+    return [replace(i, delta=replace(i.delta, p_adjusted=p)) for i, p in zip(interactions, to_interactions)]
 
 
 def _result(plan: Plan, runs: list[AblationRun], command: str, runner: Runner, control: AblationRun) -> AblationResult:

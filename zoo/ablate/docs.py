@@ -1,6 +1,6 @@
 """A study's results as a generated region of a Markdown page (``zoo ablate --docs FILE``):
-its tables beside what the literature reports for the same swaps, and its plots copied
-next to the page, between markers that say the region is generated. Typing into the
+its tables beside what the literature reports for the same swaps, its plots copied
+next to the page and its results file as ``studies/NAME.json``, between markers that say the region is generated. Typing into the
 region is pointless: the next run replaces it whole. The page is the user's: it is edited
 in place or not at all (markers that do not mark one region, a read-only page or anything
 but a regular file are refused before any training), and keeps its inode, mode and links."""
@@ -19,30 +19,72 @@ from pathlib import Path
 from zoo.ablate.advice import floor_sentence, next_step
 from zoo.ablate.extrapolation import extrapolation_markdown
 from zoo.ablate.ladder import StudyResult
-from zoo.ablate.report import table
-from zoo.ablate.results import AblationResult, md_block
-from zoo.ablate.study_report import cells_table, sweep_sentences, sweep_table, tuned_table, warmup_verdict
+from zoo.ablate.report import interaction_sentences, table
+from zoo.ablate.results import AblationResult, md_block, md_code
+from zoo.ablate.study_report import (
+    cells_table,
+    interactions_table,
+    sweep_sentences,
+    sweep_table,
+    tuned_table,
+    warmup_verdict,
+)
 from zoo.checkpoint.store import write_atomically, write_temporary
 from zoo.errors import InputError, printable
+from zoo.files import read_bytes
 
-#: What the literature reports for each swap of transformer-2017 -> gpt2-small, by axis.
+#: What the literature reports for a row, by its name (a pair's axes in any order), with how
+#: its setting differs from these tiny models; "control" for the control row. Only papers
+#: whose table, figure or section says it; a row without one says "none".
 LITERATURE: dict[str, str] = {
-    "position": "Vaswani et al. 2017 (Table 3, row E): learned positions ≈ sinusoids (nearly identical results)",
-    "activation": "Shazeer 2020 (T5-base, Table 1): ReLU ≈ GELU, within about 0.01 in held-out log-perplexity",
-    "placement": (
-        "Xiong et al. 2020: pre-norm trains without warm-up and converges faster; post-norm needs "
-        "warm-up (large gradients near the output at initialisation)"
+    "position=learned": (
+        "Vaswani et al. 2017, Table 3 row (E): learned positional embeddings instead of sinusoids give nearly "
+        "identical results (their base encoder-decoder, WMT14 En-De translation, 100k steps; here a tiny "
+        "decoder-only LM for a few hundred steps)"
     ),
-    "init": "Narang et al. 2021: most modifications do not transfer across code bases and scales",
-    "embedding_scale": "Narang et al. 2021: most modifications do not transfer across code bases and scales",
-    "head_output": "none needed: the same loss computed another way (expect Δ ≈ 0)",
-    "norm_eps": "none: expect Δ ≈ 0 at these scales",
-    "target": "Narang et al. 2021: most modifications do not transfer; GPT-2's gains come largely from scale",
-    "control": "none: the A/A row; its Δ is seed noise and must not be marked",
+    "activation=gelu_tanh": (
+        "Shazeer 2020, Table 1: ReLU 1.997 vs GELU 1.983 held-out log-perplexity (T5-base pre-trained on C4 "
+        "for 65k steps; here models thousands of times smaller, a few hundred steps on one small text)"
+    ),
+    "placement=pre": (
+        "Xiong et al. 2020: post-LN needs learning-rate warm-up, pre-LN trains without it (BERT pre-training, "
+        "IWSLT14 De-En and WMT14 En-De translation); a claim about warm-up, which the warm-up study's "
+        "interaction tests, not this Δ at one warm-up"
+    ),
+    "init=gpt2": (
+        "none measured: Radford et al. 2019, section 2.3, describes the change (residual layers' weights scaled "
+        "at initialization by 1/√N, N the residual layers) without an ablation of it"
+    ),
+    "embedding_scale=none": (
+        "none: an interaction with the 2017 init, not a change of its own: the 2017 design multiplies the "
+        "embeddings by √d_model (Vaswani et al. 2017, section 3.4) beside its Xavier init, so this swap alone "
+        "builds a model neither design uses; the paired row embedding_scale=none+init=gpt2 and its "
+        "interaction measure it"
+    ),
+    "embedding_scale=none+init=gpt2": (
+        "none: both swaps as the target makes them, together; the interaction says whether they add up "
+        "(Radford et al. 2019, section 2.3, for GPT-2's init)"
+    ),
+    "head_output=logits": "none needed: the same loss computed another way (expect Δ ≈ 0)",
+    "norm_eps=1e-05": "none",
+    "position=alibi": (
+        "Press et al. 2022 (ALiBi, WikiText-103): the claim is extrapolation to inputs longer than trained, "
+        "not the loss at the training length this table measures"
+    ),
+    "gpt2-small": (
+        "none for the whole change: Radford et al. 2019, section 2.3, lists GPT-2's changes (layer norm moved to "
+        "the input of each sub-block, an extra final layer norm, residual layers' init scaled by 1/√N) without "
+        "ablating them; Narang et al. 2021 (T5 code base, Tables 1 and 2; models far larger and trained far "
+        "longer than these): most Transformer modifications do not transfer across implementations and "
+        "applications"
+    ),
+    "control": "none: the base again at other seeds; its Δ is the spread of the base over seeds",
 }
 
 _BEGIN = "<!-- generated by `zoo ablate --docs` from {name}: do not edit; `make study` rewrites it -->"
 _END = "<!-- end of the generated region {name} -->"
+#: What a region of a page says until its study has run there (``make study`` replaces it).
+NOT_RUN = "Not run here yet: `make study` writes this region and its results, docs/studies/{name}.json."
 #: Largest page ``--docs`` edits (read whole).
 PAGE_LIMIT = 16 << 20
 #: Seconds ``--docs`` waits for another process that holds the page's lock.
@@ -51,7 +93,8 @@ LOCK_WAIT = 30.0
 
 def write_docs_region(page: Path, name: str, results: StudyResult | AblationResult) -> Path:
     """Write ``results`` into ``page`` between the markers of region ``name`` (appended at the
-    end when the page has none); plots are copied to ``figures/<name>-*.png`` beside the page.
+    end when the page has none); plots are copied to ``figures/<name>-*.png`` beside the page,
+    and the results file to ``studies/<name>.json`` (``write_results_beside``).
 
     The page is edited in place (``_edit_in_place``), keeping its inode, mode and hard links;
     a symbolic link is written through to the page it names. A page whose markers are
@@ -72,7 +115,44 @@ def write_docs_region(page: Path, name: str, results: StudyResult | AblationResu
         _create(target, page, edited(""))
     else:
         _edit_in_place(target, page, edited)
+    write_results_beside(target, name, results)
     return page
+
+
+#: Largest results file ``--docs`` copies beside the page (an ablation.json holds every seed's curve).
+RESULTS_LIMIT = 64 << 20
+
+
+def placeholder_region(name: str) -> str:
+    """The region ``name`` before its study has run: its markers around ``NOT_RUN``."""
+    return f"{_BEGIN.format(name=name)}\n\n{NOT_RUN.format(name=name)}\n\n{_END.format(name=name)}\n"
+
+
+def regions(text: str) -> dict[str, str]:
+    """Every generated region of a page's ``text``: its body (between the markers) by name."""
+    begin = re.escape(_BEGIN).replace(re.escape("{name}"), r"(?P<name>[A-Za-z0-9._-]+)")
+    found = {}
+    for match in re.finditer(begin, text):
+        name = match["name"]
+        end = text.find(_END.format(name=name), match.end())
+        found[name] = text[match.end() : end] if end >= 0 else ""
+    return found
+
+
+def write_results_beside(page: Path, name: str, results: StudyResult | AblationResult) -> Path:
+    """``studies/<name>.json`` beside ``page``: the ablation.json (or, for a study, the
+    study.json) the tool wrote, byte for byte, written atomically, so a reader and a test
+    can check every number of the region against it."""
+    data = read_bytes(results.results_path, InputError, "results file", limit=RESULTS_LIMIT)
+    target = page.parent / "studies" / f"{name}.json"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return write_atomically(target, lambda file: file.write_bytes(data), InputError)
+    except OSError as err:
+        raise InputError(
+            f"cannot write {printable(str(target))} beside --docs {printable(str(page))}: {err.strerror or err}; "
+            f"make its folder writable or pass another --docs FILE"
+        ) from err
 
 
 def _create(target: Path, page: Path, text: str) -> None:
@@ -314,8 +394,17 @@ def region_markdown(results: StudyResult | AblationResult, figures: dict[str, st
     return _ablation_region(results, figures)
 
 
-def _literature(axis: str) -> str:
-    return LITERATURE.get(axis, "—")
+def _pair_key(name: str) -> str:
+    """A row's name with a pair's parts in a fixed order: ``b+a`` and ``a+b`` are one row."""
+    return "+".join(sorted(name.split("+")))
+
+
+_LITERATURE_BY_KEY = {_pair_key(name): text for name, text in LITERATURE.items()}
+
+
+def literature(name: str, axis: str) -> str:
+    """What the literature says for the row ``name`` (of ``axis``), or "none"."""
+    return _LITERATURE_BY_KEY.get("control" if axis == "control" else _pair_key(name), "none")
 
 
 def _ablation_region(result: AblationResult, figures: dict[str, str]) -> str:
@@ -327,7 +416,8 @@ def _ablation_region(result: AblationResult, figures: dict[str, str]) -> str:
         "|" + "---|" + "---:|" * (len(header) - 1) + "---|",
     ]
     for run, row in zip(result.rows(), rows):
-        lines.append("| " + " | ".join([*row, "" if run.axis == "base" else _literature(run.axis)]) + " |")
+        lines.append("| " + " | ".join([*row, "" if run.axis == "base" else literature(run.name, run.axis)]) + " |")
+    lines += ["", *(f"- {line[0].upper()}{line[1:]}." for line in interaction_sentences(result, md_code))]
     floor = floor_sentence(result)
     lines += ["", f"{floor[0].upper() + floor[1:]}." if floor else "One seed: no noise floor.", ""]
     lines += extrapolation_markdown(result)
@@ -357,7 +447,7 @@ def _study_region(study: StudyResult, figures: dict[str, str]) -> str:
             cells = [
                 d.format(4, sign=True) + (" *" if _marked(study, r, t.name) else "") for r, d in zip(t.rungs, t.deltas)
             ]
-            lines.append("| " + " | ".join([t.name, *cells, t.word, _literature(t.axis)]) + " |")
+            lines.append("| " + " | ".join([t.name, *cells, t.word, literature(t.name, t.axis)]) + " |")
         lines += [
             "",
             "Δ vs base (paired over seeds, ± 95% CI); `*`: significant after the correction. The trend reads "
@@ -366,6 +456,7 @@ def _study_region(study: StudyResult, figures: dict[str, str]) -> str:
             "*not shown after correction*, either only before it; else *flat within noise*.",
             "",
         ]
+    lines += interactions_table(study)
     if study.swept:
         lines += [*sweep_table(study), "", *sweep_sentences(study), ""]
         verdict = warmup_verdict(study)

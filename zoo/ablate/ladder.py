@@ -309,6 +309,7 @@ class StudyResult:
                     "epochs": cell.epochs(self.tokens_per_step, result.data["train_tokens"]),
                     "tuning": result.tuning,
                     "on_edge": result.on_edge,
+                    "interactions": [i.to_dict() for i in result.interactions],
                 }
                 for cell, result in self.cells
             ],

@@ -61,8 +61,8 @@ TUNE_FRACTION = 0.25
 #: The sweep's seed is the first seed plus this: not a compared seed, and the same
 #: whatever the number of seeds (so adding seeds reuses the sweep).
 TUNE_SEED_OFFSET = 1000
-#: The A/A control (the base again) trains at seeds ``seed + CONTROL_SEED_OFFSET + i``, an
-#: independent stream paired with the base's seed ``seed + i``: its Δ is pure seed noise.
+#: The control (the base again) trains at seeds ``seed + CONTROL_SEED_OFFSET + i``, an
+#: independent stream set beside the base's seed ``seed + i``: its Δ is the base's spread over seeds.
 CONTROL_SEED_OFFSET = 2000
 
 #: The orders of the table's rows (``AblationResult.rows``).
@@ -249,11 +249,12 @@ class Options:
     )
     swaps: list[str] | None = option(
         None,
-        help="train only these swaps; AXIS=VALUE swaps the base's component of that kind to a registered one "
-        "(e.g. position=rotary,position=alibi: one row each)",
+        help="train only these swaps (all: every single swap); AXIS=VALUE swaps the base's component of that "
+        "kind to a registered one (e.g. position=rotary,position=alibi: one row each); AXIS+AXIS is one row with "
+        "both swapped at once, and with both single swaps in the table the report tests their interaction",
         kind="axes",
-        metavar="AXIS,AXIS,...",
-        shown="all",
+        metavar="AXIS,AXIS=VALUE,AXIS+AXIS,...",
+        shown="every single swap",
     )
     eval_lengths: list[int] | None = option(
         None,

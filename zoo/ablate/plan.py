@@ -167,6 +167,7 @@ class Plan:
         jobs = []
         for index, (v, lr) in enumerate(zip(self.variants, lrs)):
             prefix = v.axis if v.axis in ("base", "target") else ("path" if self.options.on_path else "swap")
+            prefix = "pair" if "+" in v.axis else prefix
             stem = f"{index:02d}-{prefix}-{slug(v.name)}"
             one = self.options.seeds == 1
             jobs.append(
@@ -258,7 +259,9 @@ def make_plan(options: Options, registry: Registry, presets: tuple[ModelConfig, 
     if o.on_path:
         variants = cumulative_path(ends, swappable, o.path or [], notes, registry)
     else:
-        variants = single_swaps(ends, _picked(swappable, o.swaps, registry), notes, registry)
+        singles, pairs = _picked(swappable, o.swaps, registry)
+        variants = single_swaps(ends, singles, notes, registry)
+        variants[-1:-1] = paired_swaps(ends, dict(swappable), pairs, notes, registry)
     if o.eval_lengths:
         variants = _for_lengths(variants, tokens, o.seq_len * max(o.eval_lengths), registry)
     return Plan(o, differences, variants, settings, grid, tokens, described, notes)
@@ -286,29 +289,48 @@ def resolve_presets(options: Options, registry: Registry) -> tuple[ModelConfig, 
 Swap = tuple[str, Any, Any]
 
 
-def _picked(swappable: list[tuple[str, Any]], swaps: list[str] | None, registry: Registry) -> list[Swap]:
-    """The swaps named by ``swaps``: plain axes to the target's value (in the differences'
-    order), then each ``AXIS=VALUE`` to that registered component (in the order given); or
-    every swappable difference."""
+def _picked(
+    swappable: list[tuple[str, Any]], swaps: list[str] | None, registry: Registry
+) -> tuple[list[Swap], list[tuple[str, ...]]]:
+    """The single swaps named by ``swaps``: plain axes to the target's value (in the
+    differences' order; ``all`` names every one), then each ``AXIS=VALUE`` to that registered
+    component (in the order given); and the paired rows it names (``AXIS+AXIS``: one row
+    with every one of those axes swapped to the target's value), in its order. None: every
+    swappable difference, no pairs."""
     toward = [(axis, value, None) for axis, value in swappable]
     if swaps is None:
-        return toward
-    plain = [axis for axis in swaps if "=" not in axis]
+        return toward, []
     axes = [axis for axis, _ in swappable]
-    unknown = [axis for axis in plain if axis not in axes]
+    every = [(axis,) for axis in axes] if "all" in swaps else []
+    named = [
+        *every,
+        *(tuple(part.strip() for part in str(item).split("+")) for item in swaps if item != "all" and "=" not in item),
+    ]
+    unknown = [axis for parts in named for axis in parts if axis not in axes]
     if unknown or not swaps:
         raise InputError(
             f"swaps names {', '.join(quoted(a) for a in unknown) or 'nothing'}; it takes axes among the "
-            f"swappable differences: {', '.join(axes) or 'none'}, or AXIS=VALUE for a component "
-            f"(--swaps AXIS,AXIS=VALUE,...)"
+            f"swappable differences: {', '.join(axes) or 'none'}, AXIS=VALUE for a component, AXIS+AXIS for a "
+            f"row that swaps both, and all for every single swap (--swaps AXIS,AXIS=VALUE,AXIS+AXIS,...)"
         )
+    pairs = [parts for parts in named if len(parts) > 1]
+    seen: set[frozenset[str]] = set()
+    for parts in pairs:
+        if len(set(parts)) != len(parts) or frozenset(parts) in seen:
+            what = "an axis twice" if len(set(parts)) != len(parts) else "a row named before"
+            raise InputError(
+                f"swaps {quoted('+'.join(parts))} names {what}; a paired row swaps two or more different axes, "
+                f"once each (--swaps embedding_scale+init)"
+            )
+        seen.add(frozenset(parts))
+    plain = {parts[0] for parts in named if len(parts) == 1}
     valued = [_valued(entry, registry) for entry in swaps if "=" in entry]
     picked = [swap for swap in toward if swap[0] in plain] + valued
     names = [f"{axis}={value}" for axis, value, _ in picked]
     if len(set(names)) != len(names):
         twice = next(name for name in names if names.count(name) > 1)
         raise InputError(f"swaps names the swap {quoted(twice)} twice; give each once (--swaps)")
-    return picked
+    return picked, pairs
 
 
 def _valued(entry: str, registry: Registry) -> Swap:
@@ -443,6 +465,30 @@ def single_swaps(
         plan.append(Variant(f"{axis}={value}", axis, swapped))
     plan.append(target)
     return plan
+
+
+def paired_swaps(
+    ends: tuple[Variant, Variant],
+    values: dict[str, Any],
+    pairs: list[tuple[str, ...]],
+    notes: list[str],
+    registry: Registry,
+) -> list[Variant]:
+    """A row per pair of ``pairs``: the base with every axis of the pair swapped to the
+    target's value at once (named ``axis=value+axis=value``, its axis ``axis+axis``)."""
+    base, target = ends
+    rows = []
+    for parts in pairs:
+        name = "+".join(f"{axis}={values[axis]}" for axis in parts)
+        try:
+            swapped = resolve_config(
+                base.config, {axis: swap_value(target.config, axis) for axis in parts}, registry=registry
+            )
+        except ZooError as err:
+            notes.append(f"paired swap {name} skipped: it cannot be applied ({err})")
+            continue
+        rows.append(Variant(name, "+".join(parts), swapped))
+    return rows
 
 
 def cumulative_path(

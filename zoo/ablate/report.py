@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,35 @@ def reference_text(result: AblationResult) -> str:
     return text
 
 
+def interaction_sentences(result: AblationResult, code: Callable[[object], str] = str) -> list[str]:
+    """Per paired row, its interaction in words (``SwapInteraction``), ``code`` spelling a row's
+    name (``md_code`` for Markdown); a paired row without its single swaps says what to train."""
+    lines = []
+    for i in result.interactions:
+        d = i.delta
+        singles = " − ".join(f"Δ({code(row)})" for row in i.rows)
+        if d.p_value is None:
+            verdict = "one seed: no test"
+        elif i.significant:
+            verdict = f"significant after {result.correction}: the swaps do not add up"
+        else:
+            verdict = f"not shown after {result.correction}: within noise"
+        lines.append(
+            f"interaction of {code(i.name)}: Δ(pair) − {singles} = {d.format(4, sign=True)}"
+            f"{' *' if i.significant else ''} (paired over {d.n} seeds, p {p_text(d.p_value)}, p adj {p_text(d.p_adjusted)}); "
+            f"{verdict}"
+        )
+    tested = {i.name for i in result.interactions}
+    for run in result.swaps:
+        if "+" in run.axis and run.name not in tested:
+            axes = run.axis.split("+")
+            lines.append(
+                f"{code(run.name)} has no interaction test: its single swaps are not all in this table "
+                f"(--swaps {','.join([*axes, run.axis])})"
+            )
+    return lines
+
+
 def p_text(p: float | None) -> str:
     """A p-value as the tables show it: three decimals, ``<0.001``, or ``n/a`` without one."""
     if p is None:
@@ -169,7 +199,13 @@ def md(text: object) -> str:
 
 def report_markdown(result: AblationResult) -> str:
     """``report.md``: everything needed to read and repeat the ablation, on its own."""
-    lines = [*_summary(result), *extrapolation_section(result), *noise_section(result), *_plots(result)]
+    lines = [
+        *_summary(result),
+        *_interactions(result),
+        *extrapolation_section(result),
+        *noise_section(result),
+        *_plots(result),
+    ]
     lines += [*_rates(result), *_setup(result)]
     lines += [*caveats_section(result), *next_step_section(result)]
     if result.notes:
@@ -200,7 +236,8 @@ def _summary(result: AblationResult) -> list[str]:
         f"of its {LEVEL:.0%} Student t interval. **Δ vs base**: the difference to the base paired over "
         f"matching seeds (negative: better), ± its {LEVEL:.0%} interval; **p**: two-sided paired t test; "
         f"**p adj**: p after {CORRECTION_NAMES[result.correction]} over the {result.tests} tests of this table "
-        f"(every row but the base). **sig** `*`: p adj < {ALPHA:.2g} and |Δ| ≥ {MIN_EFFECT:g} (smaller is "
+        f"(every row but the base{', and the interactions below' if result.interactions else ''}). "
+        f"**sig** `*`: p adj < {ALPHA:.2g} and |Δ| ≥ {MIN_EFFECT:g} (smaller is "
         f"float rounding)"
         + ("; on this path, of the step's own difference (Δ this step)." if result.mode == "path" else ".")
         + (
@@ -210,8 +247,9 @@ def _summary(result: AblationResult) -> list[str]:
         )
         + (
             f" **control** is `{result.base}` again under seeds of its own ({', '.join(str(s.seed) for s in control.seeds)}), "
-            "paired with the base's: its Δ is seed noise alone, and a `*` on it means the intervals are too "
-            "optimistic."
+            "set beside the base's in order: its Δ shows how far two sets of seeds of one design land apart (the "
+            "spread of the base over seeds). Its seeds share nothing with the base's, so it is not a check that "
+            "the swaps' paired intervals are calibrated."
             if (control := result.control) is not None
             else ""
         ),
@@ -228,6 +266,26 @@ def _summary(result: AblationResult) -> list[str]:
             if (before := _before_only(result))
             else ""
         ),
+        "",
+    ]
+
+
+def _interactions(result: AblationResult) -> list[str]:
+    """``## Interactions``: what each paired row shows beyond its single swaps."""
+    sentences = interaction_sentences(result, md_code)
+    if not sentences:
+        return []
+    return [
+        "## Interactions",
+        "",
+        "A paired row swaps two (or more) axes at once. Its **interaction** is Δ(a+b) − Δ(a) − Δ(b): per seed "
+        "loss(a+b) − loss(a) − loss(b) + loss(base), with its mean, "
+        f"{LEVEL:.0%} Student t interval and paired t test over the seeds; 0 when the swaps add up. Its p is "
+        f"adjusted in the table's family ({CORRECTION_NAMES[result.correction]} over the {result.tests} tests: the "
+        "rows and the interactions together), so the chance of any false mark covers both; `*`: p adj < "
+        f"{ALPHA:.2g} and |interaction| ≥ {MIN_EFFECT:g}.",
+        "",
+        *(f"- {sentence[0].upper()}{sentence[1:]}." for sentence in sentences),
         "",
     ]
 

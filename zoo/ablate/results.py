@@ -97,7 +97,7 @@ class AblationRun:
     """One variant of an ablation, trained once per seed.
 
     ``axis`` is ``"base"``, ``"target"``, ``"control"`` (the base again under an
-    independent seed stream: an A/A row whose difference is seed noise alone) or the
+    independent seed stream: its difference shows the base's spread over seeds) or the
     config field swapped to the target's value (on a cumulative path: the field this row
     adds). ``loss`` is the final validation loss over the seeds; ``delta_vs_base`` the
     paired difference to the base (negative: better than the base); ``delta_vs_previous``
@@ -216,6 +216,58 @@ class AblationRun:
         }
 
 
+@dataclass(frozen=True)
+class SwapInteraction:
+    """What a paired row (``--swaps a+b``) shows beyond its single swaps: per seed,
+    loss(a+b) - loss(a) - loss(b) + loss(base), i.e. Δ(a+b) - Δ(a) - Δ(b) paired over seeds
+    (with k axes, + (k - 1) × loss(base)); 0 when the swaps add up. ``delta.p_adjusted`` is
+    corrected in the table's family, with its rows (``AblationResult.tests``)."""
+
+    name: str  # the paired row
+    axes: tuple[str, ...]
+    rows: tuple[str, ...]  # the single swaps' rows, in the pair's order
+    values: tuple[float, ...]  # per seed
+    delta: Interval
+
+    @property
+    def significant(self) -> bool:
+        """Adjusted p below 1 - ``LEVEL`` (without a correction set, the interval excludes 0)
+        and at least ``MIN_EFFECT``: a row's rule."""
+        if abs(self.delta.mean) < MIN_EFFECT:
+            return False
+        return self.delta.significant if self.delta.p_adjusted is None else self.delta.p_adjusted < ALPHA
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "axes": list(self.axes),
+            "rows": list(self.rows),
+            "per_seed": list(self.values),
+            "interaction": self.delta.to_dict(),
+            "significant": self.significant,
+        }
+
+
+def swap_interactions(runs: list[AblationRun]) -> list[SwapInteraction]:
+    """Per paired row whose single swaps are all in ``runs`` (plan order: base first, target
+    last): its interaction, uncorrected (``ablation.corrected`` adjusts it with the table)."""
+    base, middle = runs[0], runs[1:-1]
+    singles = {run.axis: run for run in middle if "+" not in run.axis}
+    found = []
+    for run in middle:
+        axes = tuple(run.axis.split("+"))
+        if len(axes) < 2 or any(axis not in singles for axis in axes):
+            continue
+        parts = [singles[axis].losses() for axis in axes]
+        values = tuple(
+            pair - math.fsum(one[i] for one in parts) + (len(axes) - 1) * b
+            for i, (pair, b) in enumerate(zip(run.losses(), base.losses()))
+        )
+        rows = tuple(singles[axis].name for axis in axes)
+        found.append(SwapInteraction(run.name, axes, rows, values, mean_interval(values, LEVEL)))
+    return found
+
+
 @dataclass
 class AblationResult:
     """Every run of an ablation, its statistics, and where the outputs are.
@@ -254,6 +306,7 @@ class AblationResult:
     baselines: Baselines | None = None  # the n-gram reference rows on the same eval windows
     options: dict[str, Any] = field(default_factory=dict)  # every option of run_ablation (options.record)
     eval_lengths: list[int] = field(default_factory=list)  # --eval-lengths as token counts: T, 2T, ... (or none)
+    interactions: list[SwapInteraction] = field(default_factory=list)  # of the paired rows (--swaps a+b)
 
     @property
     def under_trained(self) -> list[str]:
@@ -296,8 +349,9 @@ class AblationResult:
 
     @property
     def tests(self) -> int:
-        """How many tests the correction is over: every row but the base, the control included."""
-        return len(self.runs) - 1 + (self.control is not None)
+        """How many tests the correction is over: every row but the base, the control and the
+        interactions of paired rows included."""
+        return len(self.runs) - 1 + (self.control is not None) + len(self.interactions)
 
     def noise_floor(self, *, corrected: bool = False) -> float | None:
         """The smallest paired Δ these seeds detect with 80% power, from the spread of the
@@ -364,6 +418,7 @@ class AblationResult:
             "runs": [run.to_dict() for run in self.runs],
             "eval_lengths": self.eval_lengths,
             "control": self.control.to_dict() if self.control is not None else None,
+            "interactions": [i.to_dict() for i in self.interactions],
             "plots": {
                 "curves": str(self.plot_path) if self.plot_path else None,
                 "deltas": str(self.delta_plot_path) if self.delta_plot_path else None,

@@ -143,6 +143,30 @@ def trends_table(study: StudyResult) -> list[str]:
     return lines
 
 
+def interactions_table(study: StudyResult) -> list[str]:
+    """Per paired row, its interaction at every rung (the first rate and warm-up), marked
+    where significant in its cell's family; nothing without paired rows."""
+    cells = [study.cell(r.name) for r in study.rungs]
+    names = list(dict.fromkeys(i.name for result in cells for i in result.interactions))
+    if not names:
+        return []
+    lines = [
+        "| interaction | " + " | ".join(r.name for r in study.rungs) + " |",
+        "|---|" + "---:|" * len(study.rungs),
+    ]
+    for name in names:
+        found = [next((i for i in result.interactions if i.name == name), None) for result in cells]
+        shown = ["n/a" if i is None else i.delta.format(4, sign=True) + (" *" if i.significant else "") for i in found]
+        lines.append(f"| {name} | " + " | ".join(shown) + " |")
+    return [
+        *lines,
+        "",
+        "Interaction of a paired row: Δ(a+b) − Δ(a) − Δ(b), per seed loss(a+b) − loss(a) − loss(b) + loss(base), "
+        "± 95% CI over the seeds; corrected with its cell's rows (one family); `*`: significant after it.",
+        "",
+    ]
+
+
 def sweep_table(study: StudyResult) -> list[str]:
     """Markdown: per rung and variant, the final loss at each value of the sweep, and the best."""
     swept = study.swept
@@ -320,6 +344,8 @@ def study_markdown(study: StudyResult) -> str:
         ]
         if study.scale_plot_path:
             lines += [f"![Δ against training FLOPs]({study.scale_plot_path.name})", ""]
+    if pairs := interactions_table(study):
+        lines += ["## Interactions", "", *pairs]
     if study.swept:
         lines += [
             "## Learning rate" if study.swept == "lr" else "## Warm-up",
@@ -339,7 +365,8 @@ def study_markdown(study: StudyResult) -> str:
         "",
         f"- **Few seeds, low power.** {n} seeds per cell; each cell's report states its noise floor and what "
         "would resolve its unclear rows.",
-        f"- **Many comparisons.** Each cell is corrected over its own rows ({first.correction}); comparing "
+        f"- **Many comparisons.** Each cell is corrected over its own rows and interactions "
+        f"({first.correction}); comparing "
         "across cells adds comparisons the correction does not cover.",
         "- **Small scale.** Even the largest rung is far from GPT-2 Small (768 x 12); a trend over a few "
         "rungs is a hint of the direction, not an extrapolation.",

@@ -69,7 +69,8 @@ def add_parsers(commands: Commands) -> None:
         "--docs",
         default=None,
         metavar="FILE",
-        help="write the results as a generated region of FILE (a Markdown page), named after --out (default: none)",
+        help="write the results as a generated region of FILE (a Markdown page), named after --out, and the results "
+        "file beside it as studies/NAME.json (default: none)",
     )
     add_overwrite(
         p,
@@ -144,7 +145,7 @@ def vocab_limit(text: str) -> int | str:
 
 
 def axis_list(text: str) -> list[str]:
-    """``--swaps``: comma-separated config fields, ``placement,position``."""
+    """``--swaps``: comma-separated config fields, ``placement,position`` (``a+b``: a paired row)."""
     return [axis.strip() for axis in text.split(",") if axis.strip()]
 
 
@@ -400,6 +401,7 @@ def _show(result: AblationResult, args: argparse.Namespace, ui: Ui, *, brief: bo
     """The table, the budget, what is significant, the notes and where the files are."""
     from zoo.ablate import significant_swaps, table
     from zoo.ablate.advice import edge_sentence, floor_sentence, next_step
+    from zoo.ablate.report import interaction_sentences
 
     seeds = len(result.seeds)
     header, rows = table(result, compact=True)
@@ -430,6 +432,8 @@ def _show(result: AblationResult, args: argparse.Namespace, ui: Ui, *, brief: bo
         f"{result.correction} over {result.tests} tests; *: p adj < 0.05",
         "dim",
     )
+    for sentence in interaction_sentences(result):
+        ui.line(sentence, "bold" if "significant" in sentence.rpartition(";")[2] else "dim")
     s = result.settings
     ui.line(
         f"budget: every run {s.steps * s.tokens_per_step:,} tokens, {fmt_flops(result.runs[0].train_flops)} training FLOPs "
