@@ -735,7 +735,8 @@ def test_ablate_table(cli: Any, tmp_path: Path) -> None:
         "ablate", "--from", "gpt2-small", "--to", "gpt2-small", *TINY_ABLATION, "--seeds", "2", "--out", str(tmp_path)
     )
     assert result.code == 0, result.err
-    runs = json.loads((tmp_path / "ablation.json").read_text())["runs"]
+    saved = json.loads((tmp_path / "ablation.json").read_text())
+    runs = saved["runs"]
     curves = [[seed["curve"] for seed in run["seeds"]] for run in runs]
     assert len(runs) == 2 and curves[0] == curves[1]  # same design, seeds and data
     rows = [
@@ -754,12 +755,15 @@ def test_ablate_table(cli: Any, tmp_path: Path) -> None:
         "significant at 95% after holm: none",
         f"report: {tmp_path / 'report.md'}",
         f"curves: {tmp_path / 'ablation.json'}",
+        f"throughput: {saved['throughput']['tokens_per_second']:,.0f} tokens/s per run (1 run at once)",
     ):
         assert text in result.out, text
+    assert saved["throughput"]["tokens_per_second"] > 0
     again = cli(
         "ablate", "--from", "gpt2-small", "--to", "gpt2-small", *TINY_ABLATION, "--seeds", "2", "--out", str(tmp_path)
     )
     assert f"reused 6 finished runs from {tmp_path}; trained 0" in again.out
+    assert "tokens/s per run (runs reused)" in again.out
 
 
 def test_ablate_flags_reach_run_ablation(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:

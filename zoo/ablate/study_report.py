@@ -47,13 +47,13 @@ def _p(p: float | None) -> str:
 
 
 def cells_table(study: StudyResult) -> list[str]:
-    """Markdown: per cell, its budget, its base's and target's losses beside the n-gram
+    """Markdown: per cell, its budget and tokens/s per run, its base's and target's losses beside the n-gram
     reference rows (``*``: under-trained, not below the bigram), its noise floor before and
     after correction, the control and what was marked."""
     lines = [
-        "| cell | steps | tokens/run | base train FLOPs | base loss | target loss | bigram | trigram | noise floor "
+        "| cell | steps | tokens/run | tokens/s | base train FLOPs | base loss | target loss | bigram | trigram | noise floor "
         "| after correction | control Δ | marked after correction |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for cell, result in study.cells:
         control = result.control
@@ -64,7 +64,8 @@ def cells_table(study: StudyResult) -> list[str]:
         refs = ["n/a" if b is None or v is None else f"{v:.4f}" for v in ((b.bigram, b.trigram) if b else (None, None))]
         lines.append(
             f"| [{_cell_label(study, cell)}]({cell.name}/report.md) | {cell.steps} | "
-            f"{cell.steps * study.budget['tokens_per_step']:,} | {_flops(result.runs[0].train_flops)} | "
+            f"{cell.steps * study.budget['tokens_per_step']:,} | {result.tokens_per_second:,.0f} | "
+            f"{_flops(result.runs[0].train_flops)} | "
             f"{' | '.join(ends)} | {' | '.join(refs)} | "
             f"{'n/a' if floor is None else f'{floor:.4f}'} | {'n/a' if corrected is None else f'{corrected:.4f}'} | "
             f"{'n/a' if control is None else control.delta_vs_base.format(4, sign=True)} | {marked} |"
