@@ -159,3 +159,28 @@ def test_a_killed_worker_is_a_zoo_error_naming_the_run_and_how_to_resume(tmp_pat
     assert "unexpected" not in said and "BrokenProcessPool" not in said, said
     assert re.search(r"the worker process training run '.+' stopped", said), said
     assert "run the same command again (the same --out) to resume" in said and "--workers" in said, said
+
+
+def test_each_record_holds_its_training_throughput(done: tuple[AblationResult, Path]) -> None:
+    """A record's tokens/s is its training steps' tokens over their wall time (evaluation
+    excluded); ablation.json carries it per seed, its mean per variant, and the line shown."""
+    result, _ = done
+    s = result.settings
+    saved = json.loads(result.results_path.read_text())
+    seeds = []
+    for run, shown in zip(result.runs, saved["runs"], strict=True):
+        for seed in run.seeds:
+            record = json.loads((result.results_path.parent / seed.checkpoint.with_suffix(".json").name).read_text())
+            assert record["tokens_per_second"] > 0 and record["train_seconds"] > 0
+            assert record["tokens_per_second"] == pytest.approx(
+                s.steps * s.batch_size * s.seq_len / record["train_seconds"], rel=1e-9
+            )
+            assert seed.tokens_per_second == record["tokens_per_second"]
+            seeds.append(record["tokens_per_second"])
+        assert shown["tokens_per_second"] == pytest.approx(sum(x.tokens_per_second for x in run.seeds) / len(run.seeds))
+    control = [s.tokens_per_second for s in result.control.seeds] if result.control else []
+    mean = sum(seeds + control) / len(seeds + control)
+    assert saved["throughput"] == {"tokens_per_second": pytest.approx(mean), "runs_at_once": 1}
+    line = f"throughput: {mean:,.0f} tokens/s per run (1 run at once)"
+    assert result.throughput() == line
+    assert f"Throughput: {mean:,.0f} tokens/s per run (1 run at once)" in result.report_path.read_text()

@@ -28,6 +28,7 @@ from zoo.ablate.ladder import ladder, row_named
 from zoo.ablate.options import CONTROL_SEED_OFFSET, parse_scales
 from zoo.ablate.stats import Interval, detectable_difference, mean_interval, welch_difference
 from zoo.ablate.studies import non_embedding_parameters, run_study
+from zoo.ablate.study_report import cells_table
 from zoo.cli import main
 from zoo.nn.registry import default_registry
 from zoo.training import TrainSettings, bundled_corpus, lm_loss, load_corpus, validation_batches
@@ -498,6 +499,16 @@ def test_the_interaction_is_a_paired_difference_of_differences(warmup_study: Any
     effects = study.sweep_effects()  # three sweep tests (base, swap, target), corrected together
     assert all(e.delta.p_adjusted is not None and e.delta.p_adjusted >= e.delta.p_value for e in effects)
     assert study.to_dict()["sweep"]["interactions"][0]["difference_of_differences"]["mean"] == test.delta.mean
+
+
+def test_the_cell_table_shows_each_cells_tokens_per_second(warmup_study: Any) -> None:
+    lines = cells_table(warmup_study)
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    column = header.index("tokens/s")
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2 : 2 + len(warmup_study.cells)]]
+    for (_, result), row in zip(warmup_study.cells, rows, strict=True):
+        assert len(row) == len(header) and result.tokens_per_second > 0
+        assert row[column] == f"{result.tokens_per_second:,.0f}"
 
 
 def test_the_documented_study_commands_are_make_studys_and_their_regions_are_generated() -> None:

@@ -21,6 +21,7 @@ import torch
 import zoo
 from helpers import TINY, TINY_ABLATION
 from zoo.cli import main
+from zoo.nn.config import preset_family
 from zoo.nn.registry import set_default_registry
 from zoo.nn.sets import parse_sets, parse_value
 from zoo.summary import summarize
@@ -154,6 +155,70 @@ def test_list_pattern_and_table(cli: Any) -> None:
     assert shown == zoo.list_models("gpt2-*")
     assert "124,439,808" in result.out and "1,557,611,200" in result.out
     assert "transformer-2017" not in result.out
+
+
+def families_in_table(out: str, names: list[str], families: set[str]) -> list[tuple[str, list[str]]]:
+    """``zoo list``'s table as its sections: each family's header line, then the presets under it."""
+    sections: list[tuple[str, list[str]]] = []
+    for line in out.splitlines():
+        words = line.split()
+        if words and words[0] in names:
+            sections[-1][1].append(words[0])
+        elif line.strip() in families:
+            sections.append((line.strip(), []))
+    return sections
+
+
+def test_every_preset_names_its_family(cli: Any) -> None:
+    entries = cli("list", "--json").json()
+    assert [e["name"] for e in entries] == PRESETS
+    for entry in entries:
+        assert entry["family"] == preset_family(entry["name"]) and entry["family"], entry["name"]
+    family = {e["name"]: e["family"] for e in entries}
+    assert family["gpt2-small"] == family["gpt2-xl"] == "GPT-2"
+    assert family["transformer-2017"] == family["transformer-2017-base"] == "Transformer (2017)"
+
+
+def test_list_shows_every_preset_once_under_its_family(cli: Any) -> None:
+    family = {e["name"]: e["family"] for e in cli("list", "--json").json()}
+    sections = families_in_table(cli("list").out, PRESETS, set(family.values()))
+    shown = [(f, name) for f, members in sections for name in members]
+    assert sorted(shown) == sorted((family[name], name) for name in PRESETS)  # each once, under its own
+    assert [f for f, _ in sections] == sorted(set(family.values()), key=str.casefold)  # one section each
+    assert all(members == sorted(members) for _, members in sections)
+    pattern = families_in_table(cli("list", "gpt2-*").out, PRESETS, set(family.values()))
+    assert pattern == [("GPT-2", zoo.list_models("gpt2-*"))]
+
+
+def test_a_preset_without_a_family_inherits_its_parents_or_shows_under_other(cli: Any) -> None:
+    class Presets:
+        @zoo.hookimpl
+        def zoo_register_presets(self, register: Any) -> None:
+            register("fam-child", {"preset": {"extends": "gpt2-small"}, "n_layers": 1})
+            register("fam-own", {"preset": {"extends": "gpt2-small", "family": "Mine"}, "n_layers": 1})
+            register("fam-none", zoo.get_config("gpt2-small", n_layers=1))
+
+    old = set_default_registry(zoo.Registry(plugins=[Presets()]))
+    try:
+        family = {e["name"]: e["family"] for e in cli("list", "fam-*", "--json").json()}
+        sections = families_in_table(
+            cli("list", "fam-*").out, ["fam-child", "fam-own", "fam-none"], {"GPT-2", "Mine", "other"}
+        )
+    finally:
+        set_default_registry(old)
+    assert family == {"fam-child": "GPT-2", "fam-none": None, "fam-own": "Mine"}
+    assert sections == [("GPT-2", ["fam-child"]), ("Mine", ["fam-own"]), ("other", ["fam-none"])]
+
+
+@pytest.mark.parametrize("family", [42, "", "[bold]GPT", "x" * 41, "GPT-2\n"])
+def test_a_family_that_is_not_a_name_is_refused(family: Any) -> None:
+    class Bad:
+        @zoo.hookimpl
+        def zoo_register_presets(self, register: Any) -> None:
+            register("bad", {"preset": {"extends": "gpt2-small", "family": family}})
+
+    with pytest.raises(zoo.PresetError, match=r"\[preset\] family = .* is not a family name; .*family = \"GPT-2\""):
+        zoo.get_config("bad", registry=zoo.Registry(plugins=[Bad()]))
 
 
 def test_list_without_a_match_is_an_error(cli: Any) -> None:
@@ -670,7 +735,8 @@ def test_ablate_table(cli: Any, tmp_path: Path) -> None:
         "ablate", "--from", "gpt2-small", "--to", "gpt2-small", *TINY_ABLATION, "--seeds", "2", "--out", str(tmp_path)
     )
     assert result.code == 0, result.err
-    runs = json.loads((tmp_path / "ablation.json").read_text())["runs"]
+    saved = json.loads((tmp_path / "ablation.json").read_text())
+    runs = saved["runs"]
     curves = [[seed["curve"] for seed in run["seeds"]] for run in runs]
     assert len(runs) == 2 and curves[0] == curves[1]  # same design, seeds and data
     rows = [
@@ -689,12 +755,15 @@ def test_ablate_table(cli: Any, tmp_path: Path) -> None:
         "significant at 95% after holm: none",
         f"report: {tmp_path / 'report.md'}",
         f"curves: {tmp_path / 'ablation.json'}",
+        f"throughput: {saved['throughput']['tokens_per_second']:,.0f} tokens/s per run (1 run at once)",
     ):
         assert text in result.out, text
+    assert saved["throughput"]["tokens_per_second"] > 0
     again = cli(
         "ablate", "--from", "gpt2-small", "--to", "gpt2-small", *TINY_ABLATION, "--seeds", "2", "--out", str(tmp_path)
     )
     assert f"reused 6 finished runs from {tmp_path}; trained 0" in again.out
+    assert "tokens/s per run (runs reused)" in again.out
 
 
 def test_ablate_flags_reach_run_ablation(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:

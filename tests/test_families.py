@@ -8,6 +8,9 @@ transformers with a ``tokenizer.json``, then
 - read by hub id from a hub cache in a temporary ``HF_HOME`` (offline), tokenizer included;
 - hook points that name every layer, and ``zoo probe`` on a zoo checkpoint of it.
 
+The first check runs for every case by default; the other three for ``REPRESENTATIVE``
+cases by default and for the rest under the slow marker (``make test-all``).
+
 The cases are in ``tests/family_cases/``."""
 
 from __future__ import annotations
@@ -93,13 +96,25 @@ def by_id(cases: list[Family]) -> Any:
     return pytest.mark.parametrize("case", cases, ids=[case.id for case in cases])
 
 
+#: The cases whose export, hub-cache and hook checks run by default: GPT-2 (built in), a
+#: Llama-style model, an MoE and an ALiBi one. Every other case runs them under the slow
+#: marker (`make test-all`); its logits and greedy tokens are checked by default.
+REPRESENTATIVE = ("gpt2", "llama", "mixtral", "bloom")
+
+
+def representative_first(cases: list[Family]) -> Any:
+    """``by_id``, with the cases outside ``REPRESENTATIVE`` marked slow."""
+    params = [pytest.param(c, id=c.id, marks=() if c.id in REPRESENTATIVE else pytest.mark.slow) for c in cases]
+    return pytest.mark.parametrize("case", params)
+
+
 @by_id(CASES)
 def test_logits_and_greedy_tokens_equal_transformers(case: Family, tmp_path: Path, tokenizer_files: Path) -> None:
     reference, folder = saved(case, tmp_path / "hf", tokenizer_files)
     assert_same(zoo.from_hf(folder), reference)
 
 
-@by_id([case for case in CASES if case.export])
+@representative_first([case for case in CASES if case.export])
 def test_exports_to_transformers_and_back(case: Family, tmp_path: Path, tokenizer_files: Path) -> None:
     reference, folder = saved(case, tmp_path / "hf", tokenizer_files)
     out = zoo.to_hf(zoo.from_hf(folder), tmp_path / "out", architecture=case.model)
@@ -111,7 +126,7 @@ def test_exports_to_transformers_and_back(case: Family, tmp_path: Path, tokenize
     assert_same(zoo.from_hf(out), reloaded)
 
 
-@by_id(CASES)
+@representative_first(CASES)
 def test_reads_by_hub_id_from_the_cache_with_its_tokenizer(
     case: Family, tmp_path: Path, tokenizer_files: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -131,7 +146,7 @@ def test_reads_by_hub_id_from_the_cache_with_its_tokenizer(
     assert ours.decode(ours.encode(text)) == theirs.decode(theirs.encode(text))
 
 
-@by_id(CASES)
+@representative_first(CASES)
 def test_hook_points_name_every_layer_and_probe_runs(
     case: Family, tmp_path: Path, tokenizer_files: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -155,3 +170,4 @@ def test_hook_points_name_every_layer_and_probe_runs(
 def test_every_installed_converter_has_a_family_case() -> None:
     """A converter added to the zoo or a plugin must join ``tests/family_cases``."""
     assert {c.model_type for c in zoo.default_registry().converters()} <= {case.model_type for case in CASES}
+    assert set(REPRESENTATIVE) <= {case.id for case in CASES if case.export}  # each runs every check by default

@@ -412,6 +412,7 @@ def _result(plan: Plan, runs: list[AblationRun], command: str, runner: Runner, c
         notes=notes,
         trained=runner.trained,
         reused=runner.reused,
+        runs_at_once=runner.at_once,
         main_process=runner.world.is_main,
         correction=o.correction,
         control=control,

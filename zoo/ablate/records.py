@@ -68,7 +68,8 @@ class Record(BaseModel):
     fingerprint: dict[str, Any]
     final_val_loss: Loss | None
     curve: list[CurveRow] = Field(max_length=1 << 20)
-    tokens_per_second: float = Field(ge=0.0)
+    tokens_per_second: float = Field(ge=0.0)  # training steps only, evaluation excluded
+    train_seconds: float | None = Field(default=None, ge=0.0)  # the steps' wall time; absent in older records
     checkpoint: str | None
     diagnostics: list[DiagnosticsRow] = Field(default_factory=list, max_length=1 << 20)  # absent in older records
     # the loss at each --eval-lengths length, by its token count; None: past a learned table
@@ -216,6 +217,7 @@ def record_body(
     tokens_per_second: float,
     diagnostics: list[Diagnostics] | None = None,
     lengths: dict[str, float | None] | None = None,
+    train_seconds: float = 0.0,
 ) -> dict[str, Any]:
     """``job``'s record: what it measured (the diagnostics too), the fingerprint that makes it
     reusable, and its digest (which the run's checkpoint records too, binding the two)."""
@@ -225,6 +227,7 @@ def record_body(
         "final_val_loss": loss,
         "curve": curve_dict(curve),
         "tokens_per_second": tokens_per_second,
+        "train_seconds": train_seconds,
         "checkpoint": None if job.tune else context.checkpoint(job).name,
         "diagnostics": [d.to_dict() for d in diagnostics or []],
     }
@@ -261,6 +264,7 @@ def seed_run(job: Job, record: dict[str, Any], context: Context, reused: bool) -
         final_val_loss=record["final_val_loss"],
         curve=curve,
         tokens_per_second=record["tokens_per_second"],
+        train_seconds=record.get("train_seconds"),
         checkpoint=confined(context.out_dir, record["checkpoint"], InputError, str(context.record_path(job))),
         reused=reused,
         diagnostics=[Diagnostics.from_dict(d) for d in record.get("diagnostics", [])],

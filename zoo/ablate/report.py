@@ -376,6 +376,8 @@ def _setup(result: AblationResult) -> list[str]:
             f"FLOPs{' including the sweep' if result.tuning else ''}."
         ),
         "",
+        f"T{result.throughput()[1:]}: the training steps' wall time, evaluation excluded.",
+        "",
         "## Setup",
         "",
         (

@@ -38,8 +38,9 @@ class SeedRun:
     seed: int
     final_val_loss: float
     curve: list[CurvePoint]
-    tokens_per_second: float
+    tokens_per_second: float  # its training steps' tokens per second, evaluation excluded
     checkpoint: Path
+    train_seconds: float | None = None  # the wall time of its training steps (None in older records)
     reused: bool = False  # read back from an earlier, interrupted ablation
     diagnostics: list[Diagnostics] = field(default_factory=list)  # at each evaluation (none in older records)
     eval_lengths: dict[int, float | None] = field(default_factory=dict)  # --eval-lengths: loss by length, None: N/A
@@ -50,6 +51,7 @@ class SeedRun:
             "final_val_loss": self.final_val_loss,
             "curve": curve_dict(self.curve),
             "tokens_per_second": self.tokens_per_second,
+            "train_seconds": self.train_seconds,
             "checkpoint": str(self.checkpoint),
             "diagnostics": [d.to_dict() for d in self.diagnostics],
             "eval_lengths": {str(length): loss for length, loss in self.eval_lengths.items()},
@@ -186,6 +188,11 @@ class AblationRun:
     def losses(self) -> list[float]:
         return [s.final_val_loss for s in self.seeds]
 
+    @property
+    def tokens_per_second(self) -> float:
+        """The mean over the seeds of each run's training tokens per second."""
+        return sum(s.tokens_per_second for s in self.seeds) / len(self.seeds)
+
     def mean_curve(self, level: float = LEVEL) -> list[tuple[int, Interval]]:
         """Validation loss at each evaluated step, as a mean and interval over the seeds."""
         steps = [p.step for p in self.seeds[0].curve]
@@ -204,6 +211,7 @@ class AblationRun:
             "parameters": self.parameters,
             "flops_per_token": self.flops_per_token,
             "train_flops": self.train_flops,
+            "tokens_per_second": self.tokens_per_second,
             "significant": self.significant,
             "significant_before_correction": self.significant_before_correction,
             "detectable_delta": self.detectable,
@@ -307,6 +315,24 @@ class AblationResult:
     options: dict[str, Any] = field(default_factory=dict)  # every option of run_ablation (options.record)
     eval_lengths: list[int] = field(default_factory=list)  # --eval-lengths as token counts: T, 2T, ... (or none)
     interactions: list[SwapInteraction] = field(default_factory=list)  # of the paired rows (--swaps a+b)
+    runs_at_once: int | None = None  # how many trained side by side (workers, ranks); None: Ray's or none trained
+
+    @property
+    def tokens_per_second(self) -> float:
+        """The mean training tokens per second of one run, over every run of the table."""
+        seeds = [s for run in [*self.runs, *([self.control] if self.control else [])] for s in run.seeds]
+        return sum(s.tokens_per_second for s in seeds) / len(seeds)
+
+    def throughput(self) -> str:
+        """``throughput: N tokens/s per run (M runs at once)``: the line the summary and report show."""
+        at_once = (
+            "as Ray tasks"
+            if self.options.get("launcher") == "ray" and self.runs_at_once is None
+            else "runs reused"
+            if self.runs_at_once is None
+            else f"{self.runs_at_once} run{'s' if self.runs_at_once != 1 else ''} at once"
+        )
+        return f"throughput: {self.tokens_per_second:,.0f} tokens/s per run ({at_once})"
 
     @property
     def under_trained(self) -> list[str]:
@@ -404,6 +430,7 @@ class AblationResult:
                 "train_flops_factor": TRAIN_FLOPS_FACTOR,
                 "total_train_flops": self.total_train_flops,
             },
+            "throughput": {"tokens_per_second": self.tokens_per_second, "runs_at_once": self.runs_at_once},
             "data": self.data,
             "baselines": (
                 {**self.baselines.to_dict(), "under_trained": self.under_trained}

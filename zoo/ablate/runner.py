@@ -62,6 +62,7 @@ class Runner:
     launcher: str = "local"  # "ray": each job a Ray task (zoo.ablate.cluster)
     trained: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
+    at_once: int | None = None  # runs that trained side by side in the last call that trained any (None: Ray's)
 
     def run(self, jobs: list[Job]) -> None:
         """Train the jobs without a record: here, in ``workers`` processes, or this rank's share."""
@@ -77,6 +78,8 @@ class Runner:
         mine = todo[rank::size]
         shown = self.on_progress if rank == 0 else None  # progress from rank 0 only
         devices = _devices(self.context.device, self.workers if size == 1 else 1, rank)
+        if todo:
+            self.at_once = _at_once(self.launcher, self.workers, size, len(todo))
         if self.launcher == "ray" and size == 1:
             done = (
                 None
@@ -125,11 +128,16 @@ def execute(job: Job, context: Context, device: str, report: Reporter | None, re
     except DivergenceError as err:
         if not job.tune:
             raise DivergenceError(f"run {job.label!r}: {err}") from err
-        loss, curve, speed = None, [], 0.0  # a rate of the sweep that diverged
+        loss, curve, speed, seconds = None, [], 0.0, 0.0  # a rate of the sweep that diverged
     except ConfigError as err:
         raise ConfigError(f"run {job.label!r}: {err}") from err
     else:
-        loss, curve, speed = trained.final_val_loss, trained.curve, trained.tokens_per_second
+        loss, curve, speed, seconds = (
+            trained.final_val_loss,
+            trained.curve,
+            trained.tokens_per_second,
+            trained.train_seconds,
+        )
         past = past_limit(loss, curve)
         if past is not None and not job.tune:
             raise DivergenceError(
@@ -138,7 +146,7 @@ def execute(job: Job, context: Context, device: str, report: Reporter | None, re
                 f"--tune-lr pick a rate per variant"
             )
         if past is not None:
-            loss, curve, speed = None, [], 0.0  # a rate of the sweep that diverged
+            loss, curve, speed, seconds = None, [], 0.0, 0.0  # a rate of the sweep that diverged
     lengths = length_losses(model, data.val, job.settings, job.lengths) if job.lengths and loss is not None else None
     for length, at in (lengths or {}).items():
         if at is not None and not 0.0 <= at <= LOSS_LIMIT:  # NaN fails the test too
@@ -146,7 +154,7 @@ def execute(job: Job, context: Context, device: str, report: Reporter | None, re
                 f"run {job.label!r}: its validation loss at {length} tokens (--eval-lengths) is {at:.4g}, past the "
                 f"{LOSS_LIMIT:g} nats/token a record holds: the model's outputs there are not finite numbers"
             )
-    body = record_body(job, context, loss, curve, speed, probe.taken if probe is not None else None, lengths)
+    body = record_body(job, context, loss, curve, speed, probe.taken if probe is not None else None, lengths, seconds)
     if not job.tune:
         about = {
             "run": job.label,
@@ -176,6 +184,13 @@ def _reporter(on_progress: ProgressCallback | None, job: Job) -> Reporter | None
         return None
     steps = job.settings.steps
     return lambda step, loss: on_progress(job.label, step, steps, loss)
+
+
+def _at_once(launcher: str, workers: int, ranks: int, jobs: int) -> int | None:
+    """How many runs train side by side: one per rank, ``workers`` processes, or Ray's call (None)."""
+    if launcher == "ray" and ranks == 1:
+        return None
+    return min(ranks if ranks > 1 else max(1, workers), jobs)
 
 
 def _devices(device: str, count: int, rank: int) -> list[str]:

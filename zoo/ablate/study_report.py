@@ -44,13 +44,13 @@ def _flops(value: float) -> str:
 
 def cells_table(study: StudyResult) -> list[str]:
     """Markdown: per cell, its budget (tokens per non-embedding parameter of the base, and
-    epochs: passes over the training split), its base's and target's losses beside the n-gram
-    reference rows (``*``: under-trained, not below the bigram), its noise floor before and
-    after correction, the control and what was marked."""
+    epochs: passes over the training split) and tokens/s per run, its base's and target's
+    losses beside the n-gram reference rows (``*``: under-trained, not below the bigram), its
+    noise floor before and after correction, the control and what was marked."""
     lines = [
-        "| cell | steps | tokens/run | tokens/param | epochs | base train FLOPs | base loss | target loss | bigram "
-        "| trigram | noise floor | after correction | control Δ | marked after correction |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| cell | steps | tokens/run | tokens/param | epochs | tokens/s | base train FLOPs | base loss | target loss "
+        "| bigram | trigram | noise floor | after correction | control Δ | marked after correction |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     per_step = study.tokens_per_step
     for cell, result in study.cells:
@@ -64,7 +64,8 @@ def cells_table(study: StudyResult) -> list[str]:
         lines.append(
             f"| [{_cell_label(study, cell)}]({cell.name}/report.md) | {cell.steps} | "
             f"{cell.steps * per_step:,} | {' | '.join('n/a' if r is None else f'{r:.3g}' for r in ratios)} | "
-            f"{_flops(result.runs[0].train_flops)} | {' | '.join(ends)} | {' | '.join(refs)} | "
+            f"{result.tokens_per_second:,.0f} | {_flops(result.runs[0].train_flops)} | {' | '.join(ends)} | "
+            f"{' | '.join(refs)} | "
             f"{'n/a' if floor is None else f'{floor:.4f}'} | {'n/a' if corrected is None else f'{corrected:.4f}'} | "
             f"{'n/a' if control is None else control.delta_vs_base.format(4, sign=True)} | {marked} |"
         )

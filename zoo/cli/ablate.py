@@ -440,6 +440,7 @@ def _show(result: AblationResult, args: argparse.Namespace, ui: Ui, *, brief: bo
         f"for the base (parameters and FLOPs per variant: report.md)",
         "dim",
     )
+    ui.line(result.throughput(), "dim")
     significant = significant_swaps(result)
     ui.line(
         f"significant at 95% after {result.correction}: {', '.join(significant) if significant else 'none'}", "bold"

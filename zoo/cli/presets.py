@@ -22,14 +22,16 @@ from zoo.cli.render import (
     new_table,
     summary_table,
 )
-from zoo.errors import ZooError
-from zoo.nn.config import ModelConfig, preset_description, preset_pretrained
+from zoo.errors import ZooError, printable
+from zoo.nn.config import ModelConfig, preset_description, preset_family, preset_pretrained
 from zoo.nn.registry import KINDS, default_registry
 from zoo.summary import count_parameters, meta_model, summarize
 
 
 def add_parsers(commands: Commands) -> None:
-    p = commands.add("list", cmd_list, "list presets (PATTERN may use wildcards: 'gpt2-*')", [commands.json_flag])
+    p = commands.add(
+        "list", cmd_list, "list presets by family (PATTERN may use wildcards: 'gpt2-*')", [commands.json_flag]
+    )
     p.add_argument("pattern", nargs="?", default="*", metavar="PATTERN", help="a name or wildcards (default: all)")
 
     p = commands.add(
@@ -69,6 +71,7 @@ def cmd_list(args: argparse.Namespace, ui: Ui) -> int:
         entry: dict[str, Any] = {
             "name": name,
             "description": preset_description(name),
+            "family": preset_family(name),  # None: a plugin's preset that names none
             "pretrained": preset_pretrained(name),  # the hub id of its weights, or None
         }
         try:
@@ -92,6 +95,26 @@ def cmd_list(args: argparse.Namespace, ui: Ui) -> int:
     if ui.json_mode:
         ui.json(entries)
         return 0
+    ui.print(list_table(entries))
+    return 0
+
+
+#: The section of the presets that name no family (a plugin's may not).
+NO_FAMILY = "other"
+
+
+def by_family(entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """``zoo list``'s entries in sections: the families alphabetically (``NO_FAMILY`` last),
+    each with its presets in name order."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for entry in entries:
+        groups.setdefault(entry["family"] or NO_FAMILY, []).append(entry)
+    order = sorted(groups, key=lambda family: (family == NO_FAMILY, family.casefold()))
+    return {family: groups[family] for family in order}
+
+
+def list_table(entries: list[dict[str, Any]]) -> Table:
+    """The presets in a section per family: the family's name in bold, then its presets."""
     table = new_table(
         None,
         "preset",
@@ -106,23 +129,27 @@ def cmd_list(args: argparse.Namespace, ui: Ui) -> int:
         right=("layers", "d_model", "heads", "d_ff", "vocab", "parameters"),
         clip=("description",),
     )
-    for e in entries:
-        if "error" in e:
-            table.add_row(e["name"], *[""] * 7, Text(e["error"], style="red", overflow="fold"))
-            continue
-        table.add_row(
-            e["name"],
-            layers_label(e["config"]),
-            str(e["d_model"]),
-            str(e["n_heads"]),
-            str(e["d_ff"]),
-            fmt_int(e["vocab_size"]),
-            fmt_int(e["parameters"]),
-            e["pretrained"] or "",
-            clipped(e["description"]),
-        )
-    ui.print(table)
-    return 0
+    groups = by_family(entries)
+    for family, members in groups.items():
+        table.add_row(Text(printable(family, None), style="bold"))
+        for e in members:
+            last = e is members[-1] and family != list(groups)[-1]
+            if "error" in e:
+                table.add_row(e["name"], *[""] * 7, Text(e["error"], style="red", overflow="fold"), end_section=last)
+                continue
+            table.add_row(
+                e["name"],
+                layers_label(e["config"]),
+                str(e["d_model"]),
+                str(e["n_heads"]),
+                str(e["d_ff"]),
+                fmt_int(e["vocab_size"]),
+                fmt_int(e["parameters"]),
+                e["pretrained"] or "",
+                clipped(e["description"]),
+                end_section=last,
+            )
+    return table
 
 
 def option_defaults(options_model: Any) -> str:

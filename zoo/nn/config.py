@@ -49,9 +49,11 @@ MAX_LAYERS = 1 << 10
 MAX_HEADS = 1 << 10
 MAX_PARAMETERS = 200_000_000_000
 
-# What a preset's [preset] table may hold; ``pretrained`` is the hub id of its weights.
-PRESET_KEYS = frozenset({"extends", "description", "pretrained"})
+# What a preset's [preset] table may hold; ``pretrained`` is the hub id of its weights,
+# ``family`` the family ``zoo list`` groups it under ("GPT-2", "Llama").
+PRESET_KEYS = frozenset({"extends", "description", "pretrained", "family"})
 HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
+FAMILY = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ().+-]{0,39}")
 
 # A number that may be written as an int, never as a bool or a string, and is finite.
 FiniteFloat = Annotated[float, Strict(), Field(allow_inf_nan=False)]
@@ -475,6 +477,12 @@ def _read_preset(name: str, registry: Registry) -> tuple[dict[str, Any], dict[st
             f"{where}: [preset] pretrained = {printable(repr(weights))[:80]} is not a hub id; write the id of "
             f'the weights, e.g. pretrained = "openai-community/gpt2"'
         )
+    family = meta.get("family")
+    if family is not None and not (isinstance(family, str) and FAMILY.fullmatch(family)):
+        raise PresetError(
+            f"{where}: [preset] family = {printable(repr(family))[:80]} is not a family name; write up to 40 "
+            f'letters, digits, spaces or ().+- starting with a letter or digit, e.g. family = "GPT-2"'
+        )
     return data, dict(meta), where
 
 
@@ -521,6 +529,23 @@ def preset_pretrained(name: str, registry: Registry | None = None) -> str | None
     return weights if isinstance(weights, str) else None
 
 
+def preset_family(name: str, registry: Registry | None = None, _seen: tuple[str, ...] = ()) -> str | None:
+    """The family preset ``name`` belongs to (``[preset] family``), else its parent's through
+    ``extends``, else None (a plugin's preset may name none). A preset that cannot be read,
+    or a cycle of ``extends``, has none (its error shows when it is used)."""
+    registry = registry or default_registry()
+    try:
+        _, meta, _ = _read_preset(name, registry)
+    except PresetError:
+        return None
+    family, parent = meta.get("family"), meta.get("extends")
+    if isinstance(family, str):
+        return family
+    if isinstance(parent, str) and parent not in (*_seen, name):
+        return preset_family(parent, registry, (*_seen, name))
+    return None
+
+
 def get_config(name: str, *, registry: Registry | None = None, **overrides: Any) -> ModelConfig:
     """The validated config of preset ``name``, with optional overrides."""
     return resolve_config(name, overrides, registry=registry)
@@ -536,6 +561,7 @@ __all__ = [
     "apply_overrides",
     "resolve_config",
     "preset_dict",
+    "preset_family",
     "preset_pretrained",
     "get_config",
 ]
