@@ -482,3 +482,59 @@ def _check_study_region(region: str, data: dict[str, Any]) -> int:
             assert shown(interaction["interaction"], 4, sign=True) in region
             compared += 1
     return compared
+
+
+def svg_axes(path: Path) -> list[dict[str, Any]]:
+    """Per axes of an SVG figure saved with ``svg.fonttype`` ``"none"`` (its text kept as
+    text): its x tick labels, in order, and its x label."""
+    import xml.etree.ElementTree as ElementTree
+
+    ns = "{http://www.w3.org/2000/svg}"
+    found = []
+    for axes in ElementTree.parse(path).getroot().iter(f"{ns}g"):
+        if not axes.get("id", "").startswith("axes_"):
+            continue
+        xaxis = next(g for g in axes.iter(f"{ns}g") if g.get("id", "").startswith("matplotlib.axis_"))  # x, then y
+        parts: dict[str, list[str]] = {"xtick_": [], "text_": []}
+        for group in xaxis:
+            for prefix, texts in parts.items():
+                if group.get("id", "").startswith(prefix):
+                    texts += ["".join(t.itertext()).strip() for t in group.iter(f"{ns}text")]
+        found.append({"xticks": [t for t in parts["xtick_"] if t], "xlabel": " ".join(parts["text_"])})
+    return found
+
+
+def saved_figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The matplotlib figures saved from now on (each ``Figure.savefig``'s), kept to
+    measure their text after the zoo has drawn and written them."""
+    from matplotlib.figure import Figure
+
+    figures: list[Any] = []
+    original = Figure.savefig
+
+    def savefig(self: Any, *args: Any, **kwargs: Any) -> Any:
+        figures.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    return figures
+
+
+def cut_texts(fig: Any) -> list[str]:
+    """The titles, axis labels and legend entries of ``fig`` that run past its edges."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    texts = list(fig.texts) + ([fig._suptitle] if fig._suptitle is not None else [])
+    for ax in fig.axes:
+        texts += [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts]
+        texts += ax.get_legend().get_texts() if ax.get_legend() is not None else []
+    edge = fig.bbox
+    cut = []
+    for text in texts:
+        if not text.get_visible() or not text.get_text().strip():
+            continue
+        box = text.get_window_extent(renderer)
+        if box.x0 < edge.x0 - 1 or box.x1 > edge.x1 + 1 or box.y0 < edge.y0 - 1 or box.y1 > edge.y1 + 1:
+            cut.append(text.get_text())
+    return cut

@@ -221,7 +221,7 @@ def test_the_cli_reuses_every_run_and_prints_the_table(ran: AblationResult, tmp_
         ),
         (["norm_eps=1"], None, "AXIS=VALUE takes a component kind"),
         (["position=none", "position=none"], None, "names the swap 'position=none' twice"),
-        (["positions"], None, "or AXIS=VALUE for a component"),
+        (["positions"], None, "AXIS=VALUE for a component"),
         (["position=none"], [1], "distinct whole multiples of --seq-len of 2 or more"),
         (["position=none"], [2, 2], "distinct whole multiples"),
         (["position=none"], [1000], "--eval-lengths: the validation split holds"),

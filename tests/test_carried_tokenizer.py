@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import zoo
-from helpers import edit_metadata, put_in_hub_cache, train_tokenizer
+from helpers import bundled_lines, edit_metadata, put_in_hub_cache, train_tokenizer
 from zoo.cli import main
 
 transformers = pytest.importorskip("transformers")
@@ -136,3 +136,81 @@ def test_the_embedded_files_are_the_folders_bytes(offline: Path) -> None:
     snapshot = zoo.interop.hub.local_or_snapshot("org/llama", None)[0]
     for name, text in record["embedded"].items():
         assert base64.b64decode(text) == (Path(snapshot) / name).read_bytes()
+
+
+# -- zoo train and zoo eval of a checkpoint whose tokenizer it embeds ------------------------
+
+
+def embedded_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, list[int]]:
+    """A converted Llama saved with its tokenizer embedded, the hub cache gone, a data cache
+    of its own; and raw text with its ids under that tokenizer."""
+    model = zoo.from_pretrained("org/llama")
+    file = zoo.save(model, tmp_path / "llama.safetensors")
+    words = "\n".join(bundled_lines(600))
+    ids = zoo.tokenizer(str(zoo.interop.hub.local_or_snapshot("org/llama", None)[0])).encode(words)
+    no_cache(monkeypatch, tmp_path)
+    monkeypatch.setenv("ZOO_DATA_CACHE", str(tmp_path / "data-cache"))
+    text = tmp_path / "text.txt"
+    text.write_text(words, encoding="utf-8")
+    return file, text, ids
+
+
+def test_fine_tuning_a_checkpoint_prepares_text_with_the_tokenizer_it_embeds(
+    offline: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No --tokenizer: the text is tokenized with the checkpoint's own (a 400-token BPE), not
+    bytes; the run keeps that tokenizer's files, so its checkpoint produces text too."""
+    from zoo.training.shards import open_data
+
+    file, text, ids = embedded_checkpoint(tmp_path, monkeypatch)
+    run = tmp_path / "run"
+    argv = ["train", str(file), "--data", str(text), "-o", str(run), "--steps", "1", "--batch-size", "2"]
+    assert main([*argv, "--seq-len", "16", "--quiet"]) == 0
+    tuned = zoo.checkpoint.inspect(run).metadata
+    data = open_data(Path(tuned["training"]["data"]))
+    assert data.tokenizer != "bytes" and data.vocab_size == VOCAB
+    tokens = torch.cat([*data.train.shards, *data.val.shards]).tolist()
+    assert tokens[: len(ids) - 1] == ids[: len(ids) - 1]  # the embedded tokenizer's ids, in order
+    assert set(tuned["tokenizer"]["files"]) >= {"tokenizer.json"}
+    assert zoo.generate_text(zoo.load(run), PROMPT, max_new_tokens=3)  # the run carries it on
+
+
+def test_eval_of_a_checkpoint_tokenizes_raw_text_with_the_tokenizer_it_embeds(
+    offline: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file, text, ids = embedded_checkpoint(tmp_path, monkeypatch)
+    assert main(["eval", str(file), "--data", str(text), "--split", "train", "--seq-len", "16", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert len(ids) * 0.95 - 16 <= result["tokens"] <= len(ids)  # windows of the BPE's tokens, not of bytes
+    assert len(ids) < 0.8 * len(text.read_bytes())  # which are fewer
+
+
+def test_data_of_another_tokenizer_than_the_embedded_one_is_refused_by_name(
+    offline: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bytes fit a 400-token vocabulary, so only the tokenizer can tell: refused before any
+    step, the message naming the checkpoint's tokenizer, not the cache folder it was unpacked to."""
+    from helpers import prepared_bytes
+
+    file, _, _ = embedded_checkpoint(tmp_path, monkeypatch)
+    data = prepared_bytes(tmp_path, 4000)
+    argv = ["train", str(file), "--data", str(data), "-o", str(tmp_path / "run"), "--steps", "1", "--seq-len", "16"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "tokenized with 'bytes' but the model was trained with the tokenizer its checkpoint carries" in err
+    assert not (tmp_path / "run").exists()
+    assert main(["eval", str(file), "--data", str(data), "--seq-len", "16"]) == 1
+    assert "tokenized with 'bytes' but the model was trained with the tokenizer its checkpoint carries" in (
+        capsys.readouterr().err
+    )
+
+
+def test_eval_of_a_hub_model_names_its_tokenizer_by_its_id(
+    offline: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from helpers import prepared_bytes
+
+    data = prepared_bytes(tmp_path, 4000)
+    assert main(["eval", "org/gpt2", "--data", str(data), "--seq-len", "16"]) == 1
+    err = capsys.readouterr().err
+    assert "but the model was trained with 'org/gpt2'" in err and "snapshots" not in err

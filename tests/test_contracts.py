@@ -187,6 +187,46 @@ def test_a_class_declares_its_options_with_an_options_attribute() -> None:
         tiny(registry=registry, activation="recursive")
 
 
+class Tempered(SdpaAttention):
+    """A plugin's attention subclassing the built-in one: a new option, the inherited ones kept."""
+
+    def __init__(self, d_model: int, n_heads: int, *, temperature: float = 1.0, **options: Any) -> None:
+        super().__init__(d_model, n_heads, **options)
+        self.temperature = temperature
+
+
+class TemperedOwn(Tempered):
+    """The same, declaring its own options: exactly those."""
+
+    class Options(BaseModel):
+        model_config = ConfigDict(frozen=True, extra="forbid")
+        temperature: float = 1.0
+
+
+def test_a_subclass_of_a_built_in_attention_takes_its_new_options_beside_the_inherited_ones() -> None:
+    """SdpaAttention's Options is inherited; a subclass's new argument is an option too,
+    rather than refused as an extra input, while a misspelt one still is."""
+    plugin = inline(
+        "tempered",
+        zoo_register_components=lambda register: (
+            register("attention", "tempered", Tempered),
+            register("attention", "tempered-own", TemperedOwn),
+        ),
+    )
+    registry = zoo.Registry(entry_points=False, plugins=[plugin])
+    assert set(registry.get("attention", "tempered").options_model.model_fields) == {
+        *SdpaAttention.Options.model_fields,
+        "temperature",
+    }
+    attn = tiny(registry=registry, attention={"name": "tempered", "temperature": 2.0, "n_kv_heads": 2}).blocks[0].attn
+    assert isinstance(attn, Tempered) and (attn.temperature, attn.n_kv_heads, attn.kernel) == (2.0, 2, "sdpa")
+    with pytest.raises(zoo.ConfigError, match="attention.temprature: Extra inputs are not permitted"):
+        tiny(registry=registry, attention={"name": "tempered", "temprature": 2.0})
+    assert registry.get("attention", "tempered-own").options_model is TemperedOwn.Options
+    with pytest.raises(zoo.ConfigError, match="attention.n_kv_heads: Extra inputs are not permitted"):
+        tiny(registry=registry, attention={"name": "tempered-own", "n_kv_heads": 2})
+
+
 def test_the_old_builder_contract_is_refused_with_the_fix() -> None:
     def old(builder: Any, options: Any) -> nn.Module:
         return nn.ReLU()

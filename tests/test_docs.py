@@ -452,3 +452,16 @@ def test_install_commands_name_the_distributions_in_pyproject() -> None:
             name = re.split(r"[\[<>=!~ ]", arg)[0]
             if name.startswith("zoo") and "/" not in arg:  # ours by name (not torch, not a path)
                 assert name in names, f"{line!r}: {arg} is not one of {sorted(names)}"
+
+
+def test_the_readmes_sig_legend_states_the_tools_rule() -> None:
+    """The table marks `*` by the adjusted p (``AblationRun.significant``), not by the Δ
+    interval excluding 0: `make demo`'s own table has rows whose interval excludes 0 and
+    that are unmarked, which the README's legend must not contradict."""
+    from zoo.ablate.stats import DEFAULT_CORRECTION
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    legend = " ".join(next(p for p in text.split("\n- ") if "`sig` is `*`" in p).split())
+    assert "adjusted" in legend and "below 0.05" in legend, legend
+    assert f"{DEFAULT_CORRECTION.capitalize()}'s by default" in legend, legend
+    assert "`*` when the Δ interval excludes 0" not in legend, legend

@@ -8,6 +8,7 @@ that ``-o fig.svg`` holds SVG, never PNG bytes under another name."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 from zoo.errors import InputError, printable
 
-__all__ = ["FIGURE_FORMATS", "figure_format", "log_scale", "plain_text"]
+__all__ = ["FIGURE_FORMATS", "block_axis", "figure_format", "fit_text", "log_scale", "plain_text"]
 
 
 @contextmanager
@@ -43,6 +44,40 @@ def log_scale(ax: Any, axis: str = "y") -> None:
     which = getattr(ax, f"{axis}axis")
     which.set_major_formatter(LogFormatter())
     which.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
+
+
+def block_axis(ax: Any, *, residual: bool = False) -> None:
+    """``ax``'s x axis numbers blocks as ``zoo probe``, the hook names and every table do:
+    0 to L - 1; the residual stream's L + 1 points are 0 (the embeddings, entering block
+    0) and n (leaving block n - 1). Whole numbers only."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_xlabel("block (0: the embeddings, n: leaving block n - 1)" if residual else "block")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def fit_text(fig: Any) -> None:
+    """Wrap, at spaces, each title and axis label of ``fig`` that is longer than the room
+    it has (the figure's width for its suptitle, its axes' width or height for the rest),
+    so that none runs past the figure's edge and is cut; call before ``tight_layout``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()  # type: ignore[no-untyped-call]
+    texts: list[tuple[Any, float, bool]] = []
+    if getattr(fig, "_suptitle", None) is not None:
+        texts.append((fig._suptitle, fig.bbox.width, False))
+    for ax in fig.axes:
+        width, height = ax.bbox.width, ax.bbox.height
+        texts += [(ax.title, width, False), (ax.xaxis.label, width, False), (ax.yaxis.label, height, True)]
+    for text, room, vertical in texts:
+        for _ in range(6):  # each pass narrows the lines by what the last one measured
+            extent = text.get_window_extent(renderer)
+            length = extent.height if vertical else extent.width
+            words = text.get_text().replace("\n", " ")
+            if length <= room or " " not in words:
+                break
+            longest = max(len(line) for line in text.get_text().splitlines())
+            text.set_text(textwrap.fill(words, max(10, int(longest * room / length) - 1)))
 
 
 #: The formats a figure is written in, by the suffix of its file (matplotlib's names).

@@ -30,8 +30,6 @@ from torch import Tensor, nn
 
 from zoo.bounds import check_elements, count
 from zoo.checkpoint import load
-from zoo.checkpoint.format import json_field
-from zoo.checkpoint.store import open_file, resolve
 from zoo.checkpoint.tokenizer import TOKENIZER_FOLDER, embedded_files
 from zoo.decoding import Sampling, generate
 from zoo.decoding.beams import check_early_stopping
@@ -40,7 +38,15 @@ from zoo.errors import CheckpointError, ConfigError, InputError, InteropError, c
 from zoo.interop.hf import from_hf
 from zoo.interop.hub import check_revision, is_hub_id, local_or_snapshot
 from zoo.nn.model import DecoderLM
-from zoo.text.loading import NAMES, folder_tokenizer, has_tokenizer, keep_tokenizer_files, kept_tokenizer
+from zoo.text.loading import (
+    NAMES,
+    folder_tokenizer,
+    has_tokenizer,
+    keep_tokenizer_files,
+    kept_tokenizer,
+    record_source,
+    recorded_tokenizer_source,
+)
 from zoo.text.loading import tokenizer as load_tokenizer
 from zoo.text.tokenizers import Tokenizer
 
@@ -405,55 +411,6 @@ def recorded_tokenizer(path: str | os.PathLike[str], version: int | None = None)
     """The tokenizer a zoo checkpoint records (see the module), or None if it records none."""
     source = recorded_tokenizer_source(path, version)
     return load_tokenizer(source) if source is not None else None
-
-
-def recorded_tokenizer_source(path: str | os.PathLike[str], version: int | None = None) -> str | None:
-    """What ``zoo.tokenizer`` (and ``zoo data prepare --tokenizer``) takes to get the
-    tokenizer a checkpoint records: a name, or a folder (kept beside the versions and
-    checked against its sha256, or a hub snapshot); None if it records none."""
-    file = resolve(path, version)
-    metadata, _ = open_file(file, tensors=False)
-    user = json_field(metadata, "zoo.metadata", file, dict) if "zoo.metadata" in metadata else {}
-    record = user.get("tokenizer")
-    if record is None and isinstance(user.get("training"), Mapping):
-        record = user["training"].get("tokenizer")  # a run records the name its data was prepared with
-    if record is None:
-        return None
-    if isinstance(record, str):
-        record = {"name": record}
-    if not isinstance(record, Mapping):
-        raise CheckpointError(f"{file}: metadata 'tokenizer' is {printable(repr(record))[:80]}, not a record")
-    if isinstance(record.get("files"), Mapping):
-        folder = (Path(path) if Path(path).is_dir() else file.parent) / TOKENIZER_FOLDER
-        try:
-            kept_tokenizer(folder, record["files"], str(file))
-        except InteropError as err:
-            raise CheckpointError(str(err)) from err
-        return str(folder)
-    return record_source(record, str(file))
-
-
-def record_source(record: Mapping[str, Any], where: str) -> str | None:
-    """What ``zoo.tokenizer`` takes for a record of a name or a hub id (None: a record of
-    files, or of a description this zoo cannot load)."""
-    if isinstance(record.get("hub"), str):
-        revision = record.get("revision")
-        revision = revision if isinstance(revision, str) else None
-        try:
-            check_revision(revision)
-        except InteropError as err:
-            raise CheckpointError(
-                f"{where}: the tokenizer its metadata records is not one to fetch: {err}. Fix or remove the "
-                f"metadata 'tokenizer' (or give zoo.tokenizer / --tokenizer yourself)"
-            ) from err
-        folder, _ = local_or_snapshot(record["hub"], revision, need="tokenizer")
-        return str(folder)
-    name = record.get("name")
-    if isinstance(name, str) and (name in NAMES or is_hub_id(name) or Path(name).is_dir()):
-        return name
-    if isinstance(name, str) or "embedded" in record:  # in-memory tokens, or files only a model carries
-        return None
-    raise CheckpointError(f"{where}: metadata 'tokenizer' names no name, hub id or files")
 
 
 def model_tokenizer(

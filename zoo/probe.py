@@ -40,7 +40,7 @@ from zoo.bounds import check_bytes, check_elements
 from zoo.checkpoint import load, versions, write_atomically
 from zoo.checkpoint.store import check_output_file
 from zoo.errors import ConfigError, InputError, ZooError, printable
-from zoo.figures import figure_format, log_scale, plain_text
+from zoo.figures import block_axis, figure_format, fit_text, log_scale, plain_text
 from zoo.nn.config import ModelConfig, get_config
 from zoo.nn.factory import build
 from zoo.nn.hooks import cache_bytes, run_with_cache, stacks
@@ -415,11 +415,12 @@ def plot(
     for ax, metric in zip(axes, panels, strict=True):
         for result, colour in zip(results, colours, strict=True):
             _draw(ax, metric, result, colour, width=1.0 + 2.0 * (len(results) - results.index(result)) / len(results))
-        ax.set_xlabel("block (0: the embeddings, n: leaving block n - 1)" if metric == "residual" else "block")
+        block_axis(ax, residual=metric == "residual")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
     sources = sorted({r.tokens for r in results})
     fig.suptitle(f"zoo probe, measured on {'; '.join(sources)}", fontsize=9)
+    fit_text(fig)
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format=kind)

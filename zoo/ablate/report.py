@@ -26,7 +26,7 @@ from zoo.ablate.results import (
     md_code,
 )
 from zoo.errors import printable
-from zoo.figures import log_scale, plain_text
+from zoo.figures import block_axis, fit_text, log_scale, plain_text
 
 
 def table(
@@ -457,6 +457,7 @@ def plot_curves(runs: list[AblationRun], path: Path, *, title: str, notes: list[
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    fit_text(fig)
     fig.tight_layout()
     write_figure(path, fig)
     return path
@@ -493,6 +494,7 @@ def plot_deltas(result: AblationResult, path: Path) -> Path | None:
     ax.set_xlabel(f"Δ final validation loss vs {result.base} (paired, {LEVEL:.0%} CI; < 0 is better)")
     ax.set_title(f"{result.base} -> {result.target}: {len(result.seeds)} seeds")
     ax.grid(alpha=0.3, axis="x")
+    fit_text(fig)
     fig.tight_layout()
     write_figure(path, fig)
     return path
@@ -507,8 +509,6 @@ def plot_diagnostics(result: AblationResult, path: Path) -> Path | None:
     runs = [run for run in result.runs if all(s.diagnostics for s in run.seeds)]
     if figure is None or not runs:
         return None
-    from matplotlib.ticker import MaxNLocator
-
     fig = figure(figsize=(11, 10), dpi=110)
     axes = fig.subplots(3, 2, squeeze=False)
     for col, (index, when) in enumerate(((0, "first"), (-1, "last"))):
@@ -517,22 +517,22 @@ def plot_diagnostics(result: AblationResult, path: Path) -> Path | None:
             grads = [sum(d.grad_norm[i] for d in taken) / len(taken) for i in range(len(taken[0].grad_norm))]
             rms = [sum(d.residual_rms[i] for d in taken) / len(taken) for i in range(len(taken[0].residual_rms))]
             style = {"linewidth": 2.5} if run.axis in ("base", "target") else {"linewidth": 1.0, "alpha": 0.8}
-            axes[0][col].plot(range(1, len(grads) + 1), grads, marker="o", label=run.name, **style)
-            axes[1][col].plot(range(len(rms)), rms, marker="o", label=run.name, **style)
+            axes[0][col].plot(range(len(grads)), grads, marker="o", label=run.name, **style)  # blocks 0..L-1
+            axes[1][col].plot(range(len(rms)), rms, marker="o", label=run.name, **style)  # 0: the embeddings
             if all(d.attention_entropy for d in taken):  # older records have none
                 entropy = [sum(d.attention_entropy[i] for d in taken) / len(taken) for i in range(len(grads))]
-                axes[2][col].plot(range(1, len(entropy) + 1), entropy, marker="o", label=run.name, **style)
+                axes[2][col].plot(range(len(entropy)), entropy, marker="o", label=run.name, **style)
         step = runs[0].seeds[0].diagnostics[index].step
         axes[0][col].set_title(f"gradient norm per block, {when} evaluation (step {step})", fontsize=9)
-        axes[1][col].set_title(f"residual RMS (0: embeddings), {when} evaluation (step {step})", fontsize=9)
+        axes[1][col].set_title(f"residual RMS, {when} evaluation (step {step})", fontsize=9)
         axes[2][col].set_title(f"attention entropy per block (nats, mean of heads), step {step}", fontsize=9)
         log_scale(axes[0][col], "y")
-        for row in axes:
-            row[col].set_xlabel("block")
-            row[col].xaxis.set_major_locator(MaxNLocator(integer=True))
+        for number, row in enumerate(axes):
+            block_axis(row[col], residual=number == 1)
             row[col].grid(alpha=0.3)
     axes[0][0].legend(fontsize=7)
     fig.suptitle(f"{result.base} -> {result.target}: inside the runs")
+    fit_text(fig)
     fig.tight_layout()
     write_figure(path, fig)
     return path

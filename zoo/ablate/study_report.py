@@ -15,7 +15,7 @@ from zoo.ablate.records import write_figure, write_text
 from zoo.ablate.report import figure_class, p_text
 from zoo.ablate.results import ALPHA, LEVEL, MIN_EFFECT, md_block, md_code
 from zoo.ablate.stats import Interval, detectable_difference
-from zoo.figures import log_scale, plain_text
+from zoo.figures import fit_text, log_scale, plain_text
 
 
 def write_study_report(study: StudyResult) -> None:
@@ -428,6 +428,7 @@ def plot_scale(study: StudyResult, path: Path) -> Path | None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(f"{study.base} -> {study.target}: effects against scale")
+    fit_text(fig)
     fig.tight_layout()
     write_figure(path, fig)
     return path
@@ -477,6 +478,7 @@ def plot_sweep(study: StudyResult, path: Path) -> Path | None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(f"{study.base} -> {study.target}: final loss against the {'rate' if swept == 'lr' else 'warm-up'}")
+    fit_text(fig)
     fig.tight_layout()
     write_figure(path, fig)
     return path

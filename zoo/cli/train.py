@@ -42,8 +42,7 @@ from zoo.errors import InputError, ZooError, printable
 from zoo.figures import FIGURE_FORMATS
 from zoo.interop.hub import is_hub_id, local_or_snapshot
 from zoo.nn.sets import parse_sets
-from zoo.pipelines import recorded_tokenizer_source
-from zoo.text.loading import has_tokenizer
+from zoo.text.loading import has_tokenizer, recorded_tokenizer_source
 from zoo.training import (
     BUNDLED_CORPUS,
     PRECISIONS,
@@ -55,6 +54,7 @@ from zoo.training import (
     train,
 )
 from zoo.training.curves import CURVES, NO_MATPLOTLIB, have_matplotlib, plot_runs
+from zoo.training.data import tokenizer_cache
 from zoo.training.distributed import launcher_int
 from zoo.training.metrics import LOGGERS, METRICS, check_loggers
 from zoo.training.stateful import learning_rate
@@ -214,7 +214,7 @@ def _add_train(commands: Commands) -> None:
         default=None,
         metavar="NAME|DIR|ID",
         help="for raw text --data: gpt2, bytes, a folder or a hub id (default: the one a checkpoint was trained "
-        "with, else gpt2 for GPT-2's vocabulary size, else bytes)",
+        "with or carries, else gpt2 for GPT-2's vocabulary size, else bytes)",
     )
 
 
@@ -500,13 +500,15 @@ def cmd_eval(args: argparse.Namespace, ui: Ui) -> int:
             )
         folder, _ = local_or_snapshot(source)
         model: zoo.DecoderLM | zoo.EncoderDecoder = zoo.from_hf(folder)
-        tokenizer = tokenizer or (str(folder) if has_tokenizer(folder) else None)
+        local = (Path(source) / "config.json").is_file()
+        own = (str(folder) if local else source) if has_tokenizer(folder) else None  # an id, never its cache path
+        tokenizer = tokenizer or own
         data, shown = args.data, str(folder)
     else:
         info = inspect(source, version=args.version, verify=False)
         data = args.data if args.data is not None else run_data(source, info)
         model = zoo.load(info.path)
-        tokenizer = tokenizer or recorded_tokenizer_source(info.path)  # the run's own
+        tokenizer = tokenizer or recorded_tokenizer_source(info.path, unpack=tokenizer_cache())  # the run's own
         shown = str(info.path)
     seq_len = args.seq_len or min(getattr(model.config, "max_seq_len", 1024), 1024)
     result = evaluate(

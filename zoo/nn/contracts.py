@@ -139,12 +139,27 @@ def options_from_signature(factory: Callable[..., Any]) -> type[BaseModel]:
     """The options model of a component registered without one: ``factory.Options`` if it
     declares one, else one field per constructor argument the model does not fill (not a
     config argument, not another kind's module), typed and defaulted as in the signature.
+    A subclass that inherits ``Options`` (one of ``SdpaAttention``, say) and takes more
+    arguments gets them as options beside the inherited ones.
 
     Options refuse unknown names and non-finite floats.
     """
     declared = getattr(factory, "Options", None)
-    if isinstance(declared, type) and issubclass(declared, BaseModel):
+    if not (isinstance(declared, type) and issubclass(declared, BaseModel)):
+        declared = None
+    elif "Options" in vars(factory):  # its own: it says which options there are
         return declared
+    fields = _signature_fields(factory, set(declared.model_fields) if declared is not None else set())
+    name = f"{getattr(factory, '__name__', 'Component')}Options"
+    if declared is not None:
+        return declared if not fields else create_model(name, __base__=declared, **fields)
+    config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, arbitrary_types_allowed=True)
+    return create_model(name, __config__=config, **fields)
+
+
+def _signature_fields(factory: Callable[..., Any], known: set[str]) -> dict[str, Any]:
+    """An options field (type, default) per constructor argument of ``factory`` the model
+    does not fill and ``known`` lacks."""
     target = factory.__init__ if isinstance(factory, type) else factory  # type: ignore[misc]
     try:
         hints = typing.get_type_hints(target, include_extras=True)
@@ -153,13 +168,11 @@ def options_from_signature(factory: Callable[..., Any]) -> type[BaseModel]:
     fields: dict[str, Any] = {}
     for parameter in constructor_parameters(factory):
         name = parameter.name
-        if name in CONFIG_ARGUMENTS or part_kind(name) is not None:
+        if name in CONFIG_ARGUMENTS or part_kind(name) is not None or name in known:
             continue
         default = ... if parameter.default is inspect.Parameter.empty else parameter.default
         fields[name] = (hints.get(name, Any), default)
-    config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, arbitrary_types_allowed=True)
-    name = f"{getattr(factory, '__name__', 'Component')}Options"
-    return create_model(name, __config__=config, **fields)
+    return fields
 
 
 def legacy_arguments(factory: Callable[..., Any]) -> bool:

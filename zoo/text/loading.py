@@ -1,7 +1,8 @@
 """Tokenizers made from what a user names: ``tokenizer("gpt2" | "bytes" | FOLDER | HUB_ID)``,
 ``folder_tokenizer``, each built once per version of its files; and a tokenizer's files kept
 beside prepared data or a run (``keep_tokenizer_files``, ``kept_tokenizer``), checked by
-sha256 when read back."""
+sha256 when read back; and what names the tokenizer a checkpoint records
+(``recorded_tokenizer_source``), its embedded files unpacked into a folder where asked."""
 
 from __future__ import annotations
 
@@ -13,14 +14,31 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from zoo.checkpoint.store import write_atomically
-from zoo.checkpoint.tokenizer import GPT2_FILES, TOKENIZER_FILES, TOKENIZER_LIMIT, gpt2_paths
-from zoo.errors import ConfigError, InteropError, os_error, printable
+from zoo.checkpoint.format import json_field
+from zoo.checkpoint.store import open_file, resolve, write_atomically
+from zoo.checkpoint.tokenizer import (
+    GPT2_FILES,
+    TOKENIZER_FILES,
+    TOKENIZER_FOLDER,
+    TOKENIZER_LIMIT,
+    embedded_files,
+    gpt2_paths,
+)
+from zoo.errors import CheckpointError, ConfigError, InteropError, os_error, printable
 from zoo.files import loads, read_bytes, read_json
-from zoo.interop.hub import check_revision, is_hub_id, snapshot
+from zoo.interop.hub import check_revision, is_hub_id, local_or_snapshot, snapshot
 from zoo.text.tokenizers import EOT, ByteTokenizer, HFTokenizer, TiktokenTokenizer, Tokenizer
 
-__all__ = ["folder_tokenizer", "has_tokenizer", "keep_tokenizer_files", "kept_tokenizer", "tokenizer"]
+__all__ = [
+    "folder_tokenizer",
+    "has_tokenizer",
+    "keep_tokenizer_files",
+    "kept_tokenizer",
+    "record_source",
+    "recorded_tokenizer_source",
+    "tokenizer",
+    "unpacked_tokenizer",
+]
 
 NAMES = ("gpt2", "bytes")
 
@@ -131,6 +149,85 @@ def kept_tokenizer(folder: Path, hashes: Mapping[str, Any], where: str) -> Token
                 f"it, or pass the tokenizer (--tokenizer)"
             )
     return folder_tokenizer(folder)
+
+
+def unpacked_tokenizer(files: Mapping[str, bytes], root: Path) -> Path:
+    """A folder under ``root`` holding exactly ``files`` (the tokenizer a checkpoint
+    embeds), named by their sha256: what ``zoo data prepare --tokenizer`` takes, the same
+    folder for the same files each time (so prepared data is cached by it), its files
+    written atomically and rewritten where they differ."""
+    hashes = {name: hashlib.sha256(data).hexdigest() for name, data in sorted(files.items())}
+    folder = root / f"tokenizer-{hashlib.sha256(repr(sorted(hashes.items())).encode()).hexdigest()[:32]}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in TOKENIZER_FILES:  # a file the record lacks would be read in its place: none is left
+            if name not in files and (folder / name).is_file():
+                (folder / name).unlink()
+    except OSError as err:
+        raise os_error(err, "write the tokenizer's files to", folder, ConfigError) from err
+    for name, data in files.items():
+        if not (folder / name).is_file() or _sha256(folder / name) != hashes[name]:
+            write_atomically(folder / name, _writer(data), ConfigError)
+    return folder
+
+
+def recorded_tokenizer_source(
+    path: str | os.PathLike[str], version: int | None = None, *, unpack: Path | None = None
+) -> str | None:
+    """What ``zoo.tokenizer`` (and ``zoo data prepare --tokenizer``) takes to get the
+    tokenizer a checkpoint records: a name, or a folder (kept beside the versions and
+    checked against its sha256, a hub snapshot, or, for files the checkpoint embeds,
+    ``unpacked_tokenizer`` under ``unpack``); None if it records none (or embeds its
+    files and no ``unpack`` is given)."""
+    file = resolve(path, version)
+    metadata, _ = open_file(file, tensors=False)
+    user = json_field(metadata, "zoo.metadata", file, dict) if "zoo.metadata" in metadata else {}
+    record = user.get("tokenizer")
+    if record is None and isinstance(user.get("training"), Mapping):
+        record = user["training"].get("tokenizer")  # a run records the name its data was prepared with
+    if record is None:
+        return None
+    if isinstance(record, str):
+        record = {"name": record}
+    if not isinstance(record, Mapping):
+        raise CheckpointError(f"{file}: metadata 'tokenizer' is {printable(repr(record))[:80]}, not a record")
+    if isinstance(record.get("files"), Mapping):
+        folder = (Path(path) if Path(path).is_dir() else file.parent) / TOKENIZER_FOLDER
+        try:
+            kept_tokenizer(folder, record["files"], str(file))
+        except InteropError as err:
+            raise CheckpointError(str(err)) from err
+        return str(folder)
+    return record_source(record, str(file), unpack=unpack)
+
+
+def record_source(record: Mapping[str, Any], where: str, *, unpack: Path | None = None) -> str | None:
+    """What ``zoo.tokenizer`` takes for a record of a name, a hub id or embedded files
+    (these unpacked under ``unpack``); None: a record of files kept in a folder, of
+    embedded files without ``unpack``, or of a description this zoo cannot load."""
+    if isinstance(record.get("hub"), str):
+        revision = record.get("revision")
+        revision = revision if isinstance(revision, str) else None
+        try:
+            check_revision(revision)
+        except InteropError as err:
+            raise CheckpointError(
+                f"{where}: the tokenizer its metadata records is not one to fetch: {err}. Fix or remove the "
+                f"metadata 'tokenizer' (or give zoo.tokenizer / --tokenizer yourself)"
+            ) from err
+        folder, _ = local_or_snapshot(record["hub"], revision, need="tokenizer")
+        return str(folder)
+    name = record.get("name")
+    if isinstance(name, str) and (name in NAMES or is_hub_id(name) or Path(name).is_dir()):
+        return name
+    if "embedded" in record and unpack is not None:
+        try:
+            return str(unpacked_tokenizer(embedded_files(record, where), unpack))
+        except InteropError as err:
+            raise CheckpointError(str(err)) from err
+    if isinstance(name, str) or "embedded" in record:  # in-memory tokens, or files only a model carries
+        return None
+    raise CheckpointError(f"{where}: metadata 'tokenizer' names no name, hub id or files")
 
 
 @functools.lru_cache(maxsize=8)

@@ -18,7 +18,7 @@ from zoo.checkpoint import write_atomically
 from zoo.checkpoint.owned import refuse_inputs_inside
 from zoo.checkpoint.store import check_output_file
 from zoo.errors import ConfigError, InputError, printable
-from zoo.figures import figure_format, plain_text
+from zoo.figures import figure_format, fit_text, plain_text
 from zoo.files import open_read
 from zoo.training.metrics import LINE_LIMIT, METRICS, metrics_line
 
@@ -114,6 +114,7 @@ def curves_figure(runs: Sequence[str | os.PathLike[str]], *, title: str | None =
         top = loss_ax.secondary_xaxis("top", functions=(lambda s: s * per, lambda t: t / per))
         top.set_xlabel(f"tokens ({per:,.0f} per step)")
     loss_ax.set_title(title or ", ".join(Path(name).name for name in curves), fontsize=10)
+    fit_text(fig)
     fig.tight_layout()
     return fig
 

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from importlib import resources
 from pathlib import Path
@@ -13,9 +14,10 @@ from typing import Any
 import xxhash
 
 from zoo._version import __version__
-from zoo.errors import InputError
+from zoo.checkpoint.tokenizer import folder_files
+from zoo.errors import InputError, printable
 from zoo.training.corpus import BUNDLED_CORPUS, Corpus
-from zoo.training.manifest import MANIFEST, file_digest
+from zoo.training.manifest import MANIFEST, TOKENIZERS, file_digest
 from zoo.training.sampling import TokenData, tokens_data
 from zoo.training.shards import open_data, prepare, text_files
 
@@ -42,6 +44,34 @@ def _cache_root() -> Path:
             f"writable folder, or prepare the data yourself with `zoo data prepare TEXT -o DIR` and pass --data DIR"
         ) from err
     return root
+
+
+def tokenizer_cache() -> Path:
+    """Where a tokenizer only a checkpoint carries (its files embedded) is unpacked for
+    preparing text with it: ``tokenizers/`` in the data cache, created."""
+    return _cache_root() / "tokenizers"
+
+
+def tokenizer_name(source: str) -> str:
+    """``source`` (what a model or data was tokenized with) as a message names it: a name
+    or hub id quoted, a folder unpacked from a checkpoint as such, never by its cache path."""
+    if Path(source).parent == cache_folder() / "tokenizers":
+        return "the tokenizer its checkpoint carries"
+    return repr(printable(source))
+
+
+def tokenizer_mismatch(expected: str, data: TokenData) -> str | None:
+    """What ``data`` was tokenized with, as a message names it, where that is not
+    ``expected`` (a name, folder or hub id); None where it is, or where this cannot tell:
+    names compare by name, folders by their files' sha256."""
+    if expected == data.tokenizer:
+        return None
+    if data.tokenizer in TOKENIZERS:  # a built-in tokenizer, not the one expected
+        return repr(data.tokenizer)
+    if expected in TOKENIZERS or data.tokenizer_files is None or not Path(expected).is_dir():
+        return None  # files under a built-in's name (a hub GPT-2), tokens made in memory, a hub id: no telling
+    ours = {name: hashlib.sha256(data).hexdigest() for name, data in folder_files(Path(expected)).items()}
+    return None if ours == data.tokenizer_files else f"the tokenizer {tokenizer_name(data.tokenizer)}"
 
 
 def resolve_data(data: Any, *, tokenizer: str = "gpt2", val_fraction: float = 0.005) -> TokenData:

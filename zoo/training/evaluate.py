@@ -18,9 +18,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.bounds import check_elements
-from zoo.errors import ConfigError, InputError
+from zoo.errors import ConfigError, InputError, printable
 from zoo.nn.inputs import not_finite_loss
-from zoo.training.data import resolve_data
+from zoo.training.data import resolve_data, tokenizer_mismatch, tokenizer_name
 from zoo.training.manifest import TOKENIZERS
 from zoo.training.sampling import TokenSplit
 
@@ -101,12 +101,11 @@ def evaluate(
     vocab = getattr(config, "vocab_size", None)
     expected = tokenizer or ("gpt2" if (vocab or 0) >= 50257 else None)
     token_data = resolve_data(data, tokenizer=expected or "bytes")
-    named = (token_data.tokenizer in TOKENIZERS, expected in TOKENIZERS)
-    if expected is not None and (named == (True, True) and token_data.tokenizer != expected or named == (True, False)):
+    if expected is not None and (used := tokenizer_mismatch(expected, token_data)) is not None:
         why = "was trained with" if tokenizer else "has the vocabulary of"
         raise InputError(
-            f"the data was tokenized with {token_data.tokenizer!r} but the model {why} {expected!r}; its loss "
-            f"on these tokens means nothing. Evaluate on data prepared with `zoo data prepare --tokenizer {expected}`"
+            f"the data was tokenized with {used} but the model {why} {tokenizer_name(expected)}; its loss on these "
+            f"tokens means nothing. Evaluate on data prepared with `zoo data prepare --tokenizer {printable(expected)}`"
         )
     if vocab is not None and (top := token_data.max_token()) >= vocab:
         raise InputError(

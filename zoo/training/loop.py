@@ -46,10 +46,10 @@ from torch import Tensor, nn
 
 from zoo.bounds import check_elements
 from zoo.checkpoint.owned import refuse_inputs_inside
-from zoo.errors import ConfigError, DivergenceError, InputError, check_flag
+from zoo.errors import ConfigError, DivergenceError, InputError, check_flag, printable
 from zoo.nn.config import ModelConfig
 from zoo.training.checkpointing import output_folder, resume_state, save_version
-from zoo.training.data import resolve_data
+from zoo.training.data import resolve_data, tokenizer_mismatch, tokenizer_name
 from zoo.training.distributed import (
     World,
     agree,
@@ -328,10 +328,11 @@ def _check_inputs(
             f"seq_len={settings.seq_len} is over the model's max_seq_len={config.max_seq_len}; "
             f"use --seq-len {config.max_seq_len} or less (or --set max_seq_len=N for a new model)"
         )
-    if model_tokenizer in TOKENIZERS and data.tokenizer in TOKENIZERS and model_tokenizer != data.tokenizer:
+    if model_tokenizer is not None and (used := tokenizer_mismatch(model_tokenizer, data)) is not None:
         raise InputError(
-            f"the data was tokenized with {data.tokenizer!r} but the model was trained with {model_tokenizer!r}; "
-            f"prepare the data with `zoo data prepare --tokenizer {model_tokenizer}`"
+            f"the data was tokenized with {used} but the model was trained with {tokenizer_name(model_tokenizer)}; "
+            f"prepare the data with `zoo data prepare --tokenizer {printable(model_tokenizer)}`, or give its raw "
+            f"text as --data (prepared with the model's tokenizer)"
         )
     data.train.check(settings.seq_len, "training")
     data.val.check(settings.seq_len, "validation")

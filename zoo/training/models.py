@@ -17,7 +17,9 @@ from zoo.interop.hub import is_hub_id, local_or_snapshot
 from zoo.nn.config import resolve_config
 from zoo.nn.factory import build
 from zoo.nn.registry import default_registry
-from zoo.text.loading import has_tokenizer
+from zoo.text.loading import has_tokenizer, recorded_tokenizer_source
+from zoo.training.data import tokenizer_cache
+from zoo.training.manifest import TOKENIZERS
 from zoo.training.settings import TrainSettings
 
 
@@ -64,13 +66,23 @@ def model_of(
             except RuntimeError as err:
                 raise ConfigError(f"the overrides change the shape of {path}'s weights: {err}") from err
             loaded = rebuilt
-        return loaded.train(), trained_tokenizer(meta)
+        return loaded.train(), checkpoint_tokenizer(path, meta)
     trained = None
     if resume_from is not None and Path(resume_from).is_dir() and (saved := versions(resume_from)):
         trained = trained_tokenizer(saved[-1].metadata)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(settings.seed)
         return build(str(model), **overrides), trained
+
+
+def checkpoint_tokenizer(path: Path, metadata: dict[str, Any]) -> str | None:
+    """The tokenizer to prepare text with for a checkpoint: the one its training data was
+    prepared with, where that is still at hand, else the one it carries (a name, a hub
+    snapshot, files kept beside it, or its embedded files, unpacked into the data cache)."""
+    trained = trained_tokenizer(metadata)
+    if isinstance(trained, str) and (trained in TOKENIZERS or Path(trained).is_dir() or is_hub_id(trained)):
+        return trained
+    return recorded_tokenizer_source(path, unpack=tokenizer_cache())
 
 
 def trained_tokenizer(metadata: dict[str, Any]) -> str | None:
