@@ -28,7 +28,7 @@ from zoo.ablate.ladder import ladder, row_named
 from zoo.ablate.options import CONTROL_SEED_OFFSET, parse_scales
 from zoo.ablate.stats import Interval, detectable_difference, mean_interval, welch_difference
 from zoo.ablate.studies import non_embedding_parameters, run_study
-from zoo.ablate.study_report import cells_table
+from zoo.ablate.study_report import cells_table, sweep_sentences, warmup_verdict
 from zoo.cli import main
 from zoo.nn.registry import default_registry
 from zoo.training import TrainSettings, bundled_corpus, lm_loss, load_corpus, validation_batches
@@ -499,6 +499,58 @@ def test_the_interaction_is_a_paired_difference_of_differences(warmup_study: Any
     effects = study.sweep_effects()  # three sweep tests (base, swap, target), corrected together
     assert all(e.delta.p_adjusted is not None and e.delta.p_adjusted >= e.delta.p_value for e in effects)
     assert study.to_dict()["sweep"]["interactions"][0]["difference_of_differences"]["mean"] == test.delta.mean
+
+
+def test_a_rate_by_warm_up_grid_tests_the_warm_up_at_every_rate(warmup_study: Any) -> None:
+    """With two rates and two warm-ups, each axis is swept at every value of the other: the
+    warm-up's interaction with placement at each rate (what Xiong et al. claim), corrected
+    with every other sweep test, and the verdict says it per rate."""
+    (lr,) = warmup_study.rates
+    other = lr * 3
+    per = {  # (row, warm-up, rate) -> final losses per seed
+        ("transformer-2017", 0, lr): [4.6, 4.7, 4.65],
+        ("transformer-2017", 2, lr): [4.0, 4.02, 4.01],
+        ("placement=pre", 0, lr): [4.0, 4.01, 3.99],
+        ("placement=pre", 2, lr): [4.0, 4.0, 4.01],
+        ("transformer-2017", 0, other): [4.9, 4.95, 4.92],
+        ("transformer-2017", 2, other): [4.9, 4.94, 4.93],
+        ("placement=pre", 0, other): [3.9, 3.95, 3.92],
+        ("placement=pre", 2, other): [3.91, 3.93, 3.92],
+    }
+    cells = []
+    for rate in (lr, other):
+        for cell, result in warmup_study.cells:
+            runs = []
+            for run in result.runs:
+                values = per.get((run.name, cell.warmup, rate))
+                if values is not None:
+                    seeds = [dataclasses.replace(s, final_val_loss=v) for s, v in zip(run.seeds, values, strict=True)]
+                    run = dataclasses.replace(run, seeds=seeds, loss=mean_interval(values))
+                runs.append(run)
+            cells.append((dataclasses.replace(cell, lr=rate), dataclasses.replace(result, runs=runs)))
+    grid = dataclasses.replace(warmup_study, cells=cells, rates=[lr, other])
+    assert grid.swept_axes == ["lr", "warmup"]
+    tests = grid.interactions()
+    assert {(t.swept, t.at) for t in tests} == {("lr", 0), ("lr", 2), ("warmup", lr), ("warmup", other)}
+    for rate in (lr, other):
+        (test,) = [t for t in tests if t.swept == "warmup" and t.at == rate]
+        by_seed = [
+            (a - b) - (c - d)
+            for a, b, c, d in zip(
+                per[("placement=pre", 0, rate)],
+                per[("placement=pre", 2, rate)],
+                per[("transformer-2017", 0, rate)],
+                per[("transformer-2017", 2, rate)],
+            )
+        ]
+        assert test.delta.mean == pytest.approx(sum(by_seed) / 3)
+        assert test.delta.p_adjusted is not None and test.delta.p_adjusted >= test.delta.p_value
+    said = warmup_verdict(grid)
+    assert said is not None and f"lr {lr:g}: post-norm" in said and f"lr {other:g}: post-norm" in said
+    assert "This run shows Xiong" in said  # at the first rate warm-up rescues post-norm alone
+    assert "stays far behind pre-norm" in said  # at the second post-norm trains with neither
+    lines = sweep_sentences(grid)
+    assert any(f"× warm-up at 16x1, lr {other:g}" in line for line in lines)
 
 
 def test_the_cell_table_shows_each_cells_tokens_per_second(warmup_study: Any) -> None:

@@ -5,7 +5,7 @@ row's Δ along the ladder with the word for its trend, and the change across a s
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -128,12 +128,16 @@ class SweepEffect:
     low: Any
     high: Any
     delta: Interval
+    swept: str = "lr"  # the axis swept: "lr" or "warmup"
+    at: Any = None  # the other axis's value in a rate x warm-up grid (None: it has one value)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "axis": self.axis,
             "rung": self.rung,
+            "swept": self.swept,
+            "at": self.at,
             "from": self.low,
             "to": self.high,
             "delta": self.delta.to_dict(),
@@ -191,9 +195,39 @@ class StudyResult:
         """The axis the sweep plot draws: ``"lr"``, ``"warmup"`` or None (no sweep)."""
         return "lr" if len(self.rates) > 1 else "warmup" if len(self.warmups) > 1 else None
 
-    def swept_cell(self, rung: Rung, value: Any) -> AblationResult:
-        """The cell at ``value`` of the swept axis, the other axis at its first value."""
-        return self.cell(rung.name, value) if self.swept == "lr" else self.cell(rung.name, None, value)
+    def swept_cell(self, rung: Rung, value: Any, swept: str | None = None, at: Any = "first") -> AblationResult:
+        """The cell at ``value`` of the swept axis (``swept``, default the plotted one), the
+        other axis at ``at`` (default its first value)."""
+        swept = swept or self.swept
+        if swept == "lr":
+            return self.cell(rung.name, value, at)
+        return self.cell(rung.name, None if at == "first" else at, value)
+
+    @property
+    def swept_axes(self) -> list[str]:
+        """Every axis with more than one value: ``["lr"]``, ``["warmup"]``, both, or none."""
+        return [axis for axis, values in (("lr", self.rates), ("warmup", self.warmups)) if len(values) > 1]
+
+    def _sweep_ends(self) -> Iterator[tuple[str, Any, Rung, Any, Any, AblationResult, AblationResult]]:
+        """Per swept axis, per value of the other axis (a rate x warm-up grid sweeps each at
+        every value of the other), per rung: the axis, that value (None when the other axis
+        has one value), the rung, the sweep's first and last values and their cells."""
+        for swept in self.swept_axes:
+            values: list[Any] = self.rates if swept == "lr" else self.warmups
+            others: list[Any] = self.warmups if swept == "lr" else self.rates
+            for other in others:
+                at = other if len(others) > 1 else None
+                for rung in self.rungs:
+                    low, high = values[0], values[-1]
+                    yield (
+                        swept,
+                        at,
+                        rung,
+                        low,
+                        high,
+                        self.swept_cell(rung, low, swept, other),
+                        self.swept_cell(rung, high, swept, other),
+                    )
 
     def trends(self) -> list[Trend]:
         """Per rate and warm-up, per row but the base: its Δ at every rung (one rung: none), and
@@ -227,22 +261,17 @@ class StudyResult:
         return [replace(t, change=replace(t.change, p_adjusted=p)) if t.change else t for t, p in zip(out, adjusted)]
 
     def sweep_effects(self) -> list[SweepEffect]:
-        """Per rung (and the other axis's first value), per variant: the paired change of its
-        final loss from the sweep's first value to its last (same seeds, same data order)."""
-        swept = self.swept
-        if swept is None:
-            return []
+        """Per swept axis (and value of the other axis), per rung, per variant: the paired
+        change of its final loss from the sweep's first value to its last (same seeds, same
+        data order), corrected over all of these tests together."""
         effects = []
-        values: list[Any] = self.rates if swept == "lr" else self.warmups
-        low, high = values[0], values[-1]
-        for rung in self.rungs:
-            ends = [self.swept_cell(rung, low), self.swept_cell(rung, high)]
-            for run in ends[0].runs:
-                other = row_named(ends[1], run.name)
+        for swept, at, rung, low, high, first, last in self._sweep_ends():
+            for run in first.runs:
+                other = row_named(last, run.name)
                 if other is None or run.axis == "control":
                     continue
                 delta = paired_difference(other.losses(), run.losses(), LEVEL)
-                effects.append(SweepEffect(run.name, run.axis, rung.name, low, high, delta))
+                effects.append(SweepEffect(run.name, run.axis, rung.name, low, high, delta, swept, at))
         adjusted = adjust_optional([e.delta.p_value for e in effects], self.correction)
         return [replace(e, delta=replace(e.delta, p_adjusted=p)) for e, p in zip(effects, adjusted)]
 
@@ -260,24 +289,21 @@ class StudyResult:
         return self.cells[0][1].correction
 
     def interactions(self) -> list[Interaction]:
-        """Per rung (the other axis at its first value), per swapped row: its change across the
-        sweep minus the base's, paired over seeds, corrected over these tests together."""
-        swept = self.swept
-        if swept is None:
-            return []
-        values: list[Any] = self.rates if swept == "lr" else self.warmups
-        low, high = values[0], values[-1]
+        """Per swept axis (and value of the other axis), per rung, per swapped row: its change
+        across the sweep minus the base's, paired over seeds, corrected over these tests
+        together."""
         found = []
-        for rung in self.rungs:
-            ends = [self.swept_cell(rung, low), self.swept_cell(rung, high)]
-            base = [a - b for a, b in zip(ends[0].runs[0].losses(), ends[1].runs[0].losses())]
-            for run in ends[0].runs[1:]:
-                other = row_named(ends[1], run.name)
+        for swept, at, rung, low, high, first, last in self._sweep_ends():
+            base = [a - b for a, b in zip(first.runs[0].losses(), last.runs[0].losses())]
+            for run in first.runs[1:]:
+                other = row_named(last, run.name)
                 if other is None or run.axis in ("control", "target"):
                     continue
                 change = [a - b for a, b in zip(run.losses(), other.losses())]
                 found.append(
-                    Interaction(run.name, run.axis, rung.name, low, high, paired_difference(base, change, LEVEL))
+                    Interaction(
+                        run.name, run.axis, rung.name, low, high, paired_difference(base, change, LEVEL), swept, at
+                    )
                 )
         adjusted = adjust_optional([i.delta.p_value for i in found], self.correction)
         return [replace(i, delta=replace(i.delta, p_adjusted=p)) for i, p in zip(found, adjusted)]
@@ -316,6 +342,7 @@ class StudyResult:
             "trends": [t.to_dict() for t in self.trends()],
             "sweep": {
                 "axis": self.swept,
+                "axes": self.swept_axes,
                 "correction": self.correction,
                 "effects": [e.to_dict() for e in self.sweep_effects()],
                 "interactions": [i.to_dict() for i in self.interactions()],

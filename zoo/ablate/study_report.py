@@ -196,25 +196,34 @@ def sweep_table(study: StudyResult) -> list[str]:
     return lines
 
 
+def _sweep_words(e: Any) -> tuple[str, str]:
+    """What a sweep test sweeps, and where (``at lr 0.003``) in a rate x warm-up grid."""
+    what = "learning rate" if e.swept == "lr" else "warm-up"
+    if e.at is None:
+        return what, ""
+    return what, f", {'warm-up' if e.swept == 'lr' else 'lr'} {e.at:g}"
+
+
 def sweep_sentences(study: StudyResult) -> list[str]:
-    """Per variant, the paired change of its final loss across the sweep, in words."""
-    swept = study.swept
-    if swept is None:
+    """Per variant, the paired change of its final loss across each swept axis, in words."""
+    if not study.swept_axes:
         return []
-    what = "learning rate" if swept == "lr" else "warm-up"
     lines = []
-    for e in study.sweep_effects():
+    effects = study.sweep_effects()
+    for e in effects:
         sig = e.delta.p_adjusted is not None and e.delta.p_adjusted < ALPHA
+        what, where = _sweep_words(e)
         lines.append(
-            f"- {md_code(e.name)} at {e.rung}: {what} {e.low if e.low is not None else 'auto'} instead of "
+            f"- {md_code(e.name)} at {e.rung}{where}: {what} {e.low if e.low is not None else 'auto'} instead of "
             f"{e.high if e.high is not None else 'auto'} changes the final loss by {e.delta.format(4, sign=True)} "
             f"(paired over seeds, p {p_text(e.delta.p_value)}, p adj {p_text(e.delta.p_adjusted)} after {study.correction} "
-            f"over the {len(study.sweep_effects())} sweep tests{', significant' if sig else ', within noise'})."
+            f"over the {len(effects)} sweep tests{', significant' if sig else ', within noise'})."
         )
     for i in study.interactions():
         sig = i.delta.p_adjusted is not None and i.delta.p_adjusted < ALPHA
+        what, where = _sweep_words(i)
         lines.append(
-            f"- interaction {md_code(i.name)} × {what} at {i.rung}: its change minus the base's "
+            f"- interaction {md_code(i.name)} × {what} at {i.rung}{where}: its change minus the base's "
             f"{i.delta.format(4, sign=True)} (difference of differences paired over seeds, p {p_text(i.delta.p_value)}, "
             f"p adj {p_text(i.delta.p_adjusted)}{', significant' if sig else ', not shown'})."
         )
@@ -238,21 +247,36 @@ def _interaction_floor(study: StudyResult, delta: Interval) -> str:
 
 
 def warmup_verdict(study: StudyResult) -> str | None:
+    """``_warmup_verdict`` at every rate of the study (one sentence per rate of a rate x
+    warm-up grid), or None without a warm-up sweep of a post-norm base against pre-norm."""
+    if "warmup" not in study.swept_axes or study.cells[0][1].runs[0].config.placement.name != "post":
+        return None
+    said = [_warmup_verdict(study, lr if len(study.rates) > 1 else None) for lr in study.rates]
+    found = [text for text in said if text is not None]
+    return " ".join(found) if found else None
+
+
+def _warmup_verdict(study: StudyResult, at: float | None) -> str | None:
     """With a warm-up sweep, a post-norm base and a ``placement`` swap: whether this study shows
     Xiong et al.'s result, said plainly. Their claim is an interaction (removing warm-up hurts
     post-norm, not pre-norm), so it is decided by the difference-of-differences test
     (``StudyResult.interactions``) after correction, not by comparing two intervals."""
-    if study.swept != "warmup" or study.cells[0][1].runs[0].config.placement.name != "post":
-        return None
     rung = study.rungs[-1].name
-    effects = {e.axis: e for e in study.sweep_effects() if e.rung == rung}
+    effects = {e.axis: e for e in study.sweep_effects() if e.rung == rung and e.swept == "warmup" and e.at == at}
     post, pre = effects.get("base"), effects.get("placement")
-    test = next((i for i in study.interactions() if i.rung == rung and i.axis == "placement"), None)
+    test = next(
+        (
+            i
+            for i in study.interactions()
+            if i.rung == rung and i.axis == "placement" and i.swept == "warmup" and i.at == at
+        ),
+        None,
+    )
     if post is None or pre is None or test is None or test.delta.half_width is None:
         return None
     low, high = post.low if post.low is not None else "auto", post.high if post.high is not None else "auto"
     said = (
-        f"Warm-up {low} instead of {high} at {rung}: post-norm (the base) {post.delta.format(4, sign=True)} "
+        f"Warm-up {low} instead of {high} at {rung}{'' if at is None else f', lr {at:g}'}: post-norm (the base) {post.delta.format(4, sign=True)} "
         f"(p adj {p_text(post.delta.p_adjusted)}), pre-norm {pre.delta.format(4, sign=True)} "
         f"(p adj {p_text(pre.delta.p_adjusted)}); pre-norm's change minus post-norm's {test.delta.format(4, sign=True)} "
         f"(the interaction, p adj {p_text(test.delta.p_adjusted)})."
@@ -276,7 +300,7 @@ def warmup_verdict(study: StudyResult) -> str | None:
             f"pre-norm) but does not show it: neither post-norm's change nor the interaction is significant "
             f"after correction with {post.delta.n} seeds" + _interaction_floor(study, test.delta) + "."
         )
-    stuck = _untrained_post_norm(study, study.rungs[-1], post.name, pre.name)
+    stuck = _untrained_post_norm(study, study.rungs[-1], post.name, pre.name, at)
     if stuck is not None:
         return said + (
             f" This run does not show Xiong et al.'s result: post-norm stays far behind pre-norm with and "
@@ -291,10 +315,13 @@ def warmup_verdict(study: StudyResult) -> str | None:
     )
 
 
-def _untrained_post_norm(study: StudyResult, rung: Any, post: str, pre: str) -> tuple[float, float] | None:
+def _untrained_post_norm(
+    study: StudyResult, rung: Any, post: str, pre: str, at: float | None = None
+) -> tuple[float, float] | None:
     """(post-norm's best final loss, pre-norm's worst) over the sweep's ends when even the
     best is worse than the worst, each beyond its 95% interval; else None."""
-    ends = [study.swept_cell(rung, value) for value in (study.warmups[0], study.warmups[-1])]
+    lr = study.rates[0] if at is None else at
+    ends = [study.swept_cell(rung, value, "warmup", lr) for value in (study.warmups[0], study.warmups[-1])]
     posts = [row_named(cell, post) for cell in ends]
     pres = [row_named(cell, pre) for cell in ends]
     if any(run is None or run.loss.half_width is None for run in (*posts, *pres)):
