@@ -101,11 +101,8 @@ def add_option_flags(p: argparse.ArgumentParser, kind: type[AnyOptions], group: 
 
 
 def _sets_help() -> str:
-    defaults = {f.name: f.default for f, _ in option_fields(Options)}
-    scale = ", ".join(
-        f"{field}={'each preset' + chr(39) + 's' if defaults[option] is None else defaults[option]}"
-        for field, option in SCALE_FIELDS.items()
-    )
+    shown = {f.name: flag.shown if f.default is None else f.default for f, flag in option_fields(Options)}
+    scale = ", ".join(f"{field}={shown[option]}" for field, option in SCALE_FIELDS.items())
     return f"the scale both sides are trained at: {', '.join(SCALE_FIELDS)}; repeatable (default: {scale})"
 
 
