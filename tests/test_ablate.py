@@ -45,8 +45,10 @@ def numbers(result: AblationResult) -> list[Any]:
     """Everything an ablation measured, without paths and timings."""
     data = result.to_dict()
     for run in data["runs"]:
+        run.pop("tokens_per_second", None)
         for seed in run["seeds"]:
             del seed["checkpoint"], seed["tokens_per_second"]
+            seed.pop("train_seconds", None)
     return [data["runs"], data["table"], data["settings"], data["seeds"], data["tuning"]]
 
 
