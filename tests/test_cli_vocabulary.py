@@ -159,5 +159,5 @@ def test_ablate_takes_the_vocabulary_and_repeats_itself_in_it(
     for shown in ("--set d_model=16", "--set n_layers=1", "--set n_heads=2", "--batch-size 2", f"-o {tmp_path}"):
         assert shown in repeat, repeat
     assert "--d-model" not in repeat and "--batch " not in repeat
-    assert main(["ablate", "--set", "dropout=0", "-o", str(tmp_path / "x")]) == 1
-    assert "zoo ablate sets the scale both sides train at (d_model, n_layers, n_heads)" in capsys.readouterr().err
+    assert main(["ablate", "--set", "norm_eps=0.1", "-o", str(tmp_path / "x")]) == 1
+    assert "zoo ablate sets the scale both sides train at (d_model, n_layers, n_heads, dropout)" in capsys.readouterr().err

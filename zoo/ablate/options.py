@@ -253,7 +253,7 @@ class Options:
         "kind to a registered one (e.g. position=rotary,position=alibi: one row each); AXIS+AXIS is one row with "
         "both swapped at once, and with both single swaps in the table the report tests their interaction",
         kind="axes",
-        metavar="AXIS,AXIS=VALUE,AXIS+AXIS,...",
+        metavar="AXIS,AXIS,...",
         shown="every single swap",
     )
     eval_lengths: list[int] | None = option(
