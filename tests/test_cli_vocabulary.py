@@ -160,4 +160,6 @@ def test_ablate_takes_the_vocabulary_and_repeats_itself_in_it(
         assert shown in repeat, repeat
     assert "--d-model" not in repeat and "--batch " not in repeat
     assert main(["ablate", "--set", "norm_eps=0.1", "-o", str(tmp_path / "x")]) == 1
-    assert "zoo ablate sets the scale both sides train at (d_model, n_layers, n_heads, dropout)" in capsys.readouterr().err
+    assert (
+        "zoo ablate sets the scale both sides train at (d_model, n_layers, n_heads, dropout)" in capsys.readouterr().err
+    )
