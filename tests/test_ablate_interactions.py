@@ -246,7 +246,8 @@ def _sources_text() -> str:
 
 #: The papers a literature statement may cite, as the column names them.
 PAPERS = ("Vaswani et al. 2017", "Shazeer 2020", "Xiong et al. 2020", "Press et al. 2022", "Narang et al. 2021",
-          "Radford et al. 2019")  # fmt: skip
+          "Radford et al. 2019", "Chowdhery et al. 2022", "Ainslie et al. 2023", "Su et al. 2021", "Haviv et al. 2022",
+          "Touvron et al. 2023")  # fmt: skip
 
 
 @pytest.mark.parametrize("row", sorted(LITERATURE))
@@ -256,15 +257,17 @@ def test_every_literature_statement_names_a_real_source_or_none(row: str) -> Non
     assert text.startswith("none") or cited, text
     for paper in cited:  # with where in it: a table, a section or the setting it ran in
         after = text.split(paper, 1)[1][:120]
-        assert re.search(r"Table|section|WikiText|IWSLT|ALiBi", after), text
-    assert not re.search(r"et al\. (?!2017|2019|2020|2021|2022)\d{4}|update|Bonferroni", text)
+        assert re.search(r"Table|section|Figure|WikiText|IWSLT|ALiBi", after), text
+    assert not re.search(r"et al\. (?!2017|2019|2020|2021|2022|2023)\d{4}|update|Bonferroni", text)
 
 
 def test_embedding_scale_is_explained_as_an_interaction_pointing_at_the_paired_row() -> None:
     text = literature("embedding_scale=none", "embedding_scale")
     assert "interaction with the 2017 init" in text and PAIR in text
     assert literature("init=gpt2+embedding_scale=none", "init+embedding_scale") == literature(PAIR, "x")
-    assert literature("position=rotary", "position") == "none"  # a value the statement is not about
+    assert literature("position=learned", "position").startswith("Vaswani et al. 2017")
+    assert literature("norm=layernorm", "norm") == "none"  # a value no statement is about
+    assert literature("attention=gqa(n_kv_heads=4)", "attention") == literature("attention=gqa", "attention") != "none"
     assert literature("anything", "control").startswith("none: the base again")
 
 
