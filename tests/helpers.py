@@ -446,6 +446,28 @@ def check_region_against_results(region: str, data: dict[str, Any]) -> int:
     if floor is not None:
         assert f"{floor:.4f} nats/token" in region
         compared += 1
+    return compared + _check_sensitivity(region, data)
+
+
+def _check_sensitivity(region: str, data: dict[str, Any]) -> int:
+    """The one-rate check's table against the sweep's records: Δ vs the base at each rate."""
+    tables = [t for t in markdown_tables(region) if t and "Δ, own rates" in t[0]]
+    if not data.get("tuning"):
+        assert not tables
+        return 0
+    (rows,) = tables
+    base = {x["lr"]: x["final_val_loss"] for x in data["runs"][0]["tune"]["runs"]}
+    runs = {run["name"]: run for run in [*data["runs"], *([data["control"]] if data.get("control") else [])]}
+    compared = 0
+    for row in rows:
+        tune = runs[row["run"]].get("tune") or {"runs": []}
+        own = {x["lr"]: x["final_val_loss"] for x in tune["runs"]}
+        for rate, loss in base.items():
+            if loss is None:
+                continue
+            value = own.get(rate)
+            assert row[f"Δ at {rate:g}"] == ("" if value is None else f"{value - loss:+.3f}"), row
+            compared += 1
     return compared
 
 

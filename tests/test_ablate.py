@@ -365,6 +365,14 @@ def test_tune_lr_picks_the_best_rate_of_its_grid(tmp_path: Path) -> None:
     assert len(list((tmp_path / "tune").glob("*.json"))) == 3 * len(result.runs)
     report = result.report_path.read_text()  # type: ignore[union-attr]
     assert "| run | 1e-05 | 0.01 | 1000 | chosen |" in report and "seed 1000 (not one of the compared seeds)" in report
+    # the one-rate check: each row's Δ vs the base at every rate both trained in the sweep
+    base = {t.lr: t.final_val_loss for t in result.runs[0].tune}
+    rates = [r for r in grid if base[r] is not None]
+    assert "| run | " + " | ".join(f"Δ at {r:g}" for r in rates) + " | Δ, own rates | flips |" in report
+    for run in result.runs[1:]:
+        own = {t.lr: t.final_val_loss for t in run.tune}
+        cells = ["" if own[r] is None else f"{own[r] - base[r]:+.3f}" for r in rates]  # type: ignore[operator]
+        assert f"| {run.name} | " + " | ".join(cells) + f" | {run.tested.mean:+.3f} |" in report
 
 
 def test_a_best_rate_on_the_edge_of_its_sweep_is_extended_then_flagged(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from zoo.ablate.advice import floor_sentence, next_step
 from zoo.ablate.extrapolation import extrapolation_markdown
 from zoo.ablate.ladder import StudyResult
-from zoo.ablate.report import interaction_sentences, table
+from zoo.ablate.report import interaction_sentences, sensitivity_table, table
 from zoo.ablate.results import AblationResult, md_block, md_code
 from zoo.ablate.study_report import (
     cells_table,
@@ -462,6 +462,7 @@ def _ablation_region(result: AblationResult, figures: dict[str, str]) -> str:
     lines += ["", *(f"- {line[0].upper()}{line[1:]}." for line in interaction_sentences(result, md_code))]
     floor = floor_sentence(result)
     lines += ["", f"{floor[0].upper() + floor[1:]}." if floor else "One seed: no noise floor.", ""]
+    lines += sensitivity_table(result)
     lines += extrapolation_markdown(result)
     for role, path in figures.items():
         lines += [f"![{role}]({path})", ""]
@@ -479,6 +480,10 @@ def _study_region(study: StudyResult, figures: dict[str, str]) -> str:
             *tuned_table(study),
             "",
         ]
+        last = study.cells[-1]
+        sensitivity = sensitivity_table(last[1])
+        if sensitivity:
+            lines += [f"At {last[0].rung.name}:", "", *sensitivity]
     trends = study.trends()
     if trends:
         header = ["row", *(r.name for r in study.rungs), "trend", "literature"]

@@ -349,7 +349,49 @@ def _rates(result: AblationResult) -> list[str]:
         edge = " **on edge**" if run.on_edge else ""
         lines.append(f"| {md(run.name)} | " + " | ".join(cells) + f" | {run.lr:g}{edge} |")
     edges = [run for run in result.runs if run.on_edge]
-    return lines + ["", *(f"{edge_sentence(run, md_code(run.name))}." for run in edges), *([""] if edges else [])]
+    lines += ["", *(f"{edge_sentence(run, md_code(run.name))}." for run in edges), *([""] if edges else [])]
+    return lines + sensitivity_table(result)
+
+
+def sensitivity_table(result: AblationResult) -> list[str]:
+    """Markdown, when the rates were tuned: the one-rate check. Each row's Δ vs the base at
+    every rate both trained in the sweep (same seed and steps, so paired), beside its Δ at
+    the tuned rates; a row whose Δ changes sign across the rates has a verdict that rests on
+    the rate. Empty when nothing was tuned."""
+    if not result.tuning or not result.runs[0].tune:
+        return []
+    base = {x.lr: x.final_val_loss for x in result.runs[0].tune}
+    rates = sorted(r for r, loss in base.items() if loss is not None)
+    floor = result.noise_floor()
+    beyond = floor if floor is not None else MIN_EFFECT  # one run's Δ: only a sign past the noise counts
+    rows = []
+    for run in result.runs[1:]:
+        losses = {x.lr: x.final_val_loss for x in run.tune}
+        deltas = [None if losses.get(r) is None else losses[r] - base[r] for r in rates]  # type: ignore[operator]
+        cells = ["" if d is None else f"{d:+.3f}" for d in deltas]
+        signs = {d > 0 for d in deltas if d is not None and abs(d) >= beyond}
+        tuned = run.tested.mean if run.axis != "base" else None
+        rows.append(
+            f"| {md(run.name)} | "
+            + " | ".join(cells)
+            + f" | {'' if tuned is None else f'{tuned:+.3f}'} | "
+            + ("yes" if len(signs) > 1 else "")
+            + " |"
+        )
+    return [
+        (
+            f"The one-rate check: each row's Δ vs the base when both train at the same rate, from the sweep's "
+            f"runs ({result.tuning['steps']} steps, seed {result.tuning['seed']}: one run each, no interval), "
+            f"beside its Δ with each at its own rate (the seeds' mean). **flips**: the Δ changes sign across "
+            f"the rates, beyond the noise floor ({beyond:.4f} either way), so a one-rate verdict on it depends on "
+            f"the rate chosen."
+        ),
+        "",
+        "| run | " + " | ".join(f"Δ at {r:g}" for r in rates) + " | Δ, own rates | flips |",
+        "|---|" + "---:|" * (len(rates) + 1) + "---|",
+        *rows,
+        "",
+    ]
 
 
 def _tune_cell(run: AblationRun, rate: float, losses: dict[float, float | None]) -> str:
