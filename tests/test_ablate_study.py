@@ -22,7 +22,7 @@ import zoo
 from helpers import TINY_ABLATION, check_region_against_results
 from zoo.ablate import MIN_EFFECT, AblationResult, run_ablation
 from zoo.ablate.ablation import corrected
-from zoo.ablate.advice import TRENDS, trend
+from zoo.ablate.advice import TRENDS, floor_sentence, trend
 from zoo.ablate.docs import regions, write_docs_region
 from zoo.ablate.ladder import ladder, row_named
 from zoo.ablate.options import CONTROL_SEED_OFFSET, parse_scales
@@ -109,6 +109,30 @@ def test_the_noise_floor_and_the_report(ablation: AblationResult) -> None:
     assert data["table"][1] == "control"
     for run in [*data["runs"][1:], data["control"]]:
         assert set(run["delta_vs_base"]) >= {"p_value", "p_adjusted", "sd"}
+
+
+@pytest.mark.parametrize("widest", [0.5, 0.01])
+def test_a_row_whose_spread_outweighs_the_others_is_named_with_the_floor_without_it(
+    ablation: AblationResult, widest: float
+) -> None:
+    """Three swaps with paired spreads widest, 0.02 and 0.02: at 0.5 the first sets the floor
+    (its variance outweighs the others' together) and the sentence names it with the floor of
+    the other two; at 0.01 no row does and the sentence says nothing of it."""
+    result = copy.deepcopy(ablation)
+    result.runs.insert(1, dataclasses.replace(copy.deepcopy(result.swaps[0]), name="extra"))
+    for run, sd in zip(result.swaps, (widest, 0.02, 0.02)):
+        run.delta_vs_base = dataclasses.replace(run.delta_vs_base, sd=sd)
+        run.delta_vs_previous = None
+    sentence = floor_sentence(result)
+    assert sentence is not None
+    if widest > 0.1:
+        assert result.dominant_spread() is result.swaps[0]
+        rest = detectable_difference(0.02, 3)
+        assert result.noise_floor(without=result.swaps[0].name) == pytest.approx(rest)
+        assert f"one row sets it: {result.swaps[0].name}'s paired differences spread by 0.5000" in sentence
+        assert f"at most 0.0200; without that row the floor is {rest:.4f}" in sentence
+    else:
+        assert result.dominant_spread() is None and "one row sets it" not in sentence
 
 
 def test_diagnostics_are_recorded_at_every_evaluation(ablation: AblationResult) -> None:

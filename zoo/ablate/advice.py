@@ -64,6 +64,23 @@ def floor_sentence(result: AblationResult) -> str | None:
     return (
         f"effects smaller than {floor:.4f} nats/token cannot be seen with {n} seeds "
         f"({POWER:.0%} power, two-sided α = {ALPHA:.2g}, from the spread of the paired differences{after})"
+        + _dominant(result)
+    )
+
+
+def _dominant(result: AblationResult) -> str:
+    """``"; one row sets it: ..."`` when one swap's spread outweighs the others' together."""
+    widest = result.dominant_spread()
+    if widest is None:
+        return ""
+    others = max(run.tested.sd or 0.0 for run in result.swaps if run is not widest and run.tested.sd is not None)
+    floor, corrected = (result.noise_floor(corrected=c, without=widest.name) for c in (False, True))
+    if floor is None or corrected is None:
+        return ""
+    return (
+        f"; one row sets it: {widest.name}'s paired differences spread by {widest.tested.sd:.4f} over the seeds, "
+        f"the other rows' by at most {others:.4f}; without that row the floor is {floor:.4f}"
+        + (f", {corrected:.4f} after correction" if corrected > floor else "")
     )
 
 

@@ -379,12 +379,14 @@ class AblationResult:
         interactions of paired rows included."""
         return len(self.runs) - 1 + (self.control is not None) + len(self.interactions)
 
-    def noise_floor(self, *, corrected: bool = False) -> float | None:
+    def noise_floor(self, *, corrected: bool = False, without: str | None = None) -> float | None:
         """The smallest paired Δ these seeds detect with 80% power, from the spread of the
         swaps' paired differences (root mean square; the target's or the control's when
         there are no swaps). ``corrected``: at the level Bonferroni and Holm's first step
-        need, (1 - LEVEL) / tests, rather than 1 - LEVEL."""
+        need, (1 - LEVEL) / tests, rather than 1 - LEVEL. ``without``: leave that row's spread
+        out (the tests the correction counts stay the same)."""
         rows = self.swaps or [run for run in self.runs if run.axis == "target"] or self.runs[1:]
+        rows = [run for run in rows if run.name != without]
         spreads = [run.tested.sd for run in rows if run.tested.sd is not None]
         n = len(self.seeds)
         if not spreads or n < 2:
@@ -392,6 +394,16 @@ class AblationResult:
         sd = math.sqrt(sum(v * v for v in spreads) / len(spreads))
         alpha = ALPHA / max(1, self.tests) if corrected and self.correction in ("holm", "bonferroni") else ALPHA
         return detectable_difference(sd, n, alpha=alpha)
+
+    def dominant_spread(self) -> AblationRun | None:
+        """The swap whose paired spread sets the noise floor: its variance is more than all
+        the other swaps' together (and there are at least three swaps); else None."""
+        rows = [run for run in self.swaps if run.tested.sd is not None]
+        if len(rows) < 3:
+            return None
+        widest = max(rows, key=lambda run: run.tested.sd or 0.0)
+        rest = sum((run.tested.sd or 0.0) ** 2 for run in rows if run is not widest)
+        return widest if (widest.tested.sd or 0.0) ** 2 > rest else None
 
     @property
     def total_train_flops(self) -> float:
