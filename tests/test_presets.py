@@ -11,6 +11,7 @@ import torch
 import zoo
 import zoo.cli
 from helpers import TINY, tiny
+from zoo.summary import count_parameters, layered_counts, meta_model
 
 EXPECTED_PARAMETERS = {
     "gpt2-small": 124_439_808,
@@ -142,3 +143,22 @@ def test_sizes_relative_to_the_model_scale_with_it_and_given_ones_stay(capsys: p
     assert info(capsys, "gpt2-small-modern", *SMALL)["config"]["attention"]["n_kv_heads"] == 4
     # a head's rotated dimensions follow its width, an even number: GPT-J's 64 of 256 at 16
     assert zoo.get_config("phi-2", d_model=64, n_heads=4).position.options["rotary_dim"] == 6  # 32 of 80
+
+
+@pytest.mark.parametrize("name", zoo.list_models())
+def test_counts_from_one_layer_per_design_equal_the_whole_model(name: str) -> None:
+    """`zoo list` counts a decoder from one layer per layer_pattern entry; at a depth
+    that is no multiple of the pattern, every group equals the model built whole."""
+    released = zoo.get_config(name)
+    few_experts = {"mlp": {"n_experts": 3, "top_k": 1}} if released.mlp.name == "moe" else {}  # builds fast whole
+    config = zoo.get_config(name, n_layers=2 * len(released.layer_pattern) + 3, vocab_size=97, **few_experts)
+    assert layered_counts(config) == count_parameters(*meta_model(config))[0]
+
+
+def test_counts_from_one_layer_per_design_follow_a_pattern_that_changes_the_parameters() -> None:
+    pattern = [{}, {"mlp": "standard", "norm": "layernorm"}, {"attention": {"name": "gqa", "n_kv_heads": 1}}]
+    config = zoo.get_config("llama-style-small", **{**TINY, "n_layers": 7}, layer_pattern=pattern)
+    whole = count_parameters(*meta_model(config))[0]
+    assert layered_counts(config) == whole
+    plain = zoo.get_config("llama-style-small", **{**TINY, "n_layers": 7})
+    assert layered_counts(plain) != layered_counts(config)
