@@ -144,6 +144,8 @@ def test_list_json_has_every_preset_with_its_size(cli: Any) -> None:
     for name, entry in entries.items():
         assert "error" not in entry, entry
         assert entry["config"] == zoo.get_config(name).model_dump(mode="json")
+        if zoo.get_config(name).mlp.name == "moe":
+            continue  # thousands of experts: tests/test_families_moe.py checks these against transformers
         model = zoo.build(name, device="meta")
         assert entry["parameters"] == sum({id(p): p.numel() for p in model.parameters()}.values())
 

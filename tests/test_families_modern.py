@@ -5,6 +5,7 @@ presets of their released weights. Parity with transformers is tests/test_famili
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -186,7 +187,6 @@ GRANITE = {**PHI3, "architectures": ["GraniteForCausalLM"], "model_type": "grani
         ({**OLMO2, "attention_bias": True}, "attention_bias"),
         ({**PHI3, "rope_scaling": {"rope_type": "longrope", "short_factor": [1.0], "long_factor": [1.0]}},
          "rope_scaling.rope_type"),
-        ({**PHI3, "sliding_window": 32}, "sliding_window"),
         ({**PHI3, "partial_rotary_factor": 0.75}, "partial_rotary_factor"),
         ({**COHERE, "use_qk_norm": True}, "use_qk_norm"),
         ({**COHERE, "logit_scale": -1.0}, "logit_scale"),
@@ -290,19 +290,21 @@ def test_each_preset_has_as_many_parameters_as_its_released_model(preset: str, r
     assert zoo.build(preset, device="meta").num_parameters() == reference.num_parameters()
 
 
-@pytest.mark.parametrize(("preset", "repo"), sorted(p for p in PRESETS.items() if p[0] != "phi-3-mini"))
+@pytest.mark.parametrize(("preset", "repo"), sorted(PRESETS.items()))
 def test_each_preset_is_the_config_of_its_released_weights(preset: str, repo: str) -> None:
     hf = RELEASED[repo]
     assert config_mismatches(zoo.get_config(preset), validate_config(config_from_hf(hf)), hf) == []
 
 
-def test_phi3_minis_sliding_window_is_refused_until_the_zoo_models_it() -> None:
-    """Phi-3 mini 4k attends over the last 2,047 of 4,096 positions; the converter says so."""
-    with pytest.raises(zoo.InteropError, match=r"sliding_window=2047.*max_position_embeddings to 2047"):
-        config_from_hf(RELEASED["microsoft/Phi-3-mini-4k-instruct"])
-    hf = {**RELEASED["microsoft/Phi-3-mini-4k-instruct"], "sliding_window": None}
-    found = config_mismatches(zoo.get_config("phi-3-mini"), validate_config(config_from_hf(hf)), hf)
-    assert found == []
+def test_phi3_minis_sliding_window_is_every_layers_attention_window(tmp_path: Path) -> None:
+    """Phi-3 mini 4k attends over the last 2,047 of 4,096 positions: read, kept and written back."""
+    config = validate_config(config_from_hf(RELEASED["microsoft/Phi-3-mini-4k-instruct"]))
+    assert config.attention.options["window"] == 2047 and not config.layer_pattern
+    fields = exportable("Phi3ForCausalLM")
+    model = tiny(**{**fields, "attention": {**fields["attention"], "window": 12}})
+    zoo.to_hf(model, tmp_path / "out", architecture="Phi3ForCausalLM")
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["sliding_window"] == 12
+    assert config_from_hf({**PHI3, "sliding_window": 64})["attention"].get("window") is None  # covers the context
 
 
 @pytest.mark.parametrize(("heads", "kv"), [(4, 2), (8, 4), (2, 1), (6, 3)])

@@ -264,9 +264,14 @@ def released_model(repo: str) -> Any:
         for p, r in sorted(PRESETS.items())
     ],
 )
-def test_each_preset_has_as_many_parameters_as_its_released_model(preset: str, repo: str) -> None:
+def test_each_preset_has_as_many_parameters_as_its_released_model(
+    preset: str, repo: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert preset_pretrained(preset) == repo
-    assert zoo.build(preset, device="meta").num_parameters() == released_model(repo).num_parameters()
+    expected = released_model(repo).num_parameters()
+    assert zoo.build(preset, device="meta").num_parameters() == expected
+    assert zoo.cli.main(["list", preset, "--json"]) == 0  # counted from one layer (zoo.summary.layered_counts)
+    assert [entry["parameters"] for entry in json.loads(capsys.readouterr().out)] == [expected]
 
 
 @pytest.mark.parametrize(("preset", "repo"), sorted(PRESETS.items()))

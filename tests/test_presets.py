@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 import torch
 
 import zoo
+import zoo.cli
 from helpers import TINY, tiny
+from zoo.summary import count_parameters, layered_counts, meta_model
 
 EXPECTED_PARAMETERS = {
     "gpt2-small": 124_439_808,
@@ -98,3 +103,62 @@ def test_build_with_dtype_and_device() -> None:
     model = zoo.build("gpt2-small", dtype=torch.bfloat16, **TINY)
     assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
     assert model.head.weight is model.tok_emb.weight
+
+
+# -- a preset built smaller: its absolute sizes follow d_model and n_heads (zoo.nn.sizes) --------
+
+SMALL = ["--set", "d_model=64", "--set", "n_layers=2", "--set", "n_heads=4", "--set", "vocab_size=512"]
+
+
+def info(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    capsys.readouterr()
+    assert zoo.cli.main(["info", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("name", zoo.list_models())
+def test_every_preset_built_small_is_small(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--set d_model=64 --set n_layers=2 --set n_heads=4`, as `zoo ablate --to` builds a family:
+    its MLP widths, head widths, rotated dimensions and key/value heads follow, so the
+    model is small (its released sizes would make Mixtral's MLP alone 44M parameters)."""
+    found = info(capsys, name, *SMALL)
+    assert found["parameters"]["total"] < 5_000_000, found["config"]
+    released = zoo.get_config(name)
+    assert found["config"]["d_ff"] == max(1, round(released.d_ff * 64 / released.d_model))
+
+
+def test_sizes_relative_to_the_model_scale_with_it_and_given_ones_stay(capsys: pytest.CaptureFixture[str]) -> None:
+    released = zoo.get_config("qwen3-0.6b")  # 16 heads of 128 over 8 key/value heads, MLP 3072 of d_model 1024
+    assert (released.attention.options["head_dim"], released.mlp.options["hidden"]) == (128, 3072)
+    small = info(capsys, "qwen3-0.6b", *SMALL)["config"]
+    assert small["attention"]["head_dim"] == 32  # 128 * (64 / 4) / (1024 / 16)
+    assert small["attention"]["n_kv_heads"] == 2  # 2 query heads per key/value head, as released
+    assert (small["d_ff"], small["mlp"]["hidden"]) == (192, 192)  # 3072 * 64 / 1024
+    given = info(capsys, "qwen3-0.6b", *SMALL, "--set", "attention.head_dim=24", "--set", "mlp.hidden=100")["config"]
+    assert (given["attention"]["head_dim"], given["mlp"]["hidden"]) == (24, 100)
+    assert info(capsys, "qwen3-0.6b", "--set", "vocab_size=512")["config"]["attention"]["head_dim"] == 128
+    swapped = info(capsys, "qwen3-0.6b", *SMALL, "--set", "mlp.name=standard")["config"]["mlp"]
+    assert swapped == {"name": "standard"}  # another component: the old one's options go
+    # a count that still divides the heads stays: gpt2-small-modern's 4 key/value heads at 4 heads
+    assert info(capsys, "gpt2-small-modern", *SMALL)["config"]["attention"]["n_kv_heads"] == 4
+    # a head's rotated dimensions follow its width, an even number: GPT-J's 64 of 256 at 16
+    assert zoo.get_config("phi-2", d_model=64, n_heads=4).position.options["rotary_dim"] == 6  # 32 of 80
+
+
+@pytest.mark.parametrize("name", zoo.list_models())
+def test_counts_from_one_layer_per_design_equal_the_whole_model(name: str) -> None:
+    """`zoo list` counts a decoder from one layer per layer_pattern entry; at a depth
+    that is no multiple of the pattern, every group equals the model built whole."""
+    released = zoo.get_config(name)
+    few_experts = {"mlp": {"n_experts": 3, "top_k": 1}} if released.mlp.name == "moe" else {}  # builds fast whole
+    config = zoo.get_config(name, n_layers=2 * len(released.layer_pattern) + 3, vocab_size=97, **few_experts)
+    assert layered_counts(config) == count_parameters(*meta_model(config))[0]
+
+
+def test_counts_from_one_layer_per_design_follow_a_pattern_that_changes_the_parameters() -> None:
+    pattern = [{}, {"mlp": "standard", "norm": "layernorm"}, {"attention": {"name": "gqa", "n_kv_heads": 1}}]
+    config = zoo.get_config("llama-style-small", **{**TINY, "n_layers": 7}, layer_pattern=pattern)
+    whole = count_parameters(*meta_model(config))[0]
+    assert layered_counts(config) == whole
+    plain = zoo.get_config("llama-style-small", **{**TINY, "n_layers": 7})
+    assert layered_counts(plain) != layered_counts(config)

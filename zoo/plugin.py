@@ -38,7 +38,7 @@ from zoo.nn.contracts import (
 )
 from zoo.nn.converter import KERNELS, Converter, Count, Epsilon, Fraction, HFFields, Positive, RopeTable, Rule, refuse
 from zoo.nn.hookspecs import RegisterComponent, RegisterConverter, RegisterPreset, hookimpl
-from zoo.nn.marks import hook_point, is_residual_output, residual_output
+from zoo.nn.marks import SCALES_WITH, hook_point, is_residual_output, residual_output
 
 __all__ = [
     # registering
@@ -61,6 +61,7 @@ __all__ = [
     "LayerPoints",
     "MASKED",
     "check_kv_heads",
+    "SCALES_WITH",
     "KVCache",
     "LayerCache",
     "residual_output",

@@ -303,6 +303,31 @@ def count_parameters(model: nn.Module, groups: Mapping[str, str]) -> tuple[dict[
     return counts, tied
 
 
+def layered_counts(config: ModelConfig, registry: Registry | None = None) -> dict[str, int]:
+    """``count_parameters`` of ``config``'s model by group, without building every layer.
+
+    A decoder's layers differ only by their ``layer_pattern`` entry (P of them, or 1): a
+    one-layer model per entry (the pattern turned to start there) gives the parameters
+    outside the layers and those of a layer of that entry; the rest is arithmetic. So
+    ``zoo list`` counts Qwen3-30B-A3B's 48 layers of 128 experts from one layer; an
+    encoder-decoder, or a model of no more layers than entries, is built whole."""
+    pattern = config.layer_pattern
+    period = len(pattern) or 1
+    if config.architecture != "decoder" or config.n_layers <= period:
+        return count_parameters(*meta_model(config, registry))[0]
+    layers, outside = [], {}
+    for first in range(period):
+        turned = config.model_copy(update={"n_layers": 1, "layer_pattern": pattern[first:] + pattern[:first]})
+        model, groups = meta_model(turned, registry)
+        total, layer = count_parameters(model, groups)[0], dict.fromkeys(GROUPS, 0)
+        for name, module in model.get_submodule("blocks.0").named_modules(prefix="blocks.0"):
+            for param in module.parameters(recurse=False):
+                layer[groups.get(name, "other")] += param.numel()
+        layers.append(layer)
+        outside = {g: total[g] - layer[g] for g in GROUPS}
+    return {g: outside[g] + sum(layers[i % period][g] for i in range(config.n_layers)) for g in GROUPS}
+
+
 def example_inputs(config: ModelConfig, context: int, device: str = "meta") -> tuple[Tensor, ...]:
     """Token ids for one forward pass over ``context`` tokens (source and target alike)."""
     ids = torch.zeros(1, context, dtype=torch.long, device=device)  # (1, S)
@@ -382,4 +407,13 @@ def summarize(
     )
 
 
-__all__ = ["GROUPS", "FlopCounter", "ModelSummary", "summarize", "meta_model", "count_parameters", "count_flops"]
+__all__ = [
+    "GROUPS",
+    "FlopCounter",
+    "ModelSummary",
+    "summarize",
+    "meta_model",
+    "count_parameters",
+    "layered_counts",
+    "count_flops",
+]

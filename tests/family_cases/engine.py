@@ -15,6 +15,14 @@ CASES = [
         "MistralForCausalLM",
         {**LLAMA_SIZES, "num_key_value_heads": 2, "sliding_window": 5},
     ),
+    # Phi-3 mini's window (2,047 of 4,096 positions), shorter than the harness's context
+    Family(
+        "phi3-window",
+        "phi3",
+        "Phi3Config",
+        "Phi3ForCausalLM",
+        {**LLAMA_SIZES, "num_key_value_heads": 2, "sliding_window": 5},
+    ),
     Family(
         "qwen2-window",
         "qwen2",

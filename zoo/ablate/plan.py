@@ -526,8 +526,9 @@ def cumulative_path(
 
 
 def at_scale(config: ModelConfig, scale: dict[str, Any], registry: Registry) -> ModelConfig:
-    """``config`` at the shared scale; d_ff keeps the config's own d_ff / d_model ratio, and
-    grouped-query attention its query heads per key/value head (where the heads allow)."""
+    """``config`` at the shared scale; d_ff keeps the config's own d_ff / d_model ratio,
+    grouped-query attention its query heads per key/value head (where the heads allow), and
+    the other sizes relative to the model's follow it (``zoo.nn.sizes``)."""
     d_ff = max(1, round(config.d_ff * scale["d_model"] / config.d_model))
     return resolve_config(config, {**scale, "d_ff": d_ff, **kv_heads_at_scale(config, scale)}, registry=registry)
 

@@ -25,7 +25,7 @@ from zoo.cli.render import (
 from zoo.errors import ZooError, printable
 from zoo.nn.config import ModelConfig, preset_description, preset_family, preset_pretrained
 from zoo.nn.registry import KINDS, default_registry
-from zoo.summary import count_parameters, meta_model, summarize
+from zoo.summary import layered_counts, summarize
 
 
 def add_parsers(commands: Commands) -> None:
@@ -76,7 +76,7 @@ def cmd_list(args: argparse.Namespace, ui: Ui) -> int:
         }
         try:
             config = zoo.get_config(name)
-            counts, _ = count_parameters(*meta_model(config))
+            counts = layered_counts(config)  # built layer by design, not layer by layer
         except ZooError as err:  # one broken preset (say, a plugin's) does not hide the others
             entry["error"] = str(err)
         else:

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
-from zoo.nn.marks import residual_output
+from zoo.nn.marks import SCALES_WITH, residual_output
 
 if TYPE_CHECKING:
     from zoo.nn.cache import LayerCache
@@ -195,7 +195,10 @@ def make_mask(
 class AttentionOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
     n_kv_heads: int | None = Field(
-        None, gt=0, description="key/value heads (default n_heads); 1 is multi-query, fewer is grouped-query"
+        None,
+        gt=0,
+        description="key/value heads (default n_heads); 1 is multi-query, fewer is grouped-query",
+        json_schema_extra={SCALES_WITH: "n_heads"},
     )
     qkv_bias: bool | None = Field(None, description="bias on the q/k/v projection (default: the config's bias)")
     out_bias: bool | None = Field(None, description="bias on the output projection (default: the config's bias)")

@@ -39,6 +39,7 @@ from pydantic_core import core_schema
 from zoo.errors import ConfigError, PresetError, printable, quoted
 from zoo.nn.contracts import COMPONENT_KINDS, Placement, require_cross
 from zoo.nn.registry import KINDS, Registry, default_registry
+from zoo.nn.sizes import scaled_sizes
 
 # Upper bounds that refuse an absurd config before anything is allocated.
 MAX_VOCAB = 1 << 21
@@ -436,7 +437,9 @@ def resolve_config(
     *,
     registry: Registry | None = None,
 ) -> ModelConfig:
-    """A preset name, a config or a mapping, with overrides, validated into a config."""
+    """A preset name, a config or a mapping, with overrides, validated into a config. Sizes
+    relative to d_model or to a head's width that the overrides leave unset follow the
+    d_model and n_heads they set (``zoo.nn.sizes``)."""
     registry = registry or default_registry()
     if isinstance(name_or_config, str):
         base, source = preset_dict(name_or_config, registry), f"config for preset {name_or_config!r}"
@@ -449,7 +452,8 @@ def resolve_config(
     else:
         raise ConfigError(f"expected a preset name, a ModelConfig or a mapping, got {type(name_or_config).__name__}")
     if overrides:
-        base, source = apply_overrides(base, overrides), f"{source} with overrides {sorted(overrides)}"
+        source = f"{source} with overrides {sorted(overrides)}"
+        base = apply_overrides(base, scaled_sizes(base, overrides, registry))
     return validate_config(base, registry=registry, source=source)
 
 

@@ -2,7 +2,8 @@
 ``residual_output`` flags a projection that writes into the residual stream (init schemes
 scale it down; its input is a hook point); ``hook_point`` names a module whose output is a
 hook point of its sub-layer (an MoE's router); a module's ``aux_loss()`` is a term the
-training loss adds (``auxiliary_loss``: an MoE's load balancing)."""
+training loss adds (``auxiliary_loss``: an MoE's load balancing). ``SCALES_WITH`` marks a
+component option as a size relative to the model's (``zoo.nn.sizes``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,11 @@ from typing import TypeVar
 from torch import Tensor, nn
 
 M = TypeVar("M", bound=nn.Module)
+
+#: The ``json_schema_extra`` key by which a component option says it is a size relative to
+#: the model's, so a preset built smaller scales it (``zoo.nn.sizes``): ``"d_model"`` (an
+#: MLP's hidden size), ``"head_dim"`` (a head's width) or ``"n_heads"`` (key/value heads).
+SCALES_WITH = "scales_with"
 
 
 def residual_output(layer: nn.Linear) -> nn.Linear:

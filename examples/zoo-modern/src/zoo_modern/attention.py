@@ -16,13 +16,18 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from zoo.plugin import Attention, AttentionOptions, EagerAttention, SdpaAttention
+from zoo.plugin import SCALES_WITH, Attention, AttentionOptions, EagerAttention, SdpaAttention
 
 
 class GqaOptions(AttentionOptions):
     """The zoo attention's options (window, softcap, scale, biases), one key/value head by default."""
 
-    n_kv_heads: int = Field(1, gt=0, description="key/value heads; 1 is multi-query, n_heads is multi-head")
+    n_kv_heads: int = Field(
+        1,
+        gt=0,
+        description="key/value heads; 1 is multi-query, n_heads is multi-head",
+        json_schema_extra={SCALES_WITH: "n_heads"},
+    )
     kernel: Literal["sdpa", "eager"] = Field(
         "sdpa", description="sdpa: torch's fused kernel; eager: the explicit math, can return weights"
     )

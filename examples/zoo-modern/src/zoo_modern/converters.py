@@ -449,20 +449,6 @@ class Mistral(LlamaFamily):
         return {**hf, "sliding_window": window_per_layer(config)[0]}
 
 
-def windowed_length(hf: Mapping[str, Any], where: str, length: int, window: Any) -> int:
-    """``length``, unless a sliding attention window shorter than it is set: that is
-    refused (for converters that do not read windows yet)."""
-    if window is None or int(window) >= length:
-        return length
-    raise Converter.refuse(
-        where,
-        "sliding_window",
-        window,
-        f"this converter does not read a window shorter than the context ({length} positions); to use "
-        f"the model on sequences up to the window only, set max_position_embeddings to {int(window)} in config.json",
-    )
-
-
 def layer_windows(hf: Mapping[str, Any], n_layers: int, length: int, window: Any) -> list[int | None]:
     """Each layer's sliding window from ``config.json`` (``layer_types``, when given, says
     which layers slide; else all do), None for a full layer or one whose window covers

@@ -16,7 +16,7 @@ Gemma, OLMo 2 and Phi-3, each a ``LlamaFamily`` with other parts.
   q and k per head, and ``logit_scale``.
 - Phi-3: Llama's math with q/k/v and gate/up stored fused (``qkv_proj``,
   ``gate_up_proj``); the zoo's ``qkv`` already has that layout, and ``glu`` takes
-  ``fused``.
+  ``fused``. Its ``sliding_window`` (Phi-3 mini's 2,047) is the attention's ``window``.
 """
 
 from __future__ import annotations
@@ -33,9 +33,12 @@ from zoo_modern.converters import (
     LlamaFamily,
     LlamaFields,
     Qwen2,
+    layer_windows,
     n_kv_heads,
     qwen_windows,
-    windowed_length,
+    window_blockers,
+    window_per_layer,
+    with_windows,
 )
 
 
@@ -199,11 +202,13 @@ class Olmo2(LlamaFamily):
 
 
 class Phi3(LlamaFamily):
-    """Phi-3: Llama's math with fused q/k/v and gate/up projections; no long-context rotary scaling."""
+    """Phi-3: Llama's math with fused q/k/v and gate/up projections, every layer within one
+    sliding window when ``sliding_window`` is set (as Mistral's); no long-context rotary scaling."""
 
     architecture = "Phi3ForCausalLM"
     model_type = "phi3"
-    description = "Phi-3: Llama's math with fused qkv_proj and gate_up_proj (no longrope scaling)"
+    description = "Phi-3: Llama's math with fused qkv_proj and gate_up_proj, a sliding window (no longrope scaling)"
+    engine_features = frozenset({"window"})
     parts: ClassVar[Mapping[str, str]] = {"placement": "pre", "norm": "rmsnorm", "position": "rotary", "mlp": "glu", "activation": "silu"}  # fmt: skip
 
     def check(self, hf: Mapping[str, Any], where: str) -> None:
@@ -217,10 +222,14 @@ class Phi3(LlamaFamily):
             "residual": float(hf.get("resid_pdrop") or 0.0),
             "embedding": float(hf.get("embd_pdrop") or 0.0),
         }
-        return {**fields, "dropout": dropout, "mlp": {"name": "glu", "hidden": fields["d_ff"], "fused": True}}
+        fields = {**fields, "dropout": dropout, "mlp": {"name": "glu", "hidden": fields["d_ff"], "fused": True}}
+        hf = {**hf, "layer_types": None}  # Phi3Config windows every layer alike
+        return with_windows(
+            fields, layer_windows(hf, fields["n_layers"], fields["max_seq_len"], hf.get("sliding_window"))
+        )
 
     def max_seq_len(self, hf: Mapping[str, Any], where: str) -> int:
-        return windowed_length(hf, where, int(hf.get("max_position_embeddings", 4096)), hf.get("sliding_window"))
+        return int(hf.get("max_position_embeddings", 4096))
 
     def rules(self, config: ModelConfig) -> list[Rule]:
         rules = [Rule.copy("tok_emb.weight", "embed_tokens.weight")]
@@ -240,7 +249,9 @@ class Phi3(LlamaFamily):
         blockers = super().blockers(config)
         if config.mlp.name == "glu" and not config.mlp.options.get("fused"):
             blockers.append("glu with fused=false (Phi-3 stores gate and up as one gate_up_proj)")
-        return blockers
+        if len(set(window_per_layer(config))) > 1:
+            blockers.append("a window in some layers only (Phi-3 windows every layer alike)")
+        return blockers + window_blockers(config, self.architecture)
 
     def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
         hf = super().config_to_hf(config)
@@ -249,7 +260,7 @@ class Phi3(LlamaFamily):
         return {
             **hf,
             "original_max_position_embeddings": config.max_seq_len,
-            "sliding_window": None,
+            "sliding_window": window_per_layer(config)[0],
             "resid_pdrop": config.dropout.residual,
             "embd_pdrop": config.dropout.embedding,
             "pad_token_id": None,

@@ -12,12 +12,17 @@ import math
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
-from zoo.plugin import RegisterComponent, residual_output
+from zoo.plugin import SCALES_WITH, RegisterComponent, residual_output
 
 
 class SwiGluOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-    hidden: int | None = Field(None, gt=0, description="hidden size (default: 2/3 of d_ff, rounded up to multiple_of)")
+    hidden: int | None = Field(
+        None,
+        gt=0,
+        description="hidden size (default: 2/3 of d_ff, rounded up to multiple_of)",
+        json_schema_extra={SCALES_WITH: "d_model"},
+    )
     multiple_of: int = Field(256, gt=0, description="the default hidden size is rounded up to a multiple of this")
 
 

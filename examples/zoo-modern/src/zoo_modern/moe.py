@@ -29,7 +29,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
-from zoo.plugin import RegisterComponent, hook_point
+from zoo.plugin import SCALES_WITH, RegisterComponent, hook_point
 from zoo_modern.mlp import SwiGLU, swiglu_hidden
 
 
@@ -37,10 +37,20 @@ class MoeOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
     n_experts: int = Field(8, gt=0, description="experts per layer")
     top_k: int = Field(2, gt=0, description="experts each token goes to")
-    hidden: int | None = Field(None, gt=0, description="each expert's hidden size (default: SwiGLU's for d_ff)")
+    hidden: int | None = Field(
+        None,
+        gt=0,
+        description="each expert's hidden size (default: SwiGLU's for d_ff)",
+        json_schema_extra={SCALES_WITH: "d_model"},
+    )
     multiple_of: int = Field(256, gt=0, description="the default hidden size is rounded up to a multiple of this")
     normalize_top_k: bool = Field(True, description="renormalise the top-k probabilities to sum to 1 (Mixtral)")
-    shared_hidden: int = Field(0, ge=0, description="hidden size of a shared expert every token uses (0: none)")
+    shared_hidden: int = Field(
+        0,
+        ge=0,
+        description="hidden size of a shared expert every token uses (0: none)",
+        json_schema_extra={SCALES_WITH: "d_model"},
+    )
     shared_gate: bool = Field(True, description="scale the shared expert by sigmoid(a learned gate) (Qwen2-MoE)")
     aux_loss_weight: float = Field(
         0.01, ge=0.0, description="weight of the load-balancing loss in training (summed over layers: their mean)"

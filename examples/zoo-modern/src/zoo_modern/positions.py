@@ -18,7 +18,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from torch import Tensor
 
-from zoo.plugin import PositionEncoding
+from zoo.plugin import SCALES_WITH, PositionEncoding
 from zoo_modern.rope_scaling import (
     RopeScaling,
     attention_factor,
@@ -33,7 +33,10 @@ class RotaryOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
     base: float = Field(10000.0, gt=1.0, description="theta: pair i turns by position * base^(-2i/rotary_dim)")
     rotary_dim: int | None = Field(
-        None, gt=0, description="dimensions of each head that turn, the first ones (default: all; GPT-NeoX style)"
+        None,
+        gt=0,
+        description="dimensions of each head that turn, the first ones (default: all; GPT-NeoX style)",
+        json_schema_extra={SCALES_WITH: "head_dim"},
     )
     rotary_pct: float | None = Field(
         None, gt=0.0, le=1.0, description="or the fraction of each head that turns (GPT-NeoX's rotary_pct)"

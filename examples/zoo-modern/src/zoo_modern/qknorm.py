@@ -26,7 +26,15 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import Tensor, nn
 
-from zoo.plugin import Attention, AttentionContext, AttentionOptions, RegisterComponent, check_kv_heads, residual_output
+from zoo.plugin import (
+    SCALES_WITH,
+    Attention,
+    AttentionContext,
+    AttentionOptions,
+    RegisterComponent,
+    check_kv_heads,
+    residual_output,
+)
 from zoo_modern.norms import OffsetRMSNorm
 
 QkNorm = Literal["head", "whole", "none"]
@@ -36,9 +44,17 @@ class QkNormOptions(AttentionOptions):
     """The zoo attention's options (window, softcap, ...) and the 2024 designs'."""
 
     n_kv_heads: int | None = Field(
-        None, gt=0, description="key/value heads (default n_heads); 1 is multi-query, fewer is grouped-query"
+        None,
+        gt=0,
+        description="key/value heads (default n_heads); 1 is multi-query, fewer is grouped-query",
+        json_schema_extra={SCALES_WITH: "n_heads"},
     )
-    head_dim: int | None = Field(None, gt=0, description="width of each head (default d_model / n_heads)")
+    head_dim: int | None = Field(
+        None,
+        gt=0,
+        description="width of each head (default d_model / n_heads)",
+        json_schema_extra={SCALES_WITH: "head_dim"},
+    )
     qk_norm: QkNorm = Field(
         "head",
         description="RMSNorm on q and k before rotation: head (per head, Qwen3), whole (the whole projection, "
