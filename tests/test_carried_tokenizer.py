@@ -13,7 +13,8 @@ import pytest
 import torch
 
 import zoo
-from helpers import bundled_lines, edit_metadata, put_in_hub_cache, train_tokenizer
+from helpers import bundled_lines, edit_metadata, put_in_hub_cache, tiny, train_tokenizer
+from zoo.checkpoint.tokenizer import embedded_record, folder_files
 from zoo.cli import main
 
 transformers = pytest.importorskip("transformers")
@@ -214,3 +215,24 @@ def test_eval_of_a_hub_model_names_its_tokenizer_by_its_id(
     assert main(["eval", "org/gpt2", "--data", str(data), "--seq-len", "16"]) == 1
     err = capsys.readouterr().err
     assert "but the model was trained with 'org/gpt2'" in err and "snapshots" not in err
+
+
+@pytest.mark.parametrize("preset", ["gpt2-small", "llama-style-small", "pythia-160m"])
+def test_an_export_ends_text_where_the_zoo_ends_it(preset: str, hub: Path, tmp_path: Path) -> None:
+    """A model built here states no end-of-sequence id: its export's is the end-of-text of
+    the tokenizer it carries (where ``generate_text`` ends), else none, never the
+    architecture's default (Llama's and NeoX's 2, an ordinary token of this vocabulary);
+    one its ``generation_config`` states wins."""
+    folder = hub.parent / "saved" / "gpt2"  # a byte-level BPE of VOCAB tokens
+    eot = zoo.tokenizer(folder).eot_token_id
+    model = tiny(preset, vocab_size=VOCAB, max_seq_len=64)
+    model.tokenizer_record = embedded_record(folder_files(folder))
+    plain = tiny(preset, vocab_size=VOCAB, max_seq_len=64)
+    stated = tiny(preset, vocab_size=VOCAB, max_seq_len=64)
+    stated.generation_config = {"eos_token_id": [7, 9]}
+    for made, expected in ((model, eot), (plain, None), (stated, [7, 9])):
+        out = zoo.to_hf(made, tmp_path / f"export-{len(list(tmp_path.iterdir()))}")
+        assert json.loads((out / "config.json").read_text())["eos_token_id"] == expected
+        exported = transformers.AutoModelForCausalLM.from_pretrained(out)
+        assert exported.generation_config.eos_token_id == expected
+    assert eot not in (None, 2)
