@@ -14,7 +14,7 @@ import torch
 
 import zoo
 from helpers import bundled_lines, edit_metadata, put_in_hub_cache, tiny, train_tokenizer
-from zoo.checkpoint.tokenizer import embedded_record, folder_files
+from zoo.checkpoint.tokenizer import embedded_record, folder_files, gpt2_files
 from zoo.cli import main
 
 transformers = pytest.importorskip("transformers")
@@ -236,3 +236,40 @@ def test_an_export_ends_text_where_the_zoo_ends_it(preset: str, hub: Path, tmp_p
         exported = transformers.AutoModelForCausalLM.from_pretrained(out)
         assert exported.generation_config.eos_token_id == expected
     assert eot not in (None, 2)
+
+
+def test_a_hub_gpt2_uses_its_tokenizer_json_without_tiktoken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPT-2's own 50,257-token vocabulary as the hub holds it (tokenizer.json beside
+    vocab.json and merges.txt), with only the hub extra installed: the README's snippet
+    produces transformers' text and never asks for tiktoken."""
+    import sys
+
+    import zoo.text.loading
+
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    for name, data in gpt2_files().items():
+        (folder / name).write_bytes(data)
+    fast = transformers.AutoTokenizer.from_pretrained(folder)
+    fast.save_pretrained(folder)  # transformers writes tokenizer.json, as the hub's folder holds it
+    assert (folder / "tokenizer.json").is_file()
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_embd=16, n_layer=1, n_head=2, n_positions=64)
+    reference = transformers.GPT2LMHeadModel(config).eval()
+    reference.save_pretrained(folder)
+    put_in_hub_cache(tmp_path / "home" / "hub", "openai-community/gpt2", folder)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setitem(sys.modules, "tiktoken", None)  # as if not installed
+    zoo.text.loading._gpt2.cache_clear()
+    try:
+        text = zoo.generate_text(zoo.from_pretrained("openai-community/gpt2"), "Hello, world", max_new_tokens=6)
+        with pytest.raises(zoo.ConfigError, match="zoo-lm\\[text\\]"):
+            zoo.tokenizer("gpt2")  # the name alone does need tiktoken: the model did not use it
+    finally:
+        zoo.text.loading._gpt2.cache_clear()
+    ids = fast("Hello, world", return_tensors="pt").input_ids
+    with torch.no_grad():
+        out = reference.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=6, do_sample=False)
+    assert text == fast.decode(out[0, ids.shape[1] :]) and text
