@@ -23,7 +23,7 @@ from zoo.checkpoint.tokenizer import embedded_record, folder_files  # noqa: E402
 from zoo.cli import main  # noqa: E402
 
 EOT = "<|endoftext|>"
-TASKS = ("zoo_mc", "zoo_gen", "zoo_text")
+TASKS = ("zoo_mc", "zoo_gen", "zoo_gen_penalty", "zoo_text")
 
 MC = [
     {"question": "Romeo loves", "choices": ["Juliet", "the king", "a horse", "nothing"], "answer": 0},
@@ -66,6 +66,18 @@ def _write_tasks(folder: Path, cache: Path) -> Path:
             "generation_kwargs": {"until": ["\n", "."], "max_gen_toks": 6, "do_sample": False},
             "metric_list": [{"metric": "exact_match"}],
         },
+        "zoo_gen_penalty": {  # transformers' repetition penalty, greedy
+            "output_type": "generate_until",
+            "doc_to_text": "{{prompt}}",
+            "doc_to_target": "{{answer}}",
+            "generation_kwargs": {
+                "until": ["never said"],
+                "max_gen_toks": 8,
+                "do_sample": False,
+                "repetition_penalty": 3.0,
+            },
+            "metric_list": [{"metric": "exact_match"}],
+        },
         "zoo_gen_long": {  # no stop string it says: only where the model's text ends ends it
             "output_type": "generate_until",
             "doc_to_text": "{{prompt}}",
@@ -80,7 +92,7 @@ def _write_tasks(folder: Path, cache: Path) -> Path:
             "metric_list": [{"metric": "word_perplexity"}, {"metric": "byte_perplexity"}, {"metric": "bits_per_byte"}],
         },
     }
-    data = {"zoo_mc": MC, "zoo_gen": GEN, "zoo_gen_long": GEN, "zoo_text": TEXT}
+    data = {"zoo_mc": MC, "zoo_gen": GEN, "zoo_gen_long": GEN, "zoo_gen_penalty": GEN, "zoo_text": TEXT}
     for name, spec in specs.items():
         rows = folder / f"{name}.jsonl"
         rows.write_text("".join(json.dumps(row) + "\n" for row in data[name]))
@@ -175,8 +187,9 @@ def test_zoo_model_answers_every_request_as_the_hf_model(
             values = [r[0] if isinstance(r, (list, tuple)) else r for r in mine]
             expected = [r[0] if isinstance(r, (list, tuple)) else r for r in hf]
             assert values == pytest.approx(expected, abs=1e-4)
-    assert _responses(results, "zoo_gen") == _responses(reference, "zoo_gen")
-    assert any(text != [""] for text in _responses(results, "zoo_gen"))  # it did generate
+    for task in ("zoo_gen", "zoo_gen_penalty"):
+        assert _responses(results, task) == _responses(reference, task), task
+        assert any(text != [""] for text in _responses(results, task))  # it did generate
     _assert_same(results["results"], reference["results"])
 
 
