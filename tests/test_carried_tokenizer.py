@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -108,11 +109,25 @@ def test_a_gpt2_run_exports_gpt2s_tokenizer(tmp_path: Path) -> None:
     assert theirs.encode(text) == zoo.tokenizer("gpt2").encode(text)
 
 
-def test_a_byte_level_model_exports_no_tokenizer_files(tmp_path: Path) -> None:
+def test_a_byte_level_model_exports_a_tokenizer_auto_tokenizer_loads(tmp_path: Path) -> None:
+    """The byte tokenizer as a byte-level BPE: transformers encodes and decodes text as
+    the zoo's byte tokenizer does, through ``zoo convert --to-hf`` too, and the export read
+    back carries it."""
     model = zoo.build("gpt2-small", n_layers=1, d_model=32, n_heads=2, vocab_size=256).eval()
-    model.tokenizer_record = {"name": "bytes"}
-    out = zoo.to_hf(model, tmp_path / "hf")
-    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["config.json", "model.safetensors"]
+    file = zoo.save(model, tmp_path / "run.safetensors", metadata={"tokenizer": {"name": "bytes"}})
+    assert main(["convert", "--to-hf", str(file), "-o", str(tmp_path / "hf")]) == 0
+    theirs, ours = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf"), zoo.tokenizer("bytes")
+    for text in ("Hello, world.", "  spaces  and\ttabs\n", "Grüße, 東京 🙂", "<|endoftext|> <s>"):
+        assert theirs.encode(text) == ours.encode(text) == list(text.encode("utf-8"))
+        assert theirs.decode(ours.encode(text)) == text
+    rng = random.Random(0)
+    for _ in range(300):  # random bytes, UTF-8 or not: one text on both sides
+        ids = [rng.choice([rng.randrange(256), rng.randrange(0x80, 0x100)]) for _ in range(rng.randrange(1, 12))]
+        assert theirs.decode(ids) == ours.decode(ids)
+    back = zoo.from_hf(tmp_path / "hf")
+    assert zoo.generate_text(back, "To be", max_new_tokens=4) == zoo.generate_text(
+        zoo.load(file), "To be", max_new_tokens=4, tokenizer="bytes"
+    )
 
 
 @pytest.mark.parametrize(

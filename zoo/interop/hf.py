@@ -326,7 +326,8 @@ def from_pretrained(
 
 def tokenizer_files(record: Mapping[str, Any] | None) -> dict[str, bytes]:
     """The files of the tokenizer a model carries, to write beside its weights: embedded or
-    kept files, GPT-2's for ``gpt2``, a hub snapshot's; none for the byte tokenizer."""
+    kept files, GPT-2's for ``gpt2``, the byte tokenizer's as a byte-level BPE for
+    ``bytes``, a hub snapshot's."""
     if record and isinstance(record.get("hub"), str):
         revision = record.get("revision") if isinstance(record.get("revision"), str) else None
         folder, _ = local_or_snapshot(record["hub"], revision, need="tokenizer")
