@@ -543,20 +543,26 @@ def saved_figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 
 def cut_texts(fig: Any) -> list[str]:
-    """The titles, axis labels and legend entries of ``fig`` that run past its edges."""
+    """The titles, axis labels, legends and legend entries of ``fig`` that run past its
+    edges, measured where the figure, drawn again, puts them (a legend is placed when drawn)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    renderer = FigureCanvasAgg(fig).get_renderer()
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
     texts = list(fig.texts) + ([fig._suptitle] if fig._suptitle is not None else [])
+    boxes = [(f"the figure's legend {i}", legend) for i, legend in enumerate(fig.legends)]
     for ax in fig.axes:
-        texts += [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts]
-        texts += ax.get_legend().get_texts() if ax.get_legend() is not None else []
+        texts += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label, *ax.texts]
+        legend = ax.get_legend()
+        if legend is not None:
+            texts += legend.get_texts() + [legend.get_title()]
+            boxes.append((f"the legend of {ax.get_title()!r}", legend))
+    boxes += [(text.get_text(), text) for text in texts if text.get_visible() and text.get_text().strip()]
     edge = fig.bbox
     cut = []
-    for text in texts:
-        if not text.get_visible() or not text.get_text().strip():
-            continue
-        box = text.get_window_extent(renderer)
+    for name, artist in boxes:
+        box = artist.get_window_extent(renderer)
         if box.x0 < edge.x0 - 1 or box.x1 > edge.x1 + 1 or box.y0 < edge.y0 - 1 or box.y1 > edge.y1 + 1:
-            cut.append(text.get_text())
+            cut.append(name)
     return cut

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,8 @@ import pytest
 import torch
 
 import zoo
-from helpers import bundled_lines, edit_metadata, put_in_hub_cache, train_tokenizer
+from helpers import bundled_lines, edit_metadata, put_in_hub_cache, tiny, train_tokenizer
+from zoo.checkpoint.tokenizer import embedded_record, folder_files, gpt2_files
 from zoo.cli import main
 
 transformers = pytest.importorskip("transformers")
@@ -107,11 +109,25 @@ def test_a_gpt2_run_exports_gpt2s_tokenizer(tmp_path: Path) -> None:
     assert theirs.encode(text) == zoo.tokenizer("gpt2").encode(text)
 
 
-def test_a_byte_level_model_exports_no_tokenizer_files(tmp_path: Path) -> None:
+def test_a_byte_level_model_exports_a_tokenizer_auto_tokenizer_loads(tmp_path: Path) -> None:
+    """The byte tokenizer as a byte-level BPE: transformers encodes and decodes text as
+    the zoo's byte tokenizer does, through ``zoo convert --to-hf`` too, and the export read
+    back carries it."""
     model = zoo.build("gpt2-small", n_layers=1, d_model=32, n_heads=2, vocab_size=256).eval()
-    model.tokenizer_record = {"name": "bytes"}
-    out = zoo.to_hf(model, tmp_path / "hf")
-    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["config.json", "model.safetensors"]
+    file = zoo.save(model, tmp_path / "run.safetensors", metadata={"tokenizer": {"name": "bytes"}})
+    assert main(["convert", "--to-hf", str(file), "-o", str(tmp_path / "hf")]) == 0
+    theirs, ours = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf"), zoo.tokenizer("bytes")
+    for text in ("Hello, world.", "  spaces  and\ttabs\n", "Grüße, 東京 🙂", "<|endoftext|> <s>"):
+        assert theirs.encode(text) == ours.encode(text) == list(text.encode("utf-8"))
+        assert theirs.decode(ours.encode(text)) == text
+    rng = random.Random(0)
+    for _ in range(300):  # random bytes, UTF-8 or not: one text on both sides
+        ids = [rng.choice([rng.randrange(256), rng.randrange(0x80, 0x100)]) for _ in range(rng.randrange(1, 12))]
+        assert theirs.decode(ids) == ours.decode(ids)
+    back = zoo.from_hf(tmp_path / "hf")
+    assert zoo.generate_text(back, "To be", max_new_tokens=4) == zoo.generate_text(
+        zoo.load(file), "To be", max_new_tokens=4, tokenizer="bytes"
+    )
 
 
 @pytest.mark.parametrize(
@@ -214,3 +230,61 @@ def test_eval_of_a_hub_model_names_its_tokenizer_by_its_id(
     assert main(["eval", "org/gpt2", "--data", str(data), "--seq-len", "16"]) == 1
     err = capsys.readouterr().err
     assert "but the model was trained with 'org/gpt2'" in err and "snapshots" not in err
+
+
+@pytest.mark.parametrize("preset", ["gpt2-small", "llama-style-small", "pythia-160m"])
+def test_an_export_ends_text_where_the_zoo_ends_it(preset: str, hub: Path, tmp_path: Path) -> None:
+    """A model built here states no end-of-sequence id: its export's is the end-of-text of
+    the tokenizer it carries (where ``generate_text`` ends), else none, never the
+    architecture's default (Llama's and NeoX's 2, an ordinary token of this vocabulary);
+    one its ``generation_config`` states wins."""
+    folder = hub.parent / "saved" / "gpt2"  # a byte-level BPE of VOCAB tokens
+    eot = zoo.tokenizer(folder).eot_token_id
+    model = tiny(preset, vocab_size=VOCAB, max_seq_len=64)
+    model.tokenizer_record = embedded_record(folder_files(folder))
+    plain = tiny(preset, vocab_size=VOCAB, max_seq_len=64)
+    stated = tiny(preset, vocab_size=VOCAB, max_seq_len=64)
+    stated.generation_config = {"eos_token_id": [7, 9]}
+    for made, expected in ((model, eot), (plain, None), (stated, [7, 9])):
+        out = zoo.to_hf(made, tmp_path / f"export-{len(list(tmp_path.iterdir()))}")
+        assert json.loads((out / "config.json").read_text())["eos_token_id"] == expected
+        exported = transformers.AutoModelForCausalLM.from_pretrained(out)
+        assert exported.generation_config.eos_token_id == expected
+    assert eot not in (None, 2)
+
+
+def test_a_hub_gpt2_uses_its_tokenizer_json_without_tiktoken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPT-2's own 50,257-token vocabulary as the hub holds it (tokenizer.json beside
+    vocab.json and merges.txt), with only the hub extra installed: the README's snippet
+    produces transformers' text and never asks for tiktoken."""
+    import sys
+
+    import zoo.text.loading
+
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    for name, data in gpt2_files().items():
+        (folder / name).write_bytes(data)
+    fast = transformers.AutoTokenizer.from_pretrained(folder)
+    fast.save_pretrained(folder)  # transformers writes tokenizer.json, as the hub's folder holds it
+    assert (folder / "tokenizer.json").is_file()
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_embd=16, n_layer=1, n_head=2, n_positions=64)
+    reference = transformers.GPT2LMHeadModel(config).eval()
+    reference.save_pretrained(folder)
+    put_in_hub_cache(tmp_path / "home" / "hub", "openai-community/gpt2", folder)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setitem(sys.modules, "tiktoken", None)  # as if not installed
+    zoo.text.loading._gpt2.cache_clear()
+    try:
+        text = zoo.generate_text(zoo.from_pretrained("openai-community/gpt2"), "Hello, world", max_new_tokens=6)
+        with pytest.raises(zoo.ConfigError, match="zoo-lm\\[text\\]"):
+            zoo.tokenizer("gpt2")  # the name alone does need tiktoken: the model did not use it
+    finally:
+        zoo.text.loading._gpt2.cache_clear()
+    ids = fast("Hello, world", return_tensors="pt").input_ids
+    with torch.no_grad():
+        out = reference.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=6, do_sample=False)
+    assert text == fast.decode(out[0, ids.shape[1] :]) and text

@@ -180,3 +180,26 @@ def test_the_parity_cases_cover_every_converter_and_at_least_twenty_architecture
     covered = {(case.model, case.model_type) for case in CASES}
     assert converters <= covered, f"converters without a parity case: {sorted(converters - covered)}"
     assert len({model for model, _ in covered}) >= 20
+@representative_first(CASES)
+def test_beams_and_left_padded_prompts_equal_transformers(case: Family, tmp_path: Path, tokenizer_files: Path) -> None:
+    """Beam search (``num_beams``, ``length_penalty``, ``num_return_sequences``), EOS with
+    ``min_new_tokens``, over a left-padded batch: token for token as transformers, for
+    every architecture (its cache reordered between beams, its window rolling)."""
+    reference, folder = saved(case, tmp_path / "hf", tokenizer_files)
+    model = zoo.from_hf(folder)
+    prompt = tokens()[:, : SEQ // 2]
+    mask = torch.ones_like(prompt)
+    mask[1, :3] = 0  # the second prompt is 3 tokens shorter
+    free = model.generate(prompt, 6, attention_mask=mask)
+    eos = [int(free[0, prompt.shape[1] + 3]), int(free[1, prompt.shape[1] + 1])]  # said early: they end beams
+    runs: list[dict[str, Any]] = [
+        dict(num_beams=3, num_return_sequences=2, length_penalty=0.5, early_stopping=True),
+        dict(num_beams=2, length_penalty=-1.0, early_stopping="never"),
+        dict(min_new_tokens=4),
+    ]
+    for settings in runs:
+        common = dict(max_new_tokens=SEQ // 2, eos_token_id=eos, pad_token_id=0, attention_mask=mask, **settings)
+        with torch.no_grad():
+            theirs = reference.generate(prompt, do_sample=False, **common)
+            ours = model.generate(prompt, **common)
+        assert torch.equal(ours, theirs), settings

@@ -1,8 +1,10 @@
 """The text of the zoo's figures reads as text: a log axis's tick labels are numbers, not
 mathtext source (``$\\mathdefault{10^{0}}$``) printed as written, while a name holding ``$``
 still draws literally; blocks are numbered 0 to L - 1 in every figure, as ``zoo probe``
-and the hook names number them; no title or label runs past the figure's edge. Checked on
-the figures themselves, rendered to SVG with their text kept as text, and measured."""
+and the hook names number them; no title, label or legend runs past the figure's edge
+(``zoo plot``'s, the probe's, the ablation's and the study's figures). Checked on the
+figures themselves, rendered to SVG with their text kept as text, and measured after
+they are drawn."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cut_texts, saved_figures, svg_axes
+from helpers import cut_texts, prepared_bytes, saved_figures, svg_axes
 from zoo.cli import main
 
 matplotlib = pytest.importorskip("matplotlib")
@@ -98,3 +100,51 @@ def test_the_ablation_figures_read_as_numbers_and_keep_a_dollar_in_a_name(
     # blocks 0..L-1 (gradient norm, entropy) and the residual stream's 0..L, each column alike
     assert [a["xticks"] for a in svg_axes(tmp_path / "diagnostics.svg")] == [BLOCKS] * 2 + [RESIDUAL] * 2 + [BLOCKS] * 2
     assert [cut_texts(fig) for fig in figures] == [[]] * 4
+
+
+def test_zoo_plot_keeps_its_title_and_legend_inside_the_figure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``zoo plot`` of two real runs whose folder names are as long as a path makes them,
+    with a long ``--title``: the legend of run names and the title stay inside the figure."""
+    (tmp_path / "data").mkdir()
+    data = prepared_bytes(tmp_path / "data", 4_000)
+    sets = ["--set", "n_layers=1", "--set", "d_model=16", "--set", "n_heads=2", "--set", "max_seq_len=32"]
+    train = ["--steps", "4", "--batch-size", "2", "--seq-len", "16", "--eval-every", "2", "--threads", "1", "--quiet"]
+    runs = [tmp_path / f"{'a-run-folder-named-as-a-study-names-its-cells-' * 3}{n}" for n in range(2)]
+    for run in runs:
+        assert main(["train", "gpt2-small", *sets, "--data", str(data), "--out", str(run), *train]) == 0
+    figures = saved_figures(monkeypatch)
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        argv = ["plot", *map(str, runs), "-o", str(tmp_path / "curves.svg"), "--title", LONG]
+        assert main(argv) == 0
+    labels_are_plain(svg_text(tmp_path / "curves.svg"))
+    assert len(figures) == 1 and cut_texts(figures[0]) == []
+
+
+def test_the_study_figures_keep_their_titles_and_legends_inside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real two-rung study with a warm-up sweep draws both study figures (effects against
+    scale, loss against the warm-up): their log axes read as numbers, nothing is cut."""
+    from zoo.ablate.studies import run_study
+    from zoo.ablate.study_report import plot_scale, plot_sweep
+
+    tiny = dict(heads=2, seq_len=16, steps=2, batch=2, lr=1e-2, eval_every=2, max_chars=4_000, seeds=2)
+    study = run_study(
+        "transformer-2017",
+        "gpt2-small",
+        d_model=16,
+        layers=1,
+        scales=[(16, 1), (24, 1)],
+        tokens_per_param=0.05,
+        warmup_sweep=[0, 2],
+        swaps=["placement"],
+        tokenizer="bytes",
+        out_dir=tmp_path / "study",
+        **tiny,
+    )
+    figures = saved_figures(monkeypatch)
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        assert plot_scale(study, tmp_path / "scale.svg") == tmp_path / "scale.svg"
+        assert plot_sweep(study, tmp_path / "sweep.svg") == tmp_path / "sweep.svg"
+    labels_are_plain(svg_text(tmp_path / "scale.svg"))
+    assert len(figures) == 2 and [cut_texts(fig) for fig in figures] == [[], []]

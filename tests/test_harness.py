@@ -7,7 +7,7 @@ task, a rolling log-likelihood task); nothing downloads."""
 from __future__ import annotations
 
 import json
-import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +19,11 @@ pytest.importorskip("transformers")
 
 import zoo  # noqa: E402
 from helpers import tiny, train_tokenizer  # noqa: E402
+from zoo.checkpoint.tokenizer import embedded_record, folder_files  # noqa: E402
 from zoo.cli import main  # noqa: E402
 
 EOT = "<|endoftext|>"
-TASKS = ("zoo_mc", "zoo_gen", "zoo_text")
+TASKS = ("zoo_mc", "zoo_gen", "zoo_gen_penalty", "zoo_text")
 
 MC = [
     {"question": "Romeo loves", "choices": ["Juliet", "the king", "a horse", "nothing"], "answer": 0},
@@ -65,6 +66,25 @@ def _write_tasks(folder: Path, cache: Path) -> Path:
             "generation_kwargs": {"until": ["\n", "."], "max_gen_toks": 6, "do_sample": False},
             "metric_list": [{"metric": "exact_match"}],
         },
+        "zoo_gen_penalty": {  # transformers' repetition penalty, greedy
+            "output_type": "generate_until",
+            "doc_to_text": "{{prompt}}",
+            "doc_to_target": "{{answer}}",
+            "generation_kwargs": {
+                "until": ["never said"],
+                "max_gen_toks": 8,
+                "do_sample": False,
+                "repetition_penalty": 3.0,
+            },
+            "metric_list": [{"metric": "exact_match"}],
+        },
+        "zoo_gen_long": {  # no stop string it says: only where the model's text ends ends it
+            "output_type": "generate_until",
+            "doc_to_text": "{{prompt}}",
+            "doc_to_target": "{{answer}}",
+            "generation_kwargs": {"until": ["never said"], "max_gen_toks": 8, "do_sample": False},
+            "metric_list": [{"metric": "exact_match"}],
+        },
         "zoo_text": {
             "output_type": "loglikelihood_rolling",
             "doc_to_text": "",
@@ -72,7 +92,7 @@ def _write_tasks(folder: Path, cache: Path) -> Path:
             "metric_list": [{"metric": "word_perplexity"}, {"metric": "byte_perplexity"}, {"metric": "bits_per_byte"}],
         },
     }
-    data = {"zoo_mc": MC, "zoo_gen": GEN, "zoo_text": TEXT}
+    data = {"zoo_mc": MC, "zoo_gen": GEN, "zoo_gen_long": GEN, "zoo_gen_penalty": GEN, "zoo_text": TEXT}
     for name, spec in specs.items():
         rows = folder / f"{name}.jsonl"
         rows.write_text("".join(json.dumps(row) + "\n" for row in data[name]))
@@ -83,20 +103,17 @@ def _write_tasks(folder: Path, cache: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A tiny GPT-2 with a trained byte-level BPE: as a zoo checkpoint, and exported to a
-    Hugging Face folder with the tokenizer's files, its end-of-sequence token the tokenizer's."""
+    """A tiny GPT-2 that carries a trained byte-level BPE: as a zoo checkpoint, and exported
+    to a Hugging Face folder by ``zoo.to_hf`` alone (the tokenizer's files, and the
+    end-of-sequence id where the zoo ends its text, the tokenizer's end-of-text)."""
     root = tmp_path_factory.mktemp("harness")
     tokenizer = train_tokenizer(root / "tokenizer", "bpe", vocab_size=300, eos_token=EOT, bos_token=EOT)
     vocab = zoo.tokenizer(tokenizer).vocab_size
     model = tiny(vocab_size=vocab, max_seq_len=48)
+    model.tokenizer_record = embedded_record(folder_files(tokenizer))
     checkpoint = root / "model.safetensors"
     zoo.save(model, checkpoint)
     export = zoo.to_hf(model, root / "export")
-    for file in tokenizer.iterdir():
-        shutil.copy(file, export / file.name)
-    config = json.loads((export / "config.json").read_text())
-    eos = zoo.tokenizer(tokenizer).eot_token_id
-    (export / "config.json").write_text(json.dumps({**config, "eos_token_id": eos, "bos_token_id": eos}))
     tasks = _write_tasks(root / "tasks", root / "datasets")
     return {"tokenizer": tokenizer, "checkpoint": checkpoint, "export": export, "tasks": tasks}
 
@@ -107,9 +124,8 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, "1")
 
 
-@pytest.fixture(scope="module")
-def reference(setup: dict[str, Path]) -> dict[str, Any]:
-    """lm-eval's ``hf`` model on the export: the numbers to equal."""
+def hf_results(export: Path, tasks: Path, names: Sequence[str] = TASKS) -> dict[str, Any]:
+    """lm-eval's ``hf`` model on a Hugging Face folder: the numbers to equal."""
     import lm_eval
     from lm_eval.tasks import TaskManager
 
@@ -118,9 +134,9 @@ def reference(setup: dict[str, Path]) -> dict[str, Any]:
             mp.setenv(name, "1")
         results = lm_eval.simple_evaluate(
             model="hf",
-            model_args={"pretrained": str(setup["export"]), "dtype": "float32"},
-            tasks=list(TASKS),
-            task_manager=TaskManager(include_path=str(setup["tasks"]), include_defaults=False),
+            model_args={"pretrained": str(export), "dtype": "float32"},
+            tasks=list(names),
+            task_manager=TaskManager(include_path=str(tasks), include_defaults=False),
             device="cpu",
             batch_size=2,
             bootstrap_iters=0,
@@ -128,6 +144,11 @@ def reference(setup: dict[str, Path]) -> dict[str, Any]:
         )
     assert results is not None
     return dict(results)
+
+
+@pytest.fixture(scope="module")
+def reference(setup: dict[str, Path]) -> dict[str, Any]:
+    return hf_results(setup["export"], setup["tasks"])
 
 
 def _responses(results: dict[str, Any], task: str) -> list[Any]:
@@ -166,8 +187,9 @@ def test_zoo_model_answers_every_request_as_the_hf_model(
             values = [r[0] if isinstance(r, (list, tuple)) else r for r in mine]
             expected = [r[0] if isinstance(r, (list, tuple)) else r for r in hf]
             assert values == pytest.approx(expected, abs=1e-4)
-    assert _responses(results, "zoo_gen") == _responses(reference, "zoo_gen")
-    assert any(text != [""] for text in _responses(results, "zoo_gen"))  # it did generate
+    for task in ("zoo_gen", "zoo_gen_penalty"):
+        assert _responses(results, task) == _responses(reference, task), task
+        assert any(text != [""] for text in _responses(results, task))  # it did generate
     _assert_same(results["results"], reference["results"])
 
 
@@ -185,6 +207,36 @@ def test_zoo_eval_tasks_on_the_export_and_on_a_checkpoint(
     table = capsys.readouterr().out
     acc = reference["results"]["zoo_mc"]["acc,none"]
     assert "zoo_mc" in table and "acc_norm" in table and f"{acc:.4f}" in table
+
+
+def test_the_export_states_where_the_zoo_ends_its_text(setup: dict[str, Path]) -> None:
+    """transformers reads the tokenizer's end-of-text from the export, not GPT2Config's 50256."""
+    eot = zoo.tokenizer(setup["tokenizer"]).eot_token_id
+    assert json.loads((setup["export"] / "config.json").read_text())["eos_token_id"] == eot is not None
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_generations_end_at_the_models_own_eos_as_the_hf_model_ends_them(
+    setup: dict[str, Path], tmp_path: Path, batch_size: int
+) -> None:
+    """A model whose ``generation_config`` ends text at two ordinary tokens (as a hub model's
+    does, apart from its tokenizer's end-of-text): each row ends there, the token itself
+    decoded, as transformers stops there on the export; with no stop string to cut."""
+    model = zoo.load(setup["checkpoint"])
+    first = [model.tokenizer.encode(row["prompt"]) for row in GEN[:2]]
+    said = [model.generate(torch.tensor([ids]), 8, eos_token_id=[])[0, len(ids) :].tolist() for ids in first]
+    ends = [said[0][2], said[1][4]]  # tokens greedy decoding says early
+    assert model.tokenizer.eot_token_id not in ends
+    model.generation_config = {"eos_token_id": ends}
+    export = zoo.to_hf(model, tmp_path / "export")
+    theirs = hf_results(export, setup["tasks"], ["zoo_gen_long"])
+    ours = zoo.evaluate_tasks(
+        model, ["zoo_gen_long"], include_path=setup["tasks"], batch_size=batch_size, bootstrap_iters=0, log_samples=True
+    )
+    assert _responses(ours, "zoo_gen_long") == _responses(theirs, "zoo_gen_long")
+    for tokens, (shown,) in zip(said, _responses(ours, "zoo_gen_long")):  # each through its end, the end shown
+        end = next(i for i, token in enumerate(tokens) if token in ends)
+        assert shown == model.tokenizer.decode(tokens[: end + 1]) != model.tokenizer.decode(tokens)
 
 
 def test_the_model_is_registered_with_lm_eval(setup: dict[str, Path], reference: dict[str, Any]) -> None:

@@ -171,3 +171,30 @@ def test_skipping_init_on_meta_leaves_real_builds_initialised() -> None:
     model = zoo.build("gpt2-small", **TINY)
     assert float(model.tok_emb.weight.detach().std()) == pytest.approx(0.02, rel=0.2)
     assert float(model.blocks[0].attn.qkv.weight.detach().std()) > 0
+
+
+#: What only the tests, linters and the other optional features need: never in the demo's set-up.
+DEV_ONLY = {
+    "pytest", "pytest-xdist", "mypy", "ruff", "import-linter", "transformers", "transformer-lens", "wandb",
+    "tensorboard", "lm-eval", "ray", "datasets", "statsmodels", "x-transformers",
+}  # fmt: skip
+
+
+def test_make_demo_installs_only_what_the_demo_uses() -> None:
+    """``make demo`` sets up the core and DEMO_EXTRAS, whose packages hold none of the dev
+    tools; the extras cover what the demo's commands need (statistics, figures); ``make
+    test`` is the one set-up with the dev extra."""
+    makefile = (ROOT / "Makefile").read_text().replace("\\\n", " ")
+    extras = re.search(r"^DEMO_EXTRAS\s*:=\s*(\S+)", makefile, re.MULTILINE)
+    assert extras is not None
+    names = extras.group(1).split(",")
+    assert re.search(r"^demo:\s*\$\(DEMO_STAMP\)\s*$", makefile, re.MULTILINE), "demo must set up DEMO_EXTRAS only"
+    assert re.search(r"^\$\(DEMO_STAMP\):.*\n\t\$\(call setup,\$\(DEMO_EXTRAS\)", makefile, re.MULTILINE)
+    assert re.search(r"^\$\(STAMP\):.*\n\t\$\(call setup,dev,", makefile, re.MULTILINE)
+    optional = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    packages = {re.split(r"[<>=\[; ]", req)[0].lower() for name in names for req in optional[name]}
+    assert not packages & DEV_ONLY, packages & DEV_ONLY
+    recipe = makefile.split("\ndemo:")[1].split("\n\n")[0]
+    needs = {"zoo ablate": "scipy", "zoo plot": "matplotlib"}  # the ablation's statistics, the curves figure
+    for command, package in needs.items():
+        assert command.replace("zoo ", "$(BIN)/zoo ") in recipe and package in packages, command

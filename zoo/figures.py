@@ -57,9 +57,11 @@ def block_axis(ax: Any, *, residual: bool = False) -> None:
 
 
 def fit_text(fig: Any) -> None:
-    """Wrap, at spaces, each title and axis label of ``fig`` that is longer than the room
-    it has (the figure's width for its suptitle, its axes' width or height for the rest),
-    so that none runs past the figure's edge and is cut; call before ``tight_layout``."""
+    """Wrap each title, axis label and legend entry of ``fig`` that is longer than the room
+    it has (the figure's width for its suptitle, its axes' width or height for the rest, a
+    legend's entries together no wider than its axes), at spaces where it has them, else
+    anywhere (a run folder's path), so that none runs past the figure's edge and is cut;
+    call before ``tight_layout``."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     renderer = FigureCanvasAgg(fig).get_renderer()  # type: ignore[no-untyped-call]
@@ -70,14 +72,28 @@ def fit_text(fig: Any) -> None:
         width, height = ax.bbox.width, ax.bbox.height
         texts += [(ax.title, width, False), (ax.xaxis.label, width, False), (ax.yaxis.label, height, True)]
     for text, room, vertical in texts:
-        for _ in range(6):  # each pass narrows the lines by what the last one measured
-            extent = text.get_window_extent(renderer)
-            length = extent.height if vertical else extent.width
-            words = text.get_text().replace("\n", " ")
-            if length <= room or " " not in words:
-                break
-            longest = max(len(line) for line in text.get_text().splitlines())
-            text.set_text(textwrap.fill(words, max(10, int(longest * room / length) - 1)))
+        _wrap(text, renderer, room, vertical=vertical)
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None or not legend.get_texts():
+            continue
+        widest = max(text.get_window_extent(renderer).width for text in legend.get_texts())
+        frame = legend.get_window_extent(renderer).width - widest  # its frame and handles
+        for text in legend.get_texts():
+            _wrap(text, renderer, ax.bbox.width - frame)
+
+
+def _wrap(text: Any, renderer: Any, room: float, *, vertical: bool = False) -> None:
+    """Narrow ``text``'s lines until it fits ``room``; each pass narrows by what the last
+    one measured."""
+    for _ in range(6):
+        extent = text.get_window_extent(renderer)
+        length = float(extent.height if vertical else extent.width)
+        words = text.get_text().replace("\n", " ")
+        if length <= room or not words.strip():
+            return
+        longest = max(len(line) for line in text.get_text().splitlines())
+        text.set_text(textwrap.fill(words, max(10, int(longest * max(room, 1.0) / length) - 1)))
 
 
 #: The formats a figure is written in, by the suffix of its file (matplotlib's names).

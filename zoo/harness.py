@@ -10,17 +10,19 @@ is imported). It answers the three request types the harness asks of a model:
   context is the tokenizer's start token), as its ``hf`` model does;
 - ``loglikelihood_rolling``: a whole text's log-likelihood, in lm-eval's own rolling
   windows of the model's context (``max_seq_len``);
-- ``generate_until``: greedy (or sampled) continuations, left-padded in batches, cut at
-  the first stop string and at the tokenizer's end-of-text token. Every row generates
-  ``max_gen_toks`` tokens unless all reach end-of-text; the text is then cut, which gives
-  the same text as stopping at the string.
+- ``generate_until``: greedy (or sampled) continuations, left-padded in batches, as the
+  ``hf`` model makes them: each row ends at the model's end-of-sequence ids (its
+  ``generation_config``'s, else its tokenizer's end-of-text, where ``zoo.generate_text``
+  ends and what ``zoo.to_hf`` states in the export's ``config.json``), the tokens kept
+  through that id are decoded skipping special tokens, and the text is cut at the first
+  stop string (the task's, and the tokenizer's end-of-text as text). Every row
+  generates ``max_gen_toks`` tokens unless all reach their end; cutting the text then
+  gives the text the ``hf`` model's stopping at the string gives.
 
 Requests are sorted longest first and run ``batch_size`` at a time, on the model's
 device. With the same weights and tokenizer the numbers are those of lm-eval's ``hf``
-model on the model ``zoo.to_hf`` exports (tests/test_harness.py runs both), provided the
-export's end-of-sequence token is the tokenizer's (transformers stops there; the zoo
-stops at the tokenizer's). lm-eval is the optional ``eval`` extra: ``pip install
-'zoo-lm[eval]'``.
+model on the model ``zoo.to_hf`` exports (tests/test_harness.py runs both). lm-eval is
+the optional ``eval`` extra: ``pip install 'zoo-lm[eval]'``.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from zoo.bounds import check_elements
 from zoo.decoding import generate
 from zoo.errors import ConfigError, InputError, check_flag, printable
 from zoo.nn.model import DecoderLM
-from zoo.pipelines import load_with_tokenizer, model_tokenizer
+from zoo.pipelines import eos_ids, load_with_tokenizer, model_tokenizer
 from zoo.text.tokenizers import Tokenizer
 
 NO_LM_EVAL = (
@@ -123,6 +125,7 @@ class ZooLM(TemplateLM):  # type: ignore[misc]  # lm_eval ships no type informat
                 f"start an empty context and end generations); pass one that has (tokenizer=..., --tokenizer)"
             )
         self._eot: int = self.tok.eot_token_id
+        self._ends = eos_ids(self.model, self.tok)  # where a generation ends: the model's EOS ids, else the eot
         self._specials = self.tok.encode("")  # what encode adds to every text (a BOS), to leave out when asked
 
     @property
@@ -233,18 +236,23 @@ class ZooLM(TemplateLM):  # type: ignore[misc]  # lm_eval ships no type informat
         sampling: dict[str, Any] = {"do_sample": bool(kwargs.pop("do_sample", False))}
         if sampling["do_sample"]:
             sampling.update({key: kwargs[key] for key in ("temperature", "top_k", "top_p") if key in kwargs})
+        if kwargs.get("repetition_penalty") is not None:  # the hf model passes it on, greedy or not
+            sampling["repetition_penalty"] = kwargs["repetition_penalty"]
         rows = [self.tok_encode(context)[-room:] for context in contexts]
         width = max(len(row) for row in rows)
-        ids = torch.tensor([[self._eot] * (width - len(row)) + row for row in rows], device=self.device)
+        pad = self._ends[0] if self._ends else self._eot
+        ids = torch.tensor([[pad] * (width - len(row)) + row for row in rows], device=self.device)
         mask = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in rows], device=self.device)
         with torch.no_grad():
             out = generate(
-                self.model, ids, new_tokens, attention_mask=mask, eos_token_id=self._eot, **sampling
+                self.model, ids, new_tokens, attention_mask=mask, eos_token_id=self._ends, **sampling
             )  # fmt: skip
         texts = []
         for new in out[:, width:].tolist():
-            kept = new[: new.index(self._eot)] if self._eot in new else new
-            texts.append(postprocess_generated_text(self.tok.decode(kept), until, None))
+            # through the row's end (what follows is padding), its special tokens left out, as the hf model decodes
+            end = next((i + 1 for i, token in enumerate(new) if token in self._ends), len(new))
+            text = self.tok.decode(new[:end], skip_special_tokens=True)
+            texts.append(postprocess_generated_text(text, until, None))
         return texts
 
 

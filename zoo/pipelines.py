@@ -52,6 +52,7 @@ from zoo.text.tokenizers import Tokenizer
 
 __all__ = [
     "carried_tokenizer",
+    "eos_ids",
     "generate_text",
     "keep_tokenizer",
     "load_model",
@@ -126,7 +127,7 @@ def generate_text(
     device = next(model.parameters()).device
     if seed is not None:
         generator = torch.Generator(device=device).manual_seed(seed)
-    eos = _eos_ids(model, tokenizer) if stop_at_eot else []
+    eos = eos_ids(model, tokenizer) if stop_at_eot else []
     if max_new_tokens is None and max_length is None:
         max_new_tokens = model.generation_config.get("max_new_tokens")
         max_length = None if max_new_tokens is not None else model.generation_config.get("max_length")
@@ -167,7 +168,7 @@ def _prompts(prompt: object) -> list[str]:
     return list(listed)
 
 
-def _eos_ids(model: DecoderLM, tokenizer: Tokenizer) -> list[int]:
+def eos_ids(model: DecoderLM, tokenizer: Tokenizer) -> list[int]:
     """Where text ends: the model's EOS ids (its generation_config), else the tokenizer's end-of-text."""
     own = model.generation_config.get("eos_token_id")
     if own is not None:

@@ -65,6 +65,31 @@ def gpt2_paths() -> tuple[Path, Path]:
     return encoder, bpe
 
 
+def byte_files() -> dict[str, bytes]:
+    """The byte tokenizer as a Hugging Face folder holds one, for ``AutoTokenizer``: a
+    byte-level BPE without merges whose 256 tokens are the bytes (GPT-2's characters for
+    them), id = byte value; its decoder turns bytes that are not UTF-8 into U+FFFD as
+    the byte tokenizer does (Python's ``errors="replace"``)."""
+    shown = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    others = iter(range(256, 512))
+    chars = [chr(byte) if byte in shown else chr(next(others)) for byte in range(256)]
+    level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    tokenizer: dict[str, Any] = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": level, "post_processor": None, "decoder": level,
+        "model": {
+            "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+            "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+            "vocab": {char: byte for byte, char in enumerate(chars)}, "merges": [],
+        },
+    }  # fmt: skip
+    settings = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False}
+    return {
+        "tokenizer.json": (json.dumps(tokenizer, indent=2, ensure_ascii=False) + "\n").encode(),
+        "tokenizer_config.json": (json.dumps(settings, indent=2) + "\n").encode(),
+    }
+
+
 def gpt2_files() -> dict[str, bytes]:
     """GPT-2's tokenizer as a Hugging Face folder holds it (``GPT2Tokenizer``'s files)."""
     encoder, bpe = gpt2_paths()
@@ -120,14 +145,15 @@ def embedded_files(record: Mapping[str, Any], where: str) -> dict[str, bytes]:
 
 def record_files(record: Mapping[str, Any] | None, where: str) -> dict[str, bytes]:
     """The files a tokenizer record stands for, for writing a Hugging Face folder: empty
-    where there are none to write (no record, or the byte tokenizer, which has no
-    Hugging Face form)."""
+    where there are none to write (no record, or a name this zoo has no files for)."""
     if not record:
         return {}
     if "embedded" in record:
         return embedded_files(record, where)
     if record.get("name") == "gpt2":
         return gpt2_files()
+    if record.get("name") == "bytes":
+        return byte_files()
     if isinstance(record.get("files"), Mapping) and isinstance(record.get("folder"), str):
         folder = Path(record["folder"])
         files = folder_files(folder)
@@ -138,7 +164,7 @@ def record_files(record: Mapping[str, Any] | None, where: str) -> dict[str, byte
                     f"{'changed' if name in files else 'no longer'}; restore it"
                 )
         return files
-    return {}  # a hub record: the snapshot's files (zoo.interop.hf reads them); the byte tokenizer: none
+    return {}  # a hub record: the snapshot's files (zoo.interop.hf reads them)
 
 
 def portable_record(record: Mapping[str, Any] | None, where: str) -> dict[str, Any] | None:

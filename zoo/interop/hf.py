@@ -24,7 +24,7 @@ from torch import Tensor
 from zoo.checkpoint.owned import staged_folder
 from zoo.checkpoint.store import path_arg, write_atomically, write_safetensors
 from zoo.checkpoint.tokenizer import embedded_record, folder_files, record_files
-from zoo.errors import ConfigError, InteropError, check_flag, quoted
+from zoo.errors import ConfigError, InteropError, ZooError, check_flag, quoted
 from zoo.files import confined, read_json
 from zoo.interop.hub import local_or_snapshot
 from zoo.nn.config import ModelConfig, validate_config
@@ -326,12 +326,32 @@ def from_pretrained(
 
 def tokenizer_files(record: Mapping[str, Any] | None) -> dict[str, bytes]:
     """The files of the tokenizer a model carries, to write beside its weights: embedded or
-    kept files, GPT-2's for ``gpt2``, a hub snapshot's; none for the byte tokenizer."""
+    kept files, GPT-2's for ``gpt2``, the byte tokenizer's as a byte-level BPE for
+    ``bytes``, a hub snapshot's."""
     if record and isinstance(record.get("hub"), str):
         revision = record.get("revision") if isinstance(record.get("revision"), str) else None
         folder, _ = local_or_snapshot(record["hub"], revision, need="tokenizer")
         return folder_files(Path(folder))
     return record_files(record, "the model's tokenizer")
+
+
+def end_of_text(model: DecoderLM) -> dict[str, Any]:
+    """The export's ``eos_token_id``: where the model's text ends, as the zoo ends it (its
+    ``generation_config``'s ids, else the end-of-text of the tokenizer it carries, else
+    none), so that transformers and lm-eval's ``hf`` model stop where ``zoo.generate_text``
+    and ``zoo eval --tasks`` do, not at an architecture's default (Llama's 2 is an
+    ordinary token of most vocabularies). Empty when the carried tokenizer cannot be
+    loaded here: the converter's value stands."""
+    own = model.generation_config.get("eos_token_id")
+    if own is not None:
+        return {"eos_token_id": own}
+    if not model.tokenizer_record:
+        return {"eos_token_id": None}
+    try:
+        tokenizer = model.tokenizer
+    except ZooError:  # e.g. GPT-2's tokenizer without the text extra
+        return {}
+    return {"eos_token_id": getattr(tokenizer, "eot_token_id", None)}
 
 
 def _bytes_writer(data: bytes) -> Callable[[Path], object]:
@@ -348,7 +368,8 @@ def to_hf(
 ) -> Path:
     """Write ``model`` as a Hugging Face folder (config.json + model.safetensors; the files
     of the tokenizer it carries, which ``transformers.AutoTokenizer`` loads; and
-    generation_config.json with the model's ``generation_config``, where it has one).
+    generation_config.json with the model's ``generation_config``, where it has one);
+    config.json's ``eos_token_id`` is where the zoo ends the model's text (``end_of_text``).
 
     The architecture is ``architecture``, else the first installed converter that can
     express the model (GPT-2 for GPT-2's design, Llama for LLaMA's, ...);
@@ -369,6 +390,7 @@ def to_hf(
     config = model.config
     converter = _exporter(config, architecture, registry)  # refuses before any work
     hf_config = config_to_hf(config, model.tok_emb.weight.dtype, architecture=converter.architecture, registry=registry)
+    hf_config.update(end_of_text(model))
     tensors = state_to_hf(converter, model.state_dict(), config)
     tokenizer = tokenizer_files(model.tokenizer_record)
     folder = path_arg(path, "write to", InteropError, "a folder path")
