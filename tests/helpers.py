@@ -446,7 +446,7 @@ def check_region_against_results(region: str, data: dict[str, Any]) -> int:
     if floor is not None:
         assert f"{floor:.4f} nats/token" in region
         compared += 1
-    return compared + _check_sensitivity(region, data)
+    return compared + _check_sensitivity(region, data) + _check_extrapolation(region, data)
 
 
 def _check_sensitivity(region: str, data: dict[str, Any]) -> int:
@@ -467,6 +467,32 @@ def _check_sensitivity(region: str, data: dict[str, Any]) -> int:
                 continue
             value = own.get(rate)
             assert row[f"Δ at {rate:g}"] == ("" if value is None else f"{value - loss:+.3f}"), row
+            compared += 1
+        assert row["Δ, own rates"] == f"{runs[row['run']]['delta_vs_base']['mean']:+.3f}", row  # vs the base
+        compared += 1
+    return compared
+
+
+def _check_extrapolation(region: str, data: dict[str, Any]) -> int:
+    """The length-extrapolation table against each run's ``extrapolation``: its loss at every
+    length (N/A past a learned table) and its change from T."""
+    tables = [t for t in markdown_tables(region) if t and "position" in t[0]]
+    lengths = data.get("eval_lengths") or []
+    if not lengths:
+        assert not tables
+        return 0
+    (rows,) = tables
+    runs = {run["name"]: run for run in data["runs"]}
+    assert [row["run"].strip("`") for row in rows] == [name for name, run in runs.items() if run["extrapolation"]]
+    compared = 0
+    for row in rows:
+        for cell in runs[row["run"].strip("`")]["extrapolation"]["lengths"]:
+            factor = "T" if cell["length"] == lengths[0] else f"{cell['length'] // lengths[0]}T"
+            loss, growth = cell["loss"], cell["vs_train_length"]
+            assert row[f"{factor}={cell['length']}"] == ("N/A" if loss is None else shown(loss, 3)), row
+            if factor != "T":
+                change = "N/A" if loss is None else "" if growth is None else shown(growth, 3, sign=True)
+                assert row[f"{factor} − T"].removesuffix(" *") == change, row
             compared += 1
     return compared
 

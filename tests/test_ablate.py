@@ -372,7 +372,7 @@ def test_tune_lr_picks_the_best_rate_of_its_grid(tmp_path: Path) -> None:
     for run in result.runs[1:]:
         own = {t.lr: t.final_val_loss for t in run.tune}
         cells = ["" if own[r] is None else f"{own[r] - base[r]:+.3f}" for r in rates]  # type: ignore[operator]
-        assert f"| {run.name} | " + " | ".join(cells) + f" | {run.tested.mean:+.3f} |" in report
+        assert f"| {run.name} | " + " | ".join(cells) + f" | {run.delta_vs_base.mean:+.3f} |" in report
 
 
 def test_a_best_rate_on_the_edge_of_its_sweep_is_extended_then_flagged(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from statsmodels.stats.multitest import multipletests
 
 import zoo
 from helpers import TINY_ABLATION, check_region_against_results
-from zoo.ablate import AblationResult, run_ablation
+from zoo.ablate import AblationResult, advice, run_ablation
 from zoo.ablate.ablation import corrected
 from zoo.ablate.advice import control_sentence, next_step, noise_section
 from zoo.ablate.docs import LITERATURE, NOT_RUN, literature, regions, write_docs_region
@@ -236,6 +236,24 @@ def test_the_control_says_only_what_it_shows(paired: tuple[AblationResult, Path]
     assert "control" not in next_step(dataclasses.replace(result, control=marked, baselines=None))
     for text in (report_markdown(dataclasses.replace(result, control=marked)), _sources_text()):
         assert "distrust" not in text and "too optimistic" not in text and "A/A" not in text
+
+
+def test_an_unmarked_control_claims_only_what_its_correction_shows(
+    paired: tuple[AblationResult, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not marked after correction is not "within its interval": a raw interval may exclude 0."""
+    result, _ = paired
+    control = result.control
+    assert control is not None
+    raw_only = dataclasses.replace(
+        control.delta_vs_base, mean=0.05, half_width=0.01, p_value=0.001, p_adjusted=0.2
+    )  # its interval excludes 0, its adjusted p does not reach α
+    sentence = control_sentence(dataclasses.replace(control, delta_vs_base=raw_only))
+    assert raw_only.significant and "not marked after correction" in sentence
+    assert "within their interval" not in sentence
+    marked = dataclasses.replace(raw_only, p_adjusted=0.001)
+    monkeypatch.setattr(advice, "ALPHA", 0.01)  # the chance it names is the level in use
+    assert "at most 1% of the time" in control_sentence(dataclasses.replace(control, delta_vs_base=marked))
 
 
 def _sources_text() -> str:

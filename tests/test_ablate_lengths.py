@@ -17,8 +17,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import prepared_bytes
+from helpers import check_region_against_results, prepared_bytes
 from zoo.ablate import AblationResult, run_ablation
+from zoo.ablate.docs import regions
 from zoo.ablate.extrapolation import extrapolated, extrapolation_sentence, marked
 from zoo.ablate.lengths import at_lengths
 from zoo.ablate.stats import Interval, adjust_p
@@ -207,6 +208,8 @@ def test_the_cli_reuses_every_run_and_prints_the_table(ran: AblationResult, tmp_
     region = page.read_text()
     assert f"2T={2 * T}" in region and "| `position=learned` | learned |" in region
     assert extrapolation_sentence(ran) in region
+    ((name, body),) = regions(region).items()  # every number of it equals studies/NAME.json's
+    assert check_region_against_results(body, json.loads((tmp_path / "studies" / f"{name}.json").read_text())) > 0
     assert main(["ablate", *FLAGS[:-1], "2,4", "-o", str(out)]) == 1  # other lengths: its records are other runs
     assert "records a run with other settings" in (err := capsys.readouterr().err) and "--eval-lengths" in err
 

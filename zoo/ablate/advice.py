@@ -91,9 +91,9 @@ def control_sentence(control: AblationRun) -> str:
     d = control.delta_vs_base
     what = (
         "marked after correction: two sets of seeds of one design landed this far apart, which chance alone "
-        "does at most 5% of the time"
+        f"does at most {ALPHA:.0%} of the time"
         if control.significant
-        else "not marked: the two sets of seeds of one design are within their interval of each other"
+        else "not marked after correction: this table does not show the two sets of seeds of one design apart"
     )
     return (
         f"The control (the base again, other seeds): Δ {d.format(4, sign=True)}, the spread of the base over "

@@ -370,7 +370,7 @@ def sensitivity_table(result: AblationResult) -> list[str]:
         deltas = [None if losses.get(r) is None else losses[r] - base[r] for r in rates]  # type: ignore[operator]
         cells = ["" if d is None else f"{d:+.3f}" for d in deltas]
         signs = {d > 0 for d in deltas if d is not None and abs(d) >= beyond}
-        tuned = run.tested.mean if run.axis != "base" else None
+        tuned = run.delta_vs_base.mean if run.axis != "base" else None
         rows.append(
             f"| {md(run.name)} | "
             + " | ".join(cells)
