@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import zoo
-from helpers import TINY, TINY_ABLATION
+from helpers import TINY, TINY_ABLATION, presets_heavy_slow
 from zoo.cli import main
 from zoo.nn.config import preset_family
 from zoo.nn.registry import set_default_registry
@@ -333,7 +333,7 @@ def test_plugins_show_the_failed_plugin_and_why(cli: Any, with_plugins: None) ->
 # -- info and compare ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", PRESETS)
+@pytest.mark.parametrize("name", presets_heavy_slow(PRESETS))
 def test_info_json_for_every_preset(cli: Any, name: str) -> None:
     data = cli("info", name, "--json", "--context", "16").json()
     assert data["name"] == name and data["context"] == 16
