@@ -1,7 +1,8 @@
 """Training throughput where the studies run: small models, short contexts, one thread.
 
-At each rung (d_model x layers, heads of 16 dimensions, the study's vocabulary of 1,280
-tokens, 64-token windows, batch 8; ``make study``'s rungs 32x2, 64x2, 96x3 and two larger),
+At each rung (d_model x layers, heads of 16 dimensions, the study's byte vocabulary of 256
+tokens, 64-token windows, batch 16, no dropout; ``make study``'s rungs: the ladder's 48x2
+and 64x2, the warm-up study's 32x6, and a larger 128x4),
 three training loops train the same model from the same weights on the same batches:
 
 - **zoo**: ``zoo.training.run_loop``, the loop ``zoo train`` and ``zoo ablate`` run;
@@ -47,8 +48,8 @@ from bench.common import interleaved, setup, table
 from zoo.training import TrainSettings, World, bundled_corpus, run_loop, tokens_data
 from zoo.training.sampling import WindowSampler
 
-STUDY_RUNGS = ("32x2", "64x2", "96x3")  # make study's ladder (Makefile STUDY_LADDER)
-HEAD_SIZE, VOCAB, SEQ, BATCH, LR = 16, 1280, 64, 8, 3e-3
+STUDY_RUNGS = ("48x2", "64x2", "32x6")  # make study's (Makefile STUDY_LADDER, STUDY_WARMUP; --tokenizer bytes)
+HEAD_SIZE, VOCAB, SEQ, BATCH, LR = 16, 256, 64, 16, 3e-3
 
 
 @dataclass
@@ -232,9 +233,7 @@ def matmul_peak(threads: int) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--rungs", default=",".join((*STUDY_RUNGS, "128x4", "256x4")), help="d_model x layers, comma-separated"
-    )
+    parser.add_argument("--rungs", default=",".join((*STUDY_RUNGS, "128x4")), help="d_model x layers, comma-separated")
     parser.add_argument("--steps", type=int, default=30, help="steps per round (the first 3 untimed)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; each trains all three once")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (a study worker uses 1)")

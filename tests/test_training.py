@@ -167,6 +167,7 @@ def test_training_leaves_global_state_as_it_found_it(corpus: Any) -> None:
     fit(model, corpus.train, corpus.val, TrainSettings(**{**LOOP_SETTINGS.__dict__, "steps": 2, "eval_every": 2}))
     assert torch.equal(torch.rand(3), expected)
     assert not torch.are_deterministic_algorithms_enabled()
+    assert torch.utils.deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]  # off while training only
     assert torch.get_num_threads() == threads
     assert not model.training
 
