@@ -164,7 +164,7 @@ def test_training_leaves_global_state_as_it_found_it(corpus: Any) -> None:
     torch.manual_seed(123)
     model = small_lm()  # reseeds: draw again after training instead
     torch.manual_seed(123)
-    fills: list[bool] = []  # deterministic mode's NaN fill of new tensors: off while training (a tenth of a step)
+    fills: list[bool] = []  # deterministic mode's NaN fill of new tensors: off while training (work a plain loop skips)
     settings = TrainSettings(**{**LOOP_SETTINGS.__dict__, "steps": 2, "eval_every": 2})
     fill = torch.utils.deterministic
     fit(model, corpus.train, corpus.val, settings, on_step=lambda *_: fills.append(fill.fill_uninitialized_memory))  # type: ignore[attr-defined]
