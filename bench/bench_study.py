@@ -1,7 +1,8 @@
 """Training throughput where the studies run: small models, short contexts, one thread.
 
-At each rung (d_model x layers, heads of 16 dimensions, the study's vocabulary of 1,280
-tokens, 64-token windows, batch 8; ``make study``'s rungs 32x2, 64x2, 96x3 and two larger),
+At each rung (d_model x layers, heads of 16 dimensions, the study's byte vocabulary of 256
+tokens, 64-token windows, batch 16, no dropout; ``make study``'s rungs: the ladder's 48x2
+and 64x2, the warm-up study's 32x6, and a larger 128x4),
 three training loops train the same model from the same weights on the same batches:
 
 - **zoo**: ``zoo.training.run_loop``, the loop ``zoo train`` and ``zoo ablate`` run;
@@ -14,9 +15,12 @@ three training loops train the same model from the same weights on the same batc
 The batches are the zoo loop's own (its ``WindowSampler`` with the run's seed, drawn again
 for the peers), the rate is constant, and every side reports full logits and its loss at
 every step: the largest gap between the zoo's losses and each peer's says nothing was
-skipped (the gaps are float reassociation, ~1e-4 after 30 steps). Timing: rounds alternate
-the three (noise hits all alike); each side's figure is the median tokens/s of its timed
-steps (a step: draw the batch, forward, loss, backward, clip, AdamW). Beside it, the
+skipped (the gaps are float reassociation, ~1e-5 after 30 steps). Timing: the three step
+in lockstep, each peer taking one step after each of the zoo's (inside its ``on_step``), so
+a shared machine's load, which moves within seconds, hits all alike; each side's figure
+is the median tokens/s of its timed steps over the rounds (a step: draw the batch,
+forward, loss, backward, clip, AdamW; the peers as a plain script runs them, outside the
+zoo loop's deterministic mode). Beside it, the
 fraction of the machine's fp32 matmul peak (one large square product, timed in the same
 run) the step reaches: 3x the forward's matmul FLOPs (``bench_peers.flops_forward``).
 
@@ -47,8 +51,8 @@ from bench.common import interleaved, setup, table
 from zoo.training import TrainSettings, World, bundled_corpus, run_loop, tokens_data
 from zoo.training.sampling import WindowSampler
 
-STUDY_RUNGS = ("32x2", "64x2", "96x3")  # make study's ladder (Makefile STUDY_LADDER)
-HEAD_SIZE, VOCAB, SEQ, BATCH, LR = 16, 1280, 64, 8, 3e-3
+STUDY_RUNGS = ("48x2", "64x2", "32x6")  # make study's (Makefile STUDY_LADDER, STUDY_WARMUP; --tokenizer bytes)
+HEAD_SIZE, VOCAB, SEQ, BATCH, LR = 16, 256, 64, 16, 3e-3
 
 
 @dataclass
@@ -140,41 +144,61 @@ def settings_for(steps: int, threads: int) -> TrainSettings:
     )
 
 
-def zoo_side(model: zoo.DecoderLM, data: Any, settings: TrainSettings, side: Side) -> None:
-    reports: list[Any] = []
-    run_loop(model, data, settings, world=World(0, 1, 0, torch.device("cpu")), on_step=reports.append)
-    side.seconds += [settings.tokens_per_step / r.tokens_per_s for r in reports[WARMUP:]]
-    side.losses = [r.loss for r in reports]
+class PeerLoop:
+    """The plain loop both peers run (the zoo's batches, its AdamW groups and clipping),
+    one step at a time, so that it steps in lockstep with the zoo's loop."""
+
+    def __init__(
+        self, model: nn.Module, logits: Callable[[Tensor], Tensor], data: Any, settings: TrainSettings
+    ) -> None:
+        self.model, self.logits, self.settings = model, logits, settings
+        self.params = list(model.parameters())
+        groups = [
+            {"params": [p for p in self.params if p.dim() >= 2], "weight_decay": settings.weight_decay},
+            {"params": [p for p in self.params if p.dim() < 2], "weight_decay": 0.0},
+        ]
+        self.optimizer = torch.optim.AdamW(groups, lr=settings.lr, betas=settings.betas)
+        self.sampler = WindowSampler(data.train, settings.seq_len, settings.seed)
+        self.losses: list[float] = []
+        model.train()
+
+    def step(self, side: Side, timed: bool) -> None:
+        """One step as a plain PyTorch script has it (no deterministic mode), timed when ``timed``."""
+        deterministic = torch.are_deterministic_algorithms_enabled()
+        torch.use_deterministic_algorithms(False)
+        try:
+            began = time.perf_counter()
+            x, y = self.sampler.windows(self.sampler.draw(self.settings.batch_size))
+            out = self.logits(x)
+            loss = F.cross_entropy(out.flatten(0, 1), y.flatten())
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.params, self.settings.grad_clip)
+            self.optimizer.step()
+            self.losses.append(loss.item())
+            if timed:
+                side.seconds.append(time.perf_counter() - began)
+        finally:
+            torch.use_deterministic_algorithms(deterministic)
 
 
-def peer_side(
-    model: nn.Module, logits: Callable[[Tensor], Tensor], data: Any, settings: TrainSettings, side: Side
+def lockstep(
+    model: zoo.DecoderLM, peers: dict[str, PeerLoop], data: Any, settings: TrainSettings, sides: dict[str, Side]
 ) -> None:
-    """The plain loop both peers run (the zoo's batches, its AdamW groups and clipping)."""
-    torch.set_num_threads(settings.threads or 1)
-    params = list(model.parameters())
-    groups = [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": settings.weight_decay},
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
-    ]
-    optimizer = torch.optim.AdamW(groups, lr=settings.lr, betas=settings.betas)
-    sampler = WindowSampler(data.train, settings.seq_len, settings.seed)
-    model.train()
-    torch.manual_seed(settings.seed)
-    losses = []
-    for step in range(settings.steps):
-        began = time.perf_counter()
-        x, y = sampler.windows(sampler.draw(settings.batch_size))
-        out = logits(x)
-        loss = F.cross_entropy(out.flatten(0, 1), y.flatten())
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, settings.grad_clip)
-        optimizer.step()
-        losses.append(loss.item())
-        if step >= WARMUP:
-            side.seconds.append(time.perf_counter() - began)
-    side.losses = losses
+    """The zoo's loop (``run_loop``), and after each of its steps one step of each peer:
+    noise from the machine's load hits the three alike, step by step."""
+    reports: list[Any] = []
+
+    def on_step(report: Any) -> None:
+        reports.append(report)
+        for name, peer in peers.items():
+            peer.step(sides[name], timed=report.step > WARMUP)
+
+    run_loop(model, data, settings, world=World(0, 1, 0, torch.device("cpu")), on_step=on_step)
+    sides["zoo"].seconds += [settings.tokens_per_step / r.tokens_per_s for r in reports[WARMUP:]]
+    sides["zoo"].losses = [r.loss for r in reports]
+    for name, peer in peers.items():
+        sides[name].losses = peer.losses
 
 
 WARMUP = 3  # untimed first steps of each round (allocator, caches)
@@ -197,11 +221,13 @@ def measure_rung(rung: str, args: argparse.Namespace, data: Any) -> dict[str, An
         for _ in range(args.rounds):
             ours = zoo.build("gpt2-small", **shape, dropout=0.0)
             ours.load_state_dict(start.state_dict())
-            zoo_side(ours, data, settings, sides["zoo"])
             nano = nanogpt_from(start)
-            peer_side(nano, nano, data, settings, sides["nanogpt"])
             hf: Any = GPT2LMHeadModel.from_pretrained(folder, attn_implementation="sdpa")
-            peer_side(hf, lambda idx, hf=hf: hf(idx).logits, data, settings, sides["transformers"])
+            peers = {
+                "nanogpt": PeerLoop(nano, nano, data, settings),
+                "transformers": PeerLoop(hf, lambda idx, hf=hf: hf(idx).logits, data, settings),
+            }
+            lockstep(ours, peers, data, settings, sides)
     speed = {name: settings.tokens_per_step / statistics.median(s.seconds) for name, s in sides.items()}
     faster = max(("nanogpt", "transformers"), key=speed.__getitem__)
     step_flops = 3 * BATCH * flops_forward(start.config, SEQ)
@@ -232,9 +258,7 @@ def matmul_peak(threads: int) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--rungs", default=",".join((*STUDY_RUNGS, "128x4", "256x4")), help="d_model x layers, comma-separated"
-    )
+    parser.add_argument("--rungs", default=",".join((*STUDY_RUNGS, "128x4")), help="d_model x layers, comma-separated")
     parser.add_argument("--steps", type=int, default=30, help="steps per round (the first 3 untimed)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; each trains all three once")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (a study worker uses 1)")

@@ -23,7 +23,7 @@ def test_the_three_loops_train_alike_and_json_names_every_side(capsys: pytest.Ca
         assert all(0 < f < 1 for f in r["peak_fraction"].values())
         # Same start, batches, optimizer: the losses agree to float reassociation at every step.
         assert r["loss_gap"]["nanogpt"] < 1e-4 and r["loss_gap"]["transformers"] < 1e-4
-        assert r["final_loss"]["zoo"] < 7.2  # ln(1280) = 7.15 at the start: it trained
+        assert r["final_loss"]["zoo"] < 5.45  # ln(256) = 5.55 at the start: it trained
 
 
 def test_the_nanogpt_side_holds_the_zoo_models_weights() -> None:
@@ -31,7 +31,32 @@ def test_the_nanogpt_side_holds_the_zoo_models_weights() -> None:
 
     import zoo
 
-    model = zoo.build("gpt2-small", d_model=32, n_layers=2, n_heads=2, vocab_size=1280, max_seq_len=64, dropout=0.0)
+    model = zoo.build("gpt2-small", d_model=32, n_layers=2, n_heads=2, vocab_size=256, max_seq_len=64, dropout=0.0)
     nano = bench_study.nanogpt_from(model)
-    idx = torch.randint(0, 1280, (2, 64))
+    idx = torch.randint(0, 256, (2, 64))
     torch.testing.assert_close(nano(idx), model.eval()(idx))
+
+
+def test_the_study_rungs_are_make_studys() -> None:
+    """The bench's rungs, vocabulary, batch and context are those ``make study`` trains at
+    (the Makefile's STUDY_* lines): a study that moves leaves no stale benchmark behind."""
+    import re
+    from pathlib import Path
+
+    make = Path(__file__).parents[1].joinpath("Makefile").read_text().replace("\\\n", " ")
+    lines = dict(re.findall(r"^(STUDY_\w+) \??= (.*)$", make, re.MULTILINE))
+    common, tuned = lines["STUDY_COMMON"], lines["STUDY_TUNED"]
+    assert "--tokenizer bytes" in common and bench_study.VOCAB == 256
+    assert f"--batch-size {bench_study.BATCH}" in common and f"--seq-len {bench_study.SEQ}" in common
+    assert "--set dropout=0.0" in common
+    ladder = re.search(r"--scales (\S+)", lines["STUDY_LADDER"])
+    assert ladder is not None
+    rungs = ladder.group(1).split(",")
+    for study in ("STUDY_WARMUP", "STUDY_TUNED"):
+        text = tuned if study == "STUDY_TUNED" else lines[study]
+        d_model, layers, heads = (
+            int(re.search(rf"--set {k}=(\d+)", text).group(1)) for k in ("d_model", "n_layers", "n_heads")
+        )  # type: ignore[union-attr]
+        assert d_model // heads == bench_study.HEAD_SIZE
+        rungs.append(f"{d_model}x{layers}")
+    assert set(bench_study.STUDY_RUNGS) == set(rungs)

@@ -164,9 +164,14 @@ def test_training_leaves_global_state_as_it_found_it(corpus: Any) -> None:
     torch.manual_seed(123)
     model = small_lm()  # reseeds: draw again after training instead
     torch.manual_seed(123)
-    fit(model, corpus.train, corpus.val, TrainSettings(**{**LOOP_SETTINGS.__dict__, "steps": 2, "eval_every": 2}))
+    fills: list[bool] = []  # deterministic mode's NaN fill of new tensors: off while training (work a plain loop skips)
+    settings = TrainSettings(**{**LOOP_SETTINGS.__dict__, "steps": 2, "eval_every": 2})
+    fill = torch.utils.deterministic
+    fit(model, corpus.train, corpus.val, settings, on_step=lambda *_: fills.append(fill.fill_uninitialized_memory))  # type: ignore[attr-defined]
+    assert fills == [False, False]
     assert torch.equal(torch.rand(3), expected)
     assert not torch.are_deterministic_algorithms_enabled()
+    assert torch.utils.deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]  # off while training only
     assert torch.get_num_threads() == threads
     assert not model.training
 
