@@ -1,8 +1,8 @@
 """Training throughput where the studies run: small models, short contexts, one thread.
 
 At each rung (d_model x layers, heads of 16 dimensions, the study's byte vocabulary of 256
-tokens, 64-token windows, batch 16, no dropout; ``make study``'s rungs: the ladder's 48x2
-and 64x2, the warm-up study's 32x6, and a larger 128x4),
+tokens, 64-token windows, batch 16, no dropout; ``make study``'s rungs: the ladder's 64x2
+and 96x2, the warm-up study's 32x6, and a larger 128x4),
 three training loops train the same model from the same weights on the same batches:
 
 - **zoo**: ``zoo.training.run_loop``, the loop ``zoo train`` and ``zoo ablate`` run;
@@ -51,7 +51,7 @@ from bench.common import interleaved, setup, table
 from zoo.training import TrainSettings, World, bundled_corpus, run_loop, tokens_data
 from zoo.training.sampling import WindowSampler
 
-STUDY_RUNGS = ("48x2", "64x2", "32x6")  # make study's (Makefile STUDY_LADDER, STUDY_WARMUP; --tokenizer bytes)
+STUDY_RUNGS = ("64x2", "96x2", "32x6")  # make study's (Makefile STUDY_LADDER, STUDY_WARMUP; --tokenizer bytes)
 HEAD_SIZE, VOCAB, SEQ, BATCH, LR = 16, 256, 64, 16, 3e-3
 
 
