@@ -66,7 +66,8 @@ demo: $(DEMO_STAMP)
 STUDY_COMMON = --tokenizer bytes --set dropout=0.0 --seq-len 64 --batch-size 16 --eval-batches 8 --seeds 5 --workers 2
 STUDY_TUNED = --steps 700 --eval-every 175 --lr 1e-2 --tune-lr --lr-grid 2.5e-3,5e-3,1e-2,2e-2 --set d_model=64 --set n_layers=2 --set n_heads=4
 STUDY_LADDER ?= $(STUDY_COMMON) $(STUDY_TUNED) --scales 64x2,96x2 --swaps position,activation,placement,init,embedding_scale,embedding_scale+init
-STUDY_MODERN ?= $(STUDY_COMMON) $(STUDY_TUNED) --from gpt2-small --to gpt2-small-modern
+STUDY_MODERN ?= $(STUDY_COMMON) $(STUDY_TUNED) --from gpt2-small --to gpt2-small-modern \
+	--swaps attention,position,activation,norm,mlp,bias,mlp+position
 STUDY_WARMUP ?= $(STUDY_COMMON) --set d_model=32 --set n_layers=6 --set n_heads=2 --steps 400 --eval-every 100 \
 	--swaps placement --lr-sweep 3e-3,1e-2 --warmup-sweep 0,40
 STUDY_EXTRAPOLATION ?= $(STUDY_COMMON) $(STUDY_TUNED) --from gpt2-small --to gpt2-small-modern \

@@ -23,9 +23,13 @@ forward, loss, backward, clip, AdamW; the peers as a plain script runs them, out
 zoo loop's deterministic mode). Beside it, the
 fraction of the machine's fp32 matmul peak (one large square product, timed in the same
 run) the step reaches: 3x the forward's matmul FLOPs (``bench_peers.flops_forward``).
+And the **ceiling**: the faster peer's step time over the time of the step's linear
+products alone (each forward product and its two backward ones, fp32, back to back, each in
+its faster orientation): the largest ratio any loop doing the same fp32 arithmetic could
+reach against that peer, were attention, norms, activations, loss and optimizer free.
 
 ``--json`` prints a list of rungs, each ``{"rung", "tokens_per_s": {"zoo", "nanogpt",
-"transformers"}, "ratio", "peak_fraction", "loss_gap", ...}``. Target (issue 31): the zoo
+"transformers"}, "ratio", "ceiling", "peak_fraction", "loss_gap", ...}``. Target (issue 31): the zoo
 at >= 1.3x the faster peer at every rung of ``make study``.
 """
 
@@ -46,8 +50,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 import zoo
+from bench.bench_forward import linear_shapes
 from bench.bench_peers import flops_forward
-from bench.common import interleaved, setup, table
+from bench.common import interleaved, matmul_suite, setup, table
 from zoo.training import TrainSettings, World, bundled_corpus, run_loop, tokens_data
 from zoo.training.sampling import WindowSampler
 
@@ -230,6 +235,8 @@ def measure_rung(rung: str, args: argparse.Namespace, data: Any) -> dict[str, An
             lockstep(ours, peers, data, settings, sides)
     speed = {name: settings.tokens_per_step / statistics.median(s.seconds) for name, s in sides.items()}
     faster = max(("nanogpt", "transformers"), key=speed.__getitem__)
+    suite, _ = matmul_suite(training_shapes(start.config, BATCH * SEQ))
+    matmuls = interleaved({"matmuls": suite}, repeats=15)["matmuls"]
     step_flops = 3 * BATCH * flops_forward(start.config, SEQ)
     gap = {
         name: max(abs(a - b) for a, b in zip(sides["zoo"].losses, sides[name].losses, strict=True))
@@ -241,10 +248,21 @@ def measure_rung(rung: str, args: argparse.Namespace, data: Any) -> dict[str, An
         "tokens_per_s": speed,
         "faster_peer": faster,
         "ratio": speed["zoo"] / speed[faster],
+        "matmul_seconds": matmuls,
+        "ceiling": settings.tokens_per_step / speed[faster] / matmuls,
         "peak_fraction": {name: s * step_flops / (BATCH * SEQ) / args.peak for name, s in speed.items()},
         "final_loss": {name: s.losses[-1] for name, s in sides.items()},
         "loss_gap": gap,
     }
+
+
+def training_shapes(config: zoo.ModelConfig, tokens: int) -> list[tuple[int, int, int]]:
+    """(rows, in, out) of every linear product of one training step over ``tokens`` tokens:
+    each forward product, and its two in the backward (the input's gradient, the weight's)."""
+    shapes = []
+    for m, k, n in linear_shapes(config, tokens):
+        shapes += [(m, k, n), (m, n, k), (k, m, n)]
+    return shapes
 
 
 def matmul_peak(threads: int) -> float:
@@ -284,6 +302,9 @@ def main(argv: list[str] | None = None) -> None:
         rows.append((f"{r['rung']} transformers", f"{t['transformers']:,.0f} tok/s", f"loss gap {gap:.1e}"))
         verdict = "" if not target else (" met" if r["ratio"] >= 1.3 else " MISSED")
         rows.append((f"{r['rung']} ratio", f"{r['ratio']:.2f}x", f"zoo vs {r['faster_peer']}{target}{verdict}"))
+        share = 1 / r["ceiling"]
+        note = f"{r['faster_peer']}'s step over its linear products alone ({share:.0%} of its step)"
+        rows.append((f"{r['rung']} ceiling", f"{r['ceiling']:.2f}x", note))
     peak = f"{args.peak / 1e9:.1f} GFLOP/s"
     print(table(f"training, {BATCH} x {SEQ} tokens, vocab {VOCAB}, {args.threads} thread(s), peak {peak}", rows))
     if not all(math.isfinite(r["ratio"]) for r in rungs):

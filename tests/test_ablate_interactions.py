@@ -265,7 +265,7 @@ def _sources_text() -> str:
 #: The papers a literature statement may cite, as the column names them.
 PAPERS = ("Vaswani et al. 2017", "Shazeer 2020", "Xiong et al. 2020", "Press et al. 2022", "Narang et al. 2021",
           "Radford et al. 2019", "Chowdhery et al. 2022", "Ainslie et al. 2023", "Su et al. 2021", "Haviv et al. 2022",
-          "Touvron et al. 2023")  # fmt: skip
+          "Touvron et al. 2023", "Raffel et al. 2020")  # fmt: skip
 
 
 @pytest.mark.parametrize("row", sorted(LITERATURE))

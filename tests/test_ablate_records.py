@@ -161,6 +161,30 @@ def test_a_killed_worker_is_a_zoo_error_naming_the_run_and_how_to_resume(tmp_pat
     assert "run the same command again (the same --out) to resume" in said and "--workers" in said, said
 
 
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
+def test_a_killed_ablation_takes_its_workers_with_it(tmp_path: Path) -> None:
+    """SIGKILL (or SIGTERM) of `zoo ablate` skips its clean-up; its workers notice and end
+    rather than train on for nobody, and nothing they leave is reused as finished."""
+    out = tmp_path / "out"
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in {**SCALE, "steps": 4000}.items()]
+    command = [sys.executable, "-m", "zoo", "ablate", "--from=gpt2-small", "--to=gpt2-small", *flags]
+    command += ["--seeds=2", "--workers=2", "--tokenizer=bytes", "--max-chars=20000", f"--out={out}"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while len(workers := _workers_of(process.pid)) < 2 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(workers) == 2, "the workers did not start"
+    process.kill()
+    process.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    while (alive := [pid for pid in workers if Path(f"/proc/{pid}").exists()]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in alive:  # clean up before failing
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, f"workers {alive} outlived the ablation"
+    assert not list(out.glob("[0-9]*.json")), "a run cut short left a record"
+
+
 def test_each_record_holds_its_training_throughput(done: tuple[AblationResult, Path]) -> None:
     """A record's tokens/s is its training steps' tokens over their wall time (evaluation
     excluded); ablation.json carries it per seed, its mean per variant, and the line shown."""

@@ -21,6 +21,8 @@ def test_the_three_loops_train_alike_and_json_names_every_side(capsys: pytest.Ca
         assert set(speeds) == {"zoo", "nanogpt", "transformers"} and all(s > 0 for s in speeds.values())
         assert r["ratio"] == pytest.approx(speeds["zoo"] / speeds[r["faster_peer"]])
         assert all(0 < f < 1 for f in r["peak_fraction"].values())
+        # A peer's step does more than its linear products: the ceiling is above 1x.
+        assert r["matmul_seconds"] > 0 and r["ceiling"] > 1
         # Same start, batches, optimizer: the losses agree to float reassociation at every step.
         assert r["loss_gap"]["nanogpt"] < 1e-4 and r["loss_gap"]["transformers"] < 1e-4
         assert r["final_loss"]["zoo"] < 5.45  # ln(256) = 5.55 at the start: it trained
@@ -60,3 +62,17 @@ def test_the_study_rungs_are_make_studys() -> None:
         assert d_model // heads == bench_study.HEAD_SIZE
         rungs.append(f"{d_model}x{layers}")
     assert set(bench_study.STUDY_RUNGS) == set(rungs)
+
+
+def test_the_ceilings_products_are_each_forward_product_and_its_two_gradients() -> None:
+    import zoo
+    from bench.bench_forward import linear_shapes
+
+    config = zoo.build("gpt2-small", d_model=32, n_layers=2, n_heads=2, vocab_size=256, device="meta").config
+    forward = linear_shapes(config, 1024)
+    shapes = bench_study.training_shapes(config, 1024)
+    assert len(shapes) == 3 * len(forward) and set(forward) <= set(shapes)
+    flops = sum(2 * m * k * n for m, k, n in shapes)
+    assert flops == 3 * sum(2 * m * k * n for m, k, n in forward)
+    # The weight's gradient contracts over the tokens: a (in x tokens) @ (tokens x out) product.
+    assert (32, 1024, 3 * 32) in shapes

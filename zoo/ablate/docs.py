@@ -81,7 +81,14 @@ LITERATURE: dict[str, str] = {
     "mlp=swiglu": (
         "Shazeer 2020, Table 1: SwiGLU 1.944 vs GELU 1.983 held-out log-perplexity (T5-base on C4, 65k steps, "
         "the hidden size cut to 2/3 so the weights stay equal; here it rounds up to a multiple of 256, so at "
-        "d_ff 256 the SwiGLU MLP holds 1.5x the base's MLP weights, trained a few hundred steps)"
+        "d_ff 256 the SwiGLU MLP holds 1.5x the base's MLP weights, trained a few hundred steps). This swap "
+        "alone pairs SwiGLU with GPT-2's learned absolute positions, which neither design uses (T5 has relative "
+        "position biases, Raffel et al. 2020, section 2.1; the Llama design rotary ones): the paired row "
+        "mlp=swiglu+position=rotary and its interaction measure the pairing"
+    ),
+    "mlp=swiglu+position=rotary": (
+        "none: both swaps as the Llama design makes them, together (Touvron et al. 2023, section 2.2); the "
+        "interaction says whether they add up"
     ),
     "activation=silu": (
         "Shazeer 2020, Table 1: Swish (SiLU) 1.994 vs GELU 1.983 held-out log-perplexity (T5-base on C4 for 65k "

@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime
 import multiprocessing
 import os
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -208,10 +210,22 @@ def _devices(device: str, count: int, rank: int) -> list[str]:
 _WORKER: dict[str, Any] = {}
 
 
-def _start_worker(context: Context, progress: Any, devices: Any) -> None:
+def _start_worker(context: Context, progress: Any, devices: Any, parent: int) -> None:
     _WORKER.update(context=context, progress=progress, device=devices.get())
     if context.threads is not None:
         torch.set_num_threads(context.threads)
+    # ``parent`` is the pid the ablation passed, not os.getppid(): it may have died already.
+    watch = threading.Thread(target=_exit_with_parent, args=(parent,), name="zoo-parent-watch", daemon=True)
+    watch.start()
+
+
+def _exit_with_parent(parent: int, every: float = 0.5) -> None:
+    """End this worker once the ablation that started it is gone (killed with SIGTERM or
+    SIGKILL, which skip its clean-up): an orphan would train on, holding the cores, for
+    nobody. Its record is written atomically, so a run cut short leaves nothing to reuse."""
+    while os.getppid() == parent:
+        time.sleep(every)
+    os._exit(1)
 
 
 def _work(job: Job) -> None:
@@ -244,7 +258,7 @@ def _run_in_processes(
                 on_progress(label, step, total, loss)
 
     with ProcessPoolExecutor(
-        workers, mp_context=mp, initializer=_start_worker, initargs=(context, progress, free)
+        workers, mp_context=mp, initializer=_start_worker, initargs=(context, progress, free, os.getpid())
     ) as pool:
         futures: dict[Future[None], Job] = {pool.submit(_work, job): job for job in jobs}
         pending = set(futures)
