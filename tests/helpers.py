@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import struct
 import subprocess
 import sys
@@ -610,3 +611,9 @@ def presets_heavy_slow(names: list[str]) -> list[Any]:
         heavy = config.n_layers * experts > HEAVY_EXPERT_MODULES
         params.append(pytest.param(name, id=name, marks=pytest.mark.slow if heavy else ()))
     return params
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` for a child a test interrupts: SIGINT's default action in it even when
+    this run inherited SIGINT ignored (a shell's background job), which the child would keep."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -30,7 +30,7 @@ import safetensors.torch
 from safetensors import safe_open
 
 import zoo
-from helpers import edit_metadata, error_line, prepared_bytes
+from helpers import default_sigint, edit_metadata, error_line, prepared_bytes
 from zoo.ablate import run_ablation
 from zoo.ablate.report import md, md_code
 from zoo.checkpoint import digest, versions
@@ -445,7 +445,12 @@ def test_a_second_ctrl_c_prints_no_traceback(data: Path, tmp_path: Path) -> None
     command = [sys.executable, "-m", "zoo", "train", "gpt2-small", *MODEL, "--data", str(data), "--out", str(out)]
     command += ["--steps", "5000", *FLAGS[2:-4], "--save-every", "1000", "--threads", "1"]
     process = subprocess.Popen(
-        command, env=environment(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        env=environment(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,  # SIGINT acts even where this run inherited it ignored
     )
     for _ in range(1200):  # until it trains
         metrics = out / "metrics.jsonl"

@@ -22,6 +22,7 @@ import pytest
 import torch
 
 import zoo
+from helpers import default_sigint
 from zoo.cli import main
 from zoo.training import (
     CurvePoint,
@@ -313,6 +314,7 @@ def zoo_cli(tmp: Path, *args: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,  # the Ctrl-C tests' signal acts whatever this run inherited
     )
 
 
