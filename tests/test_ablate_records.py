@@ -141,16 +141,22 @@ def _workers_of(pid: int) -> list[int]:
     return found
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
-def test_a_killed_worker_is_a_zoo_error_naming_the_run_and_how_to_resume(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    flags = [f"--{k.replace('_', '-')}={v}" for k, v in {**SCALE, "steps": 400}.items()]
+def _two_workers(out: Path, steps: int, **popen: Any) -> tuple[subprocess.Popen[Any], list[int]]:
+    """`zoo ablate` training 2 seeds on 2 workers for ``steps`` steps, as a process, and the
+    workers it has started once they are up (fewer if it ends or 240 s pass first)."""
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in {**SCALE, "steps": steps}.items()]
     command = [sys.executable, "-m", "zoo", "ablate", "--from=gpt2-small", "--to=gpt2-small", *flags]
     command += ["--seeds=2", "--workers=2", "--tokenizer=bytes", "--max-chars=20000", f"--out={out}"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, **popen)
     deadline = time.monotonic() + 240
-    while not (workers := _workers_of(process.pid)) and process.poll() is None and time.monotonic() < deadline:
+    while len(workers := _workers_of(process.pid)) < 2 and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
+    return process, workers
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
+def test_a_killed_worker_is_a_zoo_error_naming_the_run_and_how_to_resume(tmp_path: Path) -> None:
+    process, workers = _two_workers(tmp_path / "out", 400, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert workers, "no worker process started"
     os.kill(workers[0], signal.SIGKILL)
     _, said = process.communicate(timeout=240)
@@ -166,13 +172,7 @@ def test_a_killed_ablation_takes_its_workers_with_it(tmp_path: Path) -> None:
     """SIGKILL (or SIGTERM) of `zoo ablate` skips its clean-up; its workers notice and end
     rather than train on for nobody, and nothing they leave is reused as finished."""
     out = tmp_path / "out"
-    flags = [f"--{k.replace('_', '-')}={v}" for k, v in {**SCALE, "steps": 4000}.items()]
-    command = [sys.executable, "-m", "zoo", "ablate", "--from=gpt2-small", "--to=gpt2-small", *flags]
-    command += ["--seeds=2", "--workers=2", "--tokenizer=bytes", "--max-chars=20000", f"--out={out}"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 240
-    while len(workers := _workers_of(process.pid)) < 2 and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    process, workers = _two_workers(out, 4000, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     assert len(workers) == 2, "the workers did not start"
     process.kill()
     process.wait(timeout=60)
