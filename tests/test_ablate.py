@@ -375,6 +375,22 @@ def test_tune_lr_picks_the_best_rate_of_its_grid(tmp_path: Path) -> None:
         assert f"| {run.name} | " + " | ".join(cells) + f" | {run.delta_vs_base.mean:+.3f} |" in report
 
 
+@pytest.mark.parametrize(("warmup", "expected"), [(None, None), (0, 0), (30, 6), (100, 20)])
+def test_the_sweep_keeps_the_runs_warm_up_share(warmup: int | None, expected: int | None) -> None:
+    """--warmup 30 of 100 steps is 6 of a 20-step sweep run (a schedule of the same shape);
+    without --warmup the sweep's run keeps the loop's default."""
+    from zoo.ablate.options import Options
+    from zoo.ablate.plan import make_plan
+    from zoo.nn.registry import default_registry
+
+    scale = {**TINY_SCALE, "steps": 100, "warmup": warmup}
+    options = Options(**scale, tune_lr=True, tune_fraction=0.2, swaps=["position"], out_dir=Path("unused"))
+    plan = make_plan(options, default_registry())
+    assert plan.settings.warmup_steps == warmup
+    for jobs in plan.tune_jobs():
+        assert [(job.settings.steps, job.settings.warmup_steps) for job in jobs] == [(20, expected)] * len(plan.grid)
+
+
 def test_a_best_rate_on_the_edge_of_its_sweep_is_extended_then_flagged(tmp_path: Path) -> None:
     """Rates far too low for a few steps: the highest always learns most, so each variant's best
     is the top edge, the sweep trains EDGE_EXTENSIONS more rates past it at the grid's spacing,

@@ -146,12 +146,14 @@ class Plan:
 
     def tune_job(self, index: int, rate: float) -> Job:
         """The sweep's short run of variant ``index`` at ``rate`` (a rate of the grid, or one
-        past its edge: ``beyond_edge``)."""
+        past its edge: ``beyond_edge``); a ``--warmup`` keeps its share of the steps there."""
         tuning = self.tuning
         if tuning is None:
             raise ConfigError("this ablation has no learning-rate sweep (--tune-lr)")
         steps, seed = tuning["steps"], tuning["seed"]
-        short = replace(self.settings, steps=steps, eval_every=steps, seed=seed, warmup_steps=None, lr=rate)
+        warmup = self.settings.warmup_steps  # the sweep's schedule is the run's, shrunk to its steps
+        warmup = None if warmup is None else round(warmup * steps / self.settings.steps)
+        short = replace(self.settings, steps=steps, eval_every=steps, seed=seed, warmup_steps=warmup, lr=rate)
         v = self.variants[index]
         return Job(
             f"tune/{index:02d}-{slug(v.name)}-lr{rate:g}",
