@@ -312,3 +312,26 @@ def test_the_committed_regions_equal_their_committed_results() -> None:
             assert check_region_against_results(region, json.loads(files[name].read_text())) > 0
         else:
             assert region.strip() == NOT_RUN.format(name=name), f"region {name} shows results but has no file"
+
+
+def _main_rung(name: str) -> tuple[list[dict[str, Any]], dict[str, Any], float]:
+    """The committed study ``name``'s rows, reference rows and corrected floor at its main
+    (first) rung: a ladder's first cell, or the single ablation itself."""
+    study = json.loads((ROOT / "docs" / "studies" / f"{name}.json").read_text())
+    if "cells" in study:
+        cell = study["cells"][0]
+        return cell["table"], cell["baselines"], cell["noise_floor_corrected"]
+    rows = [{"axis": r["axis"], "loss": r["final_val_loss"]} for r in study["runs"]]
+    return rows, study["baselines"], study["noise_floor"]["delta_corrected"]
+
+
+@pytest.mark.parametrize("name", ["ladder", "modern"])
+def test_the_committed_studies_learn_and_can_see_small_effects(name: str) -> None:
+    """What make study must show (issue 27): base and target at least 0.3 nats below the
+    bigram row, and a main rung whose floor after correction is at most 0.05 nats."""
+    rows, baselines, floor = _main_rung(name)
+    ends = {r["axis"]: r["loss"]["mean"] for r in rows if r["axis"] in ("base", "target")}
+    assert set(ends) == {"base", "target"}
+    for axis, loss in ends.items():
+        assert loss <= baselines["bigram"] - 0.3, f"{name}'s {axis} ends at {loss:.3f}, bigram {baselines['bigram']:.3f}"
+    assert 0 < floor <= 0.05, f"{name}'s corrected floor is {floor:.4f}"
