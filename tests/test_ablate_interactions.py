@@ -333,5 +333,7 @@ def test_the_committed_studies_learn_and_can_see_small_effects(name: str) -> Non
     ends = {r["axis"]: r["loss"]["mean"] for r in rows if r["axis"] in ("base", "target")}
     assert set(ends) == {"base", "target"}
     for axis, loss in ends.items():
-        assert loss <= baselines["bigram"] - 0.3, f"{name}'s {axis} ends at {loss:.3f}, bigram {baselines['bigram']:.3f}"
+        assert loss <= baselines["bigram"] - 0.3, (
+            f"{name}'s {axis} ends at {loss:.3f}, bigram {baselines['bigram']:.3f}"
+        )
     assert 0 < floor <= 0.05, f"{name}'s corrected floor is {floor:.4f}"
