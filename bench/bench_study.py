@@ -27,9 +27,12 @@ And the **ceiling**: the faster peer's step time over the time of the step's lin
 products alone (each forward product and its two backward ones, fp32, back to back, each in
 its faster orientation): the largest ratio any loop doing the same fp32 arithmetic could
 reach against that peer, were attention, norms, activations, loss and optimizer free.
+And the **batch gain**: the nanoGPT-style step's tokens/s at 5x the batch (a study's 5 seeds
+in one step) over at 1x, stepped alternately: the most that removing every per-step cost
+that does not grow with the tokens (Python, dispatch, optimizer loops) could buy.
 
 ``--json`` prints a list of rungs, each ``{"rung", "tokens_per_s": {"zoo", "nanogpt",
-"transformers"}, "ratio", "ceiling", "peak_fraction", "loss_gap", ...}``. Target (issue 31): the zoo
+"transformers"}, "ratio", "ceiling", "batch_gain", "peak_fraction", "loss_gap", ...}``. Target (issue 31): the zoo
 at >= 1.3x the faster peer at every rung of ``make study``.
 """
 
@@ -42,7 +45,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -235,6 +238,7 @@ def measure_rung(rung: str, args: argparse.Namespace, data: Any) -> dict[str, An
             lockstep(ours, peers, data, settings, sides)
     speed = {name: settings.tokens_per_step / statistics.median(s.seconds) for name, s in sides.items()}
     faster = max(("nanogpt", "transformers"), key=speed.__getitem__)
+    amortised = batch_gain(start, data, args)
     suite, _ = matmul_suite(training_shapes(start.config, BATCH * SEQ))
     matmuls = interleaved({"matmuls": suite}, repeats=15)["matmuls"]
     step_flops = 3 * BATCH * flops_forward(start.config, SEQ)
@@ -250,10 +254,31 @@ def measure_rung(rung: str, args: argparse.Namespace, data: Any) -> dict[str, An
         "ratio": speed["zoo"] / speed[faster],
         "matmul_seconds": matmuls,
         "ceiling": settings.tokens_per_step / speed[faster] / matmuls,
+        "batch_gain": amortised,
         "peak_fraction": {name: s * step_flops / (BATCH * SEQ) / args.peak for name, s in speed.items()},
         "final_loss": {name: s.losses[-1] for name, s in sides.items()},
         "loss_gap": gap,
     }
+
+
+STACK = 5  # make study's seeds: the batch of a step that trained them all at once
+
+
+def batch_gain(start: zoo.DecoderLM, data: Any, args: argparse.Namespace) -> float:
+    """The nanoGPT-style loop's tokens/s at ``STACK`` x the batch over at the batch, the two
+    stepped alternately: what removing every per-step cost that does not grow with the tokens
+    (Python, dispatch, the optimizer's loops) could buy, for instance by stacking a study's
+    seeds into one step. Near 1x, the step's time is its kernels' own work."""
+    settings = settings_for(args.steps, args.threads)
+    loops = {}
+    for name, batch in (("one", BATCH), ("stacked", STACK * BATCH)):
+        net = nanogpt_from(start)
+        loops[name] = (PeerLoop(net, net, data, replace(settings, batch_size=batch)), Side([], []), batch)
+    for step in range(args.steps * args.rounds):
+        for loop, side, _ in loops.values():
+            loop.step(side, timed=step >= WARMUP)
+    speed = {name: batch / statistics.median(side.seconds) for name, (_, side, batch) in loops.items()}
+    return speed["stacked"] / speed["one"]
 
 
 def training_shapes(config: zoo.ModelConfig, tokens: int) -> list[tuple[int, int, int]]:
@@ -305,6 +330,8 @@ def main(argv: list[str] | None = None) -> None:
         share = 1 / r["ceiling"]
         note = f"{r['faster_peer']}'s step over its linear products alone ({share:.0%} of its step)"
         rows.append((f"{r['rung']} ceiling", f"{r['ceiling']:.2f}x", note))
+        note = f"nanogpt's tokens/s at {STACK}x the batch over at 1x (per-step overhead amortised)"
+        rows.append((f"{r['rung']} batch gain", f"{r['batch_gain']:.2f}x", note))
     peak = f"{args.peak / 1e9:.1f} GFLOP/s"
     print(table(f"training, {BATCH} x {SEQ} tokens, vocab {VOCAB}, {args.threads} thread(s), peak {peak}", rows))
     if not all(math.isfinite(r["ratio"]) for r in rungs):

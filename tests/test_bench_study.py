@@ -23,6 +23,8 @@ def test_the_three_loops_train_alike_and_json_names_every_side(capsys: pytest.Ca
         assert all(0 < f < 1 for f in r["peak_fraction"].values())
         # A peer's step does more than its linear products: the ceiling is above 1x.
         assert r["matmul_seconds"] > 0 and r["ceiling"] > 1
+        # A step of 5x the tokens takes longer than one step (gain < 5) and less than ten (> 0.5).
+        assert 0.5 < r["batch_gain"] < bench_study.STACK
         # Same start, batches, optimizer: the losses agree to float reassociation at every step.
         assert r["loss_gap"]["nanogpt"] < 1e-4 and r["loss_gap"]["transformers"] < 1e-4
         assert r["final_loss"]["zoo"] < 5.45  # ln(256) = 5.55 at the start: it trained
