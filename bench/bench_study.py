@@ -238,7 +238,6 @@ def measure_rung(rung: str, args: argparse.Namespace, data: Any) -> dict[str, An
             lockstep(ours, peers, data, settings, sides)
     speed = {name: settings.tokens_per_step / statistics.median(s.seconds) for name, s in sides.items()}
     faster = max(("nanogpt", "transformers"), key=speed.__getitem__)
-    amortised = batch_gain(start, data, args)
     suite, _ = matmul_suite(training_shapes(start.config, BATCH * SEQ))
     matmuls = interleaved({"matmuls": suite}, repeats=15)["matmuls"]
     step_flops = 3 * BATCH * flops_forward(start.config, SEQ)
@@ -254,7 +253,7 @@ def measure_rung(rung: str, args: argparse.Namespace, data: Any) -> dict[str, An
         "ratio": speed["zoo"] / speed[faster],
         "matmul_seconds": matmuls,
         "ceiling": settings.tokens_per_step / speed[faster] / matmuls,
-        "batch_gain": amortised,
+        "batch_gain": batch_gain(start, data, settings, args.rounds),
         "peak_fraction": {name: s * step_flops / (BATCH * SEQ) / args.peak for name, s in speed.items()},
         "final_loss": {name: s.losses[-1] for name, s in sides.items()},
         "loss_gap": gap,
@@ -264,21 +263,20 @@ def measure_rung(rung: str, args: argparse.Namespace, data: Any) -> dict[str, An
 STACK = 5  # make study's seeds: the batch of a step that trained them all at once
 
 
-def batch_gain(start: zoo.DecoderLM, data: Any, args: argparse.Namespace) -> float:
+def batch_gain(start: zoo.DecoderLM, data: Any, settings: TrainSettings, rounds: int) -> float:
     """The nanoGPT-style loop's tokens/s at ``STACK`` x the batch over at the batch, the two
     stepped alternately: what removing every per-step cost that does not grow with the tokens
     (Python, dispatch, the optimizer's loops) could buy, for instance by stacking a study's
     seeds into one step. Near 1x, the step's time is its kernels' own work."""
-    settings = settings_for(args.steps, args.threads)
-    loops = {}
-    for name, batch in (("one", BATCH), ("stacked", STACK * BATCH)):
+    loops = []
+    for batch in (BATCH, STACK * BATCH):
         net = nanogpt_from(start)
-        loops[name] = (PeerLoop(net, net, data, replace(settings, batch_size=batch)), Side([], []), batch)
-    for step in range(args.steps * args.rounds):
-        for loop, side, _ in loops.values():
+        loops.append((PeerLoop(net, net, data, replace(settings, batch_size=batch)), Side([], [])))
+    for step in range(settings.steps * rounds):
+        for loop, side in loops:
             loop.step(side, timed=step >= WARMUP)
-    speed = {name: batch / statistics.median(side.seconds) for name, (_, side, batch) in loops.items()}
-    return speed["stacked"] / speed["one"]
+    one, stacked = (loop.settings.batch_size / statistics.median(side.seconds) for loop, side in loops)
+    return stacked / one
 
 
 def training_shapes(config: zoo.ModelConfig, tokens: int) -> list[tuple[int, int, int]]:
