@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from helpers import TINY_ABLATION
-from zoo.ablate.baselines import GRID, ngram_baselines
+from zoo.ablate.baselines import DISCOUNTS, GRID, ORDER, _KneserNey, ngram_baselines
 from zoo.cli import main
 from zoo.training import TokenSplit, TrainSettings, bundled_corpus, tokens_data, validation_batches
 
@@ -70,13 +70,60 @@ def test_the_losses_equal_counting_by_hand(vocab: int) -> None:
     assert (l2, l3) == (best2, best3)
 
 
+def kneser_ney(fit: list[int], vocab: int, d: float, context: tuple[int, ...], w: int) -> float:
+    """P(w | context) of interpolated Kneser–Ney by hand (``context`` oldest first, at most
+    ORDER - 1 tokens): raw counts at the order the context allows, continuation counts below."""
+    grams = [Counter(tuple(fit[i : i + k]) for i in range(len(fit) - k + 1)) for k in range(ORDER + 1)]
+    cont = [Counter(g[1:] for g in grams[k + 1]) for k in range(ORDER)]  # distinct (k+1)-grams a k-gram ends
+
+    def level(counts: Counter[tuple[int, ...]], h: tuple[int, ...], lower: float) -> float:
+        total = sum(c for g, c in counts.items() if g[:-1] == h)
+        distinct = sum(1 for g in counts if g[:-1] == h)
+        return (max(counts[(*h, w)] - d, 0) + d * distinct * lower) / total if total else lower
+
+    p = 1.0 / vocab
+    for k in range(1, len(context) + 1):
+        p = level(cont[k], context[len(context) - k + 1 :] if k > 1 else (), p)
+    return level(grams[len(context) + 1], context, p)
+
+
+@pytest.mark.parametrize("vocab", [5, 40])  # dense tables, and sorted keys (vocab**3 > 2**22 at 40: 4- and 5-grams)
+def test_the_fivegram_is_kneser_ney_by_hand_and_a_distribution(vocab: int) -> None:
+    g = torch.Generator().manual_seed(vocab)
+    base = torch.randint(0, vocab, (1500,), generator=g)
+    train = torch.where(torch.rand(1500, generator=g) < 0.6, base, (base.roll(2) + base.roll(1)) % vocab)
+    val = torch.randint(0, vocab, (200,), generator=g)
+    batches = windows(val, 8, 2, 2)
+    result = ngram_baselines(TokenSplit((train,)), TokenSplit((val,)), batches, vocab)
+    assert result.discount in DISCOUNTS and result.fivegram is not None
+    fit = train.tolist()
+    losses = [
+        -math.log(kneser_ney(fit, vocab, result.discount, tuple(x[i, max(0, j - 3) : j + 1].tolist()), int(y[i, j])))
+        for x, y in batches
+        for i in range(x.shape[0])
+        for j in range(x.shape[1])
+    ]
+    assert result.fivegram == pytest.approx(sum(losses) / len(losses), rel=1e-9)
+    # Every history's probabilities over the vocabulary sum to one, at every order a target meets.
+    model = _KneserNey([train], vocab, ORDER)
+    for seen in range(ORDER):
+        context = torch.tensor([[1, 2, 3, 4]]).expand(vocab, 4)
+        probs = [
+            math.exp(-model.scorer(context[w : w + 1], torch.tensor([seen]), torch.tensor([w]))(0.7))
+            for w in range(vocab)
+        ]
+        assert math.fsum(probs) == pytest.approx(1.0, abs=1e-12)
+
+
 def test_bytes_of_the_bundled_text_score_as_the_literature_of_this_corpus_expects() -> None:
     text = torch.frombuffer(bytearray(bundled_corpus().encode()), dtype=torch.uint8).to(torch.int64)
     cut = len(text) * 99 // 100
     data = tokens_data(text[:cut], text[cut:])
     result = ngram_baselines(data.train, data.val, windows(text[cut:], 64, 16, 4), 256)
-    assert result.unigram > result.bigram > (result.trigram or 0.0) > 1.5
+    assert result.unigram > result.bigram > (result.trigram or 0.0) > (result.fivegram or 0.0) > 1.2
     assert result.bigram == pytest.approx(2.50, abs=0.1) and result.trigram == pytest.approx(2.03, abs=0.1)
+    # Character 5-grams of Shakespeare: about 2.2-2.3 bits a character.
+    assert result.fivegram == pytest.approx(1.56, abs=0.1)
 
 
 def test_bits_per_byte_from_the_split() -> None:

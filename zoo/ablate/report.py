@@ -94,7 +94,7 @@ def reference_rows(result: AblationResult) -> list[tuple[str, float]]:
         return []
     return [
         (name, loss)
-        for name, loss in (("unigram", b.unigram), ("bigram", b.bigram), ("trigram", b.trigram))
+        for name, loss in (("unigram", b.unigram), ("bigram", b.bigram), ("trigram", b.trigram), ("fivegram", b.fivegram))
         if loss is not None
     ]
 
@@ -106,8 +106,8 @@ def reference_text(result: AblationResult) -> str:
         return ""
     bits = b.bits_per_byte(b.bigram)
     text = (
-        f"The **reference** rows are counted n-gram models (add-one unigram; interpolated bigram and trigram, "
-        f"weights chosen on held-out training tokens) fit on {b.tokens_counted:,} training tokens and scored on "
+        f"The **reference** rows are counted n-gram models (add-one unigram; interpolated bigram and trigram; "
+        f"an interpolated Kneser-Ney 5-gram; weights chosen on held-out training tokens) fit on {b.tokens_counted:,} training tokens and scored on "
         f"the same {b.eval_tokens:,} eval tokens as every run"
         + (f" (bigram {bits:.3f} bits/byte)" if bits is not None else "")
         + "."
