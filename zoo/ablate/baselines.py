@@ -149,7 +149,7 @@ class _Level:
         return _Level(
             _Counts(keys, vocab**k),
             _Counts(keys // vocab, vocab ** (k - 1)),
-            _Counts(keys.unique() // vocab, vocab ** (k - 1)),
+            _Counts(torch.unique(keys) // vocab, vocab ** (k - 1)),
         )
 
     def look_up(self, h: Tensor, w: Tensor, vocab: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -172,7 +172,7 @@ class _KneserNey:
         grams = [torch.cat([_grams(s, k, vocab) for s in shards]) for k in range(1, order + 1)]
         self.raw = [_Level.of(keys, k, vocab) for k, keys in enumerate(grams, 1)]
         # Continuation counts of a k-gram: the distinct (k+1)-grams it ends.
-        self.cont = [_Level.of(grams[k].unique() % vocab**k, k, vocab) for k in range(1, order)]
+        self.cont = [_Level.of(torch.unique(grams[k]) % vocab**k, k, vocab) for k in range(1, order)]
 
     def scorer(self, context: Tensor, seen: Tensor, w: Tensor) -> Callable[[float], float]:
         """The mean loss, given a discount, of targets ``w`` after ``context`` (N, order - 1;
