@@ -32,7 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PAIR = "embedding_scale=none+init=gpt2"
 SWAPS = "embedding_scale,init,embedding_scale+init"
 # TINY_ABLATION's flags as run_ablation's options, so the CLI reuses the fixture's runs.
-TINY = dict(d_model=16, layers=1, heads=2, seq_len=16, steps=2, batch=2, eval_every=2, tokenizer="bytes")
+TINY = dict(
+    d_model=16, layers=1, heads=2, seq_len=16, steps=2, batch=2, eval_every=2, tokenizer="bytes", read_unlearned=True
+)
 
 
 @pytest.fixture(scope="module")

@@ -34,7 +34,16 @@ from zoo.nn.registry import default_registry
 from zoo.training import TrainSettings, bundled_corpus, lm_loss, load_corpus, validation_batches
 
 TINY: dict[str, Any] = dict(
-    d_model=16, layers=2, heads=2, seq_len=16, steps=8, batch=4, lr=1e-2, eval_every=4, max_chars=20_000
+    d_model=16,
+    layers=2,
+    heads=2,
+    seq_len=16,
+    steps=8,
+    batch=4,
+    lr=1e-2,
+    eval_every=4,
+    max_chars=20_000,
+    read_unlearned=True,
 )
 SWAPS = ["position", "placement"]
 STATSMODELS = {"holm": "holm", "bonferroni": "bonferroni", "bh": "fdr_bh"}
@@ -243,6 +252,7 @@ def test_a_ladder_resumes_without_re_running_finished_rungs(tmp_path: Path) -> N
     one = run_study(
         "transformer-2017",
         "gpt2-small",
+        read_unlearned=True,
         d_model=16,
         layers=1,
         scales=[(16, 1)],
@@ -258,6 +268,7 @@ def test_a_ladder_resumes_without_re_running_finished_rungs(tmp_path: Path) -> N
     two = run_study(
         "transformer-2017",
         "gpt2-small",
+        read_unlearned=True,
         d_model=16,
         layers=1,
         scales=[(16, 1), (32, 1)],
@@ -318,6 +329,7 @@ def test_rate_and_warmup_sweeps_train_every_variant_for_the_full_budget(tmp_path
     study = run_study(
         "transformer-2017",
         "gpt2-small",
+        read_unlearned=True,
         d_model=16,
         layers=1,
         lr_sweep=[3e-3, 1e-2],
@@ -353,6 +365,7 @@ def test_a_tuned_ladder_states_each_variants_rate_per_rung_and_its_edges(tmp_pat
     study = run_study(
         "transformer-2017",
         "gpt2-small",
+        read_unlearned=True,
         d_model=16,
         layers=1,
         scales=[(16, 1), (32, 1)],
@@ -452,6 +465,7 @@ def warmup_study(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return run_study(
         "transformer-2017",
         "gpt2-small",
+        read_unlearned=True,
         d_model=16,
         layers=1,
         warmup_sweep=[0, 2],

@@ -87,7 +87,17 @@ def test_the_ablation_figures_read_as_numbers_and_keep_a_dollar_in_a_name(
     from zoo.ablate import run_ablation
     from zoo.ablate.report import plot_curves, plot_deltas, plot_diagnostics
 
-    tiny = dict(d_model=16, layers=2, heads=2, seq_len=16, steps=2, batch=2, eval_every=2, tokenizer="bytes")
+    tiny = dict(
+        d_model=16,
+        layers=2,
+        heads=2,
+        seq_len=16,
+        steps=2,
+        batch=2,
+        eval_every=2,
+        tokenizer="bytes",
+        read_unlearned=True,
+    )
     result = run_ablation(**tiny, max_chars=4000, swaps=["placement"], seeds=2, out_dir=tmp_path / "run")
     figures = saved_figures(monkeypatch)
     with matplotlib.rc_context({"svg.fonttype": "none"}):
@@ -132,6 +142,7 @@ def test_the_study_figures_keep_their_titles_and_legends_inside(
     study = run_study(
         "transformer-2017",
         "gpt2-small",
+        read_unlearned=True,
         d_model=16,
         layers=1,
         scales=[(16, 1), (24, 1)],

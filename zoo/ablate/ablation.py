@@ -27,6 +27,7 @@ from zoo.ablate.results import (
     best_tune,
     swap_interactions,
     sweep_edges,
+    unlearned_interactions,
 )
 from zoo.ablate.runner import ProgressCallback, Runner, join_world
 from zoo.ablate.stats import adjust_optional, mean_interval, paired_difference
@@ -228,10 +229,13 @@ def _train_and_report(
     runner.run([*(job for per_variant in jobs for job in per_variant), *control_jobs])
     runs = _collect(plan, jobs, lrs, tunes, runner, registry)
     control = _control(plan, control_jobs, runs[0], runner)
-    interactions = corrected(runs, plan.options.correction, control, swap_interactions(runs))
-    _extrapolation(plan, runs)
     result = _result(plan, runs, command, runner, control)
-    result.interactions = interactions
+    result.judge_learning(
+        plan.options.read_unlearned
+    )  # before the tests: a row that did not learn is in no interaction
+    result.interactions = corrected(runs, plan.options.correction, control, swap_interactions(runs))
+    result.notes += [f"interaction of {left}" for left in unlearned_interactions(runs)]
+    _extrapolation(plan, runs)
     if result.main_process:
         write_report(result)
     barrier(world)  # the other ranks return once the report exists

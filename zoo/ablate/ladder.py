@@ -234,7 +234,8 @@ class StudyResult:
         the change of its Δ from the first rung to the last: Welch's test on the two rungs'
         per-seed Δs (independent runs, as no model is shared across rungs; seeds of the same
         number share only a data order), its p adjusted by the study's correction over these
-        tests of every row together. ``Trend.word`` reads only corrected results."""
+        tests of every row together. ``Trend.word`` reads only corrected results. A row that did
+        not learn at some rung (or whose base did not) has no trend."""
         if len(self.rungs) < 2:
             return []
         out = []
@@ -242,8 +243,10 @@ class StudyResult:
             results = [self.cell(r.name, lr, warmup) for r in self.rungs]
             for run in results[0].rows("plan")[1:]:
                 rows = [row_named(result, run.name) for result in results]
-                if any(row is None for row in rows):
-                    continue
+                if any(
+                    row is None or not row.learned or not result.runs[0].learned for row, result in zip(rows, results)
+                ):
+                    continue  # a rung where it (or its base) did not learn measures no trend
                 found = [row for row in rows if row is not None]
                 out.append(
                     Trend(
@@ -268,7 +271,7 @@ class StudyResult:
         for swept, at, rung, low, high, first, last in self._sweep_ends():
             for run in first.runs:
                 other = row_named(last, run.name)
-                if other is None or run.axis == "control":
+                if other is None or run.axis == "control" or not (run.learned and other.learned):
                     continue
                 delta = paired_difference(other.losses(), run.losses(), LEVEL)
                 effects.append(SweepEffect(run.name, run.axis, rung.name, low, high, delta, swept, at))

@@ -227,6 +227,13 @@ class Options:
         metavar="FILE|DIR",
         shown="the bundled Shakespeare",
     )
+    read_unlearned: bool = option(
+        False,
+        help="mark and test rows that do not beat the bigram reference too (a study of how fast designs start "
+        "to learn, not of what they are worth)",
+        kind="switch",
+        shown="such a row is shown as did not learn, never marked, and in no interaction or trend",
+    )
     tune_lr: bool = option(
         False, help="sweep a learning rate per variant, train each at its best", kind="switch", shown="one --lr for all"
     )

@@ -75,7 +75,7 @@ def table(
             "Δ this step": "" if step is None else step.format(sign=True),
             "p (step)": "" if step is None else p_text(step.p_value),
             "p adj (step)": "" if step is None else p_text(step.p_adjusted),
-            "sig": "*" if run.significant else "",
+            "sig": "*" if run.significant else "" if run.learned else "did not learn",
             "parameters": f"{run.parameters:,}",
             "FLOPs/token": _si(run.flops_per_token),
             "train FLOPs": _si(run.train_flops),
@@ -94,7 +94,12 @@ def reference_rows(result: AblationResult) -> list[tuple[str, float]]:
         return []
     return [
         (name, loss)
-        for name, loss in (("unigram", b.unigram), ("bigram", b.bigram), ("trigram", b.trigram), ("fivegram", b.fivegram))
+        for name, loss in (
+            ("unigram", b.unigram),
+            ("bigram", b.bigram),
+            ("trigram", b.trigram),
+            ("fivegram", b.fivegram),
+        )
         if loss is not None
     ]
 
@@ -112,6 +117,17 @@ def reference_text(result: AblationResult) -> str:
         + (f" (bigram {bits:.3f} bits/byte)" if bits is not None else "")
         + "."
     )
+    if stuck := [run for run in result.rows() if not run.learned]:
+        text += (
+            " **Did not learn**: "
+            + "; ".join(f"{md_code(run.name)} {run.not_learned}" for run in stuck)
+            + ". A row that did not learn is never marked and is left out of interactions and trends."
+        )
+    if result.marks_unreliable:
+        text += (
+            " **Marks unreliable**: the control, the base against itself under other seeds, is marked after "
+            "correction, so this table's intervals are not calibrated and none of its marks can be read."
+        )
     if result.under_trained:
         names = ", ".join(md_code(n) for n in result.under_trained)
         text += (

@@ -29,6 +29,9 @@ ALPHA = 1.0 - LEVEL
 MIN_EFFECT = 1e-4
 #: Training FLOPs per token as a multiple of the forward FLOPs (backward ~ 2x forward).
 TRAIN_FLOPS_FACTOR = 3
+#: A seed whose final loss is within this of the unigram reference (nats/token) learned
+#: nothing a token's frequency does not give: its row "plateaus at the unigram".
+PLATEAU = 0.05
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,14 @@ class AblationRun:
     train_flops: float
     tune: list[TuneRun] = field(default_factory=list)
     extrapolation: Extrapolation | None = None  # its losses at --eval-lengths (None without)
+    not_learned: str | None = None  # why it is not evidence (a seed not below the bigram), or None
+
+    @property
+    def learned(self) -> bool:
+        """Whether every seed beat the bigram reference (``AblationResult.judge_learning``):
+        a row that did not is shown as *did not learn*, never marked, and left out of
+        interactions and trends."""
+        return self.not_learned is None
 
     @property
     def on_edge(self) -> bool | None:
@@ -168,7 +179,7 @@ class AblationRun:
         significant after the study's correction (adjusted p < 1 - ``LEVEL``; without a
         correction set, its interval excludes 0) and at least ``MIN_EFFECT``."""
         delta = self.tested
-        if self.axis == "base" or abs(delta.mean) < MIN_EFFECT:
+        if self.axis == "base" or not self.learned or abs(delta.mean) < MIN_EFFECT:
             return False
         return delta.significant if delta.p_adjusted is None else delta.p_adjusted < ALPHA
 
@@ -176,7 +187,7 @@ class AblationRun:
     def significant_before_correction(self) -> bool:
         """The mark this row would carry without the correction."""
         delta = self.tested
-        return self.axis != "base" and delta.significant and abs(delta.mean) >= MIN_EFFECT
+        return self.axis != "base" and self.learned and delta.significant and abs(delta.mean) >= MIN_EFFECT
 
     @property
     def detectable(self) -> float | None:
@@ -214,6 +225,8 @@ class AblationRun:
             "tokens_per_second": self.tokens_per_second,
             "significant": self.significant,
             "significant_before_correction": self.significant_before_correction,
+            "learned": self.learned,
+            "did_not_learn": self.not_learned,
             "detectable_delta": self.detectable,
             "extrapolation": (
                 None if self.extrapolation is None else self.extrapolation.to_dict(self.extrapolation.cells[0].length)
@@ -258,7 +271,8 @@ class SwapInteraction:
 
 def swap_interactions(runs: list[AblationRun]) -> list[SwapInteraction]:
     """Per paired row whose single swaps are all in ``runs`` (plan order: base first, target
-    last): its interaction, uncorrected (``ablation.corrected`` adjusts it with the table)."""
+    last) and which, with them and the base, learned: its interaction, uncorrected
+    (``ablation.corrected`` adjusts it with the table)."""
     base, middle = runs[0], runs[1:-1]
     singles = {run.axis: run for run in middle if "+" not in run.axis}
     found = []
@@ -266,6 +280,8 @@ def swap_interactions(runs: list[AblationRun]) -> list[SwapInteraction]:
         axes = tuple(run.axis.split("+"))
         if len(axes) < 2 or any(axis not in singles for axis in axes):
             continue
+        if not all(r.learned for r in (base, run, *(singles[axis] for axis in axes))):
+            continue  # a model that did not train measures no interaction (``unlearned_interactions``)
         parts = [singles[axis].losses() for axis in axes]
         values = tuple(
             pair - math.fsum(one[i] for one in parts) + (len(axes) - 1) * b
@@ -341,6 +357,28 @@ class AblationResult:
         if self.baselines is None:
             return []
         return [run.name for run in (self.runs[0], self.runs[-1]) if not run.loss.mean < self.baselines.bigram]
+
+    def judge_learning(self, read_unlearned: bool = False) -> None:
+        """Set every row's ``not_learned`` (the control's too) from the reference rows; without
+        them (ranks > 0, older records) every row counts as learned. ``read_unlearned``
+        (``--read-unlearned``): every row is read, and the rows that did not learn are named
+        in ``notes``."""
+        for run in [*self.runs, *([self.control] if self.control is not None else [])]:
+            cause = None if self.baselines is None else learning_cause(run, self.baselines)
+            run.not_learned = None if read_unlearned else cause
+            if cause and read_unlearned:
+                self.notes.append(f"read as asked (--read-unlearned), though it did not learn: {run.name} {cause}")
+
+    @property
+    def did_not_learn(self) -> list[str]:
+        """Every row (control included) that is not evidence, in table order, with its cause."""
+        return [f"{run.name}: {run.not_learned}" for run in self.rows() if run.not_learned]
+
+    @property
+    def marks_unreliable(self) -> bool:
+        """Whether the control (the base against itself under other seeds) is marked after
+        correction: then this table's intervals are not calibrated and its marks cannot be read."""
+        return self.control is not None and self.control.significant
 
     @property
     def on_edge(self) -> list[str]:
@@ -445,10 +483,11 @@ class AblationResult:
             "throughput": {"tokens_per_second": self.tokens_per_second, "runs_at_once": self.runs_at_once},
             "data": self.data,
             "baselines": (
-                {**self.baselines.to_dict(), "under_trained": self.under_trained}
+                {**self.baselines.to_dict(), "under_trained": self.under_trained, "did_not_learn": self.did_not_learn}
                 if self.baselines is not None
                 else None
             ),
+            "marks_unreliable": self.marks_unreliable,
             "command": self.command,
             "options": self.options,
             "zoo_version": self.version,
@@ -466,6 +505,35 @@ class AblationResult:
             "report": str(self.report_path) if self.report_path else None,
             "notes": self.notes,
         }
+
+
+def learning_cause(run: AblationRun, baselines: Baselines) -> str | None:
+    """Why ``run`` is not evidence about its design, or None when every seed beat the bigram:
+    a diverged seed, seeds that plateau at the unigram, or seeds above the bigram."""
+    seeds = [(s.seed, s.final_val_loss) for s in run.seeds]
+    if diverged := [seed for seed, loss in seeds if not math.isfinite(loss)]:
+        return f"diverged (seed {', '.join(map(str, diverged))}: loss not finite)"
+    if flat := [seed for seed, loss in seeds if loss >= baselines.unigram - PLATEAU]:
+        return f"plateaus at the unigram ({baselines.unigram:.4f}) in seed {', '.join(map(str, flat))}"
+    if above := [seed for seed, loss in seeds if not loss < baselines.bigram]:
+        return f"does not beat the bigram ({baselines.bigram:.4f}) in seed {', '.join(map(str, above))}"
+    return None
+
+
+def unlearned_interactions(runs: list[AblationRun]) -> list[str]:
+    """The paired rows whose interaction ``swap_interactions`` leaves out because a row it
+    needs did not learn, each with that row."""
+    base, middle = runs[0], runs[1:-1]
+    singles = {run.axis: run for run in middle if "+" not in run.axis}
+    left = []
+    for run in middle:
+        axes = tuple(run.axis.split("+"))
+        if len(axes) < 2 or any(axis not in singles for axis in axes):
+            continue
+        stuck = [r.name for r in (base, run, *(singles[axis] for axis in axes)) if not r.learned]
+        if stuck:
+            left.append(f"{run.name} (not tested: {', '.join(stuck)} did not learn)")
+    return left
 
 
 def curve_dict(curve: list[CurvePoint]) -> list[dict[str, Any]]:
