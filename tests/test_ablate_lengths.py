@@ -74,7 +74,8 @@ def test_learned_is_na_past_its_table_and_the_others_run_at_2t(ran: AblationResu
         assert run.extrapolation is not None
         assert run.extrapolation.refused == (f"learned positions: no table past {T} tokens" if learned else None)
         for seed in run.seeds:
-            assert math.isclose(seed.eval_lengths[T], seed.final_val_loss, rel_tol=1e-5)  # T is the table's loss
+            # T scores the targets the longer lengths score (the windows' last T), not the table's windows
+            assert math.isfinite(seed.eval_lengths[T]) and seed.eval_lengths[T] != seed.final_val_loss
             if learned:
                 assert seed.eval_lengths[2 * T] is None
             else:
@@ -85,7 +86,8 @@ def test_learned_is_na_past_its_table_and_the_others_run_at_2t(ran: AblationResu
             assert cell.loss is not None and cell.growth is not None
             losses = [s.eval_lengths[2 * T] for s in run.seeds]
             assert cell.loss.mean == pytest.approx(sum(losses) / 2)  # type: ignore[arg-type]
-            assert cell.growth.mean == pytest.approx(sum(b - a for a, b in zip(run.losses(), losses)) / 2)  # type: ignore[operator]
+            at_t = [s.eval_lengths[T] for s in run.seeds]  # the same targets with T tokens of context
+            assert cell.growth.mean == pytest.approx(sum(b - a for a, b in zip(at_t, losses)) / 2)  # type: ignore[operator]
     assert ran.control is not None and all(s.eval_lengths[2 * T] is not None for s in ran.control.seeds)
 
 
@@ -175,26 +177,30 @@ def test_the_sentence_says_what_corrected_marks_say(ran: AblationResult) -> None
     )
 
 
-def test_the_2t_loss_is_on_2t_token_windows(ran: AblationResult) -> None:
-    """The recorded 2T loss, again from the saved checkpoint on windows of 2T + 1 tokens
-    cut from the validation split here; the learned model refuses such a window."""
+def test_every_length_scores_the_same_tokens_with_more_context(ran: AblationResult) -> None:
+    """The recorded losses, again from the saved checkpoint: windows of 2T + 1 tokens cut from
+    the validation split here, and at each length L the last T targets scored after the last
+    L tokens; the learned model refuses a 2T window. The file says how many were scored."""
     val = load_corpus(bundled_corpus(), tokenizer="bytes", max_chars=SCALE["max_chars"]).val
     count = ran.settings.eval_batches * ran.settings.batch_size
     starts = torch.linspace(0, val.numel() - (2 * T + 1), count).long()
     windows = torch.stack([val[s : s + 2 * T + 1] for s in starts.tolist()]).long()
     assert windows.shape == (count, 2 * T + 1)
     for run in ran.runs:
+        assert run.extrapolation is not None
+        assert [c["scored_tokens"] for c in run.extrapolation.to_dict(T)["lengths"]] == [count * T] * 2
         model = load(run.checkpoint).eval()
         if run.config.position.name == "learned":
             with pytest.raises(ConfigError, match=f"{2 * T} positions do not fit"):
                 model(windows[:1, :-1])
             continue
-        with torch.no_grad():
-            logits = model(windows[:, :-1])
-        assert logits.shape[1] == 2 * T
-        loss = float(F.cross_entropy(logits.flatten(0, 1).float(), windows[:, 1:].flatten()))
-        assert loss == pytest.approx(run.seeds[0].eval_lengths[2 * T], rel=1e-4)
-        assert loss != pytest.approx(run.seeds[0].eval_lengths[T], rel=1e-6)
+        for length in (T, 2 * T):
+            w = windows[:, -(length + 1) :]
+            with torch.no_grad():
+                logits = model(w[:, :-1])[:, -T:]
+            loss = float(F.cross_entropy(logits.flatten(0, 1).float(), w[:, -T:].flatten()))
+            assert loss == pytest.approx(run.seeds[0].eval_lengths[length], rel=1e-4)
+        assert run.seeds[0].eval_lengths[2 * T] != pytest.approx(run.seeds[0].eval_lengths[T], rel=1e-6)
 
 
 def test_the_cli_reuses_every_run_and_prints_the_table(ran: AblationResult, tmp_path: Path, capsys: Any) -> None:

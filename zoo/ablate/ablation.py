@@ -12,7 +12,7 @@ from typing import Any
 from zoo._version import __version__
 from zoo.ablate.advice import edge_sentence
 from zoo.ablate.baselines import Baselines, ngram_baselines
-from zoo.ablate.lengths import correct_lengths, extrapolation
+from zoo.ablate.lengths import correct_lengths, extrapolation, scored_tokens
 from zoo.ablate.options import EDGE_EXTENSIONS, Options, make_options, record, with_options
 from zoo.ablate.plan import Job, Plan, beyond_edge, make_plan
 from zoo.ablate.records import Context, content_digest, read_record, seed_run
@@ -334,7 +334,7 @@ def _extrapolation(plan: Plan, runs: list[AblationRun]) -> None:
         for i, (run, v) in enumerate(zip(runs, plan.variants))
     ]
     for run, extrapolated in zip(runs, correct_lengths(found, plan.options.correction)):
-        run.extrapolation = extrapolated
+        run.extrapolation = replace(extrapolated, scored_tokens=scored_tokens(plan.settings))
 
 
 def _control(plan: Plan, jobs: list[Job], base: AblationRun, runner: Runner) -> AblationRun:

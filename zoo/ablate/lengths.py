@@ -1,6 +1,8 @@
 """Length extrapolation (Press et al. 2022, "Train Short, Test Long"): every compared run,
 trained at ``--seq-len`` T, is evaluated again at multiples of T (``--eval-lengths``) on
-the same validation split, in windows of that length.
+the same tokens: at every length L it scores the last T targets of the same windows, with
+L - T more tokens of context before them (``scored_tokens`` is the same at every length).
+A length that scored other text would measure the text as well as the encoding.
 
 A position encoding without a table (sinusoidal, rotary, ALiBi, none) is built with
 ``max_seq_len`` at the longest length, so it can run there; training at T is unchanged.
@@ -18,6 +20,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from zoo.ablate.stats import Interval, adjust_optional, mean_interval, paired_difference
 from zoo.errors import ConfigError
@@ -25,7 +28,7 @@ from zoo.nn.config import ModelConfig, resolve_config
 from zoo.nn.factory import build
 from zoo.nn.inputs import context_limit
 from zoo.nn.registry import Registry
-from zoo.training import TokenSplit, TrainSettings, lm_loss, validation_batches
+from zoo.training import TokenSplit, TrainSettings, validation_batches
 
 
 def lengths_of(seq_len: int, factors: list[int] | None) -> tuple[int, ...]:
@@ -75,30 +78,42 @@ def check_split(val: TokenSplit, longest: int) -> None:
         )
 
 
+def scored_tokens(settings: TrainSettings) -> int:
+    """The targets every length scores: the last T of each of the validation windows."""
+    return settings.eval_batches * settings.batch_size * settings.seq_len
+
+
 @torch.no_grad()
 def length_losses(
     model: nn.Module, val: TokenSplit, settings: TrainSettings, lengths: tuple[int, ...]
 ) -> dict[str, float | None]:
-    """The model's mean loss at each length (by its decimal string, as JSON keys are): the
-    validation windows training evaluates (``validation_batches``, as many, each that long),
-    run a T-sized batch's tokens at a time; None past the model's context (a table's end)."""
+    """The model's mean loss at each length (by its decimal string, as JSON keys are) on the
+    same targets: as many windows as training evaluates, evenly spaced for the longest
+    length; at length L, each window's last L tokens as context and its last T targets
+    scored (``scored_tokens``); run a T-sized batch's tokens at a time; None past the
+    model's context (a table's end)."""
     limit = context_limit(model)  # type: ignore[arg-type]
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     found: dict[str, float | None] = {}
+    t = settings.seq_len
+    windows = torch.cat(
+        [torch.cat([x, y[:, -1:]], 1) for x, y in validation_batches(val, replace(settings, seq_len=max(lengths)))]
+    )
     try:
         for length in lengths:
             if length > limit:
                 found[str(length)] = None
                 continue
-            chunk = max(1, settings.batch_size * settings.seq_len // length)
-            total, windows = 0.0, 0
-            for x, y in validation_batches(val, replace(settings, seq_len=length)):
-                for xs, ys in zip(torch.split(x, chunk), torch.split(y, chunk)):
-                    total += float(lm_loss(model, xs.to(device), ys.to(device))) * xs.shape[0]
-                    windows += xs.shape[0]
-            found[str(length)] = total / windows
+            chunk = max(1, settings.batch_size * t // length)
+            total = 0.0
+            for w in torch.split(windows[:, -(length + 1) :], chunk):
+                logits = model(w[:, :-1].to(device))[:, -t:]
+                total += float(
+                    F.cross_entropy(logits.flatten(0, 1).float(), w[:, -t:].flatten().to(device), reduction="sum")
+                )
+            found[str(length)] = total / (windows.shape[0] * t)
     finally:
         model.train(was_training)
     return found
@@ -131,12 +146,16 @@ class Extrapolation:
 
     cells: list[LengthCell]
     refused: str | None
+    scored_tokens: int | None = None  # the targets each length scored, the same at every one
 
     def cell(self, length: int) -> LengthCell:
         return next(c for c in self.cells if c.length == length)
 
     def to_dict(self, seq_len: int) -> dict[str, Any]:
-        return {"refused": self.refused, "lengths": [c.to_dict(seq_len) for c in self.cells]}
+        return {
+            "refused": self.refused,
+            "lengths": [{**c.to_dict(seq_len), "scored_tokens": self.scored_tokens} for c in self.cells],
+        }
 
 
 def _losses(per_seed: list[dict[int, float | None]], length: int) -> list[float] | None:
