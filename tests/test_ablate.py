@@ -22,7 +22,7 @@ from zoo.ablate import SIZE_AXES, AblationResult, diff_configs, plot_curves, run
 from zoo.ablate.advice import next_step
 from zoo.ablate.options import EDGE_EXTENSIONS
 from zoo.ablate.plan import beyond_edge
-from zoo.ablate.results import TuneRun, best_tune, sweep_edges
+from zoo.ablate.results import TuneRun, best_tune, finalists, sweep_edges
 from zoo.ablate.stats import mean_interval, paired_difference
 from zoo.cli import main
 from zoo.training import TrainSettings, bundled_corpus, load_corpus, prepare, validation_batches
@@ -354,23 +354,36 @@ def test_tune_lr_picks_the_best_rate_of_its_grid(tmp_path: Path) -> None:
         tune_fraction=0.5,
         path=["placement", "position"],
     )
-    assert result.tuning == {"grid": grid, "steps": 12, "fraction": 0.5, "seed": 1000}
+    assert {k: v for k, v in result.tuning.items() if k != "scored_on"} == {  # type: ignore[union-attr]
+        "grid": grid,
+        "steps": 12,
+        "fraction": 0.5,
+        "seed": 1000,
+        "finalists": 2,
+    }
+    assert "held out" in result.tuning["scored_on"]  # type: ignore[index]
     for run in result.runs:
-        assert [t.lr for t in run.tune] == grid
-        slow, good, absurd = (t.final_val_loss for t in run.tune)
+        short = [t for t in run.tune if not t.full]
+        assert [t.lr for t in short] == grid
+        slow, good, absurd = (t.final_val_loss for t in short)
         assert good is not None and slow is not None and good < slow
         assert absurd is None or absurd > good  # diverged, or far worse
-        assert run.lr == 1e-2
+        # Successive halving: the two best short runs trained again for all 24 steps; the better of those won.
+        full = [t for t in run.tune if t.full]
+        kept = sorted((t for t in short if t.final_val_loss is not None), key=lambda t: t.final_val_loss or 0.0)[:2]
+        assert sorted(t.lr for t in full) == sorted(t.lr for t in kept)
+        assert run.lr == min(full, key=lambda t: t.final_val_loss or 0.0).lr == 1e-2
         assert all(zoo.checkpoint.inspect(s.checkpoint).metadata["ablation"]["lr"] == 1e-2 for s in run.seeds)
-    assert len(list((tmp_path / "tune").glob("*.json"))) == 3 * len(result.runs)
+    assert len(list((tmp_path / "tune").glob("*.json"))) == 5 * len(result.runs)
     report = result.report_path.read_text()  # type: ignore[union-attr]
-    assert "| run | 1e-05 | 0.01 | 1000 | chosen |" in report and "seed 1000 (not one of the compared seeds)" in report
+    assert "| run | 1e-05 | 0.01 | 1000 | full length | chosen |" in report
+    assert "seed 1000 (not one of the compared seeds)" in report and "never on the validation windows" in report
     # the one-rate check: each row's Δ vs the base at every rate both trained in the sweep
-    base = {t.lr: t.final_val_loss for t in result.runs[0].tune}
+    base = {t.lr: t.final_val_loss for t in result.runs[0].tune if not t.full}
     rates = [r for r in grid if base[r] is not None]
     assert "| run | " + " | ".join(f"Δ at {r:g}" for r in rates) + " | Δ, own rates | flips |" in report
     for run in result.runs[1:]:
-        own = {t.lr: t.final_val_loss for t in run.tune}
+        own = {t.lr: t.final_val_loss for t in run.tune if not t.full}
         cells = ["" if own[r] is None else f"{own[r] - base[r]:+.3f}" for r in rates]  # type: ignore[operator]
         assert f"| {run.name} | " + " | ".join(cells) + f" | {run.delta_vs_base.mean:+.3f} |" in report
 
@@ -402,22 +415,26 @@ def test_a_best_rate_on_the_edge_of_its_sweep_is_extended_then_flagged(tmp_path:
     data = json.loads((tmp_path / "ablation.json").read_text())
     assert data["tuning"]["grid"] == [1e-5, 2e-5] and data["tuning"]["on_edge"] == result.on_edge
     for run, recorded in zip(result.runs, data["runs"]):
-        assert [t.lr for t in run.tune] == trained and run.lr == 8e-5 and run.on_edge
-        losses = [t.final_val_loss for t in run.tune]
+        short, full = [t for t in run.tune if not t.full], [t for t in run.tune if t.full]
+        assert [t.lr for t in short] == trained and run.lr == 8e-5 and run.on_edge
+        losses = [t.final_val_loss for t in short]
         assert all(loss is not None for loss in losses) and losses == sorted(losses, reverse=True)
+        assert [t.lr for t in full] == [4e-5, 8e-5]  # the two best short runs, again at full length
         assert recorded["tune"] == {
             "grid": trained,
-            "runs": [
-                {"lr": r, "final_val_loss": loss, "diverged": False, "extended": r > 2e-5}
-                for r, loss in zip(trained, losses)
-            ],
+            "runs": [t.to_dict() for t in run.tune],
+            "finalists": [4e-5, 8e-5],
             "winner": 8e-5,
             "on_edge": True,
         }
-    assert len(list((tmp_path / "tune").glob("*.json"))) == len(trained) * len(result.runs)
+        assert [r for r in recorded["tune"]["runs"] if not r["full_length"]] == [
+            {"lr": r, "final_val_loss": loss, "diverged": False, "extended": r > 2e-5, "full_length": False}
+            for r, loss in zip(trained, losses)
+        ]
+    assert len(list((tmp_path / "tune").glob("*.json"))) == (len(trained) + 2) * len(result.runs)
     advice = "`placement=pre`'s best rate sits on the edge of its sweep: 8e-05 is the highest"
     report = result.report_path.read_text()  # type: ignore[union-attr]
-    assert "| run | 1e-05 | 2e-05 | 4e-05 | 8e-05 | chosen |" in report
+    assert "| run | 1e-05 | 2e-05 | 4e-05 | 8e-05 | full length | chosen |" in report
     assert "| 8e-05 **on edge** |" in report and advice in report and "widen --lr-grid" in report
     assert any(note.startswith("placement=pre's best rate sits on the edge") for note in result.notes)
     assert "a wider `--lr-grid` (a tuned rate sits on the edge of its sweep)" in next_step(result)  # under-trained
@@ -431,6 +448,21 @@ def test_a_best_rate_on_the_edge_of_its_sweep_is_extended_then_flagged(tmp_path:
     more = ablate(tmp_path, **{**options, "seeds": 3})
     assert more.trained and not [key for key in more.trained if key.startswith("tune/")]
     assert len(more.trained) == 4 and all(key.endswith(("-seed2", "-seed2002")) for key in more.trained)
+
+
+def test_a_sweep_run_never_sees_the_validation_windows() -> None:
+    """The sweep's split: the training tokens without their tail, scored on that tail; the
+    two cover the training split exactly and in order, over shard ends."""
+    import torch
+
+    from zoo.training import TokenSplit
+
+    train = TokenSplit((torch.arange(0, 70), torch.arange(70, 100)))
+    head, tail = train.held_out(0.4)
+    assert [s.tolist() for s in head.shards] == [list(range(60))]
+    assert [s.tolist() for s in tail.shards] == [list(range(60, 70)), list(range(70, 100))]
+    head, tail = train.held_out(0.1)
+    assert torch.cat([*head.shards, *tail.shards]).tolist() == list(range(100)) and tail.tokens == 10
 
 
 def test_the_edges_of_a_sweep() -> None:
@@ -448,6 +480,10 @@ def test_the_edges_of_a_sweep() -> None:
     assert sweep_edges(runs((1e-3, 2.5), (3e-3, None))) == ["low"]  # a diverged rate is not a winner
     assert sweep_edges(runs((1e-3, 2.0))) == ["low", "high"] and sweep_edges(runs((1e-3, None))) == []
     assert best_tune(runs((1e-3, None), (3e-3, None))) is None
+    # With finalists, the full-length best wins over the best short run, and edges read the short sweep.
+    halved = [*runs((1e-3, 2.0), (3e-3, 2.1)), TuneRun(1e-3, 1.8, full=True), TuneRun(3e-3, 1.7, full=True)]
+    assert best_tune(halved) == TuneRun(3e-3, 1.7, full=True) and sweep_edges(halved) == ["low"]
+    assert finalists(halved, 2) == [1e-3, 3e-3] and finalists(runs((1e-3, 2.0), (3e-3, None)), 2) == [1e-3]
     assert beyond_edge([1e-3, 3e-3, 1e-2], "high") == pytest.approx(1e-2 * 10 / 3) == float(f"{1e-2 * 10 / 3:.6g}")
     assert beyond_edge([1e-3, 3e-3, 1e-2], "low") == pytest.approx(1e-3 / 3)
     assert beyond_edge([1e-3], "low") == 5e-4 and beyond_edge([1e-3], "high") == 2e-3

@@ -13,7 +13,7 @@ from zoo._version import __version__
 from zoo.ablate.advice import edge_sentence
 from zoo.ablate.baselines import Baselines, ngram_baselines
 from zoo.ablate.lengths import correct_lengths, extrapolation, scored_tokens
-from zoo.ablate.options import EDGE_EXTENSIONS, Options, make_options, record, with_options
+from zoo.ablate.options import EDGE_EXTENSIONS, FINALISTS, Options, make_options, record, with_options
 from zoo.ablate.plan import Job, Plan, beyond_edge, make_plan
 from zoo.ablate.records import Context, content_digest, read_record, seed_run
 from zoo.ablate.report import write_report
@@ -25,6 +25,7 @@ from zoo.ablate.results import (
     SwapInteraction,
     TuneRun,
     best_tune,
+    finalists,
     swap_interactions,
     sweep_edges,
     unlearned_interactions,
@@ -250,11 +251,18 @@ def _tune(plan: Plan, runner: Runner) -> list[list[TuneRun]]:
     jobs = plan.tune_jobs()
     runner.run([job for per_variant in jobs for job in per_variant])
     tunes = [[_tune_run(job, runner) for job in per_variant] for per_variant in jobs]
-    return _extend(plan, runner, tunes)
+    tunes = _extend(plan, runner, tunes)
+    # Successive halving: the best short runs train again for the whole budget; the best of those wins.
+    final = [[plan.tune_job(i, rate, full=True) for rate in finalists(tune, FINALISTS)] for i, tune in enumerate(tunes)]
+    runner.run([job for per_variant in final for job in per_variant])
+    return [
+        sorted([*tune, *(_tune_run(job, runner, full=True) for job in jobs)], key=lambda t: (t.lr, t.full))
+        for tune, jobs in zip(tunes, final)
+    ]
 
 
-def _tune_run(job: Job, runner: Runner, extended: bool = False) -> TuneRun:
-    return TuneRun(job.settings.lr, read_record(job, runner.context)["final_val_loss"], extended)
+def _tune_run(job: Job, runner: Runner, extended: bool = False, full: bool = False) -> TuneRun:
+    return TuneRun(job.settings.lr, read_record(job, runner.context)["final_val_loss"], extended, full)
 
 
 def _extend(plan: Plan, runner: Runner, tunes: list[list[TuneRun]]) -> list[list[TuneRun]]:

@@ -140,7 +140,7 @@ def edge_sentence(run: AblationRun, name: str) -> str:
     tuned rate is the lowest or highest its sweep trained (``AblationRun.on_edge``); ``name``
     as the caller shows it (``md_code`` in markdown)."""
     sides = " and ".join("lowest" if side == "low" else "highest" for side in sweep_edges(run.tune))
-    rates = ", ".join(f"{t.lr:g}" for t in run.tune)
+    rates = ", ".join(f"{t.lr:g}" for t in run.tune if not t.full)
     return (
         f"{name}'s best rate sits on the edge of its sweep: {run.lr:g} is the {sides} of the rates it trained "
         f"({rates}, {EDGE_EXTENSIONS} past each edge at most), so its best may lie beyond: widen --lr-grid"

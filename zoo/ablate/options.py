@@ -61,6 +61,11 @@ TUNE_FRACTION = 0.25
 #: The sweep's seed is the first seed plus this: not a compared seed, and the same
 #: whatever the number of seeds (so adding seeds reuses the sweep).
 TUNE_SEED_OFFSET = 1000
+#: The tail of the training tokens a sweep run is scored on (and never trains on): a rate is
+#: never chosen on the validation windows the tables report.
+TUNE_HELD_OUT = 0.1
+#: The sweep's best short runs that train again for the full budget; the full-length best wins.
+FINALISTS = 2
 #: The control (the base again) trains at seeds ``seed + CONTROL_SEED_OFFSET + i``, an
 #: independent stream set beside the base's seed ``seed + i``: its Δ is the base's spread over seeds.
 CONTROL_SEED_OFFSET = 2000

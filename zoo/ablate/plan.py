@@ -20,9 +20,11 @@ from zoo.ablate.compare import SIZE_AXES, diff_configs, swap_value
 from zoo.ablate.lengths import at_lengths, check_factors, check_split, lengths_of
 from zoo.ablate.options import (
     CONTROL_SEED_OFFSET,
+    FINALISTS,
     LAUNCHERS,
     LR_GRID_FACTORS,
     ORDERS,
+    TUNE_HELD_OUT,
     TUNE_SEED_OFFSET,
     Options,
 )
@@ -136,7 +138,15 @@ class Plan:
             return None
         steps = max(1, round(self.options.steps * self.options.tune_fraction))
         seed = self.options.seed + TUNE_SEED_OFFSET
-        return {"grid": self.grid, "steps": steps, "fraction": self.options.tune_fraction, "seed": seed}
+        return {
+            "grid": self.grid,
+            "steps": steps,
+            "fraction": self.options.tune_fraction,
+            "seed": seed,
+            "finalists": FINALISTS,
+            "scored_on": f"the last {TUNE_HELD_OUT:.0%} of the training tokens, held out of every sweep run's training "
+            "(never the validation windows the tables report)",
+        }
 
     def tune_jobs(self) -> list[list[Job]]:
         """Per variant, a short run at each rate of the grid."""
@@ -144,20 +154,22 @@ class Plan:
             return [[] for _ in self.variants]
         return [[self.tune_job(index, rate) for rate in self.grid] for index in range(len(self.variants))]
 
-    def tune_job(self, index: int, rate: float) -> Job:
+    def tune_job(self, index: int, rate: float, *, full: bool = False) -> Job:
         """The sweep's short run of variant ``index`` at ``rate`` (a rate of the grid, or one
-        past its edge: ``beyond_edge``); a ``--warmup`` keeps its share of the steps there."""
+        past its edge: ``beyond_edge``); a ``--warmup`` keeps its share of the steps there.
+        ``full``: a finalist's run, for the whole budget on the run's own schedule. Either
+        trains without the training split's tail and is scored on it (``TUNE_HELD_OUT``)."""
         tuning = self.tuning
         if tuning is None:
             raise ConfigError("this ablation has no learning-rate sweep (--tune-lr)")
-        steps, seed = tuning["steps"], tuning["seed"]
+        steps, seed = (self.settings.steps if full else tuning["steps"]), tuning["seed"]
         warmup = self.settings.warmup_steps  # the sweep's schedule is the run's, shrunk to its steps
         warmup = None if warmup is None else round(warmup * steps / self.settings.steps)
         short = replace(self.settings, steps=steps, eval_every=steps, seed=seed, warmup_steps=warmup, lr=rate)
         v = self.variants[index]
         return Job(
-            f"tune/{index:02d}-{slug(v.name)}-lr{rate:g}",
-            f"tune {v.name} lr={rate:g}",
+            f"tune/{index:02d}-{slug(v.name)}-lr{rate:g}{'-full' if full else ''}",
+            f"tune {v.name} lr={rate:g}{' full length' if full else ''}",
             v.axis,
             v.config,
             short,

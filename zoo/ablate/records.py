@@ -22,6 +22,7 @@ import xxhash
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from zoo.ablate.diagnostics import Diagnostics
+from zoo.ablate.options import TUNE_HELD_OUT
 from zoo.ablate.plan import Job
 from zoo.ablate.results import SeedRun, curve_dict
 from zoo.checkpoint import inspect, load
@@ -126,6 +127,8 @@ def fingerprint(job: Job, context: Context) -> dict[str, Any]:
     }
     if job.lengths:  # absent without --eval-lengths, so older records still match
         key["eval_lengths"] = list(job.lengths)
+    if job.tune:  # a sweep run scored on the training split's tail, not on the validation windows
+        key["tuning_split"] = {"held_out_train_fraction": TUNE_HELD_OUT}
     read: dict[str, Any] = json.loads(json.dumps(key))  # as it reads back from a record
     return read
 

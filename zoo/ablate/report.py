@@ -13,7 +13,7 @@ from typing import Any
 from zoo.ablate.advice import CORRECTION_NAMES, caveats_section, edge_sentence, next_step_section, noise_section
 from zoo.ablate.compare import SIZE_AXES
 from zoo.ablate.extrapolation import extrapolation_section
-from zoo.ablate.options import EDGE_EXTENSIONS
+from zoo.ablate.options import EDGE_EXTENSIONS, FINALISTS, TUNE_HELD_OUT
 from zoo.ablate.records import write_figure, write_text
 from zoo.ablate.results import (
     ALPHA,
@@ -345,25 +345,32 @@ def _rates(result: AblationResult) -> list[str]:
     if not result.tuning:
         return lines + [f"One rate for every run: {result.settings.lr:g} (`--tune-lr` sweeps one per variant).", ""]
     t = result.tuning
-    rates = sorted({x.lr for run in result.runs for x in run.tune})
+    rates = sorted({x.lr for run in result.runs for x in run.tune if not x.full})
     lines += [
         (
-            f"Each variant trained at the best rate of a sweep over {', '.join(f'{r:g}' for r in t['grid'])}: "
+            f"Each variant trained at the best rate of a sweep over {', '.join(f'{r:g}' for r in t['grid'])}, "
+            f"every sweep run trained without the last {TUNE_HELD_OUT:.0%} of the training tokens and scored on "
+            f"them, never on the validation windows the tables report: "
             f"{t['steps']} steps ({t['fraction']:g} of the budget), seed {t['seed']} (not one of the compared seeds), "
-            f"final validation loss per rate (— diverged; **bold**: the best, which a diverged rate never is). "
+            f"the held-out loss per rate (— diverged; **bold**: the best short run, which a diverged rate never is). "
+            f"Successive halving: the {t.get('finalists', FINALISTS)} best short runs trained again for the whole "
+            f"budget (**full length**), and the best of those is the rate chosen. "
             f"Where the best was the lowest or highest rate trained, the sweep trained one more rate past that edge "
             f"at the grid's spacing, up to {EDGE_EXTENSIONS} per side; **on edge**: the best is still the lowest or "
             f"highest rate trained (a rate that diverged counts as trained), so it may lie beyond: widen `--lr-grid`."
         ),
         "",
-        "| run | " + " | ".join(f"{r:g}" for r in rates) + " | chosen |",
-        "|---|" + "---:|" * (len(rates) + 1),
+        "| run | " + " | ".join(f"{r:g}" for r in rates) + " | full length | chosen |",
+        "|---|" + "---:|" * (len(rates) + 2),
     ]
     for run in result.runs:
-        losses = {x.lr: x.final_val_loss for x in run.tune}
+        losses = {x.lr: x.final_val_loss for x in run.tune if not x.full}
         cells = [_tune_cell(run, r, losses) for r in rates]
+        full = ", ".join(
+            f"{x.lr:g}: {'—' if x.final_val_loss is None else f'{x.final_val_loss:.4f}'}" for x in run.tune if x.full
+        )
         edge = " **on edge**" if run.on_edge else ""
-        lines.append(f"| {md(run.name)} | " + " | ".join(cells) + f" | {run.lr:g}{edge} |")
+        lines.append(f"| {md(run.name)} | " + " | ".join(cells) + f" | {full} | {run.lr:g}{edge} |")
     edges = [run for run in result.runs if run.on_edge]
     lines += ["", *(f"{edge_sentence(run, md_code(run.name))}." for run in edges), *([""] if edges else [])]
     return lines + sensitivity_table(result)
@@ -376,13 +383,13 @@ def sensitivity_table(result: AblationResult) -> list[str]:
     the rate. Empty when nothing was tuned."""
     if not result.tuning or not result.runs[0].tune:
         return []
-    base = {x.lr: x.final_val_loss for x in result.runs[0].tune}
+    base = {x.lr: x.final_val_loss for x in result.runs[0].tune if not x.full}
     rates = sorted(r for r, loss in base.items() if loss is not None)
     floor = result.noise_floor()
     beyond = floor if floor is not None else MIN_EFFECT  # one run's Δ: only a sign past the noise counts
     rows = []
     for run in result.runs[1:]:
-        losses = {x.lr: x.final_val_loss for x in run.tune}
+        losses = {x.lr: x.final_val_loss for x in run.tune if not x.full}
         deltas = [None if losses.get(r) is None else losses[r] - base[r] for r in rates]  # type: ignore[operator]
         cells = ["" if d is None else f"{d:+.3f}" for d in deltas]
         signs = {d > 0 for d in deltas if d is not None and abs(d) >= beyond}

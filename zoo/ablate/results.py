@@ -63,12 +63,14 @@ class SeedRun:
 
 @dataclass(frozen=True)
 class TuneRun:
-    """One short run of the learning-rate sweep; ``final_val_loss`` is None when it diverged.
-    ``extended``: a rate past the grid's edge, trained because the best rate sat there."""
+    """One run of the learning-rate sweep, scored on the held-out tail of the training split;
+    ``final_val_loss`` is None when it diverged. ``extended``: a rate past the grid's edge,
+    trained because the best rate sat there. ``full``: a finalist's run for the whole budget."""
 
     lr: float
     final_val_loss: float | None
     extended: bool = False
+    full: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,24 +78,36 @@ class TuneRun:
             "final_val_loss": self.final_val_loss,
             "diverged": self.final_val_loss is None,
             "extended": self.extended,
+            "full_length": self.full,
         }
 
 
 def best_tune(tune: list[TuneRun]) -> TuneRun | None:
-    """The sweep's winner: the finished rate with the lowest final loss (a diverged rate never
-    wins); None when every rate diverged."""
+    """The sweep's winner, by successive halving: the full-length run with the lowest loss
+    when finalists trained, else the short run with the lowest (a diverged rate never wins);
+    None when every rate diverged."""
     finished = [t for t in tune if t.final_val_loss is not None]
-    return min(finished, key=lambda t: t.final_val_loss or 0.0, default=None)
+    full = [t for t in finished if t.full]
+    return min(full or finished, key=lambda t: t.final_val_loss or 0.0, default=None)
+
+
+def finalists(tune: list[TuneRun], count: int) -> list[float]:
+    """The rates of the ``count`` best finished short runs: they train again for the full budget."""
+    short = sorted(
+        (t for t in tune if not t.full and t.final_val_loss is not None), key=lambda t: t.final_val_loss or 0.0
+    )
+    return [t.lr for t in short[:count]]
 
 
 def sweep_edges(tune: list[TuneRun]) -> list[str]:
     """The edges (``"low"``, ``"high"``) of the rates trained that the winner sits on. A
     diverged rate counts as trained: a winner just below a rate that diverged is not on the
     high edge, since the next rate up was tried and failed."""
-    best = best_tune(tune)
+    short = [t for t in tune if not t.full]
+    best = best_tune(short)
     if best is None:
         return []
-    rates = [t.lr for t in tune]
+    rates = [t.lr for t in short]
     return [side for side, edge in (("low", min(rates)), ("high", max(rates))) if best.lr == edge]
 
 
@@ -148,8 +162,9 @@ class AblationRun:
         if not self.tune:
             return None
         return {
-            "grid": [t.lr for t in self.tune],
+            "grid": [t.lr for t in self.tune if not t.full],
             "runs": [t.to_dict() for t in self.tune],
+            "finalists": [t.lr for t in self.tune if t.full],
             "winner": self.lr,
             "on_edge": self.on_edge,
         }
@@ -448,7 +463,9 @@ class AblationResult:
         main = sum(run.train_flops * len(run.seeds) for run in [*self.runs, *([self.control] if self.control else [])])
         tune_steps = self.tuning["steps"] if self.tuning else 0
         per_step = self.settings.tokens_per_step * TRAIN_FLOPS_FACTOR
-        return main + sum(run.flops_per_token * per_step * tune_steps * len(run.tune) for run in self.runs)
+        steps = [(self.settings.steps if t.full else tune_steps) for run in self.runs for t in run.tune]
+        runs = [run for run in self.runs for _ in run.tune]
+        return main + sum(run.flops_per_token * per_step * n for run, n in zip(runs, steps))
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from queue import Empty
 from typing import Any
 
@@ -21,6 +21,7 @@ import torch
 from zoo.ablate.cluster import run_on_ray
 from zoo.ablate.diagnostics import Probe
 from zoo.ablate.lengths import length_losses
+from zoo.ablate.options import TUNE_HELD_OUT
 from zoo.ablate.plan import Job
 from zoo.ablate.records import (
     LOSS_LIMIT,
@@ -114,6 +115,9 @@ def execute(job: Job, context: Context, device: str, report: Reporter | None, re
     if report is not None:
         report(0, None)
     data = context.token_data()
+    if job.tune:  # trained without the training split's tail, scored on it: never on the validation windows
+        head, tail = data.train.held_out(TUNE_HELD_OUT)
+        data = replace(data, train=head, val=tail)
     probe = None if job.tune else Probe(model, data, job.settings)  # the sweep's short runs go unmeasured
 
     def on_step(step: int, loss: float | None) -> None:

@@ -55,6 +55,20 @@ class TokenSplit:
             rows.append(self.shards[k][start : start + seq_len + 1].to(torch.int64))
         return torch.stack(rows)  # (n, S + 1)
 
+    def held_out(self, fraction: float) -> tuple[TokenSplit, TokenSplit]:
+        """The split without its last ``fraction`` of tokens, and those tokens: a tail over
+        the shards from the end, so no window of one crosses into the other."""
+        left = max(1, round(self.tokens * fraction))
+        head, tail = list(self.shards), list[Tensor]()
+        while left > 0 and head:
+            last = head.pop()
+            take = min(left, int(last.numel()))
+            tail.insert(0, last[int(last.numel()) - take :])
+            if take < int(last.numel()):
+                head.append(last[: int(last.numel()) - take])
+            left -= take
+        return TokenSplit(tuple(head)), TokenSplit(tuple(tail))
+
     def evenly_spaced(self, count: int, seq_len: int) -> Tensor:
         """``count`` fixed windows spread evenly over the split (validation), (count, S + 1)."""
         self.check(seq_len, "validation")
