@@ -26,7 +26,7 @@ from zoo.ablate.advice import TRENDS, floor_sentence, trend
 from zoo.ablate.docs import regions, write_docs_region
 from zoo.ablate.ladder import ladder, row_named
 from zoo.ablate.options import CONTROL_SEED_OFFSET, parse_scales
-from zoo.ablate.stats import Interval, detectable_difference, mean_interval, welch_difference
+from zoo.ablate.stats import Interval, detectable_difference, mean_interval, paired_difference, welch_difference
 from zoo.ablate.studies import non_embedding_parameters, run_study
 from zoo.ablate.study_report import cells_table, sweep_sentences, warmup_verdict
 from zoo.cli import main
@@ -322,6 +322,24 @@ def test_a_ladder_resumes_without_re_running_finished_rungs(tmp_path: Path) -> N
     holm = multipletests(raw, method="holm")[1]
     assert [t.change.p_adjusted for t in two.trends() if t.change] == pytest.approx(list(holm))
     assert [t["change"]["p_adjusted"] for t in data["trends"]] == pytest.approx(list(holm))
+    # each trend's slope: per seed, Δ on ln(the base's non-embedding parameters), Holm over the rows
+    sizes = [cell.parameters for cell, _ in two.cells]
+    slopes = []
+    for t in two.trends():
+        per_seed = [
+            [b - a for a, b in zip(two.cell(r).runs[0].losses(), row_named(two.cell(r), t.name).losses())]
+            for r in t.rungs
+        ]
+        by_hand = [(d[1] - d[0]) / (math.log(sizes[1]) - math.log(sizes[0])) for d in zip(*per_seed)]  # type: ignore[arg-type]
+        assert t.sizes == sizes and t.slope is not None and t.slope.mean == pytest.approx(sum(by_hand) / len(by_hand))
+        slopes.append(t.slope.p_value)
+    assert [t["slope"]["p_adjusted"] for t in data["trends"]] == pytest.approx(
+        list(multipletests(slopes, method="holm")[1])
+    )
+    # the lower rung's agreement with the top: the row pairs (target and swaps) it orders alike
+    (agree,) = data["agreement"]
+    assert agree["rung"] == two.rungs[0].name and agree["top"] == two.rungs[1].name and agree["pairs"] == 1
+    assert agree["share"] in (0.0, 1.0) and agree["low"] <= agree["share"] <= agree["high"]
     assert (tmp_path / "scale.png").is_file() and "## Along the ladder" in (tmp_path / "report.md").read_text()
 
 
@@ -615,4 +633,51 @@ def test_the_documented_study_commands_are_make_studys_and_their_regions_are_gen
     for variable, name in studies:
         assert f"zoo ablate {expanded(assigned[variable])} --out runs/{name} --docs docs/ablation.md" in page
         region = page.split(f"from {name}: do not edit")[1].split("<!-- end of the generated region")[0]
+        if name == "gpu":  # make study-gpu needs a CUDA GPU, which no machine of this project has yet
+            assert "| cell |" in region or "Not run here yet: `make study-gpu`" in region
+            continue
         assert "| cell |" in region or "| run | lr | val loss |" in region  # make study has written it
+
+
+def test_make_study_gpu_runs_its_ladder_at_a_tiny_size_on_the_cpu(tmp_path: Path) -> None:
+    """``make study-gpu``'s own flags, only the sizes, the budget and the device overridden
+    (the last of a repeated flag wins): four rungs, the swaps, a tuned rate per variant, and
+    the region and studies/gpu.json written beside a copy of the page."""
+    root = Path(__file__).resolve().parents[1]
+    makefile = (root / "Makefile").read_text().replace("\\\n", " ")
+    (flags,) = re.findall(r"^STUDY_GPU \?= (.*)$", makefile, re.MULTILINE)
+    assert "--device cuda" in flags and "--tune-lr" in flags
+    page = tmp_path / "ablation.md"
+    page.write_text((root / "docs" / "ablation.md").read_text())
+    tiny = ["--set", "d_model=16", "--set", "n_heads=2", "--set", "n_layers=1", "--seq-len", "16", "--batch-size", "2"]
+    tiny += ["--steps", "4", "--eval-every", "2", "--seeds", "2", "--max-chars", "4000", "--eval-batches", "1"]
+    tiny += ["--scales", "16x1,32x1,32x2,64x2", "--device", "cpu"]
+    assert main(["ablate", *flags.split(), *tiny, "--out", str(tmp_path / "gpu"), "--docs", str(page)]) == 0
+    data = json.loads((tmp_path / "studies" / "gpu.json").read_text())
+    assert data["rungs"] == ["16x1", "32x1", "32x2", "64x2"]
+    assert data["agreement"] == [] and data["trends"] == []  # four steps learn nothing: no row is read
+    cells = data["cells"]
+    assert [c["name"].split("-")[0] for c in cells] == data["rungs"]
+    assert cells[-1]["non_embedding_parameters"] >= 16 * cells[0]["non_embedding_parameters"]
+    assert all(row["tune"]["finalists"] for c in cells for row in c["table"] if row["axis"] != "control")
+    region = page.read_text().split("from gpu: do not edit")[1].split("<!-- end of the generated region")[0]
+    assert "| cell |" in region and "Not run here yet" not in region
+
+
+def test_the_study_file_alone_recomputes_every_rows_loss_and_delta(warmup_study: Any) -> None:
+    """Every row of study.json carries its seeds' final losses and its sweep runs: the loss
+    interval and the paired Δ vs base follow from the file alone (a reader's recomputation)."""
+    data = json.loads(json.dumps(warmup_study.to_dict()))
+    for cell in data["cells"]:
+        rows = {row["name"]: row for row in cell["table"]}
+        base = rows[data["base"]]["per_seed"]
+        for row in cell["table"]:
+            seeds = row["per_seed"]
+            assert len(seeds) == 3 and row["loss"]["n"] == 3
+            assert row["loss"] == pytest.approx(mean_interval(list(seeds.values()), 0.95).to_dict(), nan_ok=True)
+            if row["axis"] not in ("base", "control"):
+                paired = paired_difference(list(base.values()), list(seeds.values()), 0.95).to_dict()
+                assert {k: row["delta_vs_base"][k] for k in ("mean", "low", "high", "p_value")} == pytest.approx(
+                    {k: paired[k] for k in ("mean", "low", "high", "p_value")}
+                )
+            assert row["learned"] is True and row["did_not_learn"] is None  # read as asked (--read-unlearned)

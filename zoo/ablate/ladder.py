@@ -10,8 +10,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from zoo.ablate.advice import trend
 from zoo.ablate.results import LEVEL, AblationResult, AblationRun
+from zoo.ablate.scaling import Agreement, agreement, slope
 from zoo.ablate.stats import Interval, adjust_optional, paired_difference, welch_difference
 from zoo.errors import ConfigError, InputError
 
@@ -97,6 +100,8 @@ class Trend:
     train_flops: list[float]
     deltas: list[Interval]
     change: Interval | None = None  # last rung's Δ minus the first's (Welch), corrected over the rows' trends
+    slope: Interval | None = None  # Δ per unit of ln(non-embedding parameters), over seeds, corrected over rows
+    sizes: list[int] = field(default_factory=list)  # the base's non-embedding parameters at each rung
 
     @property
     def word(self) -> str:
@@ -110,6 +115,8 @@ class Trend:
             "warmup": self.warmup,
             "trend": self.word,
             "change": self.change.to_dict() if self.change is not None else None,
+            "slope": self.slope.to_dict() if self.slope is not None else None,
+            "non_embedding_parameters": self.sizes,
             "points": [
                 {"rung": r, "train_flops": f, **d.to_dict()}
                 for r, f, d in zip(self.rungs, self.train_flops, self.deltas)
@@ -248,6 +255,8 @@ class StudyResult:
                 ):
                     continue  # a rung where it (or its base) did not learn measures no trend
                 found = [row for row in rows if row is not None]
+                sizes = self._sizes(lr, warmup, found)
+                deltas = [_per_seed_delta(row, result) for row, result in zip(found, results)]
                 out.append(
                     Trend(
                         run.name,
@@ -258,10 +267,44 @@ class StudyResult:
                         [row.train_flops for row in found],
                         [row.delta_vs_base for row in found],
                         welch_difference(found[0].delta_vs_base, found[-1].delta_vs_base, LEVEL),
+                        slope(sizes, deltas, LEVEL) if len(self.rungs) > 1 else None,
+                        sizes,
                     )
                 )
         adjusted = adjust_optional([t.change.p_value if t.change else None for t in out], self.correction)
-        return [replace(t, change=replace(t.change, p_adjusted=p)) if t.change else t for t, p in zip(out, adjusted)]
+        out = [replace(t, change=replace(t.change, p_adjusted=p)) if t.change else t for t, p in zip(out, adjusted)]
+        adjusted = adjust_optional([t.slope.p_value if t.slope else None for t in out], self.correction)
+        return [replace(t, slope=replace(t.slope, p_adjusted=p)) if t.slope else t for t, p in zip(out, adjusted)]
+
+    def _sizes(self, lr: float, warmup: int | None, rows: list[AblationRun]) -> list[int]:
+        """The base's non-embedding parameters at each rung (a row's own count where a cell has none)."""
+        cells = {(c.rung.name, c.lr, c.warmup): c for c, _ in self.cells}
+        return [cells[(rung.name, lr, warmup)].parameters or row.parameters for rung, row in zip(self.rungs, rows)]
+
+    def agreement(self) -> list[Agreement]:
+        """Per rate and warm-up, per rung below the top: how often it orders the rows that
+        learned at every rung (the target and the swaps; not the control) as the top rung
+        does, with a bootstrap interval over seeds."""
+        if len(self.rungs) < 2:
+            return []
+        found = []
+        for lr, warmup in itertools.product(self.rates, self.warmups):
+            results = [self.cell(r.name, lr, warmup) for r in self.rungs]
+            names = [run.name for run in results[-1].runs[1:]]
+            table = [[row_named(r, n) for r in results] for n in names]
+            keep = [[row for row in rows if row is not None and row.learned] for rows in table]
+            keep = [rows for rows in keep if len(rows) == len(results)]
+            if len(keep) < 2 or not all(r.runs[0].learned for r in results):
+                continue  # no two rows to order
+            per_rung = [
+                torch.tensor([_per_seed_delta(rows[i], r) for rows in keep], dtype=torch.float64)
+                for i, r in enumerate(results)
+            ]
+            for rung, deltas in zip(self.rungs[:-1], per_rung[:-1]):
+                shown = agreement(rung.name, self.rungs[-1].name, deltas, per_rung[-1], LEVEL)
+                if shown is not None:
+                    found.append(shown)
+        return found
 
     def sweep_effects(self) -> list[SweepEffect]:
         """Per swept axis (and value of the other axis), per rung, per variant: the paired
@@ -331,6 +374,7 @@ class StudyResult:
                     "noise_floor_corrected": result.noise_floor(corrected=True),
                     "baselines": result.baselines.to_dict() if result.baselines is not None else None,
                     "under_trained": result.under_trained,
+                    "marks_unreliable": result.marks_unreliable,
                     "train_flops_base": result.runs[0].train_flops,
                     "tokens_per_run": cell.steps * self.tokens_per_step,
                     "tokens_per_param": cell.tokens_per_param(self.tokens_per_step),
@@ -343,6 +387,7 @@ class StudyResult:
                 for cell, result in self.cells
             ],
             "trends": [t.to_dict() for t in self.trends()],
+            "agreement": [a.to_dict() for a in self.agreement()],
             "sweep": {
                 "axis": self.swept,
                 "axes": self.swept_axes,
@@ -358,13 +403,19 @@ class StudyResult:
         }
 
 
+def _per_seed_delta(row: AblationRun, result: AblationResult) -> list[float]:
+    """``row``'s final loss minus its cell's base's, seed by seed."""
+    return [a - b for a, b in zip(row.losses(), result.runs[0].losses())]
+
+
 def row_named(result: AblationResult, name: str) -> AblationRun | None:
     """The row called ``name`` (the control included), or None."""
     return next((run for run in result.rows("plan") if run.name == name), None)
 
 
 def _table_dict(result: AblationResult) -> list[dict[str, Any]]:
-    """A cell's rows, without curves and seeds: what the study's tables need."""
+    """A cell's rows, without curves: what the study's tables need, with every seed's final
+    loss and every sweep run, so a reader recomputes each number from this file alone."""
     return [
         {
             "name": run.name,
@@ -372,6 +423,10 @@ def _table_dict(result: AblationResult) -> list[dict[str, Any]]:
             "loss": run.loss.to_dict(),
             "delta_vs_base": run.delta_vs_base.to_dict(),
             "significant": run.significant,
+            "learned": run.learned,
+            "did_not_learn": run.not_learned,
+            "per_seed": {str(s.seed): s.final_val_loss for s in run.seeds},
+            "tune": run.tune_dict(),
             "lr": run.lr,
             "on_edge": run.on_edge,
             "train_flops": run.train_flops,
