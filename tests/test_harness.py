@@ -304,3 +304,76 @@ def test_without_lm_eval_the_eval_extra_is_named(
         zoo.evaluate_tasks(setup["export"], "zoo_mc")
     assert main(["eval", str(setup["export"]), "--tasks", "zoo_mc"]) == 1
     assert "install the eval extra: pip install 'zoo-lm[eval]'" in capsys.readouterr().err
+
+
+def _task_with_code(folder: Path, cache: Path, sentinel: Path, *, tag: bool) -> Path:
+    """A task folder whose one task names Python: ``utils.py`` (which would write
+    ``sentinel`` when imported) beside a YAML that uses ``!function utils.f`` (``tag``),
+    or beside it only."""
+    folder.mkdir()
+    (folder / "utils.py").write_text(
+        f"from pathlib import Path\nPath({str(sentinel)!r}).write_text('ran')\n\n\ndef f(doc):\n    return doc['question']\n"
+    )
+    rows = folder / "rows.jsonl"
+    rows.write_text("".join(json.dumps(row) + "\n" for row in MC[:2]))
+    spec = {
+        "task": "zoo_code",
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": str(rows)}, "cache_dir": str(cache)},
+        "test_split": "test",
+        "output_type": "multiple_choice",
+        "doc_to_choice": "{{choices}}",
+        "doc_to_target": "{{answer}}",
+        "metric_list": [{"metric": "acc"}],
+    }
+    text = json.dumps({**spec, "doc_to_text": "{{question}}"})
+    if tag:  # YAML, not JSON: the tag is YAML's
+        text = text.rstrip("}") + ', "doc_to_text": !function utils.f}'
+        text = text.replace('"doc_to_text": "{{question}}", ', "")
+    (folder / "zoo_code.yaml").write_text(text)
+    return folder
+
+
+@pytest.mark.parametrize("tag", [True, False], ids=["function-tag", "py-beside"])
+def test_task_code_runs_only_with_trust_task_code(
+    setup: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], tag: bool
+) -> None:
+    """Without --trust-task-code: one line naming the task and the flag, and the folder's
+    Python never imported (its sentinel file never written); with it, the task runs."""
+    sentinel = tmp_path / "sentinel"
+    folder = _task_with_code(tmp_path / "tasks", tmp_path / "datasets", sentinel, tag=tag)
+    argv = ["eval", str(setup["export"]), "--tasks", "zoo_code", "--include-path", str(folder), "--device", "cpu"]
+    assert main([*argv, "--bootstrap-iters", "0"]) == 1
+    err = capsys.readouterr().err
+    assert "the task 'zoo_code' from --include-path" in err and "--trust-task-code" in err
+    assert "runs Python (utils.py beside zoo_code.yaml)" in err and len(err.strip().splitlines()) == 1
+    assert not sentinel.exists()
+    with pytest.raises(zoo.InputError, match="trust_task_code=True"):
+        zoo.evaluate_tasks(setup["export"], "zoo_code", include_path=folder)
+    assert not sentinel.exists()
+    if tag:
+        assert main([*argv, "--bootstrap-iters", "0", "--trust-task-code", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["results"]["zoo_code"]["acc,none"] in (0.0, 0.5, 1.0)
+        assert sentinel.read_text() == "ran"
+
+
+def test_tasks_without_code_need_no_trust(setup: dict[str, Path], tmp_path: Path) -> None:
+    """A folder's task that names no Python runs without the flag (tests above do it too),
+    and one that includes a file naming Python is refused."""
+    sentinel = tmp_path / "sentinel"
+    code = _task_with_code(tmp_path / "code", tmp_path / "datasets", sentinel, tag=True)
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    (folder / "zoo_inc.yaml").write_text(json.dumps({"include": str(code / "zoo_code.yaml"), "task": "zoo_inc"}))
+    with pytest.raises(zoo.InputError, match=r"the task 'zoo_inc' .* runs Python \(utils.py beside zoo_code.yaml\)"):
+        zoo.evaluate_tasks(setup["export"], "zoo_inc", include_path=folder)
+    assert not sentinel.exists()
+    (folder / "zoo_inc.yaml").write_text(
+        '{"include": "../code/zoo_code.yaml", "task": "zoo_fn", "doc_to_text": !function json.dumps}'
+    )
+    (code / "utils.py").unlink()
+    with pytest.raises(zoo.InputError, match=r"the task 'zoo_fn' .* runs Python \(!function in zoo_inc.yaml\)"):
+        zoo.evaluate_tasks(setup["export"], "zoo_fn", include_path=folder)
+    (folder / "zoo_inc.yaml").write_text('{"include": "../code/zoo_code.yaml", "task": "zoo_fn"}')
+    with pytest.raises(zoo.InputError, match=r"the task 'zoo_fn' .* runs Python \(!function in zoo_code.yaml\)"):
+        zoo.evaluate_tasks(setup["export"], "zoo_fn", include_path=folder)

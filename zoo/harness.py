@@ -28,7 +28,7 @@ the optional ``eval`` extra: ``pip install 'zoo-lm[eval]'``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,8 @@ from torch import Tensor, nn
 
 from zoo.bounds import check_elements
 from zoo.decoding import generate
-from zoo.errors import ConfigError, InputError, check_flag, printable
+from zoo.errors import ConfigError, InputError, check_flag, printable, quoted
+from zoo.files import read_bytes
 from zoo.nn.model import DecoderLM
 from zoo.pipelines import eos_ids, load_with_tokenizer, model_tokenizer
 from zoo.text.tokenizers import Tokenizer
@@ -264,14 +265,99 @@ def _count(value: object, name: str) -> int:
     return value
 
 
-def _task_manager(names: Sequence[str], include_path: str | os.PathLike[str] | None) -> Any:
+def _task_manager(names: Sequence[str], include_path: str | os.PathLike[str] | None, trust_task_code: bool) -> Any:
     """lm-eval's index of tasks: the folder's alone when it holds every task named (indexing
-    lm-eval's own thousands of tasks takes a minute), else lm-eval's with the folder's."""
+    lm-eval's own thousands of tasks takes a minute), else lm-eval's with the folder's.
+    Indexing reads the YAML files without importing their Python; a task of the folder's
+    that names Python is refused here, before lm-eval loads it, unless ``trust_task_code``."""
     if include_path is not None:
         folder = TaskManager(include_path=str(include_path), include_defaults=False)
+        if not trust_task_code:
+            _refuse_task_code(folder.task_index, names, Path(include_path))
         if all(name in folder.all_tasks for name in names):
             return folder
     return TaskManager(include_path=None if include_path is None else str(include_path))
+
+
+#: How lm-eval's YAML names Python: a function tag, or a task class.
+FUNCTION_TAG = "!function"
+
+
+def _refuse_task_code(index: Mapping[str, Any], names: Sequence[str], folder: Path) -> None:
+    """An ``InputError`` naming the first of ``names`` (tasks, groups or tags of the
+    folder's index) whose YAML names Python: a ``!function`` tag or a ``class`` in it or
+    in a file it includes, or a ``.py`` file beside one of them (lm-eval imports it)."""
+    for name in names:
+        if name not in index:
+            continue  # one of lm-eval's own tasks: installed code, not the folder's
+        for file in _task_files(index, name, set()):
+            reason = _python_in(file, set())
+            if reason is not None:
+                raise InputError(
+                    f"the task {quoted(name)} from --include-path {quoted(str(folder))} runs Python ({reason}); "
+                    f"run it only if you trust that code: add --trust-task-code (trust_task_code=True)"
+                )
+
+
+def _task_files(index: Mapping[str, Any], name: str, seen: set[str]) -> list[Path]:
+    """The YAML files that define ``name`` in lm-eval's index: its own, its group's
+    tasks' and its tag's tasks', each once."""
+    if name in seen or name not in index:
+        return []
+    seen.add(name)
+    entry = index[name]
+    files = [Path(entry.yaml_path)] if entry.yaml_path is not None else []
+    members: list[Any] = sorted(entry.tags) if getattr(entry.kind, "name", "") == "TAG" else []
+    listed = (entry.cfg or {}).get("task") if getattr(entry.kind, "name", "") == "GROUP" else None
+    for item in listed if isinstance(listed, list) else []:
+        members.append(item.get("task") if isinstance(item, Mapping) else item)
+    for member in members:
+        if isinstance(member, str):
+            files += _task_files(index, member, seen)
+    return files
+
+
+def _python_in(file: Path, seen: set[Path]) -> str | None:
+    """How ``file`` (a task's YAML) or a file it includes names Python, or None."""
+    file = file.resolve()
+    if file in seen or not file.is_file():
+        return None
+    seen.add(file)
+    beside = sorted(path.name for path in file.parent.glob("*.py"))
+    if beside:
+        return f"{printable(beside[0])} beside {printable(file.name)}"
+    text = read_bytes(file, InputError, "task YAML file", limit=TASK_YAML_LIMIT).decode("utf-8", errors="replace")
+    if FUNCTION_TAG in text:
+        return f"{FUNCTION_TAG} in {printable(file.name)}"
+    config = _plain_yaml(text)
+    if "class" in config:
+        return f"a task class in {printable(file.name)}"
+    included = config.get("include")
+    for other in included if isinstance(included, list) else [included]:
+        if isinstance(other, str):
+            reason = _python_in(file.parent / other, seen)
+            if reason is not None:
+                return reason
+    return None
+
+
+#: Bytes of one task YAML file read for the check (lm-eval's own are a few kilobytes).
+TASK_YAML_LIMIT = 16 << 20
+
+
+def _plain_yaml(text: str) -> dict[str, Any]:
+    """A YAML file's top-level mapping, tags read as plain values (nothing constructed)."""
+    import yaml  # lm-eval's own dependency
+
+    class Plain(yaml.SafeLoader):  # type: ignore[misc]  # yaml ships no type information here
+        pass
+
+    Plain.add_multi_constructor("!", lambda loader, suffix, node: None)
+    try:
+        loaded = yaml.load(text, Loader=Plain)  # noqa: S506 - a SafeLoader: plain data only
+    except yaml.YAMLError:
+        return {}  # lm-eval skips a file it cannot read
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def evaluate_tasks(
@@ -286,6 +372,7 @@ def evaluate_tasks(
     num_fewshot: int | None = None,
     bootstrap_iters: int = 100000,
     log_samples: bool = False,
+    trust_task_code: bool = False,
     revision: str | None = None,
     version: int | None = None,
 ) -> dict[str, Any]:
@@ -293,9 +380,15 @@ def evaluate_tasks(
     ``lm_eval.simple_evaluate`` and ``ZooLM``; returns lm-eval's results dictionary
     (``["results"][task][metric + ",none"]``). ``include_path``: a folder of task YAML
     files beside lm-eval's own; ``limit``: the first N documents of each task;
-    ``bootstrap_iters``: resamples for the standard errors lm-eval bootstraps (0: none)."""
+    ``bootstrap_iters``: resamples for the standard errors lm-eval bootstraps (0: none).
+
+    A task of ``include_path`` whose YAML names Python (``!function utils.f``, a task
+    ``class``, a ``.py`` file beside it) runs that Python: it is refused unless
+    ``trust_task_code=True``, which also passes lm-eval's ``confirm_run_unsafe_code``
+    (the tasks lm-eval marks ``unsafe_code``, which run the model's code)."""
     require_lm_eval()
     check_flag(log_samples, "log_samples")
+    check_flag(trust_task_code, "trust_task_code")
     _count(batch_size, "batch_size")
     for name, value, least in (
         ("limit", limit, 1),
@@ -314,7 +407,7 @@ def evaluate_tasks(
         raise InputError("name at least one task, e.g. tasks='hellaswag' (zoo eval MODEL --tasks hellaswag)")
     if include_path is not None and not Path(include_path).is_dir():
         raise InputError(f"include_path {printable(str(include_path))!r} is not a folder of task YAML files")
-    manager = _task_manager(names, include_path)
+    manager = _task_manager(names, include_path, trust_task_code)
     missing = [name for name in names if name not in manager.all_tasks]
     if missing:
         raise InputError(
@@ -324,15 +417,24 @@ def evaluate_tasks(
     lm = ZooLM(
         model_or_path, tokenizer=tokenizer, batch_size=batch_size, device=device, revision=revision, version=version
     )
-    results = simple_evaluate(
-        model=lm,
-        tasks=names,
-        task_manager=manager,
-        limit=limit,
-        num_fewshot=num_fewshot,
-        bootstrap_iters=bootstrap_iters,
-        log_samples=log_samples,
-    )
+    try:
+        results = simple_evaluate(
+            model=lm,
+            tasks=names,
+            task_manager=manager,
+            limit=limit,
+            num_fewshot=num_fewshot,
+            bootstrap_iters=bootstrap_iters,
+            log_samples=log_samples,
+            confirm_run_unsafe_code=trust_task_code,
+        )
+    except ValueError as err:
+        if "marked as unsafe" not in str(err):
+            raise
+        raise InputError(
+            f"{printable(str(err).partition('.')[0])}: it runs the code the model writes; run it only in a "
+            f"sandbox you trust: add --trust-task-code (trust_task_code=True, lm-eval's confirm_run_unsafe_code)"
+        ) from err
     if results is None:  # pragma: no cover - only ranks other than 0 of a distributed run get None
         raise InputError("lm-eval returned no results")
     return dict(results)

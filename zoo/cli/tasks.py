@@ -32,7 +32,14 @@ def add_task_flags(p: argparse.ArgumentParser) -> None:
         "--include-path",
         default=None,
         metavar="DIR",
-        help="with --tasks: a folder of task YAML files beside lm-eval's own (default: lm-eval's only)",
+        help="with --tasks: a folder of task YAML files beside lm-eval's own; a task there that names Python "
+        "(!function, a .py file beside it) runs only with --trust-task-code (default: lm-eval's only)",
+    )
+    p.add_argument(
+        "--trust-task-code",
+        action="store_true",
+        help="with --tasks: run the Python a task names (its !function code, a .py beside its YAML) and the "
+        "tasks lm-eval marks unsafe (its confirm_run_unsafe_code): only for code you trust (default: refuse)",
     )
     p.add_argument(
         "--limit",
@@ -100,6 +107,7 @@ def cmd_eval_tasks(args: argparse.Namespace, ui: Ui) -> int:
             limit=args.limit,
             num_fewshot=args.num_fewshot,
             bootstrap_iters=args.bootstrap_iters,
+            trust_task_code=args.trust_task_code,
             version=args.version,
         )
     scores: dict[str, dict[str, Any]] = results["results"]
