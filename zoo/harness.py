@@ -347,7 +347,7 @@ TASK_YAML_LIMIT = 16 << 20
 
 def _plain_yaml(text: str) -> dict[str, Any]:
     """A YAML file's top-level mapping, tags read as plain values (nothing constructed)."""
-    import yaml  # lm-eval's own dependency
+    import yaml  # type: ignore[import-untyped]  # lm-eval's own dependency, without type information
 
     class Plain(yaml.SafeLoader):  # type: ignore[misc]  # yaml ships no type information here
         pass
