@@ -27,6 +27,7 @@ the optional ``eval`` extra: ``pip install 'zoo-lm[eval]'``.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -53,6 +54,7 @@ try:
     from lm_eval import simple_evaluate
     from lm_eval.api.model import TemplateLM
     from lm_eval.api.registry import register_model
+    from lm_eval.loggers import EvaluationTracker
     from lm_eval.models.utils import Collator, handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
     from lm_eval.tasks import TaskManager
     from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
@@ -360,6 +362,12 @@ def _plain_yaml(text: str) -> dict[str, Any]:
     return loaded if isinstance(loaded, dict) else {}
 
 
+#: lm-eval's seeds (its CLI's ``--seed 0,1234,1234,1234``): Python's ``random``, numpy's,
+#: torch's, and the few-shot sampler's.
+SEEDS = ("random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")
+DEFAULT_SEEDS = (0, 1234, 1234, 1234)
+
+
 def evaluate_tasks(
     model_or_path: nn.Module | str | os.PathLike[str],
     tasks: str | Iterable[str],
@@ -368,43 +376,41 @@ def evaluate_tasks(
     tokenizer: Tokenizer | str | os.PathLike[str] | None = None,
     batch_size: int = 8,
     device: str | None = None,
-    limit: int | None = None,
+    limit: int | float | None = None,
     num_fewshot: int | None = None,
     bootstrap_iters: int = 100000,
     log_samples: bool = False,
+    output_path: str | os.PathLike[str] | None = None,
+    apply_chat_template: bool | str = False,
+    seed: int | Sequence[int | None] | None = None,
     trust_task_code: bool = False,
     revision: str | None = None,
     version: int | None = None,
 ) -> dict[str, Any]:
     """Run lm-eval's ``tasks`` (names, or a comma-separated string) on the model, through
     ``lm_eval.simple_evaluate`` and ``ZooLM``; returns lm-eval's results dictionary
-    (``["results"][task][metric + ",none"]``). ``include_path``: a folder of task YAML
-    files beside lm-eval's own; ``limit``: the first N documents of each task;
-    ``bootstrap_iters``: resamples for the standard errors lm-eval bootstraps (0: none).
+    (``["results"][task][metric + ",none"]``). The options mean what lm-eval's own do:
+    ``include_path``: a folder of task YAML files beside lm-eval's own; ``limit``: the
+    first N documents of each task (a fraction below 1: that share of them);
+    ``bootstrap_iters``: resamples for the standard errors lm-eval bootstraps (0: none);
+    ``log_samples``: each document's requests and answers (``["samples"]``);
+    ``output_path``: where lm-eval's ``EvaluationTracker`` writes its results file
+    (``PATH/MODEL/results_DATE.json``, and ``samples_TASK_DATE.jsonl`` with
+    ``log_samples``; ``["results_file"]`` names it); ``apply_chat_template``: the tokenizer's chat template (or the one
+    named) around each request; ``seed``: one int for lm-eval's four seeds, or four
+    (Python, numpy, torch, few-shot; None leaves one unset), default lm-eval's.
 
     A task of ``include_path`` whose YAML names Python (``!function utils.f``, a task
     ``class``, a ``.py`` file beside it) runs that Python: it is refused unless
     ``trust_task_code=True``, which also passes lm-eval's ``confirm_run_unsafe_code``
     (the tasks lm-eval marks ``unsafe_code``, which run the model's code)."""
     require_lm_eval()
-    check_flag(log_samples, "log_samples")
-    check_flag(trust_task_code, "trust_task_code")
+    for flag, name in ((log_samples, "log_samples"), (trust_task_code, "trust_task_code")):
+        check_flag(flag, name)
     _count(batch_size, "batch_size")
-    for name, value, least in (
-        ("limit", limit, 1),
-        ("num_fewshot", num_fewshot, 0),
-        ("bootstrap_iters", bootstrap_iters, 0),
-    ):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
-            raise InputError(
-                f"{name} must be an integer >= {least}{' or None' if name != 'bootstrap_iters' else ''}, got {value!r}"
-            )
-    given: object = tasks  # what the type allows, and what a caller may pass anyway
-    if isinstance(given, (bytes, bytearray)) or not isinstance(given, (str, Iterable)):
-        raise InputError(f"tasks are task names, or one string of them separated by commas; got {type(tasks).__name__}")
-    names = [name.strip() for name in (tasks.split(",") if isinstance(tasks, str) else tasks) if name.strip()]
-    if not names:
-        raise InputError("name at least one task, e.g. tasks='hellaswag' (zoo eval MODEL --tasks hellaswag)")
+    _check_counts(limit, num_fewshot, bootstrap_iters)
+    seeds = _seeds(seed)
+    names = _task_names(tasks)
     if include_path is not None and not Path(include_path).is_dir():
         raise InputError(f"include_path {printable(str(include_path))!r} is not a folder of task YAML files")
     manager = _task_manager(names, include_path, trust_task_code)
@@ -417,17 +423,74 @@ def evaluate_tasks(
     lm = ZooLM(
         model_or_path, tokenizer=tokenizer, batch_size=batch_size, device=device, revision=revision, version=version
     )
-    try:
-        results = simple_evaluate(
-            model=lm,
-            tasks=names,
-            task_manager=manager,
-            limit=limit,
-            num_fewshot=num_fewshot,
-            bootstrap_iters=bootstrap_iters,
-            log_samples=log_samples,
-            confirm_run_unsafe_code=trust_task_code,
+    named = {} if isinstance(model_or_path, nn.Module) else {"pretrained": str(model_or_path)}
+    tracker = EvaluationTracker(output_path=str(output_path)) if output_path is not None else None
+    results = _run(
+        lm,
+        names,
+        manager,
+        tracker,
+        model_args=named,
+        limit=limit,
+        num_fewshot=num_fewshot,
+        bootstrap_iters=bootstrap_iters,
+        log_samples=log_samples,
+        apply_chat_template=apply_chat_template,
+        confirm_run_unsafe_code=trust_task_code,
+        **dict(zip(SEEDS, seeds)),
+    )
+    if output_path is not None:
+        _save(tracker, results, log_samples, Path(output_path))
+    return results
+
+
+def _check_counts(limit: object, num_fewshot: object, bootstrap_iters: object) -> None:
+    if not (isinstance(limit, float) and 0 < limit < 1):  # lm-eval's fraction of each task
+        _at_least(limit, "limit", 1, " (or a fraction below 1)")
+    _at_least(num_fewshot, "num_fewshot", 0)
+    _at_least(bootstrap_iters, "bootstrap_iters", 0, nullable=False)
+
+
+def _at_least(value: object, name: str, least: int, more: str = "", *, nullable: bool = True) -> None:
+    if (value is not None or not nullable) and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+        raise InputError(f"{name} must be an integer >= {least}{more}{' or None' if nullable else ''}, got {value!r}")
+
+
+def _seeds(seed: object) -> tuple[int | None, ...]:
+    """lm-eval's four seeds from ``seed``: None (its defaults), one int (all four), or four."""
+    if seed is None:
+        return DEFAULT_SEEDS
+    values = [seed] * len(SEEDS) if isinstance(seed, int) else seed
+    if (
+        isinstance(values, (str, bytes))
+        or not isinstance(values, Sequence)
+        or len(values) != len(SEEDS)
+        or any(v is not None and (isinstance(v, bool) or not isinstance(v, int)) for v in values)
+    ):
+        raise InputError(
+            f"seed is one integer for lm-eval's four seeds, or four integers or None ({', '.join(SEEDS)}), "
+            f"got {printable(repr(seed))[:80]}"
         )
+    return tuple(values)
+
+
+def _task_names(tasks: object) -> list[str]:
+    """Task names from names, or from one string of them separated by commas."""
+    if isinstance(tasks, (bytes, bytearray)) or not isinstance(tasks, (str, Iterable)):
+        raise InputError(f"tasks are task names, or one string of them separated by commas; got {type(tasks).__name__}")
+    listed = tasks.split(",") if isinstance(tasks, str) else list(tasks)
+    if not all(isinstance(name, str) for name in listed):
+        raise InputError("tasks are task names (strings), or one string of them separated by commas")
+    names = [name.strip() for name in listed if name.strip()]
+    if not names:
+        raise InputError("name at least one task, e.g. tasks='hellaswag' (zoo eval MODEL --tasks hellaswag)")
+    return names
+
+
+def _run(lm: ZooLM, names: list[str], manager: Any, tracker: Any, **options: Any) -> dict[str, Any]:
+    """``simple_evaluate`` on the loaded model, lm-eval's refusal of unsafe tasks as the zoo's."""
+    try:
+        results = simple_evaluate(model=lm, tasks=names, task_manager=manager, evaluation_tracker=tracker, **options)
     except ValueError as err:
         if "marked as unsafe" not in str(err):
             raise
@@ -438,3 +501,29 @@ def evaluate_tasks(
     if results is None:  # pragma: no cover - only ranks other than 0 of a distributed run get None
         raise InputError("lm-eval returned no results")
     return dict(results)
+
+
+def _save(tracker: Any, results: dict[str, Any], log_samples: bool, output_path: Path) -> None:
+    """lm-eval's own files, by its ``EvaluationTracker`` as its CLI writes them: the results
+    (without the samples) and, with ``log_samples``, each task's samples; ``results`` keeps
+    what the API returns. The tracker logs a failure to write instead of raising: a file
+    that is not there after it is a ``ConfigError`` naming the path."""
+    samples = copy.deepcopy(results.get("samples")) if log_samples else None
+    shown = {key: value for key, value in results.items() if key != "samples"}
+    tracker.save_results_aggregated(results=shown, samples=samples)
+    if samples is not None:
+        for task in shown["configs"]:
+            tracker.save_results_samples(task_name=task, samples=samples[task])
+    date = getattr(tracker, "date_id", None)
+    folder = (
+        output_path.parent
+        if output_path.suffix == ".json"
+        else output_path / str(tracker.general_config_tracker.model_name_sanitized)
+    )
+    name = f"{output_path.stem}_{date}.json" if output_path.suffix == ".json" else f"results_{date}.json"
+    if date is None or not (folder / name).is_file():
+        raise ConfigError(
+            f"lm-eval could not write its results under --output-path {quoted(str(output_path))}; give a folder "
+            f"you can write to"
+        )
+    results["results_file"] = str(folder / name)
