@@ -124,7 +124,7 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, "1")
 
 
-def hf_results(export: Path, tasks: Path, names: Sequence[str] = TASKS) -> dict[str, Any]:
+def hf_results(export: Path, tasks: Path, names: Sequence[str] = TASKS, **options: Any) -> dict[str, Any]:
     """lm-eval's ``hf`` model on a Hugging Face folder: the numbers to equal."""
     import lm_eval
     from lm_eval.tasks import TaskManager
@@ -141,6 +141,7 @@ def hf_results(export: Path, tasks: Path, names: Sequence[str] = TASKS) -> dict[
             batch_size=2,
             bootstrap_iters=0,
             log_samples=True,
+            **options,
         )
     assert results is not None
     return dict(results)
@@ -504,3 +505,40 @@ def test_lm_eval_discovers_the_model() -> None:
     code = "from lm_eval.api.registry import get_model; c = get_model('zoo'); print(c.__module__, c.__name__)"
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert shown.split() == ["zoo.harness", "ZooLM"]
+
+
+CHAT = (
+    "{{ bos_token }}{% for m in messages %}<{{ m['role'] }}> {{ m['content'] | trim }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
+
+
+@pytest.mark.parametrize("where", ["tokenizer_config.json", "chat_template.jinja"])
+def test_a_chat_template_applies_as_in_the_hf_model(setup: dict[str, Path], tmp_path: Path, where: str) -> None:
+    """--apply_chat_template: the tokenizer's template (in its config, or transformers 5's
+    own file) around each request, carried through the checkpoint and the export; the
+    numbers and generations equal the hf model's on the export."""
+    import shutil
+
+    folder = tmp_path / "tokenizer"
+    shutil.copytree(setup["tokenizer"], folder)
+    if where == "chat_template.jinja":
+        (folder / where).write_text(CHAT)
+    else:
+        settings = json.loads((folder / where).read_text())
+        (folder / where).write_text(json.dumps({**settings, "chat_template": CHAT}))
+    model = zoo.load(setup["checkpoint"])
+    model.tokenizer_record = embedded_record(folder_files(folder))
+    export = zoo.to_hf(model, tmp_path / "export")
+    names = ["zoo_mc", "zoo_gen"]
+    theirs = hf_results(export, setup["tasks"], names, apply_chat_template=True)
+    ours = zoo.evaluate_tasks(
+        model, names, include_path=setup["tasks"], bootstrap_iters=0, log_samples=True, apply_chat_template=True
+    )
+    (first,) = [s for s in ours["samples"]["zoo_mc"] if s["doc_id"] == 0]
+    assert first["arguments"][0][0].startswith(EOT + "<user> Romeo loves\n<assistant>")
+    assert _responses(ours, "zoo_gen") == _responses(theirs, "zoo_gen")
+    for mine, hf in zip(_responses(ours, "zoo_mc"), _responses(theirs, "zoo_mc")):
+        assert [r[0] for r in mine] == pytest.approx([r[0] for r in hf], abs=1e-4)
+    with pytest.raises(zoo.InputError, match="has no chat template 'other'|chat template"):
+        zoo.evaluate_tasks(setup["checkpoint"], "zoo_mc", include_path=setup["tasks"], apply_chat_template=True)

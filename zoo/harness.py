@@ -28,8 +28,10 @@ the optional ``eval`` extra: ``pip install 'zoo-lm[eval]'``.
 from __future__ import annotations
 
 import copy
+import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +132,7 @@ class ZooLM(TemplateLM):  # type: ignore[misc]  # lm_eval ships no type informat
         self._eot: int = self.tok.eot_token_id
         self._ends = eos_ids(self.model, self.tok)  # where a generation ends: the model's EOS ids, else the eot
         self._specials = self.tok.encode("")  # what encode adds to every text (a BOS), to leave out when asked
+        self._chat: bool | str = True  # the template apply_chat_template uses (evaluate_tasks names it)
 
     @property
     def eot_token_id(self) -> int:
@@ -147,6 +150,37 @@ class ZooLM(TemplateLM):  # type: ignore[misc]  # lm_eval ships no type informat
     @property
     def tokenizer_name(self) -> str:
         return self.tok.name
+
+    def chat_template(self, chat_template: bool | str = False) -> str | None:
+        """The tokenizer's chat template (``True``), or its template named ``chat_template``,
+        as lm-eval's ``hf`` model picks it; None when none is asked for."""
+        if chat_template is False or chat_template is None:
+            return None
+        found = getattr(self.tok, "chat_template", None)
+        if isinstance(found, list):  # transformers' list of {"name", "template"}
+            found = {item.get("name"): item.get("template") for item in found if isinstance(item, dict)}
+        if isinstance(found, dict):
+            name = chat_template if isinstance(chat_template, str) else "default"
+            if not isinstance(found.get(name), str):
+                raise InputError(
+                    f"the tokenizer {quoted(self.tok.name)} has no chat template {quoted(name)}; it has "
+                    f"{', '.join(map(quoted, sorted(map(str, found))))} (--apply-chat-template NAME)"
+                )
+            found = found[name]
+        if not isinstance(found, str) or not found:
+            raise InputError(
+                f"the tokenizer {quoted(self.tok.name)} has no chat template (tokenizer_config.json's chat_template "
+                f"or chat_template.jinja); drop --apply-chat-template (apply_chat_template=...)"
+            )
+        return found
+
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """The conversation as the chat template writes it, as transformers renders it: the
+        assistant's turn opened (``add_generation_prompt``), else its last message continued."""
+        template = self.chat_template(self._chat)
+        assert template is not None  # lm-eval asks only when a template applies
+        special = getattr(self.tok, "special_tokens", {})
+        return render_chat(template, chat_history, add_generation_prompt, special)
 
     def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs: Any) -> list[int]:
         """The tokenizer's ids of ``string``; without the tokens it adds to every text (a BOS)
@@ -257,6 +291,38 @@ class ZooLM(TemplateLM):  # type: ignore[misc]  # lm_eval ships no type informat
             text = self.tok.decode(new[:end], skip_special_tokens=True)
             texts.append(postprocess_generated_text(text, until, None))
         return texts
+
+
+def render_chat(
+    template: str, messages: list[dict[str, str]], add_generation_prompt: bool, special: dict[str, Any]
+) -> str:
+    """``template`` (Jinja) over ``messages`` in a sandbox, with transformers' settings and
+    helpers; without ``add_generation_prompt`` the text ends where the last message does
+    (transformers' ``continue_final_message``)."""
+    import jinja2.ext
+    import jinja2.sandbox
+
+    def raise_exception(message: str) -> None:
+        raise jinja2.exceptions.TemplateError(message)
+
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
+    )
+    env.filters["tojson"] = lambda x, indent=None: json.dumps(x, ensure_ascii=False, indent=indent)
+    env.globals.update(raise_exception=raise_exception, strftime_now=lambda f: datetime.now().strftime(f))
+    try:
+        text = env.from_string(template).render(
+            messages=messages, tools=None, documents=None, add_generation_prompt=add_generation_prompt, **special
+        )
+    except jinja2.exceptions.TemplateError as err:
+        raise InputError(f"the tokenizer's chat template fails on a request: {printable(str(err))[:200]}") from err
+    if not add_generation_prompt and messages:
+        last = messages[-1]["content"]
+        at = text.rfind(last.strip())
+        if at >= 0:
+            kept = len(last.lstrip()) if text[at : at + len(last.lstrip())] == last else len(last.strip())
+            text = text[: at + kept]
+    return text
 
 
 def _count(value: object, name: str) -> int:
@@ -423,6 +489,8 @@ def evaluate_tasks(
     lm = ZooLM(
         model_or_path, tokenizer=tokenizer, batch_size=batch_size, device=device, revision=revision, version=version
     )
+    lm._chat = apply_chat_template if isinstance(apply_chat_template, str) else True
+    lm.chat_template(apply_chat_template)  # refused here, not after the tasks load
     named = {} if isinstance(model_or_path, nn.Module) else {"pretrained": str(model_or_path)}
     tracker = EvaluationTracker(output_path=str(output_path)) if output_path is not None else None
     results = _run(

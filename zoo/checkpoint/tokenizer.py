@@ -41,7 +41,9 @@ TOKENIZER_FILES = (
     "vocab.json",
     "merges.txt",
     "meta.pkl",  # nanoGPT's character-level vocabulary (zoo.text.chars reads it without unpickling objects)
+    "chat_template.jinja",  # where transformers 5 keeps a tokenizer's chat template
 )
+CHAT_TEMPLATE = "chat_template.jinja"
 TOKENIZER_FOLDER = "tokenizer"  # where a prepared data folder or a run keeps its tokenizer's files
 TOKENIZER_LIMIT = 64 << 20  # bytes of one file (GPT-2's vocab.json is 1 MB, Gemma 3's tokenizer.json 33 MB)
 

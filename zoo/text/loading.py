@@ -17,6 +17,7 @@ from typing import Any
 from zoo.checkpoint.format import json_field
 from zoo.checkpoint.store import open_file, resolve, write_atomically
 from zoo.checkpoint.tokenizer import (
+    CHAT_TEMPLATE,
     GPT2_FILES,
     TOKENIZER_FILES,
     TOKENIZER_FOLDER,
@@ -103,7 +104,9 @@ def folder_tokenizer(folder: Path) -> Tokenizer:
         settings = tuple(
             f for f in (folder / "special_tokens_map.json", folder / "tokenizer_config.json") if f.is_file()
         )
-        return _cached_hf(file, settings, _stamp(file), *map(_stamp, settings))
+        template = folder / CHAT_TEMPLATE
+        kept = (_stamp(template),) if template.is_file() else ()
+        return _cached_hf(file, settings, _stamp(file), *map(_stamp, settings), *kept)
     vocab, merges = folder / "vocab.json", folder / "merges.txt"
     if not (vocab.is_file() and merges.is_file()) and (folder / META_FILE).is_file():
         return meta_tokenizer(folder / META_FILE)
@@ -260,6 +263,9 @@ def _cached_hf(file: Path, settings: tuple[Path, ...], *stamps: tuple[int, int])
         if not isinstance(loaded, dict):
             raise InteropError(f"{path} does not hold a JSON object")
         config.update({k: v for k, v in loaded.items() if v is not None})
+    if (file.parent / CHAT_TEMPLATE).is_file():  # transformers 5 keeps the chat template in its own file
+        data = read_bytes(file.parent / CHAT_TEMPLATE, InteropError, "chat template", limit=TOKENIZER_LIMIT)
+        config["chat_template"] = data.decode("utf-8", errors="replace")
     return HFTokenizer(backend, str(file.parent), config)
 
 
