@@ -311,7 +311,7 @@ def _task_with_code(folder: Path, cache: Path, sentinel: Path, *, tag: bool) -> 
     """A task folder whose one task names Python: ``utils.py`` (which would write
     ``sentinel`` when imported) beside a YAML that uses ``!function utils.f`` (``tag``),
     or beside it only."""
-    folder.mkdir()
+    folder.mkdir(parents=True)
     (folder / "utils.py").write_text(
         f"from pathlib import Path\nPath({str(sentinel)!r}).write_text('ran')\n\n\ndef f(doc):\n    return doc['question']\n"
     )
@@ -542,3 +542,21 @@ def test_a_chat_template_applies_as_in_the_hf_model(setup: dict[str, Path], tmp_
         assert [r[0] for r in mine] == pytest.approx([r[0] for r in hf], abs=1e-4)
     with pytest.raises(zoo.InputError, match="has no chat template 'other'|chat template"):
         zoo.evaluate_tasks(setup["checkpoint"], "zoo_mc", include_path=setup["tasks"], apply_chat_template=True)
+
+
+def test_eval_help_names_the_trust_flag_and_lm_evals_spellings(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["eval", "-h"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for said in ("--trust-task-code", "names Python", "confirm_run_unsafe_code", "--num_fewshot", "--output_path"):
+        assert said in shown, said
+
+
+def test_a_group_of_tasks_that_name_python_is_refused(setup: dict[str, Path], tmp_path: Path) -> None:
+    """A group (or a tag) over a task whose folder holds Python is refused by the group's name."""
+    sentinel = tmp_path / "sentinel"
+    _task_with_code(tmp_path / "tasks" / "code", tmp_path / "datasets", sentinel, tag=True)
+    (tmp_path / "tasks" / "group.yaml").write_text(json.dumps({"group": "zoo_group", "task": ["zoo_code"]}))
+    with pytest.raises(zoo.InputError, match=r"the task 'zoo_group' .* runs Python \(utils.py beside zoo_code.yaml\)"):
+        zoo.evaluate_tasks(setup["export"], "zoo_group", include_path=tmp_path / "tasks")
+    assert not sentinel.exists()
