@@ -58,6 +58,11 @@ def add_task_flags(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="with --tasks: examples before each (default: the task's)",
     )
+    _add_lm_eval_flags(p)
+
+
+def _add_lm_eval_flags(p: argparse.ArgumentParser) -> None:
+    """The flags lm-eval's own CLI has, with its meaning and its spellings."""
     # lm-eval's spelling of zoo eval's --batch-size (added by zoo.cli.train): the same value
     p.add_argument("--batch_size", dest="batch_size", type=positive, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.add_argument(
