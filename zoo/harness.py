@@ -473,6 +473,11 @@ def evaluate_tasks(
     require_lm_eval()
     for flag, name in ((log_samples, "log_samples"), (trust_task_code, "trust_task_code")):
         check_flag(flag, name)
+    if not isinstance(apply_chat_template, (bool, str)):
+        raise InputError(
+            f"apply_chat_template must be True or False, or the name of one of the tokenizer's chat templates; "
+            f"got {type(apply_chat_template).__name__} {quoted(apply_chat_template, 60)}"
+        )
     _count(batch_size, "batch_size")
     _check_counts(limit, num_fewshot, bootstrap_iters)
     seeds = _seeds(seed)

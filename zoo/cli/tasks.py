@@ -94,7 +94,7 @@ def _add_lm_eval_flags(p: argparse.ArgumentParser) -> None:
         "--seed",
         type=_seeds,
         default=None,
-        metavar="N|A,B,C,D",
+        metavar="N,N,...",
         help="with --tasks: lm-eval's seeds, one for all four or Python's, numpy's, torch's and the few-shot "
         "sampler's (None leaves one unset) (default: lm-eval's 0,1234,1234,1234)",
     )

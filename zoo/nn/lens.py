@@ -60,11 +60,12 @@ class LensModel(nn.Module):
         """Token ids (B, S) of a text or texts: the tokenizer's, with its start token first
         (``prepend_bos``) or without it, rows padded on ``padding_side`` with its
         end-of-text, cut to ``max_seq_len`` (``truncate``)."""
+        for flag, name in ((prepend_bos, "prepend_bos"), (move_to_device, "move_to_device"), (truncate, "truncate")):
+            check_flag(flag, name)
         tok = self._lens_tokenizer(tokenizer)
         texts = [input] if isinstance(input, str) else list(input)
         if not texts or not all(isinstance(text, str) for text in texts) or padding_side not in ("left", "right"):
             raise HookError("to_tokens takes a text or a list of texts, and padding_side 'left' or 'right'")
-        check_flag(prepend_bos, "prepend_bos")
         added = tok.encode("")  # what the tokenizer puts before every text itself (a BOS), if anything
         start = tok.bos_token_id if tok.bos_token_id is not None else tok.eot_token_id
         rows = []
@@ -88,6 +89,7 @@ class LensModel(nn.Module):
     ) -> list[str] | list[list[str]]:
         """Each token's text: of a text (tokenized as ``to_tokens``), of ids (S,) or (1, S),
         or of each item of a list."""
+        check_flag(prepend_bos, "prepend_bos")
         if isinstance(input, list):
             return [cast(list[str], self.to_str_tokens(item, prepend_bos, tokenizer)) for item in input]
         tok = self._lens_tokenizer(tokenizer)
@@ -174,9 +176,9 @@ class LensModel(nn.Module):
         is_permanent: bool = False,
     ) -> None:
         """Set ``hook`` at a point (or every point a predicate picks) until ``reset_hooks``."""
+        check_flag(is_permanent, "is_permanent")
         if dir != "fwd":
             raise HookError(f"the zoo's hooks run forward (dir='fwd'), got dir={dir!r}; use torch's backward hooks")
-        check_flag(is_permanent, "is_permanent")
         names = select(self, name if callable(name) else [name])
         self._set_hooks({point: hook for point in names}, is_permanent)
 
