@@ -44,10 +44,11 @@ def test_accumulated_and_decomposed_streams_sum_to_the_stream(model: zoo.Decoder
     torch.testing.assert_close(stack[-1], final)
     torch.testing.assert_close(stack[1], cache["blocks.0.hook_resid_mid"])
     pieces, labels = cache.decompose_resid(return_labels=True)
-    assert labels == ["embed", "pos_embed", "0_attn_out", "0_mlp_out", "1_attn_out", "1_mlp_out"]
+    embeds = ["embed", "pos_embed"] if model.config.position.name == "learned" else ["embed"]  # rotary adds none
+    assert labels == [*embeds, "0_attn_out", "0_mlp_out", "1_attn_out", "1_mlp_out"]
     torch.testing.assert_close(pieces.sum(0), final, atol=1e-5, rtol=0)
     upto, labels = cache.decompose_resid(layer=1, mode="attn", return_labels=True)
-    assert labels == ["embed", "pos_embed", "0_attn_out"]
+    assert labels == [*embeds, "0_attn_out"]
     torch.testing.assert_close(upto.sum(0), cache["blocks.0.hook_resid_mid"], atol=1e-5, rtol=0)
     assert cache.accumulated_resid(pos_slice=-1).shape == (3, 2, 32)
     assert cache.accumulated_resid(layer=1, return_labels=True)[1] == ["0_pre", "1_pre"]
@@ -55,6 +56,71 @@ def test_accumulated_and_decomposed_streams_sum_to_the_stream(model: zoo.Decoder
     norm = model.final_norm
     bias = norm.bias if getattr(norm, "bias", None) is not None else 0
     torch.testing.assert_close(lens * norm.weight + bias, norm(stack[[0, 2, 4]]), atol=1e-5, rtol=0)
+
+
+def test_full_decompositions_sum_to_the_stream(model: zoo.DecoderLM) -> None:
+    """Heads, neurons (or MLP outputs), embeddings and biases sum to the stream they
+    decompose; the neuron stack with its remainder to the stream entering a block."""
+    _, cache = model.run_with_cache(TOKENS)
+    for kwargs, point in (
+        ({}, "blocks.1.hook_resid_post"),
+        ({"expand_neurons": False}, "blocks.1.hook_resid_post"),
+        ({"layer": 1}, "blocks.1.hook_resid_pre"),
+        ({"layer": 1, "mlp_input": True}, "blocks.1.hook_resid_mid"),
+    ):
+        stack, labels = cache.get_full_resid_decomposition(return_labels=True, **kwargs)
+        assert len(labels) == stack.shape[0] and labels[-1] == "bias" and labels[0] == "L0H0"
+        torch.testing.assert_close(stack.sum(0), cache[point], atol=1e-5, rtol=0)
+    d_ff = residual_projection(model.blocks[0].mlp).in_features  # the hidden width the MLP has (SwiGLU: its own)
+    neurons, labels = cache.stack_neuron_results(1, incl_remainder=True, return_labels=True)
+    assert labels[-1] == "remainder" and len(labels) == d_ff + 1 and labels[:2] == ["L0N0", "L0N1"]
+    torch.testing.assert_close(neurons.sum(0), cache["blocks.1.hook_resid_pre"], atol=1e-5, rtol=0)
+    picked = cache.stack_neuron_results(2, neuron_slice=3)
+    assert picked.shape == (2, 2, 7, 32)
+    with pytest.raises(HookError, match="neuron_slice is an int"):
+        cache.stack_neuron_results(2, neuron_slice="3")
+    one = cache.apply_slice_to_batch_dim(slice(1, 2))
+    assert one["hook_embed"].shape == (1, 7, 32) and one.remove_batch_dim()["hook_embed"].shape == (7, 32)
+    torch.testing.assert_close(one.decompose_resid().sum(0), cache["blocks.1.hook_resid_post"][1], atol=1e-5, rtol=0)
+    with pytest.raises(HookError, match="batch of one"):
+        cache.remove_batch_dim()
+
+
+def test_weights_tokens_and_hooks_that_stay(model: zoo.DecoderLM) -> None:
+    """W_Q/K/V/O are views of the fused projections by head; to_tokens puts the start
+    token first; add_hook keeps a hook until reset_hooks (a permanent one until asked)."""
+    assert model.W_Q.shape == (2, 4, 32, 8) and model.W_O.shape == (2, 4, 8, 32) and model.W_U.shape == (32, 97)
+    x = torch.randn(32)
+    torch.testing.assert_close(
+        torch.einsum("d,hdk->hk", x, model.W_Q[1]).flatten(),
+        model.blocks[1].attn.qkv(x)[:32]
+        - (model.blocks[1].attn.qkv.bias[:32] if model.blocks[1].attn.qkv.bias is not None else 0),
+    )
+    gpt2 = zoo.tokenizer("gpt2")
+    model.tokenizer = gpt2
+    assert model.to_tokens("Romeo").tolist() == [[50256, *gpt2.encode("Romeo")]]  # its end-of-text starts a text
+    padded = model.to_tokens(["Romeo and Juliet", "Romeo"], prepend_bos=False)
+    assert padded.shape == (2, len(gpt2.encode("Romeo and Juliet"))) and padded[1, -1] == 50256
+    assert model.to_tokens(["Romeo and Juliet", "Romeo"], padding_side="left")[1, 0] == 50256
+    assert model.to_str_tokens("Romeo and") == ["<|endoftext|>", *[gpt2.decode([i]) for i in gpt2.encode("Romeo and")]]
+    assert model.to_str_tokens(torch.tensor([[49, 78]])) == ["R", "o"]
+    plain = model(TOKENS)
+
+    def zero(x: torch.Tensor, name: str) -> torch.Tensor:
+        return torch.zeros_like(x)
+
+    model.add_hook("blocks.1.hook_mlp_out", zero)
+    model.add_hook(lambda n: n == "blocks.0.hook_mlp_out", zero, is_permanent=True)
+    both = model(TOKENS)
+    assert not torch.allclose(both, plain)
+    model.reset_hooks()
+    kept = model(TOKENS)
+    assert not torch.allclose(kept, both) and not torch.allclose(kept, plain)
+    model.reset_hooks(including_permanent=True)
+    torch.testing.assert_close(model(TOKENS), plain)
+    assert model.hook_state is None
+    with pytest.raises(HookError, match="dir='fwd'"):
+        model.add_hook("blocks.1.hook_mlp_out", zero, dir="bwd")
 
 
 def test_head_results_sum_to_the_attention_output(model: zoo.DecoderLM) -> None:
@@ -78,7 +144,7 @@ def test_the_final_norm_and_logit_attribution_add_up_to_the_logits(model: zoo.De
     torch.testing.assert_close(scaled.sum(0) * norm.weight + bias, cache["hook_final_norm"], atol=1e-5, rtol=0)
     token = 5
     attrs = cache.logit_attrs(cache.decompose_resid(), tokens=token)
-    assert attrs.shape == (6, 2, 7)
+    assert attrs.shape == (len(cache.decompose_resid()), 2, 7) == ((6 if cache.has_pos_embed() else 5), 2, 7)
     torch.testing.assert_close(attrs.sum(0) + bias @ model.head.weight[token], logits[..., token], atol=1e-4, rtol=0)
     per_row = cache.logit_attrs(cache.decompose_resid(pos_slice=-1), tokens=TOKENS[:, 0], pos_slice=-1)
     expected = logits[:, -1].gather(1, TOKENS[:, :1])[:, 0] - model.head.weight[TOKENS[:, 0]] @ bias
@@ -230,3 +296,114 @@ def test_the_helpers_equal_transformer_lens_on_the_same_gpt2(tmp_path: Path, mon
         mine = ours.logit_attrs(pieces_ours, tokens=tokens, incorrect_tokens=incorrect)
         tl = theirs.logit_attrs(pieces_theirs, tokens=tokens, incorrect_tokens=incorrect)
         torch.testing.assert_close(mine, tl, atol=1e-4, rtol=1e-4)
+
+
+def _lens_pair(tmp_path: Path, family: str) -> tuple[Any, zoo.DecoderLM, torch.Tensor]:
+    """TransformerLens's bridge (nothing folded) and the zoo model on one transformers
+    model and one word-level tokenizer (``t0`` .. ``t96``, BOS ``t1``, EOS and pad ``t2``)."""
+    bridge_module = pytest.importorskip("transformer_lens.model_bridge")
+    from test_hooks import VOCAB, hf_model, ids
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    if family != "gpt2":
+        pytest.importorskip("zoo_modern")
+    reference, folder = hf_model(tmp_path, family)
+    words = Tokenizer(models.WordLevel({f"t{i}": i for i in range(VOCAB)}, unk_token="t0"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=words, unk_token="t0", bos_token="t1", eos_token="t2", pad_token="t2"
+    )
+    fast.save_pretrained(folder)
+    bridge = bridge_module.TransformerBridge.boot_transformers(str(folder), hf_model=reference, tokenizer=None)
+    bridge.enable_compatibility_mode(
+        disable_warnings=True,
+        fold_ln=False,
+        center_writing_weights=False,
+        center_unembed=False,
+        fold_value_biases=False,
+    )
+    return bridge, zoo.from_hf(folder), ids(2, 9, vocab=VOCAB)
+
+
+def _same(mine: Any, theirs: Any, what: str) -> None:
+    if isinstance(theirs, tuple):
+        assert mine[1] == theirs[1], what
+        mine, theirs = mine[0], theirs[0]
+    torch.testing.assert_close(mine.detach(), theirs.detach(), atol=1e-4, rtol=1e-4, msg=what)
+
+
+@pytest.mark.slow  # booting TransformerLens takes seconds
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_the_rest_of_transformer_lens_equals_its_bridge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, family: str
+) -> None:
+    """On GPT-2 and a rotary model: the decompositions (7 pieces where TransformerLens has
+    7, no pos_embed on rotary), neuron and head results, batch slicing, the weights by
+    head, tokens, hooks that stay, and per-head patching, each TransformerLens's numbers
+    and labels."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from transformer_lens import patching
+
+    bridge, model, idx = _lens_pair(tmp_path, family)
+    _, theirs = bridge.run_with_cache(idx)
+    _, ours = model.run_with_cache(idx)
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("decompose_resid", {"return_labels": True}),
+        ("decompose_resid", {"layer": 1, "mlp_input": True, "return_labels": True}),
+        ("get_full_resid_decomposition", {"return_labels": True}),
+        ("get_full_resid_decomposition", {"expand_neurons": False, "return_labels": True}),
+        ("get_full_resid_decomposition", {"layer": 1, "mlp_input": True, "return_labels": True}),
+        ("get_full_resid_decomposition", {"apply_ln": True, "pos_slice": -1, "return_labels": True}),
+        ("stack_neuron_results", {"layer": -1, "return_labels": True}),
+        (
+            "stack_neuron_results",
+            {"layer": 2, "neuron_slice": slice(0, 5), "incl_remainder": True, "return_labels": True},
+        ),
+        ("stack_neuron_results", {"layer": 2, "apply_ln": True, "pos_slice": 3, "return_labels": True}),
+    ]
+    for method, kwargs in calls:
+        _same(getattr(ours, method)(**kwargs), getattr(theirs, method)(**kwargs), f"{method} {kwargs}")
+    assert len(ours.decompose_resid()) == len(theirs.decompose_resid()) == (8 if family == "gpt2" else 7)
+    ours.compute_head_results()
+    theirs.compute_head_results()
+    _same(ours["blocks.1.attn.hook_result"], theirs["blocks.1.attn.hook_result"], "compute_head_results")
+    one, their_one = ours.apply_slice_to_batch_dim(1), theirs.apply_slice_to_batch_dim(1)
+    _same(one.decompose_resid(return_labels=True), their_one.decompose_resid(return_labels=True), "batch 1")
+    first, their_first = ours.apply_slice_to_batch_dim(slice(0, 1)), theirs.apply_slice_to_batch_dim(slice(0, 1))
+    first.remove_batch_dim(), their_first.remove_batch_dim()
+    _same(first.accumulated_resid(return_labels=True), their_first.accumulated_resid(return_labels=True), "no batch")
+    for name in ("W_E", "W_Q", "W_K", "W_V", "W_O", "W_U", *(("W_pos",) if family == "gpt2" else ())):
+        _same(getattr(model, name), getattr(bridge, name), name)
+    if family != "gpt2":
+        with pytest.raises(HookError, match="learned position table"):
+            _ = model.W_pos
+    texts = [" t5 t6 t7", " t8 t9 t10"]
+    for bos in (True, False):
+        assert torch.equal(model.to_tokens(texts, prepend_bos=bos), bridge.to_tokens(texts, prepend_bos=bos))
+        assert model.to_str_tokens(texts[0], prepend_bos=bos) == bridge.to_str_tokens(texts[0], prepend_bos=bos)
+    assert model.to_str_tokens(idx[0]) == bridge.to_str_tokens(idx[0])
+
+    def zero(x: torch.Tensor, hook: Any) -> torch.Tensor:
+        return torch.zeros_like(x)
+
+    plain = model(idx)
+    for lm in (model, bridge):
+        lm.add_hook("blocks.0.hook_mlp_out", zero)
+    _same(model(idx), bridge(idx), "add_hook")
+    assert not torch.allclose(model(idx), plain)
+    for lm in (model, bridge):
+        lm.reset_hooks()
+    _same(model(idx), plain, "reset_hooks")
+    corrupted = idx.clone()
+    corrupted[:, 3] = (idx[:, 3] + 1) % 97
+
+    def metric(logits: torch.Tensor) -> torch.Tensor:
+        return logits[:, -1].log_softmax(-1)[:, 5].mean()
+
+    grid = zoo.nn.patching.get_act_patch_attn_head_out_by_pos(model, corrupted, ours, metric)
+    with torch.no_grad():
+        their_grid = patching.get_act_patch_attn_head_out_by_pos(bridge, corrupted, theirs, metric)
+    assert grid.shape == (3, 9, 4)
+    _same(grid, their_grid, "per-head patching")
+    assert grid.std() > 0  # not one value everywhere

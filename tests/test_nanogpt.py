@@ -229,3 +229,86 @@ def test_pickled_code_and_bad_files_are_refused(tmp_path: Path, monkeypatch: pyt
     torch.save({"model": state, "model_args": model_args}, tmp_path / "partial.pt")
     with pytest.raises(zoo.InteropError, match="missing nanoGPT tensors.*c_fc"):
         zoo.from_nanogpt(tmp_path / "partial.pt")
+
+
+# -- nanoGPT's char-level meta.pkl ---------------------------------------------------------
+
+
+def write_meta(folder: Path) -> dict[str, Any]:
+    """What nanoGPT's data/shakespeare_char/prepare.py writes, on the same text."""
+    import pickle
+
+    data = (Path(zoo.__file__).parent / "data" / "shakespeare.txt").read_text(encoding="utf-8")
+    chars = sorted(list(set(data)))
+    vocab_size = len(chars)
+    stoi = {ch: i for i, ch in enumerate(chars)}
+    itos = {i: ch for i, ch in enumerate(chars)}
+    meta = {"vocab_size": vocab_size, "itos": itos, "stoi": stoi}
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "meta.pkl", "wb") as f:
+        pickle.dump(meta, f)
+    return meta
+
+
+def test_a_char_level_checkpoint_samples_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """shakespeare_char: `zoo convert --from-nanogpt --meta`, then `zoo generate` prints
+    the characters nanoGPT's own decode gives for the same greedy ids."""
+    from zoo.cli import main
+
+    meta = write_meta(tmp_path / "data" / "shakespeare_char")
+    reference, model_args = nanogpt(vocab_size=meta["vocab_size"])
+    ckpt = write_ckpt(tmp_path / "out-shakespeare-char" / "ckpt.pt", reference, model_args)
+    out = tmp_path / "char.safetensors"
+    argv = ["convert", "--from-nanogpt", str(ckpt.parent), "--meta", str(tmp_path / "data/shakespeare_char/meta.pkl")]
+    assert main([*argv, "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["generate", str(out), "--prompt", "ROMEO:", "--greedy", "--max-new-tokens", "12", "--no-echo"]) == 0
+    shown = capsys.readouterr().out.strip("\n")
+    ids = torch.tensor([[meta["stoi"][c] for c in "ROMEO:"]])
+    expected = zoo.load(out).generate(ids, 12, do_sample=False, eos_token_id=[])[0, 6:].tolist()
+    assert shown == "".join(meta["itos"][i] for i in expected) and len(shown) == 12
+    tok = zoo.load(out).tokenizer
+    assert tok.encode("First Citizen:") == [meta["stoi"][c] for c in "First Citizen:"]
+    assert tok.vocab_size == 65 and zoo.tokenizer(tmp_path / "data/shakespeare_char/meta.pkl").encode(
+        "O"
+    ) == tok.encode("O")
+    with pytest.raises(zoo.InputError, match="not in the 65 characters"):
+        tok.encode("€")
+    (tmp_path / "data/shakespeare_char/meta.pkl").rename(ckpt.parent / "meta.pkl")  # beside ckpt.pt: found there
+    assert zoo.from_nanogpt(ckpt.parent).tokenizer.decode([0, 1, 2]) == "".join(meta["itos"][i] for i in range(3))
+
+
+class MetaPayload:
+    """A meta.pkl whose unpickling would run a command."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, ("touch pwned",))
+
+
+@pytest.mark.parametrize(
+    ("meta", "message"),
+    [
+        ({"vocab_size": 2, "stoi": {"a": 0, "b": 1}, "itos": MetaPayload()}, "names posix.system|names nt.system"),
+        (MetaPayload(), "names posix.system|names nt.system"),
+        ({"vocab_size": 2, "stoi": {"a": 0, "b": 1}, "itos": {0: "a", 1: b"b"}}, "'itos' must be a dict of int to str"),
+        ({"vocab_size": 2, "stoi": {"a": 0, "b": True}, "itos": {0: "a", 1: "b"}}, "'stoi' must be a dict of str"),
+        ({"vocab_size": 3, "stoi": {"a": 0, "b": 1}, "itos": {0: "a", 1: "b"}}, "ids 0..vocab_size-1"),
+        ({"vocab_size": 2, "stoi": {"a": 1, "b": 0}, "itos": {0: "a", 1: "b"}}, "both ways"),
+        ([1, 2], "not nanoGPT's"),
+    ],
+    ids=["reduce-inside", "reduce", "bytes", "bool", "size", "not-inverse", "list"],
+)
+def test_a_hostile_or_wrong_meta_pkl_is_refused_unexecuted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, meta: object, message: str
+) -> None:
+    import pickle
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "meta.pkl").write_bytes(pickle.dumps(meta))
+    with pytest.raises(zoo.ZooError, match=message):
+        zoo.tokenizer(tmp_path / "meta.pkl")
+    reference, model_args = nanogpt()
+    ckpt = write_ckpt(tmp_path / "out" / "ckpt.pt", reference, model_args)
+    with pytest.raises(zoo.ZooError, match=message):
+        zoo.from_nanogpt(ckpt, meta=tmp_path / "meta.pkl")
+    assert not (tmp_path / "pwned").exists()

@@ -27,8 +27,11 @@ the optional ``eval`` extra: ``pip install 'zoo-lm[eval]'``.
 
 from __future__ import annotations
 
+import copy
+import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +41,8 @@ from torch import Tensor, nn
 
 from zoo.bounds import check_elements
 from zoo.decoding import generate
-from zoo.errors import ConfigError, InputError, check_flag, printable
+from zoo.errors import ConfigError, InputError, check_flag, printable, quoted
+from zoo.files import read_bytes
 from zoo.nn.model import DecoderLM
 from zoo.pipelines import eos_ids, load_with_tokenizer, model_tokenizer
 from zoo.text.tokenizers import Tokenizer
@@ -52,6 +56,7 @@ try:
     from lm_eval import simple_evaluate
     from lm_eval.api.model import TemplateLM
     from lm_eval.api.registry import register_model
+    from lm_eval.loggers import EvaluationTracker
     from lm_eval.models.utils import Collator, handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
     from lm_eval.tasks import TaskManager
     from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
@@ -127,6 +132,7 @@ class ZooLM(TemplateLM):  # type: ignore[misc]  # lm_eval ships no type informat
         self._eot: int = self.tok.eot_token_id
         self._ends = eos_ids(self.model, self.tok)  # where a generation ends: the model's EOS ids, else the eot
         self._specials = self.tok.encode("")  # what encode adds to every text (a BOS), to leave out when asked
+        self._chat: bool | str = True  # the template apply_chat_template uses (evaluate_tasks names it)
 
     @property
     def eot_token_id(self) -> int:
@@ -144,6 +150,37 @@ class ZooLM(TemplateLM):  # type: ignore[misc]  # lm_eval ships no type informat
     @property
     def tokenizer_name(self) -> str:
         return self.tok.name
+
+    def chat_template(self, chat_template: bool | str = False) -> str | None:
+        """The tokenizer's chat template (``True``), or its template named ``chat_template``,
+        as lm-eval's ``hf`` model picks it; None when none is asked for."""
+        if chat_template is False or chat_template is None:
+            return None
+        found = getattr(self.tok, "chat_template", None)
+        if isinstance(found, list):  # transformers' list of {"name", "template"}
+            found = {item.get("name"): item.get("template") for item in found if isinstance(item, dict)}
+        if isinstance(found, dict):
+            name = chat_template if isinstance(chat_template, str) else "default"
+            if not isinstance(found.get(name), str):
+                raise InputError(
+                    f"the tokenizer {quoted(self.tok.name)} has no chat template {quoted(name)}; it has "
+                    f"{', '.join(map(quoted, sorted(map(str, found))))} (--apply-chat-template NAME)"
+                )
+            found = found[name]
+        if not isinstance(found, str) or not found:
+            raise InputError(
+                f"the tokenizer {quoted(self.tok.name)} has no chat template (tokenizer_config.json's chat_template "
+                f"or chat_template.jinja); drop --apply-chat-template (apply_chat_template=...)"
+            )
+        return found
+
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """The conversation as the chat template writes it, as transformers renders it: the
+        assistant's turn opened (``add_generation_prompt``), else its last message continued."""
+        template = self.chat_template(self._chat)
+        assert template is not None  # lm-eval asks only when a template applies
+        special = getattr(self.tok, "special_tokens", {})
+        return render_chat(template, chat_history, add_generation_prompt, special)
 
     def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs: Any) -> list[int]:
         """The tokenizer's ids of ``string``; without the tokens it adds to every text (a BOS)
@@ -256,6 +293,38 @@ class ZooLM(TemplateLM):  # type: ignore[misc]  # lm_eval ships no type informat
         return texts
 
 
+def render_chat(
+    template: str, messages: list[dict[str, str]], add_generation_prompt: bool, special: dict[str, Any]
+) -> str:
+    """``template`` (Jinja) over ``messages`` in a sandbox, with transformers' settings and
+    helpers; without ``add_generation_prompt`` the text ends where the last message does
+    (transformers' ``continue_final_message``)."""
+    import jinja2.ext
+    import jinja2.sandbox
+
+    def raise_exception(message: str) -> None:
+        raise jinja2.exceptions.TemplateError(message)
+
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
+    )
+    env.filters["tojson"] = lambda x, indent=None: json.dumps(x, ensure_ascii=False, indent=indent)
+    env.globals.update(raise_exception=raise_exception, strftime_now=lambda f: datetime.now().strftime(f))
+    try:
+        text = env.from_string(template).render(
+            messages=messages, tools=None, documents=None, add_generation_prompt=add_generation_prompt, **special
+        )
+    except jinja2.exceptions.TemplateError as err:
+        raise InputError(f"the tokenizer's chat template fails on a request: {printable(str(err))[:200]}") from err
+    if not add_generation_prompt and messages:
+        last = messages[-1]["content"]
+        at = text.rfind(last.strip())
+        if at >= 0:
+            kept = len(last.lstrip()) if text[at : at + len(last.lstrip())] == last else len(last.strip())
+            text = text[: at + kept]
+    return text
+
+
 def _count(value: object, name: str) -> int:
     if isinstance(value, str) and value.isdigit():
         value = int(value)  # from lm-eval's model_args string
@@ -264,14 +333,105 @@ def _count(value: object, name: str) -> int:
     return value
 
 
-def _task_manager(names: Sequence[str], include_path: str | os.PathLike[str] | None) -> Any:
+def _task_manager(names: Sequence[str], include_path: str | os.PathLike[str] | None, trust_task_code: bool) -> Any:
     """lm-eval's index of tasks: the folder's alone when it holds every task named (indexing
-    lm-eval's own thousands of tasks takes a minute), else lm-eval's with the folder's."""
+    lm-eval's own thousands of tasks takes a minute), else lm-eval's with the folder's.
+    Indexing reads the YAML files without importing their Python; a task of the folder's
+    that names Python is refused here, before lm-eval loads it, unless ``trust_task_code``."""
     if include_path is not None:
         folder = TaskManager(include_path=str(include_path), include_defaults=False)
+        if not trust_task_code:
+            _refuse_task_code(folder.task_index, names, Path(include_path))
         if all(name in folder.all_tasks for name in names):
             return folder
     return TaskManager(include_path=None if include_path is None else str(include_path))
+
+
+#: How lm-eval's YAML names Python: a function tag, or a task class.
+FUNCTION_TAG = "!function"
+
+
+def _refuse_task_code(index: Mapping[str, Any], names: Sequence[str], folder: Path) -> None:
+    """An ``InputError`` naming the first of ``names`` (tasks, groups or tags of the
+    folder's index) whose YAML names Python: a ``!function`` tag or a ``class`` in it or
+    in a file it includes, or a ``.py`` file beside one of them (lm-eval imports it)."""
+    for name in names:
+        if name not in index:
+            continue  # one of lm-eval's own tasks: installed code, not the folder's
+        for file in _task_files(index, name, set()):
+            reason = _python_in(file, set())
+            if reason is not None:
+                raise InputError(
+                    f"the task {quoted(name)} from --include-path {quoted(str(folder))} runs Python ({reason}); "
+                    f"run it only if you trust that code: add --trust-task-code (trust_task_code=True)"
+                )
+
+
+def _task_files(index: Mapping[str, Any], name: str, seen: set[str]) -> list[Path]:
+    """The YAML files that define ``name`` in lm-eval's index: its own, its group's
+    tasks' and its tag's tasks', each once."""
+    if name in seen or name not in index:
+        return []
+    seen.add(name)
+    entry = index[name]
+    files = [Path(entry.yaml_path)] if entry.yaml_path is not None else []
+    members: list[Any] = sorted(entry.tags) if getattr(entry.kind, "name", "") == "TAG" else []
+    listed = (entry.cfg or {}).get("task") if getattr(entry.kind, "name", "") == "GROUP" else None
+    for item in listed if isinstance(listed, list) else []:
+        members.append(item.get("task") if isinstance(item, Mapping) else item)
+    for member in members:
+        if isinstance(member, str):
+            files += _task_files(index, member, seen)
+    return files
+
+
+def _python_in(file: Path, seen: set[Path]) -> str | None:
+    """How ``file`` (a task's YAML) or a file it includes names Python, or None."""
+    file = file.resolve()
+    if file in seen or not file.is_file():
+        return None
+    seen.add(file)
+    beside = sorted(path.name for path in file.parent.glob("*.py"))
+    if beside:
+        return f"{printable(beside[0])} beside {printable(file.name)}"
+    text = read_bytes(file, InputError, "task YAML file", limit=TASK_YAML_LIMIT).decode("utf-8", errors="replace")
+    if FUNCTION_TAG in text:
+        return f"{FUNCTION_TAG} in {printable(file.name)}"
+    config = _plain_yaml(text)
+    if "class" in config:
+        return f"a task class in {printable(file.name)}"
+    included = config.get("include")
+    for other in included if isinstance(included, list) else [included]:
+        if isinstance(other, str):
+            reason = _python_in(file.parent / other, seen)
+            if reason is not None:
+                return reason
+    return None
+
+
+#: Bytes of one task YAML file read for the check (lm-eval's own are a few kilobytes).
+TASK_YAML_LIMIT = 16 << 20
+
+
+def _plain_yaml(text: str) -> dict[str, Any]:
+    """A YAML file's top-level mapping, tags read as plain values (nothing constructed)."""
+    import yaml  # type: ignore[import-untyped]  # lm-eval's own dependency, without type information
+
+    class Plain(yaml.SafeLoader):  # type: ignore[misc]  # yaml ships no type information here
+        pass
+
+    Plain.add_multi_constructor("!", lambda loader, suffix, node: None)
+    try:
+        loaded = yaml.load(text, Loader=Plain)  # noqa: S506 - a SafeLoader: plain data only
+    except yaml.YAMLError:
+        return {}  # lm-eval skips a file it cannot read
+    return loaded if isinstance(loaded, dict) else {}
+
+
+#: lm-eval's seeds (its CLI's ``--seed 0,1234,1234,1234``): Python's ``random``, numpy's,
+#: torch's, and the few-shot sampler's.
+SEEDS = ("random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")
+DEFAULT_SEEDS = (0, 1234, 1234, 1234)
 
 
 def evaluate_tasks(
@@ -282,39 +442,49 @@ def evaluate_tasks(
     tokenizer: Tokenizer | str | os.PathLike[str] | None = None,
     batch_size: int = 8,
     device: str | None = None,
-    limit: int | None = None,
+    limit: int | float | None = None,
     num_fewshot: int | None = None,
     bootstrap_iters: int = 100000,
     log_samples: bool = False,
+    output_path: str | os.PathLike[str] | None = None,
+    apply_chat_template: bool | str = False,
+    seed: int | Sequence[int | None] | None = None,
+    trust_task_code: bool = False,
     revision: str | None = None,
     version: int | None = None,
 ) -> dict[str, Any]:
     """Run lm-eval's ``tasks`` (names, or a comma-separated string) on the model, through
     ``lm_eval.simple_evaluate`` and ``ZooLM``; returns lm-eval's results dictionary
-    (``["results"][task][metric + ",none"]``). ``include_path``: a folder of task YAML
-    files beside lm-eval's own; ``limit``: the first N documents of each task;
-    ``bootstrap_iters``: resamples for the standard errors lm-eval bootstraps (0: none)."""
+    (``["results"][task][metric + ",none"]``). The options mean what lm-eval's own do:
+    ``include_path``: a folder of task YAML files beside lm-eval's own; ``limit``: the
+    first N documents of each task (a fraction below 1: that share of them);
+    ``bootstrap_iters``: resamples for the standard errors lm-eval bootstraps (0: none);
+    ``log_samples``: each document's requests and answers (``["samples"]``);
+    ``output_path``: where lm-eval's ``EvaluationTracker`` writes its results file
+    (``PATH/MODEL/results_DATE.json``, and ``samples_TASK_DATE.jsonl`` with
+    ``log_samples``; ``["results_file"]`` names it); ``apply_chat_template``: the tokenizer's chat template (or the one
+    named) around each request; ``seed``: one int for lm-eval's four seeds, or four
+    (Python, numpy, torch, few-shot; None leaves one unset), default lm-eval's.
+
+    A task of ``include_path`` whose YAML names Python (``!function utils.f``, a task
+    ``class``, a ``.py`` file beside it) runs that Python: it is refused unless
+    ``trust_task_code=True``, which also passes lm-eval's ``confirm_run_unsafe_code``
+    (the tasks lm-eval marks ``unsafe_code``, which run the model's code)."""
     require_lm_eval()
-    check_flag(log_samples, "log_samples")
+    for flag, name in ((log_samples, "log_samples"), (trust_task_code, "trust_task_code")):
+        check_flag(flag, name)
+    if not isinstance(apply_chat_template, (bool, str)):
+        raise InputError(
+            f"apply_chat_template must be True or False, or the name of one of the tokenizer's chat templates; "
+            f"got {type(apply_chat_template).__name__} {quoted(apply_chat_template, 60)}"
+        )
     _count(batch_size, "batch_size")
-    for name, value, least in (
-        ("limit", limit, 1),
-        ("num_fewshot", num_fewshot, 0),
-        ("bootstrap_iters", bootstrap_iters, 0),
-    ):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
-            raise InputError(
-                f"{name} must be an integer >= {least}{' or None' if name != 'bootstrap_iters' else ''}, got {value!r}"
-            )
-    given: object = tasks  # what the type allows, and what a caller may pass anyway
-    if isinstance(given, (bytes, bytearray)) or not isinstance(given, (str, Iterable)):
-        raise InputError(f"tasks are task names, or one string of them separated by commas; got {type(tasks).__name__}")
-    names = [name.strip() for name in (tasks.split(",") if isinstance(tasks, str) else tasks) if name.strip()]
-    if not names:
-        raise InputError("name at least one task, e.g. tasks='hellaswag' (zoo eval MODEL --tasks hellaswag)")
+    _check_counts(limit, num_fewshot, bootstrap_iters)
+    seeds = _seeds(seed)
+    names = _task_names(tasks)
     if include_path is not None and not Path(include_path).is_dir():
         raise InputError(f"include_path {printable(str(include_path))!r} is not a folder of task YAML files")
-    manager = _task_manager(names, include_path)
+    manager = _task_manager(names, include_path, trust_task_code)
     missing = [name for name in names if name not in manager.all_tasks]
     if missing:
         raise InputError(
@@ -324,15 +494,109 @@ def evaluate_tasks(
     lm = ZooLM(
         model_or_path, tokenizer=tokenizer, batch_size=batch_size, device=device, revision=revision, version=version
     )
-    results = simple_evaluate(
-        model=lm,
-        tasks=names,
-        task_manager=manager,
+    lm._chat = apply_chat_template if isinstance(apply_chat_template, str) else True
+    lm.chat_template(apply_chat_template)  # refused here, not after the tasks load
+    named = {} if isinstance(model_or_path, nn.Module) else {"pretrained": str(model_or_path)}
+    tracker = EvaluationTracker(output_path=str(output_path)) if output_path is not None else None
+    results = _run(
+        lm,
+        names,
+        manager,
+        tracker,
+        model_args=named,
         limit=limit,
         num_fewshot=num_fewshot,
         bootstrap_iters=bootstrap_iters,
         log_samples=log_samples,
+        apply_chat_template=apply_chat_template,
+        confirm_run_unsafe_code=trust_task_code,
+        **dict(zip(SEEDS, seeds)),
     )
+    if output_path is not None:
+        _save(tracker, results, log_samples, Path(output_path))
+    return results
+
+
+def _check_counts(limit: object, num_fewshot: object, bootstrap_iters: object) -> None:
+    if not (isinstance(limit, float) and 0 < limit < 1):  # lm-eval's fraction of each task
+        _at_least(limit, "limit", 1, " (or a fraction below 1)")
+    _at_least(num_fewshot, "num_fewshot", 0)
+    _at_least(bootstrap_iters, "bootstrap_iters", 0, nullable=False)
+
+
+def _at_least(value: object, name: str, least: int, more: str = "", *, nullable: bool = True) -> None:
+    if (value is not None or not nullable) and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+        raise InputError(f"{name} must be an integer >= {least}{more}{' or None' if nullable else ''}, got {value!r}")
+
+
+def _seeds(seed: object) -> tuple[int | None, ...]:
+    """lm-eval's four seeds from ``seed``: None (its defaults), one int (all four), or four."""
+    if seed is None:
+        return DEFAULT_SEEDS
+    values = [seed] * len(SEEDS) if isinstance(seed, int) else seed
+    if (
+        isinstance(values, (str, bytes))
+        or not isinstance(values, Sequence)
+        or len(values) != len(SEEDS)
+        or any(v is not None and (isinstance(v, bool) or not isinstance(v, int)) for v in values)
+    ):
+        raise InputError(
+            f"seed is one integer for lm-eval's four seeds, or four integers or None ({', '.join(SEEDS)}), "
+            f"got {printable(repr(seed))[:80]}"
+        )
+    return tuple(values)
+
+
+def _task_names(tasks: object) -> list[str]:
+    """Task names from names, or from one string of them separated by commas."""
+    if isinstance(tasks, (bytes, bytearray)) or not isinstance(tasks, (str, Iterable)):
+        raise InputError(f"tasks are task names, or one string of them separated by commas; got {type(tasks).__name__}")
+    listed = tasks.split(",") if isinstance(tasks, str) else list(tasks)
+    if not all(isinstance(name, str) for name in listed):
+        raise InputError("tasks are task names (strings), or one string of them separated by commas")
+    names = [name.strip() for name in listed if name.strip()]
+    if not names:
+        raise InputError("name at least one task, e.g. tasks='hellaswag' (zoo eval MODEL --tasks hellaswag)")
+    return names
+
+
+def _run(lm: ZooLM, names: list[str], manager: Any, tracker: Any, **options: Any) -> dict[str, Any]:
+    """``simple_evaluate`` on the loaded model, lm-eval's refusal of unsafe tasks as the zoo's."""
+    try:
+        results = simple_evaluate(model=lm, tasks=names, task_manager=manager, evaluation_tracker=tracker, **options)
+    except ValueError as err:
+        if "marked as unsafe" not in str(err):
+            raise
+        raise InputError(
+            f"{printable(str(err).partition('.')[0])}: it runs the code the model writes; run it only in a "
+            f"sandbox you trust: add --trust-task-code (trust_task_code=True, lm-eval's confirm_run_unsafe_code)"
+        ) from err
     if results is None:  # pragma: no cover - only ranks other than 0 of a distributed run get None
         raise InputError("lm-eval returned no results")
     return dict(results)
+
+
+def _save(tracker: Any, results: dict[str, Any], log_samples: bool, output_path: Path) -> None:
+    """lm-eval's own files, by its ``EvaluationTracker`` as its CLI writes them: the results
+    (without the samples) and, with ``log_samples``, each task's samples; ``results`` keeps
+    what the API returns. The tracker logs a failure to write instead of raising: a file
+    that is not there after it is a ``ConfigError`` naming the path."""
+    samples = copy.deepcopy(results.get("samples")) if log_samples else None
+    shown = {key: value for key, value in results.items() if key != "samples"}
+    tracker.save_results_aggregated(results=shown, samples=samples)
+    if samples is not None:
+        for task in shown["configs"]:
+            tracker.save_results_samples(task_name=task, samples=samples[task])
+    date = getattr(tracker, "date_id", None)
+    folder = (
+        output_path.parent
+        if output_path.suffix == ".json"
+        else output_path / str(tracker.general_config_tracker.model_name_sanitized)
+    )
+    name = f"{output_path.stem}_{date}.json" if output_path.suffix == ".json" else f"results_{date}.json"
+    if date is None or not (folder / name).is_file():
+        raise ConfigError(
+            f"lm-eval could not write its results under --output-path {quoted(str(output_path))}; give a folder "
+            f"you can write to"
+        )
+    results["results_file"] = str(folder / name)

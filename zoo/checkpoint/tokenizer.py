@@ -33,8 +33,17 @@ from zoo.errors import ConfigError, InteropError, printable, quoted
 from zoo.files import read_bytes
 
 #: The files of a tokenizer folder the zoo keeps, reads and writes (``tokenizer.json``, or
-#: GPT-2's ``vocab.json`` and ``merges.txt``, with the settings beside them).
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt")
+#: GPT-2's ``vocab.json`` and ``merges.txt``, with the settings beside them; or nanoGPT's ``meta.pkl``).
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "meta.pkl",  # nanoGPT's character-level vocabulary (zoo.text.chars reads it without unpickling objects)
+    "chat_template.jinja",  # where transformers 5 keeps a tokenizer's chat template
+)
+CHAT_TEMPLATE = "chat_template.jinja"
 TOKENIZER_FOLDER = "tokenizer"  # where a prepared data folder or a run keeps its tokenizer's files
 TOKENIZER_LIMIT = 64 << 20  # bytes of one file (GPT-2's vocab.json is 1 MB, Gemma 3's tokenizer.json 33 MB)
 
@@ -115,7 +124,7 @@ def folder_files(folder: Path) -> dict[str, bytes]:
         path = folder / name
         if path.is_file():
             files[name] = read_bytes(path, InteropError, "tokenizer file", limit=TOKENIZER_LIMIT)
-    readable = "tokenizer.json" in files or {"vocab.json", "merges.txt"} <= set(files)
+    readable = "tokenizer.json" in files or {"vocab.json", "merges.txt"} <= set(files) or "meta.pkl" in files
     return files if readable else {}
 
 

@@ -40,6 +40,13 @@ def add_parsers(commands: Commands) -> None:
     direction.add_argument("--to-hf", metavar="CHECKPOINT", help="a zoo checkpoint file or folder to export")
     add_version(p, "the --to-hf checkpoint folder")
     p.add_argument(
+        "--meta",
+        default=None,
+        metavar="FILE",
+        help="with --from-nanogpt: the meta.pkl of a character-level dataset (data/shakespeare_char/meta.pkl), "
+        "carried as the model's tokenizer (default: a meta.pkl beside ckpt.pt, else none)",
+    )
+    p.add_argument(
         "--architecture",
         default=None,
         metavar="NAME",
@@ -72,10 +79,16 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
         raise InputError(
             "--version selects a version of the --to-hf checkpoint folder; --from-hf and --from-nanogpt take none"
         )
+    if args.meta is not None and not args.from_nanogpt:
+        raise InputError("--meta is nanoGPT's meta.pkl, read with --from-nanogpt; drop it")
     if source:
         refuse_checkpoint_out(args.out, args.overwrite)  # before reading the source
         replaced = args.overwrite and args.out.endswith(SUFFIX)
-        inputs: dict[str, object] = {"--from-hf": args.from_hf, "--from-nanogpt": args.from_nanogpt}
+        inputs: dict[str, object] = {
+            "--from-hf": args.from_hf,
+            "--from-nanogpt": args.from_nanogpt,
+            "--meta": args.meta,
+        }
         if replaced and args.from_hf and os.path.isdir(args.from_hf):  # -o HF/model.safetensors: a file it reads
             inputs["a file of --from-hf"] = [
                 os.path.join(args.from_hf, name) for name in sorted(os.listdir(args.from_hf))
@@ -87,7 +100,7 @@ def cmd_convert(args: argparse.Namespace, ui: Ui) -> int:
                 folder, commit = local_or_snapshot(args.from_hf, args.revision)
                 model = zoo.from_hf(folder, allow_nonfinite=args.allow_nonfinite)
             else:
-                model = zoo.from_nanogpt(source, allow_nonfinite=args.allow_nonfinite)
+                model = zoo.from_nanogpt(source, allow_nonfinite=args.allow_nonfinite, meta=args.meta)
         if args.from_hf and has_tokenizer(folder) and not args.out.endswith(".safetensors"):
             metadata = {"tokenizer": keep_tokenizer(folder, args.out)}  # beside the versions; a file embeds them
         with ui.status(f"saving to {args.out}"):

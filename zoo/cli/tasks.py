@@ -26,27 +26,77 @@ def add_task_flags(p: argparse.ArgumentParser) -> None:
         type=task_list,
         default=None,
         metavar="NAME,NAME,...",
-        help="run lm-evaluation-harness tasks (the eval extra) instead of measuring loss on --data (default: none)",
+        help="run lm-evaluation-harness tasks (the eval extra) instead of measuring loss on --data; lm-eval's "
+        "spellings of the flags below (--num_fewshot, --batch_size, --output_path, --log_samples, "
+        "--apply_chat_template) work too (default: none)",
     )
     p.add_argument(
         "--include-path",
         default=None,
         metavar="DIR",
-        help="with --tasks: a folder of task YAML files beside lm-eval's own (default: lm-eval's only)",
+        help="with --tasks: a folder of task YAML files beside lm-eval's own; a task there that names Python "
+        "(!function, a .py file beside it) runs only with --trust-task-code (default: lm-eval's only)",
+    )
+    p.add_argument(
+        "--trust-task-code",
+        action="store_true",
+        help="with --tasks: run the Python a task names (its !function code, a .py beside its YAML) and the "
+        "tasks lm-eval marks unsafe (its confirm_run_unsafe_code): only for code you trust (default: refuse)",
     )
     p.add_argument(
         "--limit",
-        type=positive,
+        type=_limit,
         default=None,
         metavar="N",
-        help="with --tasks: the first N documents of each task (default: all)",
+        help="with --tasks: the first N documents of each task, or a fraction below 1 of them (default: all)",
     )
     p.add_argument(
         "--num-fewshot",
+        "--num_fewshot",
         type=_count,
         default=None,
         metavar="N",
         help="with --tasks: examples before each (default: the task's)",
+    )
+    _add_lm_eval_flags(p)
+
+
+def _add_lm_eval_flags(p: argparse.ArgumentParser) -> None:
+    """The flags lm-eval's own CLI has, with its meaning and its spellings."""
+    # lm-eval's spelling of zoo eval's --batch-size (added by zoo.cli.train): the same value
+    p.add_argument("--batch_size", dest="batch_size", type=positive, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--output-path",
+        "--output_path",
+        default=None,
+        metavar="PATH",
+        help="with --tasks: write lm-eval's results file there, as lm_eval does (PATH/MODEL/results_DATE.json; "
+        "a PATH ending in .json names the file) (default: none written)",
+    )
+    p.add_argument(
+        "--log-samples",
+        "--log_samples",
+        action="store_true",
+        help="with --tasks and --output-path: also write each document's requests and answers "
+        "(samples_TASK_DATE.jsonl beside the results) (default: not written)",
+    )
+    p.add_argument(
+        "--apply-chat-template",
+        "--apply_chat_template",
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="NAME",
+        help="with --tasks: put each request in the tokenizer's chat template (NAME: one of its named "
+        "templates) (default: plain text)",
+    )
+    p.add_argument(
+        "--seed",
+        type=_seeds,
+        default=None,
+        metavar="N,N,...",
+        help="with --tasks: lm-eval's seeds, one for all four or Python's, numpy's, torch's and the few-shot "
+        "sampler's (None leaves one unset) (default: lm-eval's 0,1234,1234,1234)",
     )
     p.add_argument(
         "--bootstrap-iters",
@@ -81,12 +131,39 @@ def _count(text: str) -> int:
     return value
 
 
+def _limit(text: str) -> int | float:
+    """``--limit``: a count of documents, or (as lm-eval reads it) a fraction below 1 of them."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if 0 < value < 1:
+        return value
+    if value < 1 or value != int(value):
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1 or a fraction between 0 and 1, got {text!r}")
+    return int(value)
+
+
+def _seeds(text: str) -> tuple[int | None, ...]:
+    """``--seed``: one integer for lm-eval's four seeds, or four (``None`` for one left unset)."""
+    parts = [part.strip() for part in text.split(",")]
+    try:
+        values = [None if part.lower() == "none" else int(part) for part in parts]
+    except ValueError:
+        values = []
+    if len(values) not in (1, 4):
+        raise argparse.ArgumentTypeError(f"expected one integer or four (integers or None), got {text!r}")
+    return tuple(values * 4 if len(values) == 1 else values)
+
+
 def cmd_eval_tasks(args: argparse.Namespace, ui: Ui) -> int:
     """Run ``--tasks`` on the model and show each task's metrics (``--json``: lm-eval's results)."""
     given = [name for name, default in DATA_FLAGS.items() if getattr(args, name) != default]
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         raise InputError(f"{flags} measure loss on data; --tasks runs lm-eval's tasks instead: drop one or the other")
+    if args.log_samples and args.output_path is None:
+        raise InputError("--log-samples writes the samples beside the results: give --output-path too")
     from zoo.harness import evaluate_tasks  # lm-eval loads only when tasks run
 
     with ui.status(f"running {printable(', '.join(args.tasks))} on {printable(args.checkpoint)}"):
@@ -100,11 +177,19 @@ def cmd_eval_tasks(args: argparse.Namespace, ui: Ui) -> int:
             limit=args.limit,
             num_fewshot=args.num_fewshot,
             bootstrap_iters=args.bootstrap_iters,
+            log_samples=args.log_samples,
+            output_path=args.output_path,
+            apply_chat_template=args.apply_chat_template,
+            seed=args.seed,
+            trust_task_code=args.trust_task_code,
             version=args.version,
         )
     scores: dict[str, dict[str, Any]] = results["results"]
+    written = {"results-file": results["results_file"]} if "results_file" in results else {}
     if ui.json_mode:
-        ui.json({"checkpoint": args.checkpoint, "results": scores, "n-samples": results.get("n-samples", {})})
+        ui.json(
+            {"checkpoint": args.checkpoint, "results": scores, "n-samples": results.get("n-samples", {}), **written}
+        )
         return 0
     table = new_table(
         f"{printable(args.checkpoint)} on lm-eval tasks",
@@ -123,4 +208,6 @@ def cmd_eval_tasks(args: argparse.Namespace, ui: Ui) -> int:
             shown = f"{stderr:.4f}" if isinstance(stderr, (int, float)) and math.isfinite(stderr) else "-"
             table.add_row(printable(task), metric, f"{value:.4f}", shown)
     ui.print(table)
+    if written:
+        ui.line(f"wrote lm-eval's results to {printable(written['results-file'])}", "green")
     return 0

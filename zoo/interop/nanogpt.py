@@ -7,19 +7,32 @@ with ``torch.load(weights_only=True)``: tensors and plain data only, never pickl
 code. nanoGPT's GPT is GPT-2's design with ``nn.Linear`` layers (no transposes), exact
 GELU, optional biases (``bias``) and a head tied to ``wte``; a model trained with
 ``compile=True`` stores every name behind ``_orig_mod.``.
+
+nanoGPT's character-level datasets (``shakespeare_char``) keep their vocabulary in the
+``meta.pkl`` that ``prepare.py`` writes, ``{"vocab_size", "stoi", "itos"}``. A pickle can
+name any importable callable and have it run when loaded, so ``read_meta`` unpickles with
+a ``find_class`` that refuses every name: only pickle's own dicts, strings and numbers
+load, and anything but a dict of strings and ints (and the two dicts in it) is refused.
+``from_nanogpt`` embeds a checked ``meta.pkl`` in the model as its tokenizer
+(``zoo.text.chars`` reads it), so the imported model samples text.
 """
 
 from __future__ import annotations
 
+import io
 import os
+import pickle
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from zoo.checkpoint.store import path_arg
-from zoo.errors import ConfigError, InteropError, check_flag
+from zoo.checkpoint.tokenizer import embedded_record
+from zoo.errors import ConfigError, InteropError, check_flag, printable
+from zoo.files import read_bytes
 from zoo.nn.config import validate_config
 from zoo.nn.converter import (
     KERNELS,
@@ -38,7 +51,7 @@ from zoo.nn.model import DecoderLM
 if TYPE_CHECKING:
     from zoo.nn.config import ModelConfig
 
-__all__ = ["NANOGPT_ARGS", "from_nanogpt"]
+__all__ = ["META_FILE", "NANOGPT_ARGS", "from_nanogpt", "read_meta"]
 
 # nanoGPT's GPTConfig fields (model_args), with its defaults.
 NANOGPT_ARGS: dict[str, Any] = {
@@ -51,6 +64,46 @@ NANOGPT_ARGS: dict[str, Any] = {
     "bias": True,
 }
 COMPILED = "_orig_mod."
+
+META_FILE = "meta.pkl"  # what nanoGPT's data/<dataset>/prepare.py writes beside train.bin
+META_LIMIT = 64 << 20  # bytes: shakespeare_char's is under 1 kB; a character vocabulary is small
+META_KEYS = ("vocab_size", "stoi", "itos")
+
+
+class _NoObjects(pickle.Unpickler):
+    """An unpickler that imports nothing: every class or function a pickle names is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"it names {module}.{name}, and only plain dicts of strings and ints are read")
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise pickle.UnpicklingError("it refers to persistent objects, and only plain dicts are read")
+
+
+def read_meta(data: bytes, where: str) -> tuple[dict[str, int], dict[int, str]]:
+    """``(stoi, itos)`` of a nanoGPT ``meta.pkl``'s bytes, checked: one character per
+    entry, ids from 0, each map the other's inverse, ``vocab_size`` their size."""
+    try:
+        meta = _NoObjects(io.BytesIO(data)).load()
+    except Exception as err:  # a damaged or hostile pickle fails in many ways; none constructs an object
+        raise InteropError(f"{where} is not a nanoGPT meta.pkl the zoo reads: {printable(str(err))[:200]}") from err
+    if not isinstance(meta, dict) or not {"stoi", "itos"} <= set(meta) or set(meta) - set(META_KEYS):
+        shown = sorted(map(str, meta))[:6] if isinstance(meta, dict) else type(meta).__name__
+        raise InteropError(f"{where} holds {printable(shown)}, not nanoGPT's {{'vocab_size', 'stoi', 'itos'}}")
+    stoi, itos = _typed(meta["stoi"], str, int, f"{where} 'stoi'"), _typed(meta["itos"], int, str, f"{where} 'itos'")
+    size = meta.get("vocab_size", len(itos))
+    if type(size) is not int or size != len(itos) or set(itos) != set(range(size)):
+        raise InteropError(f"{where}: 'itos' must give ids 0..vocab_size-1 ({printable(repr(size))[:40]}) a character")
+    if len(stoi) != len(itos) or any(itos.get(i) != c or len(c) != 1 for c, i in stoi.items()):
+        raise InteropError(f"{where}: 'stoi' and 'itos' must map single characters and their ids both ways")
+    return stoi, itos
+
+
+def _typed(value: object, key: type, item: type, where: str) -> dict[Any, Any]:
+    """``value`` as a dict of ``key`` to ``item`` (exactly those types: no bools for ints)."""
+    if type(value) is not dict or any(type(k) is not key or type(v) is not item for k, v in value.items()):
+        raise InteropError(f"{where} must be a dict of {key.__name__} to {item.__name__}")
+    return value
 
 
 class NanoGPTArgs(HFFields):
@@ -156,12 +209,15 @@ def from_nanogpt(
     device: torch.device | str | None = None,
     attention: str = "sdpa",
     allow_nonfinite: bool = False,
+    meta: str | os.PathLike[str] | None = None,
 ) -> DecoderLM:
     """A zoo model from a nanoGPT ``ckpt.pt`` (or the ``out_dir`` holding it), in eval mode.
 
     Compiled checkpoints (names behind ``_orig_mod.``) load too. Weights keep their
     stored dtype unless ``dtype`` is given; ``attention`` is "sdpa" or "eager". Weights
     must be floating point and finite (``allow_nonfinite=True`` to load NaNs anyway).
+    ``meta``: the ``meta.pkl`` of a character-level dataset (``data/shakespeare_char/``),
+    by default one beside ``ckpt.pt``; the model carries it as its tokenizer.
     """
     check_flag(allow_nonfinite, "allow_nonfinite")
     if attention not in KERNELS:
@@ -169,6 +225,7 @@ def from_nanogpt(
     target_dtype = dtype_arg(dtype, InteropError)
     target_device = device_arg(device, InteropError)
     model_args, stored, where = read_checkpoint(path)
+    vocabulary = meta_file(meta, Path(where))
     converter = NanoGPT()
     tensors = {converter.local_name(k): v for k, v in stored.items() if not converter.skip(converter.local_name(k))}
     fields = untie_if_stored(converter, {**config_fields(model_args, where), "attention": attention}, tensors, where)
@@ -183,4 +240,29 @@ def from_nanogpt(
     model.load_state_dict({n: t.to(target) for n, t in state.items()}, strict=True, assign=True)
     model.tie_weights()
     reset_buffers(model)
+    if vocabulary is not None:
+        model.tokenizer_record = meta_record(vocabulary, config.vocab_size)
     return model.to(target_device or "cpu").eval()
+
+
+def meta_file(meta: str | os.PathLike[str] | None, checkpoint: Path) -> Path | None:
+    """The ``meta.pkl`` to read: the one given (which must exist), else one beside the checkpoint."""
+    if meta is None:
+        beside = checkpoint.parent / META_FILE
+        return beside if beside.is_file() else None
+    file = path_arg(meta, "read", InteropError, "a nanoGPT meta.pkl path")
+    if not file.is_file():
+        raise InteropError(f"{printable(str(file))!r} is not a file; pass nanoGPT's data/<dataset>/meta.pkl")
+    return file
+
+
+def meta_record(file: Path, vocab_size: int) -> dict[str, Any]:
+    """The tokenizer record that embeds ``file``, a ``meta.pkl`` checked to fit the model."""
+    data = read_bytes(file, InteropError, "nanoGPT meta.pkl", limit=META_LIMIT)
+    _, itos = read_meta(data, str(file))
+    if len(itos) > vocab_size:
+        raise InteropError(
+            f"{file} has {len(itos)} characters, more than the model's {vocab_size} ids: it is not this model's "
+            f"meta.pkl; pass the one of the dataset it was trained on"
+        )
+    return embedded_record({META_FILE: data})

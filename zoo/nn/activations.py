@@ -3,12 +3,16 @@
 ``ActivationCache`` is a ``dict`` of point name to tensor (code that reads it as a dict
 keeps working) that also knows its model, so it can take the residual stream apart as
 TransformerLens's ``ActivationCache`` does, with the same names, arguments, labels and
-numbers on the same weights (``tests/test_lens.py`` compares them on GPT-2):
+numbers on the same weights (``tests/test_lens.py`` compares them on GPT-2 and Llama):
 
 - ``accumulated_resid``: the stream entering each block (and between its sub-layers with
   ``incl_mid``), then the final stream: labels ``0_pre``, ``0_mid``, ..., ``final_post``;
-- ``decompose_resid``: the pieces that sum to the stream: ``embed``, ``pos_embed``, then
-  each block's ``{i}_attn_out`` and ``{i}_mlp_out``;
+- ``decompose_resid``: the pieces that sum to the stream: ``embed``, ``pos_embed`` (only
+  where the model adds a position table: none for rotary, as TransformerLens has it),
+  then each block's ``{i}_attn_out`` and ``{i}_mlp_out``;
+- ``get_full_resid_decomposition``, ``stack_neuron_results``, ``compute_head_results``,
+  ``remove_batch_dim``, ``apply_slice_to_batch_dim``: TransformerLens's, by head and by
+  neuron (``L{i}H{h}``, ``L{i}N{n}``, ``bias``, ``remainder``);
 - ``stack_head_results``: each head's share of its layer's attention output, ``z`` of the
   head times its slice of the output projection (the projection's bias is no head's),
   labels ``L{i}H{h}``;
@@ -63,6 +67,15 @@ def _positions(x: Tensor, pos_slice: PosSlice) -> Tensor:
     return x[..., pos_slice, :]
 
 
+def _neurons(neuron_slice: Any, width: int) -> Any:
+    """What indexes the neurons: all (None), one kept as a list (an int), a slice, or indices."""
+    if neuron_slice is None:
+        return slice(None)
+    if isinstance(neuron_slice, bool) or not isinstance(neuron_slice, (int, slice, list, tuple, Tensor)):
+        raise HookError(f"neuron_slice is an int, a slice, indices or None (all), got {type(neuron_slice).__name__}")
+    return [neuron_slice] if isinstance(neuron_slice, int) else neuron_slice
+
+
 class ActivationCache(dict[str, Tensor]):
     """Point name -> activation, as ``run_with_cache`` keeps them, and the model they came from."""
 
@@ -71,6 +84,7 @@ class ActivationCache(dict[str, Tensor]):
         self.model: Any = getattr(model, "_orig_mod", model)
         blocks = getattr(self.model, "blocks", None)  # an encoder-decoder has none: its helpers refuse
         self.n_layers = len(blocks) if isinstance(blocks, nn.ModuleList) else 0
+        self.has_batch_dim = True  # remove_batch_dim takes it off a batch of one
 
     def _point(self, name: str) -> Tensor:
         if not self.n_layers:
@@ -101,10 +115,13 @@ class ActivationCache(dict[str, Tensor]):
         return_labels: bool,
         layer: int,
         recompute_ln: bool = False,
+        mlp_input: bool = False,
     ) -> Any:
         stack = torch.stack([_positions(p, pos_slice) for p in parts])
         if apply_ln:
-            stack = self.apply_ln_to_stack(stack, layer, pos_slice=pos_slice, recompute_ln=recompute_ln)
+            stack = self.apply_ln_to_stack(
+                stack, layer, mlp_input=mlp_input, pos_slice=pos_slice, recompute_ln=recompute_ln
+            )
         return (stack, labels) if return_labels else stack
 
     def accumulated_resid(
@@ -144,24 +161,36 @@ class ActivationCache(dict[str, Tensor]):
         pos_slice: PosSlice = None,
         incl_embeds: bool = True,
         return_labels: bool = False,
+        mlp_input: bool = False,
     ) -> Any:
         """The pieces that sum to the stream entering block ``layer`` (None: the final
-        stream): the embeddings, then each block's attention and MLP outputs; ``mode``
+        stream; with ``mlp_input`` the stream entering its MLP): the embeddings (the
+        position embedding only where the model adds one: not with rotary, ALiBi or none,
+        as TransformerLens has it), then each block's attention and MLP outputs; ``mode``
         ``"attn"`` or ``"mlp"`` keeps one kind."""
         if mode not in ("all", "attn", "mlp"):
             raise HookError(f"mode is 'all', 'attn' or 'mlp', got {mode!r}")
-        parts: list[Tensor] = []
-        labels: list[str] = []
-        if incl_embeds:
-            parts += [self._point("hook_embed"), self._point("hook_pos_embed")]
-            labels += ["embed", "pos_embed"]
+        parts, labels = self._embeds(pos_slice=None) if incl_embeds else ([], [])
         count = self._layer(layer)
-        for i in range(count):
+        for i in range(count + (1 if mlp_input else 0)):
             for kind in ("attn", "mlp"):
-                if mode in ("all", kind):
+                if mode in ("all", kind) and (i < count or kind == "attn"):
                     parts.append(self._point(f"blocks.{i}.hook_{kind}_out"))
                     labels.append(f"{i}_{kind}_out")
-        return self._stack(parts, labels, apply_ln, pos_slice, return_labels, count)
+        return self._stack(parts, labels, apply_ln, pos_slice, return_labels, count, mlp_input=mlp_input)
+
+    def has_pos_embed(self) -> bool:
+        """Whether the model adds a position embedding to its token embeddings (a learned or
+        sinusoidal table); rotary, ALiBi and none add nothing, and have no ``pos_embed`` piece."""
+        embed = getattr(type(getattr(self.model, "position", None)), "embed", None)
+        return embed is not None and not getattr(embed, "__qualname__", "").startswith("PositionEncoding.")
+
+    def _embeds(self, pos_slice: PosSlice) -> tuple[list[Tensor], list[str]]:
+        parts, labels = [_positions(self._point("hook_embed"), pos_slice)], ["embed"]
+        if self.has_pos_embed():
+            parts.append(_positions(self._point("hook_pos_embed"), pos_slice))
+            labels.append("pos_embed")
+        return parts, labels
 
     def head_results(self, layer: int) -> Tensor:
         """Each head's output in the stream, (B, S, H, d): its ``z`` through its slice of the
@@ -171,7 +200,13 @@ class ActivationCache(dict[str, Tensor]):
         if len(marked) != 1 or not isinstance(marked[0], nn.Linear):
             raise HookError(f"block {layer}'s attention has no one linear output projection to split by head")
         weight = marked[0].weight.reshape(marked[0].out_features, z.shape[-2], z.shape[-1])  # (d, H, dk)
-        return torch.einsum("bshk,dhk->bshd", z, weight.to(z.dtype))
+        return torch.einsum("...hk,dhk->...hd", z, weight.to(z.dtype))
+
+    def compute_head_results(self) -> None:
+        """Each block's head results (``head_results``) kept in the cache as
+        ``blocks.{i}.attn.hook_result`` (B, S, H, d), TransformerLens's name and layout."""
+        for i in range(self.n_layers):
+            self[f"blocks.{i}.attn.hook_result"] = self.head_results(i)
 
     def stack_head_results(
         self,
@@ -189,6 +224,126 @@ class ActivationCache(dict[str, Tensor]):
             parts += list(heads.unbind(-2))
             labels += [f"L{i}H{h}" for h in range(heads.shape[-2])]
         return self._stack(parts, labels, apply_ln, pos_slice, return_labels, count)
+
+    def _projection(self, layer: int, kind: str) -> nn.Linear:
+        """Block ``layer``'s one linear output projection of its ``attn`` or ``mlp``."""
+        marked = [m for m in getattr(self.model.blocks[layer], kind).modules() if is_residual_output(m)]
+        if len(marked) != 1 or not isinstance(marked[0], nn.Linear):
+            raise HookError(f"block {layer}'s {kind} has no one linear output projection to split")
+        return marked[0]
+
+    def neuron_results(self, layer: int, neuron_slice: Any = None, pos_slice: PosSlice = None) -> Tensor:
+        """Each MLP neuron's output in the stream, (B, S, N, d): its activation (``mlp.hook_post``,
+        what the output projection reads) times its row of that projection, without its bias."""
+        post = _positions(self._point(f"blocks.{layer}.mlp.hook_post"), pos_slice)
+        rows = self._projection(layer, "mlp").weight.t()  # (d_ff, d)
+        chosen = _neurons(neuron_slice, rows.shape[0])
+        return post[..., chosen, None] * rows[chosen].to(post.dtype)
+
+    def stack_neuron_results(
+        self,
+        layer: int,
+        pos_slice: PosSlice = None,
+        neuron_slice: Any = None,
+        return_labels: bool = False,
+        incl_remainder: bool = False,
+        apply_ln: bool = False,
+        mlp_input: bool = False,
+    ) -> Any:
+        """Every MLP neuron's output of blocks ``0 .. layer - 1`` (-1: all), stacked:
+        (L * N, B, S, d), labels ``L{i}N{n}``; ``incl_remainder`` adds what the rest of the
+        stream entering ``layer`` (its MLP's input with ``mlp_input``) is, ``remainder``."""
+        count = self._layer(layer)
+        width = self._projection(0, "mlp").in_features
+        ids = torch.arange(width)[_neurons(neuron_slice, width)].tolist()
+        labels = [f"L{i}N{n}" for i in range(count) for n in ids]
+        shape = _positions(self._point("hook_embed"), pos_slice).shape
+        stack = (
+            torch.cat([self.neuron_results(i, neuron_slice, pos_slice) for i in range(count)], dim=-2).movedim(-2, 0)
+            if count
+            else self._point("hook_embed").new_zeros((0, *shape))
+        )
+        if incl_remainder:
+            target = self.norm_at(count, mlp_input)[1] if count < self.n_layers else "blocks.{}.hook_resid_post"
+            target = target.format(self.n_layers - 1)
+            stack = torch.cat([stack, (_positions(self._point(target), pos_slice) - stack.sum(0))[None]])
+            labels.append("remainder")
+        if apply_ln:
+            stack = self.apply_ln_to_stack(stack, count, mlp_input=mlp_input, pos_slice=pos_slice)
+        return (stack, labels) if return_labels else stack
+
+    def accumulated_bias(self, layer: int, mlp_input: bool = False, include_mlp_biases: bool = True) -> Tensor:
+        """The output projections' biases that reach the stream entering block ``layer``
+        (its MLP's input with ``mlp_input``): attention's, and the MLPs' with
+        ``include_mlp_biases``; (d,), zeros where the projections have none."""
+        total = self._point("hook_embed").new_zeros(self.model.config.d_model)
+        for i in range(layer + (1 if mlp_input else 0)):
+            kinds = ("attn", "mlp") if include_mlp_biases and i < layer else ("attn",)
+            for kind in kinds:
+                bias = self._projection(i, kind).bias
+                total = total + bias.to(total.dtype) if bias is not None else total
+        return total
+
+    def get_full_resid_decomposition(
+        self,
+        layer: int | None = None,
+        mlp_input: bool = False,
+        expand_neurons: bool = True,
+        apply_ln: bool = False,
+        pos_slice: PosSlice = None,
+        return_labels: bool = False,
+    ) -> Any:
+        """Every head's output, every neuron's (or with ``expand_neurons=False`` each MLP's
+        output), the embeddings and the biases, which sum to the stream entering block
+        ``layer`` (None: the final stream; its MLP's input with ``mlp_input``), in
+        TransformerLens's order and labels: ``L{i}H{h}``, ``L{i}N{n}`` (``{i}_mlp_out``),
+        ``embed``, ``pos_embed``, ``bias``."""
+        count = self._layer(layer)
+        heads, labels = self.stack_head_results(count + (1 if mlp_input else 0), True, pos_slice)
+        parts = [heads]
+        if count and expand_neurons:
+            neurons, named = self.stack_neuron_results(count, pos_slice, return_labels=True)
+        elif count:
+            neurons, named = self.decompose_resid(
+                count, "mlp", pos_slice=pos_slice, incl_embeds=False, return_labels=True
+            )
+        if count:
+            parts.append(neurons)
+            labels = labels + named
+        embeds, embed_labels = self._embeds(pos_slice)
+        bias = self.accumulated_bias(count, mlp_input, include_mlp_biases=expand_neurons)
+        parts += [torch.stack(embeds), bias.expand((1, *heads.shape[1:]))]
+        stack = torch.cat(parts)
+        if apply_ln:
+            stack = self.apply_ln_to_stack(stack, count, mlp_input=mlp_input, pos_slice=pos_slice)
+        return (stack, [*labels, *embed_labels, "bias"]) if return_labels else stack
+
+    def remove_batch_dim(self) -> ActivationCache:
+        """The cache of a batch of one without its batch dimension, in place (TransformerLens's)."""
+        if not self.has_batch_dim:
+            return self
+        sizes = {value.shape[0] for value in self.values() if value.dim()}
+        if sizes - {1}:
+            raise HookError(f"remove_batch_dim is for a batch of one; this cache has {max(sizes)} rows")
+        for name, value in self.items():
+            if value.dim():
+                self[name] = value[0]
+        self.has_batch_dim = False
+        return self
+
+    def apply_slice_to_batch_dim(self, batch_slice: int | slice | list[int] | Tensor) -> ActivationCache:
+        """A cache of the rows ``batch_slice`` picks (an int drops the batch dimension), as
+        TransformerLens's; entries without that many rows are kept as they are."""
+        if not self.has_batch_dim:
+            raise HookError("this cache has no batch dimension (remove_batch_dim took it) to slice")
+        rows = self["hook_embed"].shape[0] if "hook_embed" in self else max(v.shape[0] for v in self.values())
+        picked = {
+            name: value[batch_slice] if value.dim() and value.shape[0] == rows else value
+            for name, value in self.items()
+        }
+        sliced = ActivationCache(picked, self.model)
+        sliced.has_batch_dim = not isinstance(batch_slice, int)
+        return sliced
 
     def norm_at(self, layer: int | None = None, mlp_input: bool = False) -> tuple[nn.Module, str]:
         """The norm that reads the stream entering block ``layer`` (its attention's, or with

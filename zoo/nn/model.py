@@ -39,6 +39,7 @@ from zoo.nn.inputs import (
     check_tokens,
     value_problems,
 )
+from zoo.nn.lens import LensModel
 from zoo.nn.parts import PartMaker
 from zoo.nn.registry import KINDS, Registry
 
@@ -98,7 +99,7 @@ class LayerMasks:
         return self.made[key]
 
 
-class TokenModel(nn.Module):
+class TokenModel(LensModel):
     """What every zoo language model shares: the token embedding (scaled as configured)
     plus positions, the output head tied to it, and checks on the token ids."""
 

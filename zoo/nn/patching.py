@@ -5,6 +5,8 @@ a residual-stream point that carries everything, so early points restore it all 
 ``patch_grid`` patches one position of one layer's point at a time, the positions ×
 layers grid TransformerLens's patching utilities give (``get_act_patch_resid_pre`` and
 kin): where along the sequence, and at which depth, the clean behaviour lives.
+``get_act_patch_attn_head_out_by_pos`` is TransformerLens's function of that name: one
+head's output (its ``z``) at one position of one layer at a time, (L, S, H).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from torch import Tensor, nn
 from zoo.errors import HookError, quoted
 from zoo.nn.hooks import Names, hooked, run_with_cache, stacks
 
-__all__ = ["PatchGrid", "Patching", "logit_lens", "patch", "patch_grid"]
+__all__ = ["PatchGrid", "Patching", "get_act_patch_attn_head_out_by_pos", "logit_lens", "patch", "patch_grid"]
 
 
 def _replace_with(activation: Tensor, x: Tensor, name: str) -> Tensor:
@@ -172,3 +174,39 @@ def patch_grid(
                     run = f"the run patched at {name!r}, position {position}"
                     values[i, position] = _metric_value(metric(model(*corrupted_args)), run)
     return PatchGrid(point, clean_value, corrupted_value, values)
+
+
+def _replace_head(activation: Tensor, position: int, head: int, x: Tensor, name: str) -> Tensor:
+    x = x.clone()
+    x[:, position, head] = activation[:, position, head]
+    return x
+
+
+def get_act_patch_attn_head_out_by_pos(
+    model: nn.Module,
+    corrupted_tokens: Tensor,
+    clean_cache: dict[str, Tensor],
+    patching_metric: Callable[[Tensor], Tensor | float],
+) -> Tensor:
+    """TransformerLens's per-head patching grid: ``patching_metric`` of the corrupted run
+    with head ``h``'s output at position ``p`` of layer ``l`` (its ``attn.hook_z``, the
+    head's share before the output projection) taken from ``clean_cache`` (a
+    ``run_with_cache`` of the clean tokens): (L, S, H), one run per cell."""
+    if not callable(patching_metric):
+        raise HookError("patching_metric must be a function of the logits that returns one number")
+    prefix = stacks(model)[-1].blocks
+    names = [f"{prefix}{i}.attn.hook_z" for i in range(len(stacks(model)[-1].layers))]
+    missing = [name for name in names if name not in clean_cache]
+    if missing:
+        raise HookError(f"clean_cache has no {missing[0]!r}: run run_with_cache on the clean tokens with every point")
+    _, length, heads, _ = clean_cache[names[0]].shape
+    values = torch.empty(len(names), length, heads)
+    with torch.no_grad():
+        for i, name in enumerate(names):
+            for position in range(length):
+                for head in range(heads):
+                    hook = functools.partial(_replace_head, clean_cache[name], position, head)
+                    with hooked(model, {name: hook}):
+                        run = f"the run patched at {name!r}, position {position}, head {head}"
+                        values[i, position, head] = _metric_value(patching_metric(model(corrupted_tokens)), run)
+    return values

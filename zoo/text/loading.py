@@ -17,6 +17,7 @@ from typing import Any
 from zoo.checkpoint.format import json_field
 from zoo.checkpoint.store import open_file, resolve, write_atomically
 from zoo.checkpoint.tokenizer import (
+    CHAT_TEMPLATE,
     GPT2_FILES,
     TOKENIZER_FILES,
     TOKENIZER_FOLDER,
@@ -27,6 +28,7 @@ from zoo.checkpoint.tokenizer import (
 from zoo.errors import CheckpointError, ConfigError, InteropError, os_error, printable
 from zoo.files import loads, read_bytes, read_json
 from zoo.interop.hub import check_revision, is_hub_id, local_or_snapshot, snapshot
+from zoo.text.chars import META_FILE, meta_tokenizer
 from zoo.text.tokenizers import EOT, ByteTokenizer, HFTokenizer, TiktokenTokenizer, Tokenizer
 
 __all__ = [
@@ -56,7 +58,9 @@ def tokenizer(name_or_path: str | os.PathLike[str] | Tokenizer = "gpt2", *, revi
     """A tokenizer by name (``"gpt2"``, ``"bytes"``), folder or hub id (see the module).
 
     A folder needs ``tokenizer.json`` (read with ``tokenizers``), or ``vocab.json`` and
-    ``merges.txt`` of a byte-level BPE (GPT-2's format). ``revision`` picks a hub id's
+    ``merges.txt`` of a byte-level BPE (GPT-2's format), or nanoGPT's ``meta.pkl`` (a
+    character-level vocabulary, ``zoo.text.chars``; the file itself works as well).
+    ``revision`` picks a hub id's
     branch, tag or commit.
     """
     if revision is not None and (isinstance(name_or_path, Tokenizer) or str(name_or_path) == "bytes"):
@@ -79,10 +83,13 @@ def tokenizer(name_or_path: str | os.PathLike[str] | Tokenizer = "gpt2", *, revi
         folder = snapshot(name_or_path, revision, need="tokenizer")
     elif revision is not None:
         raise ConfigError(f"revision={revision!r} is for hub ids; {printable(str(name_or_path))!r} is a local path")
+    if str(name_or_path) and folder.suffix == ".pkl" and folder.is_file():
+        return meta_tokenizer(folder)  # nanoGPT's data/<dataset>/meta.pkl
     if not str(name_or_path) or not folder.is_dir():
         raise ConfigError(
             f"unknown tokenizer {printable(str(name_or_path))!r}: give {' or '.join(map(repr, NAMES))}, a folder "
-            f"with tokenizer.json (or vocab.json and merges.txt), or a hub id such as 'openai-community/gpt2'"
+            f"with tokenizer.json (or vocab.json and merges.txt, or nanoGPT's meta.pkl), a meta.pkl, or a hub id "
+            f"such as 'openai-community/gpt2'"
         )
     return folder_tokenizer(folder)
 
@@ -97,19 +104,26 @@ def folder_tokenizer(folder: Path) -> Tokenizer:
         settings = tuple(
             f for f in (folder / "special_tokens_map.json", folder / "tokenizer_config.json") if f.is_file()
         )
-        return _cached_hf(file, settings, _stamp(file), *map(_stamp, settings))
+        template = folder / CHAT_TEMPLATE
+        kept = (_stamp(template),) if template.is_file() else ()
+        return _cached_hf(file, settings, _stamp(file), *map(_stamp, settings), *kept)
     vocab, merges = folder / "vocab.json", folder / "merges.txt"
+    if not (vocab.is_file() and merges.is_file()) and (folder / META_FILE).is_file():
+        return meta_tokenizer(folder / META_FILE)
     if not (vocab.is_file() and merges.is_file()):
         raise InteropError(
-            f"{folder} holds no tokenizer: expected tokenizer.json, or vocab.json and merges.txt (GPT-2's format)"
+            f"{folder} holds no tokenizer: expected tokenizer.json, or vocab.json and merges.txt (GPT-2's format), "
+            f"or nanoGPT's meta.pkl"
         )
     return _cached_files(vocab, merges, _stamp(vocab), _stamp(merges))
 
 
 def has_tokenizer(folder: Path) -> bool:
     """Whether ``folder`` holds tokenizer files ``folder_tokenizer`` reads."""
-    return (folder / "tokenizer.json").is_file() or (
-        (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file()
+    return (
+        (folder / "tokenizer.json").is_file()
+        or ((folder / "vocab.json").is_file() and (folder / "merges.txt").is_file())
+        or (folder / META_FILE).is_file()
     )
 
 
@@ -249,6 +263,9 @@ def _cached_hf(file: Path, settings: tuple[Path, ...], *stamps: tuple[int, int])
         if not isinstance(loaded, dict):
             raise InteropError(f"{path} does not hold a JSON object")
         config.update({k: v for k, v in loaded.items() if v is not None})
+    if (file.parent / CHAT_TEMPLATE).is_file():  # transformers 5 keeps the chat template in its own file
+        data = read_bytes(file.parent / CHAT_TEMPLATE, InteropError, "chat template", limit=TOKENIZER_LIMIT)
+        config["chat_template"] = data.decode("utf-8", errors="replace")
     return HFTokenizer(backend, str(file.parent), config)
 
 

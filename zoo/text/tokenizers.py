@@ -196,6 +196,14 @@ class HFTokenizer(Tokenizer):
         if self.eot_token_id is None:
             self.eot_token_id = backend.token_to_id(EOT)
         self.bos_token_id = self._special(settings.get("bos_token"))
+        #: the chat template(s) of tokenizer_config.json or chat_template.jinja, and the special
+        #: tokens' text a template reads (bos_token, eos_token, ...), as transformers gives them
+        self.chat_template: str | list[Any] | dict[str, Any] | None = settings.get("chat_template")
+        self.special_tokens = {
+            name: token.get("content") if isinstance(token, dict) else token
+            for name in ("bos_token", "eos_token", "unk_token", "pad_token")
+            if isinstance(token := settings.get(name), (str, dict))
+        }
 
     def _special(self, token: Any) -> int | None:
         if isinstance(token, dict):
