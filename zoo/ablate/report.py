@@ -94,7 +94,12 @@ def reference_rows(result: AblationResult) -> list[tuple[str, float]]:
         return []
     return [
         (name, loss)
-        for name, loss in (("unigram", b.unigram), ("bigram", b.bigram), ("trigram", b.trigram), ("fivegram", b.fivegram))
+        for name, loss in (
+            ("unigram", b.unigram),
+            ("bigram", b.bigram),
+            ("trigram", b.trigram),
+            ("fivegram", b.fivegram),
+        )
         if loss is not None
     ]
 

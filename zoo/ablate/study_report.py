@@ -59,7 +59,10 @@ def cells_table(study: StudyResult) -> list[str]:
         marked = ", ".join(md_code(run.name) for run in result.rows() if run.significant) or "none"
         b, stuck = result.baselines, set(result.under_trained)
         ends = [f"{run.loss.mean:.4f}{' *' if run.name in stuck else ''}" for run in (result.runs[0], result.runs[-1])]
-        refs = ["n/a" if b is None or v is None else f"{v:.4f}" for v in ((b.bigram, b.trigram, b.fivegram) if b else (None,) * 3)]
+        refs = [
+            "n/a" if b is None or v is None else f"{v:.4f}"
+            for v in ((b.bigram, b.trigram, b.fivegram) if b else (None,) * 3)
+        ]
         ratios = [cell.tokens_per_param(per_step), cell.epochs(per_step, result.data["train_tokens"])]
         lines.append(
             f"| [{_cell_label(study, cell)}]({cell.name}/report.md) | {cell.steps} | "

@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.plugin import Converter, Count, Epsilon, Fraction, HFFields, ModelConfig, Positive, RopeTable, Rule
-from zoo_modern.converters import (
+from zoo_modern.converters import LlamaFamily
+from zoo_modern.families.readers import (
     ACTIVATIONS,
     ACTIVATIONS_OUT,
-    LlamaFamily,
     attention_spec,
     common_blockers,
     n_kv_heads,

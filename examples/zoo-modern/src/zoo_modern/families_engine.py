@@ -40,11 +40,10 @@ from zoo.plugin import (
     RopeTable,
     Rule,
 )
-from zoo_modern.converters import (
+from zoo_modern.converters import LlamaFamily, LlamaFields
+from zoo_modern.families.readers import (
     ACTIVATIONS,
     ACTIVATIONS_OUT,
-    LlamaFamily,
-    LlamaFields,
     common_blockers,
     layer_windows,
     n_kv_heads,

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from zoo.plugin import Converter, Count, Epsilon, Fraction, HFFields, ModelConfig, RopeTable, Rule
-from zoo_modern.converters import (
+from zoo_modern.families.readers import (
     ACTIVATIONS_OUT,
     common_blockers,
     n_kv_heads,

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.plugin import Converter, Count, Epsilon, Fraction, HFFields, ModelConfig, Rule
-from zoo_modern.converters import ACTIVATIONS_OUT, common_blockers, n_kv_heads, per_head
+from zoo_modern.families.readers import ACTIVATIONS_OUT, common_blockers, n_kv_heads, per_head
 from zoo_modern.families_classic import activation, attention_blockers, linear, qkv, wanted
 
 

@@ -28,11 +28,9 @@ import torch
 from torch import Tensor
 
 from zoo.plugin import Converter, Count, Epsilon, ModelConfig, Positive, Rule
-from zoo_modern.converters import (
+from zoo_modern.converters import LlamaFamily, LlamaFields, Qwen2
+from zoo_modern.families.readers import (
     ACTIVATIONS,
-    LlamaFamily,
-    LlamaFields,
-    Qwen2,
     layer_windows,
     n_kv_heads,
     qwen_windows,

@@ -1,0 +1,1 @@
+"""zoo-modern's Hugging Face families as tables (``zoo.plugin.Family``), sorted by lineage."""
