@@ -13,12 +13,12 @@ import zoo.plugin
 from zoo_modern import families_modern, families_moe, mlp, moe, norms, placement, qknorm
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
 from zoo_modern.converters import CONVERTERS
+from zoo_modern.families import CONVERTERS as TABLES
 from zoo_modern.families_classic import CONVERTERS as CLASSIC
 from zoo_modern.families_classic import PRESETS as CLASSIC_PRESETS
 from zoo_modern.families_engine import CONVERTERS as ENGINE_CONVERTERS
 from zoo_modern.families_engine import PRESETS as ENGINE_PRESETS
 from zoo_modern.families_falcon import CONVERTERS as FALCON
-from zoo_modern.families_learned import CONVERTERS as LEARNED
 from zoo_modern.mlp import SwiGluOptions, swiglu
 from zoo_modern.placement import Parallel, SandwichNorm
 from zoo_modern.positions import ALiBi, Rotary, check_rotary
@@ -54,7 +54,7 @@ def zoo_register_converters(register: zoo.plugin.RegisterConverter) -> None:
         *ENGINE_CONVERTERS,
         *families_moe.CONVERTERS,
         *CLASSIC,
-        *LEARNED,
+        *TABLES,
         *FALCON,
     ):
         register(converter)

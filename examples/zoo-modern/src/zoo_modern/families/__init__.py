@@ -1,1 +1,14 @@
-"""zoo-modern's Hugging Face families as tables (``zoo.plugin.Family``), sorted by lineage."""
+"""zoo-modern's Hugging Face families as tables (``zoo.plugin.Family``), sorted by lineage:
+
+- ``gpt2_like``: GPT-Neo, OPT, GPTBigCode, BLOOM, MPT (GPT-2 itself is the built-in ``zoo.plugins.hf_gpt2``);
+
+one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.
+"""
+
+from __future__ import annotations
+
+from zoo.plugin import Converter, converter
+from zoo_modern.families import gpt2_like
+
+FAMILIES = (*gpt2_like.FAMILIES,)
+CONVERTERS: tuple[Converter, ...] = tuple(converter(family) for family in FAMILIES)

@@ -313,6 +313,7 @@ MPT = GPT2.derive(
         "tie_word_embeddings": F("tie_embeddings", True, bool),
         "attn_config": F("", None, dict[str, Any]),
         **dict.fromkeys(("embedding_fraction", "init_device", "learned_pos_emb", "norm_type"), IGNORED),
+        "max_position_embeddings": IGNORED,  # not an MPT field: transformers keeps it and reads max_seq_len
     },
     zoo={"bias": False, "norm": {"name": "layernorm", "shift": False}, "activation": "gelu"}
     | {"position": {"name": "alibi", "max_bias": 8.0}},
