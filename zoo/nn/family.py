@@ -74,7 +74,7 @@ class W:
     how: str = "copy"
     parts: str = ""
     when: Callable[[ModelConfig], bool] | None = None
-    make: Callable[[str, tuple[str, ...], ModelConfig], Rule] | None = None
+    make: Callable[[str, tuple[str, ...], ModelConfig], Rule | None] | None = None
 
     def rule(self, zoo: str, prefix: str, config: ModelConfig) -> Rule | None:
         if self.when is not None and not self.when(config):
@@ -136,6 +136,7 @@ class Family:
         hooks (``read``, ``write``, ``blockers``) run after the parent's; a table or hook
         named in ``fresh`` is replaced instead."""
         merged: dict[str, Any] = {"architecture": architecture, "extends": self.architecture}
+        merged |= {name: type(getattr(self, name))() for name in fresh}
         for name, value in changes.items():
             old = getattr(self, name)
             if name in fresh:
@@ -201,8 +202,8 @@ def read_config(family: Family, model: type[HFFields], hf: Mapping[str, Any], wh
             if value not in entry.map:
                 raise refuse(where, name, value, f"supported: {', '.join(map(str, entry.map))}")
             value = entry.map[value]
-        if value is not REQUIRED:
-            _put(fields, entry.to, value)
+        if value is not REQUIRED and (value is not None or "." not in entry.to):
+            _put(fields, entry.to, value)  # an option left unset is the component's default
     for reader in family.read:
         fields = reader(hf, fields, where)
     return fields

@@ -27,13 +27,10 @@ from zoo.plugin import (
     Rule,
 )
 from zoo_modern.families.readers import (
-    ACTIVATIONS,
-    ACTIVATIONS_OUT,
     attention_spec,
     common_blockers,
     layer_windows,
     n_kv_heads,
-    per_head,
     qwen_windows,
     rope,
     rope_scaling,
@@ -75,30 +72,6 @@ class LlamaFields(HFFields):
     sliding_window: Count | None = None
     use_sliding_window: bool | None = None
     layer_types: list[str] | None = None
-
-
-class NeoXFields(HFFields):
-    """The config.json fields the GPT-NeoX converter reads, typed."""
-
-    not_null = ("max_position_embeddings", "layer_norm_eps")
-
-    hidden_size: Count
-    num_attention_heads: Count
-    num_hidden_layers: Count
-    intermediate_size: Count
-    vocab_size: Count
-    hidden_act: str = "gelu"
-    max_position_embeddings: Count | None = None
-    layer_norm_eps: Epsilon | None = None
-    rotary_pct: Fraction | None = None
-    rotary_emb_base: Positive | None = None
-    rope_parameters: RopeTable | None = None
-    rope_scaling: RopeTable | None = None
-    attention_dropout: Fraction | None = None
-    hidden_dropout: Fraction | None = None
-    use_parallel_residual: bool | None = None
-    attention_bias: bool | None = None
-    tie_word_embeddings: bool | None = None
 
 
 class LlamaFamily(Converter):
@@ -327,140 +300,6 @@ class Qwen2(LlamaFamily):
         }
 
 
-# -- GPT-NeoX ----------------------------------------------------------------------------
+CONVERTERS: tuple[Converter, ...] = (LlamaFamily(), Mistral(), Qwen2())
 
-
-class GPTNeoX(Converter):
-    """GPT-NeoX / Pythia: parallel attention and MLP, partial rotary, LayerNorm, biases."""
-
-    architecture = "GPTNeoXForCausalLM"
-    model_type = "gpt_neox"
-    description = "GPT-NeoX / Pythia: parallel residual, partial rotary, LayerNorm, fused per-head qkv"
-    prefix = "gpt_neox."
-    top_level = ("embed_out.weight",)
-    embedding = "embed_in.weight"
-    head = "embed_out.weight"
-
-    def skip(self, name: str) -> bool:
-        return name.endswith(("rotary_emb.inv_freq", "attention.bias", "attention.masked_bias"))
-
-    def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
-        NeoXFields.read(hf, where)  # every field read below has its type and range
-        try:
-            d, heads = int(hf["hidden_size"]), int(hf["num_attention_heads"])
-            layers, hidden, vocab = int(hf["num_hidden_layers"]), int(hf["intermediate_size"]), int(hf["vocab_size"])
-        except (KeyError, TypeError, ValueError) as err:
-            raise InteropError(f"{where}: a GPTNeoXForCausalLM config.json needs {err} as an integer") from err
-        if hf.get("attention_bias", True) is not True:
-            raise self.refuse(
-                where, "attention_bias", hf["attention_bias"], "the zoo's NeoX layout has attention biases"
-            )
-        activation = hf.get("hidden_act", "gelu")
-        if activation not in ACTIVATIONS:
-            raise self.refuse(where, "hidden_act", activation, f"supported: {', '.join(sorted(ACTIVATIONS))}")
-        base, fraction = rope(hf, where, theta="rotary_emb_base", pct="rotary_pct")
-        head_dim = d // heads
-        rotary_dim = int(head_dim * fraction)
-        if rotary_dim % 2 or rotary_dim < 2:
-            raise self.refuse(
-                where,
-                "rotary_pct",
-                fraction,
-                f"it rotates {rotary_dim} of {head_dim} dimensions; the zoo needs an even number >= 2",
-            )
-        dropout = float(hf.get("hidden_dropout") or 0.0)
-        return {
-            "vocab_size": vocab,
-            "max_seq_len": int(hf.get("max_position_embeddings", 2048)),
-            "d_model": d,
-            "n_layers": layers,
-            "n_heads": heads,
-            "d_ff": hidden,
-            "dropout": {"attention": float(hf.get("attention_dropout") or 0.0), "residual": dropout},
-            "bias": True,
-            "tie_embeddings": bool(hf.get("tie_word_embeddings", False)),
-            "norm_eps": float(hf.get("layer_norm_eps", 1e-5)),
-            "attention": "sdpa",
-            "norm": "layernorm",
-            "placement": "parallel" if hf.get("use_parallel_residual", True) else "pre",
-            "activation": ACTIVATIONS[activation],
-            "position": rotary_spec(base, None if rotary_dim == head_dim else rotary_dim),
-            "mlp": "standard",
-            "init": "gpt2",
-        }
-
-    def rules(self, config: ModelConfig) -> list[Rule]:
-        heads = config.n_heads
-        rules = [Rule.copy("tok_emb.weight", "embed_in.weight")]
-        for i in range(config.n_layers):
-            z, h = f"blocks.{i}.", f"layers.{i}."
-            rules += [
-                Rule.copy(z + "attn_residual.norm.weight", h + "input_layernorm.weight"),
-                Rule.copy(z + "attn_residual.norm.bias", h + "input_layernorm.bias"),
-                per_head(z + "attn.qkv.weight", h + "attention.query_key_value.weight", heads),
-                per_head(z + "attn.qkv.bias", h + "attention.query_key_value.bias", heads),
-                Rule.copy(z + "attn.out.weight", h + "attention.dense.weight"),
-                Rule.copy(z + "attn.out.bias", h + "attention.dense.bias"),
-                Rule.copy(z + "mlp_residual.norm.weight", h + "post_attention_layernorm.weight"),
-                Rule.copy(z + "mlp_residual.norm.bias", h + "post_attention_layernorm.bias"),
-                Rule.copy(z + "mlp.up.weight", h + "mlp.dense_h_to_4h.weight"),
-                Rule.copy(z + "mlp.up.bias", h + "mlp.dense_h_to_4h.bias"),
-                Rule.copy(z + "mlp.down.weight", h + "mlp.dense_4h_to_h.weight"),
-                Rule.copy(z + "mlp.down.bias", h + "mlp.dense_4h_to_h.bias"),
-            ]
-        return [
-            *rules,
-            Rule.copy("final_norm.weight", "final_layer_norm.weight"),
-            Rule.copy("final_norm.bias", "final_layer_norm.bias"),
-            Rule.copy("head.weight", "embed_out.weight"),
-        ]
-
-    def blockers(self, config: ModelConfig) -> list[str]:
-        blockers = common_blockers(config, self.architecture)
-        if config.placement.name not in ("parallel", "pre") or config.placement.options.get("shared_norm"):
-            blockers.append(f"placement {config.placement.name!r} (GPT-NeoX is parallel with two norms, or pre-norm)")
-        wanted = {"norm": "layernorm", "position": "rotary", "mlp": "standard"}
-        for kind, name in wanted.items():
-            if getattr(config, kind).name != name:
-                blockers.append(f"{kind} {getattr(config, kind).name!r} (GPT-NeoX has {name})")
-        n_kv, qkv_bias, out_bias = self.attention_layout(config)
-        if config.attention.name not in ("sdpa", "eager") or n_kv != config.n_heads or not (qkv_bias and out_bias):
-            blockers.append(f"attention {config.attention.name!r} (GPT-NeoX has multi-head attention with biases)")
-        if config.activation.name not in ACTIVATIONS_OUT:
-            blockers.append(f"activation {config.activation.name!r}")
-        if not config.bias:
-            blockers.append("bias=false (GPT-NeoX's projections and norms have biases)")
-        if config.position.name == "rotary" and int(config.head_dim * (turned(config) / config.head_dim)) != turned(
-            config
-        ):
-            blockers.append("a rotary_dim that rotary_pct cannot express exactly")
-        return blockers + rotary_blockers(config, self.architecture)
-
-    def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
-        base = rotary_base(config)
-        fraction = turned(config) / config.head_dim
-        return {
-            "vocab_size": config.vocab_size,
-            "hidden_size": config.d_model,
-            "intermediate_size": config.d_ff,
-            "num_hidden_layers": config.n_layers,
-            "num_attention_heads": config.n_heads,
-            "hidden_act": ACTIVATIONS_OUT[config.activation.name],
-            "max_position_embeddings": config.max_seq_len,
-            "layer_norm_eps": config.norm_eps,
-            "rotary_pct": fraction,
-            "rotary_emb_base": base,
-            "rope_parameters": {"rope_type": "default", "rope_theta": base, "partial_rotary_factor": fraction},
-            "use_parallel_residual": config.placement.name == "parallel",
-            "tie_word_embeddings": config.tie_embeddings,
-            "attention_dropout": config.dropout.attention,
-            "hidden_dropout": config.dropout.residual,
-            "attention_bias": True,
-            "bos_token_id": None,
-            "eos_token_id": None,
-        }
-
-
-CONVERTERS: tuple[Converter, ...] = (LlamaFamily(), Mistral(), Qwen2(), GPTNeoX())
-
-__all__ = ["CONVERTERS", "GPTNeoX", "LlamaFamily", "Mistral", "Qwen2"]
+__all__ = ["CONVERTERS", "LlamaFamily", "Mistral", "Qwen2"]

@@ -18,7 +18,6 @@ from zoo_modern.families_classic import CONVERTERS as CLASSIC
 from zoo_modern.families_classic import PRESETS as CLASSIC_PRESETS
 from zoo_modern.families_engine import CONVERTERS as ENGINE_CONVERTERS
 from zoo_modern.families_engine import PRESETS as ENGINE_PRESETS
-from zoo_modern.families_falcon import CONVERTERS as FALCON
 from zoo_modern.mlp import SwiGluOptions, swiglu
 from zoo_modern.placement import Parallel, SandwichNorm
 from zoo_modern.positions import ALiBi, Rotary, check_rotary
@@ -55,6 +54,5 @@ def zoo_register_converters(register: zoo.plugin.RegisterConverter) -> None:
         *families_moe.CONVERTERS,
         *CLASSIC,
         *TABLES,
-        *FALCON,
     ):
         register(converter)

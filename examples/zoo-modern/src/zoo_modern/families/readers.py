@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from torch import Tensor
@@ -283,3 +284,45 @@ def refuse_unless(ok: bool, where: str, setting: str, value: Any, why: str) -> N
     """Raise the refusal of ``setting=value`` (``why``) unless ``ok``."""
     if not ok:
         raise Converter.refuse(where, setting, value, why)
+
+
+@dataclass(frozen=True)
+class Rotary:
+    """A family's rotary positions, read, written and checked: the base from ``theta`` (or
+    ``rope_parameters``), the share of each head turned from ``pct`` (transformers'
+    default ``share``; ``partial``: a share below 1 is modelled), scalings if ``scaled``."""
+
+    theta: str = "rope_theta"
+    pct: str = "partial_rotary_factor"
+    share: float = 1.0
+    partial: bool = False
+    scaled: bool = False
+    interleaved: bool = False
+
+    def read(self, hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+        base, fraction = rope(hf, where, theta=self.theta, pct=self.pct, scaled=self.scaled)
+        given = self.pct in hf or "partial_rotary_factor" in (hf.get("rope_parameters") or {})
+        fraction = fraction if given or not self.partial else self.share
+        head_dim = fields.get("head_dim") or fields["d_model"] // fields["n_heads"]
+        dims = int(head_dim * fraction)
+        if not self.partial and fraction != 1.0:
+            raise Converter.refuse(
+                where, self.pct, fraction, f"{fields.get('_arch', 'this family')} rotates the whole head"
+            )
+        refuse_unless(dims % 2 == 0 and dims >= 2, where, self.pct, fraction, f"it turns {dims} of {head_dim} dimensions; the zoo needs an even number >= 2")  # fmt: skip
+        spec = dict(fields["position"]) if isinstance(fields.get("position"), dict) else {"name": "rotary"}
+        spec |= {"base": base} | ({"rotary_dim": dims} if dims != head_dim else {})
+        scaling = rope_scaling(hf, where) if self.scaled else None
+        return {**fields, "position": spec | ({"scaling": scaling} if scaling else {})}
+
+    def write(self, config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+        base, fraction = rotary_base(config), turned(config) / config.head_dim
+        share = {"partial_rotary_factor": fraction} if self.partial else {}
+        params = {"rope_type": "default", "rope_theta": base, **share, **scaling_to_hf(config)}
+        return {**hf, self.theta: base, **({self.pct: fraction} if self.partial else {}), "rope_parameters": params}
+
+    def blockers(self, config: ModelConfig, arch: str) -> list[str]:
+        blockers = rotary_blockers(config, arch, interleaved=self.interleaved, scaling=self.scaled)
+        if config.position.name == "rotary" and not self.partial and turned(config) != config.head_dim:
+            blockers.append(f"partial rotary ({arch} rotates the whole head)")
+        return blockers
