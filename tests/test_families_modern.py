@@ -208,7 +208,7 @@ def test_converters_refuse_what_they_would_compute_differently(hf: dict[str, Any
         ("GemmaForCausalLM", {"norm": "rmsnorm"}, "rmsnorm_offset"),
         ("Phi3ForCausalLM", {"mlp": {"name": "glu", "fused": False}}, "gate_up_proj"),
         ("GraniteForCausalLM", {"placement": "pre"}, "pre_scaled"),
-        ("CohereForCausalLM", {"placement": {"name": "parallel", "shared_norm": False}}, "share one"),
+        ("CohereForCausalLM", {"placement": {"name": "parallel", "shared_norm": False}}, "shared_norm"),
         ("CohereForCausalLM", {"embedding_scale": 2.0}, "embedding_scale"),
         ("Qwen3ForCausalLM", {"logit_scale": 0.5}, "logit_scale"),
         ("Olmo2ForCausalLM", {"embedding_scale": 2.0}, "embedding_scale"),

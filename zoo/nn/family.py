@@ -74,9 +74,9 @@ class W:
     how: str = "copy"
     parts: str = ""
     when: Callable[[ModelConfig], bool] | None = None
-    make: Callable[[str, tuple[str, ...], ModelConfig], Rule | None] | None = None
+    make: Callable[[str, tuple[str, ...], ModelConfig], Rule | list[Rule] | None] | None = None
 
-    def rule(self, zoo: str, prefix: str, config: ModelConfig) -> Rule | None:
+    def rule(self, zoo: str, prefix: str, config: ModelConfig) -> Rule | list[Rule] | None:
         if self.when is not None and not self.when(config):
             return None
         names = tuple(prefix + self.hf.format(p) for p in self.parts) if self.parts else (prefix + self.hf,)
@@ -130,11 +130,13 @@ class Family:
     accepts: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     extends: str = ""
 
-    def derive(self, architecture: str, fresh: tuple[str, ...] = (), **changes: Any) -> Family:
+    def derive(
+        self, architecture: str, fresh: tuple[str, ...] = (), before: tuple[Reader, ...] = (), **changes: Any
+    ) -> Family:
         """A family that differs from this one by ``changes``: tables (``fields``, ``zoo``,
         ``layer``, ``top``, ``accepts``) merged, a ``None`` entry dropping the parent's;
         hooks (``read``, ``write``, ``blockers``) run after the parent's; a table or hook
-        named in ``fresh`` is replaced instead."""
+        named in ``fresh`` is replaced instead; ``before``: readers that run before the parent's."""
         merged: dict[str, Any] = {"architecture": architecture, "extends": self.architecture}
         merged |= {name: type(getattr(self, name))() for name in fresh}
         for name, value in changes.items():
@@ -146,6 +148,7 @@ class Family:
             elif isinstance(old, tuple) and name in ("read", "write", "blockers"):
                 value = old + tuple(value)
             merged[name] = value
+        merged["read"] = before + merged.get("read", self.read)
         return dataclasses.replace(self, **merged)
 
 
@@ -158,7 +161,9 @@ def _fields_model(family: Family) -> type[HFFields]:
     for name, entry in family.fields.items():
         kind = entry.kind
         specs[name] = (kind, ...) if entry.default is REQUIRED else (kind | None, None)
-    not_null = tuple(n for n, e in family.fields.items() if e.default not in (None, REQUIRED) and e.kind is not Any)
+    not_null = tuple(
+        n for n, e in family.fields.items() if e.default not in (None, REQUIRED) and e.kind not in (Any, bool)
+    )
     model: type[HFFields] = create_model(  # type: ignore[call-overload]
         family.architecture.removesuffix("ForCausalLM").removesuffix("LMHeadModel") + "Fields",
         __base__=HFFields,
@@ -240,7 +245,7 @@ def write_config(family: Family, config: ModelConfig) -> dict[str, Any]:
             if entry.map is not None:
                 value = next((k for k, v in entry.map.items() if v == value), value)
             hf[name] = value
-    hf = {**hf, "bos_token_id": None, "eos_token_id": None}
+    hf = {**hf, "bos_token_id": None, "eos_token_id": None, "pad_token_id": None}
     for writer in family.write:
         hf = writer(config, hf)
     return hf
@@ -257,8 +262,7 @@ def rules(family: Family, config: ModelConfig) -> list[Rule]:
         for zoo, how in template.items():
             spec = W(how) if isinstance(how, str) else how
             rule = None if spec is None else spec.rule(zoo_prefix + zoo, hf_prefix, config)
-            if rule is not None:
-                out.append(rule)
+            out.extend([] if rule is None else rule if isinstance(rule, list) else [rule])
 
     add({k: v for k, v in family.top.items() if k == "tok_emb.weight"}, "", "")
     for i in range(config.n_layers):
@@ -280,7 +284,7 @@ def table_blockers(family: Family, config: ModelConfig) -> list[str]:
     for name in SWITCHES:
         want = family.zoo.get(name, DEFAULTS.get(name))
         have = getattr(config, name)
-        if name in family.accepts and have in family.accepts[name]:
+        if name in family.accepts and (have in family.accepts[name] or "*" in family.accepts[name]):
             continue
         if name in family.zoo or name in DEFAULTS:
             if have != want and not (name == "final_norm" and have is not False and want is not False):
@@ -322,7 +326,7 @@ def option_blockers(family: Family, config: ModelConfig, kind: str, spec: Mappin
         if kind == "attention" and option in ("n_kv_heads", "qkv_bias", "out_bias"):
             have = layout[("n_kv_heads", "qkv_bias", "out_bias").index(option)]
         if have != want:
-            blockers.append(f"{kind} {option}={have!r} ({family.architecture} has {want!r})")
+            blockers.append(f"{kind} {option}={have!r} ({family.architecture} has {option}={want!r})")
     return blockers
 
 

@@ -12,9 +12,7 @@ from importlib import resources
 import zoo.plugin
 from zoo_modern import families_modern, families_moe, mlp, moe, norms, placement, qknorm
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
-from zoo_modern.converters import CONVERTERS
 from zoo_modern.families import CONVERTERS as TABLES
-from zoo_modern.families_classic import CONVERTERS as CLASSIC
 from zoo_modern.families_classic import PRESETS as CLASSIC_PRESETS
 from zoo_modern.families_engine import CONVERTERS as ENGINE_CONVERTERS
 from zoo_modern.families_engine import PRESETS as ENGINE_PRESETS
@@ -47,12 +45,7 @@ def zoo_register_presets(register: zoo.plugin.RegisterPreset) -> None:
 
 @zoo.plugin.hookimpl
 def zoo_register_converters(register: zoo.plugin.RegisterConverter) -> None:
-    for converter in (
-        *CONVERTERS,
-        *families_modern.CONVERTERS,
-        *ENGINE_CONVERTERS,
-        *families_moe.CONVERTERS,
-        *CLASSIC,
-        *TABLES,
-    ):
-        register(converter)
+    tables = {converter.architecture for converter in TABLES}
+    for converter in (*TABLES, *ENGINE_CONVERTERS, *families_moe.CONVERTERS):
+        if converter in TABLES or converter.architecture not in tables:
+            register(converter)
