@@ -164,7 +164,7 @@ def _fields_model(family: Family) -> type[HFFields]:
     not_null = tuple(
         n for n, e in family.fields.items() if e.default not in (None, REQUIRED) and e.kind not in (Any, bool)
     )
-    model: type[HFFields] = create_model(  # type: ignore[call-overload]
+    model: type[HFFields] = create_model(
         family.architecture.removesuffix("ForCausalLM").removesuffix("LMHeadModel") + "Fields",
         __base__=HFFields,
         **specs,
@@ -272,7 +272,7 @@ def rules(family: Family, config: ModelConfig) -> list[Rule]:
 
 
 #: Zoo fields a family's ``zoo`` constants fix, with how export names a difference.
-SWITCHES = ("architecture", "final_norm", "embedding_scale", "head_output", "logit_scale", "head_bias")
+SWITCHES: tuple[str, ...] = ("architecture", "final_norm", "embedding_scale", "head_output", "logit_scale", "head_bias")
 SWITCHES += ("embedding_norm", "bias")
 DEFAULTS: dict[str, Any] = {"architecture": "decoder", "final_norm": None, "embedding_scale": "none"}
 DEFAULTS |= {"head_output": "logits", "logit_scale": 1.0, "head_bias": False, "embedding_norm": False}

@@ -14,7 +14,6 @@ from zoo_modern import mlp, moe, norms, placement, qknorm
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
 from zoo_modern.families import CONVERTERS as TABLES
 from zoo_modern.families import PRESETS
-from zoo_modern.families_engine import CONVERTERS as ENGINE_CONVERTERS
 from zoo_modern.mlp import SwiGluOptions, swiglu
 from zoo_modern.placement import Parallel, SandwichNorm
 from zoo_modern.positions import ALiBi, Rotary, check_rotary
@@ -42,7 +41,5 @@ def zoo_register_presets(register: zoo.plugin.RegisterPreset) -> None:
 
 @zoo.plugin.hookimpl
 def zoo_register_converters(register: zoo.plugin.RegisterConverter) -> None:
-    tables = {converter.architecture for converter in TABLES}
-    for converter in (*TABLES, *ENGINE_CONVERTERS):
-        if converter in TABLES or converter.architecture not in tables:
-            register(converter)
+    for converter in TABLES:
+        register(converter)

@@ -3,6 +3,7 @@
 - ``gpt2_like``: GPT-Neo, OPT, GPTBigCode, BLOOM, MPT (GPT-2 itself is the built-in ``zoo.plugins.hf_gpt2``);
 - ``llama_like``: Llama, Mistral, Qwen2, Qwen3, Gemma, OLMo 2, Phi-3, Granite, Cohere, StableLM, Starcoder2;
 - ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE;
+- ``legacy``: Gemma 2, Gemma 3 and SmolLM3, still converter classes (to become tables);
 - ``neox_like``: GPT-NeoX, GPT-J, Phi, Falcon;
 
 one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.
@@ -11,10 +12,10 @@ one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.
 from __future__ import annotations
 
 from zoo.plugin import Converter, converter
-from zoo_modern.families import gpt2_like, llama_like, moe, neox_like
+from zoo_modern.families import gpt2_like, legacy, llama_like, moe, neox_like
 
 FAMILIES = (*llama_like.FAMILIES, *moe.FAMILIES, *gpt2_like.FAMILIES, *neox_like.FAMILIES)
-CONVERTERS: tuple[Converter, ...] = tuple(converter(family) for family in FAMILIES)
+CONVERTERS: tuple[Converter, ...] = (*(converter(family) for family in FAMILIES), *legacy.CONVERTERS)
 #: The presets zoo-modern ships (``presets/<name>.toml``): its own designs and released checkpoints.
 PRESETS = (
     "gpt2-small-modern",

@@ -25,7 +25,12 @@ from zoo_modern.families.readers import (
 
 GPT2 = builtin_family("hf_gpt2.GPT2")
 #: GPT-2's fields the relatives below do not have.
-GPT2_ONLY = ("n_ctx", "reorder_and_upcast_attn", "scale_attn_by_inverse_layer_idx", "is_encoder_decoder")
+GPT2_ONLY: tuple[str, ...] = (
+    "n_ctx",
+    "reorder_and_upcast_attn",
+    "scale_attn_by_inverse_layer_idx",
+    "is_encoder_decoder",
+)
 GPT2_ONLY += ("pruned_heads", *(f"summary_{k}" for k in ("activation", "first_dropout", "proj_to_labels", "type")))
 GPT2_ONLY += ("summary_use_proj",)
 NOT_GPT2: dict[str, Any] = dict.fromkeys(GPT2_ONLY)
@@ -256,7 +261,12 @@ BLOOM = GPT2.derive(
 )
 
 # attn_config entries transformers' MPT reads or ignores, with the value it computes with.
-MPT_ATTENTION = {"attn_type": "multihead_attention", "clip_qkv": None, "softmax_scale": None, "prefix_lm": False}
+MPT_ATTENTION: dict[str, Any] = {
+    "attn_type": "multihead_attention",
+    "clip_qkv": None,
+    "softmax_scale": None,
+    "prefix_lm": False,
+}
 MPT_ATTENTION |= {"qk_ln": False, "attn_uses_sequence_id": False, "alibi": True, "alibi_bias_max": 8}
 
 

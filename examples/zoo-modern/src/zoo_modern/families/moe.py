@@ -24,7 +24,13 @@ from zoo_modern.mlp import swiglu_hidden
 from zoo_modern.moe import MoeOptions
 
 EVERY_LAYER = "every layer must route (a zoo config has one MLP for all layers)"
-ROUTING = ("num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob")
+ROUTING: tuple[str, ...] = (
+    "num_local_experts",
+    "num_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "norm_topk_prob",
+)
 ROUTING += ("shared_expert_intermediate_size", "decoder_sparse_step", "mlp_only_layers", "router_aux_loss_coef")
 ROUTING += ("output_router_logits",)
 
@@ -105,7 +111,7 @@ def routed(parent: Family, architecture: str, routing: Routing, **changes: Any) 
     """``parent`` with every layer's MLP a routed mixture of SwiGLU experts."""
     fields = {name: F("", None) for name in ROUTING} | changes.pop("fields", {})
     fields["router_jitter_noise"] = F.must(0.0, "noise on the router's input in training is not modelled", Fraction)
-    layer = {f"mlp.{p}.weight": None for p in ("gate", "up", "down")}
+    layer: dict[str, Any] = {f"mlp.{p}.weight": None for p in ("gate", "up", "down")}
     layer["mlp.router.weight"] = W(f"{routing.block}.gate.weight", make=routing.experts)
     return parent.derive(
         architecture,

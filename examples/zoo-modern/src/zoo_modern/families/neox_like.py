@@ -191,7 +191,7 @@ def grouped_to_zoo(t: Tensor, kv: int, group: int) -> Tensor:
 def zoo_to_grouped(t: Tensor, kv: int, group: int) -> Tensor:
     """The zoo's [q | k | v] rows -> Falcon's [q_g1 .. q_gG | k_g | v_g] per key/value group."""
     rest, hd = t.shape[1:], t.shape[0] // (kv * (group + 2))
-    q, k, v = t.split((kv * group * hd, kv * hd, kv * hd))
+    q, k, v = torch.split(t, [kv * group * hd, kv * hd, kv * hd])
     parts = [q.reshape(kv, group, hd, *rest), k.reshape(kv, 1, hd, *rest), v.reshape(kv, 1, hd, *rest)]
     return torch.cat(parts, dim=1).reshape(t.shape)
 

@@ -89,7 +89,7 @@ def rope_scaling(hf: Mapping[str, Any], where: str) -> dict[str, Any] | None:
     if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not 0 < factor <= 1e6:
         raise Converter.refuse(where, f"{source}.factor", factor, f"{kind} rotary scaling needs a factor > 0")
     spec: dict[str, Any] = {"kind": kind, "factor": float(factor)}
-    for key in SCALINGS[kind]:
+    for key in SCALINGS[str(kind)]:
         if table.get(key) is not None:
             spec[SCALING_NAMES.get(key, key)] = table[key]
     if kind != "linear":  # transformers' default: the model's own context
@@ -150,7 +150,7 @@ def rotary_blockers(
     config: ModelConfig, architecture: str, *, interleaved: bool = False, scaling: bool = False
 ) -> list[str]:
     """A rotary config's pair layout and scaling, where ``architecture`` has another."""
-    options, blockers = config.position.options, []
+    options, blockers = config.position.options, list[str]()
     if config.position.name != "rotary":
         return blockers
     if bool(options.get("interleaved")) != interleaved:
