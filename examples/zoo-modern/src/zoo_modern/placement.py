@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
-from zoo.plugin import AttentionContext, CrossAttention, Placement, RegisterComponent
+from zoo.plugin import AttentionContext, Placement, RegisterComponent
 
 
 class SandwichNorm(Placement):
@@ -119,7 +119,7 @@ class Parallel(Placement):
         return attn_residual, make(norm=None) if shared else make()
 
     @classmethod
-    def block(
+    def block(  # type: ignore[override]  # no ``cross``: the config refuses it in an encoder-decoder
         cls,
         x: Tensor,
         attn_residual: Placement,
@@ -127,10 +127,7 @@ class Parallel(Placement):
         mlp_residual: Placement,
         mlp: nn.Module,
         ctx: AttentionContext,
-        cross: CrossAttention | None = None,
     ) -> Tensor:
-        """Attention and MLP side by side; decoder-only, so ``cross`` is always None."""
-        assert cross is None, "the parallel placement has no cross-attention (decoder-only)"
         h = attn_residual.norm(x)  # type: ignore[operator]
         m = h if mlp_residual.norm is None else mlp_residual.norm(x)  # type: ignore[operator]
         out: Tensor = x + attn(h, ctx) + mlp(m)
