@@ -141,7 +141,7 @@ def test_numeric_embedding_and_logit_scales_multiply() -> None:
 
 
 def test_interleaved_rotary_pairs_reorder_into_halves_and_back() -> None:
-    from zoo_modern.families_modern import halves_to_interleaved, interleaved_to_halves
+    from zoo_modern.families.llama_like import halves_to_interleaved, interleaved_to_halves
 
     rows = torch.arange(2 * 6.0)[:, None]  # two heads of six rows: pairs (0, 1), (2, 3), (4, 5)
     halves = interleaved_to_halves(rows, 2)
@@ -208,7 +208,7 @@ def test_converters_refuse_what_they_would_compute_differently(hf: dict[str, Any
         ("GemmaForCausalLM", {"norm": "rmsnorm"}, "rmsnorm_offset"),
         ("Phi3ForCausalLM", {"mlp": {"name": "glu", "fused": False}}, "gate_up_proj"),
         ("GraniteForCausalLM", {"placement": "pre"}, "pre_scaled"),
-        ("CohereForCausalLM", {"placement": {"name": "parallel", "shared_norm": False}}, "share one"),
+        ("CohereForCausalLM", {"placement": {"name": "parallel", "shared_norm": False}}, "shared_norm"),
         ("CohereForCausalLM", {"embedding_scale": 2.0}, "embedding_scale"),
         ("Qwen3ForCausalLM", {"logit_scale": 0.5}, "logit_scale"),
         ("Olmo2ForCausalLM", {"embedding_scale": 2.0}, "embedding_scale"),

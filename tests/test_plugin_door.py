@@ -12,7 +12,9 @@ import pytest
 import zoo.plugin
 
 ROOT = Path(__file__).resolve().parents[1]
-PLUGIN_SOURCES = sorted([*(ROOT / "plugins").glob("*.py"), *(ROOT / "examples/zoo-modern/src/zoo_modern").glob("*.py")])
+PLUGIN_SOURCES = sorted(
+    [*(ROOT / "plugins").glob("*.py"), *(ROOT / "examples/zoo-modern/src/zoo_modern").rglob("*.py")]
+)
 
 
 def zoo_imports(path: Path) -> list[str]:

@@ -37,6 +37,7 @@ from zoo.nn.contracts import (
     PositionEncoding,
 )
 from zoo.nn.converter import KERNELS, Converter, Count, Epsilon, Fraction, HFFields, Positive, RopeTable, Rule, refuse
+from zoo.nn.family import REQUIRED, F, Family, W, builtin_family, converter, linear, zoo_value
 from zoo.nn.hookspecs import RegisterComponent, RegisterConverter, RegisterPreset, hookimpl
 from zoo.nn.marks import SCALES_WITH, hook_point, is_residual_output, residual_output
 
@@ -78,5 +79,14 @@ __all__ = [
     "RopeTable",
     "KERNELS",
     "refuse",
+    # families as tables (zoo.nn.family)
+    "REQUIRED",
+    "F",
+    "Family",
+    "W",
+    "builtin_family",
+    "converter",
+    "linear",
+    "zoo_value",
     *_ERRORS,
 ]

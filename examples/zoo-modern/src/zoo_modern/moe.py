@@ -122,8 +122,8 @@ class MixtureOfExperts(nn.Module):
             shared = self.shared(flat)
             out = out + (torch.sigmoid(self.shared_gate(flat)) * shared if self.shared_gate is not None else shared)
         self.last_balance_loss = balance_loss(probs, chosen) if self.training else None
-        out = self.drop(out.view(shape))
-        return out
+        result: Tensor = self.drop(out.view(shape))
+        return result
 
     def dispatch(self, x: Tensor, weights: Tensor, chosen: Tensor) -> Tensor:
         """sum_j weights[:, j] * expert[chosen[:, j]](x): (N, d) from (N, d), (N, k), (N, k)."""

@@ -10,15 +10,10 @@ from __future__ import annotations
 from importlib import resources
 
 import zoo.plugin
-from zoo_modern import families_modern, families_moe, mlp, moe, norms, placement, qknorm
+from zoo_modern import mlp, moe, norms, placement, qknorm
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
-from zoo_modern.converters import CONVERTERS
-from zoo_modern.families_classic import CONVERTERS as CLASSIC
-from zoo_modern.families_classic import PRESETS as CLASSIC_PRESETS
-from zoo_modern.families_engine import CONVERTERS as ENGINE_CONVERTERS
-from zoo_modern.families_engine import PRESETS as ENGINE_PRESETS
-from zoo_modern.families_falcon import CONVERTERS as FALCON
-from zoo_modern.families_learned import CONVERTERS as LEARNED
+from zoo_modern.families import CONVERTERS as TABLES
+from zoo_modern.families import PRESETS
 from zoo_modern.mlp import SwiGluOptions, swiglu
 from zoo_modern.placement import Parallel, SandwichNorm
 from zoo_modern.positions import ALiBi, Rotary, check_rotary
@@ -40,21 +35,11 @@ def zoo_register_components(register: zoo.plugin.RegisterComponent) -> None:
 @zoo.plugin.hookimpl
 def zoo_register_presets(register: zoo.plugin.RegisterPreset) -> None:
     presets = resources.files("zoo_modern") / "presets"
-    for name in ("gpt2-small-modern", "llama-style-small", "pythia-160m", "pythia-410m", *CLASSIC_PRESETS):
-        register(name, presets / f"{name}.toml")
-    for name in (*families_modern.PRESETS, *ENGINE_PRESETS, *families_moe.PRESETS):
+    for name in PRESETS:
         register(name, presets / f"{name}.toml")
 
 
 @zoo.plugin.hookimpl
 def zoo_register_converters(register: zoo.plugin.RegisterConverter) -> None:
-    for converter in (
-        *CONVERTERS,
-        *families_modern.CONVERTERS,
-        *ENGINE_CONVERTERS,
-        *families_moe.CONVERTERS,
-        *CLASSIC,
-        *LEARNED,
-        *FALCON,
-    ):
+    for converter in TABLES:
         register(converter)

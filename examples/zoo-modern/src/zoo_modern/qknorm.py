@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
+import torch
 import torch.nn.functional as F
 from pydantic import Field
 from torch import Tensor, nn
@@ -146,7 +147,7 @@ class QkNormAttention(Attention):
             if ctx.cache is not None and ctx.cache.length:
                 return self.heads(q, self.q_norm, self.n_heads), *ctx.cache.contents()
             kv = F.linear(source, weight[self.q_dim :], None if bias is None else bias[self.q_dim :])
-            k, v = kv.split((self.kv_dim, self.kv_dim), dim=-1)
+            k, v = torch.split(kv, [self.kv_dim, self.kv_dim], dim=-1)
         q = self.heads(q, self.q_norm, self.n_heads)  # (B, H, S, dk)
         k = self.heads(k, self.k_norm, self.n_kv_heads)  # (B, H_kv, S_k, dk)
         v = self.heads(v, nn.Identity(), self.n_kv_heads)
@@ -169,7 +170,7 @@ class QkNormAttention(Attention):
 
 def check_qknorm(config: Any, options: QkNormOptions) -> None:
     """``n_kv_heads`` must split the query heads into equal groups."""
-    check_kv_heads(config, options)  # type: ignore[arg-type]  # it reads n_kv_heads only
+    check_kv_heads(config, options)  # it reads n_kv_heads only
 
 
 def register_components(register: RegisterComponent) -> None:

@@ -1,27 +1,6 @@
-"""Hugging Face converters for the families that need the engine's features beyond
-Llama's: Starcoder2 (LayerNorm, GELU MLP, biases everywhere, grouped-query attention and
-a sliding window over every layer).
-
-- Gemma 2: Gemma's parts (GeGLU, unit-offset RMSNorm, scaled embeddings, head_dim 256)
-  with a norm on both sides of each sub-layer (``sandwich``), local and global layers
-  alternating (a ``layer_pattern`` of windows), soft-capped scores and logits and a
-  score scale of query_pre_attn_scalar^-1/2.
-
-- Gemma 3 (text): Gemma 2's layout with QK-norm per head (scaled by 1 + w), five local
-  layers to one global by default, and local layers turning by their own rotary base
-  (``rope_local_base_freq``): a pattern entry changes their window and their position.
-
-- GPT-Neo: GPT-2's parts (LayerNorm, learned positions, GELU MLP) without q/k/v biases
-  or the 1/sqrt(d) score scale, global and local (windowed) layers as ``attention_types``
-  lists them.
-
-- SmolLM3: Llama's layout with no rotary in every 4th layer (``no_rope_layers``: a
-  pattern entry with ``position = "none"``), optional windows on the NoPE layers.
-
-Mistral's and Qwen2's windows are read by their converters in ``converters.py``; the
-window helpers there (``layer_windows``, ``with_windows``, ``window_blockers``) serve
-these too.
-"""
+"""Gemma 2, Gemma 3 and SmolLM3, the families not yet moved to tables: converter classes
+on the Llama-family base (``LlamaFamily``) and Gemma's, kept until each is a ``Family``
+table like its relatives in ``llama_like``. Registered from ``zoo_modern.families``."""
 
 from __future__ import annotations
 
@@ -40,30 +19,31 @@ from zoo.plugin import (
     RopeTable,
     Rule,
 )
-from zoo_modern.converters import (
+from zoo_modern.families.readers import (
     ACTIVATIONS,
-    ACTIVATIONS_OUT,
-    LlamaFamily,
-    LlamaFields,
+    attention_spec,
     common_blockers,
     layer_windows,
     n_kv_heads,
     periodic,
     rope,
+    rope_scaling,
     rotary_base,
+    rotary_blockers,
     rotary_spec,
+    scaling_to_hf,
     turned,
     window_blockers,
     window_per_layer,
     with_windows,
 )
-from zoo_modern.families_modern import Gemma, GemmaFields, qk_norm_rules, qknorm_spec
+from zoo_modern.mlp import swiglu_hidden
 
 
-class Starcoder2Fields(HFFields):
-    """The config.json fields the Starcoder2 converter reads, typed."""
+class LlamaFields(HFFields):
+    """The config.json fields the Llama-family converters read (Llama, Mistral, Qwen2), typed."""
 
-    not_null = ("max_position_embeddings", "norm_epsilon")
+    not_null = ("max_position_embeddings", "rms_norm_eps")
 
     hidden_size: Count
     num_attention_heads: Count
@@ -71,138 +51,258 @@ class Starcoder2Fields(HFFields):
     intermediate_size: Count
     vocab_size: Count
     num_key_value_heads: Count | None = None
-    hidden_act: str = "gelu_pytorch_tanh"
+    head_dim: Count | None = None
+    hidden_act: str = "silu"
     max_position_embeddings: Count | None = None
-    norm_epsilon: Epsilon | None = None
+    rms_norm_eps: Epsilon | None = None
     rope_theta: Positive | None = None
+    partial_rotary_factor: Fraction | None = None
     rope_parameters: RopeTable | None = None
     rope_scaling: RopeTable | None = None
-    sliding_window: Count | None = None
     attention_dropout: Fraction | None = None
-    residual_dropout: Fraction | None = None
-    embedding_dropout: Fraction | None = None
-    use_bias: bool | None = None
     tie_word_embeddings: bool | None = None
+    attention_bias: bool | None = None
+    mlp_bias: bool | None = None
+    sliding_window: Count | None = None
+    use_sliding_window: bool | None = None
+    layer_types: list[str] | None = None
 
 
-class Starcoder2(Converter):
-    """Starcoder2: pre-norm LayerNorm, rotary, a GELU MLP, grouped-query attention, biases
-    on every projection, one sliding window for every layer."""
+class LlamaFamily(Converter):
+    """LLaMA's design: pre-norm RMSNorm, rotary positions, SwiGLU, grouped-query attention, no biases."""
 
-    architecture = "Starcoder2ForCausalLM"
-    model_type = "starcoder2"
-    description = "Starcoder2: LayerNorm, rotary, GELU MLP, grouped-query attention with biases, sliding window"
+    architecture = "LlamaForCausalLM"
+    model_type = "llama"
+    description = "LLaMA: RMSNorm, rotary, SwiGLU, grouped-query attention, no biases"
     prefix = "model."
     embedding = "embed_tokens.weight"
-    engine_features = frozenset({"window"})
+    qkv_bias = False  # Qwen2 has biases on q, k and v
 
     def skip(self, name: str) -> bool:
         return name.endswith("rotary_emb.inv_freq")
 
+    def check(self, hf: Mapping[str, Any], where: str) -> None:
+        """Refuse the family's settings the zoo does not model."""
+        if hf.get("attention_bias"):
+            raise self.refuse(
+                where, "attention_bias", True, "biases on q/k/v/o projections are not modelled for this family"
+            )
+        if hf.get("mlp_bias"):
+            raise self.refuse(where, "mlp_bias", True, "biases in the SwiGLU projections are not modelled")
+
     def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
-        Starcoder2Fields.read(hf, where)  # every field read below has its type and range
+        LlamaFields.read(hf, where)  # every field read below has its type and range
+        self.check(hf, where)
         try:
             d, heads = int(hf["hidden_size"]), int(hf["num_attention_heads"])
             layers, hidden, vocab = int(hf["num_hidden_layers"]), int(hf["intermediate_size"]), int(hf["vocab_size"])
         except (KeyError, TypeError, ValueError) as err:
             raise InteropError(f"{where}: a {self.architecture} config.json needs {err} as an integer") from err
-        if hf.get("use_bias", True) is not True:
-            raise self.refuse(
-                where, "use_bias", hf["use_bias"], "the zoo's norms would lose their biases with the projections'"
-            )
-        activation = hf.get("hidden_act", "gelu_pytorch_tanh")
-        if activation not in ACTIVATIONS:
-            raise self.refuse(where, "hidden_act", activation, f"supported: {', '.join(sorted(ACTIVATIONS))}")
-        base, fraction = rope(hf, where)
+        kv = int(hf.get("num_key_value_heads") or heads)
+        if hf.get("hidden_act", "silu") != "silu":
+            raise self.refuse(where, "hidden_act", hf["hidden_act"], "the SwiGLU gate is SiLU in the zoo")
+        base, fraction = rope(hf, where, scaled=True)
         if fraction != 1.0:
-            raise self.refuse(where, "partial_rotary_factor", fraction, "Starcoder2 rotates the whole head")
-        length = int(hf.get("max_position_embeddings", 4096))
-        fields = {
+            raise self.refuse(where, "partial_rotary_factor", fraction, "this family rotates the whole head")
+        scaling = rope_scaling(hf, where)
+        return {
             "vocab_size": vocab,
-            "max_seq_len": length,
+            "max_seq_len": self.max_seq_len(hf, where),
             "d_model": d,
             "n_layers": layers,
             "n_heads": heads,
             "d_ff": hidden,
-            "dropout": {
-                "embedding": float(hf.get("embedding_dropout") or 0.0),
-                "attention": float(hf.get("attention_dropout") or 0.0),
-                "residual": float(hf.get("residual_dropout") or 0.0),
-            },
-            "bias": True,
-            "tie_embeddings": bool(hf.get("tie_word_embeddings", True)),
-            "norm_eps": float(hf.get("norm_epsilon", 1e-5)),
-            "attention": {"name": "sdpa", "n_kv_heads": int(hf.get("num_key_value_heads") or heads)},
-            "norm": "layernorm",
+            "dropout": {"attention": float(hf.get("attention_dropout") or 0.0)},
+            "bias": False,
+            "tie_embeddings": bool(hf.get("tie_word_embeddings", False)),
+            "norm_eps": float(hf.get("rms_norm_eps", 1e-6)),
+            "attention": self.attention(hf, where, kv),
+            "norm": "rmsnorm",
             "placement": "pre",
-            "activation": ACTIVATIONS[activation],
-            "position": rotary_spec(base),
-            "mlp": "standard",
+            "activation": "silu",
+            "position": {**rotary_spec(base), **({"scaling": scaling} if scaling else {})},
+            "mlp": {"name": "swiglu", "hidden": hidden},
             "init": "gpt2",
         }
-        return with_windows(fields, layer_windows({}, layers, length, hf.get("sliding_window")))
+
+    def max_seq_len(self, hf: Mapping[str, Any], where: str) -> int:
+        return int(hf.get("max_position_embeddings", 2048))
+
+    def attention(self, hf: Mapping[str, Any], where: str, kv: int) -> dict[str, Any]:
+        """The attention spec of ``config.json`` ``hf`` with ``kv`` key/value heads (subclasses
+        with other attentions override it)."""
+        d, heads = int(hf["hidden_size"]), int(hf["num_attention_heads"])
+        if hf.get("head_dim") not in (None, d // heads):
+            raise self.refuse(
+                where,
+                "head_dim",
+                hf["head_dim"],
+                f"the zoo's head_dim is hidden_size / num_attention_heads = {d // heads}",
+            )
+        return attention_spec(kv, self.qkv_bias)
 
     def rules(self, config: ModelConfig) -> list[Rule]:
-        d, kv = config.d_model, n_kv_heads(config) * config.head_dim
+        d, kv = config.n_heads * config.head_dim, n_kv_heads(config) * config.head_dim
         rules = [Rule.copy("tok_emb.weight", "embed_tokens.weight")]
         for i in range(config.n_layers):
             z, h = f"blocks.{i}.", f"layers.{i}."
             qkv = [h + f"self_attn.{p}_proj" for p in "qkv"]
-            for p in ("weight", "bias"):
-                rules += [
-                    Rule.copy(z + f"attn_residual.norm.{p}", h + f"input_layernorm.{p}"),
-                    Rule.concat(z + f"attn.qkv.{p}", [n + f".{p}" for n in qkv], (d, kv, kv)),
-                    Rule.copy(z + f"attn.out.{p}", h + f"self_attn.o_proj.{p}"),
-                    Rule.copy(z + f"mlp_residual.norm.{p}", h + f"post_attention_layernorm.{p}"),
-                    Rule.copy(z + f"mlp.up.{p}", h + f"mlp.c_fc.{p}"),
-                    Rule.copy(z + f"mlp.down.{p}", h + f"mlp.c_proj.{p}"),
-                ]
-        return [
-            *rules,
-            *(Rule.copy(f"final_norm.{p}", f"norm.{p}") for p in ("weight", "bias")),
-            Rule.copy("head.weight", "lm_head.weight"),
-        ]
+            rules += [
+                Rule.copy(z + "attn_residual.norm.weight", h + "input_layernorm.weight"),
+                Rule.concat(z + "attn.qkv.weight", [n + ".weight" for n in qkv], (d, kv, kv)),
+                *([Rule.concat(z + "attn.qkv.bias", [n + ".bias" for n in qkv], (d, kv, kv))] if self.qkv_bias else []),
+                Rule.copy(z + "attn.out.weight", h + "self_attn.o_proj.weight"),
+                Rule.copy(z + "mlp_residual.norm.weight", h + "post_attention_layernorm.weight"),
+                Rule.copy(z + "mlp.gate.weight", h + "mlp.gate_proj.weight"),
+                Rule.copy(z + "mlp.up.weight", h + "mlp.up_proj.weight"),
+                Rule.copy(z + "mlp.down.weight", h + "mlp.down_proj.weight"),
+            ]
+        return [*rules, Rule.copy("final_norm.weight", "norm.weight"), Rule.copy("head.weight", "lm_head.weight")]
+
+    #: The components of this family's layers (``blockers`` refuses others for export).
+    parts: ClassVar[Mapping[str, str]] = {"placement": "pre", "norm": "rmsnorm", "position": "rotary", "mlp": "swiglu"}
+    #: The family's embedding scale (``config.embedding_scale``).
+    embedding_scale: ClassVar[str] = "none"
+    #: Whether the family writes numeric embedding and logit scales (Granite's multipliers).
+    multipliers: ClassVar[bool] = False
+
+    def attention_blockers(self, config: ModelConfig) -> list[str]:
+        """What in ``config``'s attention this family cannot express (see ``blockers``)."""
+        if config.attention.name not in ("sdpa", "eager", "gqa"):
+            return [f"attention {config.attention.name!r} ({self.architecture} has grouped-query attention)"]
+        return []
 
     def blockers(self, config: ModelConfig) -> list[str]:
-        blockers = common_blockers(config, self.architecture) + window_blockers(config, self.architecture)
-        wanted = {"placement": "pre", "norm": "layernorm", "position": "rotary", "mlp": "standard"}
-        for kind, name in wanted.items():
+        blockers = common_blockers(config, self.architecture, self.embedding_scale, self.multipliers)
+        for kind, name in self.parts.items():
             if getattr(config, kind).name != name:
                 blockers.append(f"{kind} {getattr(config, kind).name!r} ({self.architecture} has {name})")
-        if config.attention.name not in ("sdpa", "eager", "gqa"):
-            blockers.append(f"attention {config.attention.name!r} ({self.architecture} has grouped-query attention)")
+        blockers += self.attention_blockers(config)
         if config.position.name == "rotary" and turned(config) != config.head_dim:
-            blockers.append("partial rotary (Starcoder2 rotates the whole head)")
-        if config.activation.name not in ACTIVATIONS_OUT:
-            blockers.append(f"activation {config.activation.name!r}")
+            blockers.append("partial rotary (this family rotates the whole head)")
+        blockers += rotary_blockers(config, self.architecture, scaling=True)
+        if config.attention.options.get("kernel") not in (None, "sdpa", "eager"):
+            blockers.append("an attention kernel other than sdpa/eager")
+        if config.bias:
+            blockers.append(f"bias=true ({self.architecture} has no biases)")
         _, qkv_bias, out_bias = self.attention_layout(config)
-        if not (config.bias and qkv_bias and out_bias):
-            blockers.append(f"a projection or norm without bias ({self.architecture} has biases everywhere)")
+        if qkv_bias != self.qkv_bias:
+            blockers.append(
+                f"q/k/v biases {'on' if qkv_bias else 'off'} ({self.architecture} has them {'on' if self.qkv_bias else 'off'})"
+            )
+        if out_bias:
+            blockers.append(f"an output-projection bias ({self.architecture}'s o_proj has none)")
         return blockers
 
     def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
         base = rotary_base(config)
+        options = config.mlp.options
+        hidden = options.get("hidden") or swiglu_hidden(
+            config.d_ff or 4 * config.d_model, options.get("multiple_of", 256)
+        )
         return {
             "vocab_size": config.vocab_size,
             "hidden_size": config.d_model,
-            "intermediate_size": config.d_ff,
+            "intermediate_size": hidden,
             "num_hidden_layers": config.n_layers,
             "num_attention_heads": config.n_heads,
             "num_key_value_heads": n_kv_heads(config),
-            "hidden_act": ACTIVATIONS_OUT[config.activation.name],
+            "head_dim": config.head_dim,
+            "hidden_act": "silu",
             "max_position_embeddings": config.max_seq_len,
-            "norm_epsilon": config.norm_eps,
+            "rms_norm_eps": config.norm_eps,
             "rope_theta": base,
-            "rope_parameters": {"rope_type": "default", "rope_theta": base},
-            "sliding_window": window_per_layer(config)[0],
-            "attention_dropout": config.dropout.attention,
-            "residual_dropout": config.dropout.residual,
-            "embedding_dropout": config.dropout.embedding,
-            "use_bias": True,
+            "rope_parameters": {"rope_type": "default", "rope_theta": base, **scaling_to_hf(config)},
             "tie_word_embeddings": config.tie_embeddings,
+            "attention_dropout": config.dropout.attention,
+            "attention_bias": False,
+            "mlp_bias": False,
             "bos_token_id": None,
             "eos_token_id": None,
         }
+
+
+class GemmaFields(LlamaFields):
+    """The Gemma fields read beyond Llama's."""
+
+    use_bidirectional_attention: bool | None = None
+
+
+def qknorm_spec(kv: int, head_dim: int, qk_norm: str) -> dict[str, Any]:
+    """The ``qknorm`` attention of these families: no biases, ``kv`` key/value heads."""
+    return {"name": "qknorm", "n_kv_heads": kv, "head_dim": head_dim, "qk_norm": qk_norm, "qkv_bias": False, "out_bias": False}  # fmt: skip
+
+
+def qknorm_blockers(config: ModelConfig, architecture: str, qk_norm: str) -> list[str]:
+    """What in ``config``'s attention a family with ``qknorm`` attention of ``qk_norm`` cannot express."""
+    options = config.attention.options
+    if config.attention.name != "qknorm" or options.get("qk_norm") != qk_norm:
+        return [f"attention {config.attention.name!r} ({architecture} has qknorm with qk_norm={qk_norm!r})"]
+    if options.get("qk_norm_offset") or options.get("scale") is not None:
+        return [f"a QK-norm offset or an attention scale ({architecture} has neither)"]
+    return []
+
+
+def qk_norm_rules(config: ModelConfig) -> list[Rule]:
+    """The q and k norms of every layer (Hugging Face's ``self_attn.q_norm`` / ``k_norm``)."""
+    return [
+        Rule.copy(f"blocks.{i}.attn.{p}_norm.weight", f"layers.{i}.self_attn.{p}_norm.weight")
+        for i in range(config.n_layers)
+        for p in "qk"
+    ]
+
+
+def explicit_head_dim(hf: Mapping[str, Any], default: int) -> int:
+    """``head_dim`` as transformers reads it: config.json's, else the config class's default."""
+    return int(hf.get("head_dim") or default)
+
+
+class Gemma(LlamaFamily):
+    """Gemma: GeGLU, RMSNorm scaled by 1 + w, embeddings times sqrt(d_model), a tied head."""
+
+    architecture = "GemmaForCausalLM"
+    model_type = "gemma"
+    description = "Gemma: GeGLU, unit-offset RMSNorm, sqrt(d_model)-scaled embeddings, head_dim 256"
+    parts: ClassVar[Mapping[str, str]] = {
+        "placement": "pre", "norm": "rmsnorm_offset", "position": "rotary", "mlp": "glu", "activation": "gelu_tanh",
+    }  # fmt: skip
+    embedding_scale = "sqrt_d_model"
+
+    def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
+        GemmaFields.read(hf, where)
+        if hf.get("use_bidirectional_attention"):
+            raise self.refuse(where, "use_bidirectional_attention", True, "the zoo's decoder attends causally")
+        activation = hf.get("hidden_act", "gelu_pytorch_tanh")
+        if activation not in ACTIVATIONS:
+            raise self.refuse(where, "hidden_act", activation, f"supported: {', '.join(sorted(ACTIVATIONS))}")
+        # transformers reads Gemma's legacy "gelu" as the tanh approximation, as the weights were trained
+        act = "gelu_tanh" if activation == "gelu" else ACTIVATIONS[activation]
+        fields = super().config_from_hf({**hf, "hidden_act": "silu"}, where)  # the gate is checked above
+        return {
+            **fields,
+            "tie_embeddings": bool(hf.get("tie_word_embeddings", True)),
+            "norm": "rmsnorm_offset",
+            "activation": act,
+            "mlp": {"name": "glu", "hidden": fields["d_ff"]},
+            "embedding_scale": "sqrt_d_model",
+        }
+
+    def attention(self, hf: Mapping[str, Any], where: str, kv: int) -> dict[str, Any]:
+        d, heads = int(hf["hidden_size"]), int(hf["num_attention_heads"])
+        head_dim = explicit_head_dim(hf, 256)  # GemmaConfig's head_dim is 256
+        if head_dim == d // heads:
+            return super().attention({**hf, "head_dim": None}, where, kv)
+        return qknorm_spec(kv, head_dim, "none")
+
+    def attention_blockers(self, config: ModelConfig) -> list[str]:
+        if config.attention.name == "qknorm":
+            return qknorm_blockers(config, self.architecture, "none")
+        return super().attention_blockers(config)
+
+    def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
+        hf = super().config_to_hf(config)
+        del hf["mlp_bias"]
+        return {**hf, "hidden_act": "gelu_pytorch_tanh", "pad_token_id": None}
 
 
 class Gemma2Fields(GemmaFields):
@@ -407,151 +507,6 @@ class Gemma3(Gemma2):
         }
 
 
-class GPTNeoFields(HFFields):
-    """The config.json fields the GPT-Neo converter reads, typed."""
-
-    not_null = ("max_position_embeddings", "layer_norm_epsilon", "window_size")
-
-    hidden_size: Count
-    num_heads: Count
-    num_layers: Count
-    vocab_size: Count
-    intermediate_size: Count | None = None
-    max_position_embeddings: Count | None = None
-    window_size: Count | None = None
-    activation_function: str = "gelu_new"
-    layer_norm_epsilon: Epsilon | None = None
-    resid_dropout: Fraction | None = None
-    embed_dropout: Fraction | None = None
-    attention_dropout: Fraction | None = None
-    tie_word_embeddings: bool | None = None
-    attention_types: list[Any] | None = None
-
-
-def neo_layers(hf: Mapping[str, Any], layers: int, where: str) -> list[str]:
-    """Each layer's kind ("global" or "local") from ``attention_types`` ([[kinds, repeats], ...]),
-    as transformers expands it (default: global, local alternating)."""
-    types = hf.get("attention_types") or [[["global", "local"], layers // 2]]
-    kinds: list[str] = []
-    try:
-        for group, repeats in types:
-            kinds += list(group) * int(repeats)
-    except (TypeError, ValueError):
-        raise Converter.refuse(where, "attention_types", types, "give [[kinds, repeats], ...]") from None
-    if len(kinds) != layers or set(kinds) - {"global", "local"}:
-        raise Converter.refuse(
-            where, "attention_types", types, f"it must expand to num_layers={layers} of 'global'/'local'"
-        )
-    return kinds
-
-
-class GPTNeo(Converter):
-    """GPT-Neo: pre-norm LayerNorm, learned positions, a GELU MLP, q/k/v without biases and
-    scores without the 1/sqrt(d) scale, global and local (windowed) layers."""
-
-    architecture = "GPTNeoForCausalLM"
-    model_type = "gpt_neo"
-    description = "GPT-Neo: GPT-2's parts, unscaled scores, global and local (sliding-window) layers"
-    prefix = "transformer."
-    embedding = "wte.weight"
-    engine_features = frozenset({"window", "scale", "layer_pattern"})
-
-    def skip(self, name: str) -> bool:
-        return name.endswith(("attn.bias", "attn.masked_bias", "attention.bias", "attention.masked_bias"))
-
-    def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
-        GPTNeoFields.read(hf, where)
-        d, heads, layers = int(hf["hidden_size"]), int(hf["num_heads"]), int(hf["num_layers"])
-        activation = hf.get("activation_function", "gelu_new")
-        if activation not in ACTIVATIONS:
-            raise self.refuse(where, "activation_function", activation, f"supported: {', '.join(sorted(ACTIVATIONS))}")
-        length, window = int(hf.get("max_position_embeddings", 2048)), int(hf.get("window_size", 256))
-        kinds = neo_layers(hf, layers, where)
-        fields = {
-            "vocab_size": int(hf["vocab_size"]),
-            "max_seq_len": length,
-            "d_model": d,
-            "n_layers": layers,
-            "n_heads": heads,
-            "d_ff": int(hf.get("intermediate_size") or 4 * d),
-            "dropout": {
-                "embedding": float(hf.get("embed_dropout") or 0.0),
-                "attention": float(hf.get("attention_dropout") or 0.0),
-                "residual": float(hf.get("resid_dropout") or 0.0),
-            },
-            "bias": True,
-            "tie_embeddings": bool(hf.get("tie_word_embeddings", True)),
-            "norm_eps": float(hf.get("layer_norm_epsilon", 1e-5)),
-            "attention": {"name": "sdpa", "qkv_bias": False, "out_bias": True, "scale": 1.0},
-            "norm": "layernorm",
-            "placement": "pre",
-            "activation": ACTIVATIONS[activation],
-            "position": "learned",
-            "mlp": "standard",
-            "init": "gpt2",
-        }
-        types = ["sliding_attention" if kind == "local" else "full_attention" for kind in kinds]
-        return with_windows(fields, layer_windows({"layer_types": types}, layers, length, window))
-
-    def rules(self, config: ModelConfig) -> list[Rule]:
-        d = config.d_model
-        rules = [Rule.copy("tok_emb.weight", "wte.weight"), Rule.copy("position.table.weight", "wpe.weight")]
-        for i in range(config.n_layers):
-            z, h = f"blocks.{i}.", f"h.{i}."
-            qkv = [h + f"attn.attention.{p}_proj.weight" for p in "qkv"]
-            rules += [
-                Rule.concat(z + "attn.qkv.weight", qkv, (d, d, d)),
-                Rule.copy(z + "attn.out.weight", h + "attn.attention.out_proj.weight"),
-                Rule.copy(z + "attn.out.bias", h + "attn.attention.out_proj.bias"),
-            ]
-            for p in ("weight", "bias"):
-                rules += [
-                    Rule.copy(z + f"attn_residual.norm.{p}", h + f"ln_1.{p}"),
-                    Rule.copy(z + f"mlp_residual.norm.{p}", h + f"ln_2.{p}"),
-                    Rule.copy(z + f"mlp.up.{p}", h + f"mlp.c_fc.{p}"),
-                    Rule.copy(z + f"mlp.down.{p}", h + f"mlp.c_proj.{p}"),
-                ]
-        return [*rules, *(Rule.copy(f"final_norm.{p}", f"ln_f.{p}") for p in ("weight", "bias")),
-                Rule.copy("head.weight", "lm_head.weight")]  # fmt: skip
-
-    def blockers(self, config: ModelConfig) -> list[str]:
-        blockers = common_blockers(config, self.architecture) + window_blockers(config, self.architecture)
-        wanted = {"placement": "pre", "norm": "layernorm", "position": "learned", "mlp": "standard"}
-        for kind, name in wanted.items():
-            if getattr(config, kind).name != name:
-                blockers.append(f"{kind} {getattr(config, kind).name!r} ({self.architecture} has {name})")
-        n_kv, qkv_bias, out_bias = self.attention_layout(config)
-        if config.attention.name not in ("sdpa", "eager") or n_kv != config.n_heads or qkv_bias or not out_bias:
-            blockers.append(f"attention {config.attention.name!r} (GPT-Neo: multi-head, no q/k/v bias, an out bias)")
-        if config.attention.options.get("scale") != 1.0:
-            blockers.append("a score scale other than 1 (GPT-Neo does not scale scores)")
-        if config.activation.name not in ACTIVATIONS_OUT or not config.bias:
-            blockers.append(f"activation {config.activation.name!r} or bias=false (GPT-Neo: GELU, biases)")
-        return blockers
-
-    def config_to_hf(self, config: ModelConfig) -> dict[str, Any]:
-        windows = window_per_layer(config)
-        kinds = ["local" if w is not None else "global" for w in windows]
-        return {
-            "vocab_size": config.vocab_size,
-            "hidden_size": config.d_model,
-            "intermediate_size": config.d_ff,
-            "num_layers": config.n_layers,
-            "num_heads": config.n_heads,
-            "attention_types": [[[kind], 1] for kind in kinds],
-            "window_size": next((w for w in windows if w is not None), 256),
-            "activation_function": ACTIVATIONS_OUT[config.activation.name],
-            "max_position_embeddings": config.max_seq_len,
-            "layer_norm_epsilon": config.norm_eps,
-            "embed_dropout": config.dropout.embedding,
-            "attention_dropout": config.dropout.attention,
-            "resid_dropout": config.dropout.residual,
-            "tie_word_embeddings": config.tie_embeddings,
-            "bos_token_id": None,
-            "eos_token_id": None,
-        }
-
-
 class SmolLM3Fields(LlamaFields):
     """The SmolLM3 fields read beyond Llama's."""
 
@@ -620,8 +575,4 @@ class SmolLM3(LlamaFamily):
         }
 
 
-CONVERTERS: tuple[Converter, ...] = (Starcoder2(), Gemma2(), Gemma3(), GPTNeo(), SmolLM3())
-#: Presets of released checkpoints of these families (TOML files in ``presets/``).
-PRESETS: tuple[str, ...] = ("starcoder2-3b", "gemma-2-2b", "gemma-3-1b", "gpt-neo-125m", "smollm3-3b")
-
-__all__ = ["CONVERTERS", "GPTNeo", "SmolLM3", "Gemma2", "Gemma3", "PRESETS", "Starcoder2"]
+CONVERTERS: tuple[Converter, ...] = (Gemma2(), Gemma3(), SmolLM3())

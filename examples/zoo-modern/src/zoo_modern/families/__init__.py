@@ -1,0 +1,49 @@
+"""zoo-modern's Hugging Face families as tables (``zoo.plugin.Family``), sorted by lineage:
+
+- ``gpt2_like``: GPT-Neo, OPT, GPTBigCode, BLOOM, MPT (GPT-2 itself is the built-in ``zoo.plugins.hf_gpt2``);
+- ``llama_like``: Llama, Mistral, Qwen2, Qwen3, Gemma, OLMo 2, Phi-3, Granite, Cohere, StableLM, Starcoder2;
+- ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE;
+- ``legacy``: Gemma 2, Gemma 3 and SmolLM3, still converter classes (to become tables);
+- ``neox_like``: GPT-NeoX, GPT-J, Phi, Falcon;
+
+one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.
+"""
+
+from __future__ import annotations
+
+from zoo.plugin import Converter, converter
+from zoo_modern.families import gpt2_like, legacy, llama_like, moe, neox_like
+
+FAMILIES = (*llama_like.FAMILIES, *moe.FAMILIES, *gpt2_like.FAMILIES, *neox_like.FAMILIES)
+CONVERTERS: tuple[Converter, ...] = (*(converter(family) for family in FAMILIES), *legacy.CONVERTERS)
+#: The presets zoo-modern ships (``presets/<name>.toml``): its own designs and released checkpoints.
+PRESETS = (
+    "gpt2-small-modern",
+    "llama-style-small",
+    "pythia-160m",
+    "pythia-410m",
+    "gpt-j-6b",
+    "phi-2",
+    "stablelm-2-1.6b",
+    "opt-125m",
+    "santacoder",
+    "bloom-560m",
+    "falcon-7b",
+    "mpt-7b",
+    "llama-3.2-1b",
+    "qwen3-0.6b",
+    "gemma-2b",
+    "olmo-2-1b",
+    "phi-3-mini",
+    "granite-3-2b",
+    "command-r",
+    "starcoder2-3b",
+    "gemma-2-2b",
+    "gemma-3-1b",
+    "gpt-neo-125m",
+    "smollm3-3b",
+    "mixtral-8x7b",
+    "qwen1.5-moe-a2.7b",
+    "qwen3-30b-a3b",
+    "olmoe-1b-7b",
+)
