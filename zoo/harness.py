@@ -8,8 +8,7 @@ is imported). It answers the three request types the harness asks of a model:
   whether greedy decoding gives it; the pairs are tokenized by lm-eval's own
   ``TemplateLM`` (the context's trailing spaces move to the continuation, an empty
   context is the tokenizer's start token), as its ``hf`` model does;
-- ``loglikelihood_rolling``: a whole text's log-likelihood, in lm-eval's own rolling
-  windows of the model's context (``max_seq_len``);
+- ``loglikelihood_rolling``: a text's log-likelihood in lm-eval's windows of ``max_seq_len``;
 - ``generate_until``: greedy (or sampled) continuations, left-padded in batches, as the
   ``hf`` model makes them: each row ends at the model's end-of-sequence ids (its
   ``generation_config``'s, else its tokenizer's end-of-text, where ``zoo.generate_text``
@@ -19,10 +18,9 @@ is imported). It answers the three request types the harness asks of a model:
   generates ``max_gen_toks`` tokens unless all reach their end; cutting the text then
   gives the text the ``hf`` model's stopping at the string gives.
 
-Requests are sorted longest first and run ``batch_size`` at a time, on the model's
-device. With the same weights and tokenizer the numbers are those of lm-eval's ``hf``
-model on the model ``zoo.to_hf`` exports (tests/test_harness.py runs both). lm-eval is
-the optional ``eval`` extra: ``pip install 'zoo-lm[eval]'``.
+Requests run longest first, ``batch_size`` at a time, on the model's device; the numbers
+equal lm-eval's ``hf`` model's on the ``zoo.to_hf`` export (tests/test_harness.py runs
+both). lm-eval is the optional ``eval`` extra: ``pip install 'zoo-lm[eval]'``.
 """
 
 from __future__ import annotations

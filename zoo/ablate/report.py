@@ -117,17 +117,10 @@ def reference_text(result: AblationResult) -> str:
         + (f" (bigram {bits:.3f} bits/byte)" if bits is not None else "")
         + "."
     )
-    if stuck := [run for run in result.rows() if not run.learned]:
-        text += (
-            " **Did not learn**: "
-            + "; ".join(f"{md_code(run.name)} {run.not_learned}" for run in stuck)
-            + ". A row that did not learn is never marked and is left out of interactions and trends."
-        )
+    if stuck := "; ".join(f"{md_code(run.name)} {run.not_learned}" for run in result.rows() if not run.learned):
+        text += f" **Did not learn**: {stuck}. Such a row is never marked, and in no interaction or trend."
     if result.marks_unreliable:
-        text += (
-            " **Marks unreliable**: the control, the base against itself under other seeds, is marked after "
-            "correction, so this table's intervals are not calibrated and none of its marks can be read."
-        )
+        text += " **Marks unreliable**: the control (the base under other seeds) is marked after correction."
     if result.under_trained:
         names = ", ".join(md_code(n) for n in result.under_trained)
         text += (
