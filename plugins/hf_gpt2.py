@@ -59,10 +59,10 @@ def end_of_text(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
 
 def plain(config: ModelConfig, arch: str) -> list[str]:
     """GPT-2's parts take no options; its attention is multi-head, every projection biased."""
-    blockers = [
+    blockers = [  # a part GPT-2 does not have is refused by the table; here its options
         f"{kind} {getattr(config, kind).name!r} (GPT-2's has no options)"
-        for kind in ("placement", "norm", "position", "mlp")
-        if getattr(config, kind).options
+        for kind, name in (("placement", "pre"), ("norm", "layernorm"), ("position", "learned"), ("mlp", "standard"))
+        if getattr(config, kind).options and getattr(config, kind).name == name
     ]
     n_kv, qkv_bias, out_bias = Converter.attention_layout(config)
     if n_kv != config.n_heads:

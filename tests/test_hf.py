@@ -313,6 +313,23 @@ def test_to_hf_accepts_exactly_the_gpt2_presets(preset: str) -> None:
             config_to_hf(config, architecture="GPT2LMHeadModel")
 
 
+def test_an_export_refusal_lists_the_nearest_architectures_and_counts_the_rest() -> None:
+    """Every exporter's reasons in one line are unreadable: the nearest, in full, then a count."""
+    from zoo.interop.hf import NEAREST
+
+    config = zoo.get_config("transformer-2017")
+    exporters = [e for e in zoo.nn.registry.default_registry().converters() if e.exports]
+    with pytest.raises(zoo.InteropError) as err:
+        config_to_hf(config)
+    message = str(err.value)
+    assert message.count(" | as ") == min(NEAREST, len(exporters)) - 1
+    rest = len(exporters) - NEAREST
+    assert (f"({rest} other architecture(s) differ at least as much; name one with --architecture" in message) == (
+        rest > 0
+    )
+    assert message.index("as GPT2LMHeadModel") < message.index(" | as ")  # GPT-2 differs least: four switches
+
+
 def test_import_save_load_keeps_logits(tmp_path: Path) -> None:
     reference, folder = hf_gpt2(tmp_path)
     path = zoo.save(zoo.from_hf(folder), tmp_path / "imported.safetensors")

@@ -109,6 +109,10 @@ def config_from_hf(
     return converter_for(hf, where=where, registry=registry).config_from_hf(hf, where)
 
 
+#: How many architectures an export refusal lists in full, nearest (fewest differences) first.
+NEAREST = 2
+
+
 def _exporter(config: ModelConfig, architecture: str | None, registry: Registry | None) -> Converter:
     """The converter that writes ``config``: the one named, else the first that fits."""
     entries: list[RegisteredConverter] = (registry or default_registry()).converters()
@@ -118,7 +122,7 @@ def _exporter(config: ModelConfig, architecture: str | None, registry: Registry 
             known = ", ".join(e.architecture for e in entries if e.exports)
             raise InteropError(f"no converter writes {architecture!r}; installed exporters: {known or 'none'}")
         entries = chosen
-    reasons = []
+    reasons: list[tuple[int, str]] = []
     for entry in entries:
         if not entry.exports:
             continue
@@ -126,10 +130,20 @@ def _exporter(config: ModelConfig, architecture: str | None, registry: Registry 
         if not blockers:
             found: Converter = entry.converter
             return found
-        reasons.append(f"as {entry.architecture} ({entry.provider}): " + "; ".join(blockers))
+        reasons.append((len(blockers), f"as {entry.architecture} ({entry.provider}): " + "; ".join(blockers)))
+    # The nearest designs, in full: a list of every exporter's reasons is unreadable.
+    reasons.sort(key=lambda r: r[0])
+    shown = [text for _, text in reasons[:NEAREST]] or ["no converter exports"]
+    rest = len(reasons) - len(shown)
+    more = (
+        f" ({rest} other architecture(s) differ at least as much; name one with --architecture, or architecture= in zoo.to_hf)"
+        if rest > 0
+        else ""
+    )
     raise InteropError(
         "this model cannot be written as a Hugging Face model: "
-        + " | ".join(reasons or ["no converter exports"])
+        + " | ".join(shown)
+        + more
         + ". Each architecture holds only its own design; build the model from components that one has"
     )
 

@@ -14,6 +14,7 @@ from torch import Tensor
 from zoo.plugin import REQUIRED, Converter, Count, Epsilon, F, Family, Fraction, ModelConfig, Positive, Rule, W
 from zoo_modern.families.readers import (
     ACTIVATIONS,
+    ROPE_FIELDS,
     Rotary,
     layer_windows,
     qwen_windows,
@@ -25,7 +26,7 @@ from zoo_modern.families.readers import (
 from zoo_modern.mlp import swiglu_hidden
 
 IGNORED = F("", None)
-ROPE = {k: F("", None) for k in ("rope_theta", "partial_rotary_factor", "rope_parameters", "rope_scaling")}
+ROPE = ROPE_FIELDS
 NO_BIAS = {"attention_bias": None, "mlp_bias": None}  # fields of Llama's config its relatives lack
 LLAMA_ROTARY = Rotary(scaled=True)
 

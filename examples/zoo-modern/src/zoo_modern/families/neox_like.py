@@ -16,10 +16,10 @@ import torch
 from torch import Tensor
 
 from zoo.plugin import REQUIRED, Converter, Count, Epsilon, F, Family, Fraction, ModelConfig, Rule, W, linear
-from zoo_modern.families.readers import ACTIVATIONS, Rotary, per_head, refuse_unless, turned
+from zoo_modern.families.readers import ACTIVATIONS, ROPE_FIELDS, Rotary, per_head, refuse_unless, turned
 
 IGNORED = F("", None)
-ROPE = {"rope_parameters": F("", None), "rope_scaling": F("", None)}
+ROPE = {k: ROPE_FIELDS[k] for k in ("rope_parameters", "rope_scaling")}
 SHARED_NORM = {"name": "parallel", "shared_norm": True}
 
 
@@ -55,7 +55,7 @@ NEOX = Family(
         "max_position_embeddings": F("max_seq_len", 2048, Count),
         "layer_norm_eps": F("norm_eps", 1e-5, Epsilon),
         "rotary_pct": F("", None, Fraction),
-        "rotary_emb_base": F("", None, float),
+        "rotary_emb_base": ROPE_FIELDS["rope_theta"],
         **ROPE,
         "attention_dropout": F("dropout.attention", 0.0, Fraction),
         "hidden_dropout": F("dropout.residual", 0.0, Fraction),
@@ -160,7 +160,7 @@ PHI = GPTJ.derive(
         "max_position_embeddings": F("max_seq_len", 2048, Count),
         "layer_norm_eps": F("norm_eps", 1e-5, Epsilon),
         "tie_word_embeddings": F("tie_embeddings", False, bool),
-        "rope_theta": F("", None, float),
+        "rope_theta": ROPE_FIELDS["rope_theta"],
         "partial_rotary_factor": F("", None, Fraction),
         **ROPE,
         "qk_layernorm": F.must(False, "LayerNorms on queries and keys are not modelled for Phi", bool),
@@ -212,6 +212,8 @@ def falcon_layout(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> 
     if not new and not hf.get("multi_query", True):
         refuse_unless(kv_field in (None, heads), where, "num_kv_heads", kv_field, "the old layout has one per head")
     kv = (kv_field or heads) if new else 1 if hf.get("multi_query", True) else heads
+    stated = hf.get("num_key_value_heads")  # transformers 5 writes the heads its layout gives
+    refuse_unless(stated in (None, kv), where, "num_key_value_heads", stated, f"this layout gives {kv} (num_kv_heads, multi_query)")  # fmt: skip
     two = new and (hf.get("num_ln_in_parallel_attn") or 2) == 2
     placement = {"name": "parallel", "shared_norm": not two} if parallel else "pre"
     return {**fields, "attention": {"name": "sdpa", "n_kv_heads": kv}, "placement": placement, "d_ff": fields["d_ff"] or 4 * fields["d_model"]}  # fmt: skip
@@ -223,7 +225,7 @@ def falcon_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
     new = parallel and (not shared or kv not in (1, config.n_heads))
     norms = (1 if shared else 2) if new else None
     layout = {"new_decoder_architecture": new, "multi_query": kv == 1, "parallel_attn": parallel}
-    return {**hf, "num_kv_heads": kv, "num_ln_in_parallel_attn": norms, **layout}
+    return {**hf, "num_kv_heads": kv, "num_key_value_heads": kv, "num_ln_in_parallel_attn": norms, **layout}
 
 
 def falcon_blockers(config: ModelConfig, arch: str) -> list[str]:
@@ -276,13 +278,14 @@ FALCON = NEOX.derive(
         "hidden_dropout": F("dropout.residual", 0.0, Fraction),
         "attention_dropout": F("dropout.attention", 0.0, Fraction),
         "num_kv_heads": F("", None, Count),
+        "num_key_value_heads": F("", None, Count),
         "alibi": F.must(False, "Falcon's ALiBi (biases scaled with the scores) is not modelled", bool),
         "new_decoder_architecture": F("", False, bool),
         "multi_query": F("", True, bool),
         "parallel_attn": F("", True, bool),
         "bias": F("bias", False, bool),
         "max_position_embeddings": F("max_seq_len", 2048, Count),
-        "rope_theta": F("", None, float),
+        "rope_theta": ROPE_FIELDS["rope_theta"],
         **ROPE,
         "ffn_hidden_size": F("d_ff", None, Count),
         "activation": F("activation", "gelu", str, ACTIVATIONS),

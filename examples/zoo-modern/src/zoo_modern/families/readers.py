@@ -11,10 +11,18 @@ from typing import Any
 
 from torch import Tensor
 
-from zoo.plugin import Converter, InteropError, ModelConfig, Rule
+from zoo.plugin import Converter, F, Fraction, InteropError, ModelConfig, Positive, RopeTable, Rule
 from zoo_modern.positions import rotary_dims
 
 DEFAULT_ROPE = ("default", None)
+# config.json's rotary fields, typed: a table that is a list or a string, or a base that is
+# a string, is refused naming the field before ``rope`` reads them.
+ROPE_FIELDS = {
+    "rope_theta": F("", None, Positive),
+    "partial_rotary_factor": F("", None, Fraction),
+    "rope_parameters": F("", None, RopeTable),
+    "rope_scaling": F("", None, RopeTable),
+}
 # Hugging Face activation names with an exact zoo activation component.
 ACTIVATIONS = {
     "gelu": "gelu",
