@@ -22,8 +22,8 @@ from zoo.ablate import SIZE_AXES, AblationResult, diff_configs, plot_curves, run
 from zoo.ablate.advice import next_step
 from zoo.ablate.options import EDGE_EXTENSIONS
 from zoo.ablate.plan import beyond_edge
-from zoo.ablate.results import TuneRun, best_tune, finalists, sweep_edges
 from zoo.ablate.stats import mean_interval, paired_difference
+from zoo.ablate.tuning import TuneRun, best_tune, chosen_rate, finalists, sweep_edges, sweep_noise
 from zoo.cli import main
 from zoo.training import TrainSettings, bundled_corpus, load_corpus, prepare, validation_batches
 from zoo.training import mean_loss as evaluate
@@ -369,14 +369,16 @@ def test_tune_lr_picks_the_best_rate_of_its_grid(tmp_path: Path) -> None:
         assert good is not None and slow is not None and good < slow
         assert absurd is None or absurd > good  # diverged, or far worse
         # Successive halving: the two best short runs trained again for all 24 steps; the better of those won.
-        full = [t for t in run.tune if t.full]
+        full = [t for t in run.tune if t.full and not t.reseeded]
         kept = sorted((t for t in short if t.final_val_loss is not None), key=lambda t: t.final_val_loss or 0.0)[:2]
-        assert sorted(t.lr for t in full) == sorted(t.lr for t in kept)
+        assert sorted(t.lr for t in full) == sorted({t.lr for t in kept} | {result.runs[0].lr})  # and the base's
         assert run.lr == min(full, key=lambda t: t.final_val_loss or 0.0).lr == 1e-2
+        assert [t.lr for t in run.tune if t.reseeded] == ([1e-2] if run.axis == "base" else [])
         assert all(zoo.checkpoint.inspect(s.checkpoint).metadata["ablation"]["lr"] == 1e-2 for s in run.seeds)
-    assert len(list((tmp_path / "tune").glob("*.json"))) == 5 * len(result.runs)
+    assert len(list((tmp_path / "tune").glob("*.json"))) == 5 * len(result.runs) + 1  # the base again, seed +1
     report = result.report_path.read_text()  # type: ignore[union-attr]
     assert "| run | 1e-05 | 0.01 | 1000 | full length | chosen |" in report
+    assert "0.01 seed +1: " in report and "has a flat sweep" in report
     assert "seed 1000 (not one of the compared seeds)" in report and "never on the validation windows" in report
     # the one-rate check: each row's Δ vs the base at every rate both trained in the sweep
     base = {t.lr: t.final_val_loss for t in result.runs[0].tune if not t.full}
@@ -415,7 +417,7 @@ def test_a_best_rate_on_the_edge_of_its_sweep_is_extended_then_flagged(tmp_path:
     data = json.loads((tmp_path / "ablation.json").read_text())
     assert data["tuning"]["grid"] == [1e-5, 2e-5] and data["tuning"]["on_edge"] == result.on_edge
     for run, recorded in zip(result.runs, data["runs"]):
-        short, full = [t for t in run.tune if not t.full], [t for t in run.tune if t.full]
+        short, full = [t for t in run.tune if not t.full], [t for t in run.tune if t.full and not t.reseeded]
         assert [t.lr for t in short] == trained and run.lr == 8e-5 and run.on_edge
         losses = [t.final_val_loss for t in short]
         assert all(loss is not None for loss in losses) and losses == sorted(losses, reverse=True)
@@ -425,13 +427,15 @@ def test_a_best_rate_on_the_edge_of_its_sweep_is_extended_then_flagged(tmp_path:
             "runs": [t.to_dict() for t in run.tune],
             "finalists": [4e-5, 8e-5],
             "winner": 8e-5,
+            "flat": False,
             "on_edge": True,
         }
         assert [r for r in recorded["tune"]["runs"] if not r["full_length"]] == [
             {"lr": r, "final_val_loss": loss, "diverged": False, "extended": r > 2e-5, "full_length": False}
+            | {"reseeded": False}
             for r, loss in zip(trained, losses)
         ]
-    assert len(list((tmp_path / "tune").glob("*.json"))) == (len(trained) + 2) * len(result.runs)
+    assert len(list((tmp_path / "tune").glob("*.json"))) == (len(trained) + 2) * len(result.runs) + 1
     advice = "`placement=pre`'s best rate sits on the edge of its sweep: 8e-05 is the highest"
     report = result.report_path.read_text()  # type: ignore[union-attr]
     assert "| run | 1e-05 | 2e-05 | 4e-05 | 8e-05 | full length | chosen |" in report
@@ -487,6 +491,27 @@ def test_the_edges_of_a_sweep() -> None:
     assert beyond_edge([1e-3, 3e-3, 1e-2], "high") == pytest.approx(1e-2 * 10 / 3) == float(f"{1e-2 * 10 / 3:.6g}")
     assert beyond_edge([1e-3, 3e-3, 1e-2], "low") == pytest.approx(1e-3 / 3)
     assert beyond_edge([1e-3], "low") == 5e-4 and beyond_edge([1e-3], "high") == 2e-3
+
+
+def test_a_flat_sweep_keeps_the_bases_rate() -> None:
+    """The base at its rate under two seeds differs by 0.05: a variant whose loss at the
+    base's rate is within 0.05 of its best keeps the base's rate (its winner is noise);
+    0.05 or more, and the winner stands; without the reseeded run there is no noise to read."""
+    base = [TuneRun(1e-3, 2.0), TuneRun(1e-3, 1.90, full=True), TuneRun(1e-3, 1.95, full=True, reseeded=True)]
+    noise = sweep_noise(base)
+    assert noise == pytest.approx(0.05) and best_tune(base) == TuneRun(1e-3, 1.90, full=True)
+    assert finalists(base, 2) == [1e-3] and sweep_edges(base) == ["low", "high"]  # the reseeded run is no candidate
+    assert sweep_noise(base[:2]) is None
+
+    def variant(at_base: float | None, best: float) -> list[TuneRun]:
+        return [TuneRun(1e-3, at_base, full=True), TuneRun(3e-3, best, full=True)]
+
+    assert chosen_rate(variant(1.83, 1.80), 1e-3, noise) == (1e-3, True)  # 0.03 < 0.05: flat
+    assert chosen_rate(variant(1.86, 1.80), 1e-3, noise) == (3e-3, False)  # 0.06: the winner stands
+    assert chosen_rate(variant(None, 1.80), 1e-3, noise) == (3e-3, False)  # diverged at the base's rate
+    assert chosen_rate(variant(1.83, 1.80), 1e-3, None) == (3e-3, False)  # no noise measured
+    assert chosen_rate(variant(1.79, 1.80), 1e-3, noise) == (1e-3, False)  # the base's rate is its best anyway
+    assert chosen_rate([TuneRun(1e-3, None)], 1e-3, noise) == (None, False)
 
 
 def test_cumulative_path(tmp_path: Path) -> None:

@@ -258,6 +258,27 @@ def test_two_processes_started_together_on_a_new_folder_one_wins(tmp_path: Path)
     assert any(out.startswith("refused") and "in use" in out for out in outputs)
 
 
+@pytest.mark.skipif(os.name != "posix", reason="flock: the moment is made with POSIX locks")
+def test_a_claim_meeting_a_half_written_marker_is_told_the_folder_is_in_use(tmp_path: Path) -> None:
+    """The race of two runs on a new folder, made deterministic: the winner holds the lock
+    and its marker is still a hidden temporary file; the loser is told the folder is in
+    use, not that it holds a file the zoo did not write."""
+    import fcntl
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / f".{MARKER}.half-written").write_text("{", encoding="utf-8")
+    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(FolderLockedError, match="is in use: a running zoo process holds it"):
+            claim(folder, "train", "zoo train", error=ZooError)
+    finally:
+        os.close(fd)
+    with pytest.raises(ZooError, match="did not write"):  # no one holds it: the stray file is foreign
+        claim(folder, "train", "zoo train", error=ZooError)
+
+
 def test_claims_refuse_folders_they_did_not_make(tmp_path: Path) -> None:
     before = user_folder(tmp_path / "mine")
     with pytest.raises(ZooError, match="did not write"):

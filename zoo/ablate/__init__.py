@@ -69,10 +69,10 @@ if TYPE_CHECKING:  # the names below load on first use: ``zoo ablate --help`` ne
         AblationRun,
         SeedRun,
         SwapInteraction,
-        TuneRun,
     )
     from zoo.ablate.runner import ProgressCallback
     from zoo.ablate.studies import run_study
+    from zoo.ablate.tuning import TuneRun
 
 _LAZY = {
     "AXES": "zoo.ablate.compare",
@@ -101,7 +101,7 @@ _LAZY = {
     "AblationRun": "zoo.ablate.results",
     "SeedRun": "zoo.ablate.results",
     "SwapInteraction": "zoo.ablate.results",
-    "TuneRun": "zoo.ablate.results",
+    "TuneRun": "zoo.ablate.tuning",
     "ProgressCallback": "zoo.ablate.runner",
     "run_ablation": "zoo.ablate.ablation",
 }

@@ -23,16 +23,13 @@ from zoo.ablate.results import (
     AblationResult,
     AblationRun,
     SwapInteraction,
-    TuneRun,
-    best_tune,
-    finalists,
     swap_interactions,
-    sweep_edges,
     unlearned_interactions,
 )
 from zoo.ablate.runner import ProgressCallback, Runner, join_world
 from zoo.ablate.stats import adjust_optional, mean_interval, paired_difference
 from zoo.ablate.stats import require as require_statistics
+from zoo.ablate.tuning import TuneRun, best_tune, chosen_rate, finalists, sweep_edges, sweep_noise
 from zoo.checkpoint.owned import LOCK, MARKER, claim, refuse_inputs_inside
 from zoo.errors import ConfigError, InputError, ZooError
 from zoo.files import read_json
@@ -224,13 +221,20 @@ def _train_and_report(
 ) -> AblationResult:
     runner = Runner(context, options.workers, world, registry, on_progress, launcher=options.launcher)
     tunes = _tune(plan, runner)
-    lrs = [_best_rate(v.name, tune) if tune else options.lr for v, tune in zip(plan.variants, tunes)]
+    lrs, flat = _rates(plan, tunes, options.lr)
     jobs = plan.seed_jobs(lrs)
     control_jobs = plan.control_jobs(lrs[0])  # the base's rate
     runner.run([*(job for per_variant in jobs for job in per_variant), *control_jobs])
     runs = _collect(plan, jobs, lrs, tunes, runner, registry)
     control = _control(plan, control_jobs, runs[0], runner)
     result = _result(plan, runs, command, runner, control)
+    for run, kept in zip(runs, flat, strict=True):
+        run.flat_sweep = kept
+        if kept:
+            result.notes.append(
+                f"{run.name}: its sweep is flat (at the base's rate {run.lr:g} it ends within the base's seed noise, "
+                f"{sweep_noise(runs[0].tune):.4f}, of its best rate), so it trained at the base's rate"
+            )
     result.judge_learning(
         plan.options.read_unlearned
     )  # before the tests: a row that did not learn is in no interaction
@@ -252,17 +256,44 @@ def _tune(plan: Plan, runner: Runner) -> list[list[TuneRun]]:
     runner.run([job for per_variant in jobs for job in per_variant])
     tunes = [[_tune_run(job, runner) for job in per_variant] for per_variant in jobs]
     tunes = _extend(plan, runner, tunes)
-    # Successive halving: the best short runs train again for the whole budget; the best of those wins.
-    final = [[plan.tune_job(i, rate, full=True) for rate in finalists(tune, FINALISTS)] for i, tune in enumerate(tunes)]
-    runner.run([job for per_variant in final for job in per_variant])
-    return [
-        sorted([*tune, *(_tune_run(job, runner, full=True) for job in jobs)], key=lambda t: (t.lr, t.full))
-        for tune, jobs in zip(tunes, final)
+    # Successive halving: the best short runs train again for the whole budget; the best of
+    # those wins. The base's first: every other variant also trains at the base's rate, and
+    # the base at it under the next seed, so a flat sweep can keep the base's rate (_rates).
+    base = [plan.tune_job(0, rate, full=True) for rate in finalists(tunes[0], FINALISTS)]
+    runner.run(base)
+    tunes[0] = _with_full(tunes[0], base, runner)
+    base_rate = _best_rate(plan.variants[0].name, tunes[0])
+    final = [[plan.tune_job(0, base_rate, reseeded=True)]] + [
+        [plan.tune_job(i, rate, full=True) for rate in dict.fromkeys([*finalists(tune, FINALISTS), base_rate])]
+        for i, tune in enumerate(tunes[1:], start=1)
     ]
+    runner.run([job for per_variant in final for job in per_variant])
+    return [_with_full(tune, jobs, runner) for tune, jobs in zip(tunes, final)]
 
 
-def _tune_run(job: Job, runner: Runner, extended: bool = False, full: bool = False) -> TuneRun:
-    return TuneRun(job.settings.lr, read_record(job, runner.context)["final_val_loss"], extended, full)
+def _with_full(tune: list[TuneRun], jobs: list[Job], runner: Runner) -> list[TuneRun]:
+    """``tune`` with the full-length (and reseeded) runs of ``jobs`` read back, in rate order."""
+    runs = [_tune_run(job, runner, full=True, reseeded=job.key.endswith("-reseed")) for job in jobs]
+    return sorted([*tune, *runs], key=lambda t: (t.lr, t.full, t.reseeded))
+
+
+def _rates(plan: Plan, tunes: list[list[TuneRun]], lr: float) -> tuple[list[float], list[bool]]:
+    """Each variant's rate and whether its flat sweep kept the base's (``chosen_rate``);
+    ``lr`` for every variant without a sweep."""
+    if not tunes[0]:
+        return [lr for _ in tunes], [False for _ in tunes]
+    base_rate = _best_rate(plan.variants[0].name, tunes[0])
+    noise = sweep_noise(tunes[0])
+    rates, flat = [base_rate], [False]
+    for variant, tune in zip(plan.variants[1:], tunes[1:], strict=True):
+        rate, kept = chosen_rate(tune, base_rate, noise)
+        rates.append(_best_rate(variant.name, tune) if rate is None else rate)
+        flat.append(kept)
+    return rates, flat
+
+
+def _tune_run(job: Job, runner: Runner, extended: bool = False, full: bool = False, reseeded: bool = False) -> TuneRun:
+    return TuneRun(job.settings.lr, read_record(job, runner.context)["final_val_loss"], extended, full, reseeded)
 
 
 def _extend(plan: Plan, runner: Runner, tunes: list[list[TuneRun]]) -> list[list[TuneRun]]:

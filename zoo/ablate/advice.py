@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from zoo.ablate.options import EDGE_EXTENSIONS
-from zoo.ablate.results import ALPHA, MIN_EFFECT, AblationResult, AblationRun, md_code, sweep_edges
+from zoo.ablate.results import ALPHA, MIN_EFFECT, AblationResult, AblationRun, md_code
 from zoo.ablate.stats import POWER, Interval, seeds_needed
+from zoo.ablate.tuning import sweep_edges
 
 #: The corrections by name, as a sentence says them.
 CORRECTION_NAMES = {

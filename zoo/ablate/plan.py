@@ -154,22 +154,24 @@ class Plan:
             return [[] for _ in self.variants]
         return [[self.tune_job(index, rate) for rate in self.grid] for index in range(len(self.variants))]
 
-    def tune_job(self, index: int, rate: float, *, full: bool = False) -> Job:
+    def tune_job(self, index: int, rate: float, *, full: bool = False, reseeded: bool = False) -> Job:
         """The sweep's short run of variant ``index`` at ``rate`` (a rate of the grid, or one
         past its edge: ``beyond_edge``); a ``--warmup`` keeps its share of the steps there.
-        ``full``: a finalist's run, for the whole budget on the run's own schedule. Either
-        trains without the training split's tail and is scored on it (``TUNE_HELD_OUT``)."""
+        ``full``: a finalist's run, for the whole budget on the run's own schedule;
+        ``reseeded``: that run under the next seed (the sweep's noise). Each trains without
+        the training split's tail and is scored on it (``TUNE_HELD_OUT``)."""
         tuning = self.tuning
         if tuning is None:
             raise ConfigError("this ablation has no learning-rate sweep (--tune-lr)")
-        steps, seed = (self.settings.steps if full else tuning["steps"]), tuning["seed"]
+        full = full or reseeded
+        steps, seed = (self.settings.steps if full else tuning["steps"]), tuning["seed"] + int(reseeded)
         warmup = self.settings.warmup_steps  # the sweep's schedule is the run's, shrunk to its steps
         warmup = None if warmup is None else round(warmup * steps / self.settings.steps)
         short = replace(self.settings, steps=steps, eval_every=steps, seed=seed, warmup_steps=warmup, lr=rate)
         v = self.variants[index]
         return Job(
-            f"tune/{index:02d}-{slug(v.name)}-lr{rate:g}{'-full' if full else ''}",
-            f"tune {v.name} lr={rate:g}{' full length' if full else ''}",
+            f"tune/{index:02d}-{slug(v.name)}-lr{rate:g}{'-full' if full else ''}{'-reseed' if reseeded else ''}",
+            f"tune {v.name} lr={rate:g}{' full length' if full else ''}{' seed +1' if reseeded else ''}",
             v.axis,
             v.config,
             short,

@@ -347,7 +347,10 @@ def _rates(result: AblationResult) -> list[str]:
             f"{t['steps']} steps ({t['fraction']:g} of the budget), seed {t['seed']} (not one of the compared seeds), "
             f"the held-out loss per rate (— diverged; **bold**: the best short run, which a diverged rate never is). "
             f"Successive halving: the {t.get('finalists', FINALISTS)} best short runs trained again for the whole "
-            f"budget (**full length**), and the best of those is the rate chosen. "
+            f"budget (**full length**), and the best of those is the rate chosen; every other variant also trains "
+            f"at the base's chosen rate, and the base there under the next seed (**seed +1**): a variant whose loss "
+            f"at the base's rate is within that seed-to-seed difference of its best has a flat sweep, whose winner "
+            f"noise picked, and keeps the base's rate (**flat**). "
             f"Where the best was the lowest or highest rate trained, the sweep trained one more rate past that edge "
             f"at the grid's spacing, up to {EDGE_EXTENSIONS} per side; **on edge**: the best is still the lowest or "
             f"highest rate trained (a rate that diverged counts as trained), so it may lie beyond: widen `--lr-grid`."
@@ -359,11 +362,10 @@ def _rates(result: AblationResult) -> list[str]:
     for run in result.runs:
         losses = {x.lr: x.final_val_loss for x in run.tune if not x.full}
         cells = [_tune_cell(run, r, losses) for r in rates]
-        full = ", ".join(
-            f"{x.lr:g}: {'—' if x.final_val_loss is None else f'{x.final_val_loss:.4f}'}" for x in run.tune if x.full
-        )
+        full = ", ".join(f"{x.lr:g}{' seed +1' * x.reseeded}: {_loss(x.final_val_loss)}" for x in run.tune if x.full)
         edge = " **on edge**" if run.on_edge else ""
-        lines.append(f"| {md(run.name)} | " + " | ".join(cells) + f" | {full} | {run.lr:g}{edge} |")
+        flat = " (flat: the base's)" if run.flat_sweep else ""
+        lines.append(f"| {md(run.name)} | " + " | ".join(cells) + f" | {full} | {run.lr:g}{flat}{edge} |")
     edges = [run for run in result.runs if run.on_edge]
     lines += ["", *(f"{edge_sentence(run, md_code(run.name))}." for run in edges), *([""] if edges else [])]
     return lines + sensitivity_table(result)
@@ -412,12 +414,12 @@ def sensitivity_table(result: AblationResult) -> list[str]:
 
 def _tune_cell(run: AblationRun, rate: float, losses: dict[float, float | None]) -> str:
     """A rate's cell of the sweep's table: its final loss, bold for the winner; blank when not trained."""
-    if rate not in losses:
-        return ""
-    loss = losses[rate]
-    if loss is None:
-        return "—"
-    return f"**{loss:.3f}**" if rate == run.lr else f"{loss:.3f}"
+    shown = _loss(losses[rate], 3) if rate in losses else ""
+    return f"**{shown}**" if rate == run.lr and losses.get(rate) is not None else shown
+
+
+def _loss(loss: float | None, digits: int = 4) -> str:
+    return "—" if loss is None else f"{loss:.{digits}f}"
 
 
 def _setup(result: AblationResult) -> list[str]:

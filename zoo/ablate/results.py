@@ -16,6 +16,7 @@ from zoo.ablate.diagnostics import Diagnostics
 from zoo.ablate.lengths import Extrapolation
 from zoo.ablate.options import EDGE_EXTENSIONS, ORDERS
 from zoo.ablate.stats import DEFAULT_CORRECTION, POWER, Interval, detectable_difference, mean_interval
+from zoo.ablate.tuning import TuneRun, sweep_edges
 from zoo.errors import InputError, printable
 from zoo.nn.config import ModelConfig
 from zoo.training import CurvePoint, TrainSettings
@@ -61,56 +62,6 @@ class SeedRun:
         }
 
 
-@dataclass(frozen=True)
-class TuneRun:
-    """One run of the learning-rate sweep, scored on the held-out tail of the training split;
-    ``final_val_loss`` is None when it diverged. ``extended``: a rate past the grid's edge,
-    trained because the best rate sat there. ``full``: a finalist's run for the whole budget."""
-
-    lr: float
-    final_val_loss: float | None
-    extended: bool = False
-    full: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "lr": self.lr,
-            "final_val_loss": self.final_val_loss,
-            "diverged": self.final_val_loss is None,
-            "extended": self.extended,
-            "full_length": self.full,
-        }
-
-
-def best_tune(tune: list[TuneRun]) -> TuneRun | None:
-    """The sweep's winner, by successive halving: the full-length run with the lowest loss
-    when finalists trained, else the short run with the lowest (a diverged rate never wins);
-    None when every rate diverged."""
-    finished = [t for t in tune if t.final_val_loss is not None]
-    full = [t for t in finished if t.full]
-    return min(full or finished, key=lambda t: t.final_val_loss or 0.0, default=None)
-
-
-def finalists(tune: list[TuneRun], count: int) -> list[float]:
-    """The rates of the ``count`` best finished short runs: they train again for the full budget."""
-    short = sorted(
-        (t for t in tune if not t.full and t.final_val_loss is not None), key=lambda t: t.final_val_loss or 0.0
-    )
-    return [t.lr for t in short[:count]]
-
-
-def sweep_edges(tune: list[TuneRun]) -> list[str]:
-    """The edges (``"low"``, ``"high"``) of the rates trained that the winner sits on. A
-    diverged rate counts as trained: a winner just below a rate that diverged is not on the
-    high edge, since the next rate up was tried and failed."""
-    short = [t for t in tune if not t.full]
-    best = best_tune(short)
-    if best is None:
-        return []
-    rates = [t.lr for t in short]
-    return [side for side, edge in (("low", min(rates)), ("high", max(rates))) if best.lr == edge]
-
-
 @dataclass
 class AblationRun:
     """One variant of an ablation, trained once per seed.
@@ -141,6 +92,7 @@ class AblationRun:
     tune: list[TuneRun] = field(default_factory=list)
     extrapolation: Extrapolation | None = None  # its losses at --eval-lengths (None without)
     not_learned: str | None = None  # why it is not evidence (a seed not below the bigram), or None
+    flat_sweep: bool = False  # its sweep was within the seed noise: it trained at the base's rate
 
     @property
     def learned(self) -> bool:
@@ -162,10 +114,11 @@ class AblationRun:
         if not self.tune:
             return None
         return {
-            "grid": [t.lr for t in self.tune if not t.full],
+            "grid": [t.lr for t in self.tune if not t.full and not t.reseeded],
             "runs": [t.to_dict() for t in self.tune],
-            "finalists": [t.lr for t in self.tune if t.full],
+            "finalists": [t.lr for t in self.tune if t.full and not t.reseeded],
             "winner": self.lr,
+            "flat": self.flat_sweep,
             "on_edge": self.on_edge,
         }
 

@@ -484,7 +484,15 @@ def claim(
                 raise os_error(err, f"replace {what}", path, error) from err
             raise
         return OwnedFolder(path, marker, True, fd)
-    _inspect_claim(path, kind, error, adopt, what, hint)  # refuse before creating anything in a folder not ours
+    try:  # refuse before creating anything in a folder not ours
+        _inspect_claim(path, kind, error, adopt, what, hint)
+    except ZooError:
+        if _held_by_another(path):  # a run claiming it now: its marker is half-written, not foreign
+            raise FolderLockedError(
+                f"{path} is in use: a running zoo process holds it (it holds {LOCK}). Wait for it to finish, "
+                f"or give another output folder"
+            ) from None
+        raise
     makedirs(path, error)
     had_lock = os.path.lexists(path / LOCK)
     fd = _take_lock(path, error)
