@@ -73,12 +73,13 @@ STUDY_WARMUP ?= $(STUDY_COMMON) --set d_model=32 --set n_layers=6 --set n_heads=
 	--swaps placement --lr-sweep 3e-3,1e-2 --warmup-sweep 0,40
 STUDY_EXTRAPOLATION ?= $(STUDY_COMMON) $(STUDY_TUNED) --from gpt2-small --to gpt2-small-modern \
 	--swaps position=sinusoidal,position=rotary,position=alibi,position=none --eval-lengths 2,4
-# The GPU study (`make study-gpu`: one CUDA GPU, sized for about ten minutes on an H100-class one): the
+# The GPU study (`make study-gpu`: one CUDA GPU; about ten minutes on an H100-class one by estimate, not yet run): the
 # ladder's swaps at four rungs spanning 32x in non-embedding parameters (98K to 3.1M), each variant at its
-# own tuned rate, on the bundled text as bytes (it travels with the checkout); it writes docs/studies/gpu.json.
+# own tuned rate, with the sinusoid+scale pair (sinusoids meet the embeddings at the scale the 2017 design
+# gives them), on the bundled text as bytes (it travels with the checkout); it writes docs/studies/gpu.json.
 STUDY_GPU ?= --tokenizer bytes --set dropout=0.0 --seq-len 128 --batch-size 32 --eval-batches 8 --seeds 3 \
 	--steps 1500 --eval-every 375 --lr 3e-3 --tune-lr --lr-grid 1e-3,3e-3,1e-2 --set d_model=64 --set n_layers=2 \
-	--set n_heads=4 --scales 64x2,128x2,128x4,256x4 --swaps position,activation,placement --device cuda
+	--set n_heads=4 --scales 64x2,128x2,128x4,256x4 --swaps position,activation,placement,embedding_scale,position+embedding_scale --device cuda
 study-gpu: $(STAMP)
 	$(BIN)/zoo ablate $(STUDY_GPU) --out runs/gpu --docs docs/ablation.md
 

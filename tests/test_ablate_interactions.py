@@ -180,7 +180,7 @@ def test_interactions_of_constructed_records_add_up_by_hand(paired: tuple[Ablati
     assert swap_interactions(alone) == []
     shown = interaction_sentences(dataclasses.replace(result, runs=alone, interactions=[]))
     assert shown == [f"{PAIR} has no interaction test: its single swaps are not all in this table "
-                     "(--swaps embedding_scale,init,embedding_scale+init)"]  # fmt: skip
+                     f"(--swaps embedding_scale=none,init=gpt2,{PAIR})"]  # fmt: skip
 
 
 def test_three_axes_add_the_base_twice(paired: tuple[AblationResult, Path]) -> None:
@@ -209,12 +209,48 @@ def test_all_names_every_single_swap_beside_a_pair() -> None:
     assert "--swaps all,embedding_scale+init" in options.command()
 
 
+def test_a_pair_names_values_and_a_component_takes_options() -> None:
+    """GPT-2 with sinusoids at unit amplitude beside embeddings of std 0.02 is a model
+    neither design uses: the pair gives it the 2017 design's sqrt(d_model) scale too, and
+    its interaction is read from the two single rows of the same names. SwiGLU at the GELU
+    MLP's weights is ``multiple_of=1``: 2/3 of 4 d_model, not rounded up."""
+    from zoo.ablate.options import Options
+    from zoo.ablate.plan import make_plan
+    from zoo.nn.registry import default_registry
+
+    pair = "position=sinusoidal+embedding_scale=sqrt_d_model"
+    swaps = ["position=sinusoidal", "embedding_scale=sqrt_d_model", pair, "mlp=swiglu:multiple_of=1", "mlp=swiglu"]
+    base = dict(TINY, base="gpt2-small", target="gpt2-small-modern")
+    plan = make_plan(Options(**base, max_chars=4000, swaps=swaps, out_dir=Path("unused")), default_registry())
+    rows = {v.name: v for v in plan.variants}
+    assert list(rows)[1:-1] == [swaps[0], swaps[1], swaps[3], swaps[4], pair]
+    start, both = plan.variants[0].config, rows[pair].config
+    assert (both.position.name, both.embedding_scale) == ("sinusoidal", "sqrt_d_model") and rows[pair].axis == (
+        "position+embedding_scale"
+    )
+    assert both.model_copy(update={"position": start.position, "embedding_scale": start.embedding_scale}) == start
+    matched, rounded = (zoo.build(rows[name].config) for name in swaps[3:])
+    mlp = zoo.build(start)
+    weights = [sum(p.numel() for p in m.blocks[0].mlp.parameters() if p.dim() == 2) for m in (mlp, matched, rounded)]
+    d = start.d_model
+    assert weights[1] == 3 * d * (8 * d // 3) and abs(weights[1] - weights[0]) < 3 * d  # matched, to one hidden unit
+    assert weights[2] > 1.4 * weights[0]  # the default rounds the hidden size up to a multiple of 256
+    singles = [r for r in plan.variants if "+" not in r.axis]
+    assert [r.name for r in singles if r.name in pair.split("+")] == pair.split("+")
+
+
 @pytest.mark.parametrize(
     ("swaps", "message"),
     [
         (["embedding_scale+nope"], "'nope'"),
         (["init+init"], "an axis twice"),
         (["init+embedding_scale", "embedding_scale+init"], "a row named before"),
+        (["position=sinusoidal+position"], "an axis twice"),
+        (["mlp=swiglu:multiple_of"], "an option after a colon is KEY=VALUE"),
+        (["mlp=nope"], "no mlp component is registered as 'nope'"),
+        (["d_model=32"], "a config field that is not a size"),
+        (["nope=1+init"], "a config field that is not a size"),
+        (["embedding_scale="], "a config field that is not a size"),
     ],
 )
 def test_a_bad_pair_is_refused_before_training(tmp_path: Path, swaps: list[str], message: str) -> None:

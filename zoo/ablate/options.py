@@ -262,8 +262,10 @@ class Options:
     swaps: list[str] | None = option(
         None,
         help="train only these swaps (all: every single swap); AXIS=VALUE swaps the base's component of that "
-        "kind to a registered one (e.g. position=rotary,position=alibi: one row each); AXIS+AXIS is one row with "
-        "both swapped at once, and with both single swaps in the table the report tests their interaction",
+        "kind to a registered one (e.g. position=rotary,position=alibi: one row each; options after colons: "
+        "mlp=swiglu:multiple_of=1), or a field to a value (embedding_scale=sqrt_d_model); AXIS+AXIS is one row "
+        "with both swapped at once (its parts may name values), and with both single swaps in the table the "
+        "report tests their interaction",
         kind="axes",
         metavar="AXIS,AXIS,...",
         shown="every single swap",

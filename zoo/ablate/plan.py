@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from zoo.ablate.compare import SIZE_AXES, diff_configs, swap_value
+from zoo.ablate.compare import SIZE_AXES, diff_configs
 from zoo.ablate.lengths import at_lengths, check_factors, check_split, lengths_of
 from zoo.ablate.options import (
     CONTROL_SEED_OFFSET,
@@ -29,10 +29,11 @@ from zoo.ablate.options import (
     Options,
 )
 from zoo.ablate.stats import CORRECTIONS
+from zoo.ablate.swaps import Variant, cumulative_path, paired_swaps, picked_swaps, single_swaps
 from zoo.bounds import check_elements, check_threads, count
-from zoo.errors import ConfigError, InputError, ZooError, command, printable, quoted
+from zoo.errors import ConfigError, InputError, command, printable
 from zoo.nn.config import ModelConfig, resolve_config
-from zoo.nn.registry import KINDS, Registry, default_registry
+from zoo.nn.registry import Registry, default_registry
 from zoo.training import TokenSplit, TrainSettings, bundled_corpus, load_corpus, open_data, read_text
 
 #: Bytes the plan holds per run at the least: its Job and its TrainSettings, each a
@@ -80,16 +81,6 @@ def check_options(options: Options) -> None:
         f"the plan of {count(options.seeds)} seeds' runs of the base and the target",
         "--seeds",
     )
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One design the ablation trains: the base, a swap (or a path step), the target."""
-
-    name: str
-    axis: str  # "base", "target" or the swapped field
-    config: ModelConfig
-    refused: str | None = None  # why its eval lengths past --seq-len are N/A (a learned table)
 
 
 @dataclass(frozen=True)
@@ -275,9 +266,9 @@ def make_plan(options: Options, registry: Registry, presets: tuple[ModelConfig, 
     if o.on_path:
         variants = cumulative_path(ends, swappable, o.path or [], notes, registry)
     else:
-        singles, pairs = _picked(swappable, o.swaps, registry)
+        singles, pairs = picked_swaps(swappable, o.swaps, registry)
         variants = single_swaps(ends, singles, notes, registry)
-        variants[-1:-1] = paired_swaps(ends, dict(swappable), pairs, notes, registry)
+        variants[-1:-1] = paired_swaps(ends, pairs, notes, registry)
     if o.eval_lengths:
         variants = _for_lengths(variants, tokens, o.seq_len * max(o.eval_lengths), registry)
     return Plan(o, differences, variants, settings, grid, tokens, described, notes)
@@ -299,72 +290,6 @@ def _for_lengths(
 def resolve_presets(options: Options, registry: Registry) -> tuple[ModelConfig, ModelConfig]:
     """The configs of the base and the target presets, as named."""
     return resolve_config(options.base, registry=registry), resolve_config(options.target, registry=registry)
-
-
-#: A swap: its axis, the value its row is named by, and the override that makes it.
-Swap = tuple[str, Any, Any]
-
-
-def _picked(
-    swappable: list[tuple[str, Any]], swaps: list[str] | None, registry: Registry
-) -> tuple[list[Swap], list[tuple[str, ...]]]:
-    """The single swaps named by ``swaps``: plain axes to the target's value (in the
-    differences' order; ``all`` names every one), then each ``AXIS=VALUE`` to that registered
-    component (in the order given); and the paired rows it names (``AXIS+AXIS``: one row
-    with every one of those axes swapped to the target's value), in its order. None: every
-    swappable difference, no pairs."""
-    toward = [(axis, value, None) for axis, value in swappable]
-    if swaps is None:
-        return toward, []
-    axes = [axis for axis, _ in swappable]
-    every = [(axis,) for axis in axes] if "all" in swaps else []
-    named = [
-        *every,
-        *(tuple(part.strip() for part in str(item).split("+")) for item in swaps if item != "all" and "=" not in item),
-    ]
-    unknown = [axis for parts in named for axis in parts if axis not in axes]
-    if unknown or not swaps:
-        raise InputError(
-            f"swaps names {', '.join(quoted(a) for a in unknown) or 'nothing'}; it takes axes among the "
-            f"swappable differences: {', '.join(axes) or 'none'}, AXIS=VALUE for a component, AXIS+AXIS for a "
-            f"row that swaps both, and all for every single swap (--swaps AXIS,AXIS=VALUE,AXIS+AXIS,...)"
-        )
-    pairs = [parts for parts in named if len(parts) > 1]
-    seen: set[frozenset[str]] = set()
-    for parts in pairs:
-        if len(set(parts)) != len(parts) or frozenset(parts) in seen:
-            what = "an axis twice" if len(set(parts)) != len(parts) else "a row named before"
-            raise InputError(
-                f"swaps {quoted('+'.join(parts))} names {what}; a paired row swaps two or more different axes, "
-                f"once each (--swaps embedding_scale+init)"
-            )
-        seen.add(frozenset(parts))
-    plain = {parts[0] for parts in named if len(parts) == 1}
-    valued = [_valued(entry, registry) for entry in swaps if "=" in entry]
-    picked = [swap for swap in toward if swap[0] in plain] + valued
-    names = [f"{axis}={value}" for axis, value, _ in picked]
-    if len(set(names)) != len(names):
-        twice = next(name for name in names if names.count(name) > 1)
-        raise InputError(f"swaps names the swap {quoted(twice)} twice; give each once (--swaps)")
-    return picked, pairs
-
-
-def _valued(entry: str, registry: Registry) -> Swap:
-    """``position=rotary`` as a swap of the base's component of that kind to that one (its
-    default options), checked against the registry."""
-    axis, _, value = (part.strip() for part in entry.partition("="))
-    if axis not in KINDS:
-        raise InputError(
-            f"swaps names {quoted(entry)}: AXIS=VALUE takes a component kind ({', '.join(KINDS)}) and one of "
-            f"its registered names; other axes are swapped to the target's value by their plain name (--swaps)"
-        )
-    names = [c.name for c in registry.components(axis)]
-    if value not in names:
-        raise InputError(
-            f"swaps names {quoted(entry)}: no {axis} component is registered as {quoted(value)}; the registered "
-            f"{axis} components are {', '.join(names)} (`zoo components`; a plugin adds more)"
-        )
-    return axis, value, {"name": value}
 
 
 def ablation_data(
@@ -459,86 +384,6 @@ def swapless(base: str, target: str, registry: Registry) -> str | None:
     if any(axis not in SIZE_AXES and axis != "architecture" for axis, _, _ in differences):
         return None
     return no_swaps(base, target, differences)
-
-
-def single_swaps(
-    ends: tuple[Variant, Variant], swappable: list[Swap], notes: list[str], registry: Registry
-) -> list[Variant]:
-    """Base, the base with each single swap (to the target's value, or the override a swap
-    names), target."""
-    base, target = ends
-    plan = [base]
-    for axis, value, override in swappable:
-        change = swap_value(target.config, axis) if override is None else override
-        try:
-            swapped = resolve_config(base.config, {axis: change}, registry=registry)
-        except ZooError as err:
-            notes.append(f"swap {axis}={value} skipped: it cannot be applied alone ({err})")
-            continue
-        if override is not None and swapped == base.config:
-            notes.append(f"swap {axis}={value} skipped: it is the base's own {axis}, so the base row is that design")
-            continue
-        plan.append(Variant(f"{axis}={value}", axis, swapped))
-    plan.append(target)
-    return plan
-
-
-def paired_swaps(
-    ends: tuple[Variant, Variant],
-    values: dict[str, Any],
-    pairs: list[tuple[str, ...]],
-    notes: list[str],
-    registry: Registry,
-) -> list[Variant]:
-    """A row per pair of ``pairs``: the base with every axis of the pair swapped to the
-    target's value at once (named ``axis=value+axis=value``, its axis ``axis+axis``)."""
-    base, target = ends
-    rows = []
-    for parts in pairs:
-        name = "+".join(f"{axis}={values[axis]}" for axis in parts)
-        try:
-            swapped = resolve_config(
-                base.config, {axis: swap_value(target.config, axis) for axis in parts}, registry=registry
-            )
-        except ZooError as err:
-            notes.append(f"paired swap {name} skipped: it cannot be applied ({err})")
-            continue
-        rows.append(Variant(name, "+".join(parts), swapped))
-    return rows
-
-
-def cumulative_path(
-    ends: tuple[Variant, Variant],
-    swappable: list[tuple[str, Any]],
-    path: bool | list[str],
-    notes: list[str],
-    registry: Registry,
-) -> list[Variant]:
-    """Base, base + swap 1, base + swaps 1-2, ..., target, in ``path``'s order."""
-    base, target = ends
-    values = dict(swappable)
-    given = [] if path is True else [str(axis) for axis in path]  # type: ignore[union-attr]
-    unknown = [axis for axis in given if axis not in values]
-    if unknown or len(set(given)) != len(given):
-        raise InputError(
-            f"the path names {', '.join(repr(a) for a in unknown) or 'an axis twice'}; it takes each of "
-            f"the swappable differences at most once: {', '.join(values) or 'none'} (--path AXIS,AXIS,...)"
-        )
-    plan = [base]
-    overrides: dict[str, Any] = {}
-    for axis in [*given, *(a for a in values if a not in given)]:
-        trial = {**overrides, axis: swap_value(target.config, axis)}
-        try:
-            config = resolve_config(base.config, trial, registry=registry)
-        except ZooError as err:
-            notes.append(f"path step {axis}={values[axis]} skipped: it cannot be applied here ({err})")
-            continue
-        overrides = trial
-        if config == target.config:
-            continue  # the last step is the target itself, trained below
-        plan.append(Variant(f"+{axis}={values[axis]}", axis, config))
-    plan.append(target)
-    return plan
 
 
 def at_scale(config: ModelConfig, scale: dict[str, Any], registry: Registry) -> ModelConfig:

@@ -153,10 +153,10 @@ def interaction_sentences(result: AblationResult, code: Callable[[object], str] 
     tested = {i.name for i in result.interactions}
     for run in result.swaps:
         if "+" in run.axis and run.name not in tested:
-            axes = run.axis.split("+")
+            parts = run.name.split("+")
             lines.append(
                 f"{code(run.name)} has no interaction test: its single swaps are not all in this table "
-                f"(--swaps {','.join([*axes, run.axis])})"
+                f"(--swaps {','.join([*parts, run.name])})"
             )
     return lines
 

@@ -242,22 +242,29 @@ def swap_interactions(runs: list[AblationRun]) -> list[SwapInteraction]:
     last) and which, with them and the base, learned: its interaction, uncorrected
     (``ablation.corrected`` adjusts it with the table)."""
     base, middle = runs[0], runs[1:-1]
-    singles = {run.axis: run for run in middle if "+" not in run.axis}
     found = []
     for run in middle:
-        axes = tuple(run.axis.split("+"))
-        if len(axes) < 2 or any(axis not in singles for axis in axes):
-            continue
-        if not all(r.learned for r in (base, run, *(singles[axis] for axis in axes))):
+        singles = singles_of(run, middle)
+        if singles is None or not all(r.learned for r in (base, run, *singles)):
             continue  # a model that did not train measures no interaction (``unlearned_interactions``)
-        parts = [singles[axis].losses() for axis in axes]
+        parts = [one.losses() for one in singles]
         values = tuple(
-            pair - math.fsum(one[i] for one in parts) + (len(axes) - 1) * b
+            pair - math.fsum(one[i] for one in parts) + (len(parts) - 1) * b
             for i, (pair, b) in enumerate(zip(run.losses(), base.losses()))
         )
-        rows = tuple(singles[axis].name for axis in axes)
+        axes, rows = tuple(run.axis.split("+")), tuple(one.name for one in singles)
         found.append(SwapInteraction(run.name, axes, rows, values, mean_interval(values, LEVEL)))
     return found
+
+
+def singles_of(run: AblationRun, rows: list[AblationRun]) -> list[AblationRun] | None:
+    """The single-swap rows among ``rows`` a paired row is made of, matched by name (a pair
+    ``a=x+b=y`` of the rows ``a=x`` and ``b=y``); None for a single row or a part missing."""
+    if "+" not in run.axis:
+        return None
+    singles = {row.name: row for row in rows if "+" not in row.axis}
+    found = [singles.get(part) for part in run.name.split("+")]
+    return None if any(row is None for row in found) else [row for row in found if row is not None]
 
 
 @dataclass
@@ -494,13 +501,12 @@ def unlearned_interactions(runs: list[AblationRun]) -> list[str]:
     """The paired rows whose interaction ``swap_interactions`` leaves out because a row it
     needs did not learn, each with that row."""
     base, middle = runs[0], runs[1:-1]
-    singles = {run.axis: run for run in middle if "+" not in run.axis}
     left = []
     for run in middle:
-        axes = tuple(run.axis.split("+"))
-        if len(axes) < 2 or any(axis not in singles for axis in axes):
+        singles = singles_of(run, middle)
+        if singles is None:
             continue
-        stuck = [r.name for r in (base, run, *(singles[axis] for axis in axes)) if not r.learned]
+        stuck = [r.name for r in (base, run, *singles) if not r.learned]
         if stuck:
             left.append(f"{run.name} (not tested: {', '.join(stuck)} did not learn)")
     return left
