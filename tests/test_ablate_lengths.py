@@ -228,7 +228,7 @@ def test_the_cli_reuses_every_run_and_prints_the_table(ran: AblationResult, tmp_
             None,
             "no position component is registered as 'rope'; the registered position components are alibi, learned, none, rotary, sinusoidal",
         ),
-        (["norm_eps=1"], None, "AXIS=VALUE takes a component kind"),
+        (["d_model=32"], None, "AXIS=VALUE takes a component kind"),
         (["position=none", "position=none"], None, "names the swap 'position=none' twice"),
         (["positions"], None, "AXIS=VALUE for a component"),
         (["position=none"], [1], "distinct whole multiples of --seq-len of 2 or more"),
