@@ -7,7 +7,8 @@ logits (B, S, V). zoo holds the transformers model's weights (``zoo.from_hf``), 
 greedy decodes are compared token for token.
 
 - forward: 1 x 256 tokens, inference mode;
-- training step: 4 x 128 tokens, forward + cross-entropy + backward + AdamW step;
+- training step: 4 x 128 tokens, forward + cross-entropy + backward + AdamW step; and
+  AdamW's step alone over the zoo's, a nanoGPT's (the zoo's weights) and transformers' parameters;
 - greedy decode: 32-token prompt + 64 and + 128 new tokens, zoo's inference engine
   (prepared once), zoo's ``model.generate`` (what users call: its weight layouts kept
   between calls) and its first call on a model (layouts made in the call) vs
@@ -39,6 +40,7 @@ from torch import Tensor, nn
 import zoo
 from bench.bench_forward import linear_shapes
 from bench.common import interleaved, matmul_suite, setup, table
+from bench.nanogpt import nanogpt_from
 from zoo.decoding import Engine, generate, layouts
 
 VOCAB, D, LAYERS, HEADS, POSITIONS = 50257, 768, 12, 12, 1024
@@ -90,6 +92,14 @@ def train_step(name: str, model: nn.Module, idx: Tensor, targets: Tensor) -> Cal
         optimizer.step()
 
     return step
+
+
+def adamw_step(name: str, model: nn.Module, idx: Tensor, targets: Tensor) -> Callable[[], object]:
+    """``AdamW.step`` (default settings) over ``model``'s parameters alone, its gradients
+    filled by one backward: the optimizer's share of a training step, timed on its own."""
+    out = logits_of(name, model)(idx)
+    F.cross_entropy(out.reshape(-1, out.shape[-1]), targets.reshape(-1)).backward()
+    return torch.optim.AdamW(model.parameters(), lr=1e-4).step
 
 
 def flops_forward(config: zoo.ModelConfig, seq: int) -> float:
@@ -190,6 +200,13 @@ def main(argv: list[str] | None = None) -> None:
     steps["peak matmul"] = lambda: a @ b
     training = interleaved(steps, repeats=args.train_repeats)
     del steps  # the training copies: free them before the decodes
+    # The optimizer alone, over each side's 148 tensors of the same shapes (nanoGPT's holding the zoo's weights).
+    optimizers = {
+        name: adamw_step(name, copy.deepcopy(m), batch[:, :-1], batch[:, 1:])
+        for name, m in {"zoo": ours, "nanogpt": nanogpt_from(ours), "transformers": hf}.items()
+    }
+    adamw = interleaved(optimizers, repeats=args.train_repeats)
+    del optimizers
     train_peak = 2 * n**3 / training["peak matmul"] / 1e9
     train_achieved = 3 * 4 * flops_forward(ours.config, 128) / training["zoo"] / 1e9
 
@@ -259,6 +276,13 @@ def main(argv: list[str] | None = None) -> None:
         ("train step x-transformers", ms(training["x-transformers"]), ""),
         ratio_row(
             "train step ratio", training["zoo"], training[faster_training], 1.15, f"{faster_training} (the faster peer)"
+        ),
+        ("AdamW step zoo", ms(adamw["zoo"]), f"{adamw['zoo'] / training['zoo']:.0%} of its train step"),
+        ("AdamW step nanogpt", ms(adamw["nanogpt"]), f"{adamw['nanogpt'] / adamw['zoo']:.2f}x the zoo's time"),
+        (
+            "AdamW step transformers",
+            ms(adamw["transformers"]),
+            f"{adamw['transformers'] / adamw['zoo']:.2f}x the zoo's time",
         ),
         ("train step peak matmul", f"{train_peak:.0f} GFLOP/s", f"one {n} x {n} fp32 matmul, timed beside the steps"),
         ("zoo train step achieved", f"{train_achieved:.0f} GFLOP/s", "3x the forward's matmul FLOPs per step"),

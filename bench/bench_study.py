@@ -31,8 +31,12 @@ And the **batch gain**: the nanoGPT-style step's tokens/s at 5x the batch (a stu
 in one step) over at 1x, stepped alternately: the most that removing every per-step cost
 that does not grow with the tokens (Python, dispatch, optimizer loops) could buy.
 
+And the **optimizer's share**: each side's AdamW steps timed alone inside those same steps
+(torch's global step hooks), as a share of its step, and nanoGPT's over the zoo's.
+
 ``--json`` prints a list of rungs, each ``{"rung", "tokens_per_s": {"zoo", "nanogpt",
-"transformers"}, "ratio", "ceiling", "batch_gain", "peak_fraction", "loss_gap", ...}``. Target (issue 31): the zoo
+"transformers"}, "ratio", "ceiling", "batch_gain", "peak_fraction", "optimizer_share",
+"optimizer_ratio", "loss_gap", ...}``. Target (issue 31): the zoo
 at >= 1.3x the faster peer at every rung of ``make study``.
 """
 
@@ -45,7 +49,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -55,7 +59,8 @@ from torch import Tensor, nn
 import zoo
 from bench.bench_forward import linear_shapes
 from bench.bench_peers import flops_forward
-from bench.common import interleaved, matmul_suite, setup, table
+from bench.common import interleaved, matmul_suite, optimizer_steps, setup, table
+from bench.nanogpt import nanogpt_from
 from zoo.training import TrainSettings, World, bundled_corpus, run_loop, tokens_data
 from zoo.training.sampling import WindowSampler
 
@@ -69,72 +74,7 @@ class Side:
 
     seconds: list[float]
     losses: list[float]
-
-
-# ---- nanoGPT's design, written out in plain PyTorch ------------------------------------------
-
-
-class SelfAttention(nn.Module):
-    def __init__(self, d: int, heads: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.c_attn = nn.Linear(d, 3 * d)
-        self.c_proj = nn.Linear(d, d)
-
-    def forward(self, x: Tensor) -> Tensor:
-        b, s, d = x.shape
-        q, k, v = self.c_attn(x).split(d, dim=2)
-        q, k, v = (t.view(b, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.c_proj(y.transpose(1, 2).reshape(b, s, d))
-
-
-class Layer(nn.Module):
-    def __init__(self, d: int, heads: int) -> None:
-        super().__init__()
-        self.ln_1, self.attn, self.ln_2 = nn.LayerNorm(d), SelfAttention(d, heads), nn.LayerNorm(d)
-        self.c_fc, self.c_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x: Tensor) -> Tensor:
-        x = x + self.attn(self.ln_1(x))
-        return x + self.c_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
-
-
-class NanoGPT(nn.Module):
-    def __init__(self, d: int, layers: int, heads: int) -> None:
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(VOCAB, d), nn.Embedding(SEQ, d)
-        self.h = nn.ModuleList(Layer(d, heads) for _ in range(layers))
-        self.ln_f = nn.LayerNorm(d)
-        self.lm_head = nn.Linear(d, VOCAB, bias=False)
-        self.lm_head.weight = self.wte.weight  # tied, as GPT-2's
-
-    def forward(self, idx: Tensor) -> Tensor:
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
-        for layer in self.h:
-            x = layer(x)
-        return self.lm_head(self.ln_f(x))
-
-
-def nanogpt_from(model: zoo.DecoderLM) -> NanoGPT:
-    """A NanoGPT holding ``model``'s weights (the names mapped one by one)."""
-    c = model.config
-    ours = model.state_dict()
-    net = NanoGPT(c.d_model, c.n_layers, c.n_heads)
-    names = {"wte.weight": "tok_emb.weight", "wpe.weight": "position.table.weight", "ln_f.weight": "final_norm.weight"}
-    names["ln_f.bias"] = "final_norm.bias"
-    parts = {"ln_1": "attn_residual.norm", "attn.c_attn": "attn.qkv", "attn.c_proj": "attn.out"}
-    parts |= {"ln_2": "mlp_residual.norm", "c_fc": "mlp.up", "c_proj": "mlp.down"}
-    for i in range(c.n_layers):
-        for theirs, mine in parts.items():
-            for leaf in ("weight", "bias"):
-                names[f"h.{i}.{theirs}.{leaf}"] = f"blocks.{i}.{mine}.{leaf}"
-    state = {name: ours[names[name]] for name in net.state_dict() if name != "lm_head.weight"}
-    net.load_state_dict(state | {"lm_head.weight": ours["tok_emb.weight"]})
-    return net
-
-
-# ---- the loops --------------------------------------------------------------------------------
+    optimizer: list[float] = field(default_factory=list)  # its AdamW steps alone (``optimizer_steps``)
 
 
 def settings_for(steps: int, threads: int) -> TrainSettings:
@@ -202,9 +142,13 @@ def lockstep(
         for name, peer in peers.items():
             peer.step(sides[name], timed=report.step > WARMUP)
 
-    run_loop(model, data, settings, world=World(0, 1, 0, torch.device("cpu")), on_step=on_step)
+    with optimizer_steps() as steps:
+        run_loop(model, data, settings, world=World(0, 1, 0, torch.device("cpu")), on_step=on_step)
     sides["zoo"].seconds += [settings.tokens_per_step / r.tokens_per_s for r in reports[WARMUP:]]
     sides["zoo"].losses = [r.loss for r in reports]
+    mine = {id(peer.optimizer): name for name, peer in peers.items()}
+    for key, seconds in steps.items():  # the zoo's own optimizer is the one no peer holds
+        sides[mine.get(key, "zoo")].optimizer += seconds[WARMUP:]
     for name, peer in peers.items():
         sides[name].losses = peer.losses
 
@@ -255,6 +199,10 @@ def measure_rung(rung: str, args: argparse.Namespace, data: Any) -> dict[str, An
         "ceiling": settings.tokens_per_step / speed[faster] / matmuls,
         "batch_gain": batch_gain(start, data, settings, args.rounds),
         "peak_fraction": {name: s * step_flops / (BATCH * SEQ) / args.peak for name, s in speed.items()},
+        "optimizer_share": {
+            name: statistics.median(s.optimizer) / statistics.median(s.seconds) for name, s in sides.items()
+        },
+        "optimizer_ratio": statistics.median(sides["nanogpt"].optimizer) / statistics.median(sides["zoo"].optimizer),
         "final_loss": {name: s.losses[-1] for name, s in sides.items()},
         "loss_gap": gap,
     }
@@ -328,6 +276,10 @@ def main(argv: list[str] | None = None) -> None:
         share = 1 / r["ceiling"]
         note = f"{r['faster_peer']}'s step over its linear products alone ({share:.0%} of its step)"
         rows.append((f"{r['rung']} ceiling", f"{r['ceiling']:.2f}x", note))
+        share = ", ".join(f"{name} {v:.0%}" for name, v in r["optimizer_share"].items())
+        rows.append(
+            (f"{r['rung']} AdamW step", f"{r['optimizer_ratio']:.2f}x", f"nanogpt's over the zoo's; of a step: {share}")
+        )
         note = f"nanogpt's tokens/s at {STACK}x the batch over at 1x (per-step overhead amortised)"
         rows.append((f"{r['rung']} batch gain", f"{r['batch_gain']:.2f}x", note))
     peak = f"{args.peak / 1e9:.1f} GFLOP/s"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -27,6 +28,30 @@ def interleaved(fns: dict[str, Callable[[], object]], *, repeats: int = 7, warmu
             fn()
             times[name].append(time.perf_counter() - start)
     return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+@contextlib.contextmanager
+def optimizer_steps() -> Iterator[dict[int, list[float]]]:
+    """Seconds of every ``Optimizer.step`` inside the ``with`` block, by ``id(optimizer)``:
+    torch's global step hooks, so a loop that builds its own optimizer (the zoo's
+    ``run_loop``) is timed as it runs, beside its peers' in the same steps."""
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+    seconds: dict[int, list[float]] = {}
+    began: dict[int, float] = {}
+
+    def pre(optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
+        began[id(optimizer)] = time.perf_counter()
+
+    def post(optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
+        seconds.setdefault(id(optimizer), []).append(time.perf_counter() - began.pop(id(optimizer)))
+
+    handles = [register_optimizer_step_pre_hook(pre), register_optimizer_step_post_hook(post)]
+    try:
+        yield seconds
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def matmul_suite(shapes: list[tuple[int, int, int]]) -> tuple[Callable[[], None], float]:

@@ -28,6 +28,9 @@ def test_the_three_loops_train_alike_and_json_names_every_side(capsys: pytest.Ca
         # Same start, batches, optimizer: the losses agree to float reassociation at every step.
         assert r["loss_gap"]["nanogpt"] < 1e-4 and r["loss_gap"]["transformers"] < 1e-4
         assert r["final_loss"]["zoo"] < 5.45  # ln(256) = 5.55 at the start: it trained
+        # Each side's AdamW steps, timed inside its own steps: a share of the step, and a ratio.
+        assert set(r["optimizer_share"]) == set(speeds) and all(0 < f < 1 for f in r["optimizer_share"].values())
+        assert r["optimizer_ratio"] > 0
 
 
 def test_the_nanogpt_side_holds_the_zoo_models_weights() -> None:
