@@ -14,13 +14,13 @@ from helpers import TINY_ABLATION
 from zoo.cli import main
 
 pytest.importorskip("ray")
-pytestmark = pytest.mark.slow
 
 
 def losses(doc: dict[str, Any]) -> dict[str, list[float]]:
     return {run["name"]: [s["final_val_loss"] for s in run["seeds"]] for run in doc["runs"]}
 
 
+@pytest.mark.slow
 def test_ray_gives_the_table_of_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     flags = [*TINY_ABLATION, "--swaps", "placement", "--seeds", "2", "--json"]
     assert main(["ablate", *flags, "--workers", "2", "-o", str(tmp_path / "local")]) == 0
@@ -35,3 +35,39 @@ def test_ray_gives_the_table_of_workers(tmp_path: Path, capsys: pytest.CaptureFi
     assert losses(again) == losses(on_ray)
     records = sorted(p.name for p in (tmp_path / "ray").glob("*.json") if p.name != "ablation.json")
     assert records == sorted(p.name for p in (tmp_path / "local").glob("*.json") if p.name != "ablation.json")
+
+
+def closed_port() -> int:
+    """A local port no one listens at (bound, then released)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("address", "words"),
+    [
+        (f"127.0.0.1:{closed_port()}", "no Ray head answered at 127.0.0.1"),
+        (f"ray://127.0.0.1:{closed_port()}", "no Ray head answered at 127.0.0.1"),
+        ("garbage", "is not HOST:PORT"),
+        ("127.0.0.1:99999", "is not HOST:PORT"),
+        (":6379", "is not HOST:PORT"),
+    ],
+)
+def test_a_ray_address_no_head_answers_at_is_refused_in_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], address: str, words: str
+) -> None:
+    """ray.init waits on a closed port without end: the ablation is refused within the
+    connect timeout, naming RAY_ADDRESS, and nothing trains."""
+    import time
+
+    from zoo.ablate.cluster import CONNECT_TIMEOUT
+
+    monkeypatch.setenv("RAY_ADDRESS", address)
+    began = time.monotonic()
+    assert main(["ablate", *TINY_ABLATION, "--launcher", "ray", "-o", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert words in err and "RAY_ADDRESS" in err and time.monotonic() - began < CONNECT_TIMEOUT + 20
+    assert not list((tmp_path / "out").glob("*.safetensors"))

@@ -10,15 +10,19 @@ error (a divergence, a bad config) is not retried and stops the ablation, as wit
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable
 from typing import Any
 
 from zoo.ablate.plan import Job
 from zoo.ablate.records import Context, read_record
-from zoo.errors import ConfigError, ZooError
+from zoo.errors import ConfigError, ZooError, printable
 
 #: Times Ray runs a task again after its worker process or node is lost.
 RETRIES = 3
+#: Seconds the head node ``RAY_ADDRESS`` names has to accept a connection before the
+#: ablation is refused: ``ray.init`` itself waits on an address no one answers at without end.
+CONNECT_TIMEOUT = 10.0
 
 
 def ray_module() -> Any:
@@ -28,6 +32,29 @@ def ray_module() -> Any:
     except ImportError as err:
         raise ConfigError("--launcher ray needs Ray: `pip install 'zoo-lm[ray]'`") from err
     return ray
+
+
+def check_address(address: str | None, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Refuse a ``RAY_ADDRESS`` that is not ``HOST:PORT`` (``ray://HOST:PORT`` for Ray
+    Client; ``auto`` and ``local`` pass as Ray reads them), or whose port accepts no
+    connection within ``timeout`` seconds."""
+    if not address or address in ("auto", "local"):
+        return
+    shown = printable(address, 120)
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not (host and colon and port.isdigit() and 0 < int(port) < 65536):
+        raise ConfigError(
+            f"RAY_ADDRESS={shown} is not HOST:PORT (or ray://HOST:PORT, auto, local); set it to the head node's "
+            f"address (`ray start --head` prints it), or unset it to start Ray here"
+        )
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as err:
+        raise ConfigError(
+            f"RAY_ADDRESS={shown}: no Ray head answered at {printable(host, 80)}:{port} within {timeout:g} s "
+            f"({printable(err.strerror or str(err), 80)}); start the cluster (`ray start --head`), fix RAY_ADDRESS, "
+            f"or unset it to start Ray here"
+        ) from err
 
 
 def run_on_ray(
@@ -44,6 +71,7 @@ def run_on_ray(
     started = not ray.is_initialized()
     if started:
         address = os.environ.get("RAY_ADDRESS")
+        check_address(address)
         ray.init(address=address or None, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         gpus = 1 if context.device.startswith("cuda") else 0
