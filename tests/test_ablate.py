@@ -493,6 +493,36 @@ def test_the_edges_of_a_sweep() -> None:
     assert beyond_edge([1e-3], "low") == 5e-4 and beyond_edge([1e-3], "high") == 2e-3
 
 
+def test_an_ablation_trains_on_the_second_corpus_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--data python-stdlib`` is the standard library's source; a file of that name wins."""
+    from zoo.ablate.options import Options
+    from zoo.ablate.plan import make_plan
+    from zoo.nn.registry import default_registry
+
+    plan = make_plan(Options(**TINY_SCALE, data="python-stdlib", out_dir=Path("unused")), default_registry())
+    assert plan.data["source"].startswith("the Python ") and "standard library" in plan.data["source"]
+    monkeypatch.chdir(tmp_path)
+    Path("python-stdlib").write_text("To be, or not to be. " * 400, encoding="utf-8")
+    plan = make_plan(Options(**TINY_SCALE, data="python-stdlib", out_dir=Path("unused")), default_registry())
+    assert plan.data["source"] == "python-stdlib"
+
+
+def test_the_same_ablation_on_two_corpora_reports_their_rank_agreement(tmp_path: Path) -> None:
+    """The share of row pairs the second corpus orders as the first does: 1 against itself
+    (an interval of one point), and a share of the 3 pairs of 3 rows against another text."""
+    from zoo.ablate import corpus_agreement
+
+    options: dict[str, Any] = dict(**TINY_SCALE, seeds=2, swaps=["placement", "position"], read_unlearned=True)
+    shakespeare = run_ablation(**options, out_dir=tmp_path / "bundled")
+    library = run_ablation(**options, data="python-stdlib", out_dir=tmp_path / "stdlib")
+    same = corpus_agreement(shakespeare, shakespeare)
+    assert same is not None and (same.share, same.low, same.high, same.pairs) == (1.0, 1.0, 1.0, 3)
+    other = corpus_agreement(shakespeare, library)
+    assert other is not None and other.pairs == 3 and other.share in (0.0, 1 / 3, 2 / 3, 1.0)
+    assert other.low <= other.share <= other.high and "standard library" in other.rung
+    assert other.top == "bundled Shakespeare"
+
+
 def test_a_flat_sweep_keeps_the_bases_rate() -> None:
     """The base at its rate under two seeds differs by 0.05: a variant whose loss at the
     base's rate is within 0.05 of its best keeps the base's rate (its winner is noise);

@@ -70,6 +70,24 @@ def test_bundled_corpus_is_public_domain_shakespeare_under_1mb() -> None:
     assert "**" not in text and "#" not in text  # plain text, not the Markdown it came from
 
 
+def test_the_second_corpus_is_the_standard_librarys_source_the_same_each_time() -> None:
+    """``--data python-stdlib``: the library's own modules, never its tests, in path order,
+    up to the limit; the same text on every call, named with its Python and its hash."""
+    import hashlib
+    import sysconfig
+
+    from zoo.training import stdlib_corpus
+
+    text, source = stdlib_corpus(200_000)
+    again, _ = stdlib_corpus(200_000)
+    assert text == again and 190_000 < len(text.encode()) <= 200_000
+    assert hashlib.sha256(text.encode()).hexdigest()[:12] in source and sys.version.split()[0] in source
+    first = min((p for p in Path(sysconfig.get_paths()["stdlib"]).glob("*.py")), key=lambda p: p.name).read_text(
+        encoding="utf-8"
+    )
+    assert text.startswith(first[:1000]) and "import unittest" not in text[:2000]
+
+
 def test_bytes_corpus_keeps_the_tail_for_validation(corpus: Any) -> None:
     raw = torch.tensor(list(TEXT.encode("utf-8")))
     assert corpus.vocab_size == 256 and corpus.tokenizer == "bytes" and corpus.byte_fallback == 0.0

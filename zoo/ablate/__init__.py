@@ -49,7 +49,7 @@ from zoo._lazy import lazy_names
 if TYPE_CHECKING:  # the names below load on first use: ``zoo ablate --help`` needs none of the training
     from zoo.ablate.ablation import run_ablation
     from zoo.ablate.compare import AXES, SIZE_AXES, diff_configs
-    from zoo.ablate.ladder import StudyResult
+    from zoo.ablate.ladder import StudyResult, corpus_agreement
     from zoo.ablate.options import (
         DEFAULT_SCALE,
         DEFAULT_SEEDS,
@@ -80,6 +80,7 @@ _LAZY = {
     "diff_configs": "zoo.ablate.compare",
     "run_study": "zoo.ablate.studies",
     "StudyResult": "zoo.ablate.ladder",
+    "corpus_agreement": "zoo.ablate.ladder",
     "DEFAULT_SCALE": "zoo.ablate.options",
     "DEFAULT_SEEDS": "zoo.ablate.options",
     "DEMO_SCALE": "zoo.ablate.options",
@@ -131,6 +132,7 @@ __all__ = [
     "StudyResult",
     "SwapInteraction",
     "TuneRun",
+    "corpus_agreement",
     "diff_configs",
     "plot_curves",
     "plot_deltas",

@@ -403,6 +403,24 @@ class StudyResult:
         }
 
 
+def corpus_agreement(first: AblationResult, second: AblationResult) -> Agreement | None:
+    """How often ``second`` (the same ablation, the same seeds, on another corpus) orders the
+    rows that learned in both (the target and the swaps; not the control) as ``first``
+    does: the share of row pairs ordered alike, with a bootstrap interval over seeds; None
+    with fewer than two such rows, or a base that did not learn."""
+    names = [run.name for run in first.runs[1:] if run.axis != "control"]
+    rows = [(row_named(first, n), row_named(second, n)) for n in names]
+    kept = [(a, b) for a, b in rows if a is not None and b is not None and a.learned and b.learned]
+    if len(kept) < 2 or not (first.runs[0].learned and second.runs[0].learned):
+        return None
+    deltas = [
+        torch.tensor([_per_seed_delta(pair[i], result) for pair in kept], dtype=torch.float64)
+        for i, result in enumerate((first, second))
+    ]
+    where = [str(result.data.get("source", "?")) for result in (first, second)]
+    return agreement(where[1], where[0], deltas[1], deltas[0], LEVEL)
+
+
 def _per_seed_delta(row: AblationRun, result: AblationResult) -> list[float]:
     """``row``'s final loss minus its cell's base's, seed by seed."""
     return [a - b for a, b in zip(row.losses(), result.runs[0].losses())]

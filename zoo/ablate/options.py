@@ -227,7 +227,8 @@ class Options:
     )
     data: str | os.PathLike[str] | None = option(
         None,
-        help="a text file, or a folder prepared by `zoo data prepare`",
+        help="a text file, a folder prepared by `zoo data prepare`, or python-stdlib: a second corpus every "
+        "machine has, the Python standard library's own source (its first MiB)",
         kind="path",
         metavar="FILE|DIR",
         shown="the bundled Shakespeare",

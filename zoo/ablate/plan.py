@@ -34,7 +34,16 @@ from zoo.bounds import check_elements, check_threads, count
 from zoo.errors import ConfigError, InputError, command, printable
 from zoo.nn.config import ModelConfig, resolve_config
 from zoo.nn.registry import Registry, default_registry
-from zoo.training import TokenSplit, TrainSettings, bundled_corpus, load_corpus, open_data, read_text
+from zoo.training import (
+    STDLIB_CORPUS,
+    TokenSplit,
+    TrainSettings,
+    bundled_corpus,
+    load_corpus,
+    open_data,
+    read_text,
+    stdlib_corpus,
+)
 
 #: Bytes the plan holds per run at the least: its Job and its TrainSettings, each a
 #: dataclass of 56 bytes with a 296-byte __dict__ (sys.getsizeof).
@@ -304,14 +313,12 @@ def ablation_data(
     here into in-memory training and validation ids."""
     if data is not None and Path(data).is_dir():
         return _prepared_data(Path(data), tokenizer, max_chars, notes)
-    text = read_text(Path(data)) if data is not None else bundled_corpus()
-    corpus = load_corpus(
-        text,
-        tokenizer=tokenizer,
-        vocab_limit=vocab_limit,
-        max_chars=max_chars,
-        source=str(data) if data is not None else "bundled Shakespeare",
-    )
+    if data is not None and str(data) == STDLIB_CORPUS and not Path(data).exists():
+        text, source = stdlib_corpus()  # a second corpus with no download (a file of that name wins)
+    else:
+        text = read_text(Path(data)) if data is not None else bundled_corpus()
+        source = str(data) if data is not None else "bundled Shakespeare"
+    corpus = load_corpus(text, tokenizer=tokenizer, vocab_limit=vocab_limit, max_chars=max_chars, source=source)
     if corpus.tokenizer == "gpt2":
         kept = corpus.vocab_size - (256 if corpus.byte_fallback else 0)
         spelled = (

@@ -5,7 +5,7 @@ built model in one process, on token ids or ``TokenData`` (what ``ablate`` uses)
 
 from __future__ import annotations
 
-from zoo.training.corpus import BUNDLED_CORPUS, Corpus, bundled_corpus, load_corpus
+from zoo.training.corpus import BUNDLED_CORPUS, STDLIB_CORPUS, Corpus, bundled_corpus, load_corpus, stdlib_corpus
 from zoo.training.data import resolve_data
 from zoo.training.distributed import STRATEGIES, World
 from zoo.training.documents import read_text
@@ -28,6 +28,7 @@ from zoo.training.stateful import learning_rate
 
 __all__ = [
     "BUNDLED_CORPUS",
+    "STDLIB_CORPUS",
     "PRECISIONS",
     "MANIFEST",
     "METRICS",
@@ -44,6 +45,7 @@ __all__ = [
     "WindowSampler",
     "World",
     "bundled_corpus",
+    "stdlib_corpus",
     "deterministic",
     "evaluate",
     "fit",

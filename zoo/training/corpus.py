@@ -6,9 +6,13 @@ with ``zoo.training.shards.open_data``); ``bundled_corpus`` is the bundled Shake
 
 from __future__ import annotations
 
+import hashlib
+import sys
+import sysconfig
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -18,6 +22,10 @@ from zoo.errors import ConfigError, InputError, ZooError
 from zoo.text.loading import tokenizer as text_tokenizer
 
 BUNDLED_CORPUS = "shakespeare.txt"
+#: ``--data`` names a second corpus that every machine with Python has, with no download:
+#: the standard library's own source (``stdlib_corpus``), when no file of that name is there.
+STDLIB_CORPUS = "python-stdlib"
+STDLIB_BYTES = 1 << 20  # about the bundled Shakespeare's size
 BYTE_PIECES: tuple[bytes, ...] = tuple(bytes([b]) for b in range(256))  # byte token i is bytes([i])
 
 
@@ -61,6 +69,33 @@ class Corpus:
 def bundled_corpus() -> str:
     """The bundled public-domain corpus: seven Shakespeare plays as plain text (~930 kB)."""
     return resources.files("zoo").joinpath("data", BUNDLED_CORPUS).read_text(encoding="utf-8")
+
+
+def stdlib_corpus(limit: int = STDLIB_BYTES) -> tuple[str, str]:
+    """``(text, source)``: the Python standard library's ``.py`` files (not its tests,
+    IDLE, Tk or site-packages), in the order of their paths, up to ``limit`` bytes of
+    UTF-8; ``source`` names the Python version and the text's SHA-256, since another
+    Python's library is another text."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    skipped = {"test", "tests", "idlelib", "tkinter", "turtledemo", "site-packages", "lib2to3"}
+    parts, size = [], 0
+    for path in sorted(root.rglob("*.py"), key=lambda p: p.relative_to(root).as_posix()):
+        if skipped & set(path.relative_to(root).parts):
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        parts.append(text)
+        size += len(text.encode())
+        if size >= limit:
+            break
+    joined = "\n".join(parts).encode()[:limit].decode("utf-8", errors="ignore")
+    if not joined:
+        raise ConfigError(f"--data {STDLIB_CORPUS}: no standard library source under {root}; give a text file")
+    digest = hashlib.sha256(joined.encode()).hexdigest()[:12]
+    version = ".".join(map(str, sys.version_info[:3]))
+    return joined, f"the Python {version} standard library's source ({len(joined.encode()):,} bytes, sha256 {digest})"
 
 
 def gpt2_tokenizer() -> Any | None:
