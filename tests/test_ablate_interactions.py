@@ -209,6 +209,27 @@ def test_all_names_every_single_swap_beside_a_pair() -> None:
     assert "--swaps all,embedding_scale+init" in options.command()
 
 
+@pytest.mark.parametrize("preset", [p for p in zoo.list_models() if zoo.get_config(p).architecture == "decoder"])
+def test_every_row_is_named_from_the_config_it_trains(preset: str) -> None:
+    """From GPT-2 to each decoder preset at a tiny size: a row's name states the value its
+    trained config has (``n_kv_heads=1, head_dim=8``, ``hidden=48``), never the preset's
+    full-size one, and the checkpoint's file stem is made from that name."""
+    from zoo.ablate.compare import diff_configs
+    from zoo.ablate.options import Options
+    from zoo.ablate.plan import make_plan, slug
+    from zoo.nn.registry import default_registry
+
+    options = Options(**{**TINY, "base": "gpt2-small", "target": preset}, max_chars=4000, out_dir=Path("unused"))
+    plan = make_plan(options, default_registry())
+    base = plan.variants[0].config
+    for variant in plan.variants[1:-1]:
+        axis, _, value = variant.name.partition("=")
+        shown = {a: v for a, _, v in diff_configs(base, variant.config, registry=default_registry())}
+        assert str(shown[axis]) == value, (variant.name, shown[axis])
+    jobs = [job for per_variant in plan.seed_jobs([1e-3] * len(plan.variants)) for job in per_variant]
+    assert all(slug(v.name) in job.key for v, job in zip(plan.variants, jobs[:: len(plan.seeds)], strict=True))
+
+
 def test_a_pair_names_values_and_a_component_takes_options() -> None:
     """GPT-2 with sinusoids at unit amplitude beside embeddings of std 0.02 is a model
     neither design uses: the pair gives it the 2017 design's sqrt(d_model) scale too, and

@@ -241,12 +241,7 @@ def make_plan(options: Options, registry: Registry, presets: tuple[ModelConfig, 
                 f"{name!r} is an {config.architecture} model; an ablation trains language models "
                 f"on one text, so both sides must be decoder-only presets (see `zoo list`)"
             )
-    differences = diff_configs(base_config, target_config, registry=registry)
-    shared = SIZE_AXES | {"architecture"} | ({"dropout"} if options.dropout is not None else set())
-    swappable = [(axis, value) for axis, _, value in differences if axis not in shared]  # --set dropout: both
     notes: list[str] = []
-    if not swappable:
-        notes.append(no_swaps(options.base, options.target, differences))
     o = options
     settings = TrainSettings(
         steps=o.steps,
@@ -271,6 +266,12 @@ def make_plan(options: Options, registry: Registry, presets: tuple[ModelConfig, 
     }
     small_base = at_scale(base_config, scale, registry)
     small_target = at_scale(target_config, scale, registry)
+    # Named from the configs trained (after --set and the scale), never the presets' full size.
+    differences = diff_configs(small_base, small_target, registry=registry)
+    shared = SIZE_AXES | {"architecture"} | ({"dropout"} if options.dropout is not None else set())
+    swappable = [(axis, value) for axis, _, value in differences if axis not in shared]  # --set dropout: both
+    if not swappable:
+        notes.append(no_swaps(options.base, options.target, differences))
     ends = Variant(o.base, "base", small_base), Variant(o.target, "target", small_target)
     if o.on_path:
         variants = cumulative_path(ends, swappable, o.path or [], notes, registry)
