@@ -31,6 +31,7 @@ from zoo.decoding.sampling import Sampling
 from zoo.decoding.stopping import StopStrings
 from zoo.errors import ConfigError, InputError
 from zoo.memory import fmt_bytes, require
+from zoo.nn.generation import check_generation
 from zoo.nn.inputs import beyond_context, check_inputs, context_limit
 from zoo.nn.model import DecoderLM
 
@@ -233,7 +234,9 @@ def generate(
         min_new_tokens=min_new_tokens, num_beams=num_beams, length_penalty=length_penalty,
         early_stopping=early_stopping, stop_strings=stop_strings, eos_token_id=eos_token_id, pad_token_id=pad_token_id,
     )  # fmt: skip
+    check_generation(given, "generate()", InputError)
     settings = _settings(model, given)
+    check_generation(settings, "generate() with the model's generation_config", InputError)
     top_k = settings["top_k"] or None  # as transformers: 0 is no top-k
     sampling = Sampling(
         settings["do_sample"], settings["temperature"], top_k, settings["top_p"], settings["repetition_penalty"]

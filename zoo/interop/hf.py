@@ -38,7 +38,7 @@ from zoo.nn.converter import (
     untie_if_stored,
 )
 from zoo.nn.factory import build, device_arg, dtype_arg, reset_buffers
-from zoo.nn.generation import GENERATION_KEYS
+from zoo.nn.generation import GENERATION_KEYS, check_generation
 from zoo.nn.model import DecoderLM
 from zoo.nn.registry import RegisteredConverter, Registry, default_registry
 
@@ -317,6 +317,8 @@ def generation_config(folder: Path, hf: Mapping[str, Any]) -> dict[str, Any]:
             elif isinstance(value, int) and not isinstance(value, bool) and value >= vocab:
                 settings[key] = None
         settings = {key: value for key, value in settings.items() if value is not None}
+    if stated is not hf:
+        check_generation(settings, quoted(str(file)), InteropError)
     return settings
 
 
@@ -410,6 +412,7 @@ def to_hf(
     folder = path_arg(path, "write to", InteropError, "a folder path")
     text = json.dumps(hf_config, indent=2, sort_keys=True) + "\n"
     generation = {k: v for k, v in model.generation_config.items() if k in GENERATION_KEYS}
+    check_generation(generation, "cannot export the model: its generation_config", InteropError)
     try:
         with staged_folder(
             folder, EXPORT_KIND, "zoo.to_hf", error=InteropError, overwrite=overwrite, what="the Hugging Face folder"
