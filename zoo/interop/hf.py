@@ -31,6 +31,7 @@ from zoo.nn.config import ModelConfig, validate_config
 from zoo.nn.converter import (
     KERNELS,
     Converter,
+    check_layer_types,
     check_storage,
     engine_blockers,
     state_from_hf,
@@ -106,7 +107,9 @@ def config_from_hf(
     hf: Mapping[str, Any], *, where: str = "config.json", registry: Registry | None = None
 ) -> dict[str, Any]:
     """The zoo config fields for ``config.json`` ``hf``; refuses what the zoo cannot model."""
-    return converter_for(hf, where=where, registry=registry).config_from_hf(hf, where)
+    found = converter_for(hf, where=where, registry=registry)
+    check_layer_types(hf, where)
+    return found.config_from_hf(hf, where)
 
 
 #: How many architectures an export refusal lists in full, nearest (fewest differences) first.
@@ -273,6 +276,7 @@ def from_hf(
         raise InteropError(f"{config_path} does not hold a JSON object")
     registry = registry or default_registry()
     converter = converter_for(hf, where=str(config_path), registry=registry)
+    check_layer_types(hf, str(config_path))
     fields = converter.with_kernel(converter.config_from_hf(hf, str(config_path)), attention)
     tensors = _local_tensors(converter, read_weights(folder))
     fields = untie_if_stored(converter, fields, tensors, str(folder))
