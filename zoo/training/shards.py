@@ -303,6 +303,11 @@ def prepare(
     _check_empty(target)
     if dataset is not None and list(inputs):
         raise ConfigError("give input files or --dataset, not both")
+    if dataset_config is not None and dataset is None:
+        raise ConfigError(
+            f"dataset_config={dataset_config!r} (--dataset-config) names a configuration of a --dataset, but no "
+            f"--dataset is given; pass --dataset DIR|ID too, or leave --dataset-config out"
+        )
     if not isinstance(field, str) or not field:
         raise ConfigError(f"field={field!r} must name a record's text field (--field)")
     files = text_files(list(inputs)) if dataset is None else []
