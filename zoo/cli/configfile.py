@@ -137,9 +137,10 @@ def _check_kind(action: argparse.Action, value: Any, where: str) -> None:
     number = NUMBER_TYPES.get(getattr(action.type, "__name__", ""))
     if number is not None and not isinstance(value, (int, float)):
         shown = f"the string {printable(value, 60)!r}" if isinstance(value, str) else printable(value, 60)
+        example = value.strip() if isinstance(value, str) and _numeric(value) else "2"
         raise ConfigError(
-            f"{where}: {_flag(action)} takes {number}, got {shown}; write it without quotes "
-            f"({where.rpartition(': ')[2]} = {printable(value, 20) if isinstance(value, str) else 2})"
+            f"{where}: {_flag(action)} takes {number}, got {shown}; write the number without quotes "
+            f"({where.rpartition(': ')[2]} = {printable(example, 20)})"
         )
     if action.type is None and not isinstance(value, str):
         kinds = {list: "a list", dict: "a table", bool: "true or false"}
@@ -150,6 +151,14 @@ def _check_kind(action: argparse.Action, value: Any, where: str) -> None:
             f"{where}: {_flag(action)} takes text ({action.metavar or 'a name or path'}), got {kind} "
             f'({printable(value, 60)}); quote it ({where.rpartition(": ")[2]} = "{printable(value, 20)}")'
         )
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _scalar(value: Any, where: str) -> Any:
