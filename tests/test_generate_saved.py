@@ -116,3 +116,12 @@ def test_generation_settings_no_decoding_honours_are_refused_naming_their_source
         with pytest.raises(zoo.InteropError, match="generation_config.json.*: " + match) as err:
             zoo.from_hf(tmp_path / "folder")
     assert "\n" not in str(err.value) and ("lower" in str(err.value) or "give" in str(err.value))
+
+
+def test_min_new_tokens_past_what_max_length_leaves_is_refused() -> None:
+    from helpers import tiny
+
+    ids = torch.tensor([[4, 9, 11]])
+    with pytest.raises(zoo.InputError, match=r"min_new_tokens=5 is more than the 3 new tokens max_length=6 leaves"):
+        tiny().generate(ids, max_length=6, min_new_tokens=5)
+    assert tiny().generate(ids, max_length=6, min_new_tokens=3, eos_token_id=[]).shape == (1, 6)

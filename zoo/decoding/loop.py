@@ -261,6 +261,12 @@ def generate(
     eos = None if isinstance(eos, (list, tuple)) and not eos else eos
     stop = StopStrings(settings["stop_strings"], tokenizer) if settings["stop_strings"] is not None else None
     min_new = _check_count(settings["min_new_tokens"], "min_new_tokens", 0)
+    if settings["max_length"] is not None and min_new > new_tokens:  # max_new_tokens: check_generation
+        raise InputError(
+            f"generate(): min_new_tokens={min_new} is more than the {new_tokens} new tokens max_length="
+            f"{settings['max_length']} leaves after the prompt's {input_ids.shape[-1]}, so no sequence could be that "
+            f"long; lower min_new_tokens or raise max_length"
+        )
     if beams > 1:
         out = _beam_search(
             model, input_ids, new_tokens, Beams(beams, settings["length_penalty"], settings["early_stopping"], sequences),
