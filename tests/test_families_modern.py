@@ -322,3 +322,36 @@ def test_an_ablation_scale_keeps_query_heads_per_key_value_head(heads: int, kv: 
         ).attention.options
         == {}
     )
+
+
+LLAMA = {**QWEN3, "architectures": ["LlamaForCausalLM"], "model_type": "llama"}
+SLIDING_QWEN3 = {**QWEN3, "use_sliding_window": True, "sliding_window": 8}
+
+
+@pytest.mark.parametrize("kinds", [["full_attention"], ["full_attention", "sliding_attention", "full_attention"]])
+@pytest.mark.parametrize(
+    "hf", [QWEN3, SLIDING_QWEN3, GEMMA, OLMO2, PHI3, COHERE, GRANITE, LLAMA], ids=lambda hf: hf["model_type"]
+)
+def test_layer_types_not_one_per_layer_are_refused_as_transformers_refuses_them(
+    hf: dict[str, Any], kinds: list[str], tmp_path: Path
+) -> None:
+    """``layer_types`` shorter or longer than ``num_hidden_layers``: transformers' config
+    refuses it, and so does every reader, whether the family reads layer_types or not,
+    in one line saying what to give; ``from_hf`` refuses it before reading weights."""
+    given = {**hf, "layer_types": kinds}
+    with pytest.raises(Exception, match="num_hidden_layers.*must be equal to the number of `layer_types`"):  # noqa: PT011
+        transformers.AutoConfig.for_model(given["model_type"], **{k: v for k, v in given.items() if k != "model_type"})
+    message = f"has {len(kinds)} entries but num_hidden_layers is 2 .*give 2 of 'full_attention' or 'sliding_attention'"
+    with pytest.raises(zoo.InteropError, match=message) as err:
+        config_from_hf(given)
+    assert "\n" not in str(err.value)
+    (tmp_path / "config.json").write_text(json.dumps(given))
+    with pytest.raises(zoo.InteropError, match=message):
+        zoo.from_hf(tmp_path)
+    both = {**hf, "layer_types": ["full_attention", "full_attention"]}
+    transformers.AutoConfig.for_model(both["model_type"], **{k: v for k, v in both.items() if k != "model_type"})
+    if hf["model_type"] == "qwen3":  # one per layer: read by the families that read it, refused as unread by others
+        assert config_from_hf(both)["n_layers"] == 2
+    else:
+        with pytest.raises(zoo.InteropError, match="converter does not read this setting"):
+            config_from_hf(both)

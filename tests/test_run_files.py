@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+import zoo
+import zoo.training
+from helpers import error_line
 from zoo.cli import main
 
 TINY = "--set n_layers=1 --set d_model=32 --set n_heads=2 --set max_seq_len=32 --set vocab_size=256"
@@ -125,3 +128,64 @@ def test_ablate_reads_the_same_format(tmp_path: Path, capsys: pytest.CaptureFixt
     assert result["settings"]["steps"] == 1 and result["settings"]["batch_size"] == 2
     report = (tmp_path / "study" / "report.md").read_text(encoding="utf-8")
     assert "--set d_model=16 --set n_layers=1 --set n_heads=2" in report
+
+
+#: Config files of the wrong kinds: (what the file holds, what the one error line names).
+WRONG_FILES = {
+    "text for a number": ('steps = "2"', ["steps", "--steps takes a whole number, got the string '2'", "steps = 2"]),
+    "a number for a folder": ("out = 5", ["out", "--out takes text", "got a number (5)", 'out = "5"']),
+    "a float as text": ('lr = "3e-3"', ["lr", "--lr takes a number, got the string '3e-3'"]),
+    "a list for a folder": ("data = [1]", ["data", "--data takes text"]),
+    "both spellings": ("batch_size = 2\nbatch-size = 4", ["'batch_size' and 'batch-size' both set --batch-size"]),
+}
+
+
+@pytest.mark.parametrize("command", ["train", "ablate"])
+@pytest.mark.parametrize("case", list(WRONG_FILES))
+def test_a_config_value_of_the_wrong_kind_is_one_line_naming_the_key(
+    command: str, case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every command that reads --config: text where a flag takes a number (``workers =
+    "2"``), a number where it takes text (``out = 5``, which would be a folder named 5),
+    and one flag set twice by its two spellings, each refused naming the key and the fix,
+    before anything runs."""
+    text, needles = WRONG_FILES[case]
+    config = tmp_path / "c.toml"
+    config.write_text(text + "\n", encoding="utf-8")
+    args = ["train", "gpt2-small"] if command == "train" else ["ablate"]
+    assert main([*args, "--config", str(config)]) == 1
+    error_line(capsys, str(config), *needles)
+    assert not (tmp_path / "5").exists()
+    if command == "ablate":  # a flag only ablate has
+        config.write_text('workers = "2"\n', encoding="utf-8")
+        assert main(["ablate", "--config", str(config)]) == 1
+        error_line(capsys, "workers", "--workers takes a whole number, got the string '2'", "workers = 2")
+
+
+@pytest.mark.parametrize("flag", ["--lr-sweep", "--lr-grid", "--eval-lengths", "--warmup-sweep"])
+@pytest.mark.parametrize("where", ["command line", "config file"])
+def test_a_list_flag_of_only_commas_is_refused(
+    flag: str, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--lr-sweep ','`` (no rate between the commas) is refused naming the flag, not
+    read as an empty sweep."""
+    if where == "command line":
+        with pytest.raises(SystemExit):
+            main(["ablate", flag, ",", "-o", str(tmp_path / "a")])
+        err = capsys.readouterr().err
+        assert f"argument {flag}: expected at least one value" in err and "got ','" in err
+    else:
+        (tmp_path / "c.toml").write_text(f'{flag.removeprefix("--")} = ","\n', encoding="utf-8")
+        assert main(["ablate", "--config", str(tmp_path / "c.toml"), "-o", str(tmp_path / "a")]) == 1
+        error_line(capsys, flag.removeprefix("--"), "expected at least one value")
+    assert not (tmp_path / "a").exists()
+
+
+def test_dataset_config_without_a_dataset_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "t.txt").write_text("some text to prepare " * 50, encoding="utf-8")
+    out = tmp_path / "p"
+    assert main(["data", "prepare", str(tmp_path / "t.txt"), "-o", str(out), "--dataset-config", "en"]) == 1
+    error_line(capsys, "--dataset-config", "no --dataset is given", "pass --dataset DIR|ID too")
+    with pytest.raises(zoo.ConfigError, match="dataset_config='en' .*no --dataset"):
+        zoo.training.prepare([tmp_path / "t.txt"], out, tokenizer="bytes", dataset_config="en")
+    assert not out.exists()

@@ -29,11 +29,11 @@ from zoo.checkpoint.format import build_header, read
 from zoo.checkpoint.owned import check_versions_folder
 from zoo.checkpoint.store import SUFFIX, path_arg, publish_file, publish_version, resolve
 from zoo.checkpoint.tokenizer import TOKENIZER_FOLDER, portable_record
-from zoo.errors import CheckpointError, check_flag
+from zoo.errors import CheckpointError, check_flag, quoted
 from zoo.memory import allocating, model_bytes
 from zoo.nn.config import ModelConfig
 from zoo.nn.factory import device_arg, dtype_arg, initialize, materialize, model_for
-from zoo.nn.generation import GENERATION_KEYS
+from zoo.nn.generation import GENERATION_KEYS, check_generation
 from zoo.nn.registry import Registry, default_registry
 
 if TYPE_CHECKING:
@@ -69,6 +69,7 @@ def save(
     check_dtypes(tensors, "cannot save: the model", "convert it first with model.to(torch.float32) (or bf16, fp16)")
     own = getattr(model, "generation_config", None)
     if own and "generation" not in (metadata or {}):  # a model's generation settings travel with it
+        check_generation(own, "cannot save the model: its generation_config", CheckpointError)
         metadata = {**(metadata or {}), "generation": {k: v for k, v in own.items() if k in GENERATION_KEYS}}
     header = build_header(config, tensors, ties, with_tokenizer(model, metadata), registry)
     if path.suffix == SUFFIX:
@@ -103,12 +104,14 @@ def carried_record(metadata: Mapping[str, Any], file: Path) -> dict[str, Any] | 
     return record
 
 
-def generation_settings(user: Mapping[str, Any]) -> dict[str, Any]:
+def generation_settings(user: Mapping[str, Any], where: str = "the checkpoint") -> dict[str, Any]:
     """A loaded model's ``generation_config``: the settings its checkpoint keeps
-    (``"generation"``, saved from the model's), and ``trained_context``, the sequence
-    length a training run trained it at (generation past it warns)."""
+    (``"generation"``, saved from the model's; checked, naming ``where``), and
+    ``trained_context``, the sequence length a training run trained it at (generation
+    past it warns)."""
     kept = user.get("generation")
     settings = {k: v for k, v in kept.items() if k in GENERATION_KEYS} if isinstance(kept, Mapping) else {}
+    check_generation(settings, f"the generation settings {where} keeps (its metadata 'generation')", CheckpointError)
     training = user.get("training")
     trained = training.get("settings") if isinstance(training, Mapping) else None
     seq_len = trained.get("seq_len") if isinstance(trained, Mapping) else None
@@ -191,7 +194,7 @@ def load(
     model.tokenizer_record = carried_record(ckpt.user_metadata, ckpt.path)
     own = getattr(model, "generation_config", None)
     if isinstance(own, dict):  # a decoder's (zoo.nn.model.DecoderLM)
-        own.update(generation_settings(ckpt.user_metadata))
+        own.update(generation_settings(ckpt.user_metadata, quoted(str(ckpt.path))))
     if target_device is not None and target_device.type != "cpu":
         model.to(target_device)
     return model.eval()

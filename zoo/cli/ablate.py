@@ -157,25 +157,35 @@ def scale_list(text: str) -> list[tuple[int, int]]:
 def warmup_list(text: str) -> list[int | None]:
     """``--warmup-sweep``: comma-separated warm-up steps, ``0,50`` (``auto``: a tenth of the steps)."""
     try:
-        return [None if part.strip() == "auto" else int(part) for part in text.split(",") if part.strip()]
+        steps = [None if part.strip() == "auto" else int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated steps such as 0,50, got {text!r}") from None
+    return _some(steps, text, "warm-up steps such as 0,50")
 
 
 def factor_list(text: str) -> list[int]:
     """``--eval-lengths``: comma-separated whole multiples of ``--seq-len``, ``2,4``."""
     try:
-        return [int(part) for part in text.split(",") if part.strip()]
+        factors = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated whole factors such as 2,4, got {text!r}") from None
+    return _some(factors, text, "whole factors such as 2,4")
 
 
 def rate_list(text: str) -> list[float]:
     """``--lr-grid``: comma-separated learning rates, ``1e-3,3e-3,1e-2``."""
     try:
-        return [float(part) for part in text.split(",") if part.strip()]
+        rates = [float(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated rates such as 1e-3,3e-3, got {text!r}") from None
+    return _some(rates, text, "rates such as 1e-3,3e-3")
+
+
+def _some(values: list[Any], text: str, example: str) -> list[Any]:
+    """``values`` unless the list is empty (``','``: commas and nothing between them)."""
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected at least one value, comma-separated {example}; got {text!r}")
+    return values
 
 
 #: How the command line reads each kind of option (``zoo.ablate.options.KINDS``): the

@@ -64,8 +64,16 @@ def read_config(path: str | Path, parser: argparse.ArgumentParser) -> dict[str, 
         ) from err
     keys = file_keys(parser)
     defaults: dict[str, Any] = {}
+    given: dict[str, str] = {}  # each flag's dest, to the key that set it
     for key, value in raw.items():
         action = keys.get(key.replace("-", "_"))
+        if action is not None and action.dest in given:
+            raise ConfigError(
+                f"{printable(str(path))}: {printable(given[action.dest], 60)!r} and {printable(key, 60)!r} both set "
+                f"{_flag(action)}; keep one of them"
+            )
+        if action is not None:
+            given[action.dest] = key
         if action is None:
             near = difflib.get_close_matches(key.replace("-", "_"), list(keys), n=3)
             hint = f" Did you mean {' or '.join(map(repr, near))}?" if near else ""
@@ -96,6 +104,8 @@ def _flag_value(action: argparse.Action, value: Any, where: str) -> Any:
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: expected true or false, got {value!r}")
         return value
+    if action.nargs not in ("*", "+"):
+        _check_kind(action, value, where)
     if isinstance(value, list):
         if action.nargs in ("*", "+"):
             return [str(v) for v in value]
@@ -111,6 +121,44 @@ def _flag_value(action: argparse.Action, value: Any, where: str) -> Any:
         return action.type(text)  # type: ignore[operator]
     except (argparse.ArgumentTypeError, ValueError, TypeError) as err:
         raise ConfigError(f"{where}: {err}") from err
+
+
+#: The flag types that read a number, to what a file must write for them.
+NUMBER_TYPES = {"positive": "a whole number", "seed": "a whole number", "int": "a whole number", "float": "a number"}
+
+
+def _flag(action: argparse.Action) -> str:
+    return next((f for f in action.option_strings if f.startswith("--")), action.dest)
+
+
+def _check_kind(action: argparse.Action, value: Any, where: str) -> None:
+    """Refuse a TOML value of another kind than the flag's: text for a number
+    (``workers = "2"``), or a number for a flag that takes text (``out = 5``, a folder)."""
+    number = NUMBER_TYPES.get(getattr(action.type, "__name__", ""))
+    if number is not None and not isinstance(value, (int, float)):
+        shown = f"the string {printable(value, 60)!r}" if isinstance(value, str) else printable(value, 60)
+        example = value.strip() if isinstance(value, str) and _numeric(value) else "2"
+        raise ConfigError(
+            f"{where}: {_flag(action)} takes {number}, got {shown}; write the number without quotes "
+            f"({where.rpartition(': ')[2]} = {printable(example, 20)})"
+        )
+    if action.type is None and not isinstance(value, str):
+        kinds = {list: "a list", dict: "a table", bool: "true or false"}
+        kind = (
+            "a number" if isinstance(value, (int, float)) else kinds.get(type(value), f"a TOML {type(value).__name__}")
+        )
+        raise ConfigError(
+            f"{where}: {_flag(action)} takes text ({action.metavar or 'a name or path'}), got {kind} "
+            f'({printable(value, 60)}); quote it ({where.rpartition(": ")[2]} = "{printable(value, 20)}")'
+        )
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _scalar(value: Any, where: str) -> Any:

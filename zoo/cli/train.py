@@ -123,7 +123,7 @@ def _add_data_prepare(commands: Commands) -> None:
         type=float,
         default=0.005,
         metavar="FRACTION",
-        help="the tail of each file kept for validation (default 0.005)",
+        help="the share of the corpus's tokens, at its end, kept for validation (default 0.005)",
     )
     p.add_argument(
         "--workers",

@@ -31,6 +31,7 @@ from zoo.decoding.sampling import Sampling
 from zoo.decoding.stopping import StopStrings
 from zoo.errors import ConfigError, InputError
 from zoo.memory import fmt_bytes, require
+from zoo.nn.generation import check_generation
 from zoo.nn.inputs import beyond_context, check_inputs, context_limit
 from zoo.nn.model import DecoderLM
 
@@ -233,7 +234,9 @@ def generate(
         min_new_tokens=min_new_tokens, num_beams=num_beams, length_penalty=length_penalty,
         early_stopping=early_stopping, stop_strings=stop_strings, eos_token_id=eos_token_id, pad_token_id=pad_token_id,
     )  # fmt: skip
+    check_generation(given, "generate()", InputError)
     settings = _settings(model, given)
+    check_generation(settings, "generate() with the model's generation_config", InputError)
     top_k = settings["top_k"] or None  # as transformers: 0 is no top-k
     sampling = Sampling(
         settings["do_sample"], settings["temperature"], top_k, settings["top_p"], settings["repetition_penalty"]
@@ -258,6 +261,12 @@ def generate(
     eos = None if isinstance(eos, (list, tuple)) and not eos else eos
     stop = StopStrings(settings["stop_strings"], tokenizer) if settings["stop_strings"] is not None else None
     min_new = _check_count(settings["min_new_tokens"], "min_new_tokens", 0)
+    if settings["max_length"] is not None and min_new > new_tokens:  # max_new_tokens: check_generation
+        raise InputError(
+            f"generate(): min_new_tokens={min_new} is more than the {new_tokens} new tokens max_length="
+            f"{settings['max_length']} leaves after the prompt's {input_ids.shape[-1]}, so no sequence could be that "
+            f"long; lower min_new_tokens or raise max_length"
+        )
     if beams > 1:
         out = _beam_search(
             model, input_ids, new_tokens, Beams(beams, settings["length_penalty"], settings["early_stopping"], sequences),

@@ -31,6 +31,7 @@ from zoo.nn.config import ModelConfig, validate_config
 from zoo.nn.converter import (
     KERNELS,
     Converter,
+    check_layer_types,
     check_storage,
     engine_blockers,
     state_from_hf,
@@ -38,7 +39,7 @@ from zoo.nn.converter import (
     untie_if_stored,
 )
 from zoo.nn.factory import build, device_arg, dtype_arg, reset_buffers
-from zoo.nn.generation import GENERATION_KEYS
+from zoo.nn.generation import GENERATION_KEYS, check_generation
 from zoo.nn.model import DecoderLM
 from zoo.nn.registry import RegisteredConverter, Registry, default_registry
 
@@ -106,7 +107,9 @@ def config_from_hf(
     hf: Mapping[str, Any], *, where: str = "config.json", registry: Registry | None = None
 ) -> dict[str, Any]:
     """The zoo config fields for ``config.json`` ``hf``; refuses what the zoo cannot model."""
-    return converter_for(hf, where=where, registry=registry).config_from_hf(hf, where)
+    found = converter_for(hf, where=where, registry=registry)
+    check_layer_types(hf, where)
+    return found.config_from_hf(hf, where)
 
 
 #: How many architectures an export refusal lists in full, nearest (fewest differences) first.
@@ -273,6 +276,7 @@ def from_hf(
         raise InteropError(f"{config_path} does not hold a JSON object")
     registry = registry or default_registry()
     converter = converter_for(hf, where=str(config_path), registry=registry)
+    check_layer_types(hf, str(config_path))
     fields = converter.with_kernel(converter.config_from_hf(hf, str(config_path)), attention)
     tensors = _local_tensors(converter, read_weights(folder))
     fields = untie_if_stored(converter, fields, tensors, str(folder))
@@ -317,6 +321,8 @@ def generation_config(folder: Path, hf: Mapping[str, Any]) -> dict[str, Any]:
             elif isinstance(value, int) and not isinstance(value, bool) and value >= vocab:
                 settings[key] = None
         settings = {key: value for key, value in settings.items() if value is not None}
+    if stated is not hf:
+        check_generation(settings, quoted(str(file)), InteropError)
     return settings
 
 
@@ -410,6 +416,7 @@ def to_hf(
     folder = path_arg(path, "write to", InteropError, "a folder path")
     text = json.dumps(hf_config, indent=2, sort_keys=True) + "\n"
     generation = {k: v for k, v in model.generation_config.items() if k in GENERATION_KEYS}
+    check_generation(generation, "cannot export the model: its generation_config", InteropError)
     try:
         with staged_folder(
             folder, EXPORT_KIND, "zoo.to_hf", error=InteropError, overwrite=overwrite, what="the Hugging Face folder"

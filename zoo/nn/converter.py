@@ -171,6 +171,34 @@ def refuse(where: str, setting: str, value: Any, why: str) -> InteropError:
     return InteropError(f"{where}: {setting}={shown}: {why}; the zoo cannot import this model exactly")
 
 
+#: The kinds of layer a ``config.json``'s ``layer_types`` may name that the zoo models.
+LAYER_KINDS = ("full_attention", "sliding_attention")
+
+
+def check_layer_types(hf: Mapping[str, Any], where: str) -> None:
+    """Refuse a ``layer_types`` that is not one kind per layer, as transformers'
+    ``validate_layer_type`` refuses it (a length other than ``num_hidden_layers``), or
+    that names a kind of layer the zoo does not model (``LAYER_KINDS``)."""
+    types = hf.get("layer_types")
+    if types is None:
+        return
+    layers = hf.get("num_hidden_layers", hf.get("n_layer"))
+    count = f"{layers} " if type(layers) is int else ""
+    fix = f"give {count}of {' or '.join(map(repr, LAYER_KINDS))}, one per layer, or leave layer_types out"
+    if not isinstance(types, list) or not all(isinstance(kind, str) for kind in types):
+        raise refuse(where, "layer_types", types, f"it must be a list of layer kinds; {fix}")
+    if type(layers) is int and len(types) != layers:
+        raise refuse(
+            where, "layer_types", types,
+            f"it has {len(types)} entries but num_hidden_layers is {layers} (transformers refuses this config too); {fix}",
+        )  # fmt: skip
+    unknown = sorted(set(types) - set(LAYER_KINDS))
+    if unknown:
+        raise refuse(
+            where, "layer_types", types, f"the zoo does not model {', '.join(map(repr, unknown))} layers; {fix}"
+        )
+
+
 class Converter:
     """Reads (and, when ``config_to_hf`` is overridden, writes) one Hugging Face architecture.
 

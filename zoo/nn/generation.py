@@ -9,7 +9,8 @@ is imported, and ``DecoderLM.generate`` calls what is registered. ``import zoo``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from zoo.errors import ZooError
@@ -17,7 +18,9 @@ from zoo.errors import ZooError
 if TYPE_CHECKING:
     from torch import Tensor, nn
 
-__all__ = ["GENERATION_KEYS", "Generate", "carried_tokenizer", "provide", "provide_tokenizer", "provided"]
+__all__ = [
+    "GENERATION_KEYS", "Generate", "carried_tokenizer", "check_generation", "provide", "provide_tokenizer", "provided",
+]  # fmt: skip
 
 #: The settings of transformers' ``GenerationConfig`` the zoo's decoding honours, by the
 #: same names. A model keeps the ones its files state in ``model.generation_config`` (a
@@ -28,6 +31,29 @@ GENERATION_KEYS = (
     "repetition_penalty", "max_new_tokens", "max_length", "min_new_tokens", "num_beams", "length_penalty",
     "early_stopping", "stop_strings",
 )  # fmt: skip
+
+#: The settings that are real numbers: each must be finite.
+REAL_KEYS = ("temperature", "top_p", "repetition_penalty", "length_penalty")
+
+
+def check_generation(settings: Mapping[str, Any], source: str, error: type[ZooError]) -> None:
+    """Refuse generation ``settings`` no decoding can honour, in one line naming their
+    ``source``: a real-valued one (``REAL_KEYS``) that is not a finite number, and
+    ``min_new_tokens`` above ``max_new_tokens`` (no sequence could be made that long)."""
+    for key in REAL_KEYS:
+        value = settings.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise error(f"{source}: {key}={value!r} is not a number; give a finite number (or leave {key} out)")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise error(f"{source}: {key}={value!r} is not a finite number; give a finite one (or leave {key} out)")
+    least, most = settings.get("min_new_tokens"), settings.get("max_new_tokens")
+    if type(least) is int and type(most) is int and least > most >= 0:  # a negative count: refused as one
+        raise error(
+            f"{source}: min_new_tokens={least} is more than max_new_tokens={most}, so no sequence could be that "
+            f"long; lower min_new_tokens to at most {most} or raise max_new_tokens"
+        )
 
 
 Generate = Callable[..., "Tensor"]

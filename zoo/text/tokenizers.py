@@ -9,6 +9,7 @@ from __future__ import annotations
 import abc
 import codecs
 import functools
+import json
 import operator
 import re
 from collections.abc import Iterable, Sequence
@@ -86,6 +87,14 @@ class Tokenizer(abc.ABC):
         base = self.decode(prefix)
         return [self.decode([*prefix, i])[len(base) :] for i in range(self.vocab_size)]
 
+    def stop_pieces(self) -> tuple[list[bytes | None], bool]:
+        """What stop strings are matched against, as transformers' ``StopStringCriteria``
+        reads a tokenizer: each id's bytes (None for an id without a token), and whether
+        matching is by bytes (its window counted in bytes) rather than characters. Here
+        each token's text (``token_strings``) by characters; byte-level tokenizers say
+        their raw bytes, so a stop string can end inside a character a token splits."""
+        return [text.encode("utf-8") for text in self.token_strings()], False
+
     def stream(self, prefix: Sequence[int] = ()) -> TextStream | DecodeStream:
         """An incremental decoder: feed token ids one by one, get text as it settles; the
         pieces joined (with ``flush``) are always ``decode`` of the ids fed. ``prefix``
@@ -144,6 +153,10 @@ class TiktokenTokenizer(Tokenizer):
     def token_strings(self) -> list[str]:
         return [(b"abcdef" + self.token_bytes(i)).decode("utf-8", errors="replace")[6:] for i in range(self.vocab_size)]
 
+    @functools.cache  # noqa: B019 - tokenizers are few and kept (lru-cached by file)
+    def stop_pieces(self) -> tuple[list[bytes | None], bool]:
+        return [self.token_bytes(i) for i in range(self.vocab_size)], True  # byte-level: each token's raw bytes
+
 
 class ByteTokenizer(Tokenizer):
     """The 256 byte values of the UTF-8 text as ids 0-255: works for any text, needs
@@ -174,6 +187,10 @@ class ByteTokenizer(Tokenizer):
     @functools.cache  # noqa: B019 - tokenizers are few and kept (lru-cached by file)
     def token_strings(self) -> list[str]:
         return [(b"abcdef" + self.token_bytes(i)).decode("utf-8", errors="replace")[6:] for i in range(self.vocab_size)]
+
+    @functools.cache  # noqa: B019 - tokenizers are few and kept (lru-cached by file)
+    def stop_pieces(self) -> tuple[list[bytes | None], bool]:
+        return [self.token_bytes(i) for i in range(self.vocab_size)], True  # byte-level: each token's raw bytes
 
 
 class HFTokenizer(Tokenizer):
@@ -283,6 +300,24 @@ class HFTokenizer(Tokenizer):
             strings[index] = text[text.index("abcdef") + 6 :] if "abcdef" in text else text
         return strings
 
+    @functools.cache  # noqa: B019 - tokenizers are few and kept (lru-cached by file)
+    def stop_pieces(self) -> tuple[list[bytes | None], bool]:
+        """As transformers reads them: with a byte-level decoder (GPT-2's) each token's
+        bytes (its byte alphabet undone), with byte fallback ``<0xNN>`` its byte, matched
+        by bytes; otherwise each token's text (``token_strings``), matched by characters."""
+        mode = _matching_mode(self.backend.decoder)
+        strings = self.token_strings()
+        pieces: list[bytes | None] = [None] * self.vocab_size
+        for token, index in self.backend.get_vocab(with_added_tokens=True).items():
+            if index >= len(pieces):
+                continue
+            pieces[index] = strings[index].encode("utf-8")
+            if mode == "ByteLevel" and all(char in _BYTE_ALPHABET for char in token):
+                pieces[index] = bytes(_BYTE_ALPHABET[char] for char in token)
+            elif mode == "ByteFallback" and re.fullmatch("<0x[0-9a-fA-F]{2}>", token):
+                pieces[index] = bytes([int(token[3:5], 16)])
+        return pieces, mode is not None
+
     def settled(self, ids: list[int]) -> str:
         """What no later token changes: the text before a trailing run of byte-fallback
         tokens (``<0xE2>``: the run decodes as a whole, each byte U+FFFD if it is not
@@ -379,6 +414,45 @@ def checked_ids(ids: object) -> list[int]:
 
 
 _BYTE_TOKEN = re.compile("<0x[0-9A-F]{2}>")  # a byte-fallback token (SentencePiece's, Llama's)
+
+
+def _byte_alphabet() -> dict[str, int]:
+    """GPT-2's byte-level alphabet undone: the character that stands for each byte, to
+    the byte (printable Latin-1 stands for itself, the other bytes for U+0100 on)."""
+    own = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    shifted = [b for b in range(256) if b not in own]
+    return {chr(b): b for b in own} | {chr(256 + n): b for n, b in enumerate(shifted)}
+
+
+_BYTE_ALPHABET = _byte_alphabet()
+
+
+def _matching_mode(decoder: Any) -> str | None:
+    """How transformers matches stop strings for a tokenizer with this decoder:
+    ``"ByteFallback"`` or ``"ByteLevel"`` (by bytes) where its JSON has one (a ByteLevel
+    decoder itself first), else None (by characters)."""
+    if decoder is None:
+        return None
+    if type(decoder).__name__ == "ByteLevel":
+        return "ByteLevel"
+    try:
+        state = decoder.__getstate__()
+        spec = json.loads(state.decode("utf-8") if isinstance(state, bytes) else str(state))
+    except (AttributeError, TypeError, ValueError):  # a decoder without a JSON state
+        return None
+    kinds = set(_types(spec))
+    return next((kind for kind in ("ByteFallback", "ByteLevel") if kind in kinds), None)
+
+
+def _types(spec: Any) -> Iterable[str]:
+    """Every ``"type"`` a decoder's JSON names, its parts' included."""
+    parts = spec.values() if isinstance(spec, dict) else spec if isinstance(spec, list) else ()
+    if isinstance(spec, dict) and isinstance(spec.get("type"), str):
+        yield spec["type"]
+    for part in parts:
+        yield from _types(part)
+
+
 #: The characters transformers' clean-up of spaces reads: text cut between two others
 #: cleans up as its two parts do.
 _CLEANUP_CHARS = frozenset(" .?!,'ntmsvre")

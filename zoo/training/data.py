@@ -96,7 +96,8 @@ def resolve_data(data: Any, *, tokenizer: str = "gpt2", val_fraction: float = 0.
     key = xxhash.xxh3_128()
     for f in files:  # the content, never the mtime: `cp -p` and `rsync -t` keep an mtime with new text
         key.update(f"{file_digest(f)}\0".encode())
-    key.update(f"{len(files)}\0{tokenizer}\0{val_fraction}\0{__version__}".encode())
+    # "corpus-tail": the validation split is the corpus's tail (folders prepared before split each document)
+    key.update(f"{len(files)}\0{tokenizer}\0{val_fraction}\0{__version__}\0corpus-tail".encode())
     folder = _cache_root() / key.hexdigest()
     if (folder / MANIFEST).is_file():
         return open_data(folder)

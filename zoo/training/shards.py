@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import array
+import bisect
 import json
 import os
 import re
@@ -116,40 +117,47 @@ def _encoder(tokenizer: str) -> Any:
         ) from err
 
 
-Tokenized = tuple[bytes, bytes, int, int]  # a document's train and val ids (raw arrays) and the bytes each spells
+Tokenized = tuple[bytes, int]  # a document's token ids (a raw little-endian array) and the UTF-8 bytes it spells
 
 
-def _tokenize_file(path: str, tokenizer: str, val_fraction: float, typecode: str, field: str) -> list[Tokenized]:
+def _tokenize_file(path: str, tokenizer: str, typecode: str, field: str) -> list[Tokenized]:
     """The documents of one input file (one text, or one per record), tokenized."""
-    return [_tokenize_text(text, path, tokenizer, val_fraction, typecode) for text in documents(Path(path), field)]
+    return [_tokenize_text(text, path, tokenizer, typecode) for text in documents(Path(path), field)]
 
 
-def _tokenize_text(text: str, where: str, tokenizer: str, val_fraction: float, typecode: str) -> Tokenized:
-    """One document's training and validation token ids (raw ``typecode`` arrays) and the
-    UTF-8 bytes each spells. The validation part is the document's tail."""
+def _tokenize_text(text: str, where: str, tokenizer: str, typecode: str) -> Tokenized:
+    """One document's token ids (a raw ``typecode`` array, ending with the tokenizer's
+    end-of-text token where it has one) and the UTF-8 bytes it spells."""
     if "\0" in text:
         raise InputError(f"{quoted(where)} holds NUL bytes: it is binary, not text; leave it out of the corpus")
     raw = text.encode("utf-8")
     gpt2 = _encoder(tokenizer)
     if gpt2 is None:  # byte ids, widened to the item size without a Python list
-        n_val = int(len(raw) * val_fraction)
-        width = array.array(typecode).itemsize
-        return _widen(raw[: len(raw) - n_val], width), _widen(raw[len(raw) - n_val :], width), len(raw) - n_val, n_val
+        return _widen(raw, array.array(typecode).itemsize), len(raw)
     ids = gpt2.encode(text)
-    n_val = int(len(ids) * val_fraction)
-    train_ids, val_ids = ids[: len(ids) - n_val], ids[len(ids) - n_val :]
-    if hasattr(gpt2, "encoding"):  # tiktoken: the exact bytes
-        val_bytes = len(gpt2.encoding.decode_bytes(val_ids))
-    else:  # the UTF-8 bytes of the text the ids decode to
-        val_bytes = len(gpt2.decode(val_ids).encode("utf-8"))
-        val_bytes = min(val_bytes, len(raw))
-    train_arr, val_arr = array.array(typecode, train_ids), array.array(typecode, val_ids)
+    arr = array.array(typecode, ids)
     if gpt2.eot_token_id is not None and ids:
-        (val_arr if n_val else train_arr).append(gpt2.eot_token_id)  # documents end with <|endoftext|>
+        arr.append(gpt2.eot_token_id)  # documents end with <|endoftext|>
     if sys.byteorder != "little":
-        train_arr.byteswap()
-        val_arr.byteswap()
-    return train_arr.tobytes(), val_arr.tobytes(), len(raw) - val_bytes, val_bytes
+        arr.byteswap()
+    return arr.tobytes(), len(raw)
+
+
+def _spelled(data: bytes, tokenizer: str, typecode: str, limit: int) -> int:
+    """The UTF-8 bytes that the ids ``data`` (the end of one document, less the
+    end-of-text token it ends with) spell, at most ``limit`` (the document's)."""
+    gpt2 = _encoder(tokenizer)
+    if gpt2 is None:
+        return len(data) // array.array(typecode).itemsize
+    arr = array.array(typecode, data)
+    if sys.byteorder != "little":
+        arr.byteswap()
+    ids = arr.tolist()
+    if ids and ids[-1] == gpt2.eot_token_id:  # the end-of-text the zoo ends each document with
+        ids.pop()
+    if hasattr(gpt2, "encoding"):  # tiktoken: the exact bytes
+        return len(gpt2.encoding.decode_bytes(ids))
+    return min(len(gpt2.decode(ids).encode("utf-8")), limit)  # the bytes of the text the ids decode to
 
 
 def _widen(raw: bytes, width: int) -> bytes:
@@ -196,6 +204,55 @@ class _ShardWriter:
         self._close()
         return self.shards
 
+    def read(self, start: int, tokens: int) -> bytes:
+        """The raw ids at positions ``start`` to ``start + tokens`` of this (finished) split."""
+        out, before = bytearray(), 0
+        for shard in self.shards:
+            lo, hi = max(start - before, 0), min(start + tokens - before, shard["tokens"])
+            if lo < hi:
+                with open(self.folder / shard["file"], "rb") as handle:
+                    handle.seek(lo * self.itemsize)
+                    out += handle.read((hi - lo) * self.itemsize)
+            before += shard["tokens"]
+        return bytes(out)
+
+    def move_tail(self, tokens: int, into: _ShardWriter) -> None:
+        """Move this split's last ``tokens`` tokens to ``into`` (which is finished): the
+        shard they begin in is cut (its tail copied, its digests taken again), the shards
+        after it renamed."""
+        shards = self.finish()
+        keep = sum(shard["tokens"] for shard in shards) - tokens
+        index, before = 0, 0
+        while before + shards[index]["tokens"] <= keep:
+            before, index = before + shards[index]["tokens"], index + 1
+        cut = keep - before
+        if cut:
+            path = self.folder / shards[index]["file"]
+            with open(path, "r+b") as handle:
+                handle.seek(cut * self.itemsize)
+                while chunk := handle.read(self.itemsize << 24):
+                    into.add(chunk)
+                handle.truncate(cut * self.itemsize)
+                handle.flush()
+                os.fsync(handle.fileno())
+            shards[index].update(tokens=cut, digest=f"xxh3_128:{_file_hash(path)}")
+            shards[index]["sample"] = quick_digest(path, cut * self.itemsize)
+            index += 1
+        into.finish()
+        for shard in shards[index:]:
+            name = f"{into.split}-{len(into.shards):05d}.bin"
+            os.rename(self.folder / shard["file"], self.folder / name)
+            into.shards.append({**shard, "file": name})
+        self.shards = shards[:index]
+
+
+def _file_hash(path: Path) -> str:
+    hasher = xxhash.xxh3_128()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 24):
+            hasher.update(chunk)
+    return str(hasher.hexdigest())
+
 
 def prepare(
     inputs: Sequence[str | os.PathLike[str]] | str | os.PathLike[str],
@@ -215,9 +272,10 @@ def prepare(
     Each text file is one document, and so is each record of a JSON Lines (``.jsonl``) or
     Parquet file (its ``field``); with ``dataset`` (a Hugging Face dataset id or folder,
     its ``dataset_config`` and ``split``, read through ``datasets``, streamed) the records
-    of the dataset are the documents and ``inputs`` must be empty. Each document's last
-    ``val_fraction`` of tokens goes to the validation split (documents end with the
-    tokenizer's end-of-text token). Files are tokenised by ``workers`` processes (default:
+    of the dataset are the documents and ``inputs`` must be empty. The last
+    ``val_fraction`` of the corpus's tokens (its documents one after another, each ending
+    with the tokenizer's end-of-text token) is the validation split: whole documents at
+    the end, and the tail of the one it begins in, never the end of every document. Files are tokenised by ``workers`` processes (default:
     one per CPU, at most one per file). ``out`` must not exist or be empty; it appears
     complete or not at all.
 
@@ -245,6 +303,11 @@ def prepare(
     _check_empty(target)
     if dataset is not None and list(inputs):
         raise ConfigError("give input files or --dataset, not both")
+    if dataset_config is not None and dataset is None:
+        raise ConfigError(
+            f"dataset_config={dataset_config!r} (--dataset-config) names a configuration of a --dataset, but no "
+            f"--dataset is given; pass --dataset DIR|ID too, or leave --dataset-config out"
+        )
     if not isinstance(field, str) or not field:
         raise ConfigError(f"field={field!r} must name a record's text field (--field)")
     files = text_files(list(inputs)) if dataset is None else []
@@ -280,11 +343,11 @@ class _Source:
     split: str
     workers: int | None
 
-    def tokenized(self, encoder: str, val_fraction: float, typecode: str) -> Iterator[Tokenized]:
+    def tokenized(self, encoder: str, typecode: str) -> Iterator[Tokenized]:
         if self.dataset is None:
-            return _tokenize_all(self.files, encoder, val_fraction, typecode, self.workers, self.field)
+            return _tokenize_all(self.files, encoder, typecode, self.workers, self.field)
         texts = dataset_documents(self.dataset, self.dataset_config, self.split, self.field)
-        return (_tokenize_text(t, self.dataset, encoder, val_fraction, typecode) for t in texts)
+        return (_tokenize_text(t, self.dataset, encoder, typecode) for t in texts)
 
     def describe(self) -> list[str]:
         if self.dataset is None:
@@ -315,8 +378,10 @@ def _write_prepared(
         if kept is not None:  # the workers read the copy kept with the data
             kept_files = keep_tokenizer_files(Path(kept.name), temporary / TOKENIZER_FOLDER)
             encoder = str(temporary / TOKENIZER_FOLDER)
-        tokenized = source.tokenized(encoder, val_fraction, typecode)
-        splits, n_documents = _write_splits(tokenized, temporary, val_fraction, itemsize, shard_tokens)
+        tokenized = source.tokenized(encoder, typecode)
+        splits, n_documents = _write_splits(
+            tokenized, temporary, val_fraction, (encoder, typecode, itemsize), shard_tokens
+        )
         manifest: dict[str, Any] = {
             "format": MANIFEST_FORMAT,
             "zoo_version": __version__,
@@ -343,38 +408,51 @@ def _write_prepared(
 
 
 def _write_splits(
-    tokenized: Iterator[Tokenized], folder: Path, val_fraction: float, itemsize: int, shard_tokens: int
+    tokenized: Iterator[Tokenized], folder: Path, val_fraction: float, kind: tuple[str, str, int], shard_tokens: int
 ) -> tuple[dict[str, dict[str, Any]], int]:
-    """Every document tokenised into the shards of ``folder``: the manifest's ``splits``,
+    """Every document tokenised into the shards of ``folder``, and the last
+    ``val_fraction`` of the corpus's tokens (the tail of the documents one after another,
+    as one text's would be) moved to the validation split: the manifest's ``splits``,
     and the number of documents."""
+    encoder, typecode, itemsize = kind
     writers = {s: _ShardWriter(folder, s, itemsize, shard_tokens) for s in ("train", "val")}
-    n_bytes = {"train": 0, "val": 0}
-    count = 0
-    for train_ids, val_ids, train_bytes, val_bytes in tokenized:
-        count += 1
-        writers["train"].add(train_ids)
-        writers["val"].add(val_ids)
-        n_bytes["train"] += train_bytes
-        n_bytes["val"] += val_bytes
-    splits: dict[str, dict[str, Any]] = {s: {"shards": w.finish(), "bytes": n_bytes[s]} for s, w in writers.items()}
+    ends, spelled = array.array("q"), array.array("q")  # each document's end (in tokens) and its bytes
+    for ids, n_bytes in tokenized:
+        writers["train"].add(ids)
+        ends.append((ends[-1] if ends else 0) + len(ids) // itemsize)
+        spelled.append(n_bytes)
+    total = ends[-1] if ends else 0
+    if total == 0:
+        raise InputError(f"the corpus ({len(ends)} document(s)) holds no text: it is empty; pass files with text")
+    n_val = int(total * val_fraction)
+    if n_val == 0:
+        raise InputError(
+            f"the corpus has {total} tokens, too few for a validation split of {val_fraction} of them; raise "
+            f"--val-fraction or add text"
+        )
+    keep, train = total - n_val, writers["train"]
+    cut = bisect.bisect_right(ends, keep)  # the document the validation split begins in
+    train.finish()
+    if keep > (ends[cut - 1] if cut else 0):  # inside it: the bytes its validation part spells
+        val_bytes = _spelled(train.read(keep, ends[cut] - keep), encoder, typecode, spelled[cut])
+    else:
+        val_bytes = spelled[cut]
+    val_bytes += sum(spelled[cut + 1 :])
+    train.move_tail(n_val, writers["val"])
+    splits: dict[str, dict[str, Any]] = {
+        s: {"shards": w.shards, "bytes": b} for (s, w), b in zip(writers.items(), (sum(spelled) - val_bytes, val_bytes))
+    }
     for split in splits.values():
         split["tokens"] = sum(shard["tokens"] for shard in split["shards"])
-    if splits["train"]["tokens"] == 0:
-        raise InputError(f"the corpus ({count} document(s)) holds no text: it is empty; pass files with text")
-    if splits["val"]["tokens"] == 0:
-        raise InputError(
-            f"the corpus has {splits['train']['tokens']} tokens, too few for a validation split of "
-            f"{val_fraction}; raise --val-fraction or add text"
-        )
-    return splits, count
+    return splits, len(ends)
 
 
 def _tokenize_all(
-    files: list[Path], tokenizer: str, val_fraction: float, typecode: str, workers: int | None, field: str
+    files: list[Path], tokenizer: str, typecode: str, workers: int | None, field: str
 ) -> Iterator[Tokenized]:
     """Each file's documents tokenized, in file order; in parallel processes when there is more than one."""
     workers = min(workers or os.cpu_count() or 1, len(files))
-    args = [(str(f), tokenizer, val_fraction, typecode, field) for f in files]
+    args = [(str(f), tokenizer, typecode, field) for f in files]
     if workers == 1:
         for a in args:
             yield from _tokenize_file(*a)
