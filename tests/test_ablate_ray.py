@@ -49,8 +49,8 @@ def closed_port() -> int:
 @pytest.mark.parametrize(
     ("address", "words"),
     [
-        (f"127.0.0.1:{closed_port()}", "no Ray head answered at 127.0.0.1"),
-        (f"ray://127.0.0.1:{closed_port()}", "no Ray head answered at 127.0.0.1"),
+        ("127.0.0.1:{closed}", "no Ray head answered at 127.0.0.1"),
+        ("ray://127.0.0.1:{closed}", "no Ray head answered at 127.0.0.1"),
         ("garbage", "is not HOST:PORT"),
         ("127.0.0.1:99999", "is not HOST:PORT"),
         (":6379", "is not HOST:PORT"),
@@ -65,7 +65,7 @@ def test_a_ray_address_no_head_answers_at_is_refused_in_seconds(
 
     from zoo.ablate.cluster import CONNECT_TIMEOUT
 
-    monkeypatch.setenv("RAY_ADDRESS", address)
+    monkeypatch.setenv("RAY_ADDRESS", address.format(closed=closed_port()))
     began = time.monotonic()
     assert main(["ablate", *TINY_ABLATION, "--launcher", "ray", "-o", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
