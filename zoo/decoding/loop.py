@@ -179,6 +179,17 @@ class _Decoding:
         return self.engine.scores(tokens[:, None], attention_mask=step_mask, positions=self.positions, cache=self.cache)
 
 
+def _check_min_new(settings: dict[str, Any], min_new: int, new_tokens: int, prompt: int) -> None:
+    """Refuse a ``min_new_tokens`` past what ``max_length`` leaves after the prompt
+    (against ``max_new_tokens``, ``check_generation`` has refused it already)."""
+    if settings["max_length"] is not None and min_new > new_tokens:
+        raise InputError(
+            f"generate(): min_new_tokens={min_new} is more than the {new_tokens} new tokens max_length="
+            f"{settings['max_length']} leaves after the prompt's {prompt}, so no sequence could be that "
+            f"long; lower min_new_tokens or raise max_length"
+        )
+
+
 def generate(
     model: DecoderLM | Engine,
     input_ids: Tensor,
@@ -261,12 +272,7 @@ def generate(
     eos = None if isinstance(eos, (list, tuple)) and not eos else eos
     stop = StopStrings(settings["stop_strings"], tokenizer) if settings["stop_strings"] is not None else None
     min_new = _check_count(settings["min_new_tokens"], "min_new_tokens", 0)
-    if settings["max_length"] is not None and min_new > new_tokens:  # max_new_tokens: check_generation
-        raise InputError(
-            f"generate(): min_new_tokens={min_new} is more than the {new_tokens} new tokens max_length="
-            f"{settings['max_length']} leaves after the prompt's {input_ids.shape[-1]}, so no sequence could be that "
-            f"long; lower min_new_tokens or raise max_length"
-        )
+    _check_min_new(settings, min_new, new_tokens, input_ids.shape[-1])
     if beams > 1:
         out = _beam_search(
             model, input_ids, new_tokens, Beams(beams, settings["length_penalty"], settings["early_stopping"], sequences),
