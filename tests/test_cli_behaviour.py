@@ -143,3 +143,25 @@ def test_a_command_imports_its_own_module_only_and_the_program_freezes_its_impor
     assert not [m for m in loaded if m.startswith(heavy)], loaded
     frozen, code = next(line for line in result.stderr.splitlines() if line.startswith("FROZEN")).split()[1:]
     assert int(frozen) > 100_000 and code == "0"  # torch alone leaves hundreds of thousands
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_ablate_off_a_terminal_prints_a_line_per_run_as_it_starts_and_ends(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], workers: str
+) -> None:
+    """Into a log (CI, `> log 2>&1`), no bar drawn once at the end: each run's start, and
+    its end with the final validation loss its record holds, every loss in full."""
+    from helpers import TINY_ABLATION
+
+    out = tmp_path / "out"
+    assert main(["ablate", *TINY_ABLATION, "--seeds", "2", "--workers", workers, "--json", "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    runs = [(s["checkpoint"], s["final_val_loss"]) for run in doc["runs"] for s in run["seeds"]]
+    lines = captured.err.splitlines()
+    started = [line for line in lines if line.startswith("started ")]
+    finished = [line for line in lines if line.startswith("finished ")]
+    assert len(started) == len(finished) == len(runs) + 2  # the control's two seeds besides
+    losses = sorted(float(line.split("val loss ")[1].split()[0]) for line in finished)
+    assert all(any(abs(loss - round(v, 4)) < 1e-9 for loss in losses) for _, v in runs)
+    assert finished[-1].endswith(f"({len(finished)} done)") and "…" not in captured.err

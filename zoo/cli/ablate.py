@@ -290,7 +290,8 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
     nothing = swapless(options.get("base", Options.base), options.get("target", Options.target), default_registry())
     if nothing is not None:  # said before it trains, not only in the notes after
         ui.warn(nothing)
-    progress, on_progress = _progress(ui)
+    lines = None if ui.err.is_terminal else _ProgressLines(ui)
+    progress, on_progress = _progress(ui) if lines is None else (None, lines)
     studied = given_options(args, StudyOptions)
     try:
         if studied:
@@ -298,8 +299,10 @@ def cmd_ablate(args: argparse.Namespace, ui: Ui) -> int:
         else:
             result = run_ablation(on_progress=on_progress, overwrite=args.overwrite, **options)
     finally:
-        if progress.live.is_started:  # stop() prints a line even when it never started
+        if progress is not None and progress.live.is_started:  # stop() prints a line even when it never started
             progress.stop()
+        if lines is not None:
+            lines.flush()
     if studied:
         return _show_study(study, args, ui)
     if not result.main_process:
@@ -348,6 +351,42 @@ def _progress(ui: Ui) -> tuple[Progress, ProgressCallback]:
             done.add(run)
 
     return progress, on_progress
+
+
+class _ProgressLines:
+    """Off a terminal (a log file, CI): a line as each run starts and one as it ends with
+    its final validation loss, each flushed as it is written; no bar redrawn at the end.
+    A run's last call (``step == total``) carries that loss; a call before it at the same
+    step, its last training loss, is held until the next event shows which it was."""
+
+    def __init__(self, ui: Ui) -> None:
+        self.ui, self.finished = ui, 0
+        self.ended: dict[str, tuple[int, float]] = {}  # at its last step, the final loss not seen yet
+
+    def __call__(self, run: str, step: int, total: int, loss: float | None) -> None:
+        if step == total and loss is not None:
+            if run in self.ended:  # the second call at the last step: the validation loss
+                del self.ended[run]
+                self._end(run, total, loss)
+            else:
+                self.ended[run] = (total, loss)
+            return
+        self.flush(but=run)
+        if step == 0:
+            self._say(f"started {run} ({total} steps)")
+
+    def flush(self, but: str | None = None) -> None:
+        """End the held runs (a run of another rank has one final call only), but ``but``."""
+        for run in [r for r in self.ended if r != but]:
+            self._end(run, *self.ended.pop(run))
+
+    def _end(self, run: str, total: int, loss: float) -> None:
+        self.finished += 1
+        self._say(f"finished {run}: {total} steps, val loss {loss:.4f} ({self.finished} done)")
+
+    def _say(self, line: str) -> None:
+        self.ui.err.print(line, markup=False, highlight=False, soft_wrap=True)
+        self.ui.err.file.flush()
 
 
 def _show_study(study: StudyResult, args: argparse.Namespace, ui: Ui) -> int:
