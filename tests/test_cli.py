@@ -460,6 +460,16 @@ def test_compare_2017_and_gpt2_small(cli: Any) -> None:
     assert "124,439,808" in table and "284.8 M" in table
 
 
+@pytest.mark.parametrize("preset", [p for p in zoo.list_models() if zoo.get_config(p).mlp.name == "moe"])
+def test_compare_shows_an_moes_experts_and_top_k_even_at_their_defaults(cli: Any, preset: str) -> None:
+    """An MoE's expert count and top-k define the design: shown beside a dense model at any value."""
+    config = zoo.get_config(preset)
+    data = cli("compare", "gpt2-small", preset, "--json").json()
+    mlp = next(d["b"] for d in data["differences"] if d["axis"] == "mlp")
+    options = config.mlp.options
+    assert mlp.startswith("moe(") and f"n_experts={options['n_experts']}" in mlp and f"top_k={options['top_k']}" in mlp
+
+
 def test_compare_with_per_side_sets(cli: Any) -> None:
     b_only = ["--set-b", "placement=post", "--set-b", "norm=rmsnorm"]
     data = cli("compare", "gpt2-small", "gpt2-small", *TINY_SETS, *b_only, "--json").json()

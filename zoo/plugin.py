@@ -39,7 +39,7 @@ from zoo.nn.contracts import (
 from zoo.nn.converter import KERNELS, Converter, Count, Epsilon, Fraction, HFFields, Positive, RopeTable, Rule, refuse
 from zoo.nn.family import REQUIRED, F, Family, W, builtin_family, converter, linear, zoo_value
 from zoo.nn.hookspecs import RegisterComponent, RegisterConverter, RegisterPreset, hookimpl
-from zoo.nn.marks import SCALES_WITH, hook_point, is_residual_output, residual_output
+from zoo.nn.marks import SCALES_WITH, SHOWN, hook_point, is_residual_output, residual_output
 
 __all__ = [
     # registering
@@ -63,6 +63,7 @@ __all__ = [
     "MASKED",
     "check_kv_heads",
     "SCALES_WITH",
+    "SHOWN",
     "KVCache",
     "LayerCache",
     "residual_output",

@@ -7,6 +7,7 @@ from typing import Any
 
 from zoo.errors import ZooError
 from zoo.nn.config import ModelConfig
+from zoo.nn.marks import SHOWN
 from zoo.nn.registry import KINDS, Registry, default_registry
 
 # The order of rows in a comparison: architecture, components, switches, then sizes.
@@ -62,10 +63,13 @@ def _shown(config: ModelConfig, axis: str, registry: Registry) -> Any:
     if axis in KINDS:
         options = value.options
         try:
-            defaults = registry.get(axis, value.name).options_model().model_dump()
+            model = registry.get(axis, value.name).options_model
+            defaults = model().model_dump()
+            shown = {k for k, f in model.model_fields.items() if isinstance(f.json_schema_extra, dict)
+                     and f.json_schema_extra.get(SHOWN)}  # fmt: skip
         except (ZooError, ValueError):  # a component whose options have no defaults
-            defaults = {}
-        changed = {k: v for k, v in options.items() if defaults.get(k, object()) != v}
+            defaults, shown = {}, set()
+        changed = {k: v for k, v in options.items() if k in shown or defaults.get(k, object()) != v}
         return f"{value.name}({', '.join(f'{k}={v!r}' for k, v in changed.items())})" if changed else value.name
     if axis == "dropout":
         rates = value.model_dump()

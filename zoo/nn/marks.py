@@ -17,6 +17,10 @@ M = TypeVar("M", bound=nn.Module)
 #: the model's, so a preset built smaller scales it (``zoo.nn.sizes``): ``"d_model"`` (an
 #: MLP's hidden size), ``"head_dim"`` (a head's width) or ``"n_heads"`` (key/value heads).
 SCALES_WITH = "scales_with"
+#: The ``json_schema_extra`` key (value True) by which a component option says it defines
+#: the design, so ``zoo compare``, ``zoo info`` and ablation labels show it even at its
+#: default: an MoE's expert count and top-k.
+SHOWN = "shown"
 
 
 def residual_output(layer: nn.Linear) -> nn.Linear:
