@@ -30,6 +30,7 @@ from torch import Tensor, nn
 
 from zoo.bounds import check_elements, count
 from zoo.checkpoint import load
+from zoo.checkpoint.records import checked_record
 from zoo.checkpoint.tokenizer import TOKENIZER_FOLDER, embedded_files
 from zoo.decoding import Sampling, generate
 from zoo.decoding.beams import check_early_stopping
@@ -121,7 +122,7 @@ def generate_text(
     if seed is not None and generator is not None:
         raise InputError("pass seed= or generator=, not both: a seed makes a generator")
     _check_count(num_return_sequences, "num_return_sequences")
-    model, own = load_with_tokenizer(model_or_path, revision=revision)
+    model, own = load_with_tokenizer(model_or_path, revision=revision, carried=tokenizer is None)
     tokenizer = _tokenizer_for(model, model_or_path, own, tokenizer)
     rows = [_prompt_ids(tokenizer, text) for text in prompts]
     device = next(model.parameters()).device
@@ -316,9 +317,15 @@ def load_model(
 
 
 def load_with_tokenizer(
-    model_or_path: nn.Module | str | os.PathLike[str], *, revision: str | None = None, version: int | None = None
+    model_or_path: nn.Module | str | os.PathLike[str],
+    *,
+    revision: str | None = None,
+    version: int | None = None,
+    carried: bool = True,
 ) -> tuple[DecoderLM, Tokenizer | None]:
-    """The model (as ``load_model``) and the tokenizer it goes with, where it names one."""
+    """The model (as ``load_model``) and the tokenizer it goes with, where it names one;
+    ``carried=False`` (a tokenizer is given instead) reads none, so a record the zoo
+    refuses (``zoo.checkpoint.records``) does not stand in the way of the one given."""
     if isinstance(model_or_path, nn.Module):
         for name, value in (("revision", revision), ("version", version)):
             if value is not None:
@@ -327,6 +334,8 @@ def load_with_tokenizer(
                     f"the hub id or checkpoint path instead of the model"
                 )
         model = _decoder(model_or_path, type(model_or_path).__name__)
+        if not carried:
+            return model, None
         given = model.tokenizer  # assigned, or loaded from its tokenizer_record
         return model, given if isinstance(given, Tokenizer) else carried_tokenizer(model)
     check_revision(revision)
@@ -338,12 +347,12 @@ def load_with_tokenizer(
     path = Path(model_or_path)
     if (path / "config.json").is_file() or (isinstance(model_or_path, str) and is_hub_id(model_or_path)):
         folder, _ = local_or_snapshot(model_or_path, revision)
-        own = folder_tokenizer(folder) if has_tokenizer(folder) else None
+        own = folder_tokenizer(folder) if carried and has_tokenizer(folder) else None
         return _decoder(from_hf(folder), f"the model {printable(str(model_or_path))!r}"), own
     if revision is not None:
         raise InputError(f"revision={revision!r} is for hub ids; {printable(str(path))!r} is a local checkpoint")
     loaded = _decoder(load(path, version=version), f"the model in {printable(str(path))!r}")
-    return loaded, carried_tokenizer(loaded)
+    return loaded, carried_tokenizer(loaded) if carried else None
 
 
 def _decoder(model: nn.Module, what: str) -> DecoderLM:
@@ -387,6 +396,7 @@ def carried_tokenizer(model: nn.Module) -> Tokenizer | None:
     if not isinstance(record, Mapping) or not record:
         return None
     where = "the model's tokenizer record"
+    record = checked_record(record, where)  # read from a file: it names no path
     if "embedded" in record:
         return files_tokenizer(embedded_files(record, where), "the model's own tokenizer")
     if isinstance(record.get("files"), Mapping) and isinstance(record.get("folder"), str):
