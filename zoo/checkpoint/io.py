@@ -194,6 +194,7 @@ def load(
     own = getattr(model, "generation_config", None)
     if isinstance(own, dict):  # a decoder's (zoo.nn.model.DecoderLM)
         own.update(generation_settings(ckpt.user_metadata))
+        model.generation_source = f"the checkpoint {ckpt.path} (its kept generation settings)"
     if target_device is not None and target_device.type != "cpu":
         model.to(target_device)
     return model.eval()

@@ -294,6 +294,9 @@ def from_hf(
     files = folder_files(folder)
     model.tokenizer_record = embedded_record(files) if files else None  # the model carries its tokenizer
     model.generation_config = generation_config(folder, hf)
+    model.generation_source = str(
+        folder / ("generation_config.json" if (folder / "generation_config.json").is_file() else "config.json")
+    )
     return model.to(target_device or "cpu").eval()
 
 
