@@ -7,6 +7,7 @@ per-layer or per-expert structure is built."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import time
 from collections.abc import Callable
@@ -126,3 +127,62 @@ def test_settings_that_fit_still_generate(tmp_path: Path) -> None:
     model.generation_config.update(num_beams=2, max_new_tokens=3)
     out = zoo.load(zoo.save(model, tmp_path / "m.safetensors")).generate(IDS)
     assert out.shape == (1, 4)
+
+
+# -- sizes a hostile config.json states ---------------------------------------------------------
+
+LAYER_FIELDS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+EXPERT_FIELDS = ("num_experts", "num_local_experts")
+
+
+def _hostile_folder(tmp_path: Path, case: Any, fields: tuple[str, ...]) -> tuple[Path, str]:
+    """A folder holding only ``config.json``: ``case``'s tiny transformers config with the
+    first of ``fields`` it has set to 10**9 (the one the refusal must name)."""
+    transformers = pytest.importorskip("transformers")
+    hf = getattr(transformers, case.config)(**case.fields).to_dict()
+    hf["architectures"] = [case.model]
+    name = next(field for field in fields if field in hf)
+    hf[name] = 10**9
+    folder = tmp_path / case.id
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(hf))
+    return folder, name
+
+
+def _cases(fields: tuple[str, ...]) -> list[Any]:
+    from family_cases import all_cases
+
+    if importlib.util.find_spec("zoo_modern") is None:  # its families are the plugin's
+        return []
+    transformers = pytest.importorskip("transformers")
+    found = []
+    for case in all_cases():
+        config = getattr(transformers, case.config, None)
+        if config is not None and any(field in config(**case.fields).to_dict() for field in fields):
+            found.append(pytest.param(case, id=case.id))
+    return found
+
+
+@pytest.mark.parametrize("case", _cases(EXPERT_FIELDS))
+def test_a_billion_experts_is_refused_within_a_second(case: Any, tmp_path: Path) -> None:
+    folder, name = _hostile_folder(tmp_path, case, EXPERT_FIELDS)
+    started = time.monotonic()
+    for read in (lambda: zoo.from_hf(folder), lambda: zoo.interop.hf.config_from_hf(json.loads((folder / "config.json").read_text()))):  # fmt: skip
+        with pytest.raises(zoo.ZooError, match=rf"{name}=1000000000 is more than the zoo converts \(at most 4096\)"):
+            read()
+    assert time.monotonic() - started < 1.0
+
+
+@pytest.mark.parametrize("case", _cases(LAYER_FIELDS))
+def test_a_billion_layers_is_refused_before_any_per_layer_list(case: Any, tmp_path: Path) -> None:
+    folder, name = _hostile_folder(tmp_path, case, LAYER_FIELDS)
+    started = time.monotonic()
+    with pytest.raises(zoo.ZooError, match=rf"{name}=1000000000 is more than the zoo converts \(at most 1024\)"):
+        zoo.from_hf(folder)
+    assert time.monotonic() - started < 1.0
+
+
+def test_the_moe_component_bounds_its_experts() -> None:
+    pytest.importorskip("zoo_modern")
+    with pytest.raises(zoo.ZooError, match="n_experts"):
+        zoo.build("gpt2-small", n_layers=1, d_model=16, n_heads=2, mlp={"name": "moe", "n_experts": 10**9})
