@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -85,7 +86,16 @@ READERS: dict[str, Callable[[Path, Path, pytest.CaptureFixture[str], str], None]
     "to_hf": lambda ckpt, tmp, capsys, field: zoo.to_hf(zoo.load(ckpt), tmp / "export"),
     "save again": lambda ckpt, tmp, capsys, field: zoo.save(zoo.load(ckpt), tmp / "again.safetensors"),
     "fine-tune": lambda ckpt, tmp, capsys, field: model_of(str(ckpt.parent), {}, TrainSettings(), None),
+    "lm-eval's zoo model": lambda ckpt, tmp, capsys, field: _harness(str(ckpt)),
 }
+
+
+def _harness(pretrained: str, **options: Any) -> Any:
+    """``zoo eval --tasks``'s model (``zoo.harness.ZooLM``), as lm-evaluation-harness makes it."""
+    pytest.importorskip("lm_eval")
+    from zoo.harness import ZooLM
+
+    return ZooLM(pretrained=pretrained, **options)
 
 
 def _text(tmp: Path) -> Path:
@@ -162,6 +172,11 @@ def test_a_given_tokenizer_goes_past_a_refused_record(
     ]
     assert main(["eval", str(ckpt), *args]) == 0
     assert model_of(str(ckpt.parent), {}, TrainSettings(), None, given=True)[1] is None
+    if importlib.util.find_spec("lm_eval") is not None:
+        with pytest.raises(
+            zoo.ConfigError, match="'bytes' has no end-of-text token"
+        ):  # past the record, to the given one
+            _harness(str(ckpt), tokenizer="bytes")
     capsys.readouterr()
 
 
