@@ -47,7 +47,10 @@ _DESCRIPTION = re.compile(r"^[A-Za-z0-9][\w-]{0,63}$")  # "tokens": what in-memo
 #: The fields each kind of record may hold beside its own (``source``: where a run's kept
 #: files came from, shown, never read; ``folder``: set by ``zoo.load``, never read from a file).
 KINDS = {"name": (), "hub": ("revision",), "files": ("source", "folder"), "embedded": ()}
-FIX = "pass the tokenizer yourself (--tokenizer NAME_OR_FOLDER, or tokenizer=...), or fix the checkpoint's record"
+FIX = (
+    "Pass the tokenizer yourself (--tokenizer NAME_OR_FOLDER, or tokenizer=...), drop the record "
+    "(model.tokenizer_record = None) or fix it in the checkpoint"
+)
 
 
 def is_hub_name(text: object) -> TypeGuard[str]:
@@ -127,4 +130,6 @@ def checked_record(record: object, where: str) -> dict[str, Any]:
 
 def _refused(where: str, field: str, value: object, why: str) -> RecordError:
     shown = quoted(value, 80) if isinstance(value, str) else printable(repr(value), 80)
-    return RecordError(f"{where}: its metadata {field} is {shown}: {why}; a tokenizer record names no path. {FIX}")
+    return RecordError(
+        f"{printable(where)}: its metadata {field} is {shown}: {why}; a tokenizer record names no path. {FIX}"
+    )
