@@ -266,3 +266,13 @@ def test_names_and_paths_with_fences_bars_and_html_are_inert_in_the_reports(
                 width = _cells(line)
                 for row in itertools.takewhile(lambda row: row.startswith("|"), lines[i + 1 :]):
                     assert _cells(row) == width, row
+
+
+def test_a_name_with_a_bar_is_never_a_code_span_that_splits_a_table_cell() -> None:
+    """A table splits at a ``|`` even inside a code span: such a name is escaped text."""
+    from zoo.ablate.results import md, md_code, md_row
+
+    assert md_code("attention=gqa") == "`attention=gqa`"
+    assert md_code("a|b`c") == md("a|b`c") == "a\\|b\\`c"
+    row = md_row([PRESET, "4.1 | 2", md_code(PRESET)])
+    assert _cells(row) == 3, row
