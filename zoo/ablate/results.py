@@ -578,10 +578,13 @@ def md(text: object) -> str:
     return _MARKDOWN.sub(r"\\\1", shown)
 
 
+_UNESCAPED_BAR = re.compile(r"(?<!\\)((?:\\\\)*)\|")  # a "|" after an even run of backslashes
+
+
 def md_row(cells: list[str]) -> str:
     """A markdown table row of ``table``'s text cells: the first (a run's name) as ``md``
-    text, a ``|`` in the others escaped, so no cell splits in two."""
-    return "| " + " | ".join([md(cells[0]), *(cell.replace("|", "\\|") for cell in cells[1:])]) + " |"
+    text, a ``|`` the others leave unescaped escaped (once), so no cell splits in two."""
+    return "| " + " | ".join([md(cells[0]), *(_UNESCAPED_BAR.sub(r"\1\\|", cell) for cell in cells[1:])]) + " |"
 
 
 def md_code(text: object) -> str:
