@@ -6,6 +6,7 @@ Markdown or HTML reaches report.md escaped."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -208,3 +209,70 @@ def test_each_record_holds_its_training_throughput(done: tuple[AblationResult, P
     line = f"throughput: {mean:,.0f} tokens/s per run (1 run at once)"
     assert result.throughput() == line
     assert f"Throughput: {mean:,.0f} tokens/s per run (1 run at once)" in result.report_path.read_text()
+
+
+PRESET = "p`x|y<script>alert(1)</script>```z"  # a preset or run name with a fence, a cell bar and HTML
+SOURCE = "/d|ir/```x<script>y|z.txt"
+
+
+def _outside_code(line: str) -> str:
+    """``line`` without its code spans and backslash escapes (what renders as markup):
+    a span opens at a run of backticks and closes at the next run of the same length."""
+    plain, i = [], 0
+    while i < len(line):
+        if line[i] == "\\":
+            i += 2
+            continue
+        if line[i] == "`":
+            run = len(line[i:]) - len(line[i:].lstrip("`"))
+            close = re.compile(rf"(?<!`)`{{{run}}}(?!`)").search(line, i + run)
+            assert close, f"a code span that never closes: {line}"
+            i = close.end()
+            continue
+        plain.append(line[i])
+        i += 1
+    return "".join(plain)
+
+
+def _cells(line: str) -> int:
+    """The cells of a table row as a Markdown table splits it: at every '|' no backslash escapes."""
+    return len(re.findall(r"(?<!\\)(?:\\\\)*\|", line)) - 1
+
+
+def test_names_and_paths_with_fences_bars_and_html_are_inert_in_the_reports(
+    done: tuple[AblationResult, Path],
+) -> None:
+    """A preset name, run names and a data path holding ``` ` ``, ``|`` and ``<script>``:
+    every table keeps its columns, every fence closes where it should, and no HTML tag
+    is left outside code."""
+    import dataclasses
+
+    result, _ = done
+    runs = [dataclasses.replace(run, name=f"{PRESET}{i}") for i, run in enumerate(result.runs)]
+    control = result.control and dataclasses.replace(result.control, name=PRESET)
+    hostile = dataclasses.replace(
+        result, base=PRESET, target=PRESET + "2", runs=runs, control=control,
+        data={**result.data, "source": SOURCE, "tokenizer": PRESET},
+        differences=[(PRESET, PRESET, PRESET + "|")],
+    )  # fmt: skip
+    for text in (report_markdown(hostile), region_markdown(hostile, {})):
+        assert "alert(1)" in text  # the names are shown, escaped
+        prose = re.sub(r"^(`{3,})\w*\n.*?\n\1$", "", text, flags=re.S | re.M)
+        lines = prose.splitlines()
+        for i, line in enumerate(lines):
+            plain = _outside_code(line)
+            assert not re.search(r"<[A-Za-z/!]", plain) and "`" not in plain, line
+            if line.startswith("|") and i + 1 < len(lines) and lines[i + 1].startswith("|-"):
+                width = _cells(line)
+                for row in itertools.takewhile(lambda row: row.startswith("|"), lines[i + 1 :]):
+                    assert _cells(row) == width, row
+
+
+def test_a_name_with_a_bar_is_never_a_code_span_that_splits_a_table_cell() -> None:
+    """A table splits at a ``|`` even inside a code span: such a name is escaped text."""
+    from zoo.ablate.results import md, md_code, md_row
+
+    assert md_code("attention=gqa") == "`attention=gqa`"
+    assert md_code("a|b`c") == md("a|b`c") == "a\\|b\\`c"
+    row = md_row([PRESET, "4.1 | 2", md_code(PRESET)])
+    assert _cells(row) == 3, row

@@ -138,7 +138,7 @@ def test_a_row_whose_spread_outweighs_the_others_is_named_with_the_floor_without
         assert result.dominant_spread() is result.swaps[0]
         rest = detectable_difference(0.02, 3)
         assert result.noise_floor(without=result.swaps[0].name) == pytest.approx(rest)
-        assert f"one row sets it: {result.swaps[0].name}'s paired differences spread by 0.5000" in sentence
+        assert f"one row sets it: `{result.swaps[0].name}`'s paired differences spread by 0.5000" in sentence
         assert f"at most 0.0200; without that row the floor is {rest:.4f}" in sentence
     else:
         assert result.dominant_spread() is None and "one row sets it" not in sentence

@@ -462,7 +462,9 @@ def test_on_token_streams_each_step() -> None:
 
 def test_a_kv_cache_larger_than_the_machine_is_refused_before_allocating() -> None:
     model = tiny(position="sinusoidal", max_seq_len=MAX_SEQ_LEN)  # the longest context: only memory bounds it
-    with pytest.raises(zoo.InputError, match=r"max_new_tokens=1048573 .* KV cache\) would allocate [\d,.]+ TiB"):
+    with pytest.raises(
+        zoo.InputError, match=r"max_new_tokens=1,048,573 \(from argument\): .* KV caches\) would take [\d,.]+ TiB"
+    ):
         model.generate(torch.ones(4096, 3, dtype=torch.long), MAX_SEQ_LEN - 3)
     with pytest.raises(zoo.ConfigError, match="at most 61 new tokens fit"):
         tiny().generate(torch.tensor([[1, 2, 3]]), 10**12)  # learned positions: the table's limit

@@ -142,6 +142,11 @@ class CheckpointError(ZooError):
     """A checkpoint cannot be written, or is damaged, incompatible or incomplete."""
 
 
+class RecordError(CheckpointError):
+    """A record read from a file (a checkpoint's tokenizer record) names what no file may
+    name: a path. A reader given the thing itself (``--tokenizer``) goes on without it."""
+
+
 class InteropError(ZooError):
     """A foreign model (Hugging Face layout) cannot be converted exactly."""
 

@@ -114,7 +114,7 @@ class ZooLM(TemplateLM):  # type: ignore[misc]  # lm_eval ships no type informat
                 f"the zoo model takes no {', '.join(sorted(unused))}; its arguments are pretrained, tokenizer, "
                 f"batch_size, device, max_length, max_gen_toks, revision and version"
             )
-        model, own = load_with_tokenizer(pretrained, revision=revision, version=version)
+        model, own = load_with_tokenizer(pretrained, revision=revision, version=version, carried=tokenizer is None)
         self.tok = model_tokenizer(model, pretrained, own, tokenizer)
         if device is None and not isinstance(pretrained, nn.Module) and torch.cuda.is_available():
             device = "cuda"

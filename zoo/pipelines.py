@@ -28,11 +28,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.bounds import check_elements, count
 from zoo.checkpoint import load
+from zoo.checkpoint.records import checked_record
 from zoo.checkpoint.tokenizer import TOKENIZER_FOLDER, embedded_files
 from zoo.decoding import Sampling, generate
 from zoo.decoding.beams import check_early_stopping
+from zoo.decoding.loop import check_cache_room, merged_settings
 from zoo.decoding.stopping import StopStrings
 from zoo.errors import CheckpointError, ConfigError, InputError, InteropError, check_flag, printable
 from zoo.interop.hf import from_hf
@@ -121,20 +122,21 @@ def generate_text(
     if seed is not None and generator is not None:
         raise InputError("pass seed= or generator=, not both: a seed makes a generator")
     _check_count(num_return_sequences, "num_return_sequences")
-    model, own = load_with_tokenizer(model_or_path, revision=revision)
+    model, own = load_with_tokenizer(model_or_path, revision=revision, carried=tokenizer is None)
     tokenizer = _tokenizer_for(model, model_or_path, own, tokenizer)
     rows = [_prompt_ids(tokenizer, text) for text in prompts]
     device = next(model.parameters()).device
     if seed is not None:
         generator = torch.Generator(device=device).manual_seed(seed)
     eos = eos_ids(model, tokenizer) if stop_at_eot else []
-    if max_new_tokens is None and max_length is None:
-        max_new_tokens = model.generation_config.get("max_new_tokens")
-        max_length = None if max_new_tokens is not None else model.generation_config.get("max_length")
+    given = {"max_new_tokens": max_new_tokens, "max_length": max_length, "num_beams": num_beams}
+    settings, origins = merged_settings(model, given)  # the model's own where not given, then bounded
     width = max(map(len, rows))
-    new_tokens = _new_tokens(max_new_tokens, max_length, width)
+    new_tokens = _new_tokens(settings["max_new_tokens"], settings["max_length"], width)
     count = len(rows) * num_return_sequences
-    _check_sequences(model, count * (num_beams or 1), width + new_tokens)
+    check_cache_room(  # before a text decoder is made for each sequence
+        model, len(rows), width, new_tokens, {**settings, "num_return_sequences": num_return_sequences}, origins
+    )
     pad = pad_token_id if pad_token_id is not None else model.generation_config.get("pad_token_id")
     pad = pad if isinstance(pad, int) else eos[0] if eos else 0
     ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=device)
@@ -147,7 +149,7 @@ def generate_text(
         num_beams=num_beams, length_penalty=length_penalty, early_stopping=early_stopping, stop_strings=stop_strings,
         tokenizer=tokenizer, eos_token_id=eos, pad_token_id=pad, generator=generator,
         attention_mask=mask if len(set(map(len, rows))) > 1 else None,
-        on_token=None if (num_beams or model.generation_config.get("num_beams", 1)) > 1 else text.push(rows, stop),
+        on_token=None if settings["num_beams"] > 1 else text.push(rows, stop),
     )  # fmt: skip
     texts = text.finish(out[:, width:].tolist() if out.dim() == 2 else [out[width:].tolist()])
     per_prompt: list[str | list[str]] = [
@@ -257,21 +259,6 @@ def _prompt_ids(tokenizer: Tokenizer, prompt: str) -> list[int]:
     return ids
 
 
-def _check_sequences(model: nn.Module, sequences: int, positions: int) -> None:
-    """Refuse more sequences than their KV caches (keys and values of width d_model in
-    every layer, at every position) leave room for, before a decoder is made for each."""
-    config = getattr(model, "config", None)
-    layers, width = getattr(config, "n_layers", None), getattr(config, "d_model", None)
-    if not (isinstance(positions, int) and isinstance(layers, int) and isinstance(width, int)):
-        return  # generate says what is wrong with the lengths; a model without a KV cache of layers has no bound here
-    itemsize = next(model.parameters()).element_size()
-    check_elements(
-        2 * layers * sequences * positions * width, itemsize,
-        f"{count(sequences)} sequences of {count(positions)} positions (their KV caches)", "--num-return-sequences", key="",
-        device=next(model.parameters()).device, error=InputError,
-    )  # fmt: skip
-
-
 def _check_count(value: object, name: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(f"{name} must be an integer >= 1, got {value!r}")
@@ -316,9 +303,15 @@ def load_model(
 
 
 def load_with_tokenizer(
-    model_or_path: nn.Module | str | os.PathLike[str], *, revision: str | None = None, version: int | None = None
+    model_or_path: nn.Module | str | os.PathLike[str],
+    *,
+    revision: str | None = None,
+    version: int | None = None,
+    carried: bool = True,
 ) -> tuple[DecoderLM, Tokenizer | None]:
-    """The model (as ``load_model``) and the tokenizer it goes with, where it names one."""
+    """The model (as ``load_model``) and the tokenizer it goes with, where it names one;
+    ``carried=False`` (a tokenizer is given instead) reads none, so a record the zoo
+    refuses (``zoo.checkpoint.records``) does not stand in the way of the one given."""
     if isinstance(model_or_path, nn.Module):
         for name, value in (("revision", revision), ("version", version)):
             if value is not None:
@@ -327,6 +320,8 @@ def load_with_tokenizer(
                     f"the hub id or checkpoint path instead of the model"
                 )
         model = _decoder(model_or_path, type(model_or_path).__name__)
+        if not carried:
+            return model, None
         given = model.tokenizer  # assigned, or loaded from its tokenizer_record
         return model, given if isinstance(given, Tokenizer) else carried_tokenizer(model)
     check_revision(revision)
@@ -338,12 +333,12 @@ def load_with_tokenizer(
     path = Path(model_or_path)
     if (path / "config.json").is_file() or (isinstance(model_or_path, str) and is_hub_id(model_or_path)):
         folder, _ = local_or_snapshot(model_or_path, revision)
-        own = folder_tokenizer(folder) if has_tokenizer(folder) else None
+        own = folder_tokenizer(folder) if carried and has_tokenizer(folder) else None
         return _decoder(from_hf(folder), f"the model {printable(str(model_or_path))!r}"), own
     if revision is not None:
         raise InputError(f"revision={revision!r} is for hub ids; {printable(str(path))!r} is a local checkpoint")
     loaded = _decoder(load(path, version=version), f"the model in {printable(str(path))!r}")
-    return loaded, carried_tokenizer(loaded)
+    return loaded, carried_tokenizer(loaded) if carried else None
 
 
 def _decoder(model: nn.Module, what: str) -> DecoderLM:
@@ -387,6 +382,7 @@ def carried_tokenizer(model: nn.Module) -> Tokenizer | None:
     if not isinstance(record, Mapping) or not record:
         return None
     where = "the model's tokenizer record"
+    record = checked_record(record, where)  # read from a file: it names no path
     if "embedded" in record:
         return files_tokenizer(embedded_files(record, where), "the model's own tokenizer")
     if isinstance(record.get("files"), Mapping) and isinstance(record.get("folder"), str):

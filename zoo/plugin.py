@@ -36,7 +36,21 @@ from zoo.nn.contracts import (
     Placement,
     PositionEncoding,
 )
-from zoo.nn.converter import KERNELS, Converter, Count, Epsilon, Fraction, HFFields, Positive, RopeTable, Rule, refuse
+from zoo.nn.converter import (
+    KERNELS,
+    MAX_EXPERTS,
+    Converter,
+    Count,
+    Epsilon,
+    Experts,
+    Fraction,
+    HFFields,
+    Layers,
+    Positive,
+    RopeTable,
+    Rule,
+    refuse,
+)
 from zoo.nn.family import REQUIRED, F, Family, W, builtin_family, converter, linear, zoo_value
 from zoo.nn.hookspecs import RegisterComponent, RegisterConverter, RegisterPreset, hookimpl
 from zoo.nn.marks import SCALES_WITH, SHOWN, hook_point, is_residual_output, residual_output
@@ -74,6 +88,9 @@ __all__ = [
     "Rule",
     "HFFields",
     "Count",
+    "Experts",
+    "Layers",
+    "MAX_EXPERTS",
     "Epsilon",
     "Fraction",
     "Positive",

@@ -79,7 +79,7 @@ def _dominant(result: AblationResult) -> str:
     if floor is None or corrected is None:
         return ""
     return (
-        f"; one row sets it: {widest.name}'s paired differences spread by {widest.tested.sd:.4f} over the seeds, "
+        f"; one row sets it: {md_code(widest.name)}'s paired differences spread by {widest.tested.sd:.4f} over the seeds, "
         f"the other rows' by at most {others:.4f}; without that row the floor is {floor:.4f}"
         + (f", {corrected:.4f} after correction" if corrected > floor else "")
     )
@@ -200,7 +200,7 @@ def next_step(result: AblationResult) -> str:
             else "a longer sweep (`--tune-fraction`)"
         )
         return (
-            f"train until the base and target beat the bigram reference ({', '.join(result.under_trained)} do not): "
+            f"train until the base and target beat the bigram reference ({', '.join(map(md_code, result.under_trained))} do not): "
             f"more steps (`--steps`), {rate}, or more text (`--data`)"
         )
     if result.on_edge:
@@ -212,7 +212,7 @@ def next_step(result: AblationResult) -> str:
     closest = min(unclear, key=lambda row: row.seeds or 0, default=None)
     if closest is not None and (closest.seeds or 0) <= max(8, 2 * len(result.seeds)):
         return (
-            f"`--seeds {closest.seeds}` should resolve the closest unclear row ({closest.run.name}); "
+            f"`--seeds {closest.seeds}` should resolve the closest unclear row ({md_code(closest.run.name)}); "
             "finished seeds are reused"
         )
     return (

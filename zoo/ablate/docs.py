@@ -20,7 +20,7 @@ from zoo.ablate.advice import floor_sentence, next_step
 from zoo.ablate.extrapolation import extrapolation_markdown
 from zoo.ablate.ladder import StudyResult
 from zoo.ablate.report import interaction_sentences, sensitivity_table, table
-from zoo.ablate.results import AblationResult, md_block, md_code
+from zoo.ablate.results import AblationResult, md_block, md_code, md_row
 from zoo.ablate.study_report import (
     cells_table,
     interactions_table,
@@ -468,7 +468,7 @@ def _ablation_region(result: AblationResult, figures: dict[str, str]) -> str:
         "|" + "---|" + "---:|" * (len(header) - 1) + "---|",
     ]
     for run, row in zip(result.rows(), rows):
-        lines.append("| " + " | ".join([*row, "" if run.axis == "base" else literature(run.name, run.axis)]) + " |")
+        lines.append(md_row([*row, "" if run.axis == "base" else literature(run.name, run.axis)]))
     lines += ["", *(f"- {line[0].upper()}{line[1:]}." for line in interaction_sentences(result, md_code))]
     floor = floor_sentence(result)
     lines += ["", f"{floor[0].upper() + floor[1:]}." if floor else "One seed: no noise floor.", ""]

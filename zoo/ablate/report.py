@@ -3,9 +3,7 @@ paired differences as plots, and ``ablation.json``."""
 
 from __future__ import annotations
 
-import html
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,10 +20,11 @@ from zoo.ablate.results import (
     TRAIN_FLOPS_FACTOR,
     AblationResult,
     AblationRun,
+    md,
     md_block,
     md_code,
+    md_row,
 )
-from zoo.errors import printable
 from zoo.figures import block_axis, fit_text, log_scale, plain_text
 
 
@@ -194,18 +193,6 @@ def write_report(result: AblationResult) -> None:
     write_text(result.report_path, report_markdown(result))
 
 
-# What can start markup inside a line; "_" only at a word's edge (inside a word it is plain text).
-_MARKDOWN = re.compile(r"([\\`*\[\]!|~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
-
-
-def md(text: object) -> str:
-    """A string from a file or an argument as plain markdown text: control characters as
-    escapes, HTML's ``& < >`` as entities, markdown's punctuation backslashed, so a data
-    path or a name cannot add a link, an image, a table cell or markup to ``report.md``."""
-    shown = html.escape(printable(text, None), quote=False)
-    return _MARKDOWN.sub(r"\\\1", shown)
-
-
 def report_markdown(result: AblationResult) -> str:
     """``report.md``: everything needed to read and repeat the ablation, on its own."""
     lines = [
@@ -255,7 +242,7 @@ def _summary(result: AblationResult) -> list[str]:
             else ""
         )
         + (
-            f" **control** is `{result.base}` again under seeds of its own ({', '.join(str(s.seed) for s in control.seeds)}), "
+            f" **control** is {md_code(result.base)} again under seeds of its own ({', '.join(str(s.seed) for s in control.seeds)}), "
             "set beside the base's in order: its Δ shows how far two sets of seeds of one design land apart (the "
             "spread of the base over seeds). Its seeds share nothing with the base's, so it is not a check that "
             "the swaps' paired intervals are calibrated."
@@ -265,7 +252,7 @@ def _summary(result: AblationResult) -> list[str]:
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|",
-        *("| " + " | ".join([md(row[0]), *(cell.replace("|", "\\|") for cell in row[1:])]) + " |" for row in rows),
+        *(md_row(row) for row in rows),
         "",
         *([reference_text(result), ""] if result.baselines is not None else []),
         f"Significant at {LEVEL:.0%} after {result.correction}: "
@@ -471,7 +458,7 @@ def _setup(result: AblationResult) -> list[str]:
         "",
         "## Files",
         "",
-        f"`{result.results_path.name}` (every seed's curve, means, intervals and paired differences), one "
+        f"{md_code(result.results_path.name)} (every seed's curve, means, intervals and paired differences), one "
         "checkpoint per run and seed with a `.json` record of its curve (`zoo inspect` shows a checkpoint's "
         "ablation metadata)" + (", `tune/` (the sweep's records)" if result.tuning else "") + ".",
         "",

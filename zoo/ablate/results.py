@@ -4,6 +4,7 @@ statistics, and the whole study (``AblationResult``), each with its ``to_dict`` 
 
 from __future__ import annotations
 
+import html
 import math
 import re
 from dataclasses import dataclass, field
@@ -524,9 +525,34 @@ def md_block(text: str, info: str) -> list[str]:
     return [f"{fence}{info}", shown, fence]
 
 
+# What can start markup inside a line; "_" only at a word's edge (inside a word it is plain text).
+_MARKDOWN = re.compile(r"([\\`*\[\]!|~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+
+
+def md(text: object) -> str:
+    """A string from a file or an argument as plain markdown text: control characters as
+    escapes, HTML's ``& < >`` as entities, markdown's punctuation backslashed, so a data
+    path or a name cannot add a link, an image, a table cell or markup to ``report.md``."""
+    shown = html.escape(printable(text, None), quote=False)
+    return _MARKDOWN.sub(r"\\\1", shown)
+
+
+_UNESCAPED_BAR = re.compile(r"(?<!\\)((?:\\\\)*)\|")  # a "|" after an even run of backslashes
+
+
+def md_row(cells: list[str]) -> str:
+    """A markdown table row of ``table``'s text cells: the first (a run's name) as ``md``
+    text, a ``|`` the others leave unescaped escaped (once), so no cell splits in two."""
+    return "| " + " | ".join([md(cells[0]), *(_UNESCAPED_BAR.sub(r"\1\\|", cell) for cell in cells[1:])]) + " |"
+
+
 def md_code(text: object) -> str:
     """``text`` as an inline code span: fenced by more backticks than it holds (and
-    control characters escaped), so it cannot close the span."""
+    control characters escaped), so it cannot close the span. Text holding ``|`` or a
+    backslash is ``md``'s plain text instead: a table splits its cells at a ``|`` even
+    inside a code span, and a backslash there cannot escape it."""
+    if isinstance(text, str) and ("|" in text or "\\" in text):
+        return md(text)
     shown = printable(text, None)
     fence = "`" * (max((len(run) for run in re.findall("`+", shown)), default=0) + 1)
     pad = " " if shown.startswith("`") or shown.endswith("`") else ""

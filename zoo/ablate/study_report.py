@@ -13,7 +13,7 @@ from typing import Any
 from zoo.ablate.ladder import Cell, StudyResult, row_named
 from zoo.ablate.records import write_figure, write_text
 from zoo.ablate.report import figure_class, p_text
-from zoo.ablate.results import ALPHA, LEVEL, MIN_EFFECT, md_block, md_code
+from zoo.ablate.results import ALPHA, LEVEL, MIN_EFFECT, md, md_block, md_code
 from zoo.ablate.stats import Interval, detectable_difference
 from zoo.figures import fit_text, log_scale, plain_text
 
@@ -65,7 +65,7 @@ def cells_table(study: StudyResult) -> list[str]:
         ]
         ratios = [cell.tokens_per_param(per_step), cell.epochs(per_step, result.data["train_tokens"])]
         lines.append(
-            f"| [{_cell_label(study, cell)}]({cell.name}/report.md) | {cell.steps} | "
+            f"| [{md(_cell_label(study, cell))}]({md(cell.name)}/report.md) | {cell.steps} | "
             f"{cell.steps * per_step:,} | {' | '.join('n/a' if r is None else f'{r:.3g}' for r in ratios)} | "
             f"{result.tokens_per_second:,.0f} | {_flops(result.runs[0].train_flops)} | {' | '.join(ends)} | "
             f"{' | '.join(refs)} | "
@@ -193,7 +193,9 @@ def sweep_table(study: StudyResult) -> list[str]:
             best = min(range(len(values)), key=lambda i: losses[i].mean)
             lines.append(
                 "| "
-                + " | ".join([*([rung.name] if several else []), run.name, *(x.format() for x in losses), shown[best]])
+                + " | ".join(
+                    [*([md(rung.name)] if several else []), md(run.name), *(x.format() for x in losses), shown[best]]
+                )
                 + " |"
             )
     return lines

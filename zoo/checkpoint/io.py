@@ -98,8 +98,10 @@ def carried_record(metadata: Mapping[str, Any], file: Path) -> dict[str, Any] | 
         record = {"name": record}
     if not isinstance(record, Mapping):
         return None
-    record = dict(record)
-    if isinstance(record.get("files"), Mapping):
+    # Checked where it is used (zoo.checkpoint.records), so that a tokenizer given instead
+    # still works; a file's "folder" is never read: the run's own is the one beside it.
+    record = {key: value for key, value in record.items() if key != "folder"}
+    if "files" in record:
         record["folder"] = str(file.parent / TOKENIZER_FOLDER)
     return record
 
@@ -195,6 +197,7 @@ def load(
     own = getattr(model, "generation_config", None)
     if isinstance(own, dict):  # a decoder's (zoo.nn.model.DecoderLM)
         own.update(generation_settings(ckpt.user_metadata, quoted(str(ckpt.path))))
+        model.generation_source = f"the checkpoint {ckpt.path} (its kept generation settings)"
     if target_device is not None and target_device.type != "cpu":
         model.to(target_device)
     return model.eval()

@@ -29,20 +29,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from zoo.checkpoint.records import FILE_NAMES, checked_record
 from zoo.errors import ConfigError, InteropError, printable, quoted
 from zoo.files import read_bytes
 
-#: The files of a tokenizer folder the zoo keeps, reads and writes (``tokenizer.json``, or
-#: GPT-2's ``vocab.json`` and ``merges.txt``, with the settings beside them; or nanoGPT's ``meta.pkl``).
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "vocab.json",
-    "merges.txt",
-    "meta.pkl",  # nanoGPT's character-level vocabulary (zoo.text.chars reads it without unpickling objects)
-    "chat_template.jinja",  # where transformers 5 keeps a tokenizer's chat template
-)
+TOKENIZER_FILES = FILE_NAMES  # the plain names of a tokenizer folder's files
 CHAT_TEMPLATE = "chat_template.jinja"
 TOKENIZER_FOLDER = "tokenizer"  # where a prepared data folder or a run keeps its tokenizer's files
 TOKENIZER_LIMIT = 64 << 20  # bytes of one file (GPT-2's vocab.json is 1 MB, Gemma 3's tokenizer.json 33 MB)
@@ -157,6 +148,7 @@ def record_files(record: Mapping[str, Any] | None, where: str) -> dict[str, byte
     where there are none to write (no record, or a name this zoo has no files for)."""
     if not record:
         return {}
+    record = checked_record(record, where)
     if "embedded" in record:
         return embedded_files(record, where)
     if record.get("name") == "gpt2":
@@ -181,6 +173,7 @@ def portable_record(record: Mapping[str, Any] | None, where: str) -> dict[str, A
     another run (``{"files": ..., "folder": ...}``) become embedded files."""
     if not record:
         return None
+    record = checked_record(record, where)
     if isinstance(record.get("files"), Mapping) and isinstance(record.get("folder"), str):
         return embedded_record(record_files(record, where))
     if "embedded" in record:

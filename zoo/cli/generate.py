@@ -115,7 +115,9 @@ def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
     count = args.num_return_sequences
 
     with ui.status(f"loading {args.model}"):
-        model, own = load_with_tokenizer(args.model, revision=args.revision, version=args.version)
+        model, own = load_with_tokenizer(
+            args.model, revision=args.revision, version=args.version, carried=args.tokenizer is None
+        )
     # Given, else the model's own; neither: GPT-2's for GPT-2's vocabulary (generate_text decides).
     tokenizer = args.tokenizer if args.tokenizer is not None else own
 

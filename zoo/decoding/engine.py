@@ -251,6 +251,12 @@ class Engine:
         return (model if model is not None else self.model).generation_config
 
     @property
+    def generation_source(self) -> str:
+        """Where the model's ``generation_config`` came from (``DecoderLM.generation_source``)."""
+        model = self._source()
+        return str(getattr(model if model is not None else self.model, "generation_source", ""))
+
+    @property
     def device(self) -> torch.device:
         param = next(self.model.parameters(), None)
         return param.device if param is not None else torch.device("cpu")

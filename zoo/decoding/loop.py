@@ -25,11 +25,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from zoo.bounds import check_bytes, count
 from zoo.decoding.beams import Beams, beam_search, check_early_stopping
 from zoo.decoding.engine import Engine, layouts
 from zoo.decoding.sampling import Sampling
 from zoo.decoding.stopping import StopStrings
-from zoo.errors import ConfigError, InputError
+from zoo.errors import ConfigError, InputError, printable
 from zoo.memory import fmt_bytes, require
 from zoo.nn.generation import check_generation
 from zoo.nn.inputs import beyond_context, check_inputs, context_limit
@@ -245,9 +246,7 @@ def generate(
         min_new_tokens=min_new_tokens, num_beams=num_beams, length_penalty=length_penalty,
         early_stopping=early_stopping, stop_strings=stop_strings, eos_token_id=eos_token_id, pad_token_id=pad_token_id,
     )  # fmt: skip
-    check_generation(given, "generate()", InputError)
-    settings = _settings(model, given)
-    check_generation(settings, "generate() with the model's generation_config", InputError)
+    settings, origins = merged_settings(model, given)
     top_k = settings["top_k"] or None  # as transformers: 0 is no top-k
     sampling = Sampling(
         settings["do_sample"], settings["temperature"], top_k, settings["top_p"], settings["repetition_penalty"]
@@ -262,6 +261,11 @@ def generate(
     _warn_past_training(model, input_ids, new_tokens)
     beams = _check_count(settings["num_beams"], "num_beams")
     sequences = _check_count(num_return_sequences, "num_return_sequences")
+    if isinstance(input_ids, Tensor) and input_ids.dim() == 2:  # bounds after the merge, before any copy
+        check_cache_room(
+            model, input_ids.shape[0], input_ids.shape[1], new_tokens,
+            {**settings, "num_return_sequences": sequences}, origins,
+        )  # fmt: skip
     if beams == 1 and sequences > 1:
         single = False
         input_ids = input_ids.repeat_interleave(sequences, dim=0)
@@ -300,18 +304,67 @@ DEFAULTS: dict[str, Any] = dict(
 )  # fmt: skip
 
 
-def _settings(model: DecoderLM | Engine, given: dict[str, Any]) -> dict[str, Any]:
+def merged_settings(model: DecoderLM | Engine, given: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """Each setting as given, else the model's ``generation_config``, else ``DEFAULTS``;
-    a length the call gives (``max_new_tokens`` or ``max_length``) replaces both of the model's."""
+    a length the call gives (``max_new_tokens`` or ``max_length``) replaces both of the
+    model's. With where each came from: ``"argument"``, the model's source (its
+    ``generation_source``: ``generation_config.json``, the checkpoint), or ``"default"``.
+    The given settings and the merged ones are checked (``check_generation``)."""
+    check_generation(given, "generate()", InputError)
     own = dict(getattr(model, "generation_config", None) or {})
-    if given["max_new_tokens"] is not None or given["max_length"] is not None:
+    source = str(getattr(model, "generation_source", None) or "the model's generation_config")
+    if given.get("max_new_tokens") is not None or given.get("max_length") is not None:
         own.pop("max_new_tokens", None), own.pop("max_length", None)
     if own.get("max_new_tokens") is not None:
         own.pop("max_length", None)
-    settings = {}
-    for name, value in given.items():
-        settings[name] = value if value is not None else own.get(name, DEFAULTS[name])
-    return settings
+    settings, origins = {}, {}
+    for name, default in DEFAULTS.items():
+        value = given.get(name)
+        settings[name] = value if value is not None else own.get(name, default)
+        origins[name] = "argument" if value is not None else source if own.get(name) is not None else "default"
+    check_generation(settings, "generate() with the model's generation_config", InputError)
+    return settings, origins
+
+
+#: The flag of ``zoo generate`` that sets each bounded setting (num_beams has none).
+FLAGS = {"num_return_sequences": "--num-return-sequences", "max_new_tokens": "--max-new-tokens"}
+
+
+def check_cache_room(
+    model: DecoderLM | Engine,
+    batch: int,
+    prompt_len: int,
+    new_tokens: int,
+    settings: dict[str, Any],
+    origins: dict[str, str],
+) -> None:
+    """Refuse, before anything is allocated, the KV caches of ``batch`` prompts times the
+    beams (or return sequences) at ``prompt_len + new_tokens`` positions when they cannot
+    fit: applied to the settings after they are merged (``merged_settings``), so a
+    ``num_beams`` from a model's own settings meets the bound an argument does, and the
+    refusal names the setting that multiplies most and where it came from."""
+    beams = _check_count(settings["num_beams"], "num_beams")
+    sequences = _check_count(settings.get("num_return_sequences", 1), "num_return_sequences")
+    inner = model.model if isinstance(model, Engine) else model
+    config = getattr(inner, "config", None)
+    layers, width = getattr(config, "n_layers", None), getattr(config, "d_model", None)
+    param = next(inner.parameters(), None) if isinstance(inner, torch.nn.Module) else None
+    rows, positions = batch * (beams if beams > 1 else sequences), prompt_len + new_tokens
+    if not (isinstance(layers, int) and isinstance(width, int) and isinstance(inner, DecoderLM)) or param is None:
+        return  # not a decoder: generate says so
+    if not isinstance(new_tokens, int) or positions > context_limit(inner):
+        return  # past the context: its own refusal says how many tokens fit
+    factors = {"num_beams": beams if beams > 1 else 1, "num_return_sequences": sequences if beams == 1 else 1}
+    name, value = max({**factors, "max_new_tokens": new_tokens}.items(), key=lambda item: item[1])
+    origin = printable(origins.get(name, "argument"))
+    flag = FLAGS.get(name, f"{name}=")
+    fix = f"lower {flag}" if origin == "argument" else f"pass a lower {flag}, or change it in {origin}"
+    check_bytes(
+        2 * layers * rows * positions * width * param.element_size(),
+        f"{name}={count(value)} (from {origin}): {count(rows)} sequences of {count(positions)} positions (their "
+        f"KV caches)",
+        "", device=_device(model), error=InputError, fix=fix,
+    )  # fmt: skip
 
 
 def _warn_past_training(model: DecoderLM | Engine, input_ids: Tensor, new_tokens: int) -> None:

@@ -22,11 +22,12 @@ import torch
 from torch import Tensor
 
 from zoo.checkpoint.owned import staged_folder
+from zoo.checkpoint.records import checked_record, is_hub_name
 from zoo.checkpoint.store import path_arg, write_atomically, write_safetensors
 from zoo.checkpoint.tokenizer import embedded_record, folder_files, record_files
 from zoo.errors import ConfigError, InteropError, ZooError, check_flag, quoted
 from zoo.files import confined, read_json
-from zoo.interop.hub import local_or_snapshot
+from zoo.interop.hub import local_or_snapshot, snapshot
 from zoo.nn.config import ModelConfig, validate_config
 from zoo.nn.converter import (
     KERNELS,
@@ -297,6 +298,9 @@ def from_hf(
     files = folder_files(folder)
     model.tokenizer_record = embedded_record(files) if files else None  # the model carries its tokenizer
     model.generation_config = generation_config(folder, hf)
+    model.generation_source = str(
+        folder / ("generation_config.json" if (folder / "generation_config.json").is_file() else "config.json")
+    )
     return model.to(target_device or "cpu").eval()
 
 
@@ -348,11 +352,11 @@ def tokenizer_files(record: Mapping[str, Any] | None) -> dict[str, bytes]:
     """The files of the tokenizer a model carries, to write beside its weights: embedded or
     kept files, GPT-2's for ``gpt2``, the byte tokenizer's as a byte-level BPE for
     ``bytes``, a hub snapshot's."""
-    if record and isinstance(record.get("hub"), str):
-        revision = record.get("revision") if isinstance(record.get("revision"), str) else None
-        folder, _ = local_or_snapshot(record["hub"], revision, need="tokenizer")
-        return folder_files(Path(folder))
-    return record_files(record, "the model's tokenizer")
+    where = "the model's tokenizer record"
+    record = checked_record(record, where) if record else None  # read from a file: it names no path
+    if record and is_hub_name(hub := record.get("hub", record.get("name"))):
+        return folder_files(snapshot(hub, record.get("revision"), need="tokenizer"))  # never a local folder
+    return record_files(record, where)
 
 
 def end_of_text(model: DecoderLM) -> dict[str, Any]:

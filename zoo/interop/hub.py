@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from zoo.checkpoint.records import COMMIT as _COMMIT
+from zoo.checkpoint.records import check_revision
 from zoo.errors import InteropError, command, printable
 from zoo.files import read_json, read_text
 
@@ -56,11 +58,6 @@ NEEDS = ("model", "config", "tokenizer")
 # A repository id: NAME or ORG/NAME, letters, digits, '-', '_', '.' (no '..', no leading '.').
 _ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 _TRUE = {"1", "on", "yes", "true"}
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
-# What git's check-ref-format refuses in a ref name: control characters, space, ~^:?*[\
-# and DEL, '..', '@{', '//', a component starting with '.' or ending with '.lock'.
-_BAD_REF = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|(?:^|/)\.|\.lock(?:/|$)")
-REF_LIMIT = 255  # characters; a branch or tag name is far shorter
 DEFAULT_TIMEOUT = 10  # seconds the hub may take to answer, as the client's default
 
 
@@ -70,31 +67,6 @@ def is_hub_id(text: object, *, bare: bool = False) -> bool:
     if not isinstance(text, str) or ".." in text or text.endswith((".", "-")) or Path(text).exists():
         return False
     return bool(_ID.match(text)) and (bare or "/" in text)
-
-
-def check_revision(revision: object) -> str | None:
-    """``revision`` if it is a branch or tag name git accepts or a commit (or ``None``,
-    the default branch), else an ``InteropError``: a revision names a file under the
-    cache's ``refs/``, so ``../..``, an absolute path or a shell command is refused."""
-    if revision is None or (isinstance(revision, str) and _COMMIT.match(revision)):
-        return revision
-    if not isinstance(revision, str):
-        raise InteropError(f"revision must be a branch, tag or commit name (a string), got a {type(revision).__name__}")
-    if (
-        not revision
-        or len(revision) > REF_LIMIT
-        or _BAD_REF.search(revision)
-        or revision.startswith("/")
-        or revision.endswith(("/", "."))
-        or revision == "@"
-        or not revision.isprintable()
-    ):
-        raise InteropError(
-            f"revision {printable(revision, 80)!r} is not a branch, tag or commit name (a git ref name: no "
-            f"spaces, '..', leading '/' or '.', or any of ~^:?*[\\); give one the repository has, e.g. 'main' "
-            f"or a 40-character commit"
-        )
-    return revision
 
 
 def cache_folder() -> Path:

@@ -40,6 +40,7 @@ from zoo.nn.converter import (
     Count,
     Fraction,
     HFFields,
+    Layers,
     Rule,
     check_storage,
     state_from_hf,
@@ -111,7 +112,7 @@ class NanoGPTArgs(HFFields):
 
     block_size: Count = 1024
     vocab_size: Count = 50304
-    n_layer: Count = 12
+    n_layer: Layers = 12
     n_head: Count = 12
     n_embd: Count = 768
     dropout: Fraction = 0.0

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from torch import Tensor
 
 from zoo.errors import InteropError, printable
+from zoo.nn.config import MAX_LAYERS
 
 if TYPE_CHECKING:
     from zoo.nn.config import ModelConfig
@@ -34,11 +35,14 @@ __all__ = [
     "ENGINE_FEATURES",
     "engine_blockers",
     "engine_features",
+    "MAX_EXPERTS",
     "Count",
     "Epsilon",
+    "Experts",
     "Fraction",
     "HFFields",
     "Converter",
+    "Layers",
     "Positive",
     "RopeTable",
     "Rule",
@@ -75,6 +79,14 @@ def engine_blockers(converter: Converter, config: ModelConfig) -> list[str]:
 
 #: A size or count in config.json (layers, heads, widths, vocabulary): a whole number >= 1.
 Count = Annotated[int, Field(ge=1, le=1 << 31)]
+#: The experts of one layer a converter reads (the largest released mixtures route among
+#: a few hundred): a bound checked before a list or a rule per expert is made.
+MAX_EXPERTS = 1 << 12
+#: A number of layers in config.json, at most the zoo's ``MAX_LAYERS``: checked before a
+#: converter builds a per-layer list (windows, ``layer_types``).
+Layers = Annotated[int, Field(ge=1, le=MAX_LAYERS)]
+#: A number of experts per layer in config.json (``num_experts``, ``num_local_experts``).
+Experts = Annotated[int, Field(ge=1, le=MAX_EXPERTS)]
 #: A probability (dropout) or share (rotary_pct): 0 to 1.
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 #: A norm's epsilon: above 0, below 1.
@@ -117,6 +129,11 @@ class HFFields(BaseModel):
                     f"(as an integer)"
                 ) from err
             shown = printable(repr(first.get("input")), 60)
+            if first["type"] == "less_than_equal":  # a size past what the zoo builds: refused before any per-layer work
+                raise InteropError(
+                    f"{where}: {field}={shown} is more than the zoo converts (at most "
+                    f"{first.get('ctx', {}).get('le')}); this config.json is not a model to build: fix that field"
+                ) from err
             raise InteropError(
                 f"{where}: {field}={shown}: {first['msg'].lower()}; config.json is malformed (fix that field)"
             ) from err
@@ -187,6 +204,8 @@ def check_layer_types(hf: Mapping[str, Any], where: str) -> None:
     fix = f"give {count}of {' or '.join(map(repr, LAYER_KINDS))}, one per layer, or leave layer_types out"
     if not isinstance(types, list) or not all(isinstance(kind, str) for kind in types):
         raise refuse(where, "layer_types", types, f"it must be a list of layer kinds; {fix}")
+    if type(layers) is int and not 0 < layers <= MAX_LAYERS:
+        return  # the fields' bound refuses the count itself, naming it (``Layers``)
     if type(layers) is int and len(types) != layers:
         raise refuse(
             where, "layer_types", types,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import create_model
 
-from zoo.nn.converter import Converter, HFFields, Rule, refuse
+from zoo.nn.converter import Converter, Count, HFFields, Layers, Rule, refuse
 
 if TYPE_CHECKING:
     from zoo.nn.config import ModelConfig
@@ -159,7 +159,8 @@ def _fields_model(family: Family) -> type[HFFields]:
     """The typed, bounded fields of ``family`` (``HFFields``), generated from its table."""
     specs: dict[str, Any] = {}
     for name, entry in family.fields.items():
-        kind = entry.kind
+        # a count of layers meets the zoo's own bound, before a reader builds a list per layer
+        kind = Layers if entry.kind is Count and entry.to in ("n_layers", "n_encoder_layers") else entry.kind
         specs[name] = (kind, ...) if entry.default is REQUIRED else (kind | None, None)
     not_null = tuple(
         n for n, e in family.fields.items() if e.default not in (None, REQUIRED) and e.kind not in (Any, bool)

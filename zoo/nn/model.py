@@ -262,6 +262,9 @@ class DecoderLM(TokenModel):
         # What generation uses when a call does not say (zoo.nn.generation.GENERATION_KEYS):
         # end-of-sequence and pad ids, sampling and length settings, by transformers' names.
         self.generation_config: dict[str, Any] = {}
+        #: Where ``generation_config`` came from, as a refusal of one of its settings names
+        #: it (``generation_config.json``, ``config.json``, the checkpoint).
+        self.generation_source = "the model's generation_config"
 
     def forward(
         self,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.checkpoint.format import json_field
+from zoo.checkpoint.records import NAMES, checked_record, is_hub_name
 from zoo.checkpoint.store import open_file, resolve, write_atomically
 from zoo.checkpoint.tokenizer import (
     CHAT_TEMPLATE,
@@ -27,11 +28,12 @@ from zoo.checkpoint.tokenizer import (
 )
 from zoo.errors import CheckpointError, ConfigError, InteropError, os_error, printable
 from zoo.files import loads, read_bytes, read_json
-from zoo.interop.hub import check_revision, is_hub_id, local_or_snapshot, snapshot
+from zoo.interop.hub import check_revision, is_hub_id, snapshot
 from zoo.text.chars import META_FILE, meta_tokenizer
 from zoo.text.tokenizers import EOT, ByteTokenizer, HFTokenizer, TiktokenTokenizer, Tokenizer
 
 __all__ = [
+    "NAMES",
     "folder_tokenizer",
     "has_tokenizer",
     "keep_tokenizer_files",
@@ -41,8 +43,6 @@ __all__ = [
     "tokenizer",
     "unpacked_tokenizer",
 ]
-
-NAMES = ("gpt2", "bytes")
 
 # GPT-2's pre-tokenisation rule, from its released encoder: contractions, runs of
 # letters, of digits, of other symbols (each with an optional leading space), whitespace.
@@ -201,11 +201,10 @@ def recorded_tokenizer_source(
         record = user["training"].get("tokenizer")  # a run records the name its data was prepared with
     if record is None:
         return None
-    if isinstance(record, str):
-        record = {"name": record}
-    if not isinstance(record, Mapping):
-        raise CheckpointError(f"{file}: metadata 'tokenizer' is {printable(repr(record))[:80]}, not a record")
-    if isinstance(record.get("files"), Mapping):
+    if isinstance(record, Mapping):  # a file's "folder" is never read (as zoo.load passes it over)
+        record = {key: value for key, value in record.items() if key != "folder"}
+    record = checked_record(record, str(file))
+    if "files" in record:  # kept in the run's own folder, whatever the record says
         folder = (Path(path) if Path(path).is_dir() else file.parent) / TOKENIZER_FOLDER
         try:
             kept_tokenizer(folder, record["files"], str(file))
@@ -216,32 +215,22 @@ def recorded_tokenizer_source(
 
 
 def record_source(record: Mapping[str, Any], where: str, *, unpack: Path | None = None) -> str | None:
-    """What ``zoo.tokenizer`` takes for a record of a name, a hub id or embedded files
-    (these unpacked under ``unpack``); None: a record of files kept in a folder, of
-    embedded files without ``unpack``, or of a description this zoo cannot load."""
-    if isinstance(record.get("hub"), str):
-        revision = record.get("revision")
-        revision = revision if isinstance(revision, str) else None
-        try:
-            check_revision(revision)
-        except InteropError as err:
-            raise CheckpointError(
-                f"{where}: the tokenizer its metadata records is not one to fetch: {err}. Fix or remove the "
-                f"metadata 'tokenizer' (or give zoo.tokenizer / --tokenizer yourself)"
-            ) from err
-        folder, _ = local_or_snapshot(record["hub"], revision, need="tokenizer")
-        return str(folder)
-    name = record.get("name")
-    if isinstance(name, str) and (name in NAMES or is_hub_id(name) or Path(name).is_dir()):
-        return name
+    """What ``zoo.tokenizer`` takes for a record of a name, a hub id (its snapshot folder,
+    never a local folder of that name) or embedded files (these unpacked under ``unpack``);
+    None: a record of files kept in a folder, of embedded files without ``unpack``, or of
+    in-memory tokens. A record that names a path is refused (``checked_record``)."""
+    record = checked_record(record, where)
+    hub = record.get("hub", record.get("name"))
+    if is_hub_name(hub):
+        return str(snapshot(hub, record.get("revision"), need="tokenizer"))
+    if record.get("name") in NAMES:
+        return str(record["name"])
     if "embedded" in record and unpack is not None:
         try:
             return str(unpacked_tokenizer(embedded_files(record, where), unpack))
         except InteropError as err:
             raise CheckpointError(str(err)) from err
-    if isinstance(name, str) or "embedded" in record:  # in-memory tokens, or files only a model carries
-        return None
-    raise CheckpointError(f"{where}: metadata 'tokenizer' names no name, hub id or files")
+    return None  # in-memory tokens, files only a model carries, or kept files (read by the caller)
 
 
 @functools.lru_cache(maxsize=8)

@@ -489,7 +489,9 @@ def train(
         if out is not None and Path(out) != Path(resume):  # type: ignore[arg-type]
             raise ConfigError(f"resume={resume!r} and out={out!r} name different folders; give one")
     resuming = bool(resume)
-    module, model_tokenizer = model_of(model, overrides or {}, settings, out if resuming else None)
+    module, model_tokenizer = model_of(
+        model, overrides or {}, settings, out if resuming else None, tokenizer is not None
+    )
     data_tokenizer = tokenizer or model_tokenizer or ("gpt2" if gpt2_vocab(module) else "bytes")
     token_data = resolve_data(data, tokenizer=data_tokenizer)
     if tokenizer in TOKENIZERS and token_data.tokenizer in TOKENIZERS and token_data.tokenizer != tokenizer:

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from zoo.checkpoint import inspect, load, versions
-from zoo.errors import CheckpointError, ConfigError
+from zoo.errors import CheckpointError, ConfigError, RecordError
 from zoo.interop.hf import from_hf
 from zoo.interop.hub import is_hub_id, local_or_snapshot
 from zoo.nn.config import resolve_config
@@ -28,9 +28,14 @@ def gpt2_vocab(model: nn.Module) -> bool:
 
 
 def model_of(
-    model: nn.Module | str | os.PathLike[str], overrides: dict[str, Any], settings: TrainSettings, resume_from: Any
+    model: nn.Module | str | os.PathLike[str],
+    overrides: dict[str, Any],
+    settings: TrainSettings,
+    resume_from: Any,
+    given: bool = False,
 ) -> tuple[nn.Module, str | None]:
-    """The model to train and the tokenizer it was trained with (when a checkpoint says)."""
+    """The model to train and the tokenizer it was trained with (when a checkpoint says);
+    ``given``: a tokenizer is given, so a checkpoint's refused record is passed over."""
     if isinstance(model, nn.Module):
         if overrides:
             raise ConfigError("overrides apply to a preset name or checkpoint, not to a built model")
@@ -66,7 +71,12 @@ def model_of(
             except RuntimeError as err:
                 raise ConfigError(f"the overrides change the shape of {path}'s weights: {err}") from err
             loaded = rebuilt
-        return loaded.train(), checkpoint_tokenizer(path, meta)
+        try:
+            return loaded.train(), checkpoint_tokenizer(path, meta)
+        except RecordError:
+            if not given:
+                raise
+            return loaded.train(), None
     trained = None
     if resume_from is not None and Path(resume_from).is_dir() and (saved := versions(resume_from)):
         trained = trained_tokenizer(saved[-1].metadata)
@@ -80,8 +90,8 @@ def checkpoint_tokenizer(path: Path, metadata: dict[str, Any]) -> str | None:
     prepared with, where that is still at hand, else the one it carries (a name, a hub
     snapshot, files kept beside it, or its embedded files, unpacked into the data cache)."""
     trained = trained_tokenizer(metadata)
-    if isinstance(trained, str) and (trained in TOKENIZERS or Path(trained).is_dir() or is_hub_id(trained)):
-        return trained
+    if trained in TOKENIZERS:  # a folder or hub id it names is read from the record, checked (never as a path)
+        return str(trained)
     return recorded_tokenizer_source(path, unpack=tokenizer_cache())
 
 

@@ -29,13 +29,13 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
-from zoo.plugin import SCALES_WITH, SHOWN, RegisterComponent, hook_point
+from zoo.plugin import MAX_EXPERTS, SCALES_WITH, SHOWN, RegisterComponent, hook_point
 from zoo_modern.mlp import SwiGLU, swiglu_hidden
 
 
 class MoeOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-    n_experts: int = Field(8, gt=0, description="experts per layer", json_schema_extra={SHOWN: True})
+    n_experts: int = Field(8, gt=0, le=MAX_EXPERTS, description="experts per layer", json_schema_extra={SHOWN: True})
     top_k: int = Field(2, gt=0, description="experts each token goes to", json_schema_extra={SHOWN: True})
     hidden: int | None = Field(
         None,

@@ -14,6 +14,7 @@ from zoo.plugin import (
     Fraction,
     HFFields,
     InteropError,
+    Layers,
     ModelConfig,
     Positive,
     RopeTable,
@@ -47,7 +48,7 @@ class LlamaFields(HFFields):
 
     hidden_size: Count
     num_attention_heads: Count
-    num_hidden_layers: Count
+    num_hidden_layers: Layers
     intermediate_size: Count
     vocab_size: Count
     num_key_value_heads: Count | None = None

@@ -17,12 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from zoo.plugin import F, Family, Fraction, ModelConfig, Rule, W
+from zoo.plugin import Experts, F, Family, Fraction, ModelConfig, Rule, W
 from zoo_modern.families.llama_like import LLAMA, MISTRAL, QK_NORMS, QWEN2, QWEN3, head_dim
 from zoo_modern.families.readers import refuse_unless
 from zoo_modern.mlp import swiglu_hidden
 from zoo_modern.moe import MoeOptions
 
+EXPERTS = ("num_local_experts", "num_experts", "num_experts_per_tok")  # bounded before a rule per expert
 EVERY_LAYER = "every layer must route (a zoo config has one MLP for all layers)"
 ROUTING: tuple[str, ...] = (
     "num_local_experts",
@@ -109,7 +110,7 @@ class Routing:
 
 def routed(parent: Family, architecture: str, routing: Routing, **changes: Any) -> Family:
     """``parent`` with every layer's MLP a routed mixture of SwiGLU experts."""
-    fields = {name: F("", None) for name in ROUTING} | changes.pop("fields", {})
+    fields = {name: F("", None, Experts if name in EXPERTS else Any) for name in ROUTING} | changes.pop("fields", {})
     fields["router_jitter_noise"] = F.must(0.0, "noise on the router's input in training is not modelled", Fraction)
     layer: dict[str, Any] = {f"mlp.{p}.weight": None for p in ("gate", "up", "down")}
     layer["mlp.router.weight"] = W(f"{routing.block}.gate.weight", make=routing.experts)
