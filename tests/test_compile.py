@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 import zoo
+from helpers import decoder_only
 from zoo.nn.registry import KINDS
 
 TINY: dict[str, Any] = {
@@ -97,13 +98,8 @@ def test_forward_and_decode_step_compile_to_one_graph(kind: str, spec: Any) -> N
     torch.testing.assert_close(compiled_cache[0].keys[:, :, :9], eager_cache[0].keys[:, :, :9])
 
 
-# Components refused in an encoder-decoder (they join a decoder-only layer's attention and MLP).
-DECODER_ONLY = {("placement", "parallel")}
-SEQ2SEQ = [
-    ((kind, spec), i)
-    for (kind, spec), i in zip(CASES, IDS, strict=True)
-    if (kind, spec if isinstance(spec, str) else spec["name"]) not in DECODER_ONLY
-]
+# Components refused in an encoder-decoder (parallel placement, causal-only mixers) are left out.
+SEQ2SEQ = [((kind, spec), i) for (kind, spec), i in zip(CASES, IDS, strict=True) if not decoder_only(kind, spec)]
 
 
 @pytest.mark.parametrize(("kind", "spec"), [case for case, _ in SEQ2SEQ], ids=[i for _, i in SEQ2SEQ])
