@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from zoo.errors import InputError, check_flag
+from zoo.errors import HookError, InputError, check_flag
 from zoo.nn.activations import ActivationCache
 from zoo.nn.attention import AttentionContext, make_mask
 from zoo.nn.cache import KVCache
@@ -333,6 +333,13 @@ class DecoderLM(TokenModel):
         them explicitly for this call only.
         """
         names = [f"blocks.{i}.attn.hook_pattern" for i in range(len(self.blocks))]
+        mixers = [i for i, block in enumerate(self.blocks) if not getattr(block.attn, "attends", True)]
+        if mixers:
+            raise HookError(
+                f"block(s) {', '.join(map(str, mixers))} mix tokens without attention scores (attends=False), "
+                f"so they have no attention map; read the other blocks' blocks.{{i}}.attn.hook_pattern with "
+                f"model.run_with_cache"
+            )
         _, cache = self.run_with_cache(idx, names=names)
         return list(cache.values())
 
