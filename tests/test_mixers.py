@@ -268,6 +268,17 @@ def test_probe_skips_the_entropy_of_a_mixer_with_a_note() -> None:
     assert all(math.isfinite(v) for v in result.residual_rms) and result.grad_norm["attention"][0] > 0
 
 
+def test_zoo_probe_shows_a_dash_and_the_note_for_a_mixer(capsys: pytest.CaptureFixture[str]) -> None:
+    sets = ["--set=vocab_size=256", "--set=max_seq_len=64", "--set=d_model=32", "--set=n_heads=4", "--set=n_layers=2"]
+    argv = ["probe", "gpt2-small", *sets, "--variant", "attention=sdpa", "--variant", "attention=short_conv"]
+    assert main([*argv, "--seq-len", "16", "--batch-size", "2", "--metrics", "entropy"]) == 0
+    out, err = capsys.readouterr()
+    rows = out[out.index("attention entropy") :].splitlines()[3:5]  # blocks 0 and 1: sdpa, then short_conv
+    assert [row.split()[0] for row in rows] == ["0", "1"] and all(row.split()[2] == "-" for row in rows)
+    assert all(float(row.split()[1]) > 0 for row in rows)
+    assert "attention=short_conv: block(s) 0, 1 mix tokens without attention scores" in err
+
+
 def test_attention_maps_of_a_mixer_say_why_there_are_none() -> None:
     model = tiny(attention="short_conv")
     with pytest.raises(zoo.HookError, match=r"block\(s\) 0, 1 mix tokens without attention scores"):

@@ -61,7 +61,7 @@ class ChunkedOptions(AttentionOptions):
 
 
 class ChunkedAttention(Attention):
-    """Attention within chunks of ``chunk_size`` positions, causal inside each (Llama 4)."""
+    """Attention within chunks of chunk_size positions, causal inside each (Llama 4)."""
 
     Options = ChunkedOptions
 

@@ -25,7 +25,7 @@ from zoo.plugin import AttentionContext, RegisterComponent, residual_output
 
 
 class ShortConv(nn.Module):
-    """Gated causal depthwise convolution over time, ``out_proj(c * conv(b * h))`` (LFM2)."""
+    """Gated causal depthwise convolution over time, out_proj(c * conv(b * h)) (LFM2)."""
 
     attends: ClassVar[bool] = False  # a token mixer without scores: no attention hook points
 
