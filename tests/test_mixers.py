@@ -286,6 +286,14 @@ def test_attention_maps_of_a_mixer_say_why_there_are_none() -> None:
     assert "blocks.0.attn.hook_z" in model.hook_points() and "blocks.0.attn.hook_q" not in model.hook_points()
 
 
+def test_weights_by_head_of_a_model_with_a_mixer_say_which_blocks_have_none() -> None:
+    model = tiny(attention="sdpa", layer_pattern=[{}, {"attention": {"name": "short_conv"}}])
+    for weights in ("W_Q", "W_O"):
+        with pytest.raises(zoo.HookError, match=r"block\(s\) 1 mix tokens without attention"):
+            getattr(model, weights)
+    assert tiny(attention="sinks").W_Q.shape == (TINY["n_layers"], TINY["n_heads"], TINY["d_model"], 8)
+
+
 def test_run_diagnostics_leave_out_the_entropy_of_a_model_with_a_mixer() -> None:
     from zoo.ablate.diagnostics import measure
 
