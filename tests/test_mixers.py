@@ -53,9 +53,16 @@ def test_zoo_components_lists_it(name: str, capsys: pytest.CaptureFixture[str]) 
     assert "zoo-lm-modern" in row
 
 
+# What each adds to gpt2-small's 12 layers of d = 768: a sink per head; nothing; the depthwise kernel of 3
+# taps and its bias per channel, beside in_proj (3d x d) and out_proj, attention's qkv and out in size.
+EXTRA_PARAMETERS = {"sinks": 12 * 12, "chunked": 0, "short_conv": 12 * (3 + 1) * 768}
+
+
 @pytest.mark.parametrize("name", NEW)
 def test_it_swaps_into_gpt2_and_three_steps_lower_the_loss(name: str) -> None:
-    assert zoo.get_config("gpt2-small", attention=name).attention.name == name  # the full size validates
+    full = zoo.build("gpt2-small", attention=name, device="meta")  # full size, no memory
+    gpt2 = zoo.build("gpt2-small", device="meta")
+    assert full.num_parameters() - gpt2.num_parameters() == EXTRA_PARAMETERS[name]
     model = tiny(attention=name).train()
     assert type(model.blocks[0].attn).__module__.startswith("zoo_modern.")
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -97,6 +104,7 @@ def test_greedy_decoding_with_the_cache_equals_recomputing_the_whole_sequence(sp
             torch.testing.assert_close(step.scores, model(seq)[:, -1], rtol=0, atol=1e-5)
             assert torch.equal(step.tokens, step.scores.argmax(-1))
             seq = torch.cat([seq, step.tokens[:, None]], dim=1)
+    assert torch.equal(model.generate(seq[:, :5], 8), seq)  # generate's own loop: the same tokens
 
 
 @pytest.mark.parametrize(
