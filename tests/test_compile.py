@@ -45,6 +45,9 @@ CASES += [
     ("position", {"name": "rotary", "scaling": {"kind": "dynamic", "factor": 2.0, "original_max_seq_len": 64}}),
     ("position", {"name": "learned", "offset": 2}),  # OPT's table
     ("norm", {"name": "layernorm", "shift": False}),  # MPT's
+    ("attention", {"name": "chunked", "chunk_size": 3}),  # chunks crossed in the forward and the decode step
+    ("attention", {"name": "sinks", "window": 3}),  # GPT-OSS's sliding layer: sinks under a window's mask
+    ("attention", {"name": "short_conv", "kernel_size": 4, "conv_bias": True}),  # a convolution's state
 ]
 IDS = [f"{kind}-{spec if isinstance(spec, str) else '-'.join(map(str, spec.values()))}" for kind, spec in CASES]
 
