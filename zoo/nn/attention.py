@@ -65,7 +65,8 @@ class AttentionContext:
     cache: LayerCache | None = None  # this layer's keys and values so far
     memory: Tensor | None = None  # (B, S_m, d) encoder output, for cross-attention
     hooks: LayerPoints | None = None  # this layer's hook points, only while hooks are set
-    padding: Tensor | None = None  # (B, cached + S), True for real tokens; None: no padding (a mixer without scores)
+    # (B, cached + S), True for real tokens, or None without padding: for a mixer that reads no mask (a convolution)
+    padding: Tensor | None = None
 
     def for_layer(self, cache: LayerCache | None) -> AttentionContext:
         if cache is self.cache:
