@@ -20,7 +20,7 @@ from zoo.cli import main
 from zoo.decoding import Sampling, stream
 from zoo.nn.attention import AttentionContext, make_mask
 from zoo.probe import probe
-from zoo_modern.local_attention import ChunkedAttention, SinkAttention
+from zoo_modern.local_attention import ChunkedAttention, SinkAttention, chunk_mask
 from zoo_modern.short_conv import ShortConv
 
 NEW = ["sinks", "chunked", "short_conv"]
@@ -182,6 +182,26 @@ def test_sinks_equal_a_naive_softmax_with_the_sink_in_its_denominator(window: in
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
 
 
+def test_the_sink_softmax_equals_transformers_gpt_oss_eager_attention() -> None:
+    """``ctx.attend`` with sinks against GPT-OSS's own kernel, grouped heads and a window's mask."""
+    from types import SimpleNamespace
+
+    from transformers.models.gpt_oss.modeling_gpt_oss import eager_attention_forward
+
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 4, 7, 8), torch.randn(2, 2, 7, 8), torch.randn(2, 2, 7, 8)
+    sinks = torch.randn(4)
+    mask, _ = make_mask(
+        q_len=7, k_len=7, n_heads=4, causal=True, key_padding=None, encoding=None, dtype=q.dtype, device=q.device,
+        window=3,
+    )  # fmt: skip
+    module = SimpleNamespace(num_key_value_groups=2, sinks=sinks, training=False)
+    expected, weights = eager_attention_forward(module, q, k, v, mask, scaling=8**-0.5)
+    got = AttentionContext(mask=mask).attend(q, k, v, sinks=sinks)  # (B, H, S, dk); transformers' is (B, S, H, dk)
+    torch.testing.assert_close(got, expected.transpose(1, 2), rtol=0, atol=1e-6)
+    assert (weights.sum(-1) < 1).all()
+
+
 def test_a_sink_at_minus_infinity_is_plain_attention() -> None:
     torch.manual_seed(0)
     attn = SinkAttention(16, 4).eval()
@@ -208,8 +228,8 @@ def test_chunked_attention_equals_a_naive_softmax_within_each_chunk(chunk_size: 
             torch.testing.assert_close(got, naive_attention(attn, x, causal(10)), rtol=0, atol=1e-5)
 
 
-def test_chunks_start_at_the_first_cached_position_in_the_model() -> None:
-    """Through the model with padding: a query after the chunk boundary ignores the chunk before."""
+def test_chunks_start_at_the_first_position_in_the_model() -> None:
+    """Through the model: a query after the chunk boundary ignores the chunk before."""
     model = tiny(attention={"name": "chunked", "chunk_size": 4}, position="none")
     seq = ids(1, 8)
     changed = seq.clone()
@@ -218,6 +238,34 @@ def test_chunks_start_at_the_first_cached_position_in_the_model() -> None:
         a, b = model(seq), model(changed)
     torch.testing.assert_close(a[:, 4:], b[:, 4:], rtol=0, atol=1e-6)  # the second chunk never saw the first
     assert not torch.allclose(a[:, :4], b[:, :4])
+
+
+def test_chunks_start_at_each_rows_first_real_token_as_transformers_overlay() -> None:
+    """A left-padded row reads as it would alone (transformers' chunked_overlay), in the
+    forward and in cached decoding."""
+    from transformers.masking_utils import chunked_causal_mask_function
+
+    model = tiny(attention={"name": "chunked", "chunk_size": 3})
+    real = ids(1, 7)
+    padded, mask = torch.cat([ids(1, 2, seed=9), real], dim=1), torch.tensor([[0, 0] + [1] * 7])
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        alone = model(real)
+        torch.testing.assert_close(
+            model(padded, attention_mask=mask, positions=positions)[:, 2:], alone, atol=1e-5, rtol=0
+        )
+        cache = model.new_cache()
+        model(padded[:, :5], attention_mask=mask[:, :5], positions=positions[:, :5], cache=cache)
+        steps = [
+            model(padded[:, t : t + 1], attention_mask=mask[:, : t + 1], positions=positions[:, t : t + 1], cache=cache)
+            for t in range(5, 9)
+        ]
+    torch.testing.assert_close(torch.cat(steps, dim=1), alone[:, 3:], atol=1e-5, rtol=0)
+    attend = chunked_causal_mask_function(3, torch.tensor([2]))
+    i, j = torch.arange(9)[:, None], torch.arange(9)[None]
+    ctx = AttentionContext(is_causal=True, padding=mask.bool())
+    ours = chunk_mask(ctx, torch.zeros(1, 1, 9, 8), torch.zeros(1, 1, 9, 8), 3)[0, 0] == 0
+    assert torch.equal(ours, attend(0, 0, i, j))
 
 
 @pytest.mark.parametrize("bias", [False, True])

@@ -5,9 +5,10 @@
   (the attention sinks of Xiao et al. 2023, learned). Weights then sum to less than 1.
   With ``window`` it is GPT-OSS's sliding layer; alternate with ``layer_pattern``.
 - ``chunked`` (Llama 4's local layers): a query sees only the keys of its own chunk of
-  ``chunk_size`` positions, causally. A chunk starts at slot 0, C, 2C, ... counted from
-  the first cached position, as transformers' ``cache_position``. The cache keeps only
-  the last ``chunk_size - 1`` keys, all a later query can see.
+  ``chunk_size`` positions, causally. Chunks start at each row's first real token (0,
+  C, 2C, ... after any left padding, as transformers' ``chunked_overlay``), so a padded
+  row reads as it would alone. The cache keeps only the last ``chunk_size - 1`` keys,
+  all a later query can see.
 
 Both are ``Attention`` subclasses: the same projections and weight names, so every
 option of the zoo attention (``n_kv_heads``, ``softcap``, ``scale``, biases) applies.
@@ -91,13 +92,17 @@ class ChunkedAttention(Attention):
 def chunk_mask(ctx: AttentionContext, q: Tensor, k: Tensor, chunk_size: int) -> Tensor:
     """The additive mask (B|1, H|1, S, S_k) of ``ctx`` (padding, score bias) with each
     query's future and other chunks masked: key slot j is visible to query slot i iff
-    j <= i and j // chunk_size == i // chunk_size. Queries and keys are the last slots
-    seen so far (the cache's ``length`` counts them all; its keys may be the last few)."""
+    j <= i and (j - p) // chunk_size == (i - p) // chunk_size, p the row's first real slot.
+    Queries and keys are the last slots seen so far (the cache's ``length`` counts them
+    all; its keys may be the last few)."""
     q_len, k_len = q.shape[2], k.shape[2]
     end = ctx.cache.length if ctx.cache is not None else k_len  # slots seen, these included
     query = torch.arange(end - q_len, end, device=q.device)[:, None]  # (S, 1)
     key = torch.arange(end - k_len, end, device=q.device)[None]  # (1, S_k)
-    hidden = (key > query) | (key // chunk_size != query // chunk_size)  # (S, S_k)
+    if ctx.padding is not None:  # count from each row's first real token: (B, 1, S, 1) and (B, 1, 1, S_k)
+        first = ctx.padding.to(torch.int64).argmax(dim=-1)[:, None, None, None]
+        query, key = query - first, key - first
+    hidden = (key > query) | (key // chunk_size != query // chunk_size)  # (S, S_k), or (B, 1, S, S_k) with padding
     base = ctx.mask if ctx.mask is not None else torch.zeros(1, 1, q_len, k_len, device=q.device)
     return base.to(q.dtype).masked_fill(hidden, MASKED)
 
