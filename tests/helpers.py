@@ -58,6 +58,17 @@ def tiny_layout(name: str) -> dict[str, Any]:
     return fit
 
 
+def decoder_only(kind: str, spec: Any) -> bool:
+    """Whether component ``spec`` of ``kind`` is refused in an encoder-decoder as one for
+    decoder-only models (a placement without cross-attention, a causal-only mixer)."""
+    try:
+        zoo.get_config("transformer-2017-base", **{kind: spec})
+    except zoo.ConfigError as err:
+        assert "decoder-only" in str(err), err  # refused for that reason, saying so
+        return True
+    return False
+
+
 def tiny(name: str = "gpt2-small", **overrides: Any) -> zoo.DecoderLM:
     """Preset ``name`` shrunk to TINY sizes (its head layout fitted, ``tiny_layout``), with
     overrides, seeded."""

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 import zoo
+from helpers import decoder_only
 from zoo.nn.registry import KINDS
 
 TINY: dict[str, Any] = {
@@ -44,6 +45,9 @@ CASES += [
     ("position", {"name": "rotary", "scaling": {"kind": "dynamic", "factor": 2.0, "original_max_seq_len": 64}}),
     ("position", {"name": "learned", "offset": 2}),  # OPT's table
     ("norm", {"name": "layernorm", "shift": False}),  # MPT's
+    ("attention", {"name": "chunked", "chunk_size": 3}),  # chunks crossed in the forward and the decode step
+    ("attention", {"name": "sinks", "window": 3}),  # GPT-OSS's sliding layer: sinks under a window's mask
+    ("attention", {"name": "short_conv", "kernel_size": 4, "conv_bias": True}),  # a convolution's state
 ]
 IDS = [f"{kind}-{spec if isinstance(spec, str) else '-'.join(map(str, spec.values()))}" for kind, spec in CASES]
 
@@ -97,13 +101,8 @@ def test_forward_and_decode_step_compile_to_one_graph(kind: str, spec: Any) -> N
     torch.testing.assert_close(compiled_cache[0].keys[:, :, :9], eager_cache[0].keys[:, :, :9])
 
 
-# Components refused in an encoder-decoder (they join a decoder-only layer's attention and MLP).
-DECODER_ONLY = {("placement", "parallel")}
-SEQ2SEQ = [
-    ((kind, spec), i)
-    for (kind, spec), i in zip(CASES, IDS, strict=True)
-    if (kind, spec if isinstance(spec, str) else spec["name"]) not in DECODER_ONLY
-]
+# Components refused in an encoder-decoder (parallel placement, causal-only mixers) are left out.
+SEQ2SEQ = [((kind, spec), i) for (kind, spec), i in zip(CASES, IDS, strict=True) if not decoder_only(kind, spec)]
 
 
 @pytest.mark.parametrize(("kind", "spec"), [case for case, _ in SEQ2SEQ], ids=[i for _, i in SEQ2SEQ])

@@ -242,8 +242,9 @@ def test_the_old_builder_contract_is_refused_with_the_fix() -> None:
 
 def test_attention_context_holds_inputs_only() -> None:
     names = {f.name for f in dataclasses.fields(AttentionContext)}
-    # the inputs, and the layer's hook points (None unless a hook is set: zoo.nn.hooks fills it per forward)
-    assert names == {"mask", "is_causal", "encoding", "rotation", "cache", "memory", "hooks"}
+    # the inputs (padding: for a mixer without scores), and the layer's hook points (None unless a hook is
+    # set: zoo.nn.hooks fills it per forward)
+    assert names == {"mask", "is_causal", "encoding", "rotation", "cache", "memory", "hooks", "padding"}
     assert AttentionContext().hooks is None
     with pytest.raises(dataclasses.FrozenInstanceError):
         AttentionContext().mask = None  # type: ignore[misc]

@@ -34,6 +34,9 @@ MODERN = {
     ("norm", "rmsnorm_offset"),
     ("placement", "post_sublayer"),
     ("placement", "pre_scaled"),
+    ("attention", "sinks"),
+    ("attention", "chunked"),
+    ("attention", "short_conv"),
 }
 PACKAGE = Path(__file__).resolve().parents[1] / "examples" / "zoo-modern"
 

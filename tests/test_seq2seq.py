@@ -9,12 +9,13 @@ import pytest
 import torch
 
 import zoo
-from helpers import TINY
+from helpers import TINY, decoder_only
 from zoo.nn.seq2seq import DecoderBlock, EncoderDecoder
 
 V = TINY["vocab_size"]
-# Components that join a decoder-only layer's attention and MLP, refused (ConfigError) in an encoder-decoder.
-DECODER_ONLY = {("placement", "parallel")}
+# Components for decoder-only models (a placement joining attention and MLP side by side, a causal-only
+# mixer), refused (ConfigError) in an encoder-decoder.
+DECODER_ONLY = {(c.kind, c.name) for c in zoo.components() if c.kind != "init" and decoder_only(c.kind, c.name)}
 COMPONENTS = [(c.kind, c.name) for c in zoo.components() if (c.kind, c.name) not in DECODER_ONLY]
 
 

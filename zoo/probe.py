@@ -10,7 +10,8 @@ bundled corpus. Per layer:
 - the gradient norm of each weight group (attention, MLP, the placement's norms; the
   embeddings, final norm and head apart) after one backward pass of the next-token loss;
 - the attention entropy of each head, -sum p log p over the keys in nats, averaged over
-  queries and the batch (``attn.hook_pattern``);
+  queries and the batch (``attn.hook_pattern``); none for a block whose token mixer has
+  no scores (a short convolution), which a note says;
 - for a checkpoint folder with two versions or more, the update-to-weight ratio
   ||W_new - W_old|| / ||W_old|| of each group between the newest two (or ``version`` and
   the one before it).
@@ -43,7 +44,7 @@ from zoo.errors import ConfigError, InputError, ZooError, printable
 from zoo.figures import block_axis, figure_format, fit_text, log_scale, plain_text
 from zoo.nn.config import ModelConfig, get_config
 from zoo.nn.factory import build
-from zoo.nn.hooks import cache_bytes, run_with_cache, stacks
+from zoo.nn.hooks import cache_bytes, hook_points, run_with_cache, stacks
 from zoo.nn.inputs import INDEX_DTYPES, check_inputs, check_tensor, not_finite_loss
 from zoo.nn.sets import parse_sets
 
@@ -169,7 +170,10 @@ def probe(
     was_training = model.training
     model.eval()  # after the refusals: a refused model keeps its mode
     wanted = ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(layers)]
-    wanted += [f"blocks.{i}.attn.hook_pattern" for i in range(layers)]
+    patterns = [f"blocks.{i}.attn.hook_pattern" for i in range(layers)]
+    points = set(hook_points(model))
+    mixers = [i for i, name in enumerate(patterns) if name not in points]  # token mixers without scores
+    wanted += [name for i, name in enumerate(patterns) if i not in mixers]
     try:
         with torch.enable_grad():
             output, cache = run_with_cache(model, tokens, names=wanted)
@@ -184,8 +188,13 @@ def probe(
     grads = {n: g for (n, _), g in zip(named, found, strict=True) if g is not None}
     grad_norm, grad_other = grouped_norms(model, grads, layers)
     rms = [float(cache[n].double().pow(2).mean().sqrt()) for n in wanted[: layers + 1]]
-    heads = [entropy(cache[f"blocks.{i}.attn.hook_pattern"]).tolist() for i in range(layers)]
+    heads = [[] if i in mixers else entropy(cache[patterns[i]]).tolist() for i in range(layers)]
     result = ProbeResult(label, source, layers, value, rms, grad_norm, grad_other, heads)
+    if mixers:  # a token mixer without attention scores (a short convolution): nothing to measure
+        result.notes.append(
+            f"block(s) {', '.join(map(str, mixers))} mix tokens without attention scores (attends=False): "
+            f"no attention entropy there"
+        )
     frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
     if frozen:  # their groups' norms leave them out: said, so a 0 is not read as a vanished gradient
         shown = ", ".join(printable(n, 60) for n in frozen[:4]) + (" ..." if len(frozen) > 4 else "")
@@ -445,11 +454,12 @@ def _draw(ax: Any, metric: str, result: ProbeResult, colour: str, *, width: floa
         log_scale(ax, "y")
         ax.set_title("gradient norm per layer after one backward (next-token loss)", fontsize=9)
     elif metric == "entropy":
-        layers = range(result.layers)
-        mean = [sum(h) / len(h) for h in result.attention_entropy]
-        low, high = [min(h) for h in result.attention_entropy], [max(h) for h in result.attention_entropy]
-        ax.plot(layers, mean, color=colour, linewidth=width, label=result.label)
-        ax.fill_between(layers, low, high, color=colour, alpha=0.15, linewidth=0)
+        measured = [(i, h) for i, h in enumerate(result.attention_entropy) if h]  # a mixer's blocks have none
+        blocks = [i for i, _ in measured]
+        mean = [sum(h) / len(h) for _, h in measured]
+        low, high = [min(h) for _, h in measured], [max(h) for _, h in measured]
+        ax.plot(blocks, mean, color=colour, linewidth=width, label=result.label)
+        ax.fill_between(blocks, low, high, color=colour, alpha=0.15, linewidth=0)
         ax.set_title("attention entropy (nats): head mean, band min..max", fontsize=9)
     elif metric == "update" and result.update_ratio is not None:
         layers = range(result.layers)

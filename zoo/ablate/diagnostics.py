@@ -64,7 +64,8 @@ def measure(model: nn.Module, inputs: Tensor, targets: Tensor, step: int) -> Dia
     blocks = [
         math.sqrt(sum(norms[i] ** 2 for norms in found.grad_norm.values())) for i in range(found.layers)
     ]  # the groups of a block (attention, MLP, norms) together
-    entropy = [sum(heads) / len(heads) for heads in found.attention_entropy]
+    # a block without attention scores (a short convolution) leaves the whole run's entropy out, as older records
+    entropy = [sum(h) / len(h) for h in found.attention_entropy] if all(found.attention_entropy) else []
     return Diagnostics(step, found.residual_rms, blocks, entropy)
 
 

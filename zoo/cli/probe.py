@@ -4,6 +4,7 @@ per layer, for presets (with overrides and variants) or checkpoints, side by sid
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -140,7 +141,7 @@ def show(results: Sequence[ProbeResult], ui: Ui, metrics: Sequence[str]) -> None
             values = [r.grad_norm[group] for r in results]
             per_layer(ui, f"gradient norm, {group} weights", list(map(str, range(depth))), values)
     if "entropy" in metrics:
-        values = [[sum(h) / len(h) for h in r.attention_entropy] for r in results]
+        values = [[sum(h) / len(h) if h else math.nan for h in r.attention_entropy] for r in results]  # nan: no scores
         per_layer(ui, "attention entropy (nats), head mean", list(map(str, range(depth))), values, "{:.3f}")
     if "update" in metrics and any(r.update_ratio for r in results):
         for group in ("attention", "mlp"):
@@ -148,11 +149,19 @@ def show(results: Sequence[ProbeResult], ui: Ui, metrics: Sequence[str]) -> None
             per_layer(ui, f"update / weight, {group}", list(map(str, range(depth))), values)
 
 
+def _cell(values: Sequence[float], i: int, fmt: str) -> str:
+    """Layer ``i`` of one design: its value, ``-`` where it was not measured (nan: a block
+    without attention scores), blank past the design's depth."""
+    if i >= len(values):
+        return ""
+    return "-" if math.isnan(values[i]) else fmt.format(values[i])
+
+
 def per_layer(ui: Ui, title: str, rows: Sequence[str], values: Sequence[Sequence[float]], fmt: str = "{:.3g}") -> None:
     """``title``, then a row per layer (``rows`` names them), a column per design (numbered as in the legend)."""
     columns = [str(i) for i in range(1, len(values) + 1)]
     table = new_table(None, "block", *columns, right=["block", *columns])
     for i, row in enumerate(rows):
-        table.add_row(row, *(fmt.format(v[i]) if i < len(v) else "" for v in values))
+        table.add_row(row, *(_cell(v, i, fmt) for v in values))
     ui.line(title, "bold")
     ui.print(table)

@@ -65,11 +65,13 @@ class AttentionContext:
     cache: LayerCache | None = None  # this layer's keys and values so far
     memory: Tensor | None = None  # (B, S_m, d) encoder output, for cross-attention
     hooks: LayerPoints | None = None  # this layer's hook points, only while hooks are set
+    # (B, cached + S), True for real tokens, or None without padding: for a mixer that reads no mask (a convolution)
+    padding: Tensor | None = None
 
     def for_layer(self, cache: LayerCache | None) -> AttentionContext:
         if cache is self.cache:
             return self
-        return AttentionContext(self.mask, self.is_causal, self.encoding, self.rotation, cache, self.memory, self.hooks)
+        return replace(self, cache=cache)
 
     def with_mask(self, mask: Tensor | None, is_causal: bool) -> AttentionContext:
         """This context with another mask (a windowed layer's, ``make_mask(window=...)``)."""
@@ -85,21 +87,25 @@ class AttentionContext:
         explicit: bool = False,
         scale: float | None = None,
         softcap: float | None = None,
+        sinks: Tensor | None = None,
     ) -> Tensor:
         """softmax(q k^T * scale + mask) v per head, (B, H, S, dk), for q (B, H, S, dk) and
         k, v (B, H_kv, S_k, dk): each group of H / H_kv query heads reads one key/value head.
 
         ``scale`` defaults to 1 / sqrt(dk); ``softcap`` caps the scores at +-softcap
-        smoothly (``softcap * tanh(scores / softcap)``, Gemma 2), before the mask.
+        smoothly (``softcap * tanh(scores / softcap)``, Gemma 2), before the mask;
+        ``sinks`` (H,) are per-head logits that join each softmax's denominator and no
+        value (GPT-OSS's attention sinks): a head may attend to nothing, its weights then
+        summing to less than 1.
         The fused ``scaled_dot_product_attention`` by default; the explicit math with
-        ``explicit`` (the eager kernel), with ``softcap`` (the fused kernel cannot cap) or
-        when a hook asks for the scores or the pattern.
+        ``explicit`` (the eager kernel), with ``softcap`` or ``sinks`` (the fused kernel
+        has neither) or when a hook asks for the scores or the pattern.
         Hook points, as the kernel reads them: ``hook_q``, ``hook_k``, ``hook_v`` (after
         rotation, keys and values with the cache), ``hook_scores`` (masked, before the
         softmax) and ``hook_pattern`` (after it, before dropout).
         """
         hooks = self.hooks
-        explicit = explicit or softcap is not None
+        explicit = explicit or softcap is not None or sinks is not None
         if hooks is not None:
             q, k, v = hooks.point("hook_q", q), hooks.point("hook_k", k), hooks.point("hook_v", v)
             explicit = explicit or hooks.wants("hook_scores", "hook_pattern")
@@ -127,7 +133,7 @@ class AttentionContext:
             scores = scores + mask
         if hooks is not None:
             scores = hooks.point("hook_scores", scores)
-        weights = scores.softmax(dim=-1)
+        weights = scores.softmax(dim=-1) if sinks is None else sink_softmax(scores, sinks)
         if hooks is not None:
             weights = hooks.point("hook_pattern", weights)
         if dropout:
@@ -149,6 +155,13 @@ class AttentionContext:
             future = torch.ones(q_len, k_len, dtype=torch.bool, device=scores.device).triu(k_len - q_len + 1)
             return torch.zeros((), dtype=scores.dtype, device=scores.device).masked_fill(future, MASKED)
         return None if self.mask is None else self.mask.to(scores.dtype)
+
+
+def sink_softmax(scores: Tensor, sinks: Tensor) -> Tensor:
+    """softmax over the keys of ``scores`` (B, H, S, S_k) with one more logit per head,
+    ``sinks`` (H,), in each denominator: exp(s_j) / (exp(sink) + sum_i exp(s_i))."""
+    sink = sinks.to(scores.dtype)[None, :, None, None].expand(*scores.shape[:-1], 1)  # (B, H, S, 1)
+    return torch.cat([scores, sink], dim=-1).softmax(dim=-1)[..., :-1]  # (B, H, S, S_k)
 
 
 def make_mask(

@@ -22,7 +22,12 @@ The kinds:
   projections, turns q/k with ``ctx.rotate``, stores keys/values in ``ctx.cache`` and
   turns q, k, v into per-head outputs with ``ctx.attend`` (the mask, the fused kernel,
   and the hook points q, k, v, scores and pattern), then projects them with a layer
-  marked ``residual_output`` (whose input is the hook point z).
+  marked ``residual_output`` (whose input is the hook point z). Two optional attributes:
+  ``cache_window = N`` when a later position needs only the last N - 1 of its cache (a
+  chunk's keys; the model then gives it a ``RollingLayerCache``), and ``attends = False``
+  for a token mixer without scores (a short convolution): it has no q/k/v/scores/pattern
+  points, may keep any per-position state in ``ctx.cache`` (``update`` stores any
+  (B, *, S, *) pair) and reads padding from ``ctx.padding``.
 - position: a ``PositionEncoding``: adds to embeddings, rotates q/k (with the state its
   ``prepare`` made once per forward), and/or biases scores.
 - placement: a ``Placement``: joins a sub-layer to the residual stream, owning its norms.

@@ -8,7 +8,8 @@ A decoder-only model's points, in the order the forward reaches them::
     blocks.{i}.attn.hook_q|k|v       (B, H|H_kv, S, dk) as the attention kernel reads them (TransformerLens:
                                      (B, S, H, dk); zoo.nn.activations.to_transformer_lens maps name and layout)
     blocks.{i}.attn.hook_scores      (B, H, S, S_k) masked, before the softmax
-    blocks.{i}.attn.hook_pattern     (B, H, S, S_k) after the softmax
+    blocks.{i}.attn.hook_pattern     (B, H, S, S_k) after the softmax (q to pattern: none for a mixer
+                                     without scores, ``attends = False``)
     blocks.{i}.attn.hook_z           (B, S, H, dk) each head's output, before the output projection
     blocks.{i}.hook_attn_out         (B, S, d) what attention hands its placement
     blocks.{i}.hook_resid_mid        the stream between attention and MLP
@@ -142,8 +143,8 @@ def block_points(block: nn.Module) -> list[str]:
         if attr == "mlp":
             names += ["mlp.hook_pre"] if activation_of(sub) is not None else []
             names += ["mlp.hook_post"] if residual_projection(sub) is not None else []
-        else:
-            names += [f"{attr}.{point}" for point in ATTENTION_POINTS]
+        else:  # a token mixer without scores (``attends = False``, a convolution) has none of them
+            names += [f"{attr}.{point}" for point in ATTENTION_POINTS] if getattr(sub, "attends", True) else []
             names += [f"{attr}.hook_z"] if residual_projection(sub) is not None else []
         names += [output] + ([stream] if stream else [])
     return [*names, "hook_resid_post"]

@@ -105,6 +105,12 @@ class LensModel(nn.Module):
 
     def _attentions(self) -> list[Any]:
         attentions: list[Any] = [block.attn for block in getattr(self, "blocks", [])]
+        mixers = [str(i) for i, a in enumerate(attentions) if not getattr(a, "attends", True)]
+        if mixers:
+            raise HookError(
+                f"block(s) {', '.join(mixers)} mix tokens without attention (attends=False, a convolution): "
+                f"there are no weights by head to stack over every layer; read those blocks' own modules"
+            )
         if not attentions or not all(isinstance(getattr(a, "qkv", None), nn.Linear) for a in attentions):
             raise HookError("the weights by head need attention with one fused q/k/v projection (zoo's Attention)")
         return attentions

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from zoo.errors import InputError, check_flag
+from zoo.errors import HookError, InputError, check_flag
 from zoo.nn.activations import ActivationCache
 from zoo.nn.attention import AttentionContext, make_mask
 from zoo.nn.cache import KVCache
@@ -58,6 +58,8 @@ class Block(nn.Module):
         self.wired = wires_layer(type(attn_residual))  # the placement combines the sub-layers itself
         window = getattr(self.attn, "window", None)
         self.window: int | None = window if isinstance(window, int) else None  # sliding window, if any
+        keeps = getattr(self.attn, "cache_window", None)  # a chunk's, a convolution's: what its cache keeps
+        self.keeps: int | None = keeps if isinstance(keeps, int) else self.window
 
     def forward(self, x: Tensor, ctx: AttentionContext) -> Tensor:
         if self.wired:  # a parallel layout: attention and MLP side by side
@@ -294,14 +296,14 @@ class DecoderLM(TokenModel):
         padding = as_padding(attention_mask, idx, "attention_mask", cached=offset)
         masks = LayerMasks(self.config.n_heads, seq, padding, self.position, x)
         mask, is_causal = masks.get(None, offset)
-        ctx = AttentionContext(mask, is_causal, self.position, self.position.prepare(positions))
+        ctx = AttentionContext(mask, is_causal, self.position, self.position.prepare(positions), padding=padding)
         contexts = self.layer_contexts(ctx, positions) if self.layer_positions else {}
         period = len(self.config.layer_pattern) or 1
         for i, block in enumerate(cast(Sequence[Block], self.blocks)):
             layer_cache = cache[i] if cache is not None else None
             layer_ctx, encoding = contexts.get(i % period, (ctx, self.position))
             layer_ctx = layer_ctx.for_layer(layer_cache)
-            if block.window is not None or encoding is not self.position:  # its own mask
+            if block.keeps is not None or encoding is not self.position:  # its own mask
                 cached = offset if layer_cache is None else layer_cache.stored  # the keys its cache keeps
                 layer_ctx = layer_ctx.with_mask(*masks.get(block.window, cached, encoding))
             x = block(x, layer_ctx)
@@ -322,8 +324,9 @@ class DecoderLM(TokenModel):
 
     def new_cache(self, capacity: int = 0) -> KVCache:
         """An empty KV cache for this model; ``capacity`` preallocates positions. A layer
-        with a sliding window keeps only its window (``zoo.nn.cache.RollingLayerCache``)."""
-        return KVCache(self.config.n_layers, capacity, [block.window for block in cast(Sequence[Block], self.blocks)])
+        with a sliding window keeps only its window (``zoo.nn.cache.RollingLayerCache``), one
+        whose attention sets ``cache_window`` (a chunk, a convolution's kernel) that many."""
+        return KVCache(self.config.n_layers, capacity, [block.keeps for block in cast(Sequence[Block], self.blocks)])
 
     @torch.no_grad()
     def attention_maps(self, idx: Tensor) -> list[Tensor]:
@@ -333,6 +336,13 @@ class DecoderLM(TokenModel):
         them explicitly for this call only.
         """
         names = [f"blocks.{i}.attn.hook_pattern" for i in range(len(self.blocks))]
+        mixers = [i for i, block in enumerate(self.blocks) if not getattr(block.attn, "attends", True)]
+        if mixers:
+            raise HookError(
+                f"block(s) {', '.join(map(str, mixers))} mix tokens without attention scores (attends=False), "
+                f"so they have no attention map; read the other blocks' blocks.{{i}}.attn.hook_pattern with "
+                f"model.run_with_cache"
+            )
         _, cache = self.run_with_cache(idx, names=names)
         return list(cache.values())
 
