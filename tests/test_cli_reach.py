@@ -1,0 +1,155 @@
+"""What users meet at the command line (issue 42): ``zoo generate`` reaches every option
+of ``zoo.generate_text``; a subcommand's bad flag shows that subcommand's usage; every
+``--json`` is JSON alone on stdout; ``zoo train RUN --resume``; HF exports carry their
+special token ids."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from typing import Any
+
+import pytest
+import torch
+
+import zoo
+from zoo.cli import build_parser, main
+from zoo.cli.generate import API_FLAGS, NOT_FLAGS
+from zoo.pipelines import generate_text
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    """Every runnable subcommand's parser, by its command line (``data prepare``)."""
+    found: dict[str, argparse.ArgumentParser] = {}
+
+    def walk(parser: argparse.ArgumentParser, prefix: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{prefix} {name}".strip())
+                return
+        if prefix:
+            found[prefix] = parser
+
+    walk(build_parser(), "")
+    return found
+
+
+COMMANDS = subcommands()
+
+
+# -- zoo generate: every keyword of generate_text ---------------------------------------------
+
+
+def test_every_generate_text_keyword_is_a_flag_or_says_why_not() -> None:
+    keywords = {n for n, p in inspect.signature(generate_text).parameters.items() if p.kind is p.KEYWORD_ONLY}
+    assert set(API_FLAGS) | set(NOT_FLAGS) == keywords  # a new keyword needs a flag, or a reason
+    assert not set(API_FLAGS) & set(NOT_FLAGS) and all(reason.strip() for reason in NOT_FLAGS.values())
+    actions = {flag: a for a in COMMANDS["generate"]._actions for flag in a.option_strings}
+    for keyword, flag in API_FLAGS.items():
+        assert flag in actions, (keyword, flag)
+        assert actions[flag].dest == ("sample" if keyword == "do_sample" else keyword), (keyword, flag)
+
+
+@pytest.fixture(scope="module")
+def tiny_bytes(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A tiny model over a vocabulary of 256 (the bytes tokenizer), saved with zoo.save."""
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("gen") / "tiny256.safetensors"
+    zoo.save(
+        zoo.build("gpt2-small", vocab_size=256, n_layers=1, d_model=16, n_heads=2, max_seq_len=64, dropout=0.0), path
+    )
+    return str(path)
+
+
+BEAMS_ENDING = (["--num-beams", "2", "--eos-token-id", "92,41"], {"num_beams": 2, "eos_token_id": [92, 41]})
+
+#: (flags under test, the keywords they stand for, the flags and keywords of the run they change)
+NEW_FLAGS: list[tuple[list[str], dict[str, Any], tuple[list[str], dict[str, Any]]]] = [
+    (["--num-beams", "3"], {"num_beams": 3}, ([], {})),
+    (["--num-beams", "3", "--num-return-sequences", "2"], {"num_beams": 3, "num_return_sequences": 2}, ([], {})),
+    (["--length-penalty=-2"], {"length_penalty": -2.0}, BEAMS_ENDING),
+    (["--early-stopping"], {"early_stopping": True}, BEAMS_ENDING),
+    (["--early-stopping", "true"], {"early_stopping": True}, BEAMS_ENDING),
+    (["--min-new-tokens", "3"], {"min_new_tokens": 3}, (["--eos-token-id", "41"], {"eos_token_id": [41]})),
+    (["--stop", "\\"], {"stop_strings": ["\\"]}, ([], {})),
+    (["--stop", "\\", "--stop", ")"], {"stop_strings": ["\\", ")"]}, ([], {})),
+    (["--eos-token-id", "41"], {"eos_token_id": [41]}, ([], {})),
+    (
+        ["--eos-token-id", "92", "--eos-token-id", "41"],
+        {"eos_token_id": [92, 41]},
+        (["--num-beams", "2"], {"num_beams": 2}),
+    ),
+    (["--eos-token-id", "92,41"], {"eos_token_id": [92, 41]}, (["--num-beams", "2"], {"num_beams": 2})),
+]
+
+
+@pytest.mark.parametrize(
+    ("flags", "keywords", "base"), NEW_FLAGS, ids=lambda v: " ".join(v) if isinstance(v, list) else ""
+)
+def test_each_new_generate_flag_does_what_its_keyword_does(
+    tiny_bytes: str,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    keywords: dict[str, Any],
+    base: tuple[list[str], dict[str, Any]],
+) -> None:
+    base_flags, base_keywords = base
+    before = generate_text(tiny_bytes, "ab", max_new_tokens=12, **base_keywords)
+    expected = generate_text(tiny_bytes, "ab", max_new_tokens=12, **base_keywords, **keywords)
+    assert expected != before  # the keyword changes the text on this model, so the flag must too
+    argv = ["generate", tiny_bytes, "--prompt", "ab", "--max-new-tokens", "12", "--no-echo", "--raw"]
+    capsys.readouterr()
+    assert main([*argv, *base_flags, *flags]) == 0
+    out = capsys.readouterr().out
+    if isinstance(expected, list):
+        assert out == "".join(f"[{i}/{len(expected)}] {text}\n" for i, text in enumerate(expected, 1))
+    else:
+        assert out == expected + "\n"
+
+
+def test_no_stop_at_eot_is_stop_at_eot_false(tiny_bytes: str, capsys: pytest.CaptureFixture[str]) -> None:
+    expected = generate_text(tiny_bytes, "ab", max_new_tokens=5, stop_at_eot=False)
+    assert (
+        main(
+            [
+                "generate",
+                tiny_bytes,
+                "--prompt",
+                "ab",
+                "--max-new-tokens",
+                "5",
+                "--no-echo",
+                "--raw",
+                "--no-stop-at-eot",
+            ]
+        )
+        == 0
+    )
+    assert capsys.readouterr().out == expected + "\n"
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--eos-token-id", "4,x"], "comma list"),
+        (["--eos-token-id", "-3"], "0 or more"),
+        (["--early-stopping", "soon"], "invalid choice"),
+        (["--min-new-tokens", "-1"], "must be 0 or more"),
+        (["--eos-token-id", "4", "--no-stop-at-eot"], "not allowed with"),
+    ],
+)
+def test_bad_generate_flags_are_usage_errors(
+    tiny_bytes: str, capsys: pytest.CaptureFixture[str], flags: list[str], needle: str
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["generate", tiny_bytes, "--prompt", "ab", *flags])
+    assert caught.value.code == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_generate_text_refuses_eos_ids_with_stop_at_eot_false(tiny_bytes: str) -> None:
+    with pytest.raises(zoo.ZooError, match="not both"):
+        generate_text(tiny_bytes, "ab", eos_token_id=3, stop_at_eot=False)
+    with pytest.raises(zoo.ZooError, match="token id or a list"):
+        generate_text(tiny_bytes, "ab", eos_token_id="3")  # type: ignore[arg-type]
