@@ -153,3 +153,31 @@ def test_generate_text_refuses_eos_ids_with_stop_at_eot_false(tiny_bytes: str) -
         generate_text(tiny_bytes, "ab", eos_token_id=3, stop_at_eot=False)
     with pytest.raises(zoo.ZooError, match="token id or a list"):
         generate_text(tiny_bytes, "ab", eos_token_id="3")  # type: ignore[arg-type]
+
+
+# -- a subcommand's bad flag: that subcommand's usage -----------------------------------------
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("bad", ["--nope", "--nope=3"])
+def test_a_bad_flag_shows_the_subcommands_usage(command: str, bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main([*command.split(), bad])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: zoo {command} "), err  # the subcommand's usage, not zoo's own
+    assert f"zoo {command}: error: unrecognized arguments: {bad} (see `zoo {command} --help`)" in err
+
+
+def test_a_bad_flag_among_good_ones_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["generate", "x", "--prompt", "y", "--max-new-tok", "3", "--nope"])  # an abbreviation is no bad flag
+    err = capsys.readouterr().err
+    assert err.startswith("usage: zoo generate ") and "unrecognized arguments: --nope (see" in err
+
+
+def test_a_bad_flag_of_zoo_itself_shows_zoos_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--nope"])
+    err = capsys.readouterr().err
+    assert err.startswith("usage: zoo [-h]") and "zoo: error: unrecognized arguments: --nope" in err
