@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -181,3 +183,29 @@ def test_a_bad_flag_of_zoo_itself_shows_zoos_usage(capsys: pytest.CaptureFixture
         main(["--nope"])
     err = capsys.readouterr().err
     assert err.startswith("usage: zoo [-h]") and "zoo: error: unrecognized arguments: --nope" in err
+
+
+# -- zoo train RUN --resume --------------------------------------------------------------------
+
+#: A tiny run on the bundled corpus: a second or two of CPU.
+TINY_TRAIN = ["--set", "n_layers=1", "--set", "d_model=16", "--set", "n_heads=2", "--set", "vocab_size=256"]
+TINY_TRAIN += ["--set", "max_seq_len=32", "--seq-len", "16", "--batch-size", "2", "--eval-batches", "1", "--quiet"]
+
+
+def test_train_run_resume_continues_the_run_in_that_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    assert main(["train", "gpt2-small", *TINY_TRAIN, "--steps", "2", "--eval-every", "2", "-o", str(run)]) == 0
+    assert [v.metadata["training"]["step"] for v in zoo.versions(run)] == [2]
+    capsys.readouterr()
+    assert main(["train", str(run), "--resume", "--steps", "4", "--json"]) == 0  # the short form: RUN, no -o
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["step"] == 4 and Path(summary["checkpoint"]).parent == run
+    assert [v.metadata["training"]["step"] for v in zoo.versions(run)] == [2, 4]  # the same run, not a new one
+    assert not (tmp_path / "run" / "run").exists()
+
+
+def test_train_resume_of_a_folder_without_a_run_says_how(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    assert main(["train", str(tmp_path / "empty"), "--resume"]) == 1
+    err = capsys.readouterr().err
+    assert "holds no run.toml" in err and "zoo train RUN --resume" in err and "-o/--out" in err

@@ -159,8 +159,8 @@ def _add_train(commands: Commands) -> None:
         "name",
         nargs="?",
         metavar="NAME|CHECKPOINT",
-        help="a preset to build, or a checkpoint to fine-tune (default: the --config file's, or with --resume "
-        "the run's own)",
+        help="a preset to build, or a checkpoint to fine-tune; with --resume and no -o, the run's folder "
+        "(`zoo train RUN --resume`) (default: the --config file's, or with --resume the run's own)",
     )
     add_version(p, "a checkpoint folder given as NAME")
     add_config(p, "train")
@@ -220,7 +220,7 @@ def _add_train(commands: Commands) -> None:
 
 def _add_run_folder(p: argparse.ArgumentParser) -> None:
     """``zoo train``'s flags for its --out folder and what it reports there."""
-    p.add_argument("--resume", action="store_true", help="continue the run in --out from its newest version")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out (or RUN) from its newest version")
     add_overwrite(
         p,
         "start a new run in --out whatever it holds (an earlier run, other files): the folder is replaced "
@@ -336,7 +336,7 @@ def write_run_config(args: argparse.Namespace, settings: TrainSettings) -> Path:
         Path(args.out) / RUN_CONFIG,
         values,
         f"zoo train settings of this run, resolved (zoo {zoo.__version__}).\n"
-        f"Repeat it: zoo train --config {Path(args.out) / RUN_CONFIG} -o NEW_DIR; continue it: zoo train -o "
+        f"Repeat it: zoo train --config {Path(args.out) / RUN_CONFIG} -o NEW_DIR; continue it: zoo train "
         f"{args.out} --resume --steps N",
     )
 
@@ -382,6 +382,11 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
     main_rank = launcher_int("RANK", 0) == 0
     jump = schedule_jump(args.out, settings) if args.resume and args.out is not None and main_rank else None
     log_every = args.log_every or max(1, settings.steps // 10)
+    if args.out is None and args.resume and args.name is not None:
+        raise InputError(
+            f"--resume continues a run, but {printable(args.name)} holds no {RUN_CONFIG} of one (a run's folder "
+            f"has it from its first step): give the run's folder as `zoo train RUN --resume`, or with -o/--out DIR"
+        )
     if args.out is None:
         raise InputError("give the run's folder with -o/--out DIR (or out = ... in the --config file)")
     if args.name is None:
