@@ -15,9 +15,11 @@ import pytest
 import torch
 
 import zoo
+from helpers import TINY_ABLATION
 from zoo.cli import build_parser, main
 from zoo.cli.generate import API_FLAGS, NOT_FLAGS
 from zoo.pipelines import generate_text
+from zoo.training import bundled_corpus
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -209,3 +211,60 @@ def test_train_resume_of_a_folder_without_a_run_says_how(tmp_path: Path, capsys:
     assert main(["train", str(tmp_path / "empty"), "--resume"]) == 1
     err = capsys.readouterr().err
     assert "holds no run.toml" in err and "zoo train RUN --resume" in err and "-o/--out" in err
+
+
+# -- every --json: JSON alone on stdout -------------------------------------------------------
+
+#: A command that forwards its flags (``zoo bench``) has no --json of its own; its benchmarks do.
+FORWARDED_JSON = {"bench"}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """What the --json commands read: a tiny checkpoint, a text file, and a 2-step run."""
+    root = tmp_path_factory.mktemp("json")
+    torch.manual_seed(0)
+    zoo.save(
+        zoo.build("gpt2-small", vocab_size=256, n_layers=1, d_model=16, n_heads=2, max_seq_len=32),
+        root / "m.safetensors",
+    )
+    (root / "text.txt").write_text(bundled_corpus()[:4000], encoding="utf-8")
+    assert main(["train", "gpt2-small", *TINY_TRAIN, "--steps", "2", "--eval-every", "2", "-o", str(root / "run")]) == 0
+    return {
+        "root": str(root),
+        "ckpt": str(root / "m.safetensors"),
+        "text": str(root / "text.txt"),
+        "run": str(root / "run"),
+    }
+
+
+#: Each command with --json, and a quick run of it (``{root}`` and friends from ``world``).
+JSON_RUNS: dict[str, list[str]] = {
+    "list": ["list", "gpt2-*"],
+    "components": ["components"],
+    "plugins": ["plugins"],
+    "info": ["info", "gpt2-small"],
+    "compare": ["compare", "gpt2-small", "gpt2-medium"],
+    "inspect": ["inspect", "{ckpt}"],
+    "probe": ["probe", "{ckpt}", "--tokenizer", "bytes", "--seq-len", "16", "--batch-size", "2"],
+    "data prepare": ["data", "prepare", "{text}", "-o", "{root}/prepared", "--tokenizer", "bytes"],
+    "train": ["train", "gpt2-small", *TINY_TRAIN, "--steps", "2", "--eval-every", "2", "-o", "{root}/run2"],
+    "eval": ["eval", "{run}", "--batches", "1", "--batch-size", "2"],
+    "ablate": ["ablate", *TINY_ABLATION, "--seeds", "2", "--out", "{root}/ablation"],
+    "bench": ["bench", "workers", "--rung", "16x1", "--plans", "1x1", "--steps", "5", "--rounds", "1"],
+}
+
+
+def test_every_json_command_has_a_run_here() -> None:
+    with_json = {c for c, p in COMMANDS.items() if any("--json" in a.option_strings for a in p._actions)}
+    assert with_json and set(JSON_RUNS) == with_json | FORWARDED_JSON
+
+
+@pytest.mark.parametrize("command", sorted(JSON_RUNS))
+def test_json_is_alone_on_stdout(command: str, world: dict[str, str], capfd: pytest.CaptureFixture[str]) -> None:
+    argv = [word.format(**world) for word in JSON_RUNS[command]]
+    capfd.readouterr()
+    assert main([*argv, "--json"]) == 0
+    out = capfd.readouterr().out
+    json.loads(out)  # the whole of stdout: nothing before or after the JSON
+    assert out.lstrip()[:1] in "[{"
