@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import zoo
-from helpers import TINY_ABLATION
+from helpers import TINY_ABLATION, tiny
 from zoo.cli import build_parser, main
 from zoo.cli.generate import API_FLAGS, NOT_FLAGS
 from zoo.pipelines import generate_text
@@ -268,3 +268,42 @@ def test_json_is_alone_on_stdout(command: str, world: dict[str, str], capfd: pyt
     out = capfd.readouterr().out
     json.loads(out)  # the whole of stdout: nothing before or after the JSON
     assert out.lstrip()[:1] in "[{"
+
+
+# -- the HF export's special token ids --------------------------------------------------------
+
+
+def _record(model: zoo.DecoderLM, record: dict[str, Any] | None) -> zoo.DecoderLM:
+    model.tokenizer_record = record
+    return model
+
+
+#: (what, the model, the bos, eos and pad its export states)
+EXPORTS = [
+    ("gpt2 vocabulary", lambda: tiny("gpt2-small", vocab_size=50257), (50256, 50256, 50256)),
+    ("llama on gpt2's", lambda: tiny("llama-style-small", vocab_size=50257), (50256, 50256, 50256)),  # not Llama's 1, 2
+    ("recorded gpt2", lambda: _record(tiny("gpt2-small", vocab_size=50304), {"name": "gpt2"}), (50256, 50256, 50256)),
+    ("bytes", lambda: tiny("gpt2-small", vocab_size=256), (None, None, None)),
+]
+
+
+@pytest.mark.parametrize(("what", "make", "ids"), EXPORTS, ids=[e[0] for e in EXPORTS])
+def test_the_hf_export_states_bos_eos_and_pad(what: str, make: Any, ids: tuple[Any, ...], tmp_path: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+    model = make()
+    out = zoo.to_hf(model, tmp_path / "hf")
+    stated = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    assert (stated["bos_token_id"], stated["eos_token_id"], stated["pad_token_id"]) == ids
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(out)  # transformers' own loader reads them back
+    assert (loaded.config.bos_token_id, loaded.config.eos_token_id, loaded.config.pad_token_id) == ids
+    generation = loaded.generation_config
+    assert (generation.bos_token_id, generation.eos_token_id, generation.pad_token_id) == ids
+
+
+def test_the_ids_a_model_states_win_and_pad_is_its_first_eos(tmp_path: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+    model = tiny("gpt2-small", vocab_size=50257)
+    model.generation_config = {"eos_token_id": [7, 9]}
+    out = zoo.to_hf(model, tmp_path / "hf")
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(out)
+    assert (loaded.config.bos_token_id, loaded.config.eos_token_id, loaded.config.pad_token_id) == (50256, [7, 9], 7)

@@ -35,7 +35,7 @@ from zoo.decoding import Sampling, generate
 from zoo.decoding.beams import check_early_stopping
 from zoo.decoding.stopping import StopStrings
 from zoo.errors import CheckpointError, ConfigError, InputError, InteropError, check_flag, printable
-from zoo.interop.hf import from_hf
+from zoo.interop.hf import GPT2_VOCABS, from_hf
 from zoo.interop.hub import check_revision, is_hub_id, local_or_snapshot
 from zoo.nn.model import DecoderLM
 from zoo.text.loading import (
@@ -62,8 +62,6 @@ __all__ = [
     "recorded_tokenizer_source",
     "tokenizer_record",
 ]
-
-GPT2_VOCAB = 50257
 
 
 def generate_text(
@@ -308,7 +306,7 @@ def _new_tokens(max_new_tokens: int | None, max_length: int | None, prompt_len: 
 
 
 def _default_tokenizer(model: DecoderLM, source: object) -> Tokenizer:
-    if model.config.vocab_size in (GPT2_VOCAB, 50304):  # GPT-2's, or padded to 64 like Pythia and nanoGPT
+    if model.config.vocab_size in GPT2_VOCABS:  # GPT-2's, or padded to 64 like Pythia and nanoGPT
         return load_tokenizer("gpt2")
     if model.config.vocab_size == 256:  # one id per byte: the byte tokenizer's vocabulary
         return load_tokenizer("bytes")
