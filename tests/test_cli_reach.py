@@ -307,3 +307,41 @@ def test_the_ids_a_model_states_win_and_pad_is_its_first_eos(tmp_path: Path) -> 
     out = zoo.to_hf(model, tmp_path / "hf")
     loaded = transformers.AutoModelForCausalLM.from_pretrained(out)
     assert (loaded.config.bos_token_id, loaded.config.eos_token_id, loaded.config.pad_token_id) == (50256, [7, 9], 7)
+
+
+# -- zoo eval RUN: the run's trained context --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flags", "seq_len", "said"),
+    [
+        ([], 16, "the --seq-len the run trained at"),  # the run trained at 16; the model holds 32
+        (["--seq-len", "8"], 8, None),
+    ],
+)
+def test_eval_of_a_run_defaults_to_its_trained_context(
+    world: dict[str, str], capsys: pytest.CaptureFixture[str], flags: list[str], seq_len: int, said: str | None
+) -> None:
+    capsys.readouterr()
+    assert main(["eval", world["run"], "--batches", "1", "--batch-size", "2", *flags, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["seq_len"] == seq_len and shown["seq_len_from"] == ("trained" if said else "--seq-len")
+    assert main(["eval", world["run"], "--batches", "1", "--batch-size", "2", *flags]) == 0
+    title = " ".join(capsys.readouterr().out.split())
+    assert f"seq_len {seq_len} ({said})" in title if said else f"seq_len {seq_len}" in title and "(" not in title
+
+
+def test_eval_of_a_model_not_trained_here_uses_its_max_seq_len(
+    world: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = str(Path(world["root"]) / "prepared-eval")
+    assert main(["data", "prepare", world["text"], "-o", data, "--tokenizer", "bytes"]) == 0
+    capsys.readouterr()
+    assert (
+        main(
+            ["eval", world["ckpt"], "--data", data, "--split", "train", "--batches", "1", "--batch-size", "1", "--json"]
+        )
+        == 0
+    )
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["seq_len"] == 32 and shown["seq_len_from"] == "max_seq_len"  # the checkpoint's max_seq_len

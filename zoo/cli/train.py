@@ -260,7 +260,11 @@ def _add_eval(commands: Commands) -> None:
     p.add_argument("--batches", type=positive, default=None, metavar="N", help="(default: the whole split)")
     add_batch_size(p, "sequences per forward (default 8)", default=8)
     p.add_argument(
-        "--seq-len", type=positive, default=None, metavar="N", help="(default: the model's max_seq_len, at most 1024)"
+        "--seq-len",
+        type=positive,
+        default=None,
+        metavar="N",
+        help="tokens per window (default: the --seq-len a run trained at, else the model's max_seq_len, at most 1024)",
     )
     p.add_argument(
         "--tokenizer",
@@ -492,6 +496,27 @@ def run_data(checkpoint: str, info: CheckpointInfo) -> str:
     return recorded
 
 
+#: Where ``zoo eval``'s sequence length came from, as its output says it.
+EVAL_CONTEXTS = {
+    "--seq-len": "--seq-len",
+    "trained": "the --seq-len the run trained at",
+    "max_seq_len": "the model's max_seq_len, at most 1024",
+}
+
+
+def eval_context(given: int | None, model: Any) -> tuple[int, str]:
+    """``zoo eval``'s sequence length and where it came from (a key of ``EVAL_CONTEXTS``):
+    ``--seq-len``, else the one the run trained at (its record's ``seq_len``, which the
+    loaded model's ``generation_config`` keeps as ``trained_context``: a loss at another
+    length is not the one training reported), else the model's ``max_seq_len`` up to 1024."""
+    if given is not None:
+        return given, "--seq-len"
+    trained = (getattr(model, "generation_config", None) or {}).get("trained_context")
+    if type(trained) is int and trained > 0:
+        return trained, "trained"
+    return min(getattr(model.config, "max_seq_len", 1024), 1024), "max_seq_len"
+
+
 def cmd_eval(args: argparse.Namespace, ui: Ui) -> int:
     if args.tasks is not None:
         return cmd_eval_tasks(args, ui)
@@ -515,7 +540,7 @@ def cmd_eval(args: argparse.Namespace, ui: Ui) -> int:
         model = zoo.load(info.path)
         tokenizer = tokenizer or recorded_tokenizer_source(info.path, unpack=tokenizer_cache())  # the run's own
         shown = str(info.path)
-    seq_len = args.seq_len or min(getattr(model.config, "max_seq_len", 1024), 1024)
+    seq_len, why = eval_context(args.seq_len, model)
     result = evaluate(
         model,
         data,
@@ -526,9 +551,10 @@ def cmd_eval(args: argparse.Namespace, ui: Ui) -> int:
         tokenizer=tokenizer,
     )
     if ui.json_mode:
-        ui.json({**result.to_dict(), "checkpoint": shown, "data": data, "seq_len": seq_len})
+        ui.json({**result.to_dict(), "checkpoint": shown, "data": data, "seq_len": seq_len, "seq_len_from": why})
         return 0
     title = f"{shown} on the {result.split} split of {data}, seq_len {seq_len}"
+    title += f" ({EVAL_CONTEXTS[why]})" if why != "--seq-len" else ""
     table = new_table(title, "measure", "value", right=("value",))
     table.add_row("loss", f"{result.loss:.4f}")
     table.add_row("perplexity", f"{result.perplexity:.2f}")
