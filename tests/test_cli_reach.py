@@ -112,24 +112,22 @@ def test_each_new_generate_flag_does_what_its_keyword_does(
         assert out == expected + "\n"
 
 
-def test_no_stop_at_eot_is_stop_at_eot_false(tiny_bytes: str, capsys: pytest.CaptureFixture[str]) -> None:
-    expected = generate_text(tiny_bytes, "ab", max_new_tokens=5, stop_at_eot=False)
-    assert (
-        main(
-            [
-                "generate",
-                tiny_bytes,
-                "--prompt",
-                "ab",
-                "--max-new-tokens",
-                "5",
-                "--no-echo",
-                "--raw",
-                "--no-stop-at-eot",
-            ]
-        )
-        == 0
-    )
+#: Flags whose keyword gives this model's default text (so no change to see): the same text as the API's.
+SAME_TEXT = [
+    (["--no-stop-at-eot"], {"stop_at_eot": False}),
+    ([*BEAMS_ENDING[0], "--early-stopping", "false"], {**BEAMS_ENDING[1], "early_stopping": False}),
+    ([*BEAMS_ENDING[0], "--early-stopping", "never"], {**BEAMS_ENDING[1], "early_stopping": "never"}),
+    (["--min-new-tokens", "0"], {"min_new_tokens": 0}),
+]
+
+
+@pytest.mark.parametrize(("flags", "keywords"), SAME_TEXT, ids=lambda v: " ".join(v) if isinstance(v, list) else "")
+def test_generate_flags_give_their_keywords_text(
+    tiny_bytes: str, capsys: pytest.CaptureFixture[str], flags: list[str], keywords: dict[str, Any]
+) -> None:
+    expected = generate_text(tiny_bytes, "ab", max_new_tokens=12, **keywords)
+    argv = ["generate", tiny_bytes, "--prompt", "ab", "--max-new-tokens", "12", "--no-echo", "--raw", *flags]
+    assert main(argv) == 0
     assert capsys.readouterr().out == expected + "\n"
 
 
