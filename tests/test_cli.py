@@ -898,8 +898,8 @@ def test_bench_lists_and_runs_the_scripts_of_bench(
     assert names and all(name in listed for name in names)
     # Arguments are forwarded: the benchmark (a subprocess, hence capfd) answers its own --help.
     assert main(["bench", names[0], "--help"]) == 0
-    out = capfd.readouterr().out
-    assert f"python -m bench.bench_{names[0]} --help" in out
+    out, err = capfd.readouterr()
+    assert f"$ python -m bench.bench_{names[0]} --help" in err and "$ python -m" not in out  # stdout: the bench's
     assert f"usage: bench_{names[0]}.py" in out
     assert main(["bench", names[0], "--no-such-flag"]) == 2  # the benchmark's exit status comes back
     assert "unrecognized arguments: --no-such-flag" in capfd.readouterr().err

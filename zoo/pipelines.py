@@ -36,7 +36,7 @@ from zoo.decoding.beams import check_early_stopping
 from zoo.decoding.loop import check_cache_room, merged_settings
 from zoo.decoding.stopping import StopStrings
 from zoo.errors import CheckpointError, ConfigError, InputError, InteropError, check_flag, printable
-from zoo.interop.hf import from_hf
+from zoo.interop.hf import GPT2_VOCABS, from_hf
 from zoo.interop.hub import check_revision, is_hub_id, local_or_snapshot
 from zoo.nn.model import DecoderLM
 from zoo.text.loading import (
@@ -64,8 +64,6 @@ __all__ = [
     "tokenizer_record",
 ]
 
-GPT2_VOCAB = 50257
-
 
 def generate_text(
     model_or_path: nn.Module | str | os.PathLike[str],
@@ -84,6 +82,7 @@ def generate_text(
     length_penalty: float | None = None,
     early_stopping: bool | str | None = None,
     stop_strings: str | Sequence[str] | None = None,
+    eos_token_id: int | Sequence[int] | None = None,
     pad_token_id: int | None = None,
     seed: int | None = None,
     generator: torch.Generator | None = None,
@@ -105,8 +104,9 @@ def generate_text(
     ``num_return_sequences`` > 1 returns a list. A list of prompts is one batch, left
     padded, and gives a list with one result per prompt. ``seed`` or ``generator`` (one
     of them) makes sampling reproducible. An empty prompt starts from the tokenizer's
-    start token (``<|endoftext|>`` for GPT-2); generation stops at the model's EOS ids
-    (else the tokenizer's end-of-text token) unless ``stop_at_eot`` is false.
+    start token (``<|endoftext|>`` for GPT-2); generation stops at ``eos_token_id`` (one
+    id or several; default the model's EOS ids, else the tokenizer's end-of-text token;
+    ``[]`` stops at none) unless ``stop_at_eot`` is false.
     """
     check_flag(stop_at_eot, "stop_at_eot")
     Sampling(  # its refusals come before the model loads
@@ -114,6 +114,7 @@ def generate_text(
         1.0 if repetition_penalty is None else repetition_penalty,
     )  # fmt: skip
     check_early_stopping(early_stopping)
+    given_eos = _eos_given(eos_token_id, stop_at_eot) if eos_token_id is not None else None
     if on_text is not None and not callable(on_text):
         raise InputError(f"on_text must be a function of each new piece of text, or None; got {type(on_text).__name__}")
     prompts = _prompts(prompt)
@@ -128,7 +129,7 @@ def generate_text(
     device = next(model.parameters()).device
     if seed is not None:
         generator = torch.Generator(device=device).manual_seed(seed)
-    eos = eos_ids(model, tokenizer) if stop_at_eot else []
+    eos = given_eos if given_eos is not None else eos_ids(model, tokenizer) if stop_at_eot else []
     given = {"max_new_tokens": max_new_tokens, "max_length": max_length, "num_beams": num_beams}
     settings, origins = merged_settings(model, given)  # the model's own where not given, then bounded
     width = max(map(len, rows))
@@ -167,6 +168,17 @@ def _prompts(prompt: object) -> list[str]:
             f"prompt must be a str or a non-empty list of them, got {type(prompt).__name__}; pass '' to start from "
             f"<|endoftext|>"
         )
+    return list(listed)
+
+
+def _eos_given(eos_token_id: object, stop_at_eot: bool) -> list[int]:
+    """The EOS ids ``generate_text`` was given, as a list; refused with ``stop_at_eot=False``,
+    which says to stop at none."""
+    if not stop_at_eot:
+        raise InputError("pass eos_token_id= or stop_at_eot=False, not both: the second stops at no token")
+    listed = [eos_token_id] if isinstance(eos_token_id, int) else eos_token_id
+    if not isinstance(listed, Sequence) or not all(isinstance(i, int) and not isinstance(i, bool) for i in listed):
+        raise InputError(f"eos_token_id must be a token id or a list of them (or None), got {eos_token_id!r}")
     return list(listed)
 
 
@@ -281,7 +293,7 @@ def _new_tokens(max_new_tokens: int | None, max_length: int | None, prompt_len: 
 
 
 def _default_tokenizer(model: DecoderLM, source: object) -> Tokenizer:
-    if model.config.vocab_size in (GPT2_VOCAB, 50304):  # GPT-2's, or padded to 64 like Pythia and nanoGPT
+    if model.config.vocab_size in GPT2_VOCABS:  # GPT-2's, or padded to 64 like Pythia and nanoGPT
         return load_tokenizer("gpt2")
     if model.config.vocab_size == 256:  # one id per byte: the byte tokenizer's vocabulary
         return load_tokenizer("bytes")

@@ -129,8 +129,9 @@ def with_config_files(
     command: argparse.ArgumentParser | None = getattr(args, "config_parser", None)
     if command is None:
         return args
+    run = resumed_run(args)
     defaults: dict[str, object] = {}
-    saved = Path(args.out) / RUN_CONFIG if getattr(args, "resume", False) and args.out else None
+    saved = Path(run or args.out) / RUN_CONFIG if getattr(args, "resume", False) and (run or args.out) else None
     if saved is not None and saved.is_file():
         defaults.update(read_config(saved, command))
     if args.config is not None:
@@ -138,7 +139,19 @@ def with_config_files(
     if not defaults:
         return args
     command.set_defaults(**defaults)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if run is not None:  # the positional was the run's folder; the model is the one its run.toml names
+        args.out, args.name = run, defaults.get("name")
+    return args
+
+
+def resumed_run(args: argparse.Namespace) -> str | None:
+    """``zoo train RUN --resume``: the run's folder given as the positional, without
+    ``-o``, when it holds the ``run.toml`` a run writes; else None."""
+    name = getattr(args, "name", None)
+    if not getattr(args, "resume", False) or getattr(args, "out", None) is not None or not isinstance(name, str):
+        return None
+    return name if (Path(name) / RUN_CONFIG).is_file() else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

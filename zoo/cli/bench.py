@@ -8,10 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from rich.text import Text
+
 import zoo
 from zoo.cli.options import Commands
 from zoo.cli.render import Ui, new_table
-from zoo.errors import ZooError
+from zoo.errors import ZooError, printable
 
 
 def add_parsers(commands: Commands) -> None:
@@ -64,7 +66,11 @@ def cmd_bench(args: argparse.Namespace, ui: Ui) -> int:
             )
         modules = [f"bench.{scripts[key].stem}"]
     for module in modules:
-        ui.line(f"$ python -m {module} {' '.join(args.args)}".rstrip(), "dim")
+        # On stderr: stdout is the benchmark's own (its --json parses whole, `| jq` works).
+        ui.err.print(
+            Text(printable(f"$ python -m {module} {' '.join(args.args)}".rstrip(), None), style="dim"), soft_wrap=True
+        )
+        ui.err.file.flush()  # before the benchmark's own lines
         code = subprocess.run([sys.executable, "-m", module, *args.args], cwd=folder.parent, check=False).returncode
         if code:
             return code

@@ -1,4 +1,9 @@
-"""``zoo generate``: text from a checkpoint, a Hugging Face folder or a hub id, streamed as it comes."""
+"""``zoo generate``: text from a checkpoint, a Hugging Face folder or a hub id, streamed as it comes.
+
+Every keyword of ``zoo.generate_text`` is a flag here with its name and meaning
+(``API_FLAGS``), or says why it is not one (``NOT_FLAGS``); a test holds the two to
+the function's signature, so a new keyword without a flag fails it.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,47 @@ from rich.text import Text
 from zoo.cli.options import Commands, add_seed, add_version, positive, revision
 from zoo.cli.render import Ui, terminal_text
 from zoo.pipelines import generate_text, load_with_tokenizer
+
+#: Each keyword of ``generate_text`` and the flag that gives it (the flag's dest is the keyword).
+API_FLAGS = {
+    "max_new_tokens": "--max-new-tokens", "max_length": "--max-length", "min_new_tokens": "--min-new-tokens",
+    "do_sample": "--sample", "temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p",
+    "repetition_penalty": "--repetition-penalty", "num_return_sequences": "--num-return-sequences",
+    "num_beams": "--num-beams", "length_penalty": "--length-penalty", "early_stopping": "--early-stopping",
+    "stop_strings": "--stop", "eos_token_id": "--eos-token-id", "pad_token_id": "--pad-token-id", "seed": "--seed",
+    "tokenizer": "--tokenizer", "stop_at_eot": "--no-stop-at-eot", "revision": "--revision",
+}  # fmt: skip
+
+#: The keywords of ``generate_text`` that are no flag, and why.
+NOT_FLAGS = {
+    "generator": "a torch.Generator is a Python object; --seed makes one",
+    "on_text": "the command's own: it streams the text to stdout",
+}
+
+#: ``--early-stopping``'s words and the ``early_stopping`` each stands for.
+EARLY_STOPPING = {"true": True, "false": False, "never": "never"}
+
+
+def token_ids(text: str) -> list[int]:
+    """``--eos-token-id``: a token id, or a comma list of them (``50256`` or ``0,2``)."""
+    try:
+        ids = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a token id or a comma list of them (0,2), got {text!r}") from None
+    if any(i < 0 for i in ids):
+        raise argparse.ArgumentTypeError(f"token ids are 0 or more, got {text}")
+    return ids
+
+
+def count_from_zero(text: str) -> int:
+    """A count that may be 0 (``--min-new-tokens``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
 
 
 def add_parsers(commands: Commands) -> None:
@@ -74,6 +120,7 @@ def add_parsers(commands: Commands) -> None:
     p.add_argument(
         "--pad-token-id", type=int, default=None, metavar="ID", help="fills finished sequences (default: end-of-text)"
     )
+    add_length_and_beams(p)
     add_seed(p, "seed of the sampling, 0 .. 2**64-1 (default: a fresh one each run)")
     p.add_argument(
         "--revision",
@@ -92,21 +139,71 @@ def add_parsers(commands: Commands) -> None:
     )
 
 
+def add_length_and_beams(p: argparse.ArgumentParser) -> None:
+    """The flags of where a sequence ends and of beam search: ``generate_text``'s keywords."""
+    p.add_argument(
+        "--min-new-tokens",
+        type=count_from_zero,
+        default=None,
+        metavar="N",
+        help="keep the EOS ids out until N new tokens are made (default 0, or the model's)",
+    )
+    p.add_argument(
+        "--stop",
+        dest="stop_strings",
+        action="append",
+        default=None,
+        metavar="TEXT",
+        help="end a sequence once its text completes TEXT (kept in the output); repeatable (default: none)",
+    )
+    ends = p.add_mutually_exclusive_group()
+    ends.add_argument(
+        "--eos-token-id",
+        type=token_ids,
+        action="extend",
+        default=None,
+        metavar="ID",
+        help="end a sequence at this token id; repeatable or a comma list (0,2) (default: the model's EOS ids, "
+        "else the tokenizer's end-of-text)",
+    )
+    ends.add_argument(
+        "--no-stop-at-eot",
+        dest="stop_at_eot",
+        action="store_false",
+        help="go on past the EOS ids to the length asked for (default: stop at them)",
+    )
+    p.add_argument(
+        "--num-beams",
+        type=positive,
+        default=None,
+        metavar="N",
+        help="beam search over N beams; --num-return-sequences up to N of the best (default 1: none, or the model's)",
+    )
+    p.add_argument(
+        "--length-penalty",
+        type=float,
+        default=None,
+        metavar="PENALTY",
+        help="with beams, a finished beam's score is its log-probability over its new tokens to this power "
+        "(default 1.0)",
+    )
+    p.add_argument(
+        "--early-stopping",
+        nargs="?",
+        const="true",
+        choices=tuple(EARLY_STOPPING),
+        default=None,
+        help="with beams, stop once N beams have finished (true; the bare flag), once no running beam can beat "
+        "the worst finished one at the current length (false), or at the longest length (never) "
+        "(default false, or the model's)",
+    )
+
+
 def cmd_generate(args: argparse.Namespace, ui: Ui) -> int:
-    options = {
-        key: getattr(args, key)
-        for key in (
-            "max_new_tokens",
-            "max_length",
-            "temperature",
-            "top_k",
-            "top_p",
-            "repetition_penalty",
-            "seed",
-            "pad_token_id",
-        )
-        if getattr(args, key) is not None
-    }
+    passed = set(API_FLAGS) - {"do_sample", "num_return_sequences", "tokenizer", "revision"}  # decided below
+    options = {key: getattr(args, key) for key in passed if getattr(args, key) is not None}
+    if args.early_stopping is not None:
+        options["early_stopping"] = EARLY_STOPPING[args.early_stopping]
     # Greedy unless asked to sample; a sampling flag (temperature, top-k, top-p) asks.
     sampling_flags = any(getattr(args, key) is not None for key in ("temperature", "top_k", "top_p"))
     # Neither flag: the model's own choice (its generation_config), else greedy.

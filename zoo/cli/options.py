@@ -172,6 +172,47 @@ def add_config(p: argparse.ArgumentParser, command: str) -> None:
     p.set_defaults(config_parser=p)
 
 
+class SubcommandParser(argparse.ArgumentParser):
+    """A subcommand's parser: a flag it does not know is its own usage error, with its
+    usage line (``zoo generate --nope``), not the top-level ``zoo``'s that argparse shows."""
+
+    given: list[str] = []
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self.given = list(args or ())
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+    def error(self, message: str) -> Any:  # NoReturn, as argparse's
+        """Say an unknown flag first (before a missing argument it may have been meant to
+        give), and where the flags are listed."""
+        unknown = self.unknown_flags()
+        if unknown:
+            message = f"unrecognized arguments: {' '.join(unknown)}"
+        if message.startswith("unrecognized"):
+            message += f" (see `{self.prog} --help`)"
+        super().error(message)
+
+    def unknown_flags(self) -> list[str]:
+        """The flags given that name none of this parser's (nor abbreviate one); none for
+        a command forwarding its arguments (``zoo bench``), whose flags are another's."""
+        if any(action.nargs == argparse.REMAINDER for action in self._actions):
+            return []
+        known = [flag for action in self._actions for flag in action.option_strings]
+        unknown = []
+        for arg in self.given[: self.given.index("--")] if "--" in self.given else self.given:
+            if not arg.startswith("-") or arg == "-" or self._negative_number_matcher.match(arg):
+                continue
+            flag = arg.split("=", 1)[0] if arg.startswith("--") else arg[:2]
+            if not any(k == flag or (flag.startswith("--") and k.startswith(flag)) for k in known):
+                unknown.append(arg)
+        return unknown
+
+
 @dataclasses.dataclass(frozen=True)
 class Commands:
     """The ``zoo`` parser's subcommands and the parent parsers the commands share; each
@@ -209,7 +250,7 @@ def make_commands(parser: argparse.ArgumentParser) -> Commands:
         help="sequence length for FLOPs/token (default: max_seq_len)",
     )
     return Commands(
-        sub=parser.add_subparsers(dest="command", metavar="COMMAND"),
+        sub=parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=SubcommandParser),
         common=common,
         json_flag=json_flag,
         sets=sets,

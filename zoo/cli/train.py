@@ -159,8 +159,8 @@ def _add_train(commands: Commands) -> None:
         "name",
         nargs="?",
         metavar="NAME|CHECKPOINT",
-        help="a preset to build, or a checkpoint to fine-tune (default: the --config file's, or with --resume "
-        "the run's own)",
+        help="a preset to build, or a checkpoint to fine-tune; with --resume and no -o, the run's folder "
+        "(`zoo train RUN --resume`) (default: the --config file's, or with --resume the run's own)",
     )
     add_version(p, "a checkpoint folder given as NAME")
     add_config(p, "train")
@@ -220,7 +220,7 @@ def _add_train(commands: Commands) -> None:
 
 def _add_run_folder(p: argparse.ArgumentParser) -> None:
     """``zoo train``'s flags for its --out folder and what it reports there."""
-    p.add_argument("--resume", action="store_true", help="continue the run in --out from its newest version")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out (or RUN) from its newest version")
     add_overwrite(
         p,
         "start a new run in --out whatever it holds (an earlier run, other files): the folder is replaced "
@@ -260,7 +260,11 @@ def _add_eval(commands: Commands) -> None:
     p.add_argument("--batches", type=positive, default=None, metavar="N", help="(default: the whole split)")
     add_batch_size(p, "sequences per forward (default 8)", default=8)
     p.add_argument(
-        "--seq-len", type=positive, default=None, metavar="N", help="(default: the model's max_seq_len, at most 1024)"
+        "--seq-len",
+        type=positive,
+        default=None,
+        metavar="N",
+        help="tokens per window (default: the --seq-len a run trained at, else the model's max_seq_len, at most 1024)",
     )
     p.add_argument(
         "--tokenizer",
@@ -336,7 +340,7 @@ def write_run_config(args: argparse.Namespace, settings: TrainSettings) -> Path:
         Path(args.out) / RUN_CONFIG,
         values,
         f"zoo train settings of this run, resolved (zoo {zoo.__version__}).\n"
-        f"Repeat it: zoo train --config {Path(args.out) / RUN_CONFIG} -o NEW_DIR; continue it: zoo train -o "
+        f"Repeat it: zoo train --config {Path(args.out) / RUN_CONFIG} -o NEW_DIR; continue it: zoo train "
         f"{args.out} --resume --steps N",
     )
 
@@ -382,6 +386,11 @@ def cmd_train(args: argparse.Namespace, ui: Ui) -> int:
     main_rank = launcher_int("RANK", 0) == 0
     jump = schedule_jump(args.out, settings) if args.resume and args.out is not None and main_rank else None
     log_every = args.log_every or max(1, settings.steps // 10)
+    if args.out is None and args.resume and args.name is not None:
+        raise InputError(
+            f"--resume continues a run, but {printable(args.name)} holds no {RUN_CONFIG} of one (a run's folder "
+            f"has it from its first step): give the run's folder as `zoo train RUN --resume`, or with -o/--out DIR"
+        )
     if args.out is None:
         raise InputError("give the run's folder with -o/--out DIR (or out = ... in the --config file)")
     if args.name is None:
@@ -487,6 +496,27 @@ def run_data(checkpoint: str, info: CheckpointInfo) -> str:
     return recorded
 
 
+#: Where ``zoo eval``'s sequence length came from, as its output says it.
+EVAL_CONTEXTS = {
+    "--seq-len": "--seq-len",
+    "trained": "the --seq-len the run trained at",
+    "max_seq_len": "the model's max_seq_len, at most 1024",
+}
+
+
+def eval_context(given: int | None, model: Any) -> tuple[int, str]:
+    """``zoo eval``'s sequence length and where it came from (a key of ``EVAL_CONTEXTS``):
+    ``--seq-len``, else the one the run trained at (its record's ``seq_len``, which the
+    loaded model's ``generation_config`` keeps as ``trained_context``: a loss at another
+    length is not the one training reported), else the model's ``max_seq_len`` up to 1024."""
+    if given is not None:
+        return given, "--seq-len"
+    trained = (getattr(model, "generation_config", None) or {}).get("trained_context")
+    if type(trained) is int and trained > 0:
+        return trained, "trained"
+    return min(getattr(model.config, "max_seq_len", 1024), 1024), "max_seq_len"
+
+
 def cmd_eval(args: argparse.Namespace, ui: Ui) -> int:
     if args.tasks is not None:
         return cmd_eval_tasks(args, ui)
@@ -510,7 +540,7 @@ def cmd_eval(args: argparse.Namespace, ui: Ui) -> int:
         model = zoo.load(info.path)
         tokenizer = tokenizer or recorded_tokenizer_source(info.path, unpack=tokenizer_cache())  # the run's own
         shown = str(info.path)
-    seq_len = args.seq_len or min(getattr(model.config, "max_seq_len", 1024), 1024)
+    seq_len, why = eval_context(args.seq_len, model)
     result = evaluate(
         model,
         data,
@@ -521,9 +551,10 @@ def cmd_eval(args: argparse.Namespace, ui: Ui) -> int:
         tokenizer=tokenizer,
     )
     if ui.json_mode:
-        ui.json({**result.to_dict(), "checkpoint": shown, "data": data, "seq_len": seq_len})
+        ui.json({**result.to_dict(), "checkpoint": shown, "data": data, "seq_len": seq_len, "seq_len_from": why})
         return 0
     title = f"{shown} on the {result.split} split of {data}, seq_len {seq_len}"
+    title += f" ({EVAL_CONTEXTS[why]})" if why != "--seq-len" else ""
     table = new_table(title, "measure", "value", right=("value",))
     table.add_row("loss", f"{result.loss:.4f}")
     table.add_row("perplexity", f"{result.perplexity:.2f}")

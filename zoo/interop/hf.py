@@ -359,23 +359,40 @@ def tokenizer_files(record: Mapping[str, Any] | None) -> dict[str, bytes]:
     return record_files(record, where)
 
 
-def end_of_text(model: DecoderLM) -> dict[str, Any]:
-    """The export's ``eos_token_id``: where the model's text ends, as the zoo ends it (its
-    ``generation_config``'s ids, else the end-of-text of the tokenizer it carries, else
-    none), so that transformers and lm-eval's ``hf`` model stop where ``zoo.generate_text``
-    and ``zoo eval --tasks`` do, not at an architecture's default (Llama's 2 is an
-    ordinary token of most vocabularies). Empty when the carried tokenizer cannot be
-    loaded here: the converter's value stands."""
-    own = model.generation_config.get("eos_token_id")
-    if own is not None:
-        return {"eos_token_id": own}
-    if not model.tokenizer_record:
-        return {"eos_token_id": None}
-    try:
-        tokenizer = model.tokenizer
-    except ZooError:  # e.g. GPT-2's tokenizer without the text extra
-        return {}
-    return {"eos_token_id": getattr(tokenizer, "eot_token_id", None)}
+#: GPT-2's vocabulary, and it padded to a multiple of 64 (nanoGPT, Pythia): a model of one
+#: with no tokenizer of its own is read with GPT-2's (``zoo.generate_text``), whose
+#: ``<|endoftext|>`` is its start and its end.
+GPT2_VOCABS = (50257, 50304)
+GPT2_EOT = 50256
+
+
+def special_tokens(model: DecoderLM) -> dict[str, Any]:
+    """The export's ``bos_token_id``, ``eos_token_id`` and ``pad_token_id``, as the zoo uses
+    them: each the model's ``generation_config`` states, else the tokenizer it carries
+    (its start token, its end-of-text), else GPT-2's ``<|endoftext|>`` for GPT-2's
+    vocabulary, else none; the pad is the first EOS id, as the zoo pads finished rows.
+    So transformers and lm-eval's ``hf`` model start, stop and pad where
+    ``zoo.generate_text`` and ``zoo eval --tasks`` do, not at an architecture's default
+    (Llama's 2 is an ordinary token of most vocabularies). Only the stated ones when the
+    carried tokenizer cannot be loaded here: the converter's values stand for the rest."""
+    own = {k: v for k, v in model.generation_config.items() if k in SPECIAL_IDS and v is not None}
+    bos: int | None = None
+    eos: int | list[int] | None = None
+    if model.tokenizer_record:
+        try:
+            tokenizer = model.tokenizer
+        except ZooError:  # e.g. GPT-2's tokenizer without the text extra
+            return own
+        bos, eos = tokenizer.start_token_id, tokenizer.eot_token_id
+    elif model.config.vocab_size in GPT2_VOCABS:
+        bos = eos = GPT2_EOT
+    ids: dict[str, Any] = {"bos_token_id": bos, "eos_token_id": eos, **own}
+    first_eos = ids["eos_token_id"][0] if isinstance(ids["eos_token_id"], list) else ids["eos_token_id"]
+    ids.setdefault("pad_token_id", first_eos)
+    return ids
+
+
+SPECIAL_IDS = ("bos_token_id", "eos_token_id", "pad_token_id")
 
 
 def _bytes_writer(data: bytes) -> Callable[[Path], object]:
@@ -393,7 +410,8 @@ def to_hf(
     """Write ``model`` as a Hugging Face folder (config.json + model.safetensors; the files
     of the tokenizer it carries, which ``transformers.AutoTokenizer`` loads; and
     generation_config.json with the model's ``generation_config``, where it has one);
-    config.json's ``eos_token_id`` is where the zoo ends the model's text (``end_of_text``).
+    config.json's ``bos_token_id``, ``eos_token_id`` and ``pad_token_id`` are where the zoo
+    starts, ends and pads the model's text (``special_tokens``).
 
     The architecture is ``architecture``, else the first installed converter that can
     express the model (GPT-2 for GPT-2's design, Llama for LLaMA's, ...);
@@ -414,7 +432,7 @@ def to_hf(
     config = model.config
     converter = _exporter(config, architecture, registry)  # refuses before any work
     hf_config = config_to_hf(config, model.tok_emb.weight.dtype, architecture=converter.architecture, registry=registry)
-    hf_config.update(end_of_text(model))
+    hf_config.update(special_tokens(model))
     tensors = state_to_hf(converter, model.state_dict(), config)
     tokenizer = tokenizer_files(model.tokenizer_record)
     folder = path_arg(path, "write to", InteropError, "a folder path")
