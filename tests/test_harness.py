@@ -424,8 +424,18 @@ def _written(out: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]
 TASK_KEYS = ("results", "configs", "versions", "n-shot", "higher_is_better", "n-samples", "task_hashes")
 
 
+def _as_float(text: object) -> float | None:
+    """A number lm-eval wrote as text (``filtered_resps``: ``'-11.1105...'``), else None."""
+    try:
+        return float(text) if isinstance(text, str) and text.strip() not in ("", "nan") else None
+    except ValueError:
+        return None
+
+
 def _same_numbers(ours: object, theirs: object, where: str) -> None:
-    if isinstance(theirs, float) and isinstance(ours, float):
+    if _as_float(ours) is not None and _as_float(theirs) is not None:  # the float rule, for numbers written out
+        _same_numbers(_as_float(ours), _as_float(theirs), where)
+    elif isinstance(theirs, float) and isinstance(ours, float):
         assert ours == pytest.approx(theirs, rel=1e-5, abs=1e-6), where
     elif isinstance(theirs, dict) and isinstance(ours, dict):
         assert set(ours) == set(theirs), where
