@@ -1,0 +1,33 @@
+"""The counts the README and docs/install.md state are the installed zoo's: families,
+presets with weights, and every extra the package declares."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import zoo
+from zoo.nn.config import preset_pretrained
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_readme_counts_the_installed_families_and_presets_with_weights() -> None:
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    found = re.search(r"adds (\d+) more architectures, (\d+) in all", text)
+    assert found is not None, "README.md's family count"
+    architectures = {entry.architecture for entry in zoo.default_registry().converters()}
+    assert (int(found[1]), int(found[2])) == (len(architectures) - 1, len(architectures))
+    weights = re.search(r"with (\d+) presets that name released weights", text)
+    with_weights = [name for name in zoo.list_models() if preset_pretrained(name)]
+    assert weights is not None and int(weights[1]) == len(with_weights)
+
+
+def test_every_extra_is_in_the_install_page_and_named_in_the_readme() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    table = (ROOT / "docs" / "install.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for extra in extras:
+        assert re.search(rf"^\| `{extra}` +\|", table, re.MULTILINE), f"docs/install.md lacks the {extra} extra"
+        assert f"`{extra}`" in readme or f"[{extra}" in readme or f",{extra}" in readme, f"README lacks {extra}"
