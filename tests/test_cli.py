@@ -927,3 +927,11 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:
         main(["--version"])
     assert done.value.code == 0 and capsys.readouterr().out.strip() == f"zoo {zoo.__version__}"
+
+
+def test_info_and_compare_show_a_number_one_way(cli: Any) -> None:
+    """A rotary base of a million reads the same in both commands (not 1e+06 beside 1000000.0)."""
+    info = cli("info", "qwen3-0.6b").out
+    compare = cli("compare", "gpt2-small", "qwen3-0.6b").out
+    assert "rotary(base=1000000)" in info and "rotary(base=1000000)" in compare
+    assert "1e+06" not in info + compare and "1000000.0" not in info + compare

@@ -67,6 +67,12 @@ class RegistryError(ZooError):
     """A component lookup or registration failed."""
 
 
+def number(value: float) -> str:
+    """A float as every table and label shows it: 12 significant digits, no trailing zeros
+    (``1000000``, ``1e-06``, ``0.0003``), so ``zoo info`` and ``zoo compare`` agree."""
+    return f"{value:.12g}"
+
+
 def printable(text: object, limit: int | None = SHOWN_LIMIT) -> str:
     """``text`` safe to show a person: control and other unprintable characters (ANSI
     and OSC escape sequences, bidi overrides, newlines) as their ``\\x1b`` escapes, and

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zoo.errors import ZooError
+from zoo.errors import ZooError, number
 from zoo.nn.config import ModelConfig
 from zoo.nn.marks import SHOWN
 from zoo.nn.registry import KINDS, Registry, default_registry
@@ -70,7 +70,8 @@ def _shown(config: ModelConfig, axis: str, registry: Registry) -> Any:
         except (ZooError, ValueError):  # a component whose options have no defaults
             defaults, shown = {}, set()
         changed = {k: v for k, v in options.items() if k in shown or defaults.get(k, object()) != v}
-        return f"{value.name}({', '.join(f'{k}={v!r}' for k, v in changed.items())})" if changed else value.name
+        text = ", ".join(f"{k}={number(v) if isinstance(v, float) else repr(v)}" for k, v in changed.items())
+        return f"{value.name}({text})" if changed else value.name
     if axis == "dropout":
         rates = value.model_dump()
         return rates["embedding"] if len(set(rates.values())) == 1 else rates

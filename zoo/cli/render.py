@@ -20,7 +20,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from zoo.errors import printable
+from zoo.errors import number, printable
 from zoo.nn.config import ModelConfig
 from zoo.nn.registry import KINDS, default_registry
 from zoo.summary import ModelSummary
@@ -63,7 +63,7 @@ def fmt_value(value: Any, *, nested: bool = False, depth: int = 0) -> str:
             return f"{fmt_value(name, depth=depth + 1)}({inner})" if inner else fmt_value(name, depth=depth + 1)
         return f"{{{inner}}}" if nested else inner
     if isinstance(value, float):
-        return f"{value:g}"
+        return number(value)
     if isinstance(value, (list, tuple)):
         return "(" + ", ".join(fmt_value(v, nested=True, depth=depth + 1) for v in value) + ")"
     return printable(value)
