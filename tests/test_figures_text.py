@@ -159,3 +159,21 @@ def test_the_study_figures_keep_their_titles_and_legends_inside(
         assert plot_sweep(study, tmp_path / "sweep.svg") == tmp_path / "sweep.svg"
     labels_are_plain(svg_text(tmp_path / "scale.svg"))
     assert len(figures) == 2 and [cut_texts(fig) for fig in figures] == [[], []]
+
+
+def test_step_axes_tick_whole_steps(tmp_path: Path) -> None:
+    """A 3-step run's curves tick steps 1, 2, 3, never 0.5 or 2.25."""
+    import json
+
+    from zoo.training.curves import curves_figure
+
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [{"step": s, "loss": 5.0 - s, "lr": 1e-3, "tokens": 64 * s, "tokens_per_s": 1000.0} for s in (1, 2, 3)]
+    rows[-1] |= {"val_loss": 2.5, "val_perplexity": 12.2}
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    fig = curves_figure([run])
+    fig.canvas.draw()
+    (axis,) = [ax for ax in fig.axes if ax.get_xlabel() == "step"]
+    ticks = [t for t in axis.get_xticks() if axis.get_xlim()[0] <= t <= axis.get_xlim()[1]]
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks

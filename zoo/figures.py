@@ -46,6 +46,15 @@ def log_scale(ax: Any, axis: str = "y") -> None:
     which.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
 
 
+def step_axis(ax: Any, label: str = "step") -> None:
+    """``ax``'s x axis counts steps: whole numbers only (a few steps of a short run would
+    otherwise read 0.5, 1.5, ...)."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_xlabel(label)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def block_axis(ax: Any, *, residual: bool = False) -> None:
     """``ax``'s x axis numbers blocks as ``zoo probe``, the hook names and every table do:
     0 to L - 1; the residual stream's L + 1 points are 0 (the embeddings, entering block

@@ -25,7 +25,7 @@ from zoo.ablate.results import (
     md_code,
     md_row,
 )
-from zoo.figures import block_axis, fit_text, log_scale, plain_text
+from zoo.figures import block_axis, fit_text, log_scale, plain_text, step_axis
 
 
 def table(
@@ -499,7 +499,7 @@ def plot_curves(runs: list[AblationRun], path: Path, *, title: str, notes: list[
             low = [ci.low for _, ci in points]
             high = [ci.high for _, ci in points]
             ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
-    ax.set_xlabel("step")
+    step_axis(ax)
     ax.set_ylabel(f"validation loss (nats/token), mean ± {LEVEL:.0%} CI")
     ax.set_title(title)
     ax.grid(alpha=0.3)

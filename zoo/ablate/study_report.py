@@ -15,7 +15,7 @@ from zoo.ablate.records import write_figure, write_text
 from zoo.ablate.report import figure_class, p_text
 from zoo.ablate.results import ALPHA, LEVEL, MIN_EFFECT, md, md_block, md_code
 from zoo.ablate.stats import Interval, detectable_difference
-from zoo.figures import fit_text, log_scale, plain_text
+from zoo.figures import fit_text, log_scale, plain_text, step_axis
 
 
 def write_study_report(study: StudyResult) -> None:
@@ -503,7 +503,9 @@ def plot_sweep(study: StudyResult, path: Path) -> Path | None:
             )
         if swept == "lr":
             log_scale(ax, "x")
-        ax.set_xlabel("peak learning rate" if swept == "lr" else "warm-up steps")
+            ax.set_xlabel("peak learning rate")
+        else:
+            step_axis(ax, "warm-up steps")
         ax.set_ylabel(f"final validation loss (mean ± {LEVEL:.0%} CI)")
         what = f"warm-up {'auto' if other is None else other}" if swept == "lr" else f"lr {other:g}"
         ax.set_title(f"{rung.name}, {what}", fontsize=9)

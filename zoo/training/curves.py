@@ -18,7 +18,7 @@ from zoo.checkpoint import write_atomically
 from zoo.checkpoint.owned import refuse_inputs_inside
 from zoo.checkpoint.store import check_output_file
 from zoo.errors import ConfigError, InputError, printable
-from zoo.figures import figure_format, fit_text, plain_text
+from zoo.figures import figure_format, fit_text, plain_text, step_axis
 from zoo.files import open_read
 from zoo.training.metrics import LINE_LIMIT, METRICS, metrics_line
 
@@ -107,7 +107,7 @@ def curves_figure(runs: Sequence[str | os.PathLike[str]], *, title: str | None =
     loss_ax.grid(alpha=0.3)
     loss_ax.legend(fontsize=8)
     lr_ax.set_ylabel("learning rate")
-    lr_ax.set_xlabel("step")
+    step_axis(lr_ax)
     lr_ax.grid(alpha=0.3)
     if tokens_per_step:
         per = tokens_per_step
