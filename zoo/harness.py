@@ -482,6 +482,13 @@ def evaluate_tasks(
     names = _task_names(tasks)
     if include_path is not None and not Path(include_path).is_dir():
         raise InputError(f"include_path {printable(str(include_path))!r} is not a folder of task YAML files")
+    # The model first, as lm-eval's simple_evaluate does: one that cannot load is refused
+    # before lm-eval indexes its tasks (seconds to tens of seconds).
+    lm = ZooLM(
+        model_or_path, tokenizer=tokenizer, batch_size=batch_size, device=device, revision=revision, version=version
+    )
+    lm._chat = apply_chat_template if isinstance(apply_chat_template, str) else True
+    lm.chat_template(apply_chat_template)  # refused here, not after the tasks load
     manager = _task_manager(names, include_path, trust_task_code)
     missing = [name for name in names if name not in manager.all_tasks]
     if missing:
@@ -489,11 +496,6 @@ def evaluate_tasks(
             f"lm-eval knows no task {', '.join(map(repr, map(printable, missing)))}; list them with "
             f"`lm_eval ls tasks`, or give a folder of task YAML files (include_path=..., --include-path DIR)"
         )
-    lm = ZooLM(
-        model_or_path, tokenizer=tokenizer, batch_size=batch_size, device=device, revision=revision, version=version
-    )
-    lm._chat = apply_chat_template if isinstance(apply_chat_template, str) else True
-    lm.chat_template(apply_chat_template)  # refused here, not after the tasks load
     named = {} if isinstance(model_or_path, nn.Module) else {"pretrained": str(model_or_path)}
     tracker = EvaluationTracker(output_path=str(output_path)) if output_path is not None else None
     results = _run(
