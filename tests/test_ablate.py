@@ -383,10 +383,15 @@ def test_tune_lr_picks_the_best_rate_of_its_grid(tmp_path: Path) -> None:
     # the one-rate check: each row's Δ vs the base at every rate both trained in the sweep
     base = {t.lr: t.final_val_loss for t in result.runs[0].tune if not t.full}
     rates = [r for r in grid if base[r] is not None]
-    assert "| run | " + " | ".join(f"Δ at {r:g}" for r in rates) + " | Δ, own rates | flips |" in report
+    assert (
+        "| run | " + " | ".join(f"Δ at {r:g}" for r in rates) + " | Δ at 0.01, full | Δ, own rates | flips |" in report
+    )
+    whole = {t.lr: t.final_val_loss for t in result.runs[0].tune if t.full and not t.reseeded}
     for run in result.runs[1:]:
         own = {t.lr: t.final_val_loss for t in run.tune if not t.full}
         cells = ["" if own[r] is None else f"{own[r] - base[r]:+.3f}" for r in rates]  # type: ignore[operator]
+        mine = next(t.final_val_loss for t in run.tune if t.full and not t.reseeded and t.lr == 1e-2)
+        cells.append(f"{mine - whole[1e-2]:+.3f}")  # type: ignore[operator]
         assert f"| {run.name} | " + " | ".join(cells) + f" | {run.delta_vs_base.mean:+.3f} |" in report
 
 

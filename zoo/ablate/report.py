@@ -369,6 +369,8 @@ def sensitivity_table(result: AblationResult) -> list[str]:
     rates = sorted(r for r, loss in base.items() if loss is not None)
     floor = result.noise_floor()
     beyond = floor if floor is not None else MIN_EFFECT  # one run's Δ: only a sign past the noise counts
+    at = result.runs[0].lr  # every variant also trained the whole budget at the base's rate
+    full = {x.lr: x.final_val_loss for x in result.runs[0].tune if x.full and not x.reseeded}
     rows = []
     for run in result.runs[1:]:
         losses = {x.lr: x.final_val_loss for x in run.tune if not x.full}
@@ -376,10 +378,12 @@ def sensitivity_table(result: AblationResult) -> list[str]:
         cells = ["" if d is None else f"{d:+.3f}" for d in deltas]
         signs = {d > 0 for d in deltas if d is not None and abs(d) >= beyond}
         tuned = run.delta_vs_base.mean if run.axis != "base" else None
+        mine = next((x.final_val_loss for x in run.tune if x.full and not x.reseeded and x.lr == at), None)
+        whole = None if mine is None or full.get(at) is None else mine - full[at]  # type: ignore[operator]
         rows.append(
             f"| {md(run.name)} | "
             + " | ".join(cells)
-            + f" | {'' if tuned is None else f'{tuned:+.3f}'} | "
+            + f" | {'' if whole is None else f'{whole:+.3f}'} | {'' if tuned is None else f'{tuned:+.3f}'} | "
             + ("yes" if len(signs) > 1 else "")
             + " |"
         )
@@ -387,13 +391,14 @@ def sensitivity_table(result: AblationResult) -> list[str]:
         (
             f"The one-rate check: each row's Δ vs the base when both train at the same rate, from the sweep's "
             f"runs ({result.tuning['steps']} steps, seed {result.tuning['seed']}: one run each, no interval), "
-            f"beside its Δ with each at its own rate (the seeds' mean). **flips**: the Δ changes sign across "
+            f"then at the base's rate for the whole budget (one run each: the successive halving's), and "
+            f"its Δ with each at its own rate (the seeds' mean). **flips**: the Δ changes sign across "
             f"the rates, beyond the noise floor ({beyond:.4f} either way), so a one-rate verdict on it depends on "
             f"the rate chosen."
         ),
         "",
-        "| run | " + " | ".join(f"Δ at {r:g}" for r in rates) + " | Δ, own rates | flips |",
-        "|---|" + "---:|" * (len(rates) + 1) + "---|",
+        "| run | " + " | ".join(f"Δ at {r:g}" for r in rates) + f" | Δ at {at:g}, full | Δ, own rates | flips |",
+        "|---|" + "---:|" * (len(rates) + 2) + "---|",
         *rows,
         "",
     ]
