@@ -162,13 +162,27 @@ def reader(request: pytest.FixtureRequest, gpt2_folder: Path, tmp_path_factory: 
 TEXTS = ["They fell into disorder, and then it", "Ünïcödé café — naïve 😀 ok", "where the quick fox ran"]
 
 
-def test_stop_strings_end_where_stop_string_criteria_ends(reader: Any) -> None:
+def test_stop_strings_end_where_stop_string_criteria_ends(reader: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every prefix of a few texts' ids, with stop strings cut from the text (inside a
     token, across tokens, across a multi-byte character) or wholly in earlier tokens:
     the zoo stops exactly where transformers' StopStringCriteria does."""
     from transformers.generation.stopping_criteria import StopStringCriteria
 
+    # transformers cleans the whole vocabulary again for each criterion (half its cost): the
+    # same tokenizer gives the same clean vocabulary, so it is cleaned once here.
+    clean, cleaned = StopStringCriteria.clean_tokenizer_vocab, {}
+
+    def once(tokenizer: Any, *args: Any, **kwargs: Any) -> Any:
+        key = (id(tokenizer), args, tuple(sorted(kwargs.items())))
+        if key not in cleaned:
+            cleaned[key] = clean(tokenizer, *args, **kwargs)
+        return cleaned[key]
+
+    monkeypatch.setattr(StopStringCriteria, "clean_tokenizer_vocab", staticmethod(once))
+
     tok, hf_tok = reader
+    vocab = hf_tok.get_vocab()  # and reads the same vocabulary again for each: read once
+    monkeypatch.setattr(hf_tok, "get_vocab", lambda: dict(vocab))
     checked = hits = 0
     for text in TEXTS:
         ids = tok.encode(text)
