@@ -126,7 +126,9 @@ LFM2 = Family(
         "norm_eps": F("norm_eps", 1e-5, Epsilon),
         **ROPE,
         "tie_word_embeddings": F("tie_embeddings", True, bool),
-        "layer_types": F("", None, out=lambda c: ["conv" if convolves(c.layer(i)) else "full_attention" for i in range(c.n_layers)]),  # fmt: skip
+        "layer_types": F(
+            "", None, out=lambda c: ["conv" if convolves(c.layer(i)) else "full_attention" for i in range(c.n_layers)]
+        ),  # fmt: skip
         "full_attn_idxs": F("", None),
         "conv_L_cache": F("", None, Count, out=lambda c: conv_option(c, "kernel_size", 3)),
         "conv_bias": F("", None, bool, out=conv_bias),
@@ -142,7 +144,10 @@ LFM2 = Family(
         **{f"attn.{p}.weight": W(CONV.format(p) + "weight", when=convolves) for p in ("in_proj", "conv", "out_proj")},
         **{f"attn.{p}.bias": W(CONV.format(p) + "bias", when=hybrid_bias) for p in ("in_proj", "conv", "out_proj")},
         "mlp_residual.norm.weight": "ffn_norm.weight",
-        **{f"mlp.{zoo}.weight": f"feed_forward.{hf}.weight" for zoo, hf in (("gate", "w1"), ("up", "w3"), ("down", "w2"))},  # fmt: skip
+        **{
+            f"mlp.{zoo}.weight": f"feed_forward.{hf}.weight"
+            for zoo, hf in (("gate", "w1"), ("up", "w3"), ("down", "w2"))
+        },  # fmt: skip
     },
     top={
         "tok_emb.weight": "embed_tokens.weight",
