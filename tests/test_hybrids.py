@@ -70,7 +70,7 @@ def test_layer_types_become_a_pattern_of_convolutions() -> None:
         ({"layer_types": ["conv"] * 3}, "layer_types"),
         ({"head_dim": 16}, "head_dim"),
         ({"conv_L_cache": 1}, "conv_L_cache"),
-        ({"block_use_swiglu": True}, "block_use_swiglu"),
+        ({"attention_bias": True}, "attention_bias"),
         ({"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e6}}, "rope_parameters.rope_type"),
     ],
 )
@@ -78,6 +78,15 @@ def test_settings_the_zoo_does_not_model_are_refused_by_name(change: dict[str, A
     with pytest.raises(zoo.InteropError, match=rf"config.json: {named}=") as caught:
         config_from_hf({**HF, **change})
     assert "\n" not in str(caught.value)
+
+
+def test_a_released_config_reads_with_its_older_names() -> None:
+    released = {**HF, "block_ff_dim": 12288, "tie_embedding": False, "block_dim": 32, "conv_dim": 32}
+    released |= {"block_use_swiglu": True, "block_norm_eps": 1e-5, "num_heads": 4, "use_pos_enc": True, "theta": 1e6}
+    config = transformers.Lfm2Config(**released)
+    fields = config_from_hf(released)
+    assert fields["mlp"]["hidden"] == Lfm2MLP(config).w1.out_features == 8192
+    assert fields["tie_embeddings"] is False and config.tie_word_embeddings is False
 
 
 def test_export_refuses_a_pattern_lfm2_cannot_write(tmp_path: Path) -> None:

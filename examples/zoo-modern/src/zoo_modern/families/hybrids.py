@@ -8,6 +8,8 @@
 The MLP's width follows LFM2's rule (``block_auto_adjust_ff_dim``): 2/3 of
 ``intermediate_size``, times ``block_ffn_dim_multiplier``, rounded up to
 ``block_multiple_of``; export writes the width itself with the rule off, so it is exact.
+The released files' older names (``block_ff_dim``, ``tie_embedding``) win over the new
+ones, as in transformers; the fields transformers never reads (``UNREAD``) are ignored.
 """
 
 from __future__ import annotations
@@ -20,6 +22,13 @@ from zoo_modern.families.llama_like import LLAMA_ROTARY, ROPE, mlp_hidden
 from zoo_modern.families.readers import periodic, refuse_unless
 
 LAYER_TYPES = ("conv", "full_attention")
+IGNORED = F("", None)
+#: Fields of the released checkpoints' config.json that transformers' LFM2 never reads
+#: (its sizes come from hidden_size, norm_eps and rope_parameters; its MLP is always SwiGLU).
+UNREAD = (
+    "block_dim block_norm_eps block_use_swiglu block_mlp_init_scale block_out_init_scale block_use_xavier_init "
+    "conv_dim conv_dim_out conv_use_xavier_init num_heads theta use_pos_enc model_name"
+).split()
 
 
 def ff_width(hf: Mapping[str, Any], size: int) -> int:
@@ -57,7 +66,9 @@ def lfm2_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict
     conv = {"attention": {"name": "short_conv", "kernel_size": kernel, "conv_bias": bool(hf.get("conv_bias"))}}
     kinds = layer_types(hf, fields["n_layers"], where)
     pattern = periodic([conv if kind == "conv" else {} for kind in kinds])
-    width = ff_width(hf, fields["d_ff"])
+    width = ff_width(hf, hf.get("block_ff_dim") or fields["d_ff"])  # transformers' older names win
+    tied = hf.get("tie_embedding")
+    fields = fields if tied is None else {**fields, "tie_embeddings": bool(tied)}
     return {**fields, "d_ff": width, "mlp": {**fields["mlp"], "hidden": width}, "layer_pattern": [] if pattern == [{}] else pattern}  # fmt: skip
 
 
@@ -132,6 +143,9 @@ LFM2 = Family(
         "full_attn_idxs": F("", None),
         "conv_L_cache": F("", None, Count, out=lambda c: conv_option(c, "kernel_size", 3)),
         "conv_bias": F("", None, bool, out=conv_bias),
+        "block_ff_dim": F("", None, Count),  # the released files' name of intermediate_size
+        "tie_embedding": F("", None, bool),  # and of tie_word_embeddings
+        **{name: IGNORED for name in UNREAD},
     },
     zoo={"bias": False, "attention": {"name": "qknorm", "qk_norm": "head", "qkv_bias": False, "out_bias": False}}
     | {"norm": "rmsnorm", "placement": "pre", "position": "rotary", "mlp": {"name": "swiglu"}, "init": "gpt2"},
