@@ -70,6 +70,7 @@ def test_layer_types_become_a_pattern_of_convolutions() -> None:
         ({"layer_types": ["conv"] * 3}, "layer_types"),
         ({"head_dim": 16}, "head_dim"),
         ({"conv_L_cache": 1}, "conv_L_cache"),
+        ({"conv_L_cache": None}, "conv_L_cache"),
         ({"attention_bias": True}, "attention_bias"),
         ({"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e6}}, "rope_parameters.rope_type"),
     ],
