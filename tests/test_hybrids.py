@@ -113,3 +113,27 @@ def test_export_writes_the_width_with_the_rule_off(tmp_path: Path) -> None:
     idx = torch.randint(0, 64, (1, 9), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         torch.testing.assert_close(model.eval()(idx), reloaded(idx).logits, atol=1e-4, rtol=0)
+
+
+def test_left_padding_differs_from_transformers_only_with_conv_bias(tmp_path: Path) -> None:
+    """transformers zeroes a padded input, so with ``conv_bias`` in_proj's bias of the padding
+    reaches the real tokens; ``short_conv`` zeroes b * h, so padding never does (documented)."""
+    gaps = []
+    for bias in (False, True):
+        config = transformers.Lfm2Config(**{**HF, "conv_bias": bias, "max_position_embeddings": 64})
+        torch.manual_seed(0)
+        reference = transformers.Lfm2ForCausalLM(config).eval()
+        with torch.no_grad():
+            for name, p in reference.named_parameters():
+                if name.endswith("bias"):
+                    p.normal_(0.0, 0.5)
+        reference.save_pretrained(tmp_path / str(bias))
+        model = zoo.from_hf(tmp_path / str(bias))
+        idx = torch.randint(0, 64, (2, 10), generator=torch.Generator().manual_seed(1))
+        mask = torch.ones_like(idx)
+        mask[1, :3] = 0
+        with torch.no_grad():
+            gaps.append(
+                (model(idx, attention_mask=mask) - reference(idx, attention_mask=mask).logits)[:, 3:].abs().max()
+            )
+    assert gaps[0] < 1e-4 < gaps[1]

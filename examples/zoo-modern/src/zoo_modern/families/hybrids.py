@@ -10,6 +10,11 @@ The MLP's width follows LFM2's rule (``block_auto_adjust_ff_dim``): 2/3 of
 ``block_multiple_of``; export writes the width itself with the rule off, so it is exact.
 The released files' older names (``block_ff_dim``, ``tie_embedding``) win over the new
 ones, as in transformers; the fields transformers never reads (``UNREAD``) are ignored.
+
+One known difference, left padding with ``conv_bias`` (no released checkpoint has it):
+transformers zeroes a padded position's input, so ``in_proj``'s bias still reaches the
+real tokens through the convolution; ``short_conv`` zeroes b * h, so padding never does.
+Unpadded and right-padded inputs, and every model without ``conv_bias``, are exact.
 """
 
 from __future__ import annotations
