@@ -6,7 +6,8 @@ transformers with a ``tokenizer.json``, then
   sliding window the case sets);
 - exported back with ``zoo.to_hf``, loaded by transformers and equal again;
 - read by hub id from a hub cache in a temporary ``HF_HOME`` (offline), tokenizer included;
-- hook points that name every layer, and ``zoo probe`` on a zoo checkpoint of it.
+- hook points that name every layer (no scores where a hybrid's layer convolves), and
+  ``zoo probe`` on a zoo checkpoint of it.
 
 The first check runs for every case by default; the other three for ``REPRESENTATIVE``
 cases by default and for the rest under the slow marker (``make test-all``).
@@ -153,11 +154,15 @@ def test_hook_points_name_every_layer_and_probe_runs(
     _, folder = saved(case, tmp_path / "hf", tokenizer_files)
     model = zoo.from_hf(folder)
     names = model.hook_points()
-    layers = model.config.n_layers
-    for point in ("attn.hook_pattern", "attn.hook_z", "hook_resid_post"):
-        assert {f"blocks.{i}.{point}" for i in range(layers)} <= set(names), point
-    _, cache = model.run_with_cache(tokens(seq=8), names=[f"blocks.{layers - 1}.attn.hook_pattern"])
-    pattern = cache[f"blocks.{layers - 1}.attn.hook_pattern"]
+    layers = range(model.config.n_layers)
+    attending = [
+        i for i in layers if getattr(model.blocks[i].attn, "attends", True)
+    ]  # a hybrid's convolutions have no scores
+    for point, where in (("attn.hook_pattern", attending), ("attn.hook_z", layers), ("hook_resid_post", layers)):
+        assert {f"blocks.{i}.{point}" for i in where} <= set(names), point
+    assert {f"blocks.{i}.attn.hook_pattern" for i in layers if i not in attending}.isdisjoint(names)
+    _, cache = model.run_with_cache(tokens(seq=8), names=[f"blocks.{attending[-1]}.attn.hook_pattern"])
+    pattern = cache[f"blocks.{attending[-1]}.attn.hook_pattern"]
     torch.testing.assert_close(pattern.sum(-1), torch.ones(pattern.shape[:-1]))  # rows of a softmax
     checkpoint = tmp_path / "model.safetensors"
     zoo.save(model, checkpoint)

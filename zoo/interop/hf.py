@@ -109,7 +109,7 @@ def config_from_hf(
 ) -> dict[str, Any]:
     """The zoo config fields for ``config.json`` ``hf``; refuses what the zoo cannot model."""
     found = converter_for(hf, where=where, registry=registry)
-    check_layer_types(hf, where)
+    check_layer_types(hf, where, found.layer_kinds)
     return found.config_from_hf(hf, where)
 
 
@@ -277,7 +277,7 @@ def from_hf(
         raise InteropError(f"{config_path} does not hold a JSON object")
     registry = registry or default_registry()
     converter = converter_for(hf, where=str(config_path), registry=registry)
-    check_layer_types(hf, str(config_path))
+    check_layer_types(hf, str(config_path), converter.layer_kinds)
     fields = converter.with_kernel(converter.config_from_hf(hf, str(config_path)), attention)
     tensors = _local_tensors(converter, read_weights(folder))
     fields = untie_if_stored(converter, fields, tensors, str(folder))

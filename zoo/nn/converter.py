@@ -192,16 +192,16 @@ def refuse(where: str, setting: str, value: Any, why: str) -> InteropError:
 LAYER_KINDS = ("full_attention", "sliding_attention")
 
 
-def check_layer_types(hf: Mapping[str, Any], where: str) -> None:
+def check_layer_types(hf: Mapping[str, Any], where: str, kinds: tuple[str, ...] = LAYER_KINDS) -> None:
     """Refuse a ``layer_types`` that is not one kind per layer, as transformers'
     ``validate_layer_type`` refuses it (a length other than ``num_hidden_layers``), or
-    that names a kind of layer the zoo does not model (``LAYER_KINDS``)."""
+    that names a kind of layer the converter does not model (``kinds``: its ``layer_kinds``)."""
     types = hf.get("layer_types")
     if types is None:
         return
     layers = hf.get("num_hidden_layers", hf.get("n_layer"))
     count = f"{layers} " if type(layers) is int else ""
-    fix = f"give {count}of {' or '.join(map(repr, LAYER_KINDS))}, one per layer, or leave layer_types out"
+    fix = f"give {count}of {' or '.join(map(repr, kinds))}, one per layer, or leave layer_types out"
     if not isinstance(types, list) or not all(isinstance(kind, str) for kind in types):
         raise refuse(where, "layer_types", types, f"it must be a list of layer kinds; {fix}")
     if type(layers) is int and not 0 < layers <= MAX_LAYERS:
@@ -211,7 +211,7 @@ def check_layer_types(hf: Mapping[str, Any], where: str) -> None:
             where, "layer_types", types,
             f"it has {len(types)} entries but num_hidden_layers is {layers} (transformers refuses this config too); {fix}",
         )  # fmt: skip
-    unknown = sorted(set(types) - set(LAYER_KINDS))
+    unknown = sorted(set(types) - set(kinds))
     if unknown:
         raise refuse(
             where, "layer_types", types, f"the zoo does not model {', '.join(map(repr, unknown))} layers; {fix}"
@@ -253,6 +253,9 @@ class Converter:
     #: The engine's features (``ENGINE_FEATURES``) this converter writes back; a config
     #: using any other is refused for export (``engine_blockers``), whatever ``blockers`` says.
     engine_features: ClassVar[frozenset[str]] = frozenset()
+    #: The kinds ``config.json``'s ``layer_types`` may name for this architecture (a
+    #: hybrid's own, such as LFM2's ``"conv"``, besides the attention kinds).
+    layer_kinds: ClassVar[tuple[str, ...]] = LAYER_KINDS
 
     @property
     def exports(self) -> bool:

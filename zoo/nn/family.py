@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import create_model
 
-from zoo.nn.converter import Converter, Count, HFFields, Layers, Rule, refuse
+from zoo.nn.converter import LAYER_KINDS, Converter, Count, HFFields, Layers, Rule, refuse
 
 if TYPE_CHECKING:
     from zoo.nn.config import ModelConfig
@@ -126,6 +126,7 @@ class Family:
     write: tuple[Writer, ...] = ()
     blockers: tuple[Blocker, ...] = ()
     engine_features: frozenset[str] = frozenset()
+    layer_kinds: tuple[str, ...] = LAYER_KINDS  # what config.json's layer_types may name
     #: Zoo component kinds and the names export accepts beyond the ``zoo`` constant's.
     accepts: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     extends: str = ""
@@ -256,19 +257,20 @@ def write_config(family: Family, config: ModelConfig) -> dict[str, Any]:
 
 
 def rules(family: Family, config: ModelConfig) -> list[Rule]:
-    """Every zoo tensor of ``config`` and its stored tensors, from the layer template."""
+    """Every zoo tensor of ``config`` and its stored tensors, from the layer template (a
+    layer's ``W.when`` and ``W.make`` see that layer's config, ``config.layer(i)``)."""
     out: list[Rule] = []
 
-    def add(template: Template, zoo_prefix: str, hf_prefix: str) -> None:
+    def add(template: Template, zoo_prefix: str, hf_prefix: str, where: ModelConfig) -> None:
         for zoo, how in template.items():
             spec = W(how) if isinstance(how, str) else how
-            rule = None if spec is None else spec.rule(zoo_prefix + zoo, hf_prefix, config)
+            rule = None if spec is None else spec.rule(zoo_prefix + zoo, hf_prefix, where)
             out.extend([] if rule is None else rule if isinstance(rule, list) else [rule])
 
-    add({k: v for k, v in family.top.items() if k == "tok_emb.weight"}, "", "")
-    for i in range(config.n_layers):
-        add(family.layer, f"blocks.{i}.", family.layer_prefix.format(i))
-    add({k: v for k, v in family.top.items() if k != "tok_emb.weight"}, "", "")
+    add({k: v for k, v in family.top.items() if k == "tok_emb.weight"}, "", "", config)
+    for i in range(config.n_layers):  # each layer by its own config: a hybrid's mixers differ
+        add(family.layer, f"blocks.{i}.", family.layer_prefix.format(i), config.layer(i))
+    add({k: v for k, v in family.top.items() if k != "tok_emb.weight"}, "", "", config)
     return out
 
 
@@ -345,6 +347,7 @@ def converter(family: Family) -> Converter:
         embedding = family.embedding
         head = family.head
         engine_features = family.engine_features
+        layer_kinds = family.layer_kinds
         table = family
 
         def skip(self, name: str) -> bool:

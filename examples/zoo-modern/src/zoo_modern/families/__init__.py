@@ -5,6 +5,7 @@
 - ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE;
 - ``legacy``: Gemma 2, Gemma 3 and SmolLM3, still converter classes (to become tables);
 - ``neox_like``: GPT-NeoX, GPT-J, Phi, Falcon;
+- ``hybrids``: LFM2 (short convolutions between attention layers);
 
 one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.
 """
@@ -12,9 +13,9 @@ one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.
 from __future__ import annotations
 
 from zoo.plugin import Converter, converter
-from zoo_modern.families import gpt2_like, legacy, llama_like, moe, neox_like
+from zoo_modern.families import gpt2_like, hybrids, legacy, llama_like, moe, neox_like
 
-FAMILIES = (*llama_like.FAMILIES, *moe.FAMILIES, *gpt2_like.FAMILIES, *neox_like.FAMILIES)
+FAMILIES = (*llama_like.FAMILIES, *moe.FAMILIES, *gpt2_like.FAMILIES, *neox_like.FAMILIES, *hybrids.FAMILIES)
 CONVERTERS: tuple[Converter, ...] = (*(converter(family) for family in FAMILIES), *legacy.CONVERTERS)
 #: The presets zoo-modern ships (``presets/<name>.toml``): its own designs and released checkpoints.
 PRESETS = (

@@ -1,0 +1,190 @@
+"""Hybrid families: layers whose token mixer is not attention, alternating with ones that attend.
+
+- LFM2 (Liquid AI): Llama's pre-norm RMSNorm, rotary and SwiGLU; ``layer_types`` says which
+  layers attend (grouped-query, with Qwen3's RMSNorm per head on q and k) and which mix by
+  zoo-modern's ``short_conv`` (``out_proj(c * conv(b * h))``), read into ``layer_pattern``.
+  Its ``embedding_norm`` is the final norm (transformers applies it after the last layer).
+
+The MLP's width follows LFM2's rule (``block_auto_adjust_ff_dim``): 2/3 of
+``intermediate_size``, times ``block_ffn_dim_multiplier``, rounded up to
+``block_multiple_of``; export writes the width itself with the rule off, so it is exact.
+The released files' older names (``block_ff_dim``, ``tie_embedding``) win over the new
+ones, as in transformers; the fields transformers never reads (``UNREAD``) are ignored.
+
+One known difference, left padding with ``conv_bias`` (no released checkpoint has it):
+transformers zeroes a padded position's input, so ``in_proj``'s bias still reaches the
+real tokens through the convolution; ``short_conv`` zeroes b * h, so padding never does.
+Unpadded and right-padded inputs, and every model without ``conv_bias``, are exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.plugin import REQUIRED, Count, Epsilon, F, Family, ModelConfig, Positive, W
+from zoo_modern.families.llama_like import LLAMA_ROTARY, ROPE, mlp_hidden
+from zoo_modern.families.readers import periodic, refuse_unless
+
+LAYER_TYPES = ("conv", "full_attention")
+IGNORED = F("", None)
+#: Fields of the released checkpoints' config.json that transformers' LFM2 never reads
+#: (its sizes come from hidden_size, norm_eps and rope_parameters; its MLP is always SwiGLU).
+UNREAD = (
+    "block_dim block_norm_eps block_use_swiglu block_mlp_init_scale block_out_init_scale block_use_xavier_init "
+    "conv_dim conv_dim_out conv_use_xavier_init num_heads theta use_pos_enc model_name"
+).split()
+
+
+def ff_width(hf: Mapping[str, Any], size: int) -> int:
+    """The SwiGLU's hidden width of LFM2's config: ``size`` as given, or adjusted by its rule."""
+    if not hf.get("block_auto_adjust_ff_dim", True):
+        return size
+    width = int(2 * size / 3)
+    multiplier = hf.get("block_ffn_dim_multiplier", 1.0)
+    if multiplier is None:  # transformers then neither scales nor rounds
+        return width
+    multiple = int(hf.get("block_multiple_of") or 256)
+    width = int(multiplier * width)
+    return multiple * ((width + multiple - 1) // multiple)
+
+
+def layer_types(hf: Mapping[str, Any], layers: int, where: str) -> list[str]:
+    """Each layer's kind: ``layer_types``, else attention at ``full_attn_idxs`` (default all)."""
+    types = hf.get("layer_types")
+    if types is None:
+        attends = hf.get("full_attn_idxs")
+        attends = range(layers) if attends is None else attends
+        types = ["full_attention" if i in attends else "conv" for i in range(layers)]
+    ok = isinstance(types, list) and len(types) == layers and set(types) <= set(LAYER_TYPES)
+    refuse_unless(ok, where, "layer_types", types, f"give {layers} of 'conv'/'full_attention'")
+    return list(types)
+
+
+def lfm2_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """The layer pattern of convolutions and attention, the MLP's width, the head size."""
+    d, heads = fields["d_model"], fields["n_heads"]
+    why = f"the zoo's head_dim is hidden_size / num_attention_heads = {d // heads}"
+    refuse_unless(hf.get("head_dim") in (None, d // heads), where, "head_dim", hf.get("head_dim"), why)
+    kernel = hf.get("conv_L_cache", 3)
+    refuse_unless(
+        type(kernel) is int and kernel >= 2,
+        where,
+        "conv_L_cache",
+        kernel,
+        "a short convolution reads 2 positions or more",
+    )
+    conv = {"attention": {"name": "short_conv", "kernel_size": kernel, "conv_bias": bool(hf.get("conv_bias"))}}
+    kinds = layer_types(hf, fields["n_layers"], where)
+    pattern = periodic([conv if kind == "conv" else {} for kind in kinds])
+    width = ff_width(hf, hf.get("block_ff_dim") or fields["d_ff"])  # transformers' older names win
+    tied = hf.get("tie_embedding")
+    fields = fields if tied is None else {**fields, "tie_embeddings": bool(tied)}
+    return {**fields, "d_ff": width, "mlp": {**fields["mlp"], "hidden": width}, "layer_pattern": [] if pattern == [{}] else pattern}  # fmt: skip
+
+
+def convolves(config: ModelConfig) -> bool:
+    return config.attention.name == "short_conv"
+
+
+def attends(config: ModelConfig) -> bool:
+    return not convolves(config)
+
+
+def conv_option(config: ModelConfig, option: str, default: Any) -> Any:
+    """``option`` of the first convolution layer (``default`` if none convolves)."""
+    for i in range(config.n_layers):
+        if convolves(config.layer(i)):
+            return config.layer(i).attention.options.get(option, default)
+    return default
+
+
+def conv_bias(config: ModelConfig) -> bool:
+    return bool(conv_option(config, "conv_bias", False))
+
+
+def lfm2_blockers(config: ModelConfig, arch: str) -> list[str]:
+    """A pattern that changes anything but the mixer, or convolutions that differ."""
+    blockers: list[str] = []
+    convs = set()
+    for i in range(config.n_layers):
+        changes, layer = config.layer_changes(i), config.layer(i)
+        if set(changes) - {"attention"}:
+            blockers.append(f"layer {i} changes {', '.join(sorted(set(changes) - {'attention'}))} ({arch} has one design)")  # fmt: skip
+        elif convolves(layer):
+            options = layer.attention.options
+            convs.add((options.get("kernel_size", 3), bool(options.get("conv_bias"))))
+        elif "attention" in changes:
+            blockers.append(f"layer {i}'s attention differs from the model's ({arch} has one attention)")
+    if len(convs) > 1:
+        blockers.append(f"convolutions of more than one kernel_size/conv_bias ({arch} has one conv_L_cache)")
+    return blockers
+
+
+def hybrid_bias(config: ModelConfig) -> bool:
+    return convolves(config) and conv_bias(config)
+
+
+CONV = "conv.{}."
+ATTN = "self_attn."
+LFM2 = Family(
+    architecture="Lfm2ForCausalLM",
+    model_type="lfm2",
+    description="LFM2: short gated convolutions between QK-norm grouped-query attention layers, SwiGLU",
+    prefix="model.",
+    embedding="embed_tokens.weight",
+    fields={
+        "vocab_size": F("vocab_size", REQUIRED, Count),
+        "hidden_size": F("d_model", REQUIRED, Count),
+        "num_attention_heads": F("n_heads", REQUIRED, Count),
+        "num_hidden_layers": F("n_layers", REQUIRED, Count),
+        "intermediate_size": F("d_ff", REQUIRED, Count, out=mlp_hidden),
+        "block_auto_adjust_ff_dim": F("", True, bool, out=lambda c: False),  # export writes the width itself
+        "block_ffn_dim_multiplier": F("", None, Positive, out=lambda c: 1.0),
+        "block_multiple_of": F("", None, Count, out=lambda c: 256),
+        "num_key_value_heads": F("attention.n_kv_heads", 8, Count),
+        "head_dim": F("", None, Count),
+        "max_position_embeddings": F("max_seq_len", 128000, Count),
+        "norm_eps": F("norm_eps", 1e-5, Epsilon),
+        **ROPE,
+        "tie_word_embeddings": F("tie_embeddings", True, bool),
+        "layer_types": F(
+            "", None, out=lambda c: ["conv" if convolves(c.layer(i)) else "full_attention" for i in range(c.n_layers)]
+        ),  # fmt: skip
+        "full_attn_idxs": F("", None),
+        "conv_L_cache": F("", None, Count, out=lambda c: conv_option(c, "kernel_size", 3)),
+        "conv_bias": F("", None, bool, out=conv_bias),
+        "block_ff_dim": F("", None, Count),  # the released files' name of intermediate_size
+        "tie_embedding": F("", None, bool),  # and of tie_word_embeddings
+        **{name: IGNORED for name in UNREAD},
+    },
+    zoo={"bias": False, "attention": {"name": "qknorm", "qk_norm": "head", "qkv_bias": False, "out_bias": False}}
+    | {"norm": "rmsnorm", "placement": "pre", "position": "rotary", "mlp": {"name": "swiglu"}, "init": "gpt2"},
+    layer={
+        "attn_residual.norm.weight": "operator_norm.weight",
+        "attn.qkv.weight": W(ATTN + "{}_proj.weight", "concat", "qkv", when=attends),
+        "attn.out.weight": W(ATTN + "out_proj.weight", when=attends),
+        "attn.q_norm.weight": W(ATTN + "q_layernorm.weight", when=attends),
+        "attn.k_norm.weight": W(ATTN + "k_layernorm.weight", when=attends),
+        **{f"attn.{p}.weight": W(CONV.format(p) + "weight", when=convolves) for p in ("in_proj", "conv", "out_proj")},
+        **{f"attn.{p}.bias": W(CONV.format(p) + "bias", when=hybrid_bias) for p in ("in_proj", "conv", "out_proj")},
+        "mlp_residual.norm.weight": "ffn_norm.weight",
+        **{
+            f"mlp.{zoo}.weight": f"feed_forward.{hf}.weight"
+            for zoo, hf in (("gate", "w1"), ("up", "w3"), ("down", "w2"))
+        },  # fmt: skip
+    },
+    top={
+        "tok_emb.weight": "embed_tokens.weight",
+        "final_norm.weight": "embedding_norm.weight",
+        "head.weight": "lm_head.weight",
+    },  # fmt: skip
+    skip=("rotary_emb.inv_freq", "rotary_emb.original_inv_freq"),
+    engine_features=frozenset({"layer_pattern"}),
+    layer_kinds=LAYER_TYPES,
+    read=(lfm2_read, LLAMA_ROTARY.read),
+    write=(LLAMA_ROTARY.write,),
+    blockers=(LLAMA_ROTARY.blockers, lfm2_blockers),
+)
+
+FAMILIES = (LFM2,)

@@ -1,0 +1,44 @@
+"""Hybrid families, whose layers mix tokens in more than one way: LFM2 (short gated
+convolutions between attention layers)."""
+
+from __future__ import annotations
+
+from family_cases import Family
+
+CASES = [
+    # conv, attention, conv, attention; the MLP's width by LFM2's rule: 2/3 of 60, times 1.5, rounded up to 16 = 64
+    Family(
+        "lfm2",
+        "lfm2",
+        "Lfm2Config",
+        "Lfm2ForCausalLM",
+        {
+            "hidden_size": 32,
+            "intermediate_size": 60,
+            "block_multiple_of": 16,
+            "block_ffn_dim_multiplier": 1.5,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "layer_types": ["conv", "full_attention", "conv", "full_attention"],
+        },
+    ),
+    # biases on the convolutions, a kernel of 4, an untied head
+    Family(
+        "lfm2-conv-bias",
+        "lfm2",
+        "Lfm2Config",
+        "Lfm2ForCausalLM",
+        {
+            "hidden_size": 32,
+            "intermediate_size": 48,
+            "num_hidden_layers": 3,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 4,
+            "conv_bias": True,
+            "conv_L_cache": 4,
+            "tie_word_embeddings": False,
+            "layer_types": ["full_attention", "conv", "conv"],
+        },
+    ),
+]

@@ -1,0 +1,139 @@
+"""LFM2's converter beyond the parity cases (tests/family_cases/hybrids.py): its MLP width
+rule against transformers', its layer kinds, and the settings it refuses, one line each,
+naming the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+import zoo
+from zoo.interop.hf import config_from_hf
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("zoo_modern")
+
+from transformers.models.lfm2.modeling_lfm2 import Lfm2MLP  # noqa: E402
+
+from zoo_modern.families.hybrids import ff_width  # noqa: E402
+
+HF: dict[str, Any] = {
+    "architectures": ["Lfm2ForCausalLM"],
+    "model_type": "lfm2",
+    "vocab_size": 64,
+    "hidden_size": 32,
+    "intermediate_size": 96,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "layer_types": ["conv", "conv", "full_attention", "conv"],
+}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {"block_multiple_of": 16, "block_ffn_dim_multiplier": 1.5},
+        {"block_ffn_dim_multiplier": None},
+        {"block_auto_adjust_ff_dim": False},
+        {"intermediate_size": 12288, "block_multiple_of": 256},  # LFM2-1.2B's
+    ],
+)
+def test_the_mlp_width_is_transformers_rule(fields: dict[str, Any]) -> None:
+    defaults = transformers.Lfm2Config(**HF).to_dict()
+    config = SimpleNamespace(**{**defaults, **fields})  # transformers' config class refuses a null multiplier now
+    width = Lfm2MLP(config).w1.out_features  # type: ignore[arg-type]
+    assert ff_width(vars(config), config.intermediate_size) == width
+    assert config_from_hf({**HF, **fields})["mlp"]["hidden"] == width
+
+
+def test_layer_types_become_a_pattern_of_convolutions() -> None:
+    fields = config_from_hf({**HF, "conv_L_cache": 5, "conv_bias": True})
+    conv = {"attention": {"name": "short_conv", "kernel_size": 5, "conv_bias": True}}
+    assert fields["layer_pattern"] == [conv, conv, {}]  # repeated: layer 3 is entry 0
+    assert fields["attention"]["name"] == "qknorm" and fields["attention"]["n_kv_heads"] == 2
+    alike = config_from_hf({**HF, "layer_types": None, "full_attn_idxs": [1, 3]})
+    assert alike["layer_pattern"] == [{"attention": {"name": "short_conv", "kernel_size": 3, "conv_bias": False}}, {}]
+    assert config_from_hf({**HF, "layer_types": ["full_attention"] * 4})["layer_pattern"] == []
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"layer_types": ["conv", "mamba", "conv", "conv"]}, "layer_types"),
+        ({"layer_types": ["conv"] * 3}, "layer_types"),
+        ({"head_dim": 16}, "head_dim"),
+        ({"conv_L_cache": 1}, "conv_L_cache"),
+        ({"conv_L_cache": None}, "conv_L_cache"),
+        ({"attention_bias": True}, "attention_bias"),
+        ({"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e6}}, "rope_parameters.rope_type"),
+    ],
+)
+def test_settings_the_zoo_does_not_model_are_refused_by_name(change: dict[str, Any], named: str) -> None:
+    with pytest.raises(zoo.InteropError, match=rf"config.json: {named}=") as caught:
+        config_from_hf({**HF, **change})
+    assert "\n" not in str(caught.value)
+
+
+def test_a_released_config_reads_with_its_older_names() -> None:
+    released = {**HF, "block_ff_dim": 12288, "tie_embedding": False, "block_dim": 32, "conv_dim": 32}
+    released |= {"block_use_swiglu": True, "block_norm_eps": 1e-5, "num_heads": 4, "use_pos_enc": True, "theta": 1e6}
+    config = transformers.Lfm2Config(**released)
+    fields = config_from_hf(released)
+    assert fields["mlp"]["hidden"] == Lfm2MLP(config).w1.out_features == 8192
+    assert fields["tie_embeddings"] is False and config.tie_word_embeddings is False
+
+
+def test_export_refuses_a_pattern_lfm2_cannot_write(tmp_path: Path) -> None:
+    fields = {**config_from_hf(HF), "max_seq_len": 64}
+    conv = fields["layer_pattern"][0]
+    other = {"attention": {**conv["attention"], "kernel_size": 4}}
+    for pattern, blocker in (
+        ([conv, other, {}, conv], "more than one kernel_size"),
+        ([conv, {"norm": "layernorm"}], "layer 1 changes norm"),
+    ):
+        model = zoo.build({**fields, "layer_pattern": pattern})
+        with pytest.raises(zoo.InteropError, match=blocker):
+            zoo.to_hf(model, tmp_path / "out", architecture="Lfm2ForCausalLM")
+
+
+def test_export_writes_the_width_with_the_rule_off(tmp_path: Path) -> None:
+    model = zoo.build({**config_from_hf(HF), "max_seq_len": 64})
+    out = zoo.to_hf(model, tmp_path / "out", architecture="Lfm2ForCausalLM")
+    config = json.loads((out / "config.json").read_text())
+    assert config["layer_types"] == HF["layer_types"] and config["block_auto_adjust_ff_dim"] is False
+    assert config["intermediate_size"] == model.config.mlp.options["hidden"] == 256
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    idx = torch.randint(0, 64, (1, 9), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(model.eval()(idx), reloaded(idx).logits, atol=1e-4, rtol=0)
+
+
+def test_left_padding_differs_from_transformers_only_with_conv_bias(tmp_path: Path) -> None:
+    """transformers zeroes a padded input, so with ``conv_bias`` in_proj's bias of the padding
+    reaches the real tokens; ``short_conv`` zeroes b * h, so padding never does (documented)."""
+    gaps = []
+    for bias in (False, True):
+        config = transformers.Lfm2Config(**{**HF, "conv_bias": bias, "max_position_embeddings": 64})
+        torch.manual_seed(0)
+        reference = transformers.Lfm2ForCausalLM(config).eval()
+        with torch.no_grad():
+            for name, p in reference.named_parameters():
+                if name.endswith("bias"):
+                    p.normal_(0.0, 0.5)
+        reference.save_pretrained(tmp_path / str(bias))
+        model = zoo.from_hf(tmp_path / str(bias))
+        idx = torch.randint(0, 64, (2, 10), generator=torch.Generator().manual_seed(1))
+        mask = torch.ones_like(idx)
+        mask[1, :3] = 0
+        with torch.no_grad():
+            gaps.append(
+                (model(idx, attention_mask=mask) - reference(idx, attention_mask=mask).logits)[:, 3:].abs().max()
+            )
+    assert gaps[0] < 1e-4 < gaps[1]
