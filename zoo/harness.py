@@ -482,9 +482,7 @@ def evaluate_tasks(
     names = _task_names(tasks)
     if include_path is not None and not Path(include_path).is_dir():
         raise InputError(f"include_path {printable(str(include_path))!r} is not a folder of task YAML files")
-    # The model first, as lm-eval's simple_evaluate does: one that cannot load is refused
-    # before lm-eval indexes its tasks (seconds to tens of seconds).
-    lm = ZooLM(
+    lm = ZooLM(  # first, as simple_evaluate orders it: a bad model is refused before the tasks are indexed
         model_or_path, tokenizer=tokenizer, batch_size=batch_size, device=device, revision=revision, version=version
     )
     lm._chat = apply_chat_template if isinstance(apply_chat_template, str) else True
