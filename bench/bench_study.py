@@ -36,8 +36,8 @@ And the **optimizer's share**: each side's AdamW steps timed alone inside those 
 
 ``--json`` prints a list of rungs, each ``{"rung", "tokens_per_s": {"zoo", "nanogpt",
 "transformers"}, "ratio", "ceiling", "batch_gain", "peak_fraction", "optimizer_share",
-"optimizer_ratio", "loss_gap", ...}``. Target (issue 31): the zoo
-at >= 1.3x the faster peer at every rung of ``make study``.
+"optimizer_ratio", "loss_gap", ...}``. Target (issue 43): the zoo at >= 0.98x the faster peer at every rung of ``make study``
+(issue 31's 1.3x is retired: the ceiling and the batch gain show the step is torch's kernels).
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ from zoo.training.sampling import WindowSampler
 
 STUDY_RUNGS = ("64x2", "96x2", "32x6")  # make study's (Makefile STUDY_LADDER, STUDY_WARMUP; --tokenizer bytes)
 HEAD_SIZE, VOCAB, SEQ, BATCH, LR = 16, 256, 64, 16, 3e-3
+TARGET = 0.98  # the zoo's tokens/s over the faster peer's at a study rung (issue 43)
 
 
 @dataclass
@@ -266,12 +267,12 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for r in rungs:
         t, f = r["tokens_per_s"], r["peak_fraction"]
-        target = " (study rung, target >= 1.3x)" if r["rung"] in STUDY_RUNGS else ""
+        target = f" (study rung, target >= {TARGET}x)" if r["rung"] in STUDY_RUNGS else ""
         rows.append((f"{r['rung']} zoo", f"{t['zoo']:,.0f} tok/s", f"{f['zoo']:.1%} of peak"))
         rows.append((f"{r['rung']} nanogpt", f"{t['nanogpt']:,.0f} tok/s", f"loss gap {r['loss_gap']['nanogpt']:.1e}"))
         gap = r["loss_gap"]["transformers"]
         rows.append((f"{r['rung']} transformers", f"{t['transformers']:,.0f} tok/s", f"loss gap {gap:.1e}"))
-        verdict = "" if not target else (" met" if r["ratio"] >= 1.3 else " MISSED")
+        verdict = "" if not target else (" met" if r["ratio"] >= TARGET else " MISSED")
         rows.append((f"{r['rung']} ratio", f"{r['ratio']:.2f}x", f"zoo vs {r['faster_peer']}{target}{verdict}"))
         share = 1 / r["ceiling"]
         note = f"{r['faster_peer']}'s step over its linear products alone ({share:.0%} of its step)"
