@@ -36,8 +36,9 @@ And the **optimizer's share**: each side's AdamW steps timed alone inside those 
 
 ``--json`` prints a list of rungs, each ``{"rung", "tokens_per_s": {"zoo", "nanogpt",
 "transformers"}, "ratio", "ceiling", "batch_gain", "peak_fraction", "optimizer_share",
-"optimizer_ratio", "loss_gap", ...}``. Target (issue 43): the zoo at >= 0.98x the faster peer at every rung of ``make study``
-(issue 31's 1.3x is retired: the ceiling and the batch gain show the step is torch's kernels).
+"optimizer_ratio", "loss_gap", ...}``. Target (issue 43): the zoo at >= 0.98x the faster
+peer at every rung of ``make study`` (issue 31's 1.3x is retired: the ceiling and the
+batch gain show the step is torch's kernels).
 """
 
 from __future__ import annotations
