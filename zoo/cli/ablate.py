@@ -382,7 +382,7 @@ class _ProgressLines:
 
     def _end(self, run: str, total: int, loss: float) -> None:
         self.finished += 1
-        self._say(f"finished {run}: {total} steps, val loss {loss:.4f} ({self.finished} done)")
+        self._say(f"finished {run} after {total} steps: val loss {loss:.4f} ({self.finished} done)")
 
     def _say(self, line: str) -> None:
         self.ui.err.print(line, markup=False, highlight=False, soft_wrap=True)
