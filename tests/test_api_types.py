@@ -103,7 +103,7 @@ def test_true_and_false_pass_the_check(
 
 def test_a_loaded_model_takes_no_revision_or_version(tmp_path: Any) -> None:
     model = tiny(vocab_size=256)
-    with pytest.raises(InputError, match=r"^revision must be a string or None, got int 5; change revision="):
+    with pytest.raises(InputError, match=r"^revision must be a string or None, got int 5; give revision="):
         zoo.generate_text(model, "x", revision=5, max_new_tokens=1)  # type: ignore[arg-type]
     with pytest.raises(InputError, match=r"revision='main' .*drop revision"):
         zoo.generate_text(model, "x", revision="main", max_new_tokens=1)

@@ -307,7 +307,7 @@ def checked_types(*own: str) -> Callable[[F], F]:
                 if name in kinds and not _fits(value, kinds[name]):
                     raise InputError(
                         f"{name} must be {_taken(kinds[name])}, got {type(value).__name__} {quoted(value, 60)}; "
-                        f"change {name}= to one of those"
+                        f"give {name}= one of those instead"
                     )
             return function(*args, **keywords)
 

@@ -236,7 +236,7 @@ def _local_tensors(converter: Converter, tensors: Mapping[str, Tensor]) -> dict[
     return local
 
 
-@checked_types()
+@checked_types("path")
 def from_hf(
     path: str | os.PathLike[str],
     *,
@@ -401,7 +401,7 @@ def _bytes_writer(data: bytes) -> Callable[[Path], object]:
     return lambda file: file.write_bytes(data)
 
 
-@checked_types()
+@checked_types("path")
 def to_hf(
     model: torch.nn.Module,
     path: str | os.PathLike[str],
