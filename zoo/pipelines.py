@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 
-@checked_types("model_or_path")
+@checked_types("model_or_path", "prompt")
 def generate_text(
     model_or_path: nn.Module | str | os.PathLike[str],
     prompt: str | Sequence[str],
