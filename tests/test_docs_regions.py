@@ -177,3 +177,21 @@ def test_a_file_size_limit_leaves_the_page_as_it_was(result: AblationResult, tmp
     assert "cannot write --docs" in str(raised.value) and "the page is as it was" in str(raised.value)
     assert page.read_text() == "# Page\n\nMine.\n" and page.stat().st_ino == inode
     assert hidden_files(tmp_path) == []
+
+
+@pytest.mark.parametrize("folder", ["figures", "studies"])
+@pytest.mark.parametrize("page_exists", [True, False])
+def test_a_file_where_the_docs_folders_go_is_refused_before_the_work(
+    folder: str, page_exists: bool, tmp_path: Path, capsys: Any
+) -> None:
+    page = tmp_path / "page.md"
+    if page_exists:
+        page.write_text("# Page\n")
+    (tmp_path / folder).write_text("not a folder")
+    fresh = tmp_path / "tiny"  # nothing trained yet: the refusal comes first
+    code, shown = ablate_docs(fresh, page, capsys)
+    said = " ".join(shown.split())
+    assert code == 1 and f"{tmp_path / folder}, which is a file, not a folder" in said
+    assert "move or rename that file, or pass --docs a page in another folder" in said
+    assert not fresh.exists() and (tmp_path / folder).read_text() == "not a folder"
+    assert page.exists() == page_exists

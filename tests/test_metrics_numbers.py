@@ -230,3 +230,19 @@ def test_a_peak_that_is_not_a_finite_positive_number_is_refused_before_the_run(
     assert not out.exists()
     with pytest.raises(zoo.ConfigError, match="peak_tflops=True must be a finite number"):
         TrainSettings(peak_tflops=True)
+
+
+@pytest.mark.parametrize("twice", ["same", "dotted", "linked"])
+def test_zoo_plot_draws_a_run_given_twice_once(
+    twice: str, run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from zoo.training.curves import curves_figure, distinct_runs
+
+    other = {"same": run, "dotted": run / ".", "linked": tmp_path / "link"}[twice]
+    if twice == "linked":
+        other.symlink_to(run, target_is_directory=True)
+    assert distinct_runs([run, other]) == [run]
+    figure = tmp_path / "fig.png"
+    assert main(["plot", str(run), str(other), "-o", str(figure)]) == 0
+    assert "plotted 1 run(s)" in capsys.readouterr().out
+    assert len(curves_figure(distinct_runs([run, other])).axes[0].get_legend().get_texts()) == 1

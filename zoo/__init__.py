@@ -23,7 +23,7 @@ import torch
 
 from zoo import decoding as _decoding  # noqa: F401  registers the decode loop behind DecoderLM.generate
 from zoo.errors import *  # noqa: F403  ZooError and its subclasses, listed in zoo.errors.__all__
-from zoo.errors import ConfigError
+from zoo.errors import ConfigError, checked_types
 from zoo.errors import __all__ as _ERRORS
 from zoo.errors import check_flag as _check_flag
 from zoo.nn.attention import Attention, AttentionContext, EagerAttention, SdpaAttention
@@ -48,6 +48,7 @@ def _carried_tokenizer(model: torch.nn.Module) -> Any:
 _provide_tokenizer(_carried_tokenizer)  # model.tokenizer loads what its tokenizer_record names
 
 
+@checked_types()
 def build(
     name_or_config: str | ModelConfig | Mapping[str, Any],
     *,
@@ -81,11 +82,13 @@ def build(
     return _build(name_or_config, device=device, dtype=dtype, registry=registry, **overrides)
 
 
+@checked_types()
 def list_models(pattern: str = "*", *, registry: Registry | None = None) -> list[str]:
     """Names of the presets matching an fnmatch ``pattern`` (``"gpt2-*"``), sorted."""
     return (registry or default_registry()).preset_names(pattern)
 
 
+@checked_types()
 def components(kind: str | None = None, *, registry: Registry | None = None) -> list[Component]:
     """Registered components (of one ``kind``, or all), with who provided each."""
     return (registry or default_registry()).components(kind)

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import difflib
 import errno
+import functools
+import inspect
 import os
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = [
     "ZooError",
@@ -213,3 +218,105 @@ def os_error(err: OSError, action: str, path: object, error: type[ZooError] = Zo
     where = printable(os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else path)
     detail = f"{reason} ({name}: {said})" if reason else f"{said}{f' ({name})' if name else ''}"
     return error(f"cannot {action} {where}: {detail}")
+
+
+# What a message calls a value of each type a public parameter names.
+_TYPE_WORDS = {
+    "str": "a string", "int": "an integer", "float": "a number", "None": "None", "PathLike": "a path",
+    "Mapping": "a mapping", "dict": "a dict", "Sequence": "a sequence", "Iterable": "an iterable",
+    "list": "a list", "Callable": "a function", "Tensor": "a tensor", "Module": "a torch module",
+    "Generator": "a torch.Generator", "device": "a torch.device", "dtype": "a torch.dtype",
+}  # fmt: skip
+
+
+def _resolve(token: str, space: dict[str, object]) -> type | None:
+    """The class a token of an annotation (``os.PathLike[str]``, ``torch.device``) names in
+    the function's module, or ``None`` when it names none there (a ``TYPE_CHECKING`` import,
+    ``Any``, a protocol or an alias): a parameter with such a part is not checked."""
+    import builtins
+
+    head, *rest = token.split("[", 1)[0].strip().split(".")
+    found = space.get(head, getattr(builtins, head, None))
+    for part in rest:
+        found = getattr(found, part, None)
+    if not isinstance(found, type) or getattr(found, "_is_protocol", False) or found in (object, Any):
+        return None
+    return found
+
+
+def _fits(value: object, kinds: tuple[type, ...]) -> bool:
+    if value is None:
+        return type(None) in kinds
+    if isinstance(value, bool):  # a flag is never a count or a number
+        return bool in kinds
+    if isinstance(value, (bytes, bytearray)) and bytes not in kinds:  # bytes are a Sequence of ints
+        return False
+    return isinstance(value, kinds) or (isinstance(value, int) and float in kinds)
+
+
+def _alternatives(annotation: str) -> list[str]:
+    """The parts of a union annotation, split at its top level: ``int | Sequence[int | None]``
+    is ``int`` and ``Sequence[int | None]``."""
+    parts, depth, start = [], 0, 0
+    for at, character in enumerate(annotation):
+        depth += {"[": 1, "]": -1}.get(character, 0)
+        if character == "|" and depth == 0:
+            parts.append(annotation[start:at].strip())
+            start = at + 1
+    return [*parts, annotation[start:].strip()]
+
+
+def _parameter_kinds(signature: inspect.Signature, space: dict[str, Any]) -> dict[str, tuple[type, ...]]:
+    """The classes each parameter of a function takes (its names looked up in ``space``), from its annotation, for those whose
+    every part names a class (``int | None``, ``str | os.PathLike[str]``); flags are left to
+    ``check_flag``, which names what to pass instead."""
+    kinds = {}
+    for name, parameter in signature.parameters.items():
+        words = _alternatives(str(parameter.annotation))
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD) or "bool" in words:
+            continue
+        found = [_resolve(word, space) for word in words if word != "None"]
+        if found and all(found):
+            kinds[name] = tuple(k for k in found if k is not None) + ((type(None),) if "None" in words else ())
+    return kinds
+
+
+def _taken(kinds: tuple[type, ...]) -> str:
+    """``a string, a path or None``: what a parameter takes, in words."""
+    words = [_TYPE_WORDS.get(kind.__name__, f"a {kind.__name__}") for kind in kinds if kind is not type(None)]
+    words += ["None"] if type(None) in kinds else []
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+def checked_types(*own: str) -> Callable[[F], F]:
+    """A decorator: the function, refusing an argument of a type its annotation does not
+    name (a list for a path, ``'4'`` for a count) with an ``InputError`` naming the argument
+    and what it takes, before anything else runs. The one type check of the public entry
+    points; ``own``: the parameters the function checks itself, with a message of its own."""
+
+    def decorate(function: F) -> F:
+        kinds: dict[str, tuple[type, ...]] | None = None
+        signature = inspect.signature(function)
+
+        @functools.wraps(function)
+        def checked(*args: object, **keywords: object) -> object:
+            nonlocal kinds, signature
+            if kinds is None:  # on the first call: the module's names (and a signature set later) are there
+                signature = inspect.signature(checked)
+                space = {**function.__globals__, **getattr(checked, "__namespace__", {})}
+                kinds = {k: v for k, v in _parameter_kinds(signature, space).items() if k not in own}
+            try:
+                bound = signature.bind(*args, **keywords)
+            except TypeError:  # a missing or unknown argument: the function names it itself
+                return function(*args, **keywords)
+            for name, value in bound.arguments.items():
+                if name in kinds and not _fits(value, kinds[name]):
+                    raise InputError(
+                        f"{name} must be {_taken(kinds[name])}, got {type(value).__name__} {quoted(value, 60)}; "
+                        f"give {name}= one of those instead"
+                    )
+            return function(*args, **keywords)
+
+        return checked  # type: ignore[return-value]
+
+    return decorate

@@ -39,7 +39,7 @@ from torch import Tensor, nn
 
 from zoo.bounds import check_elements
 from zoo.decoding import generate
-from zoo.errors import ConfigError, InputError, check_flag, printable, quoted
+from zoo.errors import ConfigError, InputError, check_flag, checked_types, printable, quoted
 from zoo.files import read_bytes
 from zoo.nn.model import DecoderLM
 from zoo.pipelines import eos_ids, load_with_tokenizer, model_tokenizer
@@ -426,12 +426,12 @@ def _plain_yaml(text: str) -> dict[str, Any]:
     return loaded if isinstance(loaded, dict) else {}
 
 
-#: lm-eval's seeds (its CLI's ``--seed 0,1234,1234,1234``): Python's ``random``, numpy's,
-#: torch's, and the few-shot sampler's.
+#: lm-eval's seeds (``--seed 0,1234,1234,1234``): Python's, numpy's, torch's, the few-shot sampler's.
 SEEDS = ("random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")
 DEFAULT_SEEDS = (0, 1234, 1234, 1234)
 
 
+@checked_types()
 def evaluate_tasks(
     model_or_path: nn.Module | str | os.PathLike[str],
     tasks: str | Iterable[str],

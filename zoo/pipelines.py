@@ -35,7 +35,7 @@ from zoo.decoding import Sampling, generate
 from zoo.decoding.beams import check_early_stopping
 from zoo.decoding.loop import check_cache_room, merged_settings
 from zoo.decoding.stopping import StopStrings
-from zoo.errors import CheckpointError, ConfigError, InputError, InteropError, check_flag, printable
+from zoo.errors import CheckpointError, ConfigError, InputError, InteropError, check_flag, checked_types, printable
 from zoo.interop.hf import GPT2_VOCABS, from_hf
 from zoo.interop.hub import check_revision, is_hub_id, local_or_snapshot
 from zoo.nn.model import DecoderLM
@@ -65,6 +65,7 @@ __all__ = [
 ]
 
 
+@checked_types("model_or_path", "prompt")
 def generate_text(
     model_or_path: nn.Module | str | os.PathLike[str],
     prompt: str | Sequence[str],
@@ -82,7 +83,7 @@ def generate_text(
     length_penalty: float | None = None,
     early_stopping: bool | str | None = None,
     stop_strings: str | Sequence[str] | None = None,
-    eos_token_id: int | Sequence[int] | None = None,
+    eos_token_id: int | Sequence[int] | Tensor | None = None,
     pad_token_id: int | None = None,
     seed: int | None = None,
     generator: torch.Generator | None = None,

@@ -40,7 +40,7 @@ from torch import Tensor, nn
 from zoo.bounds import check_bytes, check_elements
 from zoo.checkpoint import load, versions, write_atomically
 from zoo.checkpoint.store import check_output_file
-from zoo.errors import ConfigError, InputError, ZooError, printable
+from zoo.errors import ConfigError, InputError, ZooError, checked_types, printable
 from zoo.figures import block_axis, figure_format, fit_text, log_scale, plain_text
 from zoo.nn.config import ModelConfig, get_config
 from zoo.nn.factory import build
@@ -136,6 +136,7 @@ def entropy(pattern: Tensor) -> Tensor:
     return -(p * torch.where(p > 0, p.log(), 0.0)).sum(-1).mean(dim=(0, 2))
 
 
+@checked_types()
 def probe(
     model: nn.Module,
     tokens: Tensor,
@@ -336,6 +337,7 @@ def _update_ratio(
     return ratio, (older[-1], newer)
 
 
+@checked_types()
 def probe_designs(
     found: Iterable[Design], *, batch_size: int = 4, seq_len: int = 128, tokenizer: str = "auto"
 ) -> list[ProbeResult]:

@@ -34,7 +34,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
-from zoo.errors import ConfigError
+from zoo.errors import ConfigError, checked_types
 from zoo.nn.config import ModelConfig, resolve_config
 from zoo.nn.factory import model_for
 from zoo.nn.registry import Component, Registry, default_registry
@@ -377,6 +377,7 @@ def count_flops(
     return {g: n / tokens for g, n in per_group.items()}, scores / tokens
 
 
+@checked_types("context")
 def summarize(
     name_or_config: str | ModelConfig | Mapping[str, Any],
     *,

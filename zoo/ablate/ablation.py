@@ -31,7 +31,7 @@ from zoo.ablate.stats import adjust_optional, mean_interval, paired_difference
 from zoo.ablate.stats import require as require_statistics
 from zoo.ablate.tuning import TuneRun, best_tune, chosen_rate, finalists, sweep_edges, sweep_noise
 from zoo.checkpoint.owned import LOCK, MARKER, claim, refuse_inputs_inside
-from zoo.errors import ConfigError, InputError, ZooError
+from zoo.errors import ConfigError, InputError, ZooError, checked_types
 from zoo.files import read_json
 from zoo.nn.config import ModelConfig
 from zoo.nn.registry import Registry, default_registry
@@ -42,6 +42,7 @@ from zoo.training.distributed import World, barrier, broadcast_text
 ABLATE_KIND = "ablate"  # the kind of output folder an ablation owns
 
 
+@checked_types()
 def run_ablation(
     base: str = "transformer-2017",
     target: str = "gpt2-small",

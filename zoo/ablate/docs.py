@@ -221,6 +221,7 @@ def check_docs_page(page: Path, name: str) -> Path:
     if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
         raise InputError(f"a docs region is named after the --out folder; {name!r} has characters a name cannot")
     target = _target(page)
+    _check_folders_beside(target)
     if target.exists() or target.is_symlink():
         fd = _open_page(target, page)
         try:
@@ -228,6 +229,17 @@ def check_docs_page(page: Path, name: str) -> Path:
         finally:
             os.close(fd)
     return target
+
+
+def _check_folders_beside(page: Path) -> None:
+    """The folders ``--docs`` writes beside the page (``figures/``, ``studies/``) are folders
+    or absent: a file of that name is refused before the runs, not after them."""
+    for folder in (page.parent / "figures", page.parent / "studies"):
+        if (folder.exists() or folder.is_symlink()) and not folder.is_dir():
+            raise InputError(
+                f"--docs {printable(str(page))} puts its {folder.name} in {printable(str(folder))}, which is a file, "
+                f"not a folder; move or rename that file, or pass --docs a page in another folder"
+            )
 
 
 def _target(page: Path) -> Path:

@@ -403,6 +403,7 @@ def with_options(function: Callable[..., Any], *kinds: type[AnyOptions]) -> Call
                 )
                 taken.add(f.name)
     function.__signature__ = own.replace(parameters=named)  # type: ignore[attr-defined]
+    function.__namespace__ = globals()  # type: ignore[attr-defined]  # the fields' types, for checked_types
     return function
 
 

@@ -40,7 +40,7 @@ from zoo.ablate.results import TRAIN_FLOPS_FACTOR, AblationResult
 from zoo.ablate.runner import ProgressCallback
 from zoo.ablate.study_report import write_study_report
 from zoo.bounds import check_steps
-from zoo.errors import ConfigError
+from zoo.errors import ConfigError, checked_types
 from zoo.nn.config import ModelConfig, resolve_config
 from zoo.nn.registry import Registry, default_registry
 from zoo.summary import summarize
@@ -48,6 +48,7 @@ from zoo.summary import summarize
 __all__ = ["non_embedding_parameters", "run_study"]
 
 
+@checked_types()
 def run_study(
     base: str = "transformer-2017",
     target: str = "gpt2-small",

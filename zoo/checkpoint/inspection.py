@@ -16,7 +16,7 @@ from zoo.checkpoint.checks import check_dtypes, check_fit
 from zoo.checkpoint.format import CheckpointInfo, TensorInfo, VersionInfo, format_of, json_field, parse_time, read
 from zoo.checkpoint.hashing import dtype_name
 from zoo.checkpoint.store import VERSION_NAME, open_file, path_arg, resolve, version_files
-from zoo.errors import CheckpointError
+from zoo.errors import CheckpointError, checked_types
 from zoo.nn.config import ModelConfig
 from zoo.nn.factory import model_for
 from zoo.nn.registry import Registry, default_registry
@@ -61,6 +61,7 @@ def inspect(
     )
 
 
+@checked_types("directory")
 def versions(directory: str | os.PathLike[str]) -> list[VersionInfo]:
     """The versions in a checkpoint directory, oldest first, read from their headers."""
     directory = path_arg(directory, "list versions of")

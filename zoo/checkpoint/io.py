@@ -29,7 +29,7 @@ from zoo.checkpoint.format import build_header, read
 from zoo.checkpoint.owned import check_versions_folder
 from zoo.checkpoint.store import SUFFIX, path_arg, publish_file, publish_version, resolve
 from zoo.checkpoint.tokenizer import TOKENIZER_FOLDER, portable_record
-from zoo.errors import CheckpointError, check_flag, quoted
+from zoo.errors import CheckpointError, check_flag, checked_types, quoted
 from zoo.memory import allocating, model_bytes
 from zoo.nn.config import ModelConfig
 from zoo.nn.factory import device_arg, dtype_arg, initialize, materialize, model_for
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from zoo.nn.seq2seq import EncoderDecoder
 
 
+@checked_types("path")
 def save(
     model: nn.Module,
     path: str | os.PathLike[str],
@@ -134,6 +135,7 @@ def unwrap(model: nn.Module) -> nn.Module:
             return model
 
 
+@checked_types("path", "version")
 def load(
     path: str | os.PathLike[str],
     *,

@@ -53,7 +53,7 @@ from zoo.training import (
     prepare,
     train,
 )
-from zoo.training.curves import CURVES, NO_MATPLOTLIB, have_matplotlib, plot_runs
+from zoo.training.curves import CURVES, NO_MATPLOTLIB, distinct_runs, have_matplotlib, plot_runs
 from zoo.training.data import tokenizer_cache
 from zoo.training.distributed import launcher_int
 from zoo.training.metrics import LOGGERS, METRICS, check_loggers
@@ -474,7 +474,7 @@ def logger_list(text: str) -> tuple[str, ...]:
 def cmd_plot(args: argparse.Namespace, ui: Ui) -> int:
     refuse_existing_file(args.out, args.overwrite)  # plot_runs refuses the rest (format, inputs) before reading
     written = plot_runs(args.runs, args.out, title=args.title, overwrite=args.overwrite)
-    ui.line(f"plotted {len(args.runs)} run(s) to {written}")
+    ui.line(f"plotted {len(distinct_runs(args.runs))} run(s) to {written}")  # a folder given twice is drawn once
     return 0
 
 

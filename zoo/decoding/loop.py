@@ -30,7 +30,7 @@ from zoo.decoding.beams import Beams, beam_search, check_early_stopping
 from zoo.decoding.engine import Engine, layouts
 from zoo.decoding.sampling import Sampling
 from zoo.decoding.stopping import StopStrings
-from zoo.errors import ConfigError, InputError, printable
+from zoo.errors import ConfigError, InputError, checked_types, printable
 from zoo.memory import fmt_bytes, require
 from zoo.nn.generation import check_generation
 from zoo.nn.inputs import beyond_context, check_inputs, context_limit
@@ -191,6 +191,7 @@ def _check_min_new(settings: dict[str, Any], min_new: int, new_tokens: int, prom
         )
 
 
+@checked_types("model")
 def generate(
     model: DecoderLM | Engine,
     input_ids: Tensor,
@@ -206,7 +207,7 @@ def generate(
     top_k: int | None = None,
     top_p: float | None = None,
     repetition_penalty: float | None = None,
-    eos_token_id: int | Sequence[int] | None = None,
+    eos_token_id: int | Sequence[int] | Tensor | None = None,
     generator: torch.Generator | None = None,
     attention_mask: Tensor | None = None,
     on_token: Callable[[Tensor], object] | None = None,
@@ -251,7 +252,7 @@ def generate(
     sampling = Sampling(
         settings["do_sample"], settings["temperature"], top_k, settings["top_p"], settings["repetition_penalty"]
     )
-    single = isinstance(input_ids, Tensor) and input_ids.dim() == 1
+    single = isinstance(input_ids, Tensor) and _real_ids(model, input_ids).dim() == 1
     if single:
         input_ids = input_ids[None]
         attention_mask = (
@@ -459,6 +460,16 @@ def _new_tokens(max_new_tokens: int | None, max_length: int | None, input_ids: T
             f"max_new_tokens for the new tokens only"
         )
     return max_length - prompt
+
+
+def _real_ids(model: DecoderLM | Engine, input_ids: Tensor) -> Tensor:
+    """``input_ids``, unless they are on the meta device: a shape without values, no tokens to decode."""
+    if input_ids.is_meta:
+        raise InputError(
+            f"input_ids are on the meta device (a shape without values), so there are no tokens to decode; "
+            f"give real token ids (torch.tensor([[...]])) on the model's device, {_device(model)}"
+        )
+    return input_ids
 
 
 def _device(model: DecoderLM | Engine) -> torch.device:

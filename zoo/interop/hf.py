@@ -25,7 +25,7 @@ from zoo.checkpoint.owned import staged_folder
 from zoo.checkpoint.records import checked_record, is_hub_name
 from zoo.checkpoint.store import path_arg, write_atomically, write_safetensors
 from zoo.checkpoint.tokenizer import embedded_record, folder_files, record_files
-from zoo.errors import ConfigError, InteropError, ZooError, check_flag, quoted
+from zoo.errors import ConfigError, InteropError, ZooError, check_flag, checked_types, quoted
 from zoo.files import confined, read_json
 from zoo.interop.hub import local_or_snapshot, snapshot
 from zoo.nn.config import ModelConfig, validate_config
@@ -236,6 +236,7 @@ def _local_tensors(converter: Converter, tensors: Mapping[str, Tensor]) -> dict[
     return local
 
 
+@checked_types("path")
 def from_hf(
     path: str | os.PathLike[str],
     *,
@@ -330,6 +331,7 @@ def generation_config(folder: Path, hf: Mapping[str, Any]) -> dict[str, Any]:
     return settings
 
 
+@checked_types()
 def from_pretrained(
     path_or_id: str | os.PathLike[str],
     *,
@@ -399,6 +401,7 @@ def _bytes_writer(data: bytes) -> Callable[[Path], object]:
     return lambda file: file.write_bytes(data)
 
 
+@checked_types("path")
 def to_hf(
     model: torch.nn.Module,
     path: str | os.PathLike[str],

@@ -31,7 +31,7 @@ from torch import Tensor
 
 from zoo.checkpoint.store import path_arg
 from zoo.checkpoint.tokenizer import embedded_record
-from zoo.errors import ConfigError, InteropError, check_flag, printable
+from zoo.errors import ConfigError, InteropError, check_flag, checked_types, printable
 from zoo.files import read_bytes
 from zoo.nn.config import validate_config
 from zoo.nn.converter import (
@@ -203,6 +203,7 @@ def read_checkpoint(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[
     return dict(model_args), state, where
 
 
+@checked_types()
 def from_nanogpt(
     path: str | os.PathLike[str],
     *,

@@ -36,7 +36,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
-from zoo.errors import ConfigError, PresetError, printable, quoted
+from zoo.errors import ConfigError, PresetError, checked_types, printable, quoted
 from zoo.nn.contracts import COMPONENT_KINDS, Placement, require_cross
 from zoo.nn.registry import KINDS, Registry, default_registry
 from zoo.nn.sizes import scaled_sizes
@@ -550,6 +550,7 @@ def preset_family(name: str, registry: Registry | None = None, _seen: tuple[str,
     return None
 
 
+@checked_types()
 def get_config(name: str, *, registry: Registry | None = None, **overrides: Any) -> ModelConfig:
     """The validated config of preset ``name``, with optional overrides."""
     return resolve_config(name, overrides, registry=registry)

@@ -26,7 +26,7 @@ from zoo.checkpoint.tokenizer import (
     embedded_files,
     gpt2_paths,
 )
-from zoo.errors import CheckpointError, ConfigError, InteropError, os_error, printable
+from zoo.errors import CheckpointError, ConfigError, InteropError, checked_types, os_error, printable, quoted
 from zoo.files import loads, read_bytes, read_json
 from zoo.interop.hub import check_revision, is_hub_id, snapshot
 from zoo.text.chars import META_FILE, meta_tokenizer
@@ -54,6 +54,7 @@ INSTALL_HINT = "install the text extra: pip install 'zoo-lm[text]'"
 TOKENIZERS_HINT = "install the hub extra: pip install 'zoo-lm[hub]'"
 
 
+@checked_types("name_or_path")
 def tokenizer(name_or_path: str | os.PathLike[str] | Tokenizer = "gpt2", *, revision: str | None = None) -> Tokenizer:
     """A tokenizer by name (``"gpt2"``, ``"bytes"``), folder or hub id (see the module).
 
@@ -71,8 +72,8 @@ def tokenizer(name_or_path: str | os.PathLike[str] | Tokenizer = "gpt2", *, revi
         return name_or_path
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise ConfigError(
-            f"tokenizer() takes a name ({', '.join(NAMES)}), a folder or a hub id, got "
-            f"{type(name_or_path).__name__} {name_or_path!r}"
+            f"tokenizer() takes a name ({', '.join(NAMES)}), a folder or a hub id as name_or_path, got "
+            f"{type(name_or_path).__name__} {quoted(name_or_path, 60)}"
         )
     if str(name_or_path) == "gpt2" and revision is None:
         return _gpt2()

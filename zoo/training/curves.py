@@ -67,9 +67,18 @@ def plot_runs(
     target = check_output_file(path, InputError, overwrite=overwrite, what="the plot's file")
     refuse_inputs_inside(target, [("the run", list(runs))], InputError)
     kind = figure_format(target)
-    fig = curves_figure(runs, title=title)
+    fig = curves_figure(distinct_runs(runs), title=title)
     write_atomically(target, lambda file: fig.savefig(file, format=kind), InputError)
     return target
+
+
+def distinct_runs(runs: Sequence[str | os.PathLike[str]]) -> list[str | os.PathLike[str]]:
+    """``runs`` with each folder once (the first of the names that resolve to it): the same
+    run given twice, or as ``run`` and ``./run``, is drawn once."""
+    seen: dict[str, str | os.PathLike[str]] = {}
+    for run in runs:
+        seen.setdefault(os.path.realpath(run), run)
+    return list(seen.values())
 
 
 @plain_text()

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.bounds import check_elements
-from zoo.errors import ConfigError, InputError, printable
+from zoo.errors import ConfigError, InputError, checked_types, printable
 from zoo.nn.inputs import not_finite_loss
 from zoo.training.data import resolve_data, tokenizer_mismatch, tokenizer_name
 from zoo.training.manifest import TOKENIZERS
@@ -60,6 +60,7 @@ def _consecutive(split: TokenSplit, seq_len: int) -> Tensor:
 
 
 @torch.no_grad()
+@checked_types()
 def evaluate(
     model: nn.Module,
     data: Any = None,

@@ -46,7 +46,7 @@ from torch import Tensor, nn
 
 from zoo.bounds import check_elements
 from zoo.checkpoint.owned import refuse_inputs_inside
-from zoo.errors import ConfigError, DivergenceError, InputError, check_flag, printable
+from zoo.errors import ConfigError, DivergenceError, InputError, check_flag, checked_types, printable
 from zoo.nn.config import ModelConfig
 from zoo.training.checkpointing import output_folder, resume_state, save_version
 from zoo.training.data import resolve_data, tokenizer_mismatch, tokenizer_name
@@ -454,6 +454,7 @@ def fit(
     return run_loop(model, data, dataclasses.replace(settings, strategy="single"), world=world, on_step=report)
 
 
+@checked_types()
 def train(
     model: nn.Module | str | os.PathLike[str],
     data: Any = None,

@@ -31,7 +31,7 @@ import xxhash
 from zoo._version import __version__
 from zoo.checkpoint.owned import check_output_path, check_replaceable, writing_beside
 from zoo.checkpoint.tokenizer import TOKENIZER_FOLDER
-from zoo.errors import ConfigError, InputError, ZooError, os_error, quoted
+from zoo.errors import ConfigError, InputError, ZooError, checked_types, os_error, quoted
 from zoo.files import confined
 from zoo.text.loading import keep_tokenizer_files
 from zoo.text.loading import tokenizer as text_tokenizer
@@ -254,6 +254,7 @@ def _file_hash(path: Path) -> str:
     return str(hasher.hexdigest())
 
 
+@checked_types()
 def prepare(
     inputs: Sequence[str | os.PathLike[str]] | str | os.PathLike[str],
     out: str | os.PathLike[str],
