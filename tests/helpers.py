@@ -7,6 +7,7 @@ fixtures live in conftest.py, plain helpers here.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -639,3 +640,22 @@ def default_sigint() -> None:
     """``preexec_fn`` for a child a test interrupts: SIGINT's default action in it even when
     this run inherited SIGINT ignored (a shell's background job), which the child would keep."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    """Every runnable subcommand's parser, by its command line (``data prepare``)."""
+    from zoo.cli import build_parser
+
+    found: dict[str, argparse.ArgumentParser] = {}
+
+    def walk(parser: argparse.ArgumentParser, prefix: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{prefix} {name}".strip())
+                return
+        if prefix:
+            found[prefix] = parser
+
+    walk(build_parser(), "")
+    return found

@@ -5,7 +5,6 @@ special token ids."""
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import json
 from pathlib import Path
@@ -15,29 +14,11 @@ import pytest
 import torch
 
 import zoo
-from helpers import TINY_ABLATION, tiny
-from zoo.cli import build_parser, main
+from helpers import TINY_ABLATION, subcommands, tiny
+from zoo.cli import main
 from zoo.cli.generate import API_FLAGS, NOT_FLAGS
 from zoo.pipelines import generate_text
 from zoo.training import bundled_corpus
-
-
-def subcommands() -> dict[str, argparse.ArgumentParser]:
-    """Every runnable subcommand's parser, by its command line (``data prepare``)."""
-    found: dict[str, argparse.ArgumentParser] = {}
-
-    def walk(parser: argparse.ArgumentParser, prefix: str) -> None:
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for name, sub in action.choices.items():
-                    walk(sub, f"{prefix} {name}".strip())
-                return
-        if prefix:
-            found[prefix] = parser
-
-    walk(build_parser(), "")
-    return found
-
 
 COMMANDS = subcommands()
 

@@ -11,26 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from zoo.cli import build_parser, main
+from helpers import subcommands
+from zoo.cli import main
 from zoo.cli.options import METAVARS
-
-
-def subcommands() -> dict[str, argparse.ArgumentParser]:
-    """Every runnable subcommand's parser, by its command line (``data prepare``)."""
-    found: dict[str, argparse.ArgumentParser] = {}
-
-    def walk(parser: argparse.ArgumentParser, prefix: str) -> None:
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for name, sub in action.choices.items():
-                    walk(sub, f"{prefix} {name}".strip())
-                return
-        if prefix:
-            found[prefix] = parser
-
-    walk(build_parser(), "")
-    return found
-
 
 COMMANDS = subcommands()
 OUTPUTS = ("build", "convert", "data prepare", "train", "ablate", "plot", "probe")  # what writes files
