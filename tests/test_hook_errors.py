@@ -151,11 +151,11 @@ def test_probe_refuses_inference_mode_and_a_refused_model_keeps_its_mode() -> No
     ("tokens", "targets", "match"),
     [(TOKENS[:, :1], None, r"needs at least 2 tokens per row \(got 1\); give more tokens, or targets="),
      (TOKENS.float(), None, "tokens must be an integer tensor"),
-     (TOKENS.tolist(), None, "tokens must be a torch.Tensor"),
+     (TOKENS.tolist(), None, "tokens must be a tensor, got list"),
      (TOKENS + 100, None, r"tokens: token id 104 is outside the vocabulary \[0, 97\)"),
      (TOKENS, TOKENS[:, :2], r"targets must be integer token ids of the shape of tokens \(1, 4\).*shape \(1, 2\)"),
      (TOKENS, TOKENS.float(), "got torch.float32"),
-     (TOKENS, TOKENS.tolist(), "targets must be a torch.Tensor"),
+     (TOKENS, TOKENS.tolist(), "targets must be a tensor or None, got list"),
      (TOKENS, TOKENS + 300, "targets: token id 304 is outside the vocabulary")],
 )  # fmt: skip
 def test_probe_refuses_tokens_and_targets_it_cannot_score(tokens: Any, targets: Any, match: str) -> None:
