@@ -124,7 +124,7 @@ def _flag_value(action: argparse.Action, value: Any, where: str) -> Any:
 
 
 #: The flag types that read a number, to what a file must write for them.
-NUMBER_TYPES = {"positive": "a whole number", "seed": "a whole number", "int": "a whole number", "float": "a number"}
+NUMBER_TYPES = {"count": "a whole number", "seed": "a whole number", "int": "a whole number", "float": "a number"}
 
 
 def _flag(action: argparse.Action) -> str:

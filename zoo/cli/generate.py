@@ -12,7 +12,7 @@ from typing import cast
 
 from rich.text import Text
 
-from zoo.cli.options import Commands, add_seed, add_version, positive, revision
+from zoo.cli.options import Commands, add_seed, add_version, at_least, positive, revision
 from zoo.cli.render import Ui, terminal_text
 from zoo.pipelines import generate_text, load_with_tokenizer
 
@@ -45,17 +45,6 @@ def token_ids(text: str) -> list[int]:
     if any(i < 0 for i in ids):
         raise argparse.ArgumentTypeError(f"token ids are 0 or more, got {text}")
     return ids
-
-
-def count_from_zero(text: str) -> int:
-    """A count that may be 0 (``--min-new-tokens``)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
 
 
 def add_parsers(commands: Commands) -> None:
@@ -143,7 +132,7 @@ def add_length_and_beams(p: argparse.ArgumentParser) -> None:
     """The flags of where a sequence ends and of beam search: ``generate_text``'s keywords."""
     p.add_argument(
         "--min-new-tokens",
-        type=count_from_zero,
+        type=at_least(0),
         default=None,
         metavar="N",
         help="keep the EOS ids out until N new tokens are made (default 0, or the model's)",

@@ -258,15 +258,22 @@ def make_commands(parser: argparse.ArgumentParser) -> Commands:
     )
 
 
-def positive(text: str) -> int:
-    """A count: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
-    return value
+def at_least(least: int) -> Callable[[str], int]:
+    """The flag type of a count: an integer >= ``least``."""
+
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be {least} or more, got {text}")
+        return value
+
+    return count
+
+
+positive = at_least(1)  # a count: an integer >= 1
 
 
 def revision(text: str) -> str:
