@@ -99,7 +99,8 @@ def test_the_command_table_names_what_each_module_adds() -> None:
     the table's order."""
     import argparse
 
-    from zoo.cli import COMMANDS, build_parser, command_modules
+    from zoo.cli import build_parser, command_modules
+    from zoo.cli.commands import COMMANDS
     from zoo.cli.options import make_commands
 
     def names(parser: argparse.ArgumentParser) -> tuple[str, ...]:
@@ -108,15 +109,15 @@ def test_the_command_table_names_what_each_module_adds() -> None:
 
     for module_name, listed in COMMANDS.items():
         parser = argparse.ArgumentParser()
-        (module,) = command_modules([listed[0]])
+        (module,) = command_modules([next(iter(listed))])
         assert module.__name__ == f"zoo.cli.{module_name}"
         module.add_parsers(make_commands(parser))
-        assert names(parser) == listed
+        assert names(parser) == tuple(listed)
     everything = tuple(name for listed in COMMANDS.values() for name in listed)
     assert names(build_parser()) == everything
     assert names(build_parser(["--debug", "no-such-command"])) == everything  # argparse lists them all
     assert names(build_parser(["--he", "info"])) == everything  # the top-level help, before the command
-    assert names(build_parser(["info", "--help"])) == COMMANDS["presets"]  # the command's own help
+    assert names(build_parser(["info", "--help"])) == tuple(COMMANDS["presets"])  # the command's own help
 
 
 def test_a_command_imports_its_own_module_only_and_the_program_freezes_its_imports() -> None:
@@ -143,6 +144,58 @@ def test_a_command_imports_its_own_module_only_and_the_program_freezes_its_impor
     assert not [m for m in loaded if m.startswith(heavy)], loaded
     frozen, code = next(line for line in result.stderr.splitlines() if line.startswith("FROZEN")).split()[1:]
     assert int(frozen) > 100_000 and code == "0"  # torch alone leaves hundreds of thousands
+
+
+TORCH_FREE_SCRIPT = """
+import sys
+from zoo.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exit:
+    code = exit.code
+print("TORCH", "torch" in sys.modules, "COMMANDS", any(m.startswith("zoo.cli.") and m not in
+      ("zoo.cli.commands",) for m in sys.modules), "CODE", code, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [(["--help"], 0), (["-h"], 0), (["--version"], 0), ([], 0), (["--he", "info"], 0), (["no-such-command"], 2)],
+    ids=["help", "h", "version", "bare", "help-before-a-command", "unknown-command"],
+)
+def test_help_and_version_answer_without_importing_torch(argv: list[str], code: int) -> None:
+    """``zoo --help``, ``--version``, a bare ``zoo`` and an unknown command answer from the
+    command table: no torch, no command module; the help they print is the whole parser's."""
+    result = run([sys.executable, "-c", TORCH_FREE_SCRIPT, *argv])
+    said = next(line for line in result.stderr.splitlines() if line.startswith("TORCH")).split()
+    assert said == ["TORCH", "False", "COMMANDS", "False", "CODE", str(code)], result.stderr
+    if argv in (["--help"], []):
+        from zoo.cli import build_parser
+
+        assert result.stdout == build_parser().format_help()  # every module's parser, torch and all
+    if argv == ["--version"]:
+        assert result.stdout == f"zoo {zoo.__version__}\n"
+    if code == 2:
+        assert "invalid choice: 'no-such-command'" in result.stderr and "generate" in result.stderr
+
+
+def test_import_zoo_imports_no_torch_until_a_name_needs_it() -> None:
+    """``import zoo`` loads the errors and the version only; ``zoo.build`` then loads what it needs
+    (the decode loop and the tokenizer reader register themselves on first use)."""
+    script = (
+        "import sys\n"
+        "import zoo\n"
+        "assert 'torch' not in sys.modules, 'import zoo imported torch'\n"
+        "assert issubclass(zoo.ConfigError, zoo.ZooError)\n"
+        "assert 'torch' not in sys.modules, 'the errors imported torch'\n"
+        "model = zoo.build('gpt2-small', n_layers=1, d_model=32, n_heads=2, vocab_size=50, max_seq_len=16)\n"
+        "import torch\n"
+        "out = model.generate(torch.tensor([[1, 2, 3]]), 4)\n"
+        "print('SHAPE', tuple(out.shape), 'DECODING', 'zoo.decoding' in sys.modules)\n"
+    )
+    result = run([sys.executable, "-c", script])
+    assert result.returncode == 0, result.stderr
+    assert "SHAPE (1, 7) DECODING True" in result.stdout
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])

@@ -4,13 +4,16 @@ import zoo
 model = zoo.build("gpt2-small")                     # exactly GPT-2 Small
 model = zoo.build("gpt2-small", placement="post",   # ... moved toward 2017
                   position="sinusoidal", activation="relu")
+
+Every name but the errors and the version loads on first use (``zoo._lazy``): ``import
+zoo`` imports no torch, so ``zoo --help`` starts at once, and ``zoo.build`` brings in
+what it needs when it is first called.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from zoo._lazy import lazy_names
 from zoo._version import __version__
@@ -19,82 +22,13 @@ from zoo._version import __version__
 # installed, torch warns about it on import, which every zoo command would print.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
 
-import torch
-
-from zoo import decoding as _decoding  # noqa: F401  registers the decode loop behind DecoderLM.generate
 from zoo.errors import *  # noqa: F403  ZooError and its subclasses, listed in zoo.errors.__all__
-from zoo.errors import ConfigError, checked_types
 from zoo.errors import __all__ as _ERRORS
-from zoo.errors import check_flag as _check_flag
-from zoo.nn.attention import Attention, AttentionContext, EagerAttention, SdpaAttention
-from zoo.nn.config import ModelConfig, get_config
-from zoo.nn.contracts import CrossAttention, Placement, PositionEncoding
-from zoo.nn.factory import build as _build
-from zoo.nn.generation import provide_tokenizer as _provide_tokenizer
-from zoo.nn.hookspecs import RegisterComponent, RegisterConverter, RegisterPreset, hookimpl
-from zoo.nn.inputs import check_inputs
-from zoo.nn.marks import residual_output
-from zoo.nn.model import DecoderLM
-from zoo.nn.registry import KINDS, Component, Registry, default_registry
-from zoo.nn.seq2seq import EncoderDecoder
-
-
-def _carried_tokenizer(model: torch.nn.Module) -> Any:
-    from zoo.pipelines import carried_tokenizer
-
-    return carried_tokenizer(model)
-
-
-_provide_tokenizer(_carried_tokenizer)  # model.tokenizer loads what its tokenizer_record names
-
-
-@checked_types()
-def build(
-    name_or_config: str | ModelConfig | Mapping[str, Any],
-    *,
-    pretrained: bool = False,
-    revision: str | None = None,
-    device: torch.device | str | None = None,
-    dtype: torch.dtype | str | None = None,
-    registry: Registry | None = None,
-    **overrides: Any,
-) -> DecoderLM | EncoderDecoder:
-    """Build a model from a preset name, a config or a mapping, with overrides.
-
-    ``zoo.build("gpt2-small", placement="post", position="sinusoidal",
-    activation="relu")`` swaps components; ``attention={"name": "eager"}`` passes a
-    component with options. ``device="meta"`` builds the structure only.
-
-    ``pretrained=True`` loads the weights the preset names (``zoo list`` shows which do;
-    ``revision`` picks their branch, tag or commit) from the hub cache, after checking
-    that their config is the preset's, and returns the model in eval mode; overrides
-    may then change only dropout and the attention kernel.
-    """
-    _check_flag(pretrained, "pretrained", "; for a hub id use zoo.from_pretrained")
-    if pretrained:
-        from zoo.interop.pretrained import build_pretrained
-
-        return build_pretrained(
-            name_or_config, revision=revision, device=device, dtype=dtype, registry=registry, overrides=overrides
-        )
-    if revision is not None:
-        raise ConfigError("revision= picks the version of pretrained weights; pass it with pretrained=True")
-    return _build(name_or_config, device=device, dtype=dtype, registry=registry, **overrides)
-
-
-@checked_types()
-def list_models(pattern: str = "*", *, registry: Registry | None = None) -> list[str]:
-    """Names of the presets matching an fnmatch ``pattern`` (``"gpt2-*"``), sorted."""
-    return (registry or default_registry()).preset_names(pattern)
-
-
-@checked_types()
-def components(kind: str | None = None, *, registry: Registry | None = None) -> list[Component]:
-    """Registered components (of one ``kind``, or all), with who provided each."""
-    return (registry or default_registry()).components(kind)
-
 
 if TYPE_CHECKING:  # the lazily loaded names below, as type checkers and IDEs see them (re-exported)
+    from zoo.api import build as build
+    from zoo.api import components as components
+    from zoo.api import list_models as list_models
     from zoo.checkpoint import load as load
     from zoo.checkpoint import save as save
     from zoo.checkpoint import versions as versions
@@ -103,6 +37,15 @@ if TYPE_CHECKING:  # the lazily loaded names below, as type checkers and IDEs se
     from zoo.interop.hf import from_pretrained as from_pretrained
     from zoo.interop.hf import to_hf as to_hf
     from zoo.interop.nanogpt import from_nanogpt as from_nanogpt
+    from zoo.nn.attention import Attention as Attention
+    from zoo.nn.attention import AttentionContext as AttentionContext
+    from zoo.nn.attention import EagerAttention as EagerAttention
+    from zoo.nn.attention import SdpaAttention as SdpaAttention
+    from zoo.nn.config import ModelConfig as ModelConfig
+    from zoo.nn.config import get_config as get_config
+    from zoo.nn.contracts import CrossAttention as CrossAttention
+    from zoo.nn.contracts import Placement as Placement
+    from zoo.nn.contracts import PositionEncoding as PositionEncoding
     from zoo.nn.converter import Converter as Converter
     from zoo.nn.converter import Count as Count
     from zoo.nn.converter import Epsilon as Epsilon
@@ -111,6 +54,18 @@ if TYPE_CHECKING:  # the lazily loaded names below, as type checkers and IDEs se
     from zoo.nn.converter import Positive as Positive
     from zoo.nn.converter import RopeTable as RopeTable
     from zoo.nn.converter import Rule as Rule
+    from zoo.nn.hookspecs import RegisterComponent as RegisterComponent
+    from zoo.nn.hookspecs import RegisterConverter as RegisterConverter
+    from zoo.nn.hookspecs import RegisterPreset as RegisterPreset
+    from zoo.nn.hookspecs import hookimpl as hookimpl
+    from zoo.nn.inputs import check_inputs as check_inputs
+    from zoo.nn.marks import residual_output as residual_output
+    from zoo.nn.model import DecoderLM as DecoderLM
+    from zoo.nn.registry import KINDS as KINDS
+    from zoo.nn.registry import Component as Component
+    from zoo.nn.registry import Registry as Registry
+    from zoo.nn.registry import default_registry as default_registry
+    from zoo.nn.seq2seq import EncoderDecoder as EncoderDecoder
     from zoo.pipelines import generate_text as generate_text
     from zoo.summary import summarize as summarize
     from zoo.text.loading import tokenizer as tokenizer
@@ -119,8 +74,31 @@ if TYPE_CHECKING:  # the lazily loaded names below, as type checkers and IDEs se
         evaluate as evaluate,  # re-exported  (zoo.training.evaluate is also a module's name)
     )
 
-# Heavier parts load on first use, so `import zoo` stays quick.
+# Every part loads on first use, so `import zoo` stays quick and imports no torch.
 _LAZY = {
+    "build": "zoo.api",
+    "list_models": "zoo.api",
+    "components": "zoo.api",
+    "get_config": "zoo.nn.config",
+    "ModelConfig": "zoo.nn.config",
+    "DecoderLM": "zoo.nn.model",
+    "EncoderDecoder": "zoo.nn.seq2seq",
+    "Registry": "zoo.nn.registry",
+    "Component": "zoo.nn.registry",
+    "KINDS": "zoo.nn.registry",
+    "hookimpl": "zoo.nn.hookspecs",
+    "RegisterComponent": "zoo.nn.hookspecs",
+    "RegisterPreset": "zoo.nn.hookspecs",
+    "RegisterConverter": "zoo.nn.hookspecs",
+    "AttentionContext": "zoo.nn.attention",
+    "Attention": "zoo.nn.attention",
+    "SdpaAttention": "zoo.nn.attention",
+    "EagerAttention": "zoo.nn.attention",
+    "PositionEncoding": "zoo.nn.contracts",
+    "Placement": "zoo.nn.contracts",
+    "CrossAttention": "zoo.nn.contracts",
+    "residual_output": "zoo.nn.marks",
+    "check_inputs": "zoo.nn.inputs",
     "save": "zoo.checkpoint",
     "load": "zoo.checkpoint",
     "versions": "zoo.checkpoint",
@@ -145,34 +123,14 @@ _LAZY = {
 }
 
 
-__getattr__, __dir__ = lazy_names(__name__, _LAZY)
+# Names reachable as zoo.NAME without being part of `from zoo import *`.
+_UNLISTED = {"default_registry": "zoo.nn.registry"}
+
+__getattr__, __dir__ = lazy_names(__name__, {**_LAZY, **_UNLISTED})
 
 
 __all__ = [
     "__version__",
-    "build",
-    "get_config",
-    "list_models",
-    "components",
-    "ModelConfig",
-    "DecoderLM",
-    "EncoderDecoder",
-    "Registry",
-    "Component",
-    "KINDS",
-    "hookimpl",
-    "RegisterComponent",
-    "RegisterPreset",
-    "RegisterConverter",
-    "AttentionContext",
-    "PositionEncoding",
-    "Placement",
-    "CrossAttention",
-    "residual_output",
-    "check_inputs",
-    "Attention",
-    "SdpaAttention",
-    "EagerAttention",
     *_LAZY,
     *_ERRORS,
 ]

@@ -38,6 +38,7 @@ from zoo.decoding.stopping import StopStrings
 from zoo.errors import CheckpointError, ConfigError, InputError, InteropError, check_flag, checked_types, printable
 from zoo.interop.hf import GPT2_VOCABS, from_hf
 from zoo.interop.hub import check_revision, is_hub_id, local_or_snapshot
+from zoo.nn.generation import provide_tokenizer
 from zoo.nn.model import DecoderLM
 from zoo.text.loading import (
     NAMES,
@@ -433,3 +434,6 @@ def model_tokenizer(
     it, with its ``own``): the one given, else its own, else by vocabulary; checked
     against the model's vocabulary."""
     return _tokenizer_for(model, model_or_path, own, tokenizer)
+
+
+provide_tokenizer(carried_tokenizer)  # model.tokenizer loads what its tokenizer_record names

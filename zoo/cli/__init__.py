@@ -10,7 +10,8 @@ Each command module (``presets``, ``checkpoints``, ``convert``, ``generate``, ``
 ``bench``, ``train``, ``probe``) holds its commands' options (``add_parsers``) beside their
 handlers; ``render`` shows things, ``options`` holds what the commands share. Only the
 module of the command that runs is imported (``zoo info`` loads no training code); ``zoo
---help`` and an unknown command load them all.
+--help``, ``zoo --version`` and an unknown command answer from the command table
+(``commands``) and import no torch.
 """
 
 from __future__ import annotations
@@ -25,56 +26,50 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 import zoo
 from zoo._startup import freeze_imports
-from zoo.cli.configfile import RUN_CONFIG, read_config
-from zoo.cli.options import make_commands
-from zoo.cli.render import Ui
+from zoo.cli.commands import COMMANDS, HELP, top_parser
 from zoo.errors import ZooError
-from zoo.nn.registry import default_registry
+
+if TYPE_CHECKING:
+    from zoo.cli.render import Ui
 
 __all__ = ["build_parser", "main", "run"]
-
-#: The command modules of ``zoo.cli`` and the commands each adds, in the order ``zoo
-#: --help`` lists them (a test checks this against what each module adds).
-COMMANDS: dict[str, tuple[str, ...]] = {
-    "presets": ("list", "components", "plugins", "info", "compare"),
-    "checkpoints": ("build", "inspect"),
-    "convert": ("convert",),
-    "generate": ("generate",),
-    "ablate": ("ablate",),
-    "bench": ("bench",),
-    "train": ("data", "train", "eval", "plot"),
-    "probe": ("probe",),
-}
 
 
 def command_modules(argv: Sequence[str] | None = None) -> list[ModuleType]:
     """The command modules a parser for ``argv`` needs: the one that adds its command
-    (the first argument that is not a flag; ``zoo``'s own flags take no value), or all
-    of them for the top-level help (``zoo -h info`` lists every command)."""
-    args = list(argv or ())
+    (the first argument that is not a flag; ``zoo``'s own flags take no value), none for
+    the top-level help, ``--version``, a bare ``zoo`` or an unknown command (answered from
+    the command table, ``zoo.cli.commands``, without importing torch), and all of them
+    without ``argv`` (the whole parser, as tests and the docs walk it)."""
+    if argv is None:
+        return [importlib.import_module(f"zoo.cli.{module}") for module in COMMANDS]
+    args = list(argv)
     position = next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))
     named = args[position] if position < len(args) else None
     helps = any(a == "-h" or (a.startswith("--h") and "--help".startswith(a)) for a in args[:position])
-    wanted = [m for m, commands in COMMANDS.items() if named in commands and not helps] or list(COMMANDS)
+    wanted = [m for m, commands in COMMANDS.items() if named in commands and not helps]
     return [importlib.import_module(f"zoo.cli.{module}") for module in wanted]
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``zoo`` parser: its own flags, the parent parsers the commands share, and the
-    subcommands ``argv`` may run (all of them without ``argv``)."""
-    parser = argparse.ArgumentParser(
-        prog="zoo",
-        description="A plugin-based model zoo for transformer language models.",
-    )
-    parser.add_argument("--version", action="version", version=f"zoo {zoo.__version__}")
-    parser.add_argument("--debug", action="store_true", default=False, help="show tracebacks of errors")
+    subcommands ``argv`` may run (all of them without ``argv``); where ``argv`` runs no
+    command, every command is listed by its help line alone."""
+    parser = top_parser(zoo.__version__)
+    modules = command_modules(argv)
+    if not modules:
+        listed = parser.add_subparsers(dest="command", metavar="COMMAND")
+        for command, line in HELP.items():
+            listed.add_parser(command, help=line)
+        return parser
+    from zoo.cli.options import make_commands
+
     commands = make_commands(parser)
-    for module in command_modules(argv):
+    for module in modules:
         module.add_parsers(commands)
     return parser
 
@@ -82,6 +77,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 def load_plugins(ui: Ui, *, quiet: bool) -> None:
     """Load the plugins now; each that failed is one warning line (``zoo plugins`` says
     more), and so is plugin control that names no installed plugin."""
+    from zoo.nn.registry import default_registry
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
         registry = default_registry()
@@ -129,6 +126,8 @@ def with_config_files(
     command: argparse.ArgumentParser | None = getattr(args, "config_parser", None)
     if command is None:
         return args
+    from zoo.cli.configfile import RUN_CONFIG, read_config
+
     run = resumed_run(args)
     defaults: dict[str, object] = {}
     saved = Path(run or args.out) / RUN_CONFIG if getattr(args, "resume", False) and (run or args.out) else None
@@ -148,6 +147,8 @@ def with_config_files(
 def resumed_run(args: argparse.Namespace) -> str | None:
     """``zoo train RUN --resume``: the run's folder given as the positional, without
     ``-o``, when it holds the ``run.toml`` a run writes; else None."""
+    from zoo.cli.configfile import RUN_CONFIG
+
     name = getattr(args, "name", None)
     if not getattr(args, "resume", False) or getattr(args, "out", None) is not None or not isinstance(name, str):
         return None
@@ -161,6 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:  # bare `zoo`
         parser.print_help()
         return 0
+    from zoo.cli.render import Ui
+
     ui = Ui(json_mode=getattr(args, "json", False))
     try:
         args = with_config_files(parser, argv, args)
@@ -173,6 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return quiet_broken_pipe()
     except ZooError as err:
         if args.debug:
+            from rich.text import Text
+
             ui.err.print(Text("".join(traceback.format_exception(err)), style="dim"), soft_wrap=True)
         ui.error(cli_hints(str(err)))
         return 1

@@ -59,7 +59,6 @@ def add_parsers(commands: Commands) -> None:
     p = commands.add(
         "ablate",
         cmd_ablate,
-        "train a base, each single swap (or a cumulative path) toward a target, and the target, over seeds",
         [commands.json_flag],
     )
     add_config(p, "ablate")

@@ -17,7 +17,7 @@ from zoo.errors import ZooError, printable
 
 
 def add_parsers(commands: Commands) -> None:
-    p = commands.add("bench", cmd_bench, "run the benchmarks of bench/ (all, or one by name), forwarding arguments")
+    p = commands.add("bench", cmd_bench)
     p.add_argument("--list", action="store_true", help="list the benchmarks (default: run them)")
     p.add_argument(
         "name", nargs="?", metavar="NAME", help="a benchmark, e.g. forward (bench/bench_forward.py) (default: all)"

@@ -31,7 +31,7 @@ from zoo.nn.config import ModelConfig
 
 
 def add_parsers(commands: Commands) -> None:
-    p = commands.add("build", cmd_build, "build a model with its init and save it as a checkpoint", [commands.sets])
+    p = commands.add("build", cmd_build, [commands.sets])
     p.add_argument("name", metavar="NAME|CHECKPOINT", help="a preset, or a checkpoint whose config to reuse")
     add_out(p, "a .safetensors file, or a folder to add the next numbered version to")
     add_seed(p, "seed of the weight draws (default 0)")
@@ -47,7 +47,6 @@ def add_parsers(commands: Commands) -> None:
     p = commands.add(
         "inspect",
         cmd_inspect,
-        "a checkpoint: format, config, providers, versions, tensors, digest",
         [commands.json_flag],
     )
     p.add_argument("path", metavar="PATH", help="a checkpoint file or a folder of versions")

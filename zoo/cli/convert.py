@@ -26,9 +26,7 @@ from zoo.text.loading import has_tokenizer
 
 
 def add_parsers(commands: Commands) -> None:
-    p = commands.add(
-        "convert", cmd_convert, "convert Hugging Face folders and nanoGPT checkpoints to zoo checkpoints and back"
-    )
+    p = commands.add("convert", cmd_convert)
     direction = p.add_mutually_exclusive_group(required=True)
     direction.add_argument(
         "--from-hf",

@@ -51,7 +51,6 @@ def add_parsers(commands: Commands) -> None:
     p = commands.add(
         "generate",
         cmd_generate,
-        "generate text from a checkpoint, a Hugging Face folder or a hub id, streaming",
     )
     p.add_argument(
         "model",

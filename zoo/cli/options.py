@@ -29,6 +29,7 @@ import zoo
 from zoo.checkpoint import inspect
 from zoo.checkpoint.owned import check_versions_only, refuse_inputs_inside
 from zoo.checkpoint.store import SUFFIX, check_output_file
+from zoo.cli.commands import HELP
 from zoo.cli.render import Ui
 from zoo.errors import InputError, InteropError, printable
 from zoo.files import read_json
@@ -225,10 +226,11 @@ class Commands:
     context: argparse.ArgumentParser  # --context N
 
     def add(
-        self, name: str, handler: Handler, help: str, parents: Sequence[argparse.ArgumentParser] = ()
+        self, name: str, handler: Handler, parents: Sequence[argparse.ArgumentParser] = ()
     ) -> argparse.ArgumentParser:
-        """A subcommand ``name`` run by ``handler``, with ``--debug`` and ``parents``' flags."""
-        p = self.sub.add_parser(name, help=help, description=help, parents=[self.common, *parents])
+        """A subcommand ``name`` run by ``handler``, with ``--debug`` and ``parents``' flags;
+        its help is the command table's line (``zoo.cli.commands``)."""
+        p = self.sub.add_parser(name, help=HELP[name], description=HELP[name], parents=[self.common, *parents])
         p.set_defaults(handler=handler)
         return p
 

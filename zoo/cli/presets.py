@@ -29,27 +29,23 @@ from zoo.summary import layered_counts, summarize
 
 
 def add_parsers(commands: Commands) -> None:
-    p = commands.add(
-        "list", cmd_list, "list presets by family (PATTERN may use wildcards: 'gpt2-*')", [commands.json_flag]
-    )
+    p = commands.add("list", cmd_list, [commands.json_flag])
     p.add_argument("pattern", nargs="?", default="*", metavar="PATTERN", help="a name or wildcards (default: all)")
 
-    p = commands.add(
-        "components", cmd_components, "list components and the plugin that provides each", [commands.json_flag]
-    )
+    p = commands.add("components", cmd_components, [commands.json_flag])
     p.add_argument("kind", nargs="?", metavar="KIND", help=f"one of {', '.join(KINDS)} (default: all)")
 
-    commands.add("plugins", cmd_plugins, "list plugins: loaded, skipped, and failed (with why)", [commands.json_flag])
+    commands.add("plugins", cmd_plugins, [commands.json_flag])
 
     config_flags = [commands.json_flag, commands.sets, commands.context]
-    p = commands.add("info", cmd_info, "a config, its parameters by group, its FLOPs per token", config_flags)
+    p = commands.add("info", cmd_info, config_flags)
     p.add_argument(
         "name",
         metavar="NAME|CHECKPOINT|ID",
         help="a preset, a checkpoint file or folder, a Hugging Face folder, or a hub id",
     )
 
-    p = commands.add("compare", cmd_compare, "what differs between two configs; parameters, FLOPs", config_flags)
+    p = commands.add("compare", cmd_compare, config_flags)
     p.add_argument("a", metavar="A", help="a preset or a checkpoint")
     p.add_argument("b", metavar="B", help="a preset or a checkpoint")
     add_sets(p, "set_a", "--set-a", "override a field of A only; repeatable (default: none)")

@@ -31,7 +31,6 @@ def add_parsers(commands: Commands) -> None:
     p = commands.add(
         "probe",
         cmd_probe,
-        "measure designs per layer on real text: residual RMS, gradient norms, attention entropy, update ratios",
         [commands.json_flag, commands.sets],
     )
     p.add_argument("targets", nargs="+", metavar="NAME", help="preset names, or checkpoint files or folders")

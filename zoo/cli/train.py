@@ -22,6 +22,7 @@ import torch
 import zoo
 from zoo.checkpoint import CheckpointInfo, inspect, versions
 from zoo.checkpoint.store import resolve
+from zoo.cli.commands import HELP
 from zoo.cli.configfile import RUN_CONFIG, file_keys, write_config
 from zoo.cli.options import (
     Commands,
@@ -98,7 +99,7 @@ def add_parsers(commands: Commands) -> None:
 
 
 def _add_data_prepare(commands: Commands) -> None:
-    data = commands.sub.add_parser("data", help="prepare training data", description="prepare training data")
+    data = commands.sub.add_parser("data", help=HELP["data"], description=HELP["data"])
     data_sub = data.add_subparsers(dest="data_command", metavar="COMMAND", required=True)
     help = "tokenize text files or folders into shards of token ids and a manifest.json"
     p = data_sub.add_parser("prepare", help=help, description=help, parents=[commands.common, commands.json_flag])
@@ -153,8 +154,7 @@ def _add_data_prepare(commands: Commands) -> None:
 
 
 def _add_train(commands: Commands) -> None:
-    help = "train a preset or a checkpoint on a corpus; under torchrun, on every rank"
-    p = commands.add("train", cmd_train, help, [commands.json_flag, commands.sets])
+    p = commands.add("train", cmd_train, [commands.json_flag, commands.sets])
     p.add_argument(
         "name",
         nargs="?",
@@ -244,8 +244,7 @@ def _add_run_folder(p: argparse.ArgumentParser) -> None:
 
 
 def _add_eval(commands: Commands) -> None:
-    help = "evaluate a checkpoint: loss, perplexity, tokens, bits per byte; or lm-eval tasks (--tasks)"
-    p = commands.add("eval", cmd_eval, help, [commands.json_flag])
+    p = commands.add("eval", cmd_eval, [commands.json_flag])
     p.add_argument(
         "checkpoint", metavar="CHECKPOINT|ID", help="a checkpoint file or folder, a Hugging Face folder, or a hub id"
     )
@@ -277,8 +276,7 @@ def _add_eval(commands: Commands) -> None:
 
 
 def _add_plot(commands: Commands) -> None:
-    help = "draw runs' train and validation loss and learning rate against steps (and tokens), overlaid"
-    p = commands.add("plot", cmd_plot, help)
+    p = commands.add("plot", cmd_plot)
     p.add_argument("runs", nargs="+", metavar="RUN", help="`zoo train` run folders (or their metrics.jsonl)")
     add_out(
         p,

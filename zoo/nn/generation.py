@@ -9,6 +9,7 @@ is imported, and ``DecoderLM.generate`` calls what is registered. ``import zoo``
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -69,11 +70,15 @@ def provide(generate: Generate) -> None:
 
 
 def provided(model: nn.Module) -> Generate:
-    """The registered decode loop, or a ``ZooError`` saying how to get one."""
+    """The registered decode loop (``zoo.decoding``'s, imported on first need), or a
+    ``ZooError`` saying how to get one."""
+    if not _provided:
+        importlib.import_module("zoo.decoding")  # registers itself on its first import
     if not _provided:
         raise ZooError(
             f"{type(model).__name__}.generate needs the decode loop, which registers itself when "
-            f"zoo.decoding is imported; `import zoo` (or `import zoo.decoding`) first"
+            f"zoo.decoding is first imported; it was unregistered since: `import zoo.decoding` and "
+            f"call zoo.nn.generation.provide(zoo.decoding.generate)"
         )
     return _provided[0]
 
@@ -82,10 +87,14 @@ _tokenizers: list[Callable[[nn.Module], Any]] = []
 
 
 def provide_tokenizer(resolve: Callable[[nn.Module], Any]) -> None:
-    """Register how a model's ``tokenizer_record`` becomes a tokenizer (``import zoo`` does)."""
+    """Register how a model's ``tokenizer_record`` becomes a tokenizer (``zoo.pipelines``
+    does, on import)."""
     _tokenizers[:] = [resolve]
 
 
 def carried_tokenizer(model: nn.Module) -> Any:
-    """The tokenizer ``model.tokenizer_record`` names, or None (none named, or none registered)."""
+    """The tokenizer ``model.tokenizer_record`` names (read by ``zoo.pipelines``, imported
+    on first need), or None (none named, or none registered)."""
+    if not _tokenizers and getattr(model, "tokenizer_record", None):
+        importlib.import_module("zoo.pipelines")  # registers its reader on its first import
     return _tokenizers[0](model) if _tokenizers else None
