@@ -79,3 +79,19 @@ def test_zoo_probe_takes_a_hub_id_and_refuses_what_does_not_apply(
     assert "drop version (--version)" in capsys.readouterr().err
     assert main(["probe", "org/nothing", "--seq-len", str(SEQ)]) == 1
     assert "org/nothing" in capsys.readouterr().err
+
+
+def test_a_seq_len_past_max_seq_len_is_measured_without_a_table_and_refused_with_one() -> None:
+    small = dict(d_model=32, n_layers=1, n_heads=4, vocab_size=256)
+    sizes = [*(f"{k}={v}" for k, v in small.items()), "max_seq_len=16"]
+    (rotary,) = probe_designs(designs(["llama-style-small"], sets=sizes), batch_size=BATCH, seq_len=32)
+    tokens, source = corpus_batch(256, BATCH, 32)
+    torch.manual_seed(0)  # the seed the design was built with: the same weights
+    twin = zoo.build("llama-style-small", **small, max_seq_len=32)
+    assert numbers(rotary) == numbers(probe(twin, tokens, source=source))  # the same as a 32-position context
+    assert rotary.notes == [
+        "--seq-len 32 runs past max_seq_len=16: rotary positions have no table, so they are computed, but the "
+        "model was built for 16"
+    ]
+    with pytest.raises(zoo.ConfigError, match="--seq-len 32 exceeds max_seq_len=16, .* give --seq-len 16 or less"):
+        probe_designs(designs(["gpt2-small"], sets=sizes), batch_size=BATCH, seq_len=32)

@@ -47,7 +47,7 @@ from zoo.figures import block_axis, figure_format, fit_text, log_scale, plain_te
 from zoo.nn.config import ModelConfig, get_config
 from zoo.nn.factory import build
 from zoo.nn.hooks import cache_bytes, hook_points, run_with_cache, stacks
-from zoo.nn.inputs import INDEX_DTYPES, check_inputs, check_tensor, not_finite_loss
+from zoo.nn.inputs import INDEX_DTYPES, check_inputs, check_tensor, not_finite_loss, position_limit
 from zoo.nn.sets import parse_sets
 from zoo.pipelines import is_hf_source, load_model
 
@@ -363,14 +363,22 @@ def probe_designs(
             assert design.config is not None
             torch.manual_seed(design.seed)
             model = build(design.config)
-        config = model.config
-        if config.max_seq_len < seq_len and config.position.name == "learned":
-            raise ConfigError(f"{design.label}: --seq-len {seq_len} exceeds max_seq_len={config.max_seq_len}")
+        config, table = model.config, position_limit(model)
+        if table is not None and seq_len > table:
+            raise ConfigError(
+                f"{design.label}: --seq-len {seq_len} exceeds max_seq_len={config.max_seq_len}, the rows of its "
+                f"{config.position.name} position table; give --seq-len {table} or less"
+            )
         _check_probe_size(model, batch_size, seq_len, design.label)
         if config.vocab_size not in batches:
             batches[config.vocab_size] = corpus_batch(config.vocab_size, batch_size, seq_len, tokenizer)
         tokens, source = batches[config.vocab_size]
         result = probe(model, tokens, label=design.label, source=source)
+        if seq_len > config.max_seq_len:  # no table (refused above otherwise): computed, but never seen
+            result.notes.append(
+                f"--seq-len {seq_len} runs past max_seq_len={config.max_seq_len}: {config.position.name} positions "
+                f"have no table, so they are computed, but the model was built for {config.max_seq_len}"
+            )
         if design.source is not None:
             ratio = _update_ratio(design, model, result.layers)
             if ratio is None:
