@@ -500,27 +500,6 @@ def test_learned_positions_limit_says_how_many_tokens_fit() -> None:
         model.generate(torch.ones(1, 70, dtype=torch.long), 1)
 
 
-@pytest.mark.parametrize("position", [c.name for c in zoo.components("position")])
-def test_no_position_encoding_runs_past_the_models_context(position: str) -> None:
-    """Encodings without a table (sinusoidal, rotary, ALiBi, none) could extrapolate past
-    max_seq_len; the model refuses to, in forward and in generate, and names the way to
-    do it on purpose, which works."""
-    model = tiny(position=position)  # max_seq_len 64
-    ids = torch.ones(1, 50, dtype=torch.long)
-    with pytest.raises(zoo.ConfigError, match="at most 14 new tokens fit"):
-        model.generate(ids, 15)
-    with pytest.raises(zoo.ConfigError, match="65 positions do not fit"):
-        model(torch.ones(1, 65, dtype=torch.long))
-    assert model.generate(ids, 14).shape == (1, 64)
-    if model.position.max_positions is None:
-        longer = zoo.build(model.config, max_seq_len=128).eval()
-        longer.load_state_dict(model.state_dict())
-        assert longer.generate(ids, 30).shape == (1, 80)
-    else:
-        with pytest.raises(RuntimeError, match="size mismatch"):  # a table sized to the context
-            zoo.build(model.config, max_seq_len=128).load_state_dict(model.state_dict())
-
-
 @pytest.mark.parametrize(
     ("kwargs", "words"),
     [

@@ -56,6 +56,7 @@ __all__ = [
     "carried_tokenizer",
     "eos_ids",
     "generate_text",
+    "is_hf_source",
     "keep_tokenizer",
     "load_model",
     "load_with_tokenizer",
@@ -345,7 +346,13 @@ def load_with_tokenizer(
             f"got {type(model_or_path).__name__} {model_or_path!r}"
         )
     path = Path(model_or_path)
-    if (path / "config.json").is_file() or (isinstance(model_or_path, str) and is_hub_id(model_or_path)):
+    if is_hf_source(model_or_path):
+        if version is not None:
+            raise InputError(
+                f"version={version!r} picks a version of a zoo checkpoint folder, but "
+                f"{printable(str(model_or_path))!r} is a Hugging Face model; drop version (--version), or pass "
+                f"revision= (--revision) to pick a hub id's version"
+            )
         folder, _ = local_or_snapshot(model_or_path, revision)
         own = folder_tokenizer(folder) if carried and has_tokenizer(folder) else None
         return _decoder(from_hf(folder), f"the model {printable(str(model_or_path))!r}"), own
@@ -355,11 +362,17 @@ def load_with_tokenizer(
     return loaded, carried_tokenizer(loaded) if carried else None
 
 
+def is_hf_source(source: str | os.PathLike[str]) -> bool:
+    """Whether ``load_model`` reads ``source`` as a Hugging Face model (a folder holding a
+    ``config.json``, or a hub id) rather than a zoo checkpoint (a file or run folder)."""
+    return (Path(source) / "config.json").is_file() or (isinstance(source, str) and is_hub_id(source))
+
+
 def _decoder(model: nn.Module, what: str) -> DecoderLM:
     if not isinstance(model, DecoderLM):
         raise InputError(
             f"{what} is a {type(model).__name__}, not a decoder-only language model; text "
-            f"generation needs one (zoo.build('gpt2-small'), or a checkpoint of one)"
+            f"generation and zoo probe need one (zoo.build('gpt2-small'), or a checkpoint of one)"
         )
     return model
 

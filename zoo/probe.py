@@ -2,8 +2,10 @@
 and its attention, measured on a batch of real text.
 
 ``probe(model, tokens)`` measures one model; ``probe_designs`` builds presets (with
-overrides and variants) or loads checkpoints and probes each on the same batch of the
-bundled corpus. Per layer:
+overrides and variants) or loads models (a checkpoint, a run folder, a Hugging Face
+folder or a hub id, through ``zoo.pipelines.load_model``, as ``zoo generate`` and
+``zoo eval --tasks`` load theirs) and probes each on the same batch of the bundled
+corpus. Per layer:
 
 - the residual stream's RMS, sqrt(mean(x^2)), entering block 0 (the embeddings) and
   leaving each block (``hook_resid_pre`` / ``hook_resid_post``);
@@ -45,8 +47,9 @@ from zoo.figures import block_axis, figure_format, fit_text, log_scale, plain_te
 from zoo.nn.config import ModelConfig, get_config
 from zoo.nn.factory import build
 from zoo.nn.hooks import cache_bytes, hook_points, run_with_cache, stacks
-from zoo.nn.inputs import INDEX_DTYPES, check_inputs, check_tensor, not_finite_loss
+from zoo.nn.inputs import INDEX_DTYPES, check_inputs, check_tensor, not_finite_loss, position_limit
 from zoo.nn.sets import parse_sets
+from zoo.pipelines import is_hf_source, load_model
 
 __all__ = ["Design", "ProbeResult", "corpus_batch", "plot", "probe", "probe_designs", "write_json"]
 
@@ -56,13 +59,15 @@ GROUPS = ("attention", "mlp", "norm")
 
 @dataclass(frozen=True)
 class Design:
-    """One thing to probe: a config built fresh, or a checkpoint (file or folder)."""
+    """One thing to probe: a config built fresh, or a model to load (``load_model``'s
+    sources: a checkpoint file or folder, a Hugging Face folder, a hub id)."""
 
     label: str
     config: ModelConfig | None = None  # a preset with overrides
-    checkpoint: str | None = None  # or a checkpoint path
+    source: str | None = None  # or what load_model reads
     version: int | None = None  # which version of a checkpoint folder (default: the newest)
     seed: int = 0
+    revision: str | None = None  # a hub id's branch, tag or commit (default: main)
 
 
 @dataclass
@@ -275,13 +280,15 @@ def designs(
     vary: Sequence[str] = (),
     version: int | None = None,
     seed: int = 0,
+    revision: str | None = None,
 ) -> list[Design]:
-    """The designs to probe: each target (a preset name, or a checkpoint file or folder)
-    with the ``sets`` (``FIELD=VALUE``) applied, times each variant (space-separated
-    ``FIELD=VALUE`` items; none: the target as it is), times every combination of the
-    ``vary`` items (``FIELD=V1,V2,...``)."""
+    """The designs to probe: each target (a preset name, else whatever ``load_model``
+    reads: a checkpoint file or run folder, a Hugging Face folder, a hub id) with the
+    ``sets`` (``FIELD=VALUE``) applied, times each variant (space-separated ``FIELD=VALUE``
+    items; none: the target as it is), times every combination of the ``vary`` items
+    (``FIELD=V1,V2,...``). ``version`` and ``revision`` pick what a loaded target reads."""
     if not targets:
-        raise ConfigError("name at least one preset or checkpoint to probe")
+        raise ConfigError("name at least one preset, checkpoint, Hugging Face folder or hub id to probe")
     grid: list[list[tuple[str, str]]] = []
     for item in vary:
         key, sep, values = item.partition("=")
@@ -290,19 +297,23 @@ def designs(
         grid.append([(key.strip(), v.strip()) for v in values.split(",")])
     variant_sets = [v.split() for v in variants] or [[]]
     found: list[Design] = []
+    presets = _preset_names()
     for target in targets:
-        is_file = Path(target).exists() and target not in _preset_names()
+        # A preset's name wins (as zoo info's); else what load_model reads; else an unknown preset.
+        loaded = target not in presets and (Path(target).exists() or is_hf_source(target))
         for variant in variant_sets:
             for combo in product(*grid) if grid else [()]:
                 items = [*sets, *variant, *(f"{k}={v}" for k, v in combo)]
                 extra = describe(dict(i.split("=", 1) for i in [*variant, *(f"{k}={v}" for k, v in combo)]))
-                label = f"{Path(target).name if is_file else target}{' ' + extra if extra else ''}"
-                if is_file:
+                shown = Path(target).name if loaded and Path(target).exists() else target
+                label = f"{shown}{' ' + extra if extra else ''}"
+                if loaded:
                     if items:
                         raise ConfigError(
-                            f"{target} is a checkpoint: --set, --variant and --vary change presets, not saved weights"
+                            f"{target} is a saved model (a checkpoint or a Hugging Face model): --set, --variant "
+                            f"and --vary change presets, not saved weights; probe a preset with them, or drop them"
                         )
-                    found.append(Design(label, checkpoint=target, version=version, seed=seed))
+                    found.append(Design(label, source=target, version=version, seed=seed, revision=revision))
                 else:
                     config = get_config(target, **parse_sets(items))
                     found.append(Design(label, config=config, seed=seed))
@@ -318,16 +329,17 @@ def _preset_names() -> list[str]:
 def _update_ratio(
     design: Design, model: nn.Module, layers: int
 ) -> tuple[dict[str, list[float]], tuple[int, int]] | None:
-    """Update-to-weight ratios between ``design``'s version and the one before, for a folder."""
-    assert design.checkpoint is not None
-    if not Path(design.checkpoint).is_dir():
+    """Update-to-weight ratios between ``design``'s version and the one before, for a
+    checkpoint folder (a Hugging Face model has one version)."""
+    assert design.source is not None
+    if is_hf_source(design.source) or not Path(design.source).is_dir():
         return None
-    numbers = [v.version for v in versions(design.checkpoint)]
+    numbers = [v.version for v in versions(design.source)]
     newer = design.version if design.version is not None else numbers[-1]
     older = [n for n in numbers if n < newer]
     if not older:
         return None
-    previous = load(design.checkpoint, version=older[-1], verify=False)
+    previous = load(design.source, version=older[-1], verify=False)
     old = dict(previous.named_parameters())
     new = dict(model.named_parameters())
     updates = {n: new[n].detach() - old[n].detach() for n in new if n in old}
@@ -345,24 +357,35 @@ def probe_designs(
     results = []
     batches: dict[int, tuple[Tensor, str]] = {}
     for design in found:
-        if design.checkpoint is not None:
-            model: Any = load(design.checkpoint, version=design.version)
+        if design.source is not None:
+            model: Any = load_model(design.source, version=design.version, revision=design.revision)
         else:
             assert design.config is not None
             torch.manual_seed(design.seed)
             model = build(design.config)
-        config = model.config
-        if config.max_seq_len < seq_len and config.position.name == "learned":
-            raise ConfigError(f"{design.label}: --seq-len {seq_len} exceeds max_seq_len={config.max_seq_len}")
+        config, table = model.config, position_limit(model)
+        if table is not None and seq_len > table:
+            raise ConfigError(
+                f"{design.label}: --seq-len {seq_len} exceeds max_seq_len={config.max_seq_len}, the rows of its "
+                f"{config.position.name} position table; give --seq-len {table} or less"
+            )
         _check_probe_size(model, batch_size, seq_len, design.label)
         if config.vocab_size not in batches:
             batches[config.vocab_size] = corpus_batch(config.vocab_size, batch_size, seq_len, tokenizer)
         tokens, source = batches[config.vocab_size]
         result = probe(model, tokens, label=design.label, source=source)
-        if design.checkpoint is not None:
+        if seq_len > config.max_seq_len:  # no table (refused above otherwise): computed, but never seen
+            result.notes.append(
+                f"--seq-len {seq_len} runs past max_seq_len={config.max_seq_len}: {config.position.name} positions "
+                f"have no table, so they are computed, but the model was built for {config.max_seq_len}"
+            )
+        if design.source is not None:
             ratio = _update_ratio(design, model, result.layers)
             if ratio is None:
-                result.notes.append("no update ratio: a single version (it needs a folder with two or more)")
+                single = "a Hugging Face model" if is_hf_source(design.source) else "a single version"
+                result.notes.append(
+                    f"no update ratio: {single} (it needs a checkpoint folder with two versions or more)"
+                )
             else:
                 result.update_ratio, result.update_between = ratio
         results.append(result)

@@ -17,13 +17,14 @@ module of the command that runs is imported (``zoo info`` loads no training code
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import signal
 import sys
 import traceback
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -97,6 +98,7 @@ CLI_HINTS = {
     "verify=False": "--no-verify",
     "overwrite=True": "--overwrite",
     "allow_nonfinite=True": "--allow-nonfinite",
+    "(max_new_tokens=": "(--max-new-tokens ",
 }
 
 
@@ -155,6 +157,24 @@ def resumed_run(args: argparse.Namespace) -> str | None:
     return name if (Path(name) / RUN_CONFIG).is_file() else None
 
 
+@contextlib.contextmanager
+def warning_lines(ui: Ui) -> Iterator[None]:
+    """Python warnings raised while a command runs (``warnings.warn``: generating past
+    ``max_seq_len``, past the trained context), each shown as the command's own
+    ``warning:`` line on stderr, not as Python's ``FILE:LINE: UserWarning:`` and a line
+    of the zoo's source."""
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, *args: object, **kwargs: object) -> None:
+        ui.warn(cli_hints(str(message)))
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``zoo`` command; returns the exit status."""
     parser = build_parser(sys.argv[1:] if argv is None else argv)
@@ -170,7 +190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for message in getattr(args, "renamed_flags", []):
             ui.warn(message)
         load_plugins(ui, quiet=args.command == "plugins")
-        code: int = args.handler(args, ui)
+        with warning_lines(ui):
+            code: int = args.handler(args, ui)
         return code
     except BrokenPipeError:
         return quiet_broken_pipe()

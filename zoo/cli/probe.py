@@ -1,5 +1,6 @@
 """``zoo probe``: residual stream RMS, gradient norms, attention entropy and update ratios,
-per layer, for presets (with overrides and variants) or checkpoints, side by side."""
+per layer, for presets (with overrides and variants) or saved models (checkpoints, run
+folders, Hugging Face folders, hub ids: ``zoo.pipelines.load_model``'s), side by side."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from zoo.cli.options import Commands, add_out, add_overwrite, refuse_existing_file, refuse_overwriting_inputs, seed
+from zoo.cli.options import (
+    Commands,
+    add_out,
+    add_overwrite,
+    refuse_existing_file,
+    refuse_overwriting_inputs,
+    revision,
+    seed,
+)
 from zoo.cli.render import Ui, new_table
 from zoo.errors import InputError, printable
 from zoo.figures import FIGURE_FORMATS, figure_format
@@ -33,7 +42,13 @@ def add_parsers(commands: Commands) -> None:
         cmd_probe,
         [commands.json_flag, commands.sets],
     )
-    p.add_argument("targets", nargs="+", metavar="NAME", help="preset names, or checkpoint files or folders")
+    p.add_argument(
+        "targets",
+        nargs="+",
+        metavar="MODEL",
+        help="preset names, zoo checkpoints (files or run folders), Hugging Face folders, or hub ids such as "
+        "openai-community/gpt2",
+    )
     p.add_argument(
         "--variant",
         action="append",
@@ -51,6 +66,13 @@ def add_parsers(commands: Commands) -> None:
     )
     p.add_argument(
         "--version", type=int, default=None, metavar="N", help="checkpoint folders: version N (default: newest)"
+    )
+    p.add_argument(
+        "--revision",
+        type=revision,
+        default=None,
+        metavar="REV",
+        help="a hub id's branch, tag or commit (default: main)",
     )
     p.add_argument("--batch-size", type=int, default=4, metavar="N", help="rows of text (default: 4)")
     p.add_argument("--seq-len", type=int, default=128, metavar="N", help="tokens per row (default: 128)")
@@ -92,7 +114,13 @@ def cmd_probe(args: argparse.Namespace, ui: Ui) -> int:
     if args.plot:
         figure_format(Path(args.plot), "--plot")  # before the work, as the other refusals
     found = designs(
-        args.targets, sets=args.set, variants=args.variant, vary=args.vary, version=args.version, seed=args.seed
+        args.targets,
+        sets=args.set,
+        variants=args.variant,
+        vary=args.vary,
+        version=args.version,
+        seed=args.seed,
+        revision=args.revision,
     )
     results = probe_designs(found, batch_size=args.batch_size, seq_len=args.seq_len, tokenizer=args.tokenizer)
     if args.out:

@@ -33,7 +33,7 @@ from zoo.decoding.stopping import StopStrings
 from zoo.errors import ConfigError, InputError, checked_types, printable
 from zoo.memory import fmt_bytes, require
 from zoo.nn.generation import check_generation
-from zoo.nn.inputs import beyond_context, check_inputs, context_limit
+from zoo.nn.inputs import beyond_context, check_inputs, context_limit, position_limit, warn_past_context
 from zoo.nn.model import DecoderLM
 
 __all__ = ["Step", "stream", "generate"]
@@ -353,8 +353,9 @@ def check_cache_room(
     rows, positions = batch * (beams if beams > 1 else sequences), prompt_len + new_tokens
     if not (isinstance(layers, int) and isinstance(width, int) and isinstance(inner, DecoderLM)) or param is None:
         return  # not a decoder: generate says so
-    if not isinstance(new_tokens, int) or positions > context_limit(inner):
-        return  # past the context: its own refusal says how many tokens fit
+    limit = position_limit(inner)
+    if not isinstance(new_tokens, int) or (limit is not None and positions > limit):
+        return  # past the position table: its own refusal says how many tokens fit
     factors = {"num_beams": beams if beams > 1 else 1, "num_return_sequences": sequences if beams == 1 else 1}
     name, value = max({**factors, "max_new_tokens": new_tokens}.items(), key=lambda item: item[1])
     origin = printable(origins.get(name, "argument"))
@@ -541,8 +542,8 @@ def _check_inputs(
     prompt_len = input_ids.shape[1]
     if prompt_len == 0:
         raise InputError("the prompt is empty; give at least one token (GPT-2 starts from <|endoftext|>, 50256)")
-    limit = context_limit(model)
-    if prompt_len + max_new_tokens > limit:
+    limit = position_limit(model)
+    if limit is not None and prompt_len + max_new_tokens > limit:
         if prompt_len >= limit:
             fix = f"the prompt alone has {prompt_len} tokens; keep its last {limit - 1} or fewer"
         else:
@@ -551,6 +552,10 @@ def _check_inputs(
             f"a prompt of {prompt_len} tokens plus max_new_tokens={max_new_tokens} needs "
             f"{prompt_len + max_new_tokens} positions, but {beyond_context(model, limit)}: {fix}"
         )
+    context = context_limit(model)
+    room = context - prompt_len
+    inside = f"ask for at most {room} new tokens (max_new_tokens={room}) to stay inside it" if room > 0 else ""
+    warn_past_context(model, prompt_len + max_new_tokens, inside, stacklevel=4)  # past a context without a table
     check_inputs(model, input_ids, name="input_ids")  # token ids in the vocabulary, once
     device = engine.device
     require(

@@ -186,7 +186,12 @@ class ModelConfig(BaseModel):
     )
     # Sizes are strict integers (True is not 1) and flags real booleans ("yes" is not True).
     vocab_size: StrictInt = Field(gt=0, le=MAX_VOCAB)
-    max_seq_len: StrictInt = Field(gt=0, le=MAX_SEQ_LEN, description="longest sequence the model accepts")
+    max_seq_len: StrictInt = Field(
+        gt=0,
+        le=MAX_SEQ_LEN,
+        description="the context the model is built for: learned positions hold no more; positions without a table "
+        "run past it (generate warns)",
+    )
     d_model: StrictInt = Field(gt=0, le=MAX_D_MODEL)
     n_layers: StrictInt = Field(gt=0, le=MAX_LAYERS)
     n_heads: StrictInt = Field(gt=0, le=MAX_HEADS)

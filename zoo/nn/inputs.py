@@ -7,6 +7,7 @@ pipelines, the CLI) call it once per request, never ``forward``.
 
 from __future__ import annotations
 
+import warnings
 from typing import Protocol
 
 import torch
@@ -55,15 +56,17 @@ def as_padding(mask: Tensor | None, tokens: Tensor, name: str, *, cached: int = 
 
 def check_tokens(model: Checked, idx: Tensor, length: int, name: str = "idx") -> None:
     """Refuse token ids that are not a (batch, seq) integer tensor, or ``length`` positions
-    (cached + new) that the model's position encoding cannot hold. Shapes and dtypes only."""
+    (cached + new) past the model's position table (``position_limit``); an encoding
+    without a table runs past ``max_seq_len`` (entry points warn: ``warn_past_context``).
+    Shapes and dtypes only."""
     check_tensor(idx, name, "of token ids of shape (batch, seq)")
     if idx.dim() != 2 or idx.dtype not in INDEX_DTYPES:
         raise InputError(
             f"{name} must be an integer tensor of token ids of shape (batch, seq), got "
             f"{idx.dtype} of shape {tuple(idx.shape)}; add a batch dimension with {name}[None]"
         )
-    limit = context_limit(model)
-    if length > limit:
+    limit = position_limit(model)
+    if limit is not None and length > limit:
         raise ConfigError(
             f"{name}: {length} positions do not fit: {beyond_context(model, limit)}; shorten the input to at "
             f"most {limit} tokens (prompt plus new tokens)"
@@ -71,24 +74,39 @@ def check_tokens(model: Checked, idx: Tensor, length: int, name: str = "idx") ->
 
 
 def context_limit(model: Checked) -> int:
-    """The longest sequence ``model`` takes: its config's ``max_seq_len`` (the context it
-    was built and trained for), or fewer where its position encoding holds fewer. An
-    encoding without a table of its own (rotary, ALiBi) could run past ``max_seq_len``,
-    but that is extrapolation the model never saw, so it is refused like any other."""
+    """The context ``model`` was built for: its config's ``max_seq_len``, or fewer where its
+    position table holds fewer. Past it an encoding without a table still computes (with
+    a warning, ``warn_past_context``); a table refuses (``position_limit``)."""
     table = model.position.max_positions
     return model.config.max_seq_len if table is None else min(table, model.config.max_seq_len)
 
 
+def position_limit(model: Checked) -> int | None:
+    """The most positions ``model`` can take: its position table's rows (learned positions,
+    at most ``max_seq_len``), or None for an encoding without a table (rotary, ALiBi,
+    sinusoidal, none), which computes any position, as transformers runs such models past
+    ``max_position_embeddings``."""
+    return None if model.position.max_positions is None else context_limit(model)
+
+
 def beyond_context(model: Checked, limit: int) -> str:
-    """Why positions past ``limit`` are refused, and for a table-free encoding how to run
-    past it on purpose."""
-    name = model.config.position.name
-    if model.position.max_positions is not None:
-        return f"position {name!r} holds max_seq_len={limit}"
-    return (
-        f"the model's context is max_seq_len={limit} (position {name!r} has no table and could run past it, "
-        f"but that extrapolates beyond what the model was built for; to do it on purpose, rebuild with a "
-        f"longer context: zoo.build(model.config, max_seq_len=N), then load_state_dict)"
+    """Why positions past ``limit`` (``position_limit``) are refused: the table ends there."""
+    return f"position {model.config.position.name!r} holds max_seq_len={limit}"
+
+
+def warn_past_context(model: Checked, length: int, fix: str, *, stacklevel: int = 3) -> None:
+    """Warn (``UserWarning``) when ``length`` positions run past the ``max_seq_len`` of a
+    model whose positions have no table: they are computed, but the model was built for
+    fewer and likely never saw them. ``fix`` says how to stay inside (or is empty)."""
+    limit = context_limit(model)
+    if position_limit(model) is not None or length <= limit:
+        return
+    warnings.warn(
+        f"{length} positions run past the model's max_seq_len={limit}: position {model.config.position.name!r} "
+        f"has no table, so they are computed, but the model was built for {limit} and likely never saw positions "
+        f"that far, so expect worse output past position {limit}{'; ' + fix if fix else ''}",
+        UserWarning,
+        stacklevel=stacklevel,
     )
 
 
@@ -144,11 +162,13 @@ def value_problems(
         odd = attention_mask[(attention_mask != 0) & (attention_mask != 1)]
         if odd.numel():
             problems.append(f"attention_mask must hold 1 for real tokens and 0 for padding, found {odd[0].item()!r}")
-    limit = context_limit(model)
+    limit = position_limit(model)
     if positions is not None and positions.numel() and not positions.is_meta:
         low, high = int(positions.min()), int(positions.max())
-        if low < 0 or high >= limit:
+        if limit is not None and (low < 0 or high >= limit):
             problems.append(f"positions must lie in [0, {limit}) ({beyond_context(model, limit)}), got {low}..{high}")
+        elif low < 0:
+            problems.append(f"positions must be 0 or more, got {low}..{high}")
     return problems
 
 

@@ -7,7 +7,8 @@ released checkpoints that use it were trained (and as transformers computes them
 - ``dynamic`` (dynamic NTK): the base grows with the longest position seen in the call,
   base * (factor * L / L0 - (factor - 1))^(r / (r - 2)) for L > L0; below L0 unchanged
   (keys cached before the base grew keep their angles, as in transformers; a model
-  read from Hugging Face has max_seq_len = L0, so its base never grows);
+  read from Hugging Face has max_seq_len = L0, so its base grows only past max_seq_len,
+  where generation warns);
 - ``yarn`` (Peng et al. 2023): low frequencies interpolated, high ones kept, a linear
   ramp between (beta_fast / beta_slow rotations), and cos/sin scaled by an attention
   factor (0.1 ln(factor) + 1 unless given);
