@@ -126,6 +126,21 @@ def test_reordering_the_cache_moves_the_scan_state_with_its_row() -> None:
     assert not torch.allclose(step[0], other[0], atol=1e-3)  # row 0's own state would decode otherwise
 
 
+def test_a_hybrid_of_scans_and_attention_decodes_as_it_recomputes() -> None:
+    """Mamba-2 layers between attention layers (Jamba's, Zamba2's shape): each keeps its own
+    kind of cache, a rolling window of inputs and a state, or keys and values."""
+    scan = {"attention": {"name": "mamba2", "d_state": 8, "chunk_size": 4}, "mlp": "none"}
+    model = tiny(attention="sdpa", layer_pattern=[scan, {}], n_layers=4)
+    idx = torch.randint(0, TINY["vocab_size"], (2, 11))
+    with torch.no_grad():
+        full = model(idx)
+        cache = model.new_cache()
+        steps = [model(idx[:, :5], cache=cache)] + [model(idx[:, t : t + 1], cache=cache) for t in range(5, 11)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=0, atol=1e-5)
+    assert [layer.state is not None for layer in cache.layers] == [True, False, True, False]
+    assert [layer.stored for layer in cache.layers] == [3, 11, 3, 11]
+
+
 def test_left_padding_never_reaches_a_real_token() -> None:
     model = tiny(attention={"name": "mamba2", "d_state": 8, "proj_bias": True}, mlp="none", position="none")
     real = torch.randint(0, TINY["vocab_size"], (1, 6))
@@ -142,7 +157,9 @@ def test_the_released_sizes_count_as_transformers_does() -> None:
     released |= {"head_dim": 64, "state_size": 128, "n_groups": 1, "chunk_size": 256, "tie_word_embeddings": True}
     with torch.device("meta"):
         reference = transformers.Mamba2ForCausalLM(transformers.Mamba2Config(**released))
-    model = zoo.build(config_from_hf(released), device="meta")
+    fields = config_from_hf(released)
+    assert fields["max_seq_len"] == 1 << 20  # no max_position_embeddings: a scan reads any length, the zoo's most
+    model = zoo.build(fields, device="meta")
     assert model.num_parameters() == reference.num_parameters() > 100_000_000
 
 

@@ -188,7 +188,7 @@ class Mamba2(nn.Module):
         if ctx.cache is not None:
             ctx.cache.state = state
         y = self.scan_out(y + xs.float() * self.D.float()[:, None])
-        out: Tensor = self.resid_drop(self.out_proj(self.norm(y.flatten(-2).to(x.dtype), z)))
+        out: Tensor = self.resid_drop(self.out_proj(self.norm(y.flatten(-2), z).to(x.dtype)))  # normed in float32
         return out
 
     def extra_repr(self) -> str:
