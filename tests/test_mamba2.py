@@ -187,3 +187,16 @@ def test_export_refuses_heads_that_are_not_the_scans(tmp_path: Path) -> None:
     out = zoo.to_hf(zoo.build(fields), tmp_path / "ok", architecture="Mamba2ForCausalLM")
     written = json.loads((out / "config.json").read_text())
     assert (written["num_heads"], written["head_dim"], written["n_groups"], written["chunk_size"]) == (8, 8, 2, 4)
+
+
+def test_a_scan_with_the_configs_head_dim_exports_and_transformers_agrees(tmp_path: Path) -> None:
+    fields = config_from_hf(HF)
+    options = {k: v for k, v in fields["attention"].items() if k != "head_dim"} | {"expand": 1}
+    model = zoo.build({**fields, "attention": options, "max_seq_len": 64}).eval()  # 8 heads of 32 / 8 = 4
+    out = zoo.to_hf(model, tmp_path / "out", architecture="Mamba2ForCausalLM")
+    written = json.loads((out / "config.json").read_text())
+    assert (written["num_heads"], written["head_dim"], written["expand"]) == (8, 4, 1)
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    idx = torch.randint(0, 64, (2, 9), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx), reloaded(idx).logits, atol=1e-5, rtol=0)

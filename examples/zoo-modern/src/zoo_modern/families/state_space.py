@@ -73,7 +73,7 @@ MAMBA2 = Family(
         "hidden_size": F("d_model", 4096, Count),
         "num_hidden_layers": F("n_layers", 64, Count),
         "num_heads": F("n_heads", 128, Count, out=scan_heads),
-        "head_dim": F("attention.head_dim", 64, Count),
+        "head_dim": F("attention.head_dim", 64, Count, out=lambda c: c.head_dim),
         "state_size": F("attention.d_state", 128, Count),
         "expand": F("attention.expand", 2, Count),
         "n_groups": F("attention.n_groups", 8, Count),
