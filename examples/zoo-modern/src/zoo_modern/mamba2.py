@@ -47,7 +47,9 @@ class Mamba2Options(BaseModel):
     chunk_size: int = Field(256, gt=0, description="positions the scan takes at once (the same sums)")
     conv_bias: bool = Field(True, description="bias on the convolution (use_conv_bias)")
     proj_bias: bool | None = Field(None, description="bias on in_proj and out_proj (default: the config's bias)")
-    kernel: Literal["sdpa", "eager"] = Field("sdpa", description="unused: a scan has no attention kernel")
+    kernel: Literal["sdpa", "eager"] | None = Field(
+        None, description="unused: a scan has no attention kernel (taken as every attention's, for from_hf)"
+    )
 
 
 class GatedRMSNorm(nn.Module):
@@ -118,7 +120,7 @@ class Mamba2(nn.Module):
         proj_bias: bool | None = None,
         bias: bool = False,
         dropout: float = 0.0,
-        kernel: str = "sdpa",
+        kernel: str | None = None,
     ) -> None:
         """``head_dim``: each head's width (the config's); ``expand``: the scan's width over
         d_model; ``d_state``: the state's size per channel; ``n_groups``: groups of heads
