@@ -16,7 +16,14 @@ from __future__ import annotations
 from zoo.plugin import Converter, converter
 from zoo_modern.families import gpt2_like, hybrids, legacy, llama_like, moe, neox_like, state_space
 
-FAMILIES = (*llama_like.FAMILIES, *moe.FAMILIES, *gpt2_like.FAMILIES, *neox_like.FAMILIES, *hybrids.FAMILIES, *state_space.FAMILIES)
+FAMILIES = (
+    *llama_like.FAMILIES,
+    *moe.FAMILIES,
+    *gpt2_like.FAMILIES,
+    *neox_like.FAMILIES,
+    *hybrids.FAMILIES,
+    *state_space.FAMILIES,
+)
 CONVERTERS: tuple[Converter, ...] = (*(converter(family) for family in FAMILIES), *legacy.CONVERTERS)
 #: The presets zoo-modern ships (``presets/<name>.toml``): its own designs and released checkpoints.
 PRESETS = (
