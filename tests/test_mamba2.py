@@ -200,3 +200,28 @@ def test_a_scan_with_the_configs_head_dim_exports_and_transformers_agrees(tmp_pa
     idx = torch.randint(0, 64, (2, 9), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         torch.testing.assert_close(model(idx), reloaded(idx).logits, atol=1e-5, rtol=0)
+
+
+def test_projection_biases_import_and_differ_from_transformers_only_in_left_padding(tmp_path: Path) -> None:
+    """With ``use_bias`` transformers zeroes a padded position's input, so in_proj's bias of
+    the padding reaches the real tokens through the convolution; ``mamba2`` zeroes the
+    convolution's input, so padding never does (documented in families.md)."""
+    config = transformers.Mamba2Config(**{**HF, "use_bias": True, "max_position_embeddings": 64})
+    torch.manual_seed(0)
+    reference = transformers.Mamba2ForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, p in reference.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0.0, 0.5)
+    reference.save_pretrained(tmp_path / "hf")
+    model = zoo.from_hf(tmp_path / "hf")
+    assert model.blocks[0].attn.in_proj.bias is not None and model.blocks[0].attn.out_proj.bias is not None
+    idx = torch.randint(0, 64, (2, 10), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(idx)
+    mask[1, :3] = 0
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx), reference(idx).logits, atol=1e-5, rtol=0)
+        gap = (model(idx, attention_mask=mask) - reference(idx, attention_mask=mask).logits)[:, 3:].abs().amax(-1)
+        alone = model(idx[1:, 3:])
+    assert gap[0].max() < 1e-5 < gap[1].max()  # the unpadded row agrees; the padded one reads the bias there
+    torch.testing.assert_close(model(idx, attention_mask=mask)[1:, 3:], alone, atol=1e-5, rtol=0)

@@ -1,14 +1,19 @@
 """State-space families: layers that mix tokens by a recurrence, without attention.
 
 - Mamba-2 (state-spaces, Codestral Mamba): every layer is RMSNorm, then zoo-modern's
-  ``mamba2`` mixer, added to the residual stream; no MLP (``mlp = "none"``, the layer one
-  ``parallel`` half with a shared norm), no positions, a final RMSNorm. ``num_heads`` is
+  ``mamba2`` mixer, added to the residual stream: x + mixer(norm(x)), a ``parallel`` layer
+  with a shared norm whose MLP is ``none``; no positions, a final RMSNorm. ``num_heads`` is
   the zoo's ``n_heads`` (``hook_z``'s heads are the scan's), ``head_dim`` the mixer's.
 
 The fields transformers reads only to draw fresh weights (``time_step_min``, ...) are
 ignored; ``residual_in_fp32`` changes nothing in float32 and is ignored too (a half
 precision model keeps its residual stream in its own dtype). A ``time_step_limit`` other
 than (0, inf) is refused by name.
+
+One known difference, left padding with ``use_bias`` (no released checkpoint has it):
+transformers zeroes a padded position's input, so ``in_proj``'s bias still reaches the
+real tokens through the convolution; ``mamba2`` zeroes the convolution's input, so padding
+never does. Unpadded and right-padded inputs, and every model without ``use_bias``, are exact.
 """
 
 from __future__ import annotations
@@ -59,7 +64,9 @@ def option(name: str, default: Any) -> Any:
 
 
 def proj_bias(config: ModelConfig) -> bool:
-    return bool(option("proj_bias", config.bias)(config))
+    """Biases on in_proj and out_proj: the mixer's option, else the config's bias (as the mixer reads it)."""
+    value = config.attention.options.get("proj_bias")
+    return config.bias if value is None else bool(value)
 
 
 MAMBA2 = Family(
