@@ -38,7 +38,9 @@ CROSS = [n.replace("attn.", "cross_attn.") for n in ATTENTION] + ["hook_cross_ou
 
 # MLPs whose points are not the contract's activation input and output projection's input:
 # an MoE has one of each per expert (so neither point), and marks its router's logits.
-MLP_POINTS = {"moe": ["mlp.hook_router"]}
+MLP_POINTS = {"moe": ["mlp.hook_router"], "none": []}
+# Points a token mixer without scores marks itself, before hook_z: Mamba-2's convolution and scan outputs.
+MIXER_POINTS = {"mamba2": ["attn.hook_conv", "attn.hook_scan"]}
 
 
 def attends(kind: str, spec: Any) -> bool:
@@ -54,7 +56,8 @@ def block_scheme(kind: str = "", spec: Any = "") -> list[str]:
     """A block's points for a model with component ``spec`` of ``kind``, in forward order."""
     name = spec if isinstance(spec, str) else spec.get("name")
     if not attends(kind, spec):
-        return [n for n in BLOCK if n not in ATTENTION or n == "attn.hook_z"]
+        at = BLOCK.index("attn.hook_z")
+        return [*BLOCK[:1], *MIXER_POINTS.get(name, []), *BLOCK[at:]]
     if kind != "mlp" or name not in MLP_POINTS:
         return BLOCK
     at = BLOCK.index("mlp.hook_pre")
@@ -97,7 +100,8 @@ def test_every_component_exposes_every_point_and_leaves_the_forward_unchanged(ki
     assert model.hook_state is None and no_module_hooks(model)
     torch.testing.assert_close(model(idx), plain, rtol=0, atol=0)
     heads, dk = model.config.n_heads, model.config.head_dim
-    assert cache["blocks.1.attn.hook_z"].shape == (2, 7, heads, dk)
+    width = dk if attends(kind, spec) else model.blocks[1].attn.out_proj.in_features // heads  # a scan's are wider
+    assert cache["blocks.1.attn.hook_z"].shape == (2, 7, heads, width)
     torch.testing.assert_close(cache["hook_logits"], out)
     if not attends(kind, spec):
         return

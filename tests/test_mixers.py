@@ -1,5 +1,5 @@
 """The 2025 token mixers of zoo-modern: attention sinks (GPT-OSS), chunked local attention
-(Llama 4) and the short convolution (LFM2), each against a reference written out here or
+(Llama 4), the short convolution (LFM2) and Mamba-2's scan (more in test_mamba2), each against a reference written out here or
 transformers' own module, swapped into GPT-2, trained, decoded with the cache, probed.
 
 The registry-wide tests (test_components, test_hooks, test_compile, test_checkpoint,
@@ -23,7 +23,7 @@ from zoo.probe import probe
 from zoo_modern.local_attention import ChunkedAttention, SinkAttention, chunk_mask
 from zoo_modern.short_conv import ShortConv
 
-NEW = ["sinks", "chunked", "short_conv"]
+NEW = ["sinks", "chunked", "short_conv", "mamba2"]
 # Options small enough that 5 prompt tokens and 8 new ones cross windows, chunks and kernels.
 DECODED: list[Any] = [
     "sinks",
@@ -32,6 +32,8 @@ DECODED: list[Any] = [
     {"name": "chunked", "chunk_size": 5, "n_kv_heads": 1},
     "short_conv",
     {"name": "short_conv", "kernel_size": 5, "conv_bias": True},
+    {"name": "mamba2", "d_state": 8, "chunk_size": 3},
+    {"name": "mamba2", "n_groups": 2, "conv_kernel": 2, "proj_bias": False, "head_dim": 4},
 ]
 
 
@@ -56,6 +58,9 @@ def test_zoo_components_lists_it(name: str, capsys: pytest.CaptureFixture[str]) 
 # What each adds to gpt2-small's 12 layers of d = 768: a sink per head; nothing; the depthwise kernel of 3
 # taps and its bias per channel, beside in_proj (3d x d) and out_proj, attention's qkv and out in size.
 EXTRA_PARAMETERS = {"sinks": 12 * 12, "chunked": 0, "short_conv": 12 * (3 + 1) * 768}
+# Mamba-2's, head_dim 64: in_proj to z, x (2d each), B, C (128 each) and 24 time steps, the kernel of 4 and
+# its bias over x, B, C, A_log, D and dt_bias per head, the gated norm, out_proj (2d -> d), less attention's.
+EXTRA_PARAMETERS["mamba2"] = 12 * (769 * 3352 + 5 * 1792 + 3 * 24 + 1536 + 1537 * 768 - 769 * 4 * 768)
 
 
 @pytest.mark.parametrize("name", NEW)
@@ -78,7 +83,7 @@ def test_it_swaps_into_gpt2_and_three_steps_lower_the_loss(name: str) -> None:
     assert losses[2] < losses[0], losses
 
 
-@pytest.mark.parametrize("name", ["chunked", "short_conv"])
+@pytest.mark.parametrize("name", ["chunked", "short_conv", "mamba2"])
 def test_a_causal_only_mixer_is_refused_in_an_encoder_decoder(name: str) -> None:
     with pytest.raises(zoo.ConfigError, match=rf"'{name}'.*decoder-only"):
         zoo.get_config("transformer-2017-base", attention=name)

@@ -37,6 +37,8 @@ MODERN = {
     ("attention", "sinks"),
     ("attention", "chunked"),
     ("attention", "short_conv"),
+    ("attention", "mamba2"),
+    ("mlp", "none"),
 }
 PACKAGE = Path(__file__).resolve().parents[1] / "examples" / "zoo-modern"
 

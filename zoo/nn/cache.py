@@ -9,6 +9,9 @@ copy of one position, not a copy of the prefix.
 A layer with a sliding window of W positions gets a ``RollingLayerCache``: it keeps the
 last W - 1 keys and values only (all a later query can see), so decoding past the
 window holds memory bounded by the window, not the context.
+
+A recurrent mixer (Mamba-2's scan) also keeps its ``state``: one tensor (B, ...) that
+each call replaces whole, not a position per token; beam search reorders it with the rest.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ class LayerCache:
         self.keys: Tensor | None = None
         self.values: Tensor | None = None
         self.length = 0
+        #: A recurrent mixer's state after the positions so far, (B, ...), replaced by each call.
+        self.state: Tensor | None = None
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append (B, H_kv, S, d) keys and values; return all of them so far."""
@@ -81,11 +86,12 @@ class LayerCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the keys and values stored so far (not the spare capacity)."""
+        """Bytes of the keys, values and state stored so far (not the spare capacity)."""
+        state = 0 if self.state is None else self.state.numel() * self.state.element_size()
         if self.keys is None or self.values is None:
-            return 0
+            return state
         per_position = (self.keys[:, :, :1].numel() + self.values[:, :, :1].numel()) * self.keys.element_size()
-        return per_position * self.stored
+        return per_position * self.stored + state
 
 
 class RollingLayerCache(LayerCache):
@@ -146,9 +152,11 @@ class KVCache:
         return sum(layer.nbytes for layer in self.layers)
 
     def reorder(self, rows: Tensor) -> None:
-        """Keep, as row ``i``, the keys and values of row ``rows[i]`` (beam search's
+        """Keep, as row ``i``, the keys, values and state of row ``rows[i]`` (beam search's
         beams following their best continuations)."""
         for layer in self.layers:
             if layer.keys is not None and layer.values is not None:
                 layer.keys = layer.keys.index_select(0, rows)
                 layer.values = layer.values.index_select(0, rows)
+            if layer.state is not None:
+                layer.state = layer.state.index_select(0, rows)

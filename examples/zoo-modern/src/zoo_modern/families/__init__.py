@@ -6,6 +6,7 @@
 - ``legacy``: Gemma 2, Gemma 3 and SmolLM3, still converter classes (to become tables);
 - ``neox_like``: GPT-NeoX, GPT-J, Phi, Falcon;
 - ``hybrids``: LFM2 (short convolutions between attention layers);
+- ``state_space``: Mamba-2 (a selective state-space scan in every layer, no attention);
 
 one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.
 """
@@ -13,9 +14,16 @@ one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.
 from __future__ import annotations
 
 from zoo.plugin import Converter, converter
-from zoo_modern.families import gpt2_like, hybrids, legacy, llama_like, moe, neox_like
+from zoo_modern.families import gpt2_like, hybrids, legacy, llama_like, moe, neox_like, state_space
 
-FAMILIES = (*llama_like.FAMILIES, *moe.FAMILIES, *gpt2_like.FAMILIES, *neox_like.FAMILIES, *hybrids.FAMILIES)
+FAMILIES = (
+    *llama_like.FAMILIES,
+    *moe.FAMILIES,
+    *gpt2_like.FAMILIES,
+    *neox_like.FAMILIES,
+    *hybrids.FAMILIES,
+    *state_space.FAMILIES,
+)
 CONVERTERS: tuple[Converter, ...] = (*(converter(family) for family in FAMILIES), *legacy.CONVERTERS)
 #: The presets zoo-modern ships (``presets/<name>.toml``): its own designs and released checkpoints.
 PRESETS = (

@@ -1,0 +1,116 @@
+"""State-space families: layers that mix tokens by a recurrence, without attention.
+
+- Mamba-2 (state-spaces, Codestral Mamba): every layer is RMSNorm, then zoo-modern's
+  ``mamba2`` mixer, added to the residual stream: x + mixer(norm(x)), a ``parallel`` layer
+  with a shared norm whose MLP is ``none``; no positions, a final RMSNorm. ``num_heads`` is
+  the zoo's ``n_heads`` (``hook_z``'s heads are the scan's), ``head_dim`` the mixer's.
+
+The fields transformers reads only to draw fresh weights (``time_step_min``, ...) are
+ignored; ``residual_in_fp32`` changes nothing in float32 and is ignored too (a half
+precision model keeps its residual stream in its own dtype). A ``time_step_limit`` other
+than (0, inf) is refused by name.
+
+One known difference, left padding with ``use_bias`` (no released checkpoint has it):
+transformers zeroes a padded position's input, so ``in_proj``'s bias still reaches the
+real tokens through the convolution; ``mamba2`` zeroes the convolution's input, so padding
+never does. Unpadded and right-padded inputs, and every model without ``use_bias``, are exact.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.plugin import REQUIRED, Count, Epsilon, F, Family, ModelConfig, W
+from zoo_modern.families.readers import refuse_unless
+
+IGNORED = F("", None)
+#: Fields transformers' Mamba-2 reads only to initialise weights, or only in half precision.
+INIT_ONLY = "time_step_rank time_step_min time_step_max time_step_floor rescale_prenorm_residual residual_in_fp32"
+MIXER = "mamba2"
+#: (0, inf) as config.json holds it: transformers 5 writes infinity as {"__float__": "Infinity"}.
+UNLIMITED = ([0.0, math.inf], [0.0, {"__float__": "Infinity"}], [0, math.inf], [0, {"__float__": "Infinity"}])
+
+
+def scan_heads(config: ModelConfig) -> int:
+    """The mixer's heads: ``expand * d_model / head_dim`` (``num_heads`` of config.json)."""
+    return int(config.attention.options.get("expand", 2) * config.d_model // config.head_dim)
+
+
+def mamba2_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """The heads as transformers checks them, and a time step without limits."""
+    d, options = fields["d_model"], fields["attention"]
+    heads, expand = fields["n_heads"], options["expand"]
+    why = f"hidden_size * expand = {d * expand} is num_heads * head_dim in Mamba-2"
+    refuse_unless(heads * options["head_dim"] == d * expand, where, "num_heads", heads, why)
+    refuse_unless(heads % options["n_groups"] == 0, where, "n_groups", options["n_groups"], "it divides num_heads")
+    limit = hf.get("time_step_limit")
+    unlimited = limit is None or (isinstance(limit, list | tuple) and list(limit) in UNLIMITED)
+    refuse_unless(unlimited, where, "time_step_limit", limit, "the zoo's mamba2 does not clamp its time steps")
+    refuse_unless(d % heads == 0, where, "num_heads", heads, f"the zoo's heads divide hidden_size={d}")
+    return {**fields, "max_seq_len": hf.get("max_position_embeddings") or 1 << 20}
+
+
+def mamba2_blockers(config: ModelConfig, arch: str) -> list[str]:
+    """A model whose heads are not the scan's (hook_z's grouping, written as num_heads)."""
+    if config.n_heads != scan_heads(config):
+        return [f"{config.n_heads} heads where the mamba2 mixer has {scan_heads(config)} ({arch}'s num_heads is both)"]
+    return []
+
+
+def option(name: str, default: Any) -> Any:
+    return lambda config: config.attention.options.get(name, default)
+
+
+def proj_bias(config: ModelConfig) -> bool:
+    """Biases on in_proj and out_proj: the mixer's option, else the config's bias (as the mixer reads it)."""
+    value = config.attention.options.get("proj_bias")
+    return config.bias if value is None else bool(value)
+
+
+MAMBA2 = Family(
+    architecture="Mamba2ForCausalLM",
+    model_type="mamba2",
+    description="Mamba-2: a selective state-space scan (SSD) and a gated RMSNorm in every layer, no attention, no MLP",
+    prefix="backbone.",
+    embedding="embeddings.weight",
+    fields={
+        "vocab_size": F("vocab_size", REQUIRED, Count),
+        "hidden_size": F("d_model", 4096, Count),
+        "num_hidden_layers": F("n_layers", 64, Count),
+        "num_heads": F("n_heads", 128, Count, out=scan_heads),
+        "head_dim": F("attention.head_dim", 64, Count, out=lambda c: c.head_dim),
+        "state_size": F("attention.d_state", 128, Count),
+        "expand": F("attention.expand", 2, Count),
+        "n_groups": F("attention.n_groups", 8, Count),
+        "conv_kernel": F("attention.conv_kernel", 4, Count),
+        "chunk_size": F("attention.chunk_size", 256, Count),
+        "use_bias": F("attention.proj_bias", False, bool, out=proj_bias),
+        "use_conv_bias": F("attention.conv_bias", True, bool, out=option("conv_bias", True)),
+        "layer_norm_epsilon": F("norm_eps", 1e-5, Epsilon),
+        "hidden_act": F.must("silu", "Mamba-2's convolution is followed by SiLU in the zoo", str),
+        "tie_word_embeddings": F("tie_embeddings", False, bool),
+        "max_position_embeddings": F("", None, Count, out=lambda c: c.max_seq_len),
+        "time_step_limit": IGNORED,  # read by mamba2_read: (0, inf) only
+        **{name: IGNORED for name in INIT_ONLY.split()},
+    },
+    zoo={"bias": False, "attention": {"name": MIXER}, "norm": "rmsnorm", "position": "none", "mlp": "none"}
+    | {"placement": {"name": "parallel", "shared_norm": True}, "init": "gpt2"},
+    layer={
+        "attn_residual.norm.weight": "norm.weight",
+        "attn.in_proj.weight": "mixer.in_proj.weight",
+        "attn.in_proj.bias": W("mixer.in_proj.bias", when=proj_bias),
+        "attn.conv.weight": "mixer.conv1d.weight",
+        "attn.conv.bias": W("mixer.conv1d.bias", when=option("conv_bias", True)),
+        **{f"attn.{p}": f"mixer.{p}" for p in ("A_log", "D", "dt_bias")},
+        "attn.norm.weight": "mixer.norm.weight",
+        "attn.out_proj.weight": "mixer.out_proj.weight",
+        "attn.out_proj.bias": W("mixer.out_proj.bias", when=proj_bias),
+    },
+    top={"tok_emb.weight": "embeddings.weight", "final_norm.weight": "norm_f.weight", "head.weight": "lm_head.weight"},
+    read=(mamba2_read,),
+    blockers=(mamba2_blockers,),
+)
+
+FAMILIES = (MAMBA2,)
