@@ -201,6 +201,18 @@ def prepared_bytes(folder: Path, chars: int) -> Path:
     return prepared.path
 
 
+def edit_in_place(path: Path, swaps: dict[str, str]) -> None:
+    """``path`` with each key of ``swaps`` swapped with its value (equal lengths), so the
+    file keeps its size, then its old mtime put back (as ``cp -p`` or ``rsync -t`` leave it)."""
+    stamp, text = path.stat(), path.read_text(encoding="utf-8")
+    for old, new in swaps.items():
+        assert len(old) == len(new) and old in text and new in text, (old, new)
+        text = text.replace(old, "\0").replace(new, old).replace("\0", new)
+    path.write_text(text, encoding="utf-8")
+    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert path.stat().st_size == stamp.st_size and path.stat().st_mtime_ns == stamp.st_mtime_ns
+
+
 def bundled_lines(count: int | None = None) -> list[str]:
     """Lines of the bundled corpus (Shakespeare), blank ones dropped."""
     from zoo.training.corpus import bundled_corpus
