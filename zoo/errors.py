@@ -23,6 +23,7 @@ __all__ = [
     "ConfigError",
     "DivergenceError",
     "InputError",
+    "ArgumentError",
     "PresetError",
     "RegistryError",
     "UnknownComponentError",
@@ -62,6 +63,12 @@ class DivergenceError(ConfigError):
 
 class InputError(ZooError, ValueError):
     """Input to a model is malformed: wrong shape or dtype, or a token outside the vocabulary."""
+
+
+class ArgumentError(InputError, TypeError):
+    """A public function was called without an argument it needs, with one it does not
+    take, or with too many positional ones. A ``TypeError`` too, as Python's own is, so
+    code that catches that still catches this."""
 
 
 class PresetError(ZooError):
@@ -222,7 +229,7 @@ def os_error(err: OSError, action: str, path: object, error: type[ZooError] = Zo
 
 # What a message calls a value of each type a public parameter names.
 _TYPE_WORDS = {
-    "str": "a string", "int": "an integer", "float": "a number", "None": "None", "PathLike": "a path",
+    "str": "a string", "int": "an integer", "float": "a number", "None": "None", "PathLike": "a path", "Path": "a path",
     "Mapping": "a mapping", "dict": "a dict", "Sequence": "a sequence", "Iterable": "an iterable",
     "list": "a list", "Callable": "a function", "Tensor": "a tensor", "Module": "a torch module",
     "Generator": "a torch.Generator", "device": "a torch.device", "dtype": "a torch.dtype",
@@ -288,6 +295,46 @@ def _taken(kinds: tuple[type, ...]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
 
 
+def _call_error(
+    name: str,
+    signature: inspect.Signature,
+    args: tuple[object, ...],
+    keywords: dict[str, object],
+    kinds: dict[str, tuple[type, ...]],
+    err: TypeError,
+) -> ArgumentError:
+    """The ``ArgumentError`` for a call ``signature.bind`` refused: the first argument it
+    needs and was not given (what it takes), a keyword it does not take (the names
+    nearest), or the count of positional arguments it takes."""
+    parameters = list(signature.parameters.values())
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(args) > len(positional) and not any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return ArgumentError(
+            f"{name}() takes at most {len(positional)} positional argument(s) "
+            f"({', '.join(p.name for p in positional) or 'none'}), got {len(args)}; pass the others by name"
+        )
+    names = [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    unknown = [key for key in keywords if key not in names]
+    if unknown and not any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return ArgumentError(
+            f"{name}() takes no argument {quoted(unknown[0], 60)}.{did_you_mean(unknown[0], names)} "
+            f"Its arguments: {', '.join(names)}"
+        )
+    given = {p.name for p in positional[: len(args)]} | set(keywords)
+    for parameter in parameters:
+        if parameter.default is parameter.empty and parameter.kind not in (
+            parameter.VAR_POSITIONAL,
+            parameter.VAR_KEYWORD,
+        ):
+            if parameter.name not in given:
+                taken = f" ({_taken(kinds[parameter.name])})" if parameter.name in kinds else ""
+                return ArgumentError(
+                    f"{name}() needs the argument {parameter.name}{taken}, which was not given; "
+                    f"give {parameter.name}=..."
+                )
+    return ArgumentError(f"{name}(): {printable(str(err))}")  # e.g. an argument given twice: Python's words
+
+
 def checked_types(*own: str) -> Callable[[F], F]:
     """A decorator: the function, refusing an argument of a type its annotation does not
     name (a list for a path, ``'4'`` for a count) with an ``InputError`` naming the argument
@@ -307,8 +354,8 @@ def checked_types(*own: str) -> Callable[[F], F]:
                 kinds = {k: v for k, v in _parameter_kinds(signature, space).items() if k not in own}
             try:
                 bound = signature.bind(*args, **keywords)
-            except TypeError:  # a missing or unknown argument: the function names it itself
-                return function(*args, **keywords)
+            except TypeError as err:  # a missing or unknown argument, or too many
+                raise _call_error(function.__name__, signature, args, keywords, kinds, err) from None
             for name, value in bound.arguments.items():
                 if name in kinds and not _fits(value, kinds[name]):
                     raise InputError(
