@@ -200,7 +200,7 @@ def test_a_missing_required_argument_is_an_argument_error_naming_it(call: str, n
     ("call", "message"),
     [(lambda: zoo.list_models("a", "b"), r"list_models\(\) takes at most 1 positional argument\(s\) \(pattern\), got 2"),
      (lambda: zoo.save(MODEL, PLACE, metdata={}), r"save\(\) takes no argument 'metdata'\. Did you mean 'metadata'"),
-     (lambda: zoo.ablate.run_ablation(out_dir=PLACE, out_dri=PLACE), r"run_ablation\(\) takes no argument 'out_dri'")],
+     (lambda: zoo.probe.probe(MODEL, IDS, tokenz=1), r"probe\(\) takes no argument .tokenz.\. Did you mean .tokens.")],
 )  # fmt: skip
 def test_an_unknown_or_extra_argument_is_an_argument_error(call: Callable[[], Any], message: str) -> None:
     with pytest.raises(ArgumentError, match=message):

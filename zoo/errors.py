@@ -296,42 +296,38 @@ def _taken(kinds: tuple[type, ...]) -> str:
 
 
 def _call_error(
-    name: str,
+    function: Callable[..., Any],
     signature: inspect.Signature,
     args: tuple[object, ...],
     keywords: dict[str, object],
     kinds: dict[str, tuple[type, ...]],
     err: TypeError,
-) -> ArgumentError:
-    """The ``ArgumentError`` for a call ``signature.bind`` refused: the first argument it
-    needs and was not given (what it takes), a keyword it does not take (the names
-    nearest), or the count of positional arguments it takes."""
-    parameters = list(signature.parameters.values())
+) -> ArgumentError | None:
+    """The ``ArgumentError`` for a call ``signature.bind`` refused: the count of positional
+    arguments it takes, the first argument it needs and was not given (what it takes), or a
+    keyword it does not take (the names nearest); None for a keyword left to a function
+    that takes ``**options`` behind its signature and names them itself."""
+    name, parameters = function.__name__, list(signature.parameters.values())
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(args) > len(positional) and not any(p.kind is p.VAR_POSITIONAL for p in parameters):
         return ArgumentError(
             f"{name}() takes at most {len(positional)} positional argument(s) "
             f"({', '.join(p.name for p in positional) or 'none'}), got {len(args)}; pass the others by name"
         )
+    given = {p.name for p in positional[: len(args)]} | set(keywords)
+    for p in parameters:
+        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in given:
+            taken = f" ({_taken(kinds[p.name])})" if p.name in kinds else ""
+            return ArgumentError(f"{name}() needs the argument {p.name}{taken}, which was not given; give {p.name}=...")
     names = [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     unknown = [key for key in keywords if key not in names]
-    if unknown and not any(p.kind is p.VAR_KEYWORD for p in parameters):
+    if unknown and getattr(function, "__code__", None) and function.__code__.co_flags & inspect.CO_VARKEYWORDS:
+        return None  # its **options: it names an unknown one itself, with the nearest
+    if unknown:
         return ArgumentError(
             f"{name}() takes no argument {quoted(unknown[0], 60)}.{did_you_mean(unknown[0], names)} "
             f"Its arguments: {', '.join(names)}"
         )
-    given = {p.name for p in positional[: len(args)]} | set(keywords)
-    for parameter in parameters:
-        if parameter.default is parameter.empty and parameter.kind not in (
-            parameter.VAR_POSITIONAL,
-            parameter.VAR_KEYWORD,
-        ):
-            if parameter.name not in given:
-                taken = f" ({_taken(kinds[parameter.name])})" if parameter.name in kinds else ""
-                return ArgumentError(
-                    f"{name}() needs the argument {parameter.name}{taken}, which was not given; "
-                    f"give {parameter.name}=..."
-                )
     return ArgumentError(f"{name}(): {printable(str(err))}")  # e.g. an argument given twice: Python's words
 
 
@@ -355,7 +351,10 @@ def checked_types(*own: str) -> Callable[[F], F]:
             try:
                 bound = signature.bind(*args, **keywords)
             except TypeError as err:  # a missing or unknown argument, or too many
-                raise _call_error(function.__name__, signature, args, keywords, kinds, err) from None
+                refused = _call_error(function, signature, args, keywords, kinds, err)
+                if refused is None:
+                    return function(*args, **keywords)
+                raise refused from None
             for name, value in bound.arguments.items():
                 if name in kinds and not _fits(value, kinds[name]):
                     raise InputError(
