@@ -120,3 +120,17 @@ def test_a_built_in_task_not_cached_offline_names_the_variables(
     ending_error(
         capsys.readouterr().err, "the task 'lambada_openai' needs data from the Hugging Face hub", "HF_HUB_OFFLINE"
     )
+
+
+def test_an_error_met_after_loading_names_every_task_it_may_be_of() -> None:
+    """Met while lm-eval reads the documents, after every task loaded: the tasks it may be
+    of are named; an error that is not about data (or the zoo's own) is left as it is."""
+    from zoo.task_checks import task_data_error
+
+    try:
+        open("/no-such-folder/rows.jsonl")  # noqa: SIM115 - the real error, from the OS
+    except FileNotFoundError as err:
+        found = task_data_error(["zoo_a", "zoo_b"], err)
+    assert found is not None and str(found).startswith("the task 'zoo_a' or 'zoo_b' cannot find its data")
+    assert task_data_error("zoo_a", KeyError("question")) is None
+    assert task_data_error("zoo_a", zoo.InputError("said already")) is None

@@ -476,7 +476,7 @@ def _run(lm: ZooLM, names: list[str], manager: Any, tracker: Any, **options: Any
     try:
         results = simple_evaluate(model=lm, tasks=names, task_manager=manager, evaluation_tracker=tracker, **options)
     except Exception as err:
-        found = task_data_error(", ".join(names), err)  # met while reading the documents, after loading
+        found = task_data_error(names, err)  # met while reading the documents, after loading
         if found is not None:
             raise found from err
         if not isinstance(err, ValueError) or "marked as unsafe" not in str(err):

@@ -179,13 +179,14 @@ OFFLINE = ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")
 DAMAGED = ("ArrowException", "DatasetGenerationError", "UnicodeDecodeError", "JSONDecodeError", "ParserError")
 
 
-def task_data_error(task: str, err: BaseException) -> ZooError | None:
+def task_data_error(task: str | Sequence[str], err: BaseException) -> ZooError | None:
     """The ``InputError`` for ``err``, met while loading or reading the task ``task``'s
-    data, naming the task and the fix; None for an error that is not about its data."""
+    data (or one of several tasks', met after loading), naming the task and the fix; None
+    for an error that is not about its data."""
     chain = list(_chain(err))
     if any(isinstance(e, ZooError) for e in chain):
         return None  # the zoo's own error says it already
-    name = quoted(printable(task, 80))
+    name = " or ".join(quoted(printable(one, 80)) for one in ([task] if isinstance(task, str) else task))
     said = _said(err)
     if any(isinstance(e, ConnectionError) for e in chain):
         if _offline():
