@@ -513,6 +513,20 @@ def test_a_tokenizer_edited_in_place_is_never_served_from_a_cache(
     assert after != before and after == zoo.tokenizer(str(folder)).encode("h")[0]
 
 
+def test_a_built_in_tokenizer_is_keyed_by_its_name_whatever_the_folder_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder named ``bytes`` with tokenizer files in the current folder is not the
+    built-in tokenizer: text prepared with ``bytes`` is found in the cache from any folder."""
+    monkeypatch.setenv("ZOO_DATA_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "corpus.txt").write_text("hello " * 300)
+    first = resolve_data(tmp_path / "corpus.txt", tokenizer="bytes", val_fraction=0.1)
+    train_tokenizer(tmp_path / "here" / "bytes")
+    monkeypatch.chdir(tmp_path / "here")
+    again = resolve_data(tmp_path / "corpus.txt", tokenizer="bytes", val_fraction=0.1)
+    assert first.path is not None and again.path == first.path
+
+
 @pytest.mark.parametrize("cache", ["file", "file/below"])
 def test_a_bad_data_cache_is_an_input_error_naming_the_variable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache: str

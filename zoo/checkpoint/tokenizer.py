@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from zoo.checkpoint.records import FILE_NAMES, checked_record
+from zoo.checkpoint.records import FILE_NAMES, NAMES, checked_record
 from zoo.errors import ConfigError, InteropError, printable, quoted
 from zoo.files import digest, read_bytes
 
@@ -124,6 +124,8 @@ def tokenizer_stamp(source: str) -> str:
     its folder's tokenizer files (or of the file it names), so an edited tokenizer is never
     served from a cache; ``""`` for a name or hub id (a hub snapshot is keyed by its commit)."""
     path = Path(source)
+    if source in NAMES:  # a built-in, whatever the current folder holds under its name
+        return ""
     if path.is_file():
         return digest(path, InteropError, "tokenizer file")
     if not path.is_dir():
