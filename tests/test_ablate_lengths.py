@@ -9,6 +9,7 @@ import copy
 import importlib.util
 import json
 import math
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import check_region_against_results, prepared_bytes
+from helpers import check_region_against_results, forge_record, prepared_bytes
 from zoo.ablate import AblationResult, run_ablation
 from zoo.ablate.docs import regions
 from zoo.ablate.extrapolation import extrapolated, extrapolation_sentence, marked
@@ -287,3 +288,30 @@ def test_a_prepared_split_too_short_for_the_longest_length_is_refused(tmp_path: 
     with pytest.raises(ConfigError, match=r"--eval-lengths: the validation split holds 400 tokens, fewer than the 513"):
         run_ablation("transformer-2017", "gpt2-small", **scale, data=data, eval_lengths=[32], out_dir=out)
     assert not out.exists()
+
+
+def test_an_edited_loss_at_a_length_is_scored_again(ran: AblationResult, tmp_path: Path) -> None:
+    """A record whose --eval-lengths loss was edited (its digest and checkpoint re-signed):
+    its weights score another loss there, so the row trains again, and a note says so."""
+    out = tmp_path / "out"
+    shutil.copytree(ran.results_path.parent, out)
+    stem = ran.runs[0].seeds[0].checkpoint.stem
+    true = json.loads((out / f"{stem}.json").read_text())["eval_lengths"][str(2 * T)]
+
+    def better(record: dict[str, Any]) -> None:
+        record["eval_lengths"][str(2 * T)] = true / 2  # "it extrapolates"
+
+    forge_record(out, stem, better)
+    again = run_ablation(
+        "transformer-2017",
+        "gpt2-small",
+        **SCALE,
+        seeds=2,
+        tokenizer="bytes",
+        swaps=SWAPS,
+        eval_lengths=[2],
+        out_dir=out,
+    )
+    assert again.trained == [stem]
+    assert json.loads((out / f"{stem}.json").read_text())["eval_lengths"][str(2 * T)] == true
+    assert any(f"its loss at {2 * T} tokens (--eval-lengths) is not what" in note for note in again.notes)

@@ -22,10 +22,9 @@ import pytest
 import safetensors.torch
 import torch
 
-from helpers import join_file, resign, split_file
+from helpers import forge_record, resign, split_file
 from zoo.ablate import AblationResult, run_ablation
 from zoo.ablate.docs import region_markdown
-from zoo.ablate.records import _body_digest
 from zoo.ablate.report import report_markdown
 from zoo.checkpoint.store import write_safetensors
 
@@ -71,22 +70,53 @@ def test_an_edited_record_with_a_re_signed_checkpoint_is_trained_again(
     result, data = done
     out = copy(result, tmp_path / "out")
     record_path = out / f"{BASE}.json"
-    record = json.loads(record_path.read_text())
-    record["final_val_loss"] = 0.25  # a far better base than it was
-    record["curve"][-1]["val_loss"] = 0.25
-    record["digest"] = _body_digest(record)
-    record_path.write_text(json.dumps(record, indent=1) + "\n")
-    checkpoint = out / f"{BASE}.safetensors"
-    header, tensors = split_file(checkpoint.read_bytes())
-    user = json.loads(header["__metadata__"]["zoo.metadata"])
-    user["ablation"].update(final_val_loss=0.25, record_digest=record["digest"])
-    header["__metadata__"]["zoo.metadata"] = json.dumps(user)
-    checkpoint.write_bytes(resign(join_file(header, tensors)))  # verifies, and names the edited record
 
+    def better(record: dict[str, Any]) -> None:
+        record["final_val_loss"] = record["curve"][-1]["val_loss"] = 0.25  # a far better base than it was
+
+    forge_record(out, BASE, better)  # both verify, and the checkpoint names the edited record
     again = ablate(out, data)
     assert again.trained == [BASE]  # the forged record was not trusted
     assert losses(again) == losses(result)  # and the true loss is back
     assert json.loads(record_path.read_text())["final_val_loss"] == result.runs[0].seeds[0].final_val_loss
+
+
+def _no_final(record: dict[str, Any]) -> None:
+    record["final_val_loss"] = None
+
+
+def _first(record: dict[str, Any]) -> None:
+    record["curve"][0]["val_loss"] = 0.5  # "it started low": the first point, scored by the seed's weights
+
+
+def _last_only(record: dict[str, Any]) -> None:
+    record["curve"][-1]["val_loss"] = 0.25  # the curve's end, not the final loss
+
+
+#: A record edited (digest and checkpoint re-signed) in each loss a report reads, and what the note says.
+FORGED = {
+    "no final loss": (_no_final, "its final loss is missing or is not its curve's last loss"),
+    "first loss": (_first, "its first loss (step 0) is not what the seed's initial weights score"),
+    "curve's last loss": (_last_only, "its final loss is missing or is not its curve's last loss"),
+}
+
+
+@pytest.mark.parametrize("forged", FORGED)
+def test_every_loss_a_report_reads_from_a_record_is_scored_again(
+    done: tuple[AblationResult, Path], tmp_path: Path, forged: str
+) -> None:
+    """Each forged loss: the row trains again (never a raw error, never the forged number),
+    and the result and report.md say which record was not reused, why, and that it retrained."""
+    result, data = done
+    out = copy(result, tmp_path / "out")
+    edit, why = FORGED[forged]
+    forge_record(out, BASE, edit)
+    again = ablate(out, data)
+    assert again.trained == [BASE] and losses(again) == losses(result)
+    assert again.runs[0].seeds[0].curve == result.runs[0].seeds[0].curve
+    (note,) = [note for note in again.notes if note.startswith(f"{BASE}.json was not reused")]
+    assert why in note and "trained again" in note
+    assert f"{BASE}.json was not reused: {why}" in (out / "report.md").read_text().replace("\\", "")
 
 
 @pytest.mark.parametrize("garbage", ["bytes", "empty", "truncated", "another run's weights"])
@@ -114,6 +144,8 @@ def test_a_garbage_base_checkpoint_is_never_reused(
         checkpoint.write_bytes(resign(checkpoint.read_bytes()))
     again = ablate(out, data)
     assert again.trained == [BASE] and losses(again) == losses(result)
+    cause = "its final loss" if garbage == "another run's weights" else "its checkpoint does not verify"
+    assert any(note.startswith(f"{BASE}.json was not reused: {cause}") for note in again.notes), again.notes
 
 
 def test_a_data_path_with_markdown_or_html_is_escaped_in_the_reports(done: tuple[AblationResult, Path]) -> None:

@@ -7,7 +7,9 @@ takes, never a raw ``TypeError`` or ``AttributeError`` from deep inside.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +21,7 @@ import zoo.decoding
 import zoo.probe
 import zoo.training
 from helpers import tiny
-from zoo import ZooError
+from zoo import ArgumentError, ZooError
 
 MODEL = tiny(vocab_size=256)
 IDS = torch.tensor([[1, 2, 3]])
@@ -157,3 +159,49 @@ def test_ids_on_the_meta_device_are_an_input_error(call: str, shape: tuple[int, 
     ids = torch.ones(shape, dtype=torch.long, device="meta")
     with pytest.raises(zoo.InputError, match=r"input_ids are on the meta device .*give real token ids .* cpu"):
         MODEL.generate(ids, 2) if call == "model.generate" else zoo.decoding.generate(MODEL, ids, 2)
+
+
+def _decorated() -> set[str]:
+    """The names of every function zoo/ decorates with ``checked_types``, from its source."""
+    root = Path(zoo.__file__).parent
+    found = re.compile(r"@checked_types\([^)]*\)\n(?:    )?def (\w+)")
+    return {name for path in root.rglob("*.py") for name in found.findall(path.read_text(encoding="utf-8"))}
+
+
+def _required(call: str) -> list[str]:
+    function = CALLS[call][0]
+    parameters = inspect.signature(function).parameters.values()
+    return [p.name for p in parameters if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+MISSING = [(call, name) for call in CALLS for name in _required(call)]
+
+
+def test_the_missing_argument_sweep_covers_every_checked_function() -> None:
+    covered = {CALLS[call][0].__name__ for call in CALLS}
+    assert _decorated() <= covered, _decorated() - covered
+    assert {("run_ablation", "out_dir"), ("save", "path"), ("model.generate", "input_ids")} <= set(MISSING)
+
+
+@pytest.mark.parametrize(("call", "name"), MISSING)
+def test_a_missing_required_argument_is_an_argument_error_naming_it(call: str, name: str) -> None:
+    """Every required argument of every checked call left out: an ``ArgumentError`` (a
+    ``ZooError``, and a ``TypeError`` as Python's own is) naming it and how to give it."""
+    function, required, *given = CALLS[call]
+    names = list(inspect.signature(function).parameters)
+    keywords = {**dict(zip(names, required)), **(given[0] if given else {})}
+    del keywords[name]
+    with pytest.raises(ArgumentError, match=rf"needs the argument {name}\b.*give {name}=") as raised:
+        function(**keywords)
+    assert isinstance(raised.value, TypeError) and isinstance(raised.value, ZooError)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [(lambda: zoo.list_models("a", "b"), r"list_models\(\) takes at most 1 positional argument\(s\) \(pattern\), got 2"),
+     (lambda: zoo.save(MODEL, PLACE, metdata={}), r"save\(\) takes no argument 'metdata'\. Did you mean 'metadata'"),
+     (lambda: zoo.probe.probe(MODEL, IDS, tokenz=1), r"probe\(\) takes no argument .tokenz.\. Did you mean .tokens.")],
+)  # fmt: skip
+def test_an_unknown_or_extra_argument_is_an_argument_error(call: Callable[[], Any], message: str) -> None:
+    with pytest.raises(ArgumentError, match=message):
+        call()

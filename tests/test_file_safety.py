@@ -31,7 +31,7 @@ import torch
 from safetensors.torch import save_file
 
 import zoo
-from helpers import error_line, not_a_regular_file, prepared_bytes, tiny
+from helpers import edit_in_place, error_line, not_a_regular_file, prepared_bytes, tiny, train_tokenizer
 from zoo.checkpoint.owned import LOCK, MARKER, FolderLockedError, claim, owned_folder, read_marker
 from zoo.cli import main
 from zoo.errors import InputError, InteropError, ZooError
@@ -489,6 +489,42 @@ def test_the_raw_text_cache_keys_on_content_not_mtime(tmp_path: Path, monkeypatc
     os.utime(text, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
     second = resolve_data(text, tokenizer="bytes", val_fraction=0.1)
     assert int(first.train.shards[0][0]) == ord("a") and int(second.train.shards[0][0]) == ord("b")
+
+
+@pytest.mark.parametrize("reader", ["tokenizer", "text prepared with it"])
+def test_a_tokenizer_edited_in_place_is_never_served_from_a_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str
+) -> None:
+    """A tokenizer folder edited with its files' sizes and mtimes kept: every cache of
+    something made with it (the built tokenizer, text prepared with it) keys on content."""
+    monkeypatch.setenv("ZOO_DATA_CACHE", str(tmp_path / "cache"))
+    folder = train_tokenizer(tmp_path / "tok")
+    text = tmp_path / "corpus.txt"
+    text.write_text("hike " * 400)
+
+    def first_token() -> int:
+        if reader == "tokenizer":
+            return zoo.tokenizer(str(folder)).encode("h")[0]
+        return int(resolve_data(text, tokenizer=str(folder), val_fraction=0.1).train.shards[0][0])
+
+    before = first_token()
+    edit_in_place(folder / "tokenizer.json", {'\n      "h": ': '\n      "k": '})  # "h" and "k" trade ids
+    after = first_token()
+    assert after != before and after == zoo.tokenizer(str(folder)).encode("h")[0]
+
+
+def test_a_built_in_tokenizer_is_keyed_by_its_name_whatever_the_folder_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder named ``bytes`` with tokenizer files in the current folder is not the
+    built-in tokenizer: text prepared with ``bytes`` is found in the cache from any folder."""
+    monkeypatch.setenv("ZOO_DATA_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "corpus.txt").write_text("hello " * 300)
+    first = resolve_data(tmp_path / "corpus.txt", tokenizer="bytes", val_fraction=0.1)
+    train_tokenizer(tmp_path / "here" / "bytes")
+    monkeypatch.chdir(tmp_path / "here")
+    again = resolve_data(tmp_path / "corpus.txt", tokenizer="bytes", val_fraction=0.1)
+    assert first.path is not None and again.path == first.path
 
 
 @pytest.mark.parametrize("cache", ["file", "file/below"])

@@ -23,6 +23,7 @@ __all__ = [
     "ConfigError",
     "DivergenceError",
     "InputError",
+    "ArgumentError",
     "PresetError",
     "RegistryError",
     "UnknownComponentError",
@@ -62,6 +63,12 @@ class DivergenceError(ConfigError):
 
 class InputError(ZooError, ValueError):
     """Input to a model is malformed: wrong shape or dtype, or a token outside the vocabulary."""
+
+
+class ArgumentError(InputError, TypeError):
+    """A public function was called without an argument it needs, with one it does not
+    take, or with too many positional ones. A ``TypeError`` too, as Python's own is, so
+    code that catches that still catches this."""
 
 
 class PresetError(ZooError):
@@ -222,7 +229,7 @@ def os_error(err: OSError, action: str, path: object, error: type[ZooError] = Zo
 
 # What a message calls a value of each type a public parameter names.
 _TYPE_WORDS = {
-    "str": "a string", "int": "an integer", "float": "a number", "None": "None", "PathLike": "a path",
+    "str": "a string", "int": "an integer", "float": "a number", "None": "None", "PathLike": "a path", "Path": "a path",
     "Mapping": "a mapping", "dict": "a dict", "Sequence": "a sequence", "Iterable": "an iterable",
     "list": "a list", "Callable": "a function", "Tensor": "a tensor", "Module": "a torch module",
     "Generator": "a torch.Generator", "device": "a torch.device", "dtype": "a torch.dtype",
@@ -288,6 +295,42 @@ def _taken(kinds: tuple[type, ...]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
 
 
+def _call_error(
+    function: Callable[..., Any],
+    signature: inspect.Signature,
+    args: tuple[object, ...],
+    keywords: dict[str, object],
+    kinds: dict[str, tuple[type, ...]],
+    err: TypeError,
+) -> ArgumentError | None:
+    """The ``ArgumentError`` for a call ``signature.bind`` refused: the count of positional
+    arguments it takes, the first argument it needs and was not given (what it takes), or a
+    keyword it does not take (the names nearest); None for a keyword left to a function
+    that takes ``**options`` behind its signature and names them itself."""
+    name, parameters = function.__name__, list(signature.parameters.values())
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(args) > len(positional) and not any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return ArgumentError(
+            f"{name}() takes at most {len(positional)} positional argument(s) "
+            f"({', '.join(p.name for p in positional) or 'none'}), got {len(args)}; pass the others by name"
+        )
+    given = {p.name for p in positional[: len(args)]} | set(keywords)
+    for p in parameters:
+        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in given:
+            taken = f" ({_taken(kinds[p.name])})" if p.name in kinds else ""
+            return ArgumentError(f"{name}() needs the argument {p.name}{taken}, which was not given; give {p.name}=...")
+    names = [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    unknown = [key for key in keywords if key not in names]
+    if unknown and getattr(function, "__code__", None) and function.__code__.co_flags & inspect.CO_VARKEYWORDS:
+        return None  # its **options: it names an unknown one itself, with the nearest
+    if unknown:
+        return ArgumentError(
+            f"{name}() takes no argument {quoted(unknown[0], 60)}.{did_you_mean(unknown[0], names)} "
+            f"Its arguments: {', '.join(names)}"
+        )
+    return ArgumentError(f"{name}(): {printable(str(err))}")  # e.g. an argument given twice: Python's words
+
+
 def checked_types(*own: str) -> Callable[[F], F]:
     """A decorator: the function, refusing an argument of a type its annotation does not
     name (a list for a path, ``'4'`` for a count) with an ``InputError`` naming the argument
@@ -307,8 +350,11 @@ def checked_types(*own: str) -> Callable[[F], F]:
                 kinds = {k: v for k, v in _parameter_kinds(signature, space).items() if k not in own}
             try:
                 bound = signature.bind(*args, **keywords)
-            except TypeError:  # a missing or unknown argument: the function names it itself
-                return function(*args, **keywords)
+            except TypeError as err:  # a missing or unknown argument, or too many
+                refused = _call_error(function, signature, args, keywords, kinds, err)
+                if refused is None:
+                    return function(*args, **keywords)
+                raise refused from None
             for name, value in bound.arguments.items():
                 if name in kinds and not _fits(value, kinds[name]):
                     raise InputError(

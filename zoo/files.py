@@ -17,12 +17,15 @@ import stat
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import xxhash
+
 from zoo.errors import ZooError, os_error, printable, quoted
 
 __all__ = [
     "MAX_DEPTH",
     "confined",
     "depth",
+    "digest",
     "loads",
     "open_append",
     "open_read",
@@ -70,6 +73,20 @@ def open_read(path: str | os.PathLike[str], error: type[ZooError], what: str = "
     fd = _open_regular(Path(path), error, what, follow=follow)
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
+
+
+def digest(path: str | os.PathLike[str], error: type[ZooError], what: str = "file") -> str:
+    """The xxh3-128 digest of the regular file ``path``'s content, read in 4 MiB blocks: what
+    every cache of something made from a file keys on (never its size and mtime, which
+    ``cp -p``, ``rsync -t`` or ``os.utime`` keep with new content)."""
+    hasher = xxhash.xxh3_128()
+    try:
+        with open_read(path, error, what) as handle:
+            while block := handle.read(1 << 22):
+                hasher.update(block)
+    except OSError as err:
+        raise os_error(err, f"read {what}", path, error) from err
+    return str(hasher.hexdigest())
 
 
 def read_bytes(

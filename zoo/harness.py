@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -40,9 +40,9 @@ from torch import Tensor, nn
 from zoo.bounds import check_elements
 from zoo.decoding import generate
 from zoo.errors import ConfigError, InputError, check_flag, checked_types, printable, quoted
-from zoo.files import read_bytes
 from zoo.nn.model import DecoderLM
 from zoo.pipelines import eos_ids, load_with_tokenizer, model_tokenizer
+from zoo.task_checks import check_generation, checked_tasks, refuse_task_code, task_data_error
 from zoo.text.tokenizers import Tokenizer
 
 NO_LM_EVAL = (
@@ -56,7 +56,6 @@ try:
     from lm_eval.api.registry import register_model
     from lm_eval.loggers import EvaluationTracker
     from lm_eval.models.utils import Collator, handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
-    from lm_eval.tasks import TaskManager
     from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
     HAVE_LM_EVAL = True
@@ -78,8 +77,6 @@ def require_lm_eval() -> None:
 
 __all__ = ["ZooLM", "evaluate_tasks"]
 
-#: What ``generate_until`` takes from a task's ``generation_kwargs`` (lm-eval's names).
-GENERATION_KWARGS = ("until", "max_gen_toks", "do_sample", "temperature", "top_k", "top_p", "repetition_penalty")
 #: Request = ((context, continuation) or None, context ids, continuation ids), as TemplateLM makes them.
 Request = tuple[tuple[str, str] | None, list[int], list[int]]
 
@@ -239,6 +236,8 @@ class ZooLM(TemplateLM):  # type: ignore[misc]  # lm_eval ships no type informat
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
         """Each context's continuation, cut at its stop strings; requests that share their
         generation settings run together, longest first, left-padded."""
+        for task, settings in {request.task_name: request.args[1] for request in requests}.items():
+            check_generation(task, settings)
         order = Collator(
             [request.args for request in requests],
             sort_fn=lambda r: (-len(self.tok_encode(r[0])), r[0]),
@@ -253,12 +252,6 @@ class ZooLM(TemplateLM):  # type: ignore[misc]  # lm_eval ships no type informat
 
     def _generate(self, contexts: Sequence[str], settings: dict[str, Any]) -> list[str]:
         """Continuations of ``contexts``, all with one task's ``generation_kwargs``."""
-        unknown = sorted(set(settings) - set(GENERATION_KWARGS) - {"max_new_tokens", "max_tokens"})
-        if unknown:
-            raise InputError(
-                f"the task's generation_kwargs {', '.join(map(repr, unknown))} are not ones the zoo model "
-                f"knows; it takes {', '.join(GENERATION_KWARGS)}"
-            )
         kwargs = dict(normalize_gen_kwargs(settings, self.max_gen_toks))
         until = handle_stop_sequences(kwargs.pop("until", None), eos=self.tok.decode([self._eot]))
         new_tokens = kwargs.pop("max_gen_toks")
@@ -336,94 +329,14 @@ def _task_manager(names: Sequence[str], include_path: str | os.PathLike[str] | N
     lm-eval's own thousands of tasks takes a minute), else lm-eval's with the folder's.
     Indexing reads the YAML files without importing their Python; a task of the folder's
     that names Python is refused here, before lm-eval loads it, unless ``trust_task_code``."""
+    tasks = checked_tasks()
     if include_path is not None:
-        folder = TaskManager(include_path=str(include_path), include_defaults=False)
+        folder = tasks(include_path=str(include_path), include_defaults=False)
         if not trust_task_code:
-            _refuse_task_code(folder.task_index, names, Path(include_path))
+            refuse_task_code(folder.task_index, names, Path(include_path))
         if all(name in folder.all_tasks for name in names):
             return folder
-    return TaskManager(include_path=None if include_path is None else str(include_path))
-
-
-#: How lm-eval's YAML names Python: a function tag, or a task class.
-FUNCTION_TAG = "!function"
-
-
-def _refuse_task_code(index: Mapping[str, Any], names: Sequence[str], folder: Path) -> None:
-    """An ``InputError`` naming the first of ``names`` (tasks, groups or tags of the
-    folder's index) whose YAML names Python: a ``!function`` tag or a ``class`` in it or
-    in a file it includes, or a ``.py`` file beside one of them (lm-eval imports it)."""
-    for name in names:
-        if name not in index:
-            continue  # one of lm-eval's own tasks: installed code, not the folder's
-        for file in _task_files(index, name, set()):
-            reason = _python_in(file, set())
-            if reason is not None:
-                raise InputError(
-                    f"the task {quoted(name)} from --include-path {quoted(str(folder))} runs Python ({reason}); "
-                    f"run it only if you trust that code: add --trust-task-code (trust_task_code=True)"
-                )
-
-
-def _task_files(index: Mapping[str, Any], name: str, seen: set[str]) -> list[Path]:
-    """The YAML files that define ``name`` in lm-eval's index: its own, its group's
-    tasks' and its tag's tasks', each once."""
-    if name in seen or name not in index:
-        return []
-    seen.add(name)
-    entry = index[name]
-    files = [Path(entry.yaml_path)] if entry.yaml_path is not None else []
-    members: list[Any] = sorted(entry.tags) if getattr(entry.kind, "name", "") == "TAG" else []
-    listed = (entry.cfg or {}).get("task") if getattr(entry.kind, "name", "") == "GROUP" else None
-    for item in listed if isinstance(listed, list) else []:
-        members.append(item.get("task") if isinstance(item, Mapping) else item)
-    for member in members:
-        if isinstance(member, str):
-            files += _task_files(index, member, seen)
-    return files
-
-
-def _python_in(file: Path, seen: set[Path]) -> str | None:
-    """How ``file`` (a task's YAML) or a file it includes names Python, or None."""
-    file = file.resolve()
-    if file in seen or not file.is_file():
-        return None
-    seen.add(file)
-    beside = sorted(path.name for path in file.parent.glob("*.py"))
-    if beside:
-        return f"{printable(beside[0])} beside {printable(file.name)}"
-    text = read_bytes(file, InputError, "task YAML file", limit=TASK_YAML_LIMIT).decode("utf-8", errors="replace")
-    if FUNCTION_TAG in text:
-        return f"{FUNCTION_TAG} in {printable(file.name)}"
-    config = _plain_yaml(text)
-    if "class" in config:
-        return f"a task class in {printable(file.name)}"
-    included = config.get("include")
-    for other in included if isinstance(included, list) else [included]:
-        if isinstance(other, str):
-            reason = _python_in(file.parent / other, seen)
-            if reason is not None:
-                return reason
-    return None
-
-
-#: Bytes of one task YAML file read for the check (lm-eval's own are a few kilobytes).
-TASK_YAML_LIMIT = 16 << 20
-
-
-def _plain_yaml(text: str) -> dict[str, Any]:
-    """A YAML file's top-level mapping, tags read as plain values (nothing constructed)."""
-    import yaml  # type: ignore[import-untyped]  # lm-eval's own dependency, without type information
-
-    class Plain(yaml.SafeLoader):  # type: ignore[misc]  # yaml ships no type information here
-        pass
-
-    Plain.add_multi_constructor("!", lambda loader, suffix, node: None)
-    try:
-        loaded = yaml.load(text, Loader=Plain)  # noqa: S506 - a SafeLoader: plain data only
-    except yaml.YAMLError:
-        return {}  # lm-eval skips a file it cannot read
-    return loaded if isinstance(loaded, dict) else {}
+    return tasks(include_path=None if include_path is None else str(include_path))
 
 
 #: lm-eval's seeds (``--seed 0,1234,1234,1234``): Python's, numpy's, torch's, the few-shot sampler's.
@@ -562,8 +475,11 @@ def _run(lm: ZooLM, names: list[str], manager: Any, tracker: Any, **options: Any
     """``simple_evaluate`` on the loaded model, lm-eval's refusal of unsafe tasks as the zoo's."""
     try:
         results = simple_evaluate(model=lm, tasks=names, task_manager=manager, evaluation_tracker=tracker, **options)
-    except ValueError as err:
-        if "marked as unsafe" not in str(err):
+    except Exception as err:
+        found = task_data_error(names, err)  # met while reading the documents, after loading
+        if found is not None:
+            raise found from err
+        if not isinstance(err, ValueError) or "marked as unsafe" not in str(err):
             raise
         raise InputError(
             f"{printable(str(err).partition('.')[0])}: it runs the code the model writes; run it only in a "

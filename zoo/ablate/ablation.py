@@ -423,7 +423,7 @@ def corrected(
 
 
 def _result(plan: Plan, runs: list[AblationRun], command: str, runner: Runner, control: AblationRun) -> AblationResult:
-    o, notes = plan.options, plan.notes
+    o, notes = plan.options, [*plan.notes, *runner.distrusted]
     if not plan.grid:
         notes.append(f"one learning rate for every run: {o.lr:g} (tune_lr / --tune-lr sweeps one per variant)")
     for run in runs:

@@ -4,9 +4,11 @@ what is finished (and refuses a record of another run under the same name).
 
 A record is trusted, and its run reused, only when it reads back through its schema,
 its digest matches its contents, and (for a compared run) its checkpoint verifies and
-records the same digest, and its weights score the recorded final loss again on the
-run's validation batches (so a record edited along with a re-signed checkpoint is not
-trusted); anything else is trained again. The fingerprint holds the
+records the same digest, and the losses it holds are what weights score again (its
+checkpoint's: the final loss and each --eval-lengths loss on the run's validation
+batches; the seed's initial weights: the curve's first point), so a record edited along
+with a re-signed checkpoint is not trusted; anything else is trained again, and the
+runner says which record and why (``distrust``). The fingerprint holds the
 data's content digest, so data edited in place (same length) is not "the same data"."""
 
 from __future__ import annotations
@@ -22,15 +24,17 @@ import xxhash
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from zoo.ablate.diagnostics import Diagnostics
+from zoo.ablate.lengths import length_losses
 from zoo.ablate.options import TUNE_HELD_OUT
 from zoo.ablate.plan import Job
 from zoo.ablate.results import SeedRun, curve_dict
 from zoo.checkpoint import inspect, load
 from zoo.checkpoint.hashing import bytes_of
 from zoo.checkpoint.store import write_atomically
-from zoo.errors import CheckpointError, InputError, os_error
+from zoo.errors import CheckpointError, InputError, os_error, printable
 from zoo.figures import figure_format
 from zoo.files import confined, read_json
+from zoo.nn.factory import build
 from zoo.nn.registry import Registry
 from zoo.training import CurvePoint, TokenData, lm_loss, open_data, tokens_data, validation_batches
 
@@ -134,43 +138,81 @@ def fingerprint(job: Job, context: Context) -> dict[str, Any]:
 
 
 def finished(job: Job, context: Context, registry: Registry | None = None) -> bool:
-    """Whether ``job`` has a trusted record (and checkpoint) from an earlier ablation;
-    refuses a record of a different run under the same name rather than overwrite it.
-    A damaged, edited or unverifiable record is not trusted: the run is trained again.
-    So is one whose final loss is not what its checkpoint's weights score on the
-    validation batches again (``_loss_holds``): an edited record whose checkpoint was
-    edited and re-signed to match still verifies, its loss does not."""
-    record = _read(context.record_path(job))
-    if record is None or not _trusted(job, context, record):
-        return False
+    """Whether ``job`` has a trusted record (and checkpoint) from an earlier ablation
+    (``distrust`` finds nothing wrong with it)."""
+    return distrust(job, context, registry) is None
+
+
+def distrust(job: Job, context: Context, registry: Registry | None = None) -> str | None:
+    """Why ``job``'s record from an earlier ablation is not reused (``""``: it has none),
+    or None when it is. A damaged, edited or unverifiable record is not trusted: the run
+    is trained again. So is one whose losses are not what its weights score again
+    (``_losses_differ``): an edited record whose checkpoint was edited and re-signed to
+    match still verifies, its losses do not. A record of a different run under the same
+    name is refused rather than overwritten."""
+    path = context.record_path(job)
+    record = _read(path)
+    if record is None:
+        return "" if not path.exists() and not path.is_symlink() else "its record does not read as one the zoo wrote"
+    reason = _untrusted(job, context, record)
+    if reason is not None:
+        return reason
     if record.fingerprint != fingerprint(job, context):
         raise InputError(
             f"{context.record_path(job)} records a run with other settings (model, training, data, device or "
             f"--eval-lengths) than "
             f"this ablation's {job.label!r}; pass another --out, or delete the folder to start over"
         )
-    return _loss_holds(job, context, record, registry)
+    return _losses_differ(job, context, record, registry)
 
 
-#: How far a re-derived final loss may be from the recorded one (another device, autocast).
+#: How far a re-derived loss may be from the recorded one (another device, autocast).
 LOSS_RTOL, LOSS_ATOL = 1e-3, 1e-4
 
 
+def _differs(derived: float | None, recorded: float | None) -> bool:
+    if derived is None or recorded is None:
+        return derived is not recorded
+    return not math.isclose(derived, recorded, rel_tol=LOSS_RTOL, abs_tol=LOSS_ATOL)
+
+
 @torch.no_grad()
-def _loss_holds(job: Job, context: Context, record: Record, registry: Registry | None) -> bool:
-    """Whether a compared run's checkpoint, loaded (verified) and evaluated on the run's
-    validation batches as training evaluated it, scores the record's final loss."""
-    if job.tune or record.final_val_loss is None:
-        return True  # the sweep's runs keep no checkpoint: their records are bound by their digest alone
+def _losses_differ(job: Job, context: Context, record: Record, registry: Registry | None) -> str | None:
+    """What of a compared run's losses its weights do not score again, or None: its
+    checkpoint, loaded (verified) and evaluated on the run's validation batches as training
+    evaluated it, scores the final loss (the curve's last point) and each --eval-lengths
+    loss; the seed's initial weights score the curve's first point."""
+    if job.tune:
+        return None  # the sweep's runs keep no checkpoint: their records are bound by their digest alone
+    if record.final_val_loss is None or not record.curve or record.curve[-1].val_loss != record.final_val_loss:
+        return "its final loss is missing or is not its curve's last loss"
     try:
         model = load(context.checkpoint(job), device=context.device, registry=registry)
-    except CheckpointError:
-        return False
-    batches = validation_batches(context.token_data().val, job.settings)
+    except CheckpointError as err:
+        return f"its checkpoint does not load ({printable(str(err), 200)})"
+    val = context.token_data().val
+    derived = _val_loss(model, val, job)
+    if _differs(derived, record.final_val_loss):
+        return f"its final loss {record.final_val_loss:.6g} is not the {derived:.6g} its checkpoint's weights score"
+    if job.lengths:
+        again = length_losses(model, val, job.settings, job.lengths)
+        for length, loss in again.items():
+            if _differs(loss, record.eval_lengths.get(str(length))):
+                return f"its loss at {length} tokens (--eval-lengths) is not what its checkpoint's weights score"
+    if record.curve[0].step == 0:
+        with torch.random.fork_rng(devices=[]):  # the run's initial weights, as execute builds them
+            torch.manual_seed(job.settings.seed)
+            initial = build(job.config, registry=registry).to(next(model.parameters()).device)
+        if _differs(_val_loss(initial, val, job), record.curve[0].val_loss):
+            return "its first loss (step 0) is not what the seed's initial weights score"
+    return None
+
+
+def _val_loss(model: torch.nn.Module, val: Any, job: Job) -> float:
+    model.eval()
     device = next(model.parameters()).device
-    losses = [float(lm_loss(model, x.to(device), y.to(device))) for x, y in batches]
-    derived = sum(losses) / len(losses)
-    return math.isclose(derived, record.final_val_loss, rel_tol=LOSS_RTOL, abs_tol=LOSS_ATOL)
+    losses = [float(lm_loss(model, x.to(device), y.to(device))) for x, y in validation_batches(val, job.settings)]
+    return sum(losses) / len(losses)
 
 
 def _read(path: Path) -> Record | None:
@@ -188,20 +230,23 @@ def _body_digest(body: dict[str, Any]) -> str:
     return f"xxh3_128:{xxhash.xxh3_128_hexdigest(text.encode())}"
 
 
-def _trusted(job: Job, context: Context, record: Record) -> bool:
-    """Its digest matches its contents, and a compared run's checkpoint verifies and records it."""
+def _untrusted(job: Job, context: Context, record: Record) -> str | None:
+    """What is wrong, or None: its digest matches its contents, and a compared run's
+    checkpoint verifies and records it."""
     # exclude_unset: a record written before diagnostics existed has none, and its digest did not cover them
     if record.digest is None or record.digest != _body_digest(record.model_dump(mode="json", exclude_unset=True)):
-        return False
+        return "its digest does not match its contents (edited, or written by an older zoo)"
     if job.tune:
-        return record.checkpoint is None
+        return None if record.checkpoint is None else "a sweep run's record names a checkpoint"
     if record.checkpoint != context.checkpoint(job).name:
-        return False
+        return "it names another checkpoint than its run's"
     try:
         about = inspect(context.checkpoint(job), verify=True).metadata.get("ablation")
-    except CheckpointError:
-        return False
-    return isinstance(about, dict) and about.get("record_digest") == record.digest
+    except CheckpointError as err:
+        return f"its checkpoint does not verify ({printable(str(err), 200)})"
+    if not isinstance(about, dict) or about.get("record_digest") != record.digest:
+        return "its checkpoint was written with another record"
+    return None
 
 
 def read_record(job: Job, context: Context) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from zoo.ablate.plan import Job
 from zoo.ablate.records import (
     LOSS_LIMIT,
     Context,
-    finished,
+    distrust,
     past_limit,
     read_record,
     record_body,
@@ -65,16 +65,23 @@ class Runner:
     launcher: str = "local"  # "ray": each job a Ray task (zoo.ablate.cluster)
     trained: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
+    distrusted: list[str] = field(default_factory=list)  # the records found wrong, why, and that they trained again
     at_once: int | None = None  # runs that trained side by side in the last call that trained any (None: Ray's)
 
     def run(self, jobs: list[Job]) -> None:
         """Train the jobs without a record: here, in ``workers`` processes, or this rank's share."""
         todo = []
         for job in jobs:
-            if finished(job, self.context, self.registry):
+            reason = distrust(job, self.context, self.registry)
+            if reason is None:
                 self.reused.append(job.key)
-            else:
-                todo.append(job)
+                continue
+            todo.append(job)
+            if reason:
+                self.distrusted.append(
+                    f"{printable(self.context.record_path(job).name)} was not reused: {reason}; its run "
+                    f"({printable(job.label)}) trained again, and its row is that run's"
+                )
         self.trained.extend(job.key for job in todo)
         rank, size = self.world.rank, self.world.size
         barrier(self.world)  # every rank has the same list before any writes a record

@@ -29,9 +29,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from zoo.checkpoint.records import FILE_NAMES, checked_record
+from zoo.checkpoint.records import FILE_NAMES, NAMES, checked_record
 from zoo.errors import ConfigError, InteropError, printable, quoted
-from zoo.files import read_bytes
+from zoo.files import digest, read_bytes
 
 TOKENIZER_FILES = FILE_NAMES  # the plain names of a tokenizer folder's files
 CHAT_TEMPLATE = "chat_template.jinja"
@@ -117,6 +117,21 @@ def folder_files(folder: Path) -> dict[str, bytes]:
             files[name] = read_bytes(path, InteropError, "tokenizer file", limit=TOKENIZER_LIMIT)
     readable = "tokenizer.json" in files or {"vocab.json", "merges.txt"} <= set(files) or "meta.pkl" in files
     return files if readable else {}
+
+
+def tokenizer_stamp(source: str) -> str:
+    """What a cache of something made with the tokenizer ``source`` keys on: the digests of
+    its folder's tokenizer files (or of the file it names), so an edited tokenizer is never
+    served from a cache; ``""`` for a name or hub id (a hub snapshot is keyed by its commit)."""
+    path = Path(source)
+    if source in NAMES:  # a built-in, whatever the current folder holds under its name
+        return ""
+    if path.is_file():
+        return digest(path, InteropError, "tokenizer file")
+    if not path.is_dir():
+        return ""
+    files = [path / name for name in (*TOKENIZER_FILES, CHAT_TEMPLATE) if (path / name).is_file()]
+    return ",".join(f"{file.name}={digest(file, InteropError, 'tokenizer file')}" for file in files)
 
 
 def embedded_record(files: Mapping[str, bytes]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from zoo.errors import HookError, InputError, check_flag
+from zoo.errors import HookError, InputError, check_flag, checked_types
 from zoo.nn.activations import ActivationCache
 from zoo.nn.attention import AttentionContext, make_mask
 from zoo.nn.cache import KVCache
@@ -346,6 +346,7 @@ class DecoderLM(TokenModel):
         _, cache = self.run_with_cache(idx, names=names)
         return list(cache.values())
 
+    @checked_types()
     def generate(self, input_ids: Tensor, max_new_tokens: int | None = None, **kwargs: Any) -> Tensor:
         """KV-cached decoding; see ``zoo.decoding.generate`` for the options.
 

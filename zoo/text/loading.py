@@ -27,7 +27,7 @@ from zoo.checkpoint.tokenizer import (
     gpt2_paths,
 )
 from zoo.errors import CheckpointError, ConfigError, InteropError, checked_types, os_error, printable, quoted
-from zoo.files import loads, read_bytes, read_json
+from zoo.files import digest, loads, read_bytes, read_json
 from zoo.interop.hub import check_revision, is_hub_id, snapshot
 from zoo.text.chars import META_FILE, meta_tokenizer
 from zoo.text.tokenizers import EOT, ByteTokenizer, HFTokenizer, TiktokenTokenizer, Tokenizer
@@ -235,7 +235,7 @@ def record_source(record: Mapping[str, Any], where: str, *, unpack: Path | None 
 
 
 @functools.lru_cache(maxsize=8)
-def _cached_hf(file: Path, settings: tuple[Path, ...], *stamps: tuple[int, int]) -> HFTokenizer:
+def _cached_hf(file: Path, settings: tuple[Path, ...], *stamps: str) -> HFTokenizer:
     """A ``tokenizer.json`` tokenizer, built once per version of its files (``stamps``);
     ``settings``: JSON files of special tokens and options, later ones winning."""
     try:
@@ -259,13 +259,14 @@ def _cached_hf(file: Path, settings: tuple[Path, ...], *stamps: tuple[int, int])
     return HFTokenizer(backend, str(file.parent), config)
 
 
-def _stamp(path: Path) -> tuple[int, int]:
-    stat = path.stat()
-    return stat.st_mtime_ns, stat.st_size
+def _stamp(path: Path) -> str:
+    """A version of a tokenizer's file, by its content (``zoo.files.digest``), never its size
+    and mtime, which an edit in place can keep."""
+    return digest(path, InteropError, "tokenizer file")
 
 
 @functools.lru_cache(maxsize=8)
-def _cached_files(vocab: Path, merges: Path, *stamps: tuple[int, int]) -> TiktokenTokenizer:
+def _cached_files(vocab: Path, merges: Path, *stamps: str) -> TiktokenTokenizer:
     """A folder's tokenizer, built once per version of its files (``stamps``)."""
     return _from_files(vocab, merges, name=str(vocab.parent))
 

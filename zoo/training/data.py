@@ -14,7 +14,7 @@ from typing import Any
 import xxhash
 
 from zoo._version import __version__
-from zoo.checkpoint.tokenizer import folder_files
+from zoo.checkpoint.tokenizer import folder_files, tokenizer_stamp
 from zoo.errors import InputError, printable
 from zoo.training.corpus import BUNDLED_CORPUS, Corpus
 from zoo.training.manifest import MANIFEST, TOKENIZERS, file_digest
@@ -97,6 +97,7 @@ def resolve_data(data: Any, *, tokenizer: str = "gpt2", val_fraction: float = 0.
     for f in files:  # the content, never the mtime: `cp -p` and `rsync -t` keep an mtime with new text
         key.update(f"{file_digest(f)}\0".encode())
     # "corpus-tail": the validation split is the corpus's tail (folders prepared before split each document)
+    key.update(f"{tokenizer_stamp(tokenizer)}\0".encode())  # a tokenizer folder by its files' content, too
     key.update(f"{len(files)}\0{tokenizer}\0{val_fraction}\0{__version__}\0corpus-tail".encode())
     folder = _cache_root() / key.hexdigest()
     if (folder / MANIFEST).is_file():

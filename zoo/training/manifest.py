@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from zoo.checkpoint.tokenizer import TOKENIZER_FILES
 from zoo.errors import InputError, command, printable, quoted
-from zoo.files import read_json
+from zoo.files import digest, read_json
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
@@ -136,8 +136,5 @@ def manifest_digest(manifest: dict[str, Any]) -> str:
 
 
 def file_digest(path: Path) -> str:
-    hasher = xxhash.xxh3_128()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            hasher.update(chunk)
-    return hasher.hexdigest()
+    """The digest of a shard's or a text file's content (``zoo.files.digest``)."""
+    return digest(path, InputError, "data file")
