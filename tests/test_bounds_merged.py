@@ -139,7 +139,8 @@ def _hostile_folder(tmp_path: Path, case: Any, fields: tuple[str, ...]) -> tuple
     """A folder holding only ``config.json``: ``case``'s tiny transformers config with the
     first of ``fields`` it has set to 10**9 (the one the refusal must name)."""
     transformers = pytest.importorskip("transformers")
-    hf = getattr(transformers, case.config)(**case.fields).to_dict()
+    # as transformers writes it (its own JSON: an infinite float as {"__float__": "Infinity"})
+    hf = json.loads(getattr(transformers, case.config)(**case.fields).to_json_string(use_diff=False))
     hf["architectures"] = [case.model]
     name = next(field for field in fields if field in hf)
     hf[name] = 10**9
