@@ -1,11 +1,17 @@
-"""Training step throughput: zoo's training loop vs a plain transformers GPT-2 loop.
+"""Training step throughput: zoo's training loop vs a nanoGPT loop and a plain transformers
+GPT-2 loop.
 
-The same model shape, batch and optimiser on both sides: AdamW, gradient clipping, one
-optimizer step per batch of ``--batch`` x ``--seq`` tokens. zoo's number is the loop's
-own per-step tokens/s (``zoo.training.run_loop``, the code ``zoo train`` runs), median over
-the timed steps. Target on CPU: zoo >= 1.1x transformers. ``--device cuda`` runs
-gpt2-small in bf16 with ``--compile`` and reports tokens/s and MFU (peak from a table
-of known GPUs, or ``--peak-tflops``).
+The same model shape, batch and optimiser on every side: AdamW, gradient clipping, one
+optimizer step per batch of ``--batch`` x ``--seq`` tokens; the nanoGPT side holds the zoo
+model's own starting weights (``bench.nanogpt``). zoo's number is the loop's own per-step
+tokens/s (``zoo.training.run_loop``, the code ``zoo train`` runs), median over the timed
+steps; the sides alternate ``--rounds`` times. Each side's AdamW steps are timed inside
+those same steps by torch's global optimizer hooks (``bench.common.optimizer_steps``):
+their share of the step, and nanoGPT's AdamW time over the zoo's. Targets on CPU: zoo >=
+0.98x nanoGPT (``--layers 12`` is GPT-2 Small whole), its AdamW step within 3% of
+nanoGPT's, and >= 1.1x transformers. ``--device cuda`` runs gpt2-small in bf16 with
+``--compile`` and reports tokens/s and MFU (peak from a table of known GPUs, or
+``--peak-tflops``).
 """
 
 from __future__ import annotations
@@ -18,14 +24,23 @@ from typing import Any
 import torch
 
 import zoo
-from bench.common import setup, table
+from bench.common import optimizer_steps, setup, table
+from bench.nanogpt import nanogpt_from
 from zoo.training import TrainSettings, World, run_loop, tokens_data
 
 
-def zoo_steps(args: argparse.Namespace, device: torch.device, data: object) -> tuple[float, float | None]:
-    """Median tokens/s (and MFU) of zoo's loop over ``args.steps`` steps after warmup."""
+def zoo_model(args: argparse.Namespace, device: torch.device) -> zoo.DecoderLM:
+    """The zoo's gpt2-small at ``args``' depth, seeded: the nanoGPT side starts from its weights."""
     torch.manual_seed(0)
     model = zoo.build("gpt2-small", n_layers=args.layers, dropout=0.0, max_seq_len=max(args.seq, 64), device=device)
+    assert isinstance(model, zoo.DecoderLM)
+    return model
+
+
+def zoo_steps(args: argparse.Namespace, device: torch.device, data: object) -> tuple[float, float | None, float]:
+    """Median tokens/s (and MFU) of zoo's loop over ``args.steps`` steps after warmup, and
+    the median seconds of its AdamW step."""
+    model = zoo_model(args, device)
     settings = TrainSettings(
         steps=args.steps + 2,
         batch_size=args.batch,
@@ -37,22 +52,45 @@ def zoo_steps(args: argparse.Namespace, device: torch.device, data: object) -> t
         compile=args.compile,
         peak_tflops=args.peak_tflops,
     )
-    reports: list = []
-    run_loop(model, data, settings, world=World(0, 1, 0, device), on_step=reports.append)  # type: ignore[arg-type]
+    reports: list[Any] = []
+    with optimizer_steps() as seconds:
+        run_loop(model, data, settings, world=World(0, 1, 0, device), on_step=reports.append)  # type: ignore[arg-type]
     timed = reports[2:]  # the first steps warm up (and compile)
     mfu = [r.mfu for r in timed if r.mfu is not None]
-    return statistics.median(r.tokens_per_s for r in timed), statistics.median(mfu) if mfu else None
+    (steps,) = seconds.values()  # the loop's one optimizer
+    return (
+        statistics.median(r.tokens_per_s for r in timed),
+        statistics.median(mfu) if mfu else None,
+        statistics.median(steps[2:]),
+    )
 
 
-def hf_steps(args: argparse.Namespace, device: torch.device, tokens: torch.Tensor) -> float:
-    """Median tokens/s of a plain transformers GPT-2 training loop on the same batches."""
+def hf_model(args: argparse.Namespace) -> Any:
+    """transformers' GPT2LMHeadModel of the same shape."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
     config = GPT2Config(
         n_layer=args.layers, n_positions=max(args.seq, 64), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0
     )
-    model: Any = GPT2LMHeadModel(config)
+    return GPT2LMHeadModel(config)
+
+
+def hf_loss(model: Any, windows: torch.Tensor) -> torch.Tensor:
+    loss: torch.Tensor = model(windows[:, :-1], labels=windows[:, :-1]).loss
+    return loss
+
+
+def nanogpt_loss(model: Any, windows: torch.Tensor) -> torch.Tensor:
+    logits = model(windows[:, :-1])
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), windows[:, 1:].flatten())
+
+
+def peer_steps(
+    args: argparse.Namespace, device: torch.device, tokens: torch.Tensor, model: Any, loss_of: Any
+) -> tuple[float, float]:
+    """Median tokens/s of a plain training loop of ``model`` (loss by ``loss_of``) on
+    random windows of ``tokens``, and the median seconds of its AdamW step."""
     model.to(device).train()
     if args.compile:
         model = torch.compile(model)
@@ -60,20 +98,21 @@ def hf_steps(args: argparse.Namespace, device: torch.device, tokens: torch.Tenso
     generator = torch.Generator().manual_seed(0)
     low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.dtype)
     speeds = []
-    for step in range(args.steps + 2):
-        start = time.perf_counter()
-        starts = torch.randint(0, tokens.numel() - args.seq - 1, (args.batch,), generator=generator)
-        windows = tokens[starts[:, None] + torch.arange(args.seq + 1)].to(device)
-        with torch.autocast(device.type, dtype=low) if low else torch.autocast(device.type, enabled=False):
-            loss = model(windows[:, :-1], labels=windows[:, :-1]).loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        loss.item()  # wait for the step, as zoo's loop does when it reads the loss
-        if step >= 2:
-            speeds.append(args.batch * args.seq / (time.perf_counter() - start))
-    return statistics.median(speeds)
+    with optimizer_steps() as seconds:
+        for step in range(args.steps + 2):
+            start = time.perf_counter()
+            starts = torch.randint(0, tokens.numel() - args.seq - 1, (args.batch,), generator=generator)
+            windows = tokens[starts[:, None] + torch.arange(args.seq + 1)].to(device)
+            with torch.autocast(device.type, dtype=low) if low else torch.autocast(device.type, enabled=False):
+                loss = loss_of(model, windows)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            loss.item()  # wait for the step, as zoo's loop does when it reads the loss
+            if step >= 2:
+                speeds.append(args.batch * args.seq / (time.perf_counter() - start))
+    return statistics.median(speeds), statistics.median(seconds[id(optimizer)][2:])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -98,21 +137,31 @@ def main(argv: list[str] | None = None) -> None:
     device = torch.device(args.device)
     tokens = torch.randint(0, 50257, (1 << 20,), generator=torch.Generator().manual_seed(1))
     data = tokens_data(tokens, tokens[: 1 << 16])
-    ours, theirs, mfus = [], [], []
-    for _ in range(args.rounds):
-        speed, mfu = zoo_steps(args, device, data)
-        ours.append(speed)
+    speeds: dict[str, list[float]] = {"zoo": [], "nanogpt": [], "transformers": []}
+    adamw: dict[str, list[float]] = {name: [] for name in speeds}
+    mfus: list[float] = []
+    for _ in range(args.rounds):  # the sides alternate, so a busy machine slows them alike
+        tokens_per_s, mfu, seconds = zoo_steps(args, device, data)
+        speeds["zoo"].append(tokens_per_s)
+        adamw["zoo"].append(seconds)
         if mfu is not None:
             mfus.append(mfu)
-        theirs.append(hf_steps(args, device, tokens))
-    zoo_speed, hf_speed = statistics.median(ours), statistics.median(theirs)
-    rows = [
-        ("zoo train step", f"{zoo_speed:,.0f} tok/s", ""),
-        ("transformers loop", f"{hf_speed:,.0f} tok/s", ""),
-        ("speed ratio", f"{zoo_speed / hf_speed:.2f}x", "zoo vs transformers (target >= 1.1x on CPU)"),
+        for name, model, loss_of in (
+            ("nanogpt", nanogpt_from(zoo_model(args, torch.device("cpu"))), nanogpt_loss),
+            ("transformers", hf_model(args), hf_loss),
+        ):
+            tokens_per_s, seconds = peer_steps(args, device, tokens, model, loss_of)
+            speeds[name].append(tokens_per_s)
+            adamw[name].append(seconds)
+    speed = {name: statistics.median(values) for name, values in speeds.items()}
+    step = {name: statistics.median(values) for name, values in adamw.items()}
+    share = {name: step[name] * speed[name] / (args.batch * args.seq) for name in speed}  # AdamW s / step s
+    rows = [(f"{name} loop", f"{speed[name]:,.0f} tok/s", f"AdamW {share[name]:.1%} of the step") for name in speed]
+    rows += [
+        ("speed ratio", f"{speed['zoo'] / speed['nanogpt']:.2f}x", "zoo vs nanoGPT (target >= 0.98x)"),
+        ("AdamW step", f"{step['nanogpt'] / step['zoo']:.2f}x", "nanoGPT's time over the zoo's (target >= 0.97x)"),
+        ("speed ratio", f"{speed['zoo'] / speed['transformers']:.2f}x", "zoo vs transformers (target >= 1.1x on CPU)"),
     ]
-    if mfus:
-        rows.append(("zoo MFU", f"{statistics.median(mfus):.1%}", "model FLOPs (zoo.summary, x3 for training) / peak"))
     title = (
         f"gpt2-small ({args.layers} layers), {args.batch} x {args.seq} tokens per step, {args.dtype}"
         f"{', compiled' if args.compile else ''}, {args.device}, {torch.get_num_threads()} threads"
