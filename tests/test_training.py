@@ -5,6 +5,7 @@ refused."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -483,10 +485,41 @@ def test_a_two_rank_checkpoint_loads_and_resumes_in_one_process(
     out = tmp_path / "resumed"
     shutil.copytree(runs["fsdp"], out)
     (out / "v0002.safetensors").unlink()
-    result = train("gpt2-small", data, SETTINGS, out=out, resume=True, overrides=OVERRIDES)
+    with pytest.warns(UserWarning, match=r"micro-batches of 8 on 1 rank\(s\) where the run had 4 on 2") as said:
+        result = train("gpt2-small", data, SETTINGS, out=out, resume=True, overrides=OVERRIDES)
+    assert not [w for w in said if "dropout" in str(w.message)]  # no dropout here: no masks to differ
     assert len(result.losses) == 3
     resumed, one = losses(out), losses(runs["single"])
     assert max(abs(a - b) for a, b in zip(resumed, one)) <= 1e-5, (resumed, one)
+
+
+def test_a_resume_with_another_micro_batch_size_warns_and_one_with_the_same_does_not(
+    data: Path, tmp_path: Path
+) -> None:
+    """Another micro-batch size resumes (it computes the same step) but sums the gradients
+    in another order: the resume says so; the same settings resume silently."""
+    out = tmp_path / "run"
+    first = dataclasses.replace(SETTINGS, steps=3, save_every=3, eval_every=3)
+    train("gpt2-small", data, first, out=out, overrides=OVERRIDES)
+    again = dataclasses.replace(first, steps=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the same micro-batches: nothing to say
+        train("gpt2-small", data, again, out=out, resume=True, overrides=OVERRIDES)
+    other = dataclasses.replace(again, steps=5, micro_batch_size=2)
+    with pytest.warns(UserWarning, match=r"micro-batches of 2 on 1 rank\(s\) where the run had 8 on 1"):
+        train("gpt2-small", data, other, out=out, resume=True, overrides=OVERRIDES)
+    assert [v.metadata["training"]["settings"]["micro_batch_size"] for v in zoo.versions(out)][-1] == 2
+    # another number of ranks: the sum order, and with dropout the masks too
+    from zoo.training.checkpointing import resume_caveats
+    from zoo.training.state import read_state, state_path
+
+    state = read_state(state_path(zoo.versions(out)[-1].path))
+    config = zoo.get_config("gpt2-small", **{**OVERRIDES, "dropout": 0.1})
+    said = resume_caveats(
+        dataclasses.replace(state, world_size=2), dataclasses.replace(other, micro_batch_size=None), 1, config
+    )
+    assert len(said) == 2 and "where the run had 2 on 2" in said[0] and "dropout=0.1" in said[1], said
+    assert resume_caveats(state, other, 1, config) == []  # the run's own settings and ranks
 
 
 @pytest.mark.slow

@@ -149,6 +149,32 @@ def resume_state(model: nn.Module, config: Any, data: TokenData, settings: Train
     return state
 
 
+def resume_caveats(state: TrainingState, settings: TrainSettings, world_size: int, config: Any) -> list[str]:
+    """Why a resumed run's weights will differ from the same run uninterrupted, though it
+    resumes correctly: another micro-batch size sums each step's gradients in another order
+    (float sums differ in their last bits, and grow apart), and another world size draws
+    dropout's masks from other ranks' streams. Each version records its own settings and
+    world size, so the run's record shows where it changed."""
+    rates = getattr(config, "dropout", None)
+    dropout = max(rates.embedding, rates.attention, rates.residual) if rates is not None else 0.0
+    caveats = []
+    batch = settings.batch_size
+    saved_micro = state.settings.get("micro_batch_size") or batch // max(state.world_size, 1)
+    micro = settings.micro_batch_size or batch // world_size
+    if (saved_micro, state.world_size) != (micro, world_size):
+        caveats.append(
+            f"micro-batches of {micro} on {world_size} rank(s) where the run had {saved_micro} on "
+            f"{state.world_size} (--micro-batch-size, the ranks): each step's gradients are summed in another order, "
+            f"so the weights will differ slightly from an uninterrupted run's"
+        )
+    if state.world_size != world_size and dropout > 0:
+        caveats.append(
+            f"{world_size} rank(s) where the run saved {state.world_size}, with dropout={dropout:g}: dropout's masks "
+            f"come from other random streams, so the weights will differ from an uninterrupted run"
+        )
+    return caveats
+
+
 def _check_one_run(out: Path, found: list[VersionInfo]) -> None:
     """Every version in a run's folder is of that run (one run id; older zoos record
     none): a version copied in from another run would continue that run's weights under

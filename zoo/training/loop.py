@@ -36,6 +36,7 @@ import math
 import os
 import secrets
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +49,7 @@ from zoo.bounds import check_elements
 from zoo.checkpoint.owned import refuse_inputs_inside
 from zoo.errors import ConfigError, DivergenceError, InputError, check_flag, checked_types, printable
 from zoo.nn.config import ModelConfig
-from zoo.training.checkpointing import output_folder, resume_state, save_version
+from zoo.training.checkpointing import output_folder, resume_caveats, resume_state, save_version
 from zoo.training.data import resolve_data, tokenizer_mismatch, tokenizer_name
 from zoo.training.distributed import (
     World,
@@ -204,6 +205,9 @@ def _prepare(
     _check_sizes(config, settings, micro, world.device)
     out = output_folder(out_arg, resume, world, stack, overwrite=overwrite)
     state = resume_state(model, config, data, settings, out) if resume and out is not None else None
+    if state is not None and world.is_main:
+        for caveat in resume_caveats(state, settings, world.size, config):
+            warnings.warn(f"resuming {out}: {caveat}", UserWarning, stacklevel=2)
     strategy = choose_strategy(settings.strategy, world, sum(p.numel() for p in model.parameters()))
     if settings.dtype == "fp16" and strategy == "fsdp":
         raise ConfigError(
