@@ -54,10 +54,11 @@ from zoo.training import (
     prepare,
     train,
 )
+from zoo.training.choices import LOGGERS, check_loggers
 from zoo.training.curves import CURVES, NO_MATPLOTLIB, distinct_runs, have_matplotlib, plot_runs
 from zoo.training.data import tokenizer_cache
 from zoo.training.distributed import launcher_int
-from zoo.training.metrics import LOGGERS, METRICS, check_loggers
+from zoo.training.metrics import METRICS
 from zoo.training.stateful import learning_rate
 
 # TrainSettings field -> (type, metavar, what it is, the default when TrainSettings says None),
