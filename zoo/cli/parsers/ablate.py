@@ -41,6 +41,7 @@ STUDY_GROUP = "a study: one ablation per rung x rate x warm-up, each in a folder
 
 
 def add_parsers(commands: Commands) -> None:
+    """Add the parsers of ``zoo ablate`` to ``commands``."""
     p = commands.add(
         "ablate",
         "cmd_ablate",

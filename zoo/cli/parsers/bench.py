@@ -8,6 +8,7 @@ from zoo.cli.options import Commands
 
 
 def add_parsers(commands: Commands) -> None:
+    """Add the parsers of ``zoo bench`` to ``commands``."""
     p = commands.add("bench", "cmd_bench")
     p.add_argument("--list", action="store_true", help="list the benchmarks (default: run them)")
     p.add_argument(

@@ -6,6 +6,7 @@ from zoo.cli.options import Commands, add_out, add_overwrite, add_seed, add_vers
 
 
 def add_parsers(commands: Commands) -> None:
+    """Add the parsers of ``zoo build`` and ``zoo inspect`` to ``commands``."""
     p = commands.add("build", "cmd_build", [commands.sets])
     p.add_argument("name", metavar="NAME|CHECKPOINT", help="a preset, or a checkpoint whose config to reuse")
     add_out(p, "a .safetensors file, or a folder to add the next numbered version to")

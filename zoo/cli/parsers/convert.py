@@ -6,6 +6,7 @@ from zoo.cli.options import Commands, add_out, add_overwrite, add_version, revis
 
 
 def add_parsers(commands: Commands) -> None:
+    """Add the parsers of ``zoo convert`` to ``commands``."""
     p = commands.add("convert", "cmd_convert")
     direction = p.add_mutually_exclusive_group(required=True)
     direction.add_argument(

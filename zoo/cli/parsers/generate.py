@@ -43,6 +43,7 @@ def token_ids(text: str) -> list[int]:
 
 
 def add_parsers(commands: Commands) -> None:
+    """Add the parsers of ``zoo generate`` to ``commands``."""
     p = commands.add(
         "generate",
         "cmd_generate",

@@ -8,6 +8,7 @@ from zoo.nn.kinds import KINDS
 
 
 def add_parsers(commands: Commands) -> None:
+    """Add the parsers of ``zoo list``, ``components``, ``plugins``, ``info`` and ``compare`` to ``commands``."""
     p = commands.add("list", "cmd_list", [commands.json_flag])
     p.add_argument("pattern", nargs="?", default="*", metavar="PATTERN", help="a name or wildcards (default: all)")
 

@@ -21,6 +21,7 @@ def metric_list(text: str) -> list[str]:
 
 
 def add_parsers(commands: Commands) -> None:
+    """Add the parsers of ``zoo probe`` to ``commands``."""
     p = commands.add(
         "probe",
         "cmd_probe",

@@ -55,10 +55,12 @@ SETTING_FLAGS: dict[str, tuple[Callable[[str], Any], str, str, str | None]] = {
 
 
 def setting_flag(field: str) -> str:
+    """A ``TrainSettings`` field's flag: the field with dashes (``--warmup`` for ``warmup_steps``)."""
     return "--warmup" if field == "warmup_steps" else "--" + field.replace("_", "-")
 
 
 def add_parsers(commands: Commands) -> None:
+    """Add the parsers of ``zoo data prepare``, ``train``, ``eval`` and ``plot`` to ``commands``."""
     _add_data_prepare(commands)
     _add_train(commands)
     _add_eval(commands)
