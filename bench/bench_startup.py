@@ -1,5 +1,5 @@
-"""Start-up: wall time of ``zoo --help`` and ``zoo --version`` over a bare Python start, and
-of ``zoo list`` and ``zoo info gpt2-small`` over ``import torch``.
+"""Start-up: wall time of ``zoo --help``, ``zoo --version``, ``zoo info -h`` and ``zoo train -h``
+over a bare Python start, and of ``zoo list`` and ``zoo info gpt2-small`` over ``import torch``.
 
 Each command runs as a fresh process (the way a person runs it), interleaved with
 ``python -c "import torch"`` so machine noise hits all alike; the median of each is
@@ -17,9 +17,11 @@ treated the same way, which leaves the zoo's own work (the target's measure). Th
 build, a library call that freezes nothing, is measured over plain ``import torch``.
 
 ``zoo --help`` and ``zoo --version`` import no torch (they answer from the command table,
-``zoo.cli.commands``), so they are measured over ``python -c pass``.
+``zoo.cli.commands``), nor does a command's ``-h`` (its parser module, ``zoo.cli.parsers``),
+so they are measured over ``python -c pass``.
 
-Targets: ``zoo --help`` and ``zoo --version`` within 0.3 s of a bare Python start;
+Targets: ``zoo --help``, ``zoo --version`` and every ``zoo CMD -h`` (``info``, the smallest
+parser, and ``train``, the largest) within 0.3 s of a bare Python start;
 ``zoo list`` and ``zoo info gpt2-small`` within 0.5 s of ``import torch``.
 
     python -m bench.bench_startup [--repeats 7]
@@ -45,6 +47,8 @@ COMMANDS: dict[str, list[str]] = {
     "python -c pass": [sys.executable, "-c", "pass"],
     "zoo --help": [*ZOO, "--help"],
     "zoo --version": [*ZOO, "--version"],
+    "zoo info -h": [*ZOO, "info", "-h"],
+    "zoo train -h": [*ZOO, "train", "-h"],
     "import torch": [sys.executable, "-c", "import torch"],
     "import torch, as zoo starts": [sys.executable, "-c", TORCH_AS_ZOO],
     "zoo list": [*ZOO, "list"],
@@ -53,7 +57,7 @@ COMMANDS: dict[str, list[str]] = {
 }
 TARGET_S = 0.5
 #: The commands that import no torch, measured over a bare Python start, and their target.
-TORCH_FREE = ("zoo --help", "zoo --version")
+TORCH_FREE = ("zoo --help", "zoo --version", "zoo info -h", "zoo train -h")
 TORCH_FREE_TARGET_S = 0.3
 #: The measured processes' environment: bytecode cached (see the module's doc).
 ENVIRONMENT = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}

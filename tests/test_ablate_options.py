@@ -28,7 +28,8 @@ from zoo.ablate.options import (
 )
 from zoo.ablate.studies import run_study
 from zoo.cli import build_parser, main
-from zoo.cli.ablate import FLAGS_BEGIN, FLAGS_END, KIND_ARGUMENTS, _options, given_options, with_flags_table
+from zoo.cli.ablate import FLAGS_BEGIN, FLAGS_END, _options, given_options, with_flags_table
+from zoo.cli.parsers.ablate import KIND_ARGUMENTS
 from zoo.errors import ConfigError
 from zoo.nn.config import resolve_config
 from zoo.nn.registry import Registry

@@ -450,7 +450,7 @@ def test_the_cli_prints_p_adjusted_in_json_and_takes_the_study_flags(tmp_path: P
 
 
 def test_sweep_flags_parse() -> None:
-    from zoo.cli.ablate import warmup_list
+    from zoo.cli.parsers.ablate import warmup_list
 
     assert warmup_list("auto,0, 50") == [None, 0, 50]
 

@@ -7,6 +7,8 @@ by distribution name.
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import io
 import json
 import sys
@@ -15,8 +17,10 @@ from pathlib import Path
 import pytest
 
 import zoo
-from helpers import ZOO, edit_metadata, run, tiny
+from helpers import ZOO, edit_metadata, run, subcommands, tiny
 from zoo.cli import main
+from zoo.cli.commands import HELP, MODULES
+from zoo.cli.options import Handler
 from zoo.cli.presets import cmd_list
 from zoo.cli.render import PipeConsole, Ui
 
@@ -94,11 +98,9 @@ def test_plugin_control_accepts_distribution_names_and_warns_about_unknown_ones(
 
 
 def test_the_command_table_names_what_each_module_adds() -> None:
-    """``zoo.cli.COMMANDS`` is how a command finds its module without importing the rest:
-    each module adds exactly the commands listed for it, and ``zoo --help`` lists them in
-    the table's order."""
-    import argparse
-
+    """``zoo.cli.commands.COMMANDS`` is how a command finds its parser module without importing
+    the rest: each module adds exactly the commands listed for it, and ``zoo --help`` lists
+    them in the table's order."""
     from zoo.cli import build_parser, command_modules
     from zoo.cli.commands import COMMANDS
     from zoo.cli.options import make_commands
@@ -110,7 +112,7 @@ def test_the_command_table_names_what_each_module_adds() -> None:
     for module_name, listed in COMMANDS.items():
         parser = argparse.ArgumentParser()
         (module,) = command_modules([next(iter(listed))])
-        assert module.__name__ == f"zoo.cli.{module_name}"
+        assert module.__name__ == f"zoo.cli.parsers.{module_name}"
         module.add_parsers(make_commands(parser))
         assert names(parser) == tuple(listed)
     everything = tuple(name for listed in COMMANDS.values() for name in listed)
@@ -177,6 +179,56 @@ def test_help_and_version_answer_without_importing_torch(argv: list[str], code: 
         assert result.stdout == f"zoo {zoo.__version__}\n"
     if code == 2:
         assert "invalid choice: 'no-such-command'" in result.stderr and "generate" in result.stderr
+
+
+def parser_of(words: list[str]) -> argparse.ArgumentParser:
+    """The whole parser's (``build_parser()``, every module's) parser of the command ``words``."""
+    from zoo.cli import build_parser
+
+    parser = build_parser()
+    for word in words:
+        (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        parser = sub.choices[word]
+    return parser
+
+
+#: Every command line with a parser of its own: the command table's commands, and ``data prepare``.
+COMMAND_LINES = sorted(set(subcommands()) | set(HELP))
+
+COMMAND_HELP_SCRIPT = """
+import sys
+from zoo.cli import main
+from zoo.cli.commands import MODULES
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exit:
+    code = exit.code
+plugins = [m for m in sys.modules if m.startswith(("zoo.plugins", "zoo.nn.registry", "zoo_modern"))]
+print("TORCH", "torch" in sys.modules, "PLUGINS", plugins != [], "HANDLER", f"zoo.cli.{MODULES[sys.argv[1]]}" in
+      sys.modules, "CODE", code, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("command", COMMAND_LINES)
+def test_every_commands_help_answers_without_torch(command: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``zoo CMD -h`` builds the command's parser alone (``zoo.cli.parsers``): no torch, no
+    plugin, not the module that runs the command; and prints the whole parser's help for it."""
+    monkeypatch.setenv("COLUMNS", "100")  # the same width in both processes
+    result = run([sys.executable, "-c", COMMAND_HELP_SCRIPT, *command.split(), "-h"], {"COLUMNS": "100"})
+    said = next(line for line in result.stderr.splitlines() if line.startswith("TORCH")).split()
+    assert said == ["TORCH", "False", "PLUGINS", "False", "HANDLER", "False", "CODE", "0"], result.stderr
+    assert result.stdout == parser_of(command.split()).format_help()
+    assert result.stdout.startswith(f"usage: zoo {command} ")
+
+
+def test_every_command_names_a_handler_of_its_own_module() -> None:
+    """Each runnable command's parser names its handler (``zoo.cli.options.Handler``): a
+    function of the command table's module for it, found when the command runs."""
+    for command, parser in subcommands().items():
+        handler = parser.get_default("handler")
+        assert isinstance(handler, Handler), command
+        assert handler.module == MODULES[command.split()[0]], command
+        assert callable(getattr(importlib.import_module(f"zoo.cli.{handler.module}"), handler.name)), command
 
 
 def test_import_zoo_imports_no_torch_until_a_name_needs_it() -> None:

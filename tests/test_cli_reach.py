@@ -16,7 +16,7 @@ import torch
 import zoo
 from helpers import TINY_ABLATION, subcommands, tiny
 from zoo.cli import main
-from zoo.cli.generate import API_FLAGS, NOT_FLAGS
+from zoo.cli.parsers.generate import API_FLAGS, NOT_FLAGS
 from zoo.pipelines import generate_text
 from zoo.training import bundled_corpus
 

@@ -44,6 +44,7 @@ from zoo.checkpoint import load, versions, write_atomically
 from zoo.checkpoint.store import check_output_file
 from zoo.errors import ConfigError, InputError, ZooError, checked_types, printable
 from zoo.figures import block_axis, figure_format, fit_text, log_scale, plain_text
+from zoo.measures import METRICS as METRICS  # declared there, torch-free (zoo probe -h lists them)
 from zoo.nn.config import ModelConfig, get_config
 from zoo.nn.factory import build
 from zoo.nn.hooks import cache_bytes, hook_points, run_with_cache, stacks
@@ -416,8 +417,6 @@ def write_json(results: Sequence[ProbeResult], path: str | os.PathLike[str], *, 
 
 
 # -- plots -------------------------------------------------------------------------------------
-
-METRICS = ("residual", "grad", "entropy", "update")
 
 
 @plain_text()

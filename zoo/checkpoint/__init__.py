@@ -22,15 +22,35 @@ The modules, bottom to top: ``hashing`` (the digest), ``store`` (files, atomic w
 versions), ``format`` (header records, building, reading, migration), ``fit`` (a model
 against a file's tensors), ``io`` (``save``, ``load``) and ``inspection`` (``inspect``,
 ``versions``).
+
+Every name loads on first use (``zoo._lazy``): the torch-free modules (``records``) are read
+without the rest, as ``zoo generate -h``'s ``--revision`` check reads them.
 """
 
 from __future__ import annotations
 
-from zoo.checkpoint.format import FORMAT, CheckpointInfo, ComponentRecord, TensorInfo, VersionInfo
-from zoo.checkpoint.hashing import digest
-from zoo.checkpoint.inspection import inspect, versions
-from zoo.checkpoint.io import load, save, unwrap
-from zoo.checkpoint.store import path_arg, write_atomically
+from typing import TYPE_CHECKING
+
+from zoo._lazy import lazy_names
+
+if TYPE_CHECKING:  # the names below load on first use
+    from zoo.checkpoint.format import FORMAT, CheckpointInfo, ComponentRecord, TensorInfo, VersionInfo
+    from zoo.checkpoint.hashing import digest
+    from zoo.checkpoint.inspection import inspect, versions
+    from zoo.checkpoint.io import load, save, unwrap
+    from zoo.checkpoint.store import path_arg, write_atomically
+
+_LAZY = {
+    **dict.fromkeys(
+        ("FORMAT", "CheckpointInfo", "ComponentRecord", "TensorInfo", "VersionInfo"), "zoo.checkpoint.format"
+    ),
+    "digest": "zoo.checkpoint.hashing",
+    **dict.fromkeys(("inspect", "versions"), "zoo.checkpoint.inspection"),
+    **dict.fromkeys(("load", "save", "unwrap"), "zoo.checkpoint.io"),
+    **dict.fromkeys(("path_arg", "write_atomically"), "zoo.checkpoint.store"),
+}
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "save",

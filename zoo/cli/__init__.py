@@ -7,11 +7,13 @@ the zoo raises on purpose (``ZooError``) print as one red line and exit 1; ``--d
 shows the traceback. ``--json`` prints machine-readable output instead of tables.
 
 Each command module (``presets``, ``checkpoints``, ``convert``, ``generate``, ``ablate``,
-``bench``, ``train``, ``probe``) holds its commands' options (``add_parsers``) beside their
-handlers; ``render`` shows things, ``options`` holds what the commands share. Only the
-module of the command that runs is imported (``zoo info`` loads no training code); ``zoo
---help``, ``zoo --version`` and an unknown command answer from the command table
-(``commands``) and import no torch.
+``bench``, ``train``, ``probe``) holds its commands' handlers, and its namesake in
+``parsers`` their flags (``add_parsers``, torch-free, naming each handler); ``render`` shows
+things, ``options`` holds the flags the commands share and ``arguments`` what their
+arguments stand for. Only the parser module of the command given is imported, and its
+handler's module once it runs (``zoo info`` loads no training code): ``zoo CMD -h`` imports
+no torch and loads no plugin, and ``zoo --help``, ``zoo --version`` and an unknown command
+answer from the command table (``commands``) alone.
 """
 
 from __future__ import annotations
@@ -41,19 +43,19 @@ __all__ = ["build_parser", "main", "run"]
 
 
 def command_modules(argv: Sequence[str] | None = None) -> list[ModuleType]:
-    """The command modules a parser for ``argv`` needs: the one that adds its command
+    """The parser modules (``zoo.cli.parsers``) a parser for ``argv`` needs: the one that adds its command
     (the first argument that is not a flag; ``zoo``'s own flags take no value), none for
     the top-level help, ``--version``, a bare ``zoo`` or an unknown command (answered from
     the command table, ``zoo.cli.commands``, without importing torch), and all of them
     without ``argv`` (the whole parser, as tests and the docs walk it)."""
     if argv is None:
-        return [importlib.import_module(f"zoo.cli.{module}") for module in COMMANDS]
+        return [importlib.import_module(f"zoo.cli.parsers.{module}") for module in COMMANDS]
     args = list(argv)
     position = next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))
     named = args[position] if position < len(args) else None
     helps = any(a == "-h" or (a.startswith("--h") and "--help".startswith(a)) for a in args[:position])
     wanted = [m for m, commands in COMMANDS.items() if named in commands and not helps]
-    return [importlib.import_module(f"zoo.cli.{module}") for module in wanted]
+    return [importlib.import_module(f"zoo.cli.parsers.{module}") for module in wanted]
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:

@@ -11,18 +11,8 @@ from pathlib import Path
 from rich.text import Text
 
 import zoo
-from zoo.cli.options import Commands
 from zoo.cli.render import Ui, new_table
 from zoo.errors import ZooError, printable
-
-
-def add_parsers(commands: Commands) -> None:
-    p = commands.add("bench", cmd_bench)
-    p.add_argument("--list", action="store_true", help="list the benchmarks (default: run them)")
-    p.add_argument(
-        "name", nargs="?", metavar="NAME", help="a benchmark, e.g. forward (bench/bench_forward.py) (default: all)"
-    )
-    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the benchmark")
 
 
 def bench_folder() -> Path:

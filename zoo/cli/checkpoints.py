@@ -15,12 +15,7 @@ from rich.text import Text
 import zoo
 from zoo.checkpoint import inspect
 from zoo.checkpoint.store import SUFFIX
-from zoo.cli.options import (
-    Commands,
-    add_out,
-    add_overwrite,
-    add_seed,
-    add_version,
+from zoo.cli.arguments import (
     load_config,
     refuse_checkpoint_out,
     refuse_overwriting_inputs,
@@ -28,30 +23,6 @@ from zoo.cli.options import (
 from zoo.cli.render import Ui, config_table, fmt_bytes, fmt_int, fmt_value, mapping_table, new_table
 from zoo.errors import InputError, printable
 from zoo.nn.config import ModelConfig
-
-
-def add_parsers(commands: Commands) -> None:
-    p = commands.add("build", cmd_build, [commands.sets])
-    p.add_argument("name", metavar="NAME|CHECKPOINT", help="a preset, or a checkpoint whose config to reuse")
-    add_out(p, "a .safetensors file, or a folder to add the next numbered version to")
-    add_seed(p, "seed of the weight draws (default 0)")
-    add_overwrite(p, "replace an existing checkpoint file -o names (default: refuse it; a folder gets a new version)")
-    p.add_argument(
-        "--metadata",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="user metadata to store in the file; repeatable (default: none)",
-    )
-
-    p = commands.add(
-        "inspect",
-        cmd_inspect,
-        [commands.json_flag],
-    )
-    p.add_argument("path", metavar="PATH", help="a checkpoint file or a folder of versions")
-    add_version(p)
-    p.add_argument("--no-verify", action="store_true", help="skip the digest check (default: check it)")
 
 
 def parse_metadata(items: Iterable[str]) -> dict[str, str]:

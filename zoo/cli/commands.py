@@ -2,14 +2,15 @@
 
 It imports nothing but argparse, so that ``zoo --help``, ``zoo --version`` and a bare
 ``zoo`` answer from it without importing torch or a command module; a command that runs
-imports its own module, which adds its parser with the line kept here.
+imports its own parser module (``zoo.cli.parsers.<module>``, torch-free, which adds its
+parser with the line kept here) and, to run, its handler's (``zoo.cli.<module>``).
 """
 
 from __future__ import annotations
 
 import argparse
 
-__all__ = ["COMMANDS", "HELP", "top_parser"]
+__all__ = ["COMMANDS", "HELP", "MODULES", "top_parser"]
 
 #: The command modules of ``zoo.cli`` and the commands each adds with their help, in the
 #: order ``zoo --help`` lists them (a test checks this against what each module adds).
@@ -45,6 +46,8 @@ COMMANDS: dict[str, dict[str, str]] = {
 
 #: Each command's one-line help, by command.
 HELP: dict[str, str] = {command: line for commands in COMMANDS.values() for command, line in commands.items()}
+#: Each command's module, by command: its parser in ``zoo.cli.parsers.<module>``, its handler in ``zoo.cli.<module>``.
+MODULES: dict[str, str] = {command: module for module, commands in COMMANDS.items() for command in commands}
 
 
 def top_parser(version: str) -> argparse.ArgumentParser:

@@ -1,6 +1,9 @@
-"""What the commands of ``zoo`` share: where they add their subcommands, the flags every
-command spells the same way, argument types, and the config a NAME argument with
-``--set`` overrides stands for.
+"""What the parsers of ``zoo``'s commands share: where they add their subcommands, the
+handlers they name, the flags every command spells the same way, and argument types.
+
+Nothing here imports torch: ``zoo CMD -h`` builds the parser from these and the command's
+parser module (``zoo.cli.parsers``) alone. What the arguments stand for when a command runs
+(the config a NAME names, outputs refused) is ``zoo.cli.arguments``.
 
 The flag vocabulary, defined here once and used by every command:
 
@@ -20,26 +23,33 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import Any
+import importlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-import zoo
-from zoo.checkpoint import inspect
-from zoo.checkpoint.owned import check_versions_only, refuse_inputs_inside
-from zoo.checkpoint.store import SUFFIX, check_output_file
-from zoo.cli.commands import HELP
-from zoo.cli.render import Ui
-from zoo.errors import InputError, InteropError, printable
-from zoo.files import read_json
-from zoo.interop.hf import config_from_hf
-from zoo.interop.hub import check_revision, is_hub_id, local_or_snapshot
-from zoo.nn.config import ModelConfig, preset_description, resolve_config, validate_config
-from zoo.nn.sets import parse_sets
+from zoo.checkpoint.records import check_revision
+from zoo.cli.commands import HELP, MODULES
+from zoo.errors import InteropError
 
-#: A command's handler: the parsed arguments and the output in, the exit status out.
-Handler = Callable[[argparse.Namespace, Ui], int]
+if TYPE_CHECKING:
+    from zoo.cli.render import Ui
+
+
+@dataclasses.dataclass(frozen=True)
+class Handler:
+    """A command's handler by name: the function ``name`` of the command module
+    ``zoo.cli.<module>``, imported when the command runs, so that building the parser (and
+    ``zoo CMD -h``) imports none of what the command runs."""
+
+    module: str
+    name: str
+
+    def __call__(self, args: argparse.Namespace, ui: Ui) -> int:
+        """Run the handler on the parsed arguments; returns the exit status."""
+        handler: Callable[[argparse.Namespace, Ui], int] = getattr(
+            importlib.import_module(f"zoo.cli.{self.module}"), self.name
+        )
+        return handler(args, ui)
 
 
 #: Metavars the flags use: each names what the flag takes.
@@ -103,43 +113,6 @@ def add_seed(p: argparse.ArgumentParser, help: str) -> None:
 def add_overwrite(p: argparse.ArgumentParser, help: str) -> None:
     """``--overwrite``: replace an output whole instead of refusing it."""
     p.add_argument("--overwrite", action="store_true", help=help)
-
-
-#: The other way out for a checkpoint output (``zoo build``, ``zoo convert``).
-OR_A_VERSIONS_FOLDER = "give a new file name or a checkpoint folder (which gets a new version)"
-
-
-def refuse_existing_file(out: str, overwrite: bool, instead: str = "give a new file name", flag: str = "-o") -> None:
-    """A single-file output (``-o FILE``) must be a regular file or absent, in a folder
-    that exists and can be written; one that exists is refused unless ``--overwrite``:
-    the zoo never replaces a file it was not asked to. ``instead`` is the other way out
-    the message offers (``check_output_file``, which the API's writers use too)."""
-    check_output_file(out, InputError, overwrite=overwrite, what=flag, instead=instead)
-
-
-def refuse_checkpoint_out(out: str, overwrite: bool) -> None:
-    """``-o`` of a command that saves a checkpoint (``zoo build``, ``zoo convert --from-*``):
-    a ``.safetensors`` file is a single-file output (its folder is made); any other path is
-    a folder that gets the next version, which must be new, empty, or hold versions only."""
-    if not out or out.endswith(SUFFIX):
-        check_output_file(
-            out, InputError, overwrite=overwrite, what="-o", instead=OR_A_VERSIONS_FOLDER, make_parents=True
-        )
-    elif os.path.lexists(out) and not Path(out).is_dir():
-        raise InputError(
-            f"-o {printable(out)} exists and is not a folder; a path without the {SUFFIX} suffix is a checkpoint "
-            f"folder: give a new folder, or a path ending in {SUFFIX}"
-        )
-    else:
-        check_versions_only(Path(out), InputError)
-
-
-def refuse_overwriting_inputs(out: str | None, overwrite: bool, inputs: Mapping[str, object]) -> None:
-    """With ``--overwrite``, refuse an ``-o/--out`` that is or holds an input of the command
-    (``refuse_inputs_inside``): ``inputs`` maps the flag that gives each (``--data``), or
-    what a positional argument is, to its value (a path, a list of them, or anything else)."""
-    if overwrite and out:
-        refuse_inputs_inside(out, inputs.items(), InputError)
 
 
 def add_batch_size(p: argparse.ArgumentParser, help: str, default: int | None = None) -> None:
@@ -225,13 +198,12 @@ class Commands:
     sets: argparse.ArgumentParser  # --set KEY=VALUE
     context: argparse.ArgumentParser  # --context N
 
-    def add(
-        self, name: str, handler: Handler, parents: Sequence[argparse.ArgumentParser] = ()
-    ) -> argparse.ArgumentParser:
-        """A subcommand ``name`` run by ``handler``, with ``--debug`` and ``parents``' flags;
-        its help is the command table's line (``zoo.cli.commands``)."""
+    def add(self, name: str, handler: str, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
+        """A subcommand ``name`` run by the function ``handler`` of its command module (the
+        command table's, ``zoo.cli.commands``), with ``--debug`` and ``parents``' flags; its
+        help is the table's line."""
         p = self.sub.add_parser(name, help=HELP[name], description=HELP[name], parents=[self.common, *parents])
-        p.set_defaults(handler=handler)
+        p.set_defaults(handler=Handler(MODULES[name], handler))
         return p
 
 
@@ -297,32 +269,3 @@ def seed(text: str) -> int:
     if not 0 <= value < 1 << 64:
         raise argparse.ArgumentTypeError(f"must lie in 0 .. 2**64-1 (18446744073709551615), got {text}")
     return value
-
-
-def json_object(path: Path) -> dict[str, Any]:
-    """The JSON object in ``path`` (a ``config.json``), else an ``InteropError``."""
-    data = read_json(path, InteropError, "config.json")  # bounded, finite, not nested past the stack
-    if not isinstance(data, dict):
-        raise InteropError(f"{path} does not hold a JSON object")
-    return data
-
-
-def load_config(name: str, sets: Iterable[str] = ()) -> tuple[ModelConfig, str]:
-    """The config of a preset, or of a checkpoint file or folder, with ``--set`` overrides.
-
-    Returns the config and what to call it: the preset with its description, or the path.
-    """
-    overrides = parse_sets(sets)
-    if name not in zoo.list_models() and ((Path(name) / "config.json").is_file() or is_hub_id(name)):
-        folder, commit = local_or_snapshot(name, need="config")  # a Hugging Face folder or hub id: its config.json
-        config_path = folder / "config.json"
-        hf = json_object(config_path)
-        fields = config_from_hf(hf, where=str(config_path))
-        base = validate_config(fields, source=str(config_path))
-        return resolve_config(base, overrides), f"{name} (at {commit})" if commit else name
-    if name not in zoo.list_models() and Path(name).exists():
-        info = inspect(name, verify=False)
-        return resolve_config(info.config, overrides), name
-    config = zoo.get_config(name, **overrides)  # PresetError for an unknown name
-    description = preset_description(name)
-    return config, f"{name}: {description}" if description else name

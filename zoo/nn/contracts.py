@@ -53,13 +53,14 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, create_model
 from torch import Tensor, nn
 
 from zoo.nn.attention import AttentionContext
+from zoo.nn.kinds import COMPONENT_KINDS as COMPONENT_KINDS  # declared there, torch-free
+from zoo.nn.kinds import ComponentKind as ComponentKind
 
 #: Constructor arguments the model fills from the config, by name (see ``zoo.nn.parts``).
 CONFIG_ARGUMENTS: tuple[str, ...] = (
@@ -79,30 +80,6 @@ CONFIG_ARGUMENTS: tuple[str, ...] = (
     "embedding_dropout",  # config.dropout.embedding
 )
 
-
-@dataclass(frozen=True)
-class ComponentKind:
-    """One kind of component: its name (a config field, the ``kind`` of ``register``), the
-    component a config uses when it names none, and whether it is a module another
-    constructor may ask for by argument name (``init`` is applied to the model instead)."""
-
-    name: str
-    default: str
-    part: bool = True
-
-
-#: Every kind of component, declared once: ``KINDS`` (the registry), ``PART_KINDS``, the
-#: config's spec classes and fields and the ablation's axes derive from it, in this order.
-#: A new kind is one entry here, plus what its components promise (above) for the model to use.
-COMPONENT_KINDS: tuple[ComponentKind, ...] = (
-    ComponentKind("attention", "sdpa"),
-    ComponentKind("norm", "layernorm"),
-    ComponentKind("placement", "pre"),
-    ComponentKind("activation", "gelu"),
-    ComponentKind("position", "learned"),
-    ComponentKind("mlp", "standard"),
-    ComponentKind("init", "gpt2", part=False),
-)
 
 #: Kinds whose modules a constructor may ask for by argument name (``norm``, ``norm_in``).
 PART_KINDS: tuple[str, ...] = tuple(kind.name for kind in COMPONENT_KINDS if kind.part)

@@ -41,11 +41,9 @@ from zoo.errors import (
     UnknownComponentError,
     did_you_mean,
 )
-from zoo.nn.contracts import COMPONENT_KINDS, legacy_arguments, options_from_signature
+from zoo.nn.contracts import legacy_arguments, options_from_signature
 from zoo.nn.hookspecs import PROJECT, ZooSpec
-
-#: The kinds of component, in their order (``zoo.nn.contracts.COMPONENT_KINDS``).
-KINDS: tuple[str, ...] = tuple(kind.name for kind in COMPONENT_KINDS)
+from zoo.nn.kinds import KINDS as KINDS  # the kinds of component, in their order (declared there)
 
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "zoo.plugins.attention",

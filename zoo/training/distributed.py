@@ -32,8 +32,8 @@ from torch import Tensor, nn
 
 from zoo._version import __version__
 from zoo.errors import ConfigError, DistributedError, quoted
+from zoo.training.choices import STRATEGIES
 
-STRATEGIES = ("auto", "single", "ddp", "fsdp")
 BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and AdamW's two moments
 
 

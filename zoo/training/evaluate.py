@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from zoo.bounds import check_elements
 from zoo.errors import ConfigError, InputError, checked_types, printable
-from zoo.nn.inputs import not_finite_loss
+from zoo.nn.inputs import Checked, beyond_context, context_limit, not_finite_loss, position_limit, warn_past_context
 from zoo.training.data import resolve_data, tokenizer_mismatch, tokenizer_name
 from zoo.training.manifest import TOKENIZERS
 from zoo.training.sampling import TokenSplit
@@ -48,6 +48,21 @@ class EvalResult:
         }
 
 
+def check_context(model: nn.Module, seq_len: int) -> None:
+    """Refuse windows of ``seq_len`` tokens past the model's position table (learned
+    positions: ``position_limit``); past the ``max_seq_len`` of positions without a table
+    (rotary, ALiBi, sinusoidal, none), warn (``warn_past_context``): they are computed."""
+    if not isinstance(getattr(model, "position", None), nn.Module) or getattr(model, "config", None) is None:
+        return  # not a zoo model: its own forward says what it cannot take
+    checked = cast(Checked, model)
+    limit = position_limit(checked)
+    if limit is not None and seq_len > limit:
+        raise ConfigError(
+            f"seq_len={seq_len} does not fit: {beyond_context(checked, limit)}; use --seq-len {limit} or less"
+        )
+    warn_past_context(checked, seq_len, f"use --seq-len {context_limit(checked)} or less to stay inside", stacklevel=4)
+
+
 def _consecutive(split: TokenSplit, seq_len: int) -> Tensor:
     """Window numbers (see ``TokenSplit.windows``) of consecutive non-overlapping windows."""
     numbers, offset = [], 0
@@ -74,7 +89,8 @@ def evaluate(
     """Loss, perplexity, tokens and bits per byte of ``model`` on a split of ``data``
     (anything ``zoo.train`` accepts), over ``batches`` batches of ``batch_size`` windows
     (default: the whole split). ``seq_len`` defaults to the model's ``max_seq_len``,
-    capped at 1024.
+    capped at 1024; a longer one runs, with a warning, where positions have no table, and
+    is refused past a learned table (``check_context``).
 
     ``tokenizer`` is the one the model was trained with (a name, a tokenizer folder or a
     hub id; a zoo checkpoint records it, ``zoo eval`` passes it): raw text ``data`` is
@@ -95,10 +111,7 @@ def evaluate(
             f"tokenizer={tokenizer!r} must be {', '.join(TOKENIZERS)}, a tokenizer folder, a hub id or None"
         )
     seq_len = seq_len or min(max_len or 1024, 1024)
-    if max_len is not None and seq_len > max_len:
-        raise ConfigError(
-            f"seq_len={seq_len} is over the model's max_seq_len={max_len}; use --seq-len {max_len} or less"
-        )
+    check_context(model, seq_len)
     vocab = getattr(config, "vocab_size", None)
     expected = tokenizer or ("gpt2" if (vocab or 0) >= 50257 else None)
     token_data = resolve_data(data, tokenizer=expected or "bytes")

@@ -50,6 +50,7 @@ from zoo.checkpoint.owned import refuse_inputs_inside
 from zoo.errors import ConfigError, DivergenceError, InputError, check_flag, checked_types, printable
 from zoo.nn.config import ModelConfig
 from zoo.training.checkpointing import output_folder, resume_caveats, resume_state, save_version
+from zoo.training.choices import check_loggers
 from zoo.training.data import resolve_data, tokenizer_mismatch, tokenizer_name
 from zoo.training.distributed import (
     World,
@@ -67,14 +68,13 @@ from zoo.training.manifest import TOKENIZERS
 from zoo.training.metrics import (
     MetricsWriter,
     StepReport,
-    check_loggers,
     device_peak_tflops,
     flops_per_token,
 )
 from zoo.training.models import gpt2_vocab, model_of
-from zoo.training.optimization import deterministic, lm_loss, make_optimizer
+from zoo.training.optimization import PRECISIONS, deterministic, lm_loss, make_optimizer
 from zoo.training.sampling import TokenData, WindowSampler, tokens_data, validation_batches
-from zoo.training.settings import PRECISIONS, TrainSettings
+from zoo.training.settings import TrainSettings
 from zoo.training.state import TrainingState, load_optimizer
 from zoo.training.stateful import RandomState, ScalerState, Schedule, Stateful, restore
 

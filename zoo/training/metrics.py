@@ -21,6 +21,7 @@ from zoo.errors import ConfigError, InputError, os_error, printable, quoted
 from zoo.files import loads, open_append, open_read
 from zoo.nn.config import ModelConfig
 from zoo.summary import summarize
+from zoo.training.choices import check_loggers
 from zoo.training.distributed import World
 from zoo.training.settings import TrainSettings
 
@@ -138,24 +139,10 @@ def device_peak_tflops(settings: TrainSettings, world: World) -> float | None:
     return None
 
 
-#: The loggers ``--log`` may name, beside metrics.jsonl (always written); each is written
-#: by its own library (csv: the standard library's; the others are extras of the same name).
-LOGGERS = ("csv", "tensorboard", "wandb")
 CSV = "metrics.csv"
 #: Seconds ``wandb.init`` waits for the W&B server unless WANDB_INIT_TIMEOUT says (W&B's default).
 WANDB_INIT_SECONDS = 90.0
 CSV_FIELDS = ("step", "loss", "lr", "tokens", "tokens_per_s", "mfu", "val_loss", "val_perplexity")
-
-
-def check_loggers(names: Sequence[str]) -> tuple[str, ...]:
-    """``names`` checked against ``LOGGERS``; an error listing them otherwise."""
-    unknown = [n for n in names if n not in LOGGERS]
-    if unknown:
-        raise ConfigError(
-            f"unknown logger {', '.join(map(repr, unknown))}; --log takes a comma-separated list of "
-            f"{', '.join(LOGGERS)} (metrics.jsonl is always written)"
-        )
-    return tuple(dict.fromkeys(names))
 
 
 class MetricsWriter:

@@ -15,7 +15,13 @@ import torch.utils.deterministic
 from torch import Tensor, nn
 
 from zoo.nn.marks import auxiliary_loss
+from zoo.training.choices import PRECISION_NAMES
 from zoo.training.settings import TrainSettings
+
+#: The training precisions (``--dtype``) and the dtype each autocasts to (fp32: none).
+PRECISIONS: dict[str, torch.dtype | None] = dict(
+    zip(PRECISION_NAMES, (None, torch.bfloat16, torch.float16), strict=True)
+)
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:

@@ -7,14 +7,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
-from zoo.bounds import check_steps, check_threads
 from zoo.errors import ConfigError
-from zoo.training.distributed import STRATEGIES
+from zoo.training.choices import PRECISION_NAMES, STRATEGIES
 
-#: The training precisions (``--dtype``) and the dtype each autocasts to (fp32: none).
-PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 # Settings a resume may change: they do not change what the run computes, except ``steps``
 # (training longer), which stretches the cosine schedule from the resume point on.
 RESUMABLE_CHANGES = (
@@ -97,8 +92,8 @@ class TrainSettings:
             problems.append(f"warmup_steps={self.warmup_steps} must be within [0, steps={self.steps}]")
         if self.weight_decay < 0 or self.grad_clip < 0:
             problems.append("weight_decay and grad_clip must be >= 0")
-        if self.dtype not in PRECISIONS:
-            problems.append(f"dtype={self.dtype!r} must be one of {', '.join(PRECISIONS)}")
+        if self.dtype not in PRECISION_NAMES:
+            problems.append(f"dtype={self.dtype!r} must be one of {', '.join(PRECISION_NAMES)}")
         if self.strategy not in STRATEGIES:
             problems.append(f"strategy={self.strategy!r} must be one of {', '.join(STRATEGIES)}")
         peak = self.peak_tflops
@@ -108,6 +103,8 @@ class TrainSettings:
             problems.append(f"peak_tflops={peak!r} must be a finite number > 0 (or None) (--peak-tflops)")
         if problems:
             raise ConfigError(f"invalid training settings: {'; '.join(problems)}")
+        from zoo.bounds import check_steps, check_threads  # they read the machine through torch: not to list defaults
+
         check_threads(self.threads)
         check_steps(self.steps, "the run", "--steps")
 
