@@ -242,20 +242,27 @@ def test_a_second_process_on_a_claimed_folder_gets_a_clear_error(tmp_path: Path)
 
 
 def test_two_processes_started_together_on_a_new_folder_one_wins(tmp_path: Path) -> None:
-    script = HOLD.replace('print("held", flush=True)\ntime.sleep(60)', 'print("held", flush=True)\ntime.sleep(3)')
+    """Two processes claim one new folder at once: one holds it (until this test lets it
+    go), the other is told the folder is in use, whatever the order they reach it in."""
+    script = HOLD.replace('print("held", flush=True)\ntime.sleep(60)', 'print("held", flush=True)\nsys.stdin.read()')
     script = script.replace(
         'held = claim(Path(sys.argv[1]), "train", "zoo train", error=ZooError)',
         "try:\n    held = claim(Path(sys.argv[1]), 'train', 'zoo train', error=ZooError)\n"
         "except ZooError as err:\n    print('refused', err, flush=True); sys.exit(1)",
     )
-    runs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "run")], stdout=subprocess.PIPE, text=True)]
-    runs.append(
-        subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "run")], stdout=subprocess.PIPE, text=True)
-    )
-    outputs = [run.communicate(timeout=60)[0] for run in runs]
-    codes = sorted(run.returncode for run in runs)
+    command = [sys.executable, "-c", script, str(tmp_path / "run")]
+    runs = [subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        firsts = [run.stdout.readline() for run in runs if run.stdout is not None]  # each says held or refused
+    finally:
+        for run in runs:  # the holder holds until its stdin closes: no sleep decides the order
+            if run.stdin is not None:
+                run.stdin.close()
+    outputs = [first + (run.stdout.read() if run.stdout else "") for first, run in zip(firsts, runs, strict=True)]
+    codes = sorted(run.wait(timeout=60) for run in runs)
     assert codes == [0, 1], outputs
-    assert any(out.startswith("refused") and "in use" in out for out in outputs)
+    assert sorted(out.split()[0] for out in outputs) == ["held", "refused"], outputs
+    assert any(out.startswith("refused") and "in use" in out for out in outputs), outputs  # told why
 
 
 @pytest.mark.skipif(os.name != "posix", reason="flock: the moment is made with POSIX locks")

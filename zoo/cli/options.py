@@ -105,6 +105,11 @@ def add_version(p: argparse.ArgumentParser, what: str = "the checkpoint folder")
     )
 
 
+def add_revision(p: argparse.ArgumentParser, help: str = "a hub id's branch, tag or commit (default: main)") -> None:
+    """``--revision REV``: the branch, tag or commit of a hub id to read."""
+    p.add_argument("--revision", type=revision, default=None, metavar="REV", help=help)
+
+
 def add_seed(p: argparse.ArgumentParser, help: str) -> None:
     """``--seed N``: 0 .. 2**64 - 1."""
     p.add_argument("--seed", type=seed, default=None, metavar="N", help=help)

@@ -144,12 +144,9 @@ def build(
     registry: Registry | None = None,
     **overrides: Any,
 ) -> DecoderLM | EncoderDecoder:
-    """Build a model from a preset name, a config or a mapping, with overrides.
-
-    ``zoo.build("gpt2-small", placement="post", position="sinusoidal",
-    activation="relu")`` swaps components; ``attention={"name": "eager"}`` passes a
-    component with options. ``device="meta"`` builds the structure only.
-    """
+    """The model of a preset name, a config or a mapping, with overrides: built on the meta
+    device, then (unless ``device="meta"``) materialised and initialised. ``zoo.build``
+    without pretrained weights; its docstring has the examples."""
     dtype, device = dtype_arg(dtype), device_arg(device)
     config = resolve_config(name_or_config, overrides, registry=registry)
     with torch.device("meta"):

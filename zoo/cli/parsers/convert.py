@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zoo.cli.options import Commands, add_out, add_overwrite, add_version, revision
+from zoo.cli.options import Commands, add_out, add_overwrite, add_revision, add_version
 
 
 def add_parsers(commands: Commands) -> None:
@@ -31,13 +31,7 @@ def add_parsers(commands: Commands) -> None:
         metavar="NAME",
         help="with --to-hf: the Hugging Face architecture to write (default: the first installed one that fits)",
     )
-    p.add_argument(
-        "--revision",
-        type=revision,
-        default=None,
-        metavar="REV",
-        help="with --from-hf ID: a branch, tag or commit (default: main)",
-    )
+    add_revision(p, "with --from-hf ID: a branch, tag or commit (default: main)")
     add_out(p, "where to write: a .safetensors file or a folder of versions (--from-*), a folder (--to-hf)")
     add_overwrite(
         p,

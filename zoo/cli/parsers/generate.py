@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from zoo.cli.options import Commands, add_seed, add_version, at_least, positive, revision
+from zoo.cli.options import Commands, add_revision, add_seed, add_version, at_least, positive
 
 #: Each keyword of ``generate_text`` and the flag that gives it (the flag's dest is the keyword).
 API_FLAGS = {
@@ -106,13 +106,7 @@ def add_parsers(commands: Commands) -> None:
     )
     add_length_and_beams(p)
     add_seed(p, "seed of the sampling, 0 .. 2**64-1 (default: a fresh one each run)")
-    p.add_argument(
-        "--revision",
-        type=revision,
-        default=None,
-        metavar="REV",
-        help="a hub id's branch, tag or commit (default: main)",
-    )
+    add_revision(p)
     p.add_argument("--no-echo", action="store_true", help="print only the generated text (default: the prompt too)")
     p.add_argument(
         "--raw",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from zoo.cli.options import Commands, add_out, add_overwrite, revision, seed
+from zoo.cli.options import Commands, add_out, add_overwrite, add_revision, add_version, seed
 from zoo.figures import FIGURE_FORMATS
 from zoo.measures import METRICS
 
@@ -49,16 +49,8 @@ def add_parsers(commands: Commands) -> None:
         help="one design per value (every combination of several --vary, times each --variant); repeatable "
         "(default: none)",
     )
-    p.add_argument(
-        "--version", type=int, default=None, metavar="N", help="checkpoint folders: version N (default: newest)"
-    )
-    p.add_argument(
-        "--revision",
-        type=revision,
-        default=None,
-        metavar="REV",
-        help="a hub id's branch, tag or commit (default: main)",
-    )
+    add_version(p, "a checkpoint folder")
+    add_revision(p)
     p.add_argument("--batch-size", type=int, default=4, metavar="N", help="rows of text (default: 4)")
     p.add_argument("--seq-len", type=int, default=128, metavar="N", help="tokens per row (default: 128)")
     p.add_argument(
