@@ -168,6 +168,7 @@ _REFUSED: set[tuple[Path, str]] = set()  # the stop strings transformers refuses
 TEXTS = ["They fell into disorder, and then it", "Ünïcödé café — naïve 😀 ok", "where the quick fox ran"]
 
 
+@pytest.mark.xdist_group("stop-string-criteria")  # one worker: the GPT-2 readers share transformers' answers
 def test_stop_strings_end_where_stop_string_criteria_ends(reader: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every prefix of a few texts' ids, with stop strings cut from the text (inside a
     token, across tokens, across a multi-byte character) or wholly in earlier tokens:
