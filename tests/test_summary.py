@@ -86,9 +86,9 @@ def idle_experts(model: nn.Module) -> int:
     """Parameters a token does not use: the experts a mixture of experts does not route it to."""
     idle = 0
     for module in model.modules():
-        experts, top_k = getattr(module, "experts", None), getattr(module, "top_k", None)
-        if isinstance(experts, nn.ModuleList) and isinstance(top_k, int):
-            idle += sum(p.numel() for p in experts.parameters()) * (len(experts) - top_k) // len(experts)
+        experts, top_k, n = (getattr(module, name, None) for name in ("experts", "top_k", "n_experts"))
+        if isinstance(experts, nn.Module) and isinstance(top_k, int) and isinstance(n, int):
+            idle += sum(p.numel() for p in experts.parameters()) * (n - top_k) // n
     return idle
 
 
