@@ -264,13 +264,7 @@ def released_model(repo: str) -> Any:
         return getattr(transformers, hf["architectures"][0])(config)
 
 
-@pytest.mark.parametrize(
-    ("preset", "repo"),
-    [  # Qwen3-30B-A3B: 18,432 expert modules on each side, built in seconds
-        pytest.param(p, r, marks=pytest.mark.slow) if p == "qwen3-30b-a3b" else (p, r)
-        for p, r in sorted(PRESETS.items())
-    ],
-)
+@pytest.mark.parametrize(("preset", "repo"), sorted(PRESETS.items()))
 def test_each_preset_has_as_many_parameters_as_its_released_model(
     preset: str, repo: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -16,7 +16,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 import zoo
-from helpers import TINY, presets_heavy_slow
+from helpers import TINY
 from zoo.summary import FlopCounter, _meta_result, example_inputs, meta_model, summarize
 
 PRESETS = zoo.list_models()
@@ -49,7 +49,7 @@ def forward_of(config: zoo.ModelConfig, context: int) -> Callable[[], object]:
     return run
 
 
-@pytest.mark.parametrize("name", presets_heavy_slow(PRESETS))
+@pytest.mark.parametrize("name", PRESETS)
 def test_every_preset_counts_what_flop_counter_mode_counts(name: str) -> None:
     config = zoo.get_config(name)
     run = forward_of(config, 16)

@@ -17,7 +17,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 import zoo
-from helpers import TINY, presets_heavy_slow
+from helpers import TINY
 from zoo.summary import summarize
 
 PRESETS = zoo.list_models()
@@ -69,7 +69,7 @@ def test_untied_head_is_counted_as_head() -> None:
     assert untied.tied == []
 
 
-@pytest.mark.parametrize("name", presets_heavy_slow(PRESETS))
+@pytest.mark.parametrize("name", PRESETS)
 def test_every_preset_matches_the_built_model(name: str) -> None:
     s = summarize(name, context=16)
     model = zoo.build(name, device="meta")
