@@ -31,7 +31,7 @@ the training loss adds, weighted by ``aux_loss_weight``.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -64,6 +64,15 @@ class MoeOptions(BaseModel):
     aux_loss_weight: float = Field(
         0.01, ge=0.0, description="weight of the load-balancing loss in training (summed over layers: their mean)"
     )
+    scoring: Literal["softmax", "sigmoid"] = Field(
+        "softmax", description="router scores: a softmax over the experts, or each expert's sigmoid (DeepSeek-V3)"
+    )
+    score_bias: bool = Field(False, description="a per-expert bias added to the scores to choose, not to weight (V3)")
+    n_groups: int = Field(1, gt=0, description="experts in this many groups; a token chooses within top_groups of them")
+    top_groups: int = Field(1, gt=0, description="the groups a token may use (by the sum of each group's top 2 scores)")
+    routed_scale: float = Field(
+        1.0, gt=0.0, description="the routed experts' weights times this (routed_scaling_factor)"
+    )
 
 
 def check_moe(config: Any, options: MoeOptions) -> None:
@@ -72,6 +81,26 @@ def check_moe(config: Any, options: MoeOptions) -> None:
             f"mlp.top_k={options.top_k} must be at most mlp.n_experts={options.n_experts} "
             f"(each token goes to top_k different experts)"
         )
+    groups, experts = options.n_groups, options.n_experts
+    if groups > 1 and (experts % groups or experts // groups < 2 or options.top_groups > groups):
+        raise ValueError(
+            f"mlp.n_groups={groups}, top_groups={options.top_groups}: the {experts} experts must split evenly into "
+            f"groups of 2 or more (a group scores by its top 2), and top_groups be at most n_groups"
+        )
+    if options.top_k > options.top_groups * experts // groups:
+        raise ValueError(f"mlp.top_k={options.top_k} is more experts than top_groups={options.top_groups} groups hold")
+
+
+class ScoreBias(nn.Module):
+    """A per-expert bias on the scores the router chooses by (DeepSeek-V3's
+    ``e_score_correction_bias``): set by a balancing rule outside the gradient, so frozen."""
+
+    def __init__(self, n_experts: int) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(n_experts), requires_grad=False)
+
+    def reset_parameters(self) -> None:
+        nn.init.zeros_(self.bias)
 
 
 def balance_loss(probs: Tensor, chosen: Tensor) -> Tensor:
@@ -170,12 +199,19 @@ class MixtureOfExperts(nn.Module):
         shared_hidden: int = 0,
         shared_gate: bool = True,
         aux_loss_weight: float = 0.01,
+        scoring: str = "softmax",
+        score_bias: bool = False,
+        n_groups: int = 1,
+        top_groups: int = 1,
+        routed_scale: float = 1.0,
         bias: bool = True,
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
         hidden = hidden or swiglu_hidden(d_ff, multiple_of)
         self.n_experts, self.top_k, self.normalize_top_k = n_experts, top_k, normalize_top_k
+        self.scoring, self.n_groups, self.top_groups, self.routed_scale = scoring, n_groups, top_groups, routed_scale
+        self.score_bias = ScoreBias(n_experts) if score_bias else None
         self.aux_weight = aux_loss_weight / n_layers  # summed over the layers: the weight times their mean
         self.router = hook_point(nn.Linear(d_model, n_experts, bias=False), "hook_router")
         self.experts = Experts(n_experts, d_model, hidden, bias)
@@ -186,11 +222,9 @@ class MixtureOfExperts(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         shape = x.shape  # (B, S, d)
-        logits = self.router(x)  # (B, S, E): the hook point
-        probs = logits.flatten(0, -2).float().softmax(-1)  # (N, E)
-        weights, chosen = probs.topk(self.top_k, dim=-1)  # (N, k)
-        if self.normalize_top_k:
-            weights = weights / weights.sum(-1, keepdim=True)
+        logits = self.router(x).flatten(0, -2).float()  # (N, E); (B, S, E) is the hook point
+        probs = logits.softmax(-1)  # (N, E)
+        weights, chosen = self.route(probs if self.scoring == "softmax" else logits.sigmoid())  # (N, k)
         flat = x.reshape(-1, shape[-1])  # (N, d)
         out = self.dispatch(flat, weights.to(x.dtype), chosen)
         if self.shared is not None:
@@ -199,6 +233,22 @@ class MixtureOfExperts(nn.Module):
         self.last_balance_loss = balance_loss(probs, chosen) if self.training else None
         result: Tensor = self.drop(out.view(shape))
         return result
+
+    def route(self, scores: Tensor) -> tuple[Tensor, Tensor]:
+        """The top-k experts of each token and their weights, (N, k) each, from ``scores`` (N, E):
+        chosen by the scores plus ``score_bias`` within the ``top_groups`` best groups (a
+        group's worth: its top 2), weighted by the scores, renormalised, times ``routed_scale``."""
+        choice = scores if self.score_bias is None else scores + self.score_bias.bias
+        if self.n_groups > 1:
+            grouped = choice.view(len(choice), self.n_groups, -1)  # (N, G, E / G)
+            best = grouped.topk(2, dim=-1).values.sum(-1).topk(self.top_groups, dim=-1).indices  # (N, top_groups)
+            kept = torch.zeros(grouped.shape[:2], dtype=torch.bool, device=scores.device).scatter(1, best, True)
+            choice = grouped.masked_fill(~kept[..., None], float("-inf")).flatten(1)
+        chosen = choice.topk(self.top_k, dim=-1).indices
+        weights = scores.gather(1, chosen)
+        if self.normalize_top_k:  # sigmoid scores may all be tiny: DeepSeek's 1e-20 keeps the sum nonzero
+            weights = weights / (weights.sum(-1, keepdim=True) + (1e-20 if self.scoring == "sigmoid" else 0.0))
+        return weights * self.routed_scale if self.routed_scale != 1.0 else weights, chosen
 
     def dispatch(self, x: Tensor, weights: Tensor, chosen: Tensor) -> Tensor:
         """sum_j weights[:, j] * expert[chosen[:, j]](x): (N, d) from (N, d), (N, k), (N, k)."""
