@@ -641,3 +641,16 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
 
     walk(build_parser(), "")
     return found
+
+
+def perturbed_transformers_model(config: str, model: str, fields: dict[str, Any], seed: int = 0) -> Any:
+    """A tiny transformers model (``config``/``model``: class names) in eval mode, every
+    parameter moved by N(0, 0.2), so no zero bias or unit norm hides a mix-up."""
+    import transformers
+
+    torch.manual_seed(seed)
+    hf = getattr(transformers, model)(getattr(transformers, config)(**{"max_position_embeddings": 64, **fields}))
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+    return hf.eval()

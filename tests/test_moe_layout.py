@@ -17,7 +17,7 @@ import torch
 from family_cases.moe import CASES
 
 import zoo
-from helpers import edit_metadata
+from helpers import edit_metadata, perturbed_transformers_model
 from zoo.checkpoint import FORMAT, inspect
 from zoo.nn.hooks import hook_points
 
@@ -69,21 +69,9 @@ def test_a_per_expert_file_missing_an_expert_tensor_is_refused_naming_the_migrat
         zoo.load(tmp_path / "damaged.safetensors", verify=False)
 
 
-def reference(fields: dict[str, Any], config: str, model: str) -> Any:
-    """A tiny transformers MoE, every weight perturbed (so no zero or unit value hides a mix-up)."""
-    torch.manual_seed(0)
-    hf = getattr(transformers, model)(
-        getattr(transformers, config)(**fields, vocab_size=97, max_position_embeddings=64)
-    )
-    with torch.no_grad():
-        for p in hf.parameters():
-            p.add_(torch.randn_like(p) * 0.2)
-    return hf.eval()
-
-
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_transformers_stacked_files_read_and_export_writes_save_pretrained_names(case: Any, tmp_path: Path) -> None:
-    hf = reference(dict(case.fields), case.config, case.model)
+    hf = perturbed_transformers_model(case.config, case.model, {**case.fields, "vocab_size": 97})
     hf.save_pretrained(tmp_path / "stacked", save_original_format=False)  # transformers 5's own layout
     hf.save_pretrained(tmp_path / "per-expert")  # what save_pretrained writes by default
     names = set(safetensors.torch.load_file(tmp_path / "stacked" / "model.safetensors"))
