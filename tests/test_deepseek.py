@@ -55,12 +55,14 @@ def test_the_score_correction_bias_chooses_experts_as_transformers_does(tmp_path
 
 def routed_by_definition(block: Any, token: torch.Tensor) -> tuple[set[int], dict[int, float]]:
     """One token's experts and weights, written out: sigmoid scores; a group's worth is the
-    sum of its two best biased scores; the top_k biased scores among the best groups'
+    sum of its group_by best biased scores; the top_k biased scores among the best groups'
     experts; weights the unbiased scores, renormalised, times routed_scale."""
     scores = torch.sigmoid(block.router(token).float())
     choice = scores + block.score_bias.bias
     per_group = len(scores) // block.n_groups
-    worth = [choice[g * per_group : (g + 1) * per_group].topk(2).values.sum() for g in range(block.n_groups)]
+    worth = [
+        choice[g * per_group : (g + 1) * per_group].topk(block.group_by).values.sum() for g in range(block.n_groups)
+    ]
     groups = sorted(range(block.n_groups), key=lambda g: -float(worth[g]))[: block.top_groups]
     allowed = [e for g in groups for e in range(g * per_group, (g + 1) * per_group)]
     chosen = sorted(allowed, key=lambda e: -float(choice[e]))[: block.top_k]

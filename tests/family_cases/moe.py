@@ -1,4 +1,4 @@
-"""Mixture-of-experts families (zoo-modern's ``moe`` MLP): Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, DeepSeek-V3."""
+"""Mixture-of-experts families (zoo-modern's ``moe`` MLP): Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, DeepSeek-V3 and V2."""
 
 from __future__ import annotations
 
@@ -108,5 +108,28 @@ CASES = [
             "norm_topk_prob": False,
             "routed_scaling_factor": 1.5,
         },
+    ),
+    Family(  # softmax routing limited to the best 2 of 4 groups (a group worth its best), one dense layer
+        "deepseek-v2",
+        "deepseek_v2",
+        "DeepseekV2Config",
+        "DeepseekV2ForCausalLM",
+        {
+            **DEEPSEEK,
+            "q_lora_rank": 12,
+            "first_k_dense_replace": 1,
+            "topk_method": "group_limited_greedy",
+            "n_group": 4,
+            "topk_group": 2,
+            "num_experts_per_tok": 3,
+            "routed_scaling_factor": 1.5,
+        },
+    ),
+    Family(  # V2-Lite's layout: q straight from x, greedy softmax routing, two shared experts
+        "deepseek-v2-lite",
+        "deepseek_v2",
+        "DeepseekV2Config",
+        "DeepseekV2ForCausalLM",
+        {**DEEPSEEK, "q_lora_rank": None, "n_shared_experts": 2, "topk_method": "greedy"},
     ),
 ]

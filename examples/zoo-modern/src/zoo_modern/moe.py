@@ -69,7 +69,8 @@ class MoeOptions(BaseModel):
     )
     score_bias: bool = Field(False, description="a per-expert bias added to the scores to choose, not to weight (V3)")
     n_groups: int = Field(1, gt=0, description="experts in this many groups; a token chooses within top_groups of them")
-    top_groups: int = Field(1, gt=0, description="the groups a token may use (by the sum of each group's top 2 scores)")
+    top_groups: int = Field(1, gt=0, description="the groups a token may use, by each group's worth")
+    group_by: int = Field(2, gt=0, description="a group's worth: the sum of its best this many scores (V3: 2; V2: 1)")
     routed_scale: float = Field(
         1.0, gt=0.0, description="the routed experts' weights times this (routed_scaling_factor)"
     )
@@ -82,10 +83,10 @@ def check_moe(config: Any, options: MoeOptions) -> None:
             f"(each token goes to top_k different experts)"
         )
     groups, experts = options.n_groups, options.n_experts
-    if groups > 1 and (experts % groups or experts // groups < 2 or options.top_groups > groups):
+    if groups > 1 and (experts % groups or experts // groups < options.group_by or options.top_groups > groups):
         raise ValueError(
             f"mlp.n_groups={groups}, top_groups={options.top_groups}: the {experts} experts must split evenly into "
-            f"groups of 2 or more (a group scores by its top 2), and top_groups be at most n_groups"
+            f"groups of group_by={options.group_by} or more (a group's worth), and top_groups be at most n_groups"
         )
     if options.top_k > options.top_groups * experts // groups:
         raise ValueError(f"mlp.top_k={options.top_k} is more experts than top_groups={options.top_groups} groups hold")
@@ -203,6 +204,7 @@ class MixtureOfExperts(nn.Module):
         score_bias: bool = False,
         n_groups: int = 1,
         top_groups: int = 1,
+        group_by: int = 2,
         routed_scale: float = 1.0,
         bias: bool = True,
         dropout: float = 0.0,
@@ -210,7 +212,8 @@ class MixtureOfExperts(nn.Module):
         super().__init__()
         hidden = hidden or swiglu_hidden(d_ff, multiple_of)
         self.n_experts, self.top_k, self.normalize_top_k = n_experts, top_k, normalize_top_k
-        self.scoring, self.n_groups, self.top_groups, self.routed_scale = scoring, n_groups, top_groups, routed_scale
+        self.scoring, self.routed_scale = scoring, routed_scale
+        self.n_groups, self.top_groups, self.group_by = n_groups, top_groups, group_by
         self.score_bias = ScoreBias(n_experts) if score_bias else None
         self.aux_weight = aux_loss_weight / n_layers  # summed over the layers: the weight times their mean
         self.router = hook_point(nn.Linear(d_model, n_experts, bias=False), "hook_router")
@@ -237,11 +240,13 @@ class MixtureOfExperts(nn.Module):
     def route(self, scores: Tensor) -> tuple[Tensor, Tensor]:
         """The top-k experts of each token and their weights, (N, k) each, from ``scores`` (N, E):
         chosen by the scores plus ``score_bias`` within the ``top_groups`` best groups (a
-        group's worth: its top 2), weighted by the scores, renormalised, times ``routed_scale``."""
+        group's worth: its best ``group_by``), weighted by the scores, renormalised, times ``routed_scale``."""
         choice = scores if self.score_bias is None else scores + self.score_bias.bias
         if self.n_groups > 1:
             grouped = choice.view(len(choice), self.n_groups, -1)  # (N, G, E / G)
-            best = grouped.topk(2, dim=-1).values.sum(-1).topk(self.top_groups, dim=-1).indices  # (N, top_groups)
+            best = (
+                grouped.topk(self.group_by, dim=-1).values.sum(-1).topk(self.top_groups, dim=-1).indices
+            )  # (N, top_groups)
             kept = torch.zeros(grouped.shape[:2], dtype=torch.bool, device=scores.device).scatter(1, best, True)
             choice = grouped.masked_fill(~kept[..., None], float("-inf")).flatten(1)
         chosen = choice.topk(self.top_k, dim=-1).indices
