@@ -249,8 +249,11 @@ class MixtureOfExperts(nn.Module):
             )  # (N, top_groups)
             kept = torch.zeros(grouped.shape[:2], dtype=torch.bool, device=scores.device).scatter(1, best, True)
             choice = grouped.masked_fill(~kept[..., None], float("-inf")).flatten(1)
-        chosen = choice.topk(self.top_k, dim=-1).indices
-        weights = scores.gather(1, chosen)
+        if choice is scores:
+            weights, chosen = scores.topk(self.top_k, dim=-1)
+        else:  # chosen by the biased or masked scores, weighted by the scores themselves
+            chosen = choice.topk(self.top_k, dim=-1).indices
+            weights = scores.gather(1, chosen)
         if self.normalize_top_k:  # sigmoid scores may all be tiny: DeepSeek's 1e-20 keeps the sum nonzero
             weights = weights / (weights.sum(-1, keepdim=True) + (1e-20 if self.scoring == "sigmoid" else 0.0))
         return weights * self.routed_scale if self.routed_scale != 1.0 else weights, chosen
