@@ -5,7 +5,11 @@ weighted by the router's probabilities.
 Routing as the families do it: a softmax over all experts, the ``top_k`` largest kept,
 optionally renormalised to sum to 1 (``normalize_top_k``: Mixtral always, Qwen-MoE's and
 OLMoE's ``norm_topk_prob``). Qwen2-MoE adds a *shared expert* every token goes through,
-scaled by a sigmoid gate of its own (``shared_hidden``, ``shared_gate``).
+scaled by a sigmoid gate of its own (``shared_hidden``, ``shared_gate``). DeepSeek's
+routing is options too: sigmoid scores (``scoring``), a frozen per-expert ``score_bias``
+that chooses but does not weight (V3's ``e_score_correction_bias``), experts in
+``n_groups`` groups of which a token uses the ``top_groups`` best (a group worth the sum
+of its best ``group_by``), and ``routed_scale``.
 
 The experts are stacked, one parameter per projection with the experts on dim 0, as
 transformers 5 holds them: ``experts.gate_up`` (E, 2 x hidden, d), rows [gate | up], and
@@ -185,7 +189,7 @@ class Experts(nn.Module):
 
 
 class MixtureOfExperts(nn.Module):
-    """Mixture of experts: top-k routed SwiGLU experts, optional shared expert (Mixtral, Qwen-MoE, OLMoE)."""
+    """Mixture of experts: top-k routed SwiGLU experts, optional shared expert (Mixtral, Qwen-MoE, OLMoE, DeepSeek)."""
 
     def __init__(
         self,
