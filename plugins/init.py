@@ -1,7 +1,8 @@
 """Init schemes: how fresh weights are drawn. Each returns ``init(model)``.
 
 Models are built on the meta device and materialised with uninitialised memory, so an
-init scheme must cover every parameter: linear layers and embeddings are drawn here,
+init scheme must cover every parameter: linear layers and embeddings are drawn here
+(``stacked`` layers, an MoE's experts, one layer at a time),
 and any other module with parameters of its own is reset with its
 ``reset_parameters()``; a module with neither is an error, never garbage weights.
 """
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
-from zoo.plugin import ConfigError, RegisterComponent, hookimpl, is_residual_output
+from zoo.plugin import ConfigError, RegisterComponent, hookimpl, is_residual_output, is_stacked
 
 
 def init_all(model: nn.Module, draw: Callable[[nn.Module, Tensor], None], scheme: str) -> None:
@@ -27,9 +28,10 @@ def init_all(model: nn.Module, draw: Callable[[nn.Module, Tensor], None], scheme
         own = list(module.parameters(recurse=False))
         if not own:
             continue
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            if id(module.weight) not in done:
-                draw(module, module.weight)
+        if isinstance(module, (nn.Linear, nn.Embedding)) or is_stacked(module):
+            if id(module.weight) not in done:  # stacked layers (experts) are drawn one by one
+                for weight in module.weight.unbind(0) if is_stacked(module) else (module.weight,):
+                    draw(module, weight)
             bias = getattr(module, "bias", None)
             if bias is not None:
                 nn.init.zeros_(bias)

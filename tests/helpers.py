@@ -649,24 +649,6 @@ def cut_texts(fig: Any) -> list[str]:
     return cut
 
 
-#: Building a preset whole costs about a second per thousand expert modules: past this many
-#: (layers x experts), a whole-model check of it runs under the slow marker (`make test-all`).
-HEAVY_EXPERT_MODULES = 2000
-
-
-def presets_heavy_slow(names: list[str]) -> list[Any]:
-    """``names`` as pytest params, those whose layers x experts pass ``HEAVY_EXPERT_MODULES``
-    (Qwen3-30B-A3B's 48 x 128) marked slow: the default suite keeps every other preset and an
-    MoE of each router kind, the slow one every preset."""
-    params = []
-    for name in names:
-        config = zoo.get_config(name)
-        experts = getattr(config.mlp, "n_experts", 0) or 0
-        heavy = config.n_layers * experts > HEAVY_EXPERT_MODULES
-        params.append(pytest.param(name, id=name, marks=pytest.mark.slow if heavy else ()))
-    return params
-
-
 def default_sigint() -> None:
     """``preexec_fn`` for a child a test interrupts: SIGINT's default action in it even when
     this run inherited SIGINT ignored (a shell's background job), which the child would keep."""
@@ -690,3 +672,16 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
 
     walk(build_parser(), "")
     return found
+
+
+def perturbed_transformers_model(config: str, model: str, fields: dict[str, Any], seed: int = 0) -> Any:
+    """A tiny transformers model (``config``/``model``: class names) in eval mode, every
+    parameter moved by N(0, 0.2), so no zero bias or unit norm hides a mix-up."""
+    import transformers
+
+    torch.manual_seed(seed)
+    hf = getattr(transformers, model)(getattr(transformers, config)(**{"max_position_embeddings": 64, **fields}))
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+    return hf.eval()

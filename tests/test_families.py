@@ -86,7 +86,7 @@ def assert_same(model: Any, reference: Any) -> None:
         torch.testing.assert_close(model(idx), reference(idx).logits, atol=1e-4, rtol=0)
         prompt = idx[:, : SEQ // 2]
         new = SEQ - prompt.shape[1]
-        ours = model.generate(prompt, new)
+        ours = model.generate(prompt, new, min_new_tokens=new)  # as transformers is asked: EOS kept out
         theirs = reference.generate(
             prompt, max_new_tokens=new, min_new_tokens=new, do_sample=False, attention_mask=torch.ones_like(prompt)
         )

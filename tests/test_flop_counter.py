@@ -16,7 +16,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 import zoo
-from helpers import TINY, presets_heavy_slow
+from helpers import TINY
 from zoo.summary import FlopCounter, _meta_result, example_inputs, meta_model, summarize
 
 PRESETS = zoo.list_models()
@@ -49,7 +49,7 @@ def forward_of(config: zoo.ModelConfig, context: int) -> Callable[[], object]:
     return run
 
 
-@pytest.mark.parametrize("name", presets_heavy_slow(PRESETS))
+@pytest.mark.parametrize("name", PRESETS)
 def test_every_preset_counts_what_flop_counter_mode_counts(name: str) -> None:
     config = zoo.get_config(name)
     run = forward_of(config, 16)
@@ -134,6 +134,9 @@ RESULT_CASES: dict[str, tuple[Any, tuple[Any, ...], dict[str, Any]]] = {
     "addmm": (aten.addmm.default, (meta(3), meta(7, 5), meta(5, 3)), {}),
     "embedding": (aten.embedding.default, (meta(50, 8), meta(2, 5, dtype=torch.long)), {}),
     "arange": (aten.arange.start, (3, 19), {"device": "meta"}),
+    "topk": (aten.topk.default, (meta(6, 16), 3), {}),
+    "topk of a middle dim": (aten.topk.default, (meta(6, 8, 4, dtype=torch.bfloat16), 2, 1), {}),
+    "gather": (aten.gather.default, (meta(6, 16), 1, meta(6, 3, dtype=torch.long)), {}),
 }
 
 
@@ -156,7 +159,7 @@ def test_zoo_info_and_every_preset_summary_do_not_import_torch_dynamo() -> None:
     code = (
         "import sys\n"
         "from zoo.cli import main\n"
-        "for name in ('gpt2-small', 'transformer-2017-base'):\n"
+        "for name in ('gpt2-small', 'transformer-2017-base', 'mixtral-8x7b', 'qwen3-30b-a3b'):\n"
         "    assert main(['info', name]) == 0, name\n"
         "    assert 'torch._dynamo' not in sys.modules, f'zoo info {name} imported torch._dynamo'\n"
         "    assert 'sympy' not in sys.modules, f'zoo info {name} imported sympy'\n"

@@ -100,14 +100,17 @@ def test_every_component_exposes_every_point_and_leaves_the_forward_unchanged(ki
     assert model.hook_state is None and no_module_hooks(model)
     torch.testing.assert_close(model(idx), plain, rtol=0, atol=0)
     heads, dk = model.config.n_heads, model.config.head_dim
-    width = dk if attends(kind, spec) else model.blocks[1].attn.out_proj.in_features // heads  # a scan's are wider
+    attn = model.blocks[1].attn  # latent attention's q/k and v widths are its own (qk_head_dim, v_head_dim)
+    dk, dv = getattr(attn, "qk_head_dim", dk), getattr(attn, "v_head_dim", dk)
+    width = dv if attends(kind, spec) else attn.out_proj.in_features // heads  # a scan's are wider
     assert cache["blocks.1.attn.hook_z"].shape == (2, 7, heads, width)
     torch.testing.assert_close(cache["hook_logits"], out)
     if not attends(kind, spec):
         return
     kv_heads = model.blocks[0].attn.n_kv_heads
     assert cache["blocks.0.attn.hook_q"].shape == (2, heads, 7, dk)
-    assert cache["blocks.0.attn.hook_k"].shape == cache["blocks.0.attn.hook_v"].shape == (2, kv_heads, 7, dk)
+    assert cache["blocks.0.attn.hook_k"].shape == (2, kv_heads, 7, dk)
+    assert cache["blocks.0.attn.hook_v"].shape == (2, kv_heads, 7, dv)
     pattern = cache["blocks.1.attn.hook_pattern"]
     if hasattr(model.blocks[1].attn, "sinks"):  # a sink takes its share of each row (GPT-OSS)
         assert ((pattern.sum(-1) > 0) & (pattern.sum(-1) < 1)).all()

@@ -39,6 +39,7 @@ MODERN = {
     ("attention", "short_conv"),
     ("attention", "mamba2"),
     ("mlp", "none"),
+    ("attention", "mla"),
 }
 PACKAGE = Path(__file__).resolve().parents[1] / "examples" / "zoo-modern"
 

@@ -17,7 +17,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 import zoo
-from helpers import TINY, presets_heavy_slow
+from helpers import TINY
 from zoo.summary import summarize
 
 PRESETS = zoo.list_models()
@@ -69,7 +69,7 @@ def test_untied_head_is_counted_as_head() -> None:
     assert untied.tied == []
 
 
-@pytest.mark.parametrize("name", presets_heavy_slow(PRESETS))
+@pytest.mark.parametrize("name", PRESETS)
 def test_every_preset_matches_the_built_model(name: str) -> None:
     s = summarize(name, context=16)
     model = zoo.build(name, device="meta")
@@ -86,9 +86,9 @@ def idle_experts(model: nn.Module) -> int:
     """Parameters a token does not use: the experts a mixture of experts does not route it to."""
     idle = 0
     for module in model.modules():
-        experts, top_k = getattr(module, "experts", None), getattr(module, "top_k", None)
-        if isinstance(experts, nn.ModuleList) and isinstance(top_k, int):
-            idle += sum(p.numel() for p in experts.parameters()) * (len(experts) - top_k) // len(experts)
+        experts, top_k, n = (getattr(module, name, None) for name in ("experts", "top_k", "n_experts"))
+        if isinstance(experts, nn.Module) and isinstance(top_k, int) and isinstance(n, int):
+            idle += sum(p.numel() for p in experts.parameters()) * (n - top_k) // n
     return idle
 
 

@@ -53,7 +53,7 @@ from zoo.nn.converter import (
 )
 from zoo.nn.family import REQUIRED, F, Family, W, builtin_family, converter, linear, zoo_value
 from zoo.nn.hookspecs import RegisterComponent, RegisterConverter, RegisterPreset, hookimpl
-from zoo.nn.marks import SCALES_WITH, SHOWN, hook_point, is_residual_output, residual_output
+from zoo.nn.marks import SCALES_WITH, SHOWN, hook_point, is_residual_output, is_stacked, residual_output, stacked
 
 __all__ = [
     # registering
@@ -82,6 +82,8 @@ __all__ = [
     "LayerCache",
     "residual_output",
     "is_residual_output",
+    "stacked",
+    "is_stacked",
     "hook_point",
     # converters
     "Converter",

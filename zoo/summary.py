@@ -152,6 +152,13 @@ def _meta_result(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> An
     if packet is _aten.embedding and all(isinstance(a, Tensor) and a.is_meta for a in args[:2]):
         weight, indices = args[0], args[1]  # its meta kernel's checks import sympy
         return torch.empty((*indices.shape, weight.shape[-1]), dtype=weight.dtype, device="meta")
+    if packet is _aten.topk and isinstance(args[0], Tensor) and args[0].is_meta and args[0].dim():
+        x, k = args[0], int(args[1])  # an MoE's routing; its meta kernel's checks import sympy
+        dim = (args[2] if len(args) > 2 else kwargs.get("dim", -1)) % x.dim()
+        shape = [*x.shape[:dim], k, *x.shape[dim + 1 :]]
+        return torch.empty(shape, dtype=x.dtype, device="meta"), torch.empty(shape, dtype=torch.long, device="meta")
+    if packet is _aten.gather and all(isinstance(a, Tensor) and a.is_meta for a in (args[0], args[2])):
+        return torch.empty(args[2].shape, dtype=args[0].dtype, device="meta")  # its meta kernel imports sympy
     metas = [a for a in args if isinstance(a, Tensor) and a.is_meta]
     if not metas or kwargs.get("out") is not None:
         return None

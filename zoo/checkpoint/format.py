@@ -46,7 +46,11 @@ from zoo.nn.config import ModelConfig, validate_config
 from zoo.nn.registry import KINDS, Registry
 
 #: The metadata layout this zoo writes, and the newest it reads.
-FORMAT = 1
+FORMAT = 2
+#: Format steps that change no layout of the zoo's own, only a plugin's parameters, so a
+#: file without those needs no plugin to take the step: 1 -> 2, zoo-modern's MoE stores
+#: its experts stacked (zoo-modern migrates such files).
+PLUGIN_STEPS = frozenset({1})
 _REQUIRED = ("zoo.version", "zoo.created", "zoo.config", "zoo.components", "zoo.ties", "zoo.metadata")
 #: How deep user metadata may nest (``{"a": {"b": 1}}`` is 2).
 METADATA_DEPTH = 8
@@ -296,7 +300,7 @@ def _migrate(
     """Upgrade an older format one step at a time through ``zoo_migrate_checkpoint``.
 
     At each step every plugin's hook runs in load order, each on what the previous one
-    returned; a step no plugin handles is an error.
+    returned; a step no plugin handles is an error, unless it is one of ``PLUGIN_STEPS``.
     """
     impls = registry.hook.zoo_migrate_checkpoint.get_hookimpls()
     plugins = [impl.plugin for impl in impls]
@@ -316,7 +320,7 @@ def _migrate(
             for result in results:
                 metadata, tensors = _migration_result(result, impl.plugin_name, file, step)
                 handled = True
-        if not handled:
+        if not handled and step not in PLUGIN_STEPS:
             writer = metadata.get("zoo.version")
             raise CheckpointError(
                 f"{file} is in checkpoint format {step} (written by zoo "

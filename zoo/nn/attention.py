@@ -139,7 +139,7 @@ class AttentionContext:
         if dropout:
             weights = F.dropout(weights, dropout)
         weights = weights.view(batch, kv_heads, heads // kv_heads, q_len, k_len)
-        return (weights @ v[:, :, None]).view(batch, heads, q_len, dk)  # (B, H, S, dk)
+        return (weights @ v[:, :, None]).view(batch, heads, q_len, v.shape[-1])  # (B, H, S, dv): dv may differ (MLA)
 
     def rotate(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         """Queries and new keys turned by the position encoding (unchanged without one)."""

@@ -155,13 +155,22 @@ class Rule:
     """One zoo tensor and the Hugging Face tensor(s) it is made of.
 
     ``load(hf_tensors) -> zoo_tensor`` and ``save(zoo_tensor) -> hf_tensors`` are inverse;
-    names are without the converter's ``prefix``.
+    names are without the converter's ``prefix``. ``also``: other stored forms of the same
+    tensor, read where a file holds one instead (transformers 5 reads an MoE's experts per
+    expert or stacked); export writes this one.
     """
 
     zoo: str
     hf: tuple[str, ...]
     load: Callable[[Sequence[Tensor]], Tensor]
     save: Callable[[Tensor], Sequence[Tensor]]
+    also: tuple[Rule, ...] = ()
+
+    def stored_form(self, stored: Mapping[str, Tensor]) -> Rule:
+        """This rule, or the first of ``also`` whose every tensor ``stored`` holds where it lacks one of this one's."""
+        if all(name in stored for name in self.hf):
+            return self
+        return next((form for form in self.also if all(name in stored for name in form.hf)), self)
 
     @classmethod
     def copy(cls, zoo: str, hf: str) -> Rule:
@@ -333,6 +342,7 @@ def state_from_hf(
             for name in rule.hf:
                 remaining.pop(name, None)  # a stored copy of the tied head (checked by from_hf)
             continue
+        rule = rule.stored_form(remaining)
         parts = [remaining.pop(name, None) for name in rule.hf]
         if any(p is None for p in parts):
             missing += [n for n, p in zip(rule.hf, parts, strict=True) if p is None]

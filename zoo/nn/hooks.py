@@ -60,7 +60,7 @@ from zoo.bounds import check_bytes
 from zoo.errors import HookError, check_flag, did_you_mean, quoted
 from zoo.nn.activations import ActivationCache
 from zoo.nn.attention import AttentionContext
-from zoo.nn.marks import is_residual_output, marked_point
+from zoo.nn.marks import is_residual_output, is_stacked, marked_point
 
 __all__ = [
     "HookFn",
@@ -113,14 +113,20 @@ def sublayers(block: nn.Module) -> list[tuple[str, str, str, str | None]]:
 
 
 def residual_projection(module: nn.Module) -> nn.Module | None:
-    """The one layer in ``module`` marked ``residual_output`` (its output projection), or None."""
+    """The one layer in ``module`` marked ``residual_output`` (its output projection), or None
+    (also where it holds ``stacked`` experts: each has its own)."""
+    if any(is_stacked(m) for m in module.modules()):
+        return None
     marked = [m for m in module.modules() if is_residual_output(m)]
     return marked[0] if len(marked) == 1 else None
 
 
 def activation_of(mlp: nn.Module) -> nn.Module | None:
     """The MLP's activation: the module the part maker made of kind ``activation``, else its one
-    ``torch.nn`` activation module; None if there is none or more than one."""
+    ``torch.nn`` activation module; None if there is none or more than one, or where the MLP
+    holds ``stacked`` experts (each has its own)."""
+    if any(is_stacked(m) for m in mlp.modules()):
+        return None
     made = [m for m in mlp.modules() if getattr(m, "zoo_kind", None) == "activation"]
     if len(made) == 1:
         return made[0]

@@ -1,6 +1,7 @@
 """Marks the model reads off a component's modules, so components write no model code:
 ``residual_output`` flags a projection that writes into the residual stream (init schemes
-scale it down; its input is a hook point); ``hook_point`` names a module whose output is a
+scale it down; its input is a hook point); ``stacked`` flags layers stacked on dim 0 (an
+MoE's experts: drawn one by one as linear layers); ``hook_point`` names a module whose output is a
 hook point of its sub-layer (an MoE's router); a module's ``aux_loss()`` is a term the
 training loss adds (``auxiliary_loss``: an MoE's load balancing). ``SCALES_WITH`` marks a
 component option as a size relative to the model's (``zoo.nn.sizes``)."""
@@ -23,7 +24,7 @@ SCALES_WITH = "scales_with"
 SHOWN = "shown"
 
 
-def residual_output(layer: nn.Linear) -> nn.Linear:
+def residual_output(layer: M) -> M:
     """Mark ``layer`` as a projection that writes into the residual stream.
 
     Init schemes (GPT-2's) scale these down by sqrt(2 * n_layers).
@@ -34,6 +35,19 @@ def residual_output(layer: nn.Linear) -> nn.Linear:
 
 def is_residual_output(module: nn.Module) -> bool:
     return bool(getattr(module, "zoo_residual_output", False))
+
+
+def stacked(module: M) -> M:
+    """Mark ``module`` as linear layers of one shape stacked on dim 0 (an MoE's experts):
+    ``weight`` (n, out, in), ``bias`` (n, out) or None. Init schemes draw each layer as a
+    linear one (fans of one layer, not of the stack); the block's hook contract finds no one
+    activation or output projection in a sub-layer holding one (each expert has its own)."""
+    module.zoo_stacked = True  # type: ignore[assignment]
+    return module
+
+
+def is_stacked(module: nn.Module) -> bool:
+    return bool(getattr(module, "zoo_stacked", False))
 
 
 def hook_point(module: M, name: str) -> M:

@@ -5,16 +5,27 @@ weighted by the router's probabilities.
 Routing as the families do it: a softmax over all experts, the ``top_k`` largest kept,
 optionally renormalised to sum to 1 (``normalize_top_k``: Mixtral always, Qwen-MoE's and
 OLMoE's ``norm_topk_prob``). Qwen2-MoE adds a *shared expert* every token goes through,
-scaled by a sigmoid gate of its own (``shared_hidden``, ``shared_gate``).
+scaled by a sigmoid gate of its own (``shared_hidden``, ``shared_gate``). DeepSeek's
+routing is options too: sigmoid scores (``scoring``), a frozen per-expert ``score_bias``
+that chooses but does not weight (V3's ``e_score_correction_bias``), experts in
+``n_groups`` groups of which a token uses the ``top_groups`` best (a group worth the sum
+of its best ``group_by``), and ``routed_scale``.
+
+The experts are stacked, one parameter per projection with the experts on dim 0, as
+transformers 5 holds them: ``experts.gate_up`` (E, 2 x hidden, d), rows [gate | up], and
+``experts.down`` (E, d, hidden). A layer's experts are two tensors however many there
+are, so Qwen3-30B-A3B on the meta device is 96 of them, not 6,144 modules of three.
 
 Each token is computed alone, so padding and the KV cache (one token at a time) give
 exactly the outputs of the full forward. Dispatch sorts the (token, expert) pairs by
-expert, runs each expert once on its tokens (a loop over experts, none over tokens) and
-adds the weighted outputs back with ``index_add_``; the experts' token counts are one
-host read per layer. That read has a data-dependent result, which ``torch.compile``
-cannot hold in one graph, so under compilation every expert runs on every token and
+expert and multiplies each expert's rows of tokens by its slice of the stack (grouped
+matmuls: a loop over experts, none over tokens), adding the weighted outputs back with
+``index_add_``; the experts' token counts are one host read per layer. That read has a
+data-dependent result, which ``torch.compile`` cannot hold in one graph, so under
+compilation every expert runs on every token (two batched matmuls over the stack) and
 unchosen ones are weighted 0: the same sums, ``n_experts / top_k`` times the expert
-FLOPs. On the meta device (``zoo info``'s FLOPs) the tokens are split evenly.
+FLOPs. On the meta device (``zoo info``'s FLOPs) all pairs go through one expert's
+matrices in one matmul: the FLOPs of any split, without a loop over 128 experts.
 
 Hook points: ``mlp.hook_router``, the router's logits (B, S, n_experts); replacing them
 re-routes. Training forwards keep the Switch load-balancing loss (``aux_loss()``), which
@@ -23,13 +34,15 @@ the training loss adds, weighted by ``aux_loss_weight``.
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Literal
 
 import torch
+import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
-from zoo.plugin import MAX_EXPERTS, SCALES_WITH, SHOWN, RegisterComponent, hook_point
+from zoo.plugin import MAX_EXPERTS, SCALES_WITH, SHOWN, RegisterComponent, hook_point, residual_output, stacked
 from zoo_modern.mlp import SwiGLU, swiglu_hidden
 
 
@@ -55,6 +68,16 @@ class MoeOptions(BaseModel):
     aux_loss_weight: float = Field(
         0.01, ge=0.0, description="weight of the load-balancing loss in training (summed over layers: their mean)"
     )
+    scoring: Literal["softmax", "sigmoid"] = Field(
+        "softmax", description="router scores: a softmax over the experts, or each expert's sigmoid (DeepSeek-V3)"
+    )
+    score_bias: bool = Field(False, description="a per-expert bias added to the scores to choose, not to weight (V3)")
+    n_groups: int = Field(1, gt=0, description="experts in this many groups; a token chooses within top_groups of them")
+    top_groups: int = Field(1, gt=0, description="the groups a token may use, by each group's worth")
+    group_by: int = Field(2, gt=0, description="a group's worth: the sum of its best this many scores (V3: 2; V2: 1)")
+    routed_scale: float = Field(
+        1.0, gt=0.0, description="the routed experts' weights times this (routed_scaling_factor)"
+    )
 
 
 def check_moe(config: Any, options: MoeOptions) -> None:
@@ -63,6 +86,26 @@ def check_moe(config: Any, options: MoeOptions) -> None:
             f"mlp.top_k={options.top_k} must be at most mlp.n_experts={options.n_experts} "
             f"(each token goes to top_k different experts)"
         )
+    groups, experts = options.n_groups, options.n_experts
+    if groups > 1 and (experts % groups or experts // groups < options.group_by or options.top_groups > groups):
+        raise ValueError(
+            f"mlp.n_groups={groups}, top_groups={options.top_groups}: the {experts} experts must split evenly into "
+            f"groups of group_by={options.group_by} or more (a group's worth), and top_groups be at most n_groups"
+        )
+    if options.top_k > options.top_groups * experts // groups:
+        raise ValueError(f"mlp.top_k={options.top_k} is more experts than top_groups={options.top_groups} groups hold")
+
+
+class ScoreBias(nn.Module):
+    """A per-expert bias on the scores the router chooses by (DeepSeek-V3's
+    ``e_score_correction_bias``): set by a balancing rule outside the gradient, so frozen."""
+
+    def __init__(self, n_experts: int) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(n_experts), requires_grad=False)
+
+    def reset_parameters(self) -> None:
+        nn.init.zeros_(self.bias)
 
 
 def balance_loss(probs: Tensor, chosen: Tensor) -> Tensor:
@@ -79,8 +122,74 @@ def balance_loss(probs: Tensor, chosen: Tensor) -> Tensor:
     return experts * torch.sum(assigned / n * probs.mean(0))
 
 
+class StackedLinear(nn.Module):
+    """``n`` linear layers of one shape, stacked on dim 0: ``weight`` (n, out, in), ``bias``
+    (n, out) or None. Marked ``stacked``, so init schemes draw each layer as a linear one."""
+
+    def __init__(self, n: int, d_in: int, d_out: int, bias: bool) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n, d_out, d_in))
+        self.bias = nn.Parameter(torch.empty(n, d_out)) if bias else None
+        stacked(self)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Each layer as ``nn.Linear`` draws it: U(+-1/sqrt(in)) (kaiming, a=sqrt(5))."""
+        bound = 1 / math.sqrt(self.weight.shape[-1])
+        nn.init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            nn.init.uniform_(self.bias, -bound, bound)
+
+    def layers(self) -> list[tuple[Tensor, Tensor | None]]:
+        """Each layer's (weight, bias), unbound once: one gradient for the stack, where
+        indexing it per layer would make a zero-padded copy of the whole stack per layer."""
+        biases = [None] * len(self.weight) if self.bias is None else self.bias.unbind(0)
+        return list(zip(self.weight.unbind(0), biases, strict=True))
+
+    def every(self, x: Tensor) -> Tensor:
+        """Every layer on every row: (N, in) or (n, N, in) -> (n, N, out)."""
+        out = torch.matmul(x, self.weight.transpose(1, 2))
+        return out if self.bias is None else out + self.bias[:, None]
+
+
+def swiglu_of(x: Tensor, gate_up: tuple[Tensor, Tensor | None], down: tuple[Tensor, Tensor | None]) -> Tensor:
+    """down(silu(gate(x)) * up(x)) of one expert's (weight, bias) pairs; gate_up's rows [gate | up]."""
+    gate, up = F.linear(x, *gate_up).chunk(2, dim=-1)
+    return F.linear(F.silu(gate) * up, *down)
+
+
+class Experts(nn.Module):
+    """``n`` SwiGLU experts, stacked: ``gate_up`` (n, 2 x hidden, d), rows [gate | up], and
+    ``down`` (n, d, hidden) (a residual output, as a dense MLP's)."""
+
+    def __init__(self, n: int, d_model: int, hidden: int, bias: bool) -> None:
+        super().__init__()
+        self.gate_up = StackedLinear(n, d_model, 2 * hidden, bias)
+        self.down = residual_output(StackedLinear(n, hidden, d_model, bias))
+
+    def grouped(self, x: Tensor, counts: list[int]) -> Tensor:
+        """Expert e on the ``counts[e]`` rows of ``x`` (M, d) after the earlier experts' rows."""
+        outs, start = [], 0
+        for gate_up, down, count in zip(self.gate_up.layers(), self.down.layers(), counts, strict=True):
+            if count:
+                outs.append(swiglu_of(x[start : start + count], gate_up, down))
+            start += count
+        return torch.cat(outs) if outs else x.new_zeros(0, x.shape[-1])
+
+    def first(self, x: Tensor) -> Tensor:
+        """Expert 0 on every row of ``x`` (M, d): the FLOPs of any split of the rows."""
+        layers = (self.gate_up, self.down)
+        return swiglu_of(x, *((s.weight[0], None if s.bias is None else s.bias[0]) for s in layers))
+
+    def every(self, x: Tensor, gates: Tensor) -> Tensor:
+        """sum_e gates[:, e] * expert_e(x) over every expert: (N, d) from (N, d), (N, n)."""
+        gate, up = self.gate_up.every(x).chunk(2, dim=-1)  # (n, N, hidden) each
+        out = self.down.every(F.silu(gate) * up)  # (n, N, d)
+        return (out * gates.t()[:, :, None]).sum(0)
+
+
 class MixtureOfExperts(nn.Module):
-    """Mixture of experts: top-k routed SwiGLU experts, optional shared expert (Mixtral, Qwen-MoE, OLMoE)."""
+    """Mixture of experts: top-k routed SwiGLU experts, optional shared expert (Mixtral, Qwen-MoE, OLMoE, DeepSeek)."""
 
     def __init__(
         self,
@@ -95,15 +204,24 @@ class MixtureOfExperts(nn.Module):
         shared_hidden: int = 0,
         shared_gate: bool = True,
         aux_loss_weight: float = 0.01,
+        scoring: str = "softmax",
+        score_bias: bool = False,
+        n_groups: int = 1,
+        top_groups: int = 1,
+        group_by: int = 2,
+        routed_scale: float = 1.0,
         bias: bool = True,
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
         hidden = hidden or swiglu_hidden(d_ff, multiple_of)
         self.n_experts, self.top_k, self.normalize_top_k = n_experts, top_k, normalize_top_k
+        self.scoring, self.routed_scale = scoring, routed_scale
+        self.n_groups, self.top_groups, self.group_by = n_groups, top_groups, group_by
+        self.score_bias = ScoreBias(n_experts) if score_bias else None
         self.aux_weight = aux_loss_weight / n_layers  # summed over the layers: the weight times their mean
         self.router = hook_point(nn.Linear(d_model, n_experts, bias=False), "hook_router")
-        self.experts = nn.ModuleList(SwiGLU(d_model, hidden, bias, 0.0) for _ in range(n_experts))
+        self.experts = Experts(n_experts, d_model, hidden, bias)
         self.shared = SwiGLU(d_model, shared_hidden, bias, 0.0) if shared_hidden else None
         self.shared_gate = nn.Linear(d_model, 1, bias=False) if shared_hidden and shared_gate else None
         self.drop = nn.Dropout(dropout)
@@ -111,11 +229,9 @@ class MixtureOfExperts(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         shape = x.shape  # (B, S, d)
-        logits = self.router(x)  # (B, S, E): the hook point
-        probs = logits.flatten(0, -2).float().softmax(-1)  # (N, E)
-        weights, chosen = probs.topk(self.top_k, dim=-1)  # (N, k)
-        if self.normalize_top_k:
-            weights = weights / weights.sum(-1, keepdim=True)
+        logits = self.router(x).flatten(0, -2).float()  # (N, E); (B, S, E) is the hook point
+        probs = logits.softmax(-1)  # (N, E)
+        weights, chosen = self.route(probs if self.scoring == "softmax" else logits.sigmoid())  # (N, k)
         flat = x.reshape(-1, shape[-1])  # (N, d)
         out = self.dispatch(flat, weights.to(x.dtype), chosen)
         if self.shared is not None:
@@ -125,38 +241,44 @@ class MixtureOfExperts(nn.Module):
         result: Tensor = self.drop(out.view(shape))
         return result
 
+    def route(self, scores: Tensor) -> tuple[Tensor, Tensor]:
+        """The top-k experts of each token and their weights, (N, k) each, from ``scores`` (N, E):
+        chosen by the scores plus ``score_bias`` within the ``top_groups`` best groups (a
+        group's worth: its best ``group_by``), weighted by the scores, renormalised, times ``routed_scale``."""
+        choice = scores if self.score_bias is None else scores + self.score_bias.bias
+        if self.n_groups > 1:
+            grouped = choice.view(len(choice), self.n_groups, -1)  # (N, G, E / G)
+            best = (
+                grouped.topk(self.group_by, dim=-1).values.sum(-1).topk(self.top_groups, dim=-1).indices
+            )  # (N, top_groups)
+            kept = torch.zeros(grouped.shape[:2], dtype=torch.bool, device=scores.device).scatter(1, best, True)
+            choice = grouped.masked_fill(~kept[..., None], float("-inf")).flatten(1)
+        if choice is scores:
+            weights, chosen = scores.topk(self.top_k, dim=-1)
+        else:  # chosen by the biased or masked scores, weighted by the scores themselves
+            chosen = choice.topk(self.top_k, dim=-1).indices
+            weights = scores.gather(1, chosen)
+        if self.normalize_top_k:  # sigmoid scores may all be tiny: DeepSeek's 1e-20 keeps the sum nonzero
+            weights = weights / (weights.sum(-1, keepdim=True) + (1e-20 if self.scoring == "sigmoid" else 0.0))
+        return weights * self.routed_scale if self.routed_scale != 1.0 else weights, chosen
+
     def dispatch(self, x: Tensor, weights: Tensor, chosen: Tensor) -> Tensor:
         """sum_j weights[:, j] * expert[chosen[:, j]](x): (N, d) from (N, d), (N, k), (N, k)."""
         if torch.compiler.is_compiling():
             return self.dense(x, weights, chosen)
         pairs = chosen.reshape(-1)
+        if x.is_meta:  # shapes only: every pair through expert 0, the FLOPs of any split
+            return self.experts.first(x.repeat_interleave(self.top_k, 0)).view(*chosen.shape, -1).sum(1)
         order = pairs.argsort(stable=True)  # the (token, slot) pairs, grouped by expert
-        token_of = torch.arange(x.shape[0], device=x.device)[:, None].expand(chosen.shape)  # (N, k): each pair's token
-        tokens, scale = token_of.reshape(-1)[order], weights.reshape(-1)[order, None]
-        out = torch.zeros_like(x)
-        start = 0
-        for expert, count in zip(self.experts, self.counts(pairs), strict=True):
-            if count:
-                rows = tokens[start : start + count]
-                out.index_add_(0, rows, expert(x[rows]) * scale[start : start + count])
-            start += count
-        return out
-
-    def counts(self, pairs: Tensor) -> list[int]:
-        """Tokens per expert: read from the device, or an even split on the meta device."""
-        if pairs.is_meta:
-            share, extra = divmod(pairs.numel(), self.n_experts)
-            return [share + (e < extra) for e in range(self.n_experts)]
-        counts: list[int] = torch.bincount(pairs, minlength=self.n_experts).tolist()
-        return counts
+        tokens = order // self.top_k  # each pair's token
+        counts: list[int] = torch.bincount(pairs, minlength=self.n_experts).tolist()  # one host read
+        out = self.experts.grouped(x[tokens], counts) * weights.reshape(-1)[order, None]
+        return torch.zeros_like(x).index_add_(0, tokens, out)
 
     def dense(self, x: Tensor, weights: Tensor, chosen: Tensor) -> Tensor:
         """The same sum with every expert on every token (weight 0 where not chosen): one graph."""
         gates = torch.zeros(x.shape[0], self.n_experts, dtype=x.dtype, device=x.device).scatter(1, chosen, weights)
-        out = torch.zeros_like(x)
-        for e, expert in enumerate(self.experts):
-            out = out + expert(x) * gates[:, e : e + 1]
-        return out
+        return self.experts.every(x, gates)
 
     def aux_loss(self) -> Tensor | None:
         """The weighted load-balancing loss of the latest training forward (None in eval mode)."""

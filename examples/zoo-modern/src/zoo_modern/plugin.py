@@ -1,16 +1,18 @@
 """The plugin module named by the entry point: what zoo-modern contributes, and under which names.
 
 zoo imports this module when a ``Registry`` is created (unless plugin control skips
-it), registers it with pluggy, and calls the two hooks below with a ``register``
-callback that records this distribution as the provider of everything registered.
+it), registers it with pluggy, and calls the registering hooks below with a ``register``
+callback that records this distribution as the provider of everything registered; a
+checkpoint of an older format calls ``zoo_migrate_checkpoint``.
 """
 
 from __future__ import annotations
 
 from importlib import resources
+from typing import Any
 
 import zoo.plugin
-from zoo_modern import local_attention, mamba2, mlp, moe, norms, placement, qknorm, short_conv
+from zoo_modern import local_attention, mamba2, migrations, mla, mlp, moe, norms, placement, qknorm, short_conv
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
 from zoo_modern.families import CONVERTERS as TABLES
 from zoo_modern.families import PRESETS
@@ -29,7 +31,7 @@ def zoo_register_components(register: zoo.plugin.RegisterComponent) -> None:
     register("placement", "parallel", Parallel)  # decoder-only: its block takes no cross-attention
     for module in (qknorm, mlp, norms, placement):  # modern: qknorm, glu, rmsnorm_offset, post_sublayer
         module.register_components(register)
-    for module in (local_attention, short_conv, mamba2):  # 2025: sinks, chunked, short_conv, mamba2 (mlp none)
+    for module in (local_attention, short_conv, mamba2, mla):  # 2025: sinks, chunked, short_conv, mamba2, mla
         module.register_components(register)
     moe.register_components(register)
 
@@ -45,3 +47,10 @@ def zoo_register_presets(register: zoo.plugin.RegisterPreset) -> None:
 def zoo_register_converters(register: zoo.plugin.RegisterConverter) -> None:
     for converter in TABLES:
         register(converter)
+
+
+@zoo.plugin.hookimpl
+def zoo_migrate_checkpoint(
+    metadata: dict[str, str], tensors: dict[str, Any], from_format: int
+) -> tuple[dict[str, str], dict[str, Any]] | None:
+    return migrations.stack_experts(metadata, tensors, from_format)  # 1 -> 2: an MoE's experts stacked

@@ -2,7 +2,7 @@
 
 - ``gpt2_like``: GPT-Neo, OPT, GPTBigCode, BLOOM, MPT (GPT-2 itself is the built-in ``zoo.plugins.hf_gpt2``);
 - ``llama_like``: Llama, Mistral, Qwen2, Qwen3, Gemma, OLMo 2, Phi-3, Granite, Cohere, StableLM, Starcoder2;
-- ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE;
+- ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE; ``deepseek``: DeepSeek-V3 and V2 (latent attention, grouped routing);
 - ``legacy``: Gemma 2, Gemma 3 and SmolLM3, still converter classes (to become tables);
 - ``neox_like``: GPT-NeoX, GPT-J, Phi, Falcon;
 - ``hybrids``: LFM2 (short convolutions between attention layers);
@@ -14,11 +14,12 @@ one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.
 from __future__ import annotations
 
 from zoo.plugin import Converter, converter
-from zoo_modern.families import gpt2_like, hybrids, legacy, llama_like, moe, neox_like, state_space
+from zoo_modern.families import deepseek, gpt2_like, hybrids, legacy, llama_like, moe, neox_like, state_space
 
 FAMILIES = (
     *llama_like.FAMILIES,
     *moe.FAMILIES,
+    *deepseek.FAMILIES,
     *gpt2_like.FAMILIES,
     *neox_like.FAMILIES,
     *hybrids.FAMILIES,

@@ -13,9 +13,12 @@ mixing dense layers in are refused: a zoo config has one MLP for all layers). Ro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
+
+import torch
+from torch import Tensor
 
 from zoo.plugin import Experts, F, Family, Fraction, ModelConfig, Rule, W
 from zoo_modern.families.llama_like import LLAMA, MISTRAL, QK_NORMS, QWEN2, QWEN3, head_dim
@@ -97,15 +100,45 @@ class Routing:
         return blockers
 
     def experts(self, zoo: str, names: tuple[str, ...], config: ModelConfig) -> list[Rule]:
+        """The router, the stacked experts and the shared expert. Stored as ``save_pretrained``
+        writes them (one tensor per expert and projection); read that way or stacked, as
+        transformers 5 holds them (``mlp.experts.gate_up_proj``, ``down_proj``, under ``mlp.``)."""
         z, h = zoo.removesuffix("router.weight"), names[0].removesuffix("gate.weight")
-        rules = [Rule.copy(zoo, names[0])]
-        for e in range(options(config).n_experts):
-            pairs = zip(("gate", "up", "down"), self.projections, strict=True)
-            rules += [Rule.copy(f"{z}experts.{e}.{p}.weight", f"{h}experts.{e}.{q}.weight") for p, q in pairs]
+        native = h.removesuffix(f"{self.block}.") + "mlp."
+        router = Rule.copy(zoo, names[0])  # Mixtral's, under block_sparse_moe., is under mlp. when stacked
+        rules = [replace(router, also=(Rule.copy(zoo, native + "gate.weight"),)) if h != native else router]
+        rules += stacked_experts(z + "experts.", h + "experts.", native + "experts.", self.projections, config)
         if self.shared:
             rules += [Rule.copy(f"{z}shared.{p}.weight", f"{h}shared_expert.{p}_proj.weight") for p in ("gate", "up", "down")]  # fmt: skip
             rules.append(Rule.copy(z + "shared_gate.weight", h + "shared_expert_gate.weight"))
         return rules
+
+
+def stacked_experts(
+    zoo: str, hf: str, native: str, projections: tuple[str, str, str], config: ModelConfig
+) -> list[Rule]:
+    """The zoo's ``gate_up`` (E, 2 x hidden, d), rows [gate | up], and ``down`` (E, d, hidden)
+    from one tensor per expert and projection (``hf``: ``experts.{e}.gate_proj.weight``), or
+    from transformers 5's stacked ``gate_up_proj`` and ``down_proj`` (``native``)."""
+    gate, up, down = projections
+    n = options(config).n_experts
+    pairs = tuple(f"{hf}{e}.{p}.weight" for e in range(n) for p in (gate, up))
+    downs = tuple(f"{hf}{e}.{down}.weight" for e in range(n))
+
+    def stack_pairs(ts: Sequence[Tensor]) -> Tensor:
+        return torch.stack([torch.cat([ts[i], ts[i + 1]]) for i in range(0, len(ts), 2)])
+
+    def split_pairs(t: Tensor) -> list[Tensor]:
+        return [half for expert in t for half in expert.chunk(2)]
+
+    stacked = (
+        Rule.copy(zoo + "gate_up.weight", native + "gate_up_proj"),
+        Rule.copy(zoo + "down.weight", native + "down_proj"),
+    )
+    return [
+        Rule(stacked[0].zoo, pairs, stack_pairs, split_pairs, also=stacked[:1]),
+        Rule(stacked[1].zoo, downs, lambda ts: torch.stack(list(ts)), lambda t: list(t.unbind(0)), also=stacked[1:]),
+    ]
 
 
 def routed(parent: Family, architecture: str, routing: Routing, **changes: Any) -> Family:
