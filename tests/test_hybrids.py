@@ -137,3 +137,97 @@ def test_left_padding_differs_from_transformers_only_with_conv_bias(tmp_path: Pa
                 (model(idx, attention_mask=mask) - reference(idx, attention_mask=mask).logits)[:, 3:].abs().max()
             )
     assert gaps[0] < 1e-4 < gaps[1]
+
+
+# -- Bamba -------------------------------------------------------------------------------------
+
+BAMBA: dict[str, Any] = {
+    "architectures": ["BambaForCausalLM"],
+    "model_type": "bamba",
+    "vocab_size": 64,
+    "hidden_size": 32,
+    "intermediate_size": 48,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "attn_layer_indices": [1],
+    "mamba_n_heads": 8,
+    "mamba_d_head": 8,
+    "mamba_d_state": 8,
+    "mamba_chunk_size": 4,
+    "max_position_embeddings": 64,
+}
+
+
+def perturbed(model: Any, seed: int = 0) -> Any:
+    """``model`` with every weight random (norm scales around 1), in eval mode."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.2 + (1.0 if "norm" in name else 0.0))
+    return model.eval()
+
+
+def test_bamba_reads_scans_and_the_attention_layers_as_a_pattern() -> None:
+    fields = config_from_hf({**BAMBA, "num_hidden_layers": 4, "mamba_d_conv": 3})
+    scan = fields["layer_pattern"][0]["attention"]
+    assert fields["layer_pattern"][1:] == [{}, fields["layer_pattern"][0]]  # layer 3 repeats entry 0
+    assert scan == {"name": "mamba2", "head_dim": 8, "d_state": 8, "expand": 2, "n_groups": 1, "conv_kernel": 3} | {
+        "chunk_size": 4, "conv_bias": True, "proj_bias": False
+    }  # fmt: skip
+    assert (fields["attention"]["n_kv_heads"], fields["position"]["rotary_dim"]) == (2, 4)  # half of 8 turns
+
+
+def test_bamba_rotates_half_of_each_head_where_config_json_names_no_share(tmp_path: Path) -> None:
+    """Bamba-9B's config.json has a top-level rope_theta and no rope_parameters: transformers
+    fixes the share at 0.5 then, even over a top-level partial_rotary_factor."""
+    torch.manual_seed(0)
+    reference = perturbed(transformers.BambaForCausalLM(transformers.BambaConfig(**BAMBA)))
+    reference.save_pretrained(tmp_path)
+    written = json.loads((tmp_path / "config.json").read_text())
+    del written["rope_parameters"]
+    (tmp_path / "config.json").write_text(json.dumps({**written, "rope_theta": 500.0, "partial_rotary_factor": 1.0}))
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    model = zoo.from_hf(tmp_path)
+    assert model.config.position.options == {"base": 500.0, "rotary_dim": 4}
+    idx = torch.randint(0, 64, (2, 9), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx), reloaded(idx).logits, atol=1e-4, rtol=0)
+        assert not torch.allclose(reloaded(idx).logits, reference(idx).logits, atol=1e-3)  # the base was read
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"mamba_n_heads": 4}, "mamba_n_heads"),
+        ({"mamba_n_groups": 3}, "mamba_n_groups"),
+        ({"mamba_d_head": "wide"}, "mamba_d_head"),
+        ({"attn_layer_indices": [3]}, "attn_layer_indices"),
+        ({"time_step_limit": [0.0, 1.0]}, "time_step_limit"),
+        ({"z_loss_coefficient": 0.1}, "z_loss_coefficient"),
+        ({"mamba_d_state": "8"}, "mamba_d_state"),
+        ({"mlp_bias": True}, "mlp_bias"),
+    ],
+)
+def test_bamba_settings_the_zoo_does_not_model_are_refused_by_name(change: dict[str, Any], named: str) -> None:
+    with pytest.raises(zoo.InteropError, match=rf"config.json: {named}=") as caught:
+        config_from_hf({**BAMBA, **change})
+    assert "\n" not in str(caught.value)
+
+
+def test_bamba_export_refuses_scans_that_differ(tmp_path: Path) -> None:
+    fields = config_from_hf(BAMBA)
+    scan = fields["layer_pattern"][0]
+    other = {"attention": {**scan["attention"], "d_state": 4}}
+    for pattern, blocker in (
+        ([scan, {}, other], "scan layers whose mamba2 options differ"),
+        ([scan, {"mlp": "none"}], "layer 1 changes mlp"),
+        ([scan, {"attention": "eager"}], "layer 1's attention differs"),
+    ):
+        with pytest.raises(zoo.InteropError, match=blocker):
+            zoo.to_hf(
+                zoo.build({**fields, "layer_pattern": pattern}), tmp_path / "out", architecture="BambaForCausalLM"
+            )
+    out = zoo.to_hf(zoo.build(fields), tmp_path / "ok", architecture="BambaForCausalLM")
+    written = json.loads((out / "config.json").read_text())
+    assert (written["attn_layer_indices"], written["mamba_n_heads"], written["mamba_d_head"]) == ([1], 8, 8)

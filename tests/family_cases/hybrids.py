@@ -1,5 +1,5 @@
 """Hybrid families, whose layers mix tokens in more than one way: LFM2 (short gated
-convolutions between attention layers)."""
+convolutions between attention layers), Bamba (Mamba-2 scans between attention layers)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,45 @@ CASES = [
             "conv_L_cache": 4,
             "tie_word_embeddings": False,
             "layer_types": ["full_attention", "conv", "conv"],
+        },
+    ),
+]
+
+BAMBA = {
+    "hidden_size": 32,
+    "intermediate_size": 48,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "mamba_n_heads": 8,
+    "mamba_d_head": 8,
+    "mamba_d_state": 8,
+    "mamba_n_groups": 2,
+    "mamba_chunk_size": 5,
+}
+CASES += [
+    # scan, attention, scan, scan: two groups of 4 heads, chunks of 5 (a prompt of 12 spans three)
+    Family(
+        "bamba",
+        "bamba",
+        "BambaConfig",
+        "BambaForCausalLM",
+        {**BAMBA, "num_hidden_layers": 4, "attn_layer_indices": [1]},
+    ),  # fmt: skip
+    # attention first, 'auto' head width (2 * 32 / 16 = 4), a kernel of 3 with biases everywhere, a tied head
+    Family(
+        "bamba-biased",
+        "bamba",
+        "BambaConfig",
+        "BambaForCausalLM",
+        {
+            **BAMBA,
+            "num_hidden_layers": 3,
+            "attn_layer_indices": [0],
+            "mamba_n_heads": 16,
+            "mamba_d_head": "auto",
+            "mamba_d_conv": 3,
+            "mamba_proj_bias": True,
+            "tie_word_embeddings": True,
         },
     ),
 ]

@@ -4,6 +4,10 @@
   layers attend (grouped-query, with Qwen3's RMSNorm per head on q and k) and which mix by
   zoo-modern's ``short_conv`` (``out_proj(c * conv(b * h))``), read into ``layer_pattern``.
   Its ``embedding_norm`` is the final norm (transformers applies it after the last layer).
+- Bamba (IBM): Llama's layers with zoo-modern's ``mamba2`` scan in place of attention but
+  at ``attn_layer_indices`` (the ``mamba_*`` fields are the scan's options, one set for all
+  scan layers), a SwiGLU MLP in every layer, rotary on half of each head (transformers
+  fixes the share at 0.5 unless ``rope_parameters`` names one).
 
 The MLP's width follows LFM2's rule (``block_auto_adjust_ff_dim``): 2/3 of
 ``intermediate_size``, times ``block_ffn_dim_multiplier``, rounded up to
@@ -23,8 +27,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.plugin import REQUIRED, Count, Epsilon, F, Family, ModelConfig, Positive, W
-from zoo_modern.families.llama_like import LLAMA_ROTARY, ROPE, mlp_hidden
-from zoo_modern.families.readers import periodic, refuse_unless
+from zoo_modern.families.llama_like import LLAMA, LLAMA_ROTARY, ROPE, llama_read, mlp_hidden
+from zoo_modern.families.readers import Rotary, periodic, refuse_unless
+from zoo_modern.families.state_space import mamba2_weights, unlimited
 
 LAYER_TYPES = ("conv", "full_attention")
 IGNORED = F("", None)
@@ -187,4 +192,133 @@ LFM2 = Family(
     blockers=(LLAMA_ROTARY.blockers, lfm2_blockers),
 )
 
-FAMILIES = (LFM2,)
+
+# -- Mamba-2 hybrids -------------------------------------------------------------------------
+
+#: The zoo's ``mamba2`` options and Bamba's config.json names of them (Nemotron-H's below).
+BAMBA_SCAN = {
+    "d_state": "mamba_d_state",
+    "expand": "mamba_expand",
+    "n_groups": "mamba_n_groups",
+    "conv_kernel": "mamba_d_conv",
+    "chunk_size": "mamba_chunk_size",
+    "conv_bias": "mamba_conv_bias",
+    "proj_bias": "mamba_proj_bias",
+}
+BAMBA_DEFAULTS = {"d_state": 256, "expand": 2, "n_groups": 1, "conv_kernel": 4, "chunk_size": 256}
+BAMBA_DEFAULTS |= {"conv_bias": True, "proj_bias": False}
+
+
+def scan_spec(hf: Mapping[str, Any], where: str, names: Mapping[str, str], heads: str, head_dim: Any) -> dict[str, Any]:
+    """The ``mamba2`` spec of a hybrid's scan layers from its fields ``names`` (zoo option ->
+    config.json field, read by the converter's table first), checked as transformers checks them."""
+    spec = {"name": "mamba2", "head_dim": head_dim} | {option: hf[name] for option, name in names.items()}
+    inner, n = spec["expand"] * hf["hidden_size"], hf[heads]
+    refuse_unless(n * head_dim == inner, where, heads, n, f"{heads} * head_dim is hidden_size * expand = {inner}")
+    refuse_unless(n % spec["n_groups"] == 0, where, names["n_groups"], spec["n_groups"], f"it divides {heads}={n}")
+    unlimited(hf, where)
+    return spec
+
+
+def scans(config: ModelConfig) -> bool:
+    return config.attention.name == "mamba2"
+
+
+def attends_mamba(config: ModelConfig) -> bool:
+    return not scans(config)
+
+
+def scan_option(config: ModelConfig, option: str, default: Any) -> Any:
+    """``option`` of the first scan layer's mixer (``default`` if no layer scans)."""
+    for i in range(config.n_layers):
+        if scans(config.layer(i)):
+            options = config.layer(i).attention.options
+            if option == "head_dim":  # the mixer's default: d_model / n_heads
+                return options.get("head_dim") or config.d_model // config.n_heads
+            return options.get(option, default)
+    return default
+
+
+def scan_blockers(config: ModelConfig, arch: str) -> list[str]:
+    """A pattern that changes anything but the mixer, or scan layers whose options differ."""
+    blockers, seen = [], set()
+    for i in range(config.n_layers):
+        changes, layer = config.layer_changes(i), config.layer(i)
+        if set(changes) - {"attention"}:
+            blockers.append(f"layer {i} changes {', '.join(sorted(set(changes) - {'attention'}))} ({arch} has one design)")  # fmt: skip
+        elif scans(layer):
+            seen.add(tuple(sorted(layer.attention.options.items())))
+        elif "attention" in changes:
+            blockers.append(f"layer {i}'s attention differs from the model's ({arch} has one attention)")
+    if len(seen) > 1:
+        blockers.append(f"scan layers whose mamba2 options differ ({arch} has one set of mamba_* fields)")
+    return blockers
+
+
+def bamba_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """Scans in every layer but ``attn_layer_indices``; rotary on half of each head, as
+    transformers fixes it (a top-level ``partial_rotary_factor`` is overridden there too)."""
+    hf = {**{name: BAMBA_DEFAULTS[o] for o, name in BAMBA_SCAN.items()}, "mamba_n_heads": 128, **{k: v for k, v in hf.items() if v is not None}}  # fmt: skip
+    d_head = hf.get("mamba_d_head", "auto")
+    d_head = hf["mamba_expand"] * fields["d_model"] // hf["mamba_n_heads"] if d_head == "auto" else d_head
+    refuse_unless(type(d_head) is int and d_head > 0, where, "mamba_d_head", d_head, "a whole number of channels or 'auto'")  # fmt: skip
+    scan = {
+        "attention": scan_spec({**hf, "hidden_size": fields["d_model"]}, where, BAMBA_SCAN, "mamba_n_heads", d_head)
+    }
+    attends = hf.get("attn_layer_indices") or []
+    layers = fields["n_layers"]
+    ok = isinstance(attends, list) and all(type(i) is int and 0 <= i < layers for i in attends)
+    refuse_unless(ok, where, "attn_layer_indices", attends, f"layer numbers below num_hidden_layers={layers}")
+    pattern = periodic([{} if i in attends else scan for i in range(layers)])
+    hf.pop("partial_rotary_factor", None)
+    fields = BAMBA_ROTARY.read(hf, fields, where)
+    return {**fields, "layer_pattern": [] if pattern == [{}] else pattern}
+
+
+def bamba_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    attends = [i for i in range(config.n_layers) if not scans(config.layer(i))]
+    out = {name: scan_option(config, option, BAMBA_DEFAULTS[option]) for option, name in BAMBA_SCAN.items()}
+    out["mamba_proj_bias"] = config.bias if out["mamba_proj_bias"] is None else out["mamba_proj_bias"]
+    head_dim = scan_option(config, "head_dim", 64)
+    heads = out["mamba_expand"] * config.d_model // head_dim
+    return {**hf, **out, "mamba_d_head": head_dim, "mamba_n_heads": heads, "attn_layer_indices": attends}
+
+
+BAMBA_ROTARY = Rotary(share=0.5, partial=True)
+MAMBA_FIELDS = {
+    name: F("", None, bool if option.endswith("bias") else Count) for option, name in BAMBA_SCAN.items()
+} | {"mamba_n_heads": F("", None, Count), "mamba_d_head": F("", None)}
+# Bamba extends Llama: Mamba-2 scans in place of attention except at attn_layer_indices,
+# rotary on half of each head; the SwiGLU MLP (feed_forward) in every layer.
+BAMBA = LLAMA.derive(
+    "BambaForCausalLM",
+    model_type="bamba",
+    description="Bamba: Mamba-2 scans and grouped-query attention layers interleaved, SwiGLU in every layer",
+    fields={
+        **MAMBA_FIELDS,
+        "attn_layer_indices": F("", None),
+        "time_step_limit": IGNORED,  # read by scan_spec: (0, inf) only
+        "rms_norm_eps": F("norm_eps", 1e-5, Epsilon),
+        "max_position_embeddings": F("max_seq_len", 262144, Count),
+        "num_key_value_heads": F("attention.n_kv_heads", 8, Count),
+        "num_logits_to_keep": IGNORED,  # how many positions generate() computes logits for
+        "z_loss_coefficient": F.must(0.0, "the zoo's loss has no z-loss term", float),
+        "pretraining_tp": None,
+    },
+    fresh=("layer", "read", "write", "blockers"),
+    layer={
+        "attn_residual.norm.weight": "input_layernorm.weight",
+        "attn.qkv.weight": W("self_attn.{}_proj.weight", "concat", "qkv", when=attends_mamba),
+        "attn.out.weight": W("self_attn.o_proj.weight", when=attends_mamba),
+        **mamba2_weights("mamba.", scans),
+        "mlp_residual.norm.weight": "pre_ff_layernorm.weight",
+        **{f"mlp.{p}.weight": f"feed_forward.{p}_proj.weight" for p in ("gate", "up", "down")},
+    },
+    top={"final_norm.weight": "final_layernorm.weight"},
+    engine_features=frozenset({"layer_pattern"}),
+    read=(llama_read, bamba_read),
+    write=(BAMBA_ROTARY.write, bamba_write),
+    blockers=(BAMBA_ROTARY.blockers, scan_blockers),
+)
+
+FAMILIES = (LFM2, BAMBA)

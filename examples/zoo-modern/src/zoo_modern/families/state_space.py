@@ -19,7 +19,7 @@ never does. Unpadded and right-padded inputs, and every model without ``use_bias
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from zoo.plugin import REQUIRED, Count, Epsilon, F, Family, ModelConfig, W
@@ -45,9 +45,7 @@ def mamba2_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> di
     why = f"hidden_size * expand = {d * expand} is num_heads * head_dim in Mamba-2"
     refuse_unless(heads * options["head_dim"] == d * expand, where, "num_heads", heads, why)
     refuse_unless(heads % options["n_groups"] == 0, where, "n_groups", options["n_groups"], "it divides num_heads")
-    limit = hf.get("time_step_limit")
-    unlimited = limit is None or (isinstance(limit, list | tuple) and list(limit) in UNLIMITED)
-    refuse_unless(unlimited, where, "time_step_limit", limit, "the zoo's mamba2 does not clamp its time steps")
+    unlimited(hf, where)
     refuse_unless(d % heads == 0, where, "num_heads", heads, f"the zoo's heads divide hidden_size={d}")
     return {**fields, "max_seq_len": hf.get("max_position_embeddings") or 1 << 20}
 
@@ -67,6 +65,30 @@ def proj_bias(config: ModelConfig) -> bool:
     """Biases on in_proj and out_proj: the mixer's option, else the config's bias (as the mixer reads it)."""
     value = config.attention.options.get("proj_bias")
     return config.bias if value is None else bool(value)
+
+
+def mamba2_weights(at: str, scans: Callable[[ModelConfig], bool] = lambda c: True) -> dict[str, W]:
+    """A ``mamba2`` mixer's weights under ``at`` (``mixer.``), in the layers where ``scans`` holds."""
+
+    def both(*tests: Callable[[ModelConfig], bool]) -> Callable[[ModelConfig], bool]:
+        return lambda config: all(test(config) for test in tests)
+
+    names = {f"attn.{p}": W(f"{at}{p}", when=scans) for p in ("A_log", "D", "dt_bias", "norm.weight")}
+    return names | {
+        "attn.in_proj.weight": W(f"{at}in_proj.weight", when=scans),
+        "attn.in_proj.bias": W(f"{at}in_proj.bias", when=both(scans, proj_bias)),
+        "attn.conv.weight": W(f"{at}conv1d.weight", when=scans),
+        "attn.conv.bias": W(f"{at}conv1d.bias", when=both(scans, option("conv_bias", True))),
+        "attn.out_proj.weight": W(f"{at}out_proj.weight", when=scans),
+        "attn.out_proj.bias": W(f"{at}out_proj.bias", when=both(scans, proj_bias)),
+    }
+
+
+def unlimited(hf: Mapping[str, Any], where: str) -> None:
+    """Refuse a ``time_step_limit`` other than (0, inf): the zoo's scan does not clamp."""
+    limit = hf.get("time_step_limit")
+    ok = limit is None or (isinstance(limit, list | tuple) and list(limit) in UNLIMITED)
+    refuse_unless(ok, where, "time_step_limit", limit, "the zoo's mamba2 does not clamp its time steps")
 
 
 MAMBA2 = Family(
@@ -97,17 +119,7 @@ MAMBA2 = Family(
     },
     zoo={"bias": False, "attention": {"name": MIXER}, "norm": "rmsnorm", "position": "none", "mlp": "none"}
     | {"placement": {"name": "parallel", "shared_norm": True}, "init": "gpt2"},
-    layer={
-        "attn_residual.norm.weight": "norm.weight",
-        "attn.in_proj.weight": "mixer.in_proj.weight",
-        "attn.in_proj.bias": W("mixer.in_proj.bias", when=proj_bias),
-        "attn.conv.weight": "mixer.conv1d.weight",
-        "attn.conv.bias": W("mixer.conv1d.bias", when=option("conv_bias", True)),
-        **{f"attn.{p}": f"mixer.{p}" for p in ("A_log", "D", "dt_bias")},
-        "attn.norm.weight": "mixer.norm.weight",
-        "attn.out_proj.weight": "mixer.out_proj.weight",
-        "attn.out_proj.bias": W("mixer.out_proj.bias", when=proj_bias),
-    },
+    layer={"attn_residual.norm.weight": "norm.weight", **mamba2_weights("mixer.")},
     top={"tok_emb.weight": "embeddings.weight", "final_norm.weight": "norm_f.weight", "head.weight": "lm_head.weight"},
     read=(mamba2_read,),
     blockers=(mamba2_blockers,),
