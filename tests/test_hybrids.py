@@ -231,3 +231,82 @@ def test_bamba_export_refuses_scans_that_differ(tmp_path: Path) -> None:
     out = zoo.to_hf(zoo.build(fields), tmp_path / "ok", architecture="BambaForCausalLM")
     written = json.loads((out / "config.json").read_text())
     assert (written["attn_layer_indices"], written["mamba_n_heads"], written["mamba_d_head"]) == ([1], 8, 8)
+
+
+# -- Nemotron-H --------------------------------------------------------------------------------
+
+NEMOTRON: dict[str, Any] = {
+    "architectures": ["NemotronHForCausalLM"],
+    "model_type": "nemotron_h",
+    "vocab_size": 64,
+    "hidden_size": 32,
+    "intermediate_size": 48,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 8,
+    "mamba_num_heads": 8,
+    "mamba_head_dim": 8,
+    "ssm_state_size": 8,
+    "n_groups": 2,
+    "chunk_size": 4,
+    "layers_block_type": ["linear_attention", "mlp", "full_attention"],
+}
+
+
+def test_nemotron_h_reads_its_letters_and_older_names_as_transformers_does() -> None:
+    older = {k: v for k, v in NEMOTRON.items() if k not in ("layers_block_type", "n_groups", "num_key_value_heads")}
+    older["num_attention_heads"] = 16
+    older |= {"hybrid_override_pattern": "M-M*", "mamba_n_groups": 4, "mamba_d_conv": 3, "num_hidden_layers": 52}
+    config = transformers.NemotronHConfig(**older)
+    fields = config_from_hf(older)
+    assert fields["n_layers"] == config.num_hidden_layers == 4  # the letters count the layers, not num_hidden_layers
+    scan = fields["layer_pattern"][0]["attention"]
+    assert (scan["n_groups"], scan["conv_kernel"]) == (config.n_groups, config.conv_kernel) == (4, 3)
+    assert fields["layer_pattern"][1:] == [{"attention": "none", "mlp": "standard"}, fields["layer_pattern"][0], {}]
+    assert fields["attention"]["n_kv_heads"] == config.num_key_value_heads == 8  # transformers' default
+    assert fields["activation"] == "relu2" and fields["position"] == "none"
+
+
+def test_squared_relu_is_transformers_relu2() -> None:
+    x = torch.linspace(-3, 3, 13)
+    act = zoo.build("gpt2-small", n_layers=1, d_model=16, n_heads=2, vocab_size=8, activation="relu2").blocks[0].mlp.act
+    torch.testing.assert_close(act(x), transformers.activations.ACT2FN["relu2"](x), rtol=0, atol=0)
+    assert act(x)[-1] == 9.0 and act(x)[0] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"layers_block_type": ["linear_attention", "moe", "full_attention"]}, "layers_block_type"),
+        ({"layers_block_type": None, "hybrid_override_pattern": "M*X"}, "hybrid_override_pattern"),
+        ({"mamba_num_heads": 4}, "mamba_num_heads"),
+        ({"mamba_hidden_act": "gelu"}, "mamba_hidden_act"),
+        ({"num_nextn_predict_layers": 1}, "num_nextn_predict_layers"),
+        ({"mlp_hidden_act": "tanh"}, "mlp_hidden_act"),
+        ({"time_step_limit": [0.0, 0.5]}, "time_step_limit"),
+    ],
+)
+def test_nemotron_h_settings_the_zoo_does_not_model_are_refused_by_name(change: dict[str, Any], named: str) -> None:
+    with pytest.raises(zoo.InteropError, match=rf"config.json: {named}=") as caught:
+        config_from_hf({**NEMOTRON, **change})
+    assert "\n" not in str(caught.value)
+
+
+def test_nemotron_h_export_writes_the_kinds_and_refuses_other_layers(tmp_path: Path) -> None:
+    fields = {**config_from_hf(NEMOTRON), "max_seq_len": 64}
+    scan, mlp = fields["layer_pattern"][:2]
+    for pattern, blocker in (
+        ([scan, {"mlp": "standard"}, {}], "layer 1 changes mlp"),
+        ([scan, {**mlp, "norm": "layernorm"}, {}], "layer 1 changes attention, mlp, norm"),
+        ([scan, {"attention": {**scan["attention"], "d_state": 4}}, {}], "scan layers whose mamba2 options differ"),
+    ):
+        with pytest.raises(zoo.InteropError, match=blocker):
+            zoo.to_hf(zoo.build({**fields, "layer_pattern": pattern}), tmp_path / "out", architecture="NemotronHForCausalLM")  # fmt: skip
+    model = perturbed(zoo.build(fields))
+    out = zoo.to_hf(model, tmp_path / "ok", architecture="NemotronHForCausalLM")
+    written = json.loads((out / "config.json").read_text())
+    assert written["layers_block_type"] == NEMOTRON["layers_block_type"] and written["n_groups"] == 2
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    idx = torch.randint(0, 64, (2, 9), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx), reloaded(idx).logits, atol=1e-4, rtol=0)

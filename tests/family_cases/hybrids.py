@@ -1,5 +1,6 @@
 """Hybrid families, whose layers mix tokens in more than one way: LFM2 (short gated
-convolutions between attention layers), Bamba (Mamba-2 scans between attention layers)."""
+convolutions between attention layers), Bamba and Nemotron-H (Mamba-2 scans between
+attention layers, and Nemotron-H's MLP-only layers)."""
 
 from __future__ import annotations
 
@@ -78,6 +79,44 @@ CASES += [
             "mamba_d_conv": 3,
             "mamba_proj_bias": True,
             "tie_word_embeddings": True,
+        },
+    ),
+]
+
+NEMOTRON_H = {
+    "hidden_size": 32,
+    "intermediate_size": 48,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "mamba_num_heads": 8,
+    "mamba_head_dim": 8,
+    "ssm_state_size": 8,
+    "n_groups": 2,
+    "chunk_size": 5,
+}
+CASES += [
+    # scan, MLP, attention (heads of 16, wider than 32 / 4), scan, MLP: the kinds by layers_block_type
+    Family(
+        "nemotron-h",
+        "nemotron_h",
+        "NemotronHConfig",
+        "NemotronHForCausalLM",
+        {**NEMOTRON_H, "layers_block_type": ["linear_attention", "mlp", "full_attention", "linear_attention", "mlp"]},
+    ),
+    # the older files' letters, attention first, a kernel of 3, biases on the scans' projections
+    Family(
+        "nemotron-h-pattern",
+        "nemotron_h",
+        "NemotronHConfig",
+        "NemotronHForCausalLM",
+        {
+            **NEMOTRON_H,
+            "hybrid_override_pattern": "*M-M",
+            "conv_kernel": 3,
+            "use_bias": True,
+            "n_groups": 1,
+            "mlp_hidden_act": "relu2",
         },
     ),
 ]

@@ -1,5 +1,6 @@
-"""Mamba-2's state-space mixer in place of attention (transformers' ``Mamba2Mixer``), and
-``mlp = "none"`` for the layers that have no MLP.
+"""Mamba-2's state-space mixer in place of attention (transformers' ``Mamba2Mixer``),
+``mlp = "none"`` for the layers that have no MLP, ``attention = "none"`` for those that mix
+no tokens, and the squared ReLU (``relu2``) of Nemotron-H's MLP layers.
 
 ``in_proj`` makes five streams from x: a gate z and the scan's input x (``expand * d``
 each, in heads of ``head_dim``), B and C (``d_state`` per group of heads) and a time step
@@ -207,6 +208,32 @@ class NoMLP(nn.Module):
         return x * 0  # the zero map of x: a norm before it has a zero gradient, not none
 
 
+class NoMixer(nn.Module):
+    """No token mixer: the layer adds nothing before its MLP (Nemotron-H's MLP-only layers), 0 * x."""
+
+    attends: ClassVar[bool] = False  # no scores, and no output projection: no attention hook points
+    cache_window: ClassVar[int] = 1  # the cache counts positions and keeps none
+
+    def __init__(self, d_model: int, kernel: str | None = None) -> None:
+        super().__init__()
+        del d_model, kernel  # ``kernel``: taken as every attention's, for from_hf
+
+    def forward(self, x: Tensor, ctx: AttentionContext) -> Tensor:
+        if ctx.cache is not None:  # the model's offset: positions seen, none kept
+            ctx.cache.update(x[:, None, :, :0], x[:, None, :, :0])
+        return x * 0  # the zero map of x: a norm before it has a zero gradient, not none
+
+
+def relu2() -> nn.Module:
+    """Squared ReLU, max(0, x)^2 (Primer; Nemotron's MLP)."""
+    return SquaredReLU()
+
+
+class SquaredReLU(nn.Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.square(F.relu(x))
+
+
 def check_mamba2(config: Any, options: Any) -> None:
     """A decoder-only model: the scan is causal and reads no encoder memory."""
     if config.architecture == "encoder_decoder":
@@ -216,7 +243,18 @@ def check_mamba2(config: Any, options: Any) -> None:
         )
 
 
+def check_no_mixer(config: Any, options: Any) -> None:
+    """A decoder-only model: an encoder-decoder's cross-attention is its attention too."""
+    if config.architecture == "encoder_decoder":
+        raise ValueError(
+            "attention 'none' mixes no tokens, for the MLP-only layers of decoder-only models; an "
+            "'encoder_decoder' model would lose its cross-attention too: use 'sdpa' there"
+        )
+
+
 def register_components(register: RegisterComponent) -> None:
-    """Register the mixer and the empty MLP (called from ``zoo_modern.plugin``)."""
+    """Register the mixer, the empty MLP and mixer, relu2 (called from ``zoo_modern.plugin``)."""
     register("attention", "mamba2", Mamba2, check=check_mamba2)
     register("mlp", "none", NoMLP)
+    register("attention", "none", NoMixer, check=check_no_mixer)
+    register("activation", "relu2", relu2)

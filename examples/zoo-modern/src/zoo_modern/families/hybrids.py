@@ -8,6 +8,10 @@
   at ``attn_layer_indices`` (the ``mamba_*`` fields are the scan's options, one set for all
   scan layers), a SwiGLU MLP in every layer, rotary on half of each head (transformers
   fixes the share at 0.5 unless ``rope_parameters`` names one).
+- Nemotron-H (NVIDIA): Mamba-2's layout (one RMSNorm and one mixer per layer, a shared-norm
+  ``parallel`` layer), each layer by ``layers_block_type`` (or ``hybrid_override_pattern``'s
+  M/*/-) a ``mamba2`` scan, grouped-query attention without positions, or attention
+  ``none`` with a squared-ReLU MLP. Mixture-of-experts layers are refused.
 
 The MLP's width follows LFM2's rule (``block_auto_adjust_ff_dim``): 2/3 of
 ``intermediate_size``, times ``block_ffn_dim_multiplier``, rounded up to
@@ -26,10 +30,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from zoo.plugin import REQUIRED, Count, Epsilon, F, Family, ModelConfig, Positive, W
+from zoo.plugin import REQUIRED, Count, Epsilon, F, Family, Fraction, ModelConfig, Positive, W
 from zoo_modern.families.llama_like import LLAMA, LLAMA_ROTARY, ROPE, llama_read, mlp_hidden
-from zoo_modern.families.readers import Rotary, periodic, refuse_unless
-from zoo_modern.families.state_space import mamba2_weights, unlimited
+from zoo_modern.families.readers import ACTIVATIONS, Rotary, periodic, refuse_unless
+from zoo_modern.families.state_space import MAMBA2, mamba2_weights, unlimited
 
 LAYER_TYPES = ("conv", "full_attention")
 IGNORED = F("", None)
@@ -321,4 +325,130 @@ BAMBA = LLAMA.derive(
     blockers=(BAMBA_ROTARY.blockers, scan_blockers),
 )
 
-FAMILIES = (LFM2, BAMBA)
+
+#: Nemotron-H's names of the scan's options; the names of its older config.json files.
+NEMOTRON_SCAN = {"d_state": "ssm_state_size", "expand": "expand", "n_groups": "n_groups", "conv_kernel": "conv_kernel"}
+NEMOTRON_SCAN |= {"chunk_size": "chunk_size", "conv_bias": "use_conv_bias", "proj_bias": "use_bias"}
+NEMOTRON_DEFAULTS = {"ssm_state_size": 128, "expand": 2, "n_groups": 8, "conv_kernel": 4, "chunk_size": 128}
+NEMOTRON_DEFAULTS |= {"use_conv_bias": True, "use_bias": False, "mamba_num_heads": 128, "mamba_head_dim": 64}
+LEGACY = {"mamba_n_groups": "n_groups", "mamba_d_conv": "conv_kernel", "mamba_expand": "expand"}
+LEGACY |= {"mamba_chunk_size": "chunk_size", "mamba_conv_bias": "use_conv_bias", "mamba_dt_limit": "time_step_limit"}
+#: config.json's layer kinds (``hybrid_override_pattern``'s letters) and each one's layer pattern entry.
+NEMOTRON_KINDS = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
+MLP_LAYER = {"attention": "none", "mlp": "standard"}
+
+
+def nemotron_kinds(hf: Mapping[str, Any], where: str) -> list[str]:
+    """Each layer's kind: ``layers_block_type``, else ``hybrid_override_pattern``'s letters."""
+    types: Any = hf.get("layers_block_type")
+    field = "layers_block_type"
+    if types is None:
+        pattern: Any = hf.get("hybrid_override_pattern")
+        field = "hybrid_override_pattern"
+        ok = isinstance(pattern, str) and bool(pattern) and set(pattern) <= set(NEMOTRON_KINDS)
+        refuse_unless(ok, where, field, pattern, "a string of M (Mamba-2), * (attention) and - (MLP)")
+        types = [NEMOTRON_KINDS[letter] for letter in pattern]
+    ok = isinstance(types, list) and bool(types) and all(isinstance(kind, str) for kind in types)
+    ok = ok and set(types) <= set(NEMOTRON_KINDS.values())
+    refuse_unless(ok, where, field, types, "layer kinds of 'linear_attention', 'full_attention' and 'mlp'")
+    refuse_unless("moe" not in types, where, field, types, "mixture-of-experts layers are not modelled here yet")
+    return list(types)
+
+
+def nemotron_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """The layer pattern of scans, attention and MLPs; the scans' options (older names win, as in transformers)."""
+    kv = hf.get("num_key_value_heads", 8) or fields["n_heads"]  # null: one per query head, as transformers has it
+    hf = {**NEMOTRON_DEFAULTS, **{k: v for k, v in hf.items() if v is not None}}
+    hf |= {new: hf[old] for old, new in LEGACY.items() if old in hf}
+    kinds = nemotron_kinds(hf, where)
+    scan = {"attention": scan_spec(hf, where, NEMOTRON_SCAN, "mamba_num_heads", hf["mamba_head_dim"])}
+    entries: dict[str, dict[str, Any]] = {"linear_attention": scan, "full_attention": {}, "mlp": MLP_LAYER}
+    pattern = periodic([entries[kind] for kind in kinds])
+    attention = {**fields["attention"], "n_kv_heads": kv}
+    return {**fields, "n_layers": len(kinds), "attention": attention, "layer_pattern": [] if pattern == [{}] else pattern}  # fmt: skip
+
+
+def nemotron_kind(config: ModelConfig, index: int) -> str:
+    """Layer ``index``'s kind as config.json names it, or why Nemotron-H has none such."""
+    changes, layer = config.layer_changes(index), config.layer(index)
+    if not changes:
+        return "full_attention"
+    if set(changes) == {"attention"} and scans(layer):
+        return "linear_attention"
+    if layer.attention.name == "none" and layer.mlp.name == "standard" and set(changes) <= {"attention", "mlp"}:
+        return "mlp"
+    return f"layer {index} changes {', '.join(sorted(changes))} (not a Mamba-2, attention or MLP layer)"
+
+
+def nemotron_blockers(config: ModelConfig, arch: str) -> list[str]:
+    kinds = [nemotron_kind(config, i) for i in range(config.n_layers)]
+    blockers = [f"{kind} ({arch})" for kind in kinds if kind not in NEMOTRON_KINDS.values()]
+    return blockers + [b for b in scan_blockers(config, arch) if "scan layers" in b]
+
+
+def nemotron_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    out = {name: scan_option(config, option, NEMOTRON_DEFAULTS[name]) for option, name in NEMOTRON_SCAN.items()}
+    out["use_bias"] = config.bias if out["use_bias"] is None else out["use_bias"]
+    head_dim = scan_option(config, "head_dim", 64)
+    heads = out["expand"] * config.d_model // head_dim
+    kinds = [nemotron_kind(config, i) for i in range(config.n_layers)]
+    return {**hf, **out, "mamba_head_dim": head_dim, "mamba_num_heads": heads, "layers_block_type": kinds}
+
+
+def attends_only(config: ModelConfig) -> bool:
+    return config.attention.name == "qknorm"
+
+
+def mlp_only(config: ModelConfig) -> bool:
+    return config.attention.name == "none"
+
+
+#: Fields of Nemotron-H's mixtures of experts and multi-token prediction, unread without such layers.
+MOE_UNREAD = (
+    "n_routed_experts n_shared_experts moe_intermediate_size moe_shared_expert_intermediate_size moe_latent_size "
+    "moe_shared_expert_overlap num_experts_per_tok routed_scaling_factor n_group topk_group norm_topk_prob "
+    "output_router_logits mtp_layers_block_type mtp_hybrid_override_pattern"
+).split()
+# Nemotron-H extends Mamba-2: each layer one norm and one mixer, a scan, grouped-query attention
+# without positions, or a squared-ReLU MLP, by layers_block_type (or hybrid_override_pattern).
+NEMOTRON_H = MAMBA2.derive(
+    "NemotronHForCausalLM",
+    model_type="nemotron_h",
+    description="Nemotron-H: Mamba-2 scans, attention without positions and squared-ReLU MLP layers, one per layer",
+    fresh=("read", "write", "blockers"),
+    fields={
+        **{name: None for name in ("num_heads", "state_size", "hidden_act", "use_bias", "use_conv_bias")},
+        **{name: F("", None, bool if name.startswith("use") else Count) for name in NEMOTRON_DEFAULTS},
+        **{name: F("", None) for name in (*LEGACY, "layers_block_type", "hybrid_override_pattern")},
+        "num_hidden_layers": F("", None, Count, out=lambda c: c.n_layers),  # transformers counts the kinds
+        "num_attention_heads": F("n_heads", 32, Count),
+        "num_key_value_heads": F("attention.n_kv_heads", None, Count),  # read by nemotron_read: default 8
+        "head_dim": F("attention.head_dim", 128, Count, out=lambda c: c.head_dim),
+        "intermediate_size": F("d_ff", 21504, Count),
+        "mlp_hidden_act": F("activation", "relu2", str, {"relu2": "relu2", **ACTIVATIONS}),
+        "mamba_hidden_act": F.must("silu", "Mamba-2's convolution is followed by SiLU in the zoo", str),
+        "attention_bias": F.must(False, "biases on q/k/v/o projections are not modelled for this family", bool),
+        "mlp_bias": F.must(False, "biases in the MLP layers are not modelled for this family", bool),
+        "attention_dropout": F("dropout.attention", 0.0, Fraction),
+        "hidden_dropout": IGNORED,  # transformers' Nemotron-H never applies it
+        "num_nextn_predict_layers": F.must(0, "multi-token prediction layers are not modelled", int),
+        **{name: IGNORED for name in ("mamba_proj_bias", "mamba_ssm_cache_dtype", "use_mamba_kernels", *MOE_UNREAD)},
+        "num_logits_to_keep": IGNORED,
+        "max_position_embeddings": F("max_seq_len", 4096, Count),
+    },
+    zoo={"attention": {"name": "qknorm", "qk_norm": "none", "qkv_bias": False, "out_bias": False}},
+    layer={
+        **{name: None for name in MAMBA2.layer if name.startswith("attn.")},
+        "attn.qkv.weight": W("mixer.{}_proj.weight", "concat", "qkv", when=attends_only),
+        "attn.out.weight": W("mixer.o_proj.weight", when=attends_only),
+        **mamba2_weights("mixer.", scans),
+        "mlp.up.weight": W("mixer.up_proj.weight", when=mlp_only),
+        "mlp.down.weight": W("mixer.down_proj.weight", when=mlp_only),
+    },
+    engine_features=frozenset({"layer_pattern"}),
+    read=(nemotron_read,),
+    write=(nemotron_write,),
+    blockers=(nemotron_blockers,),
+)
+
+FAMILIES = (LFM2, BAMBA, NEMOTRON_H)
