@@ -100,6 +100,21 @@ def ssd_scan(
     return torch.cat(outputs, dim=1), state
 
 
+def causal_conv(xs: Tensor, conv: nn.Conv1d, ctx: AttentionContext) -> Tensor:
+    """``conv`` (depthwise) over (B, S, C) causally, after the inputs the layer's cache keeps
+    (its last kernel - 1; the mixer sets ``cache_window`` to the kernel), zeros before the first."""
+    seq, kernel = xs.shape[1], conv.kernel_size[0]
+    past = xs
+    if ctx.cache is not None:  # the last kernel - 1 inputs before these, then these
+        stored, _ = ctx.cache.update(xs[:, None], xs[:, None, :, :0])  # (B, 1, kept + S, C), no values
+        past = stored[:, 0]
+    window = seq + kernel - 1
+    past = past[:, -window:].transpose(1, 2)
+    past = F.pad(past, (window - past.shape[-1], 0))  # zeros before the first position
+    out: Tensor = F.conv1d(past, conv.weight, conv.bias, groups=conv.in_channels).transpose(1, 2)
+    return out
+
+
 class Mamba2(nn.Module):
     """Mamba-2's selective state-space mixer: out_proj(norm(ssd(conv(x, B, C), dt) * silu(z)))."""
 
@@ -163,15 +178,7 @@ class Mamba2(nn.Module):
 
     def convolve(self, xbc: Tensor, ctx: AttentionContext) -> Tensor:
         """The causal depthwise convolution of (B, S, conv_dim) after the cached inputs, then SiLU."""
-        seq, kernel = xbc.shape[1], self.cache_window
-        past = xbc
-        if ctx.cache is not None:  # the last kernel - 1 inputs before these, then these
-            stored, _ = ctx.cache.update(xbc[:, None], xbc[:, None, :, :0])  # (B, 1, kept + S, conv_dim), no values
-            past = stored[:, 0]
-        window = seq + kernel - 1
-        past = past[:, -window:].transpose(1, 2)
-        past = F.pad(past, (window - past.shape[-1], 0))  # zeros before the first position
-        out: Tensor = self.conv_act(F.conv1d(past, self.conv.weight, self.conv.bias, groups=self.conv_dim).transpose(1, 2))  # fmt: skip
+        out: Tensor = self.conv_act(causal_conv(xbc, self.conv, ctx))
         return out
 
     def forward(self, x: Tensor, ctx: AttentionContext) -> Tensor:

@@ -4,6 +4,9 @@
   ``mamba2`` mixer, added to the residual stream: x + mixer(norm(x)), a ``parallel`` layer
   with a shared norm whose MLP is ``none``; no positions, a final RMSNorm. ``num_heads`` is
   the zoo's ``n_heads`` (``hook_z``'s heads are the scan's), ``head_dim`` the mixer's.
+- Mamba (state-spaces) and Falcon-Mamba (TII): Mamba-2's layout with zoo-modern's ``mamba``
+  mixer (the S6 scan, A per channel and state, a low-rank time step); Falcon-Mamba
+  RMS-normalises B, C and the time step (``bcdt_norm``). The scan has no heads: ``n_heads`` is 1.
 
 The fields transformers reads only to draw fresh weights (``time_step_min``, ...) are
 ignored; ``residual_in_fp32`` changes nothing in float32 and is ignored too (a half
@@ -125,4 +128,67 @@ MAMBA2 = Family(
     blockers=(mamba2_blockers,),
 )
 
-FAMILIES = (MAMBA2,)
+
+def dt_rank(config: ModelConfig) -> int:
+    """The mixer's time-step rank: its option, else ceil(d_model / 16) (transformers' "auto")."""
+    return int(config.attention.options.get("dt_rank") or math.ceil(config.d_model / 16))
+
+
+def mamba_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """The time step's rank ("auto": ceil(d / 16), the mixer's default); a scan reads any length."""
+    rank = hf.get("time_step_rank", "auto")
+    refuse_unless(rank == "auto" or (type(rank) is int and rank > 0), where, "time_step_rank", rank, "a whole number > 0 or 'auto'")  # fmt: skip
+    options = fields["attention"] | ({} if rank == "auto" else {"dt_rank": rank})
+    return {**fields, "attention": options, "max_seq_len": hf.get("max_position_embeddings") or 1 << 20}
+
+
+def plain_scan(config: ModelConfig, arch: str) -> list[str]:
+    """Falcon-Mamba's norms of B, C and the time step, where the family has none."""
+    return [f"a mamba mixer with bcdt_norm ({arch} does not normalise B, C and dt)"] if config.attention.options.get("bcdt_norm") else []  # fmt: skip
+
+
+#: Fields transformers' Mamba reads only to initialise weights or to pick its scan's code path.
+MAMBA_UNREAD = "time_step_scale time_step_init_scheme use_mambapy use_associative_scan intermediate_size"
+# Mamba extends Mamba-2: the S6 scan (``mamba``: x_proj to a low-rank time step, B and C;
+# dt_proj; A per channel and state) in every layer, no heads, no groups, no chunks.
+MAMBA = MAMBA2.derive(
+    "MambaForCausalLM",
+    model_type="mamba",
+    description="Mamba: a selective state-space scan (S6) in every layer, no attention, no MLP",
+    fields={
+        **{name: None for name in ("num_heads", "head_dim", "n_groups", "chunk_size", "time_step_limit")},
+        "hidden_size": F("d_model", 768, Count),
+        "num_hidden_layers": F("n_layers", 32, Count),
+        "state_size": F("attention.d_state", 16, Count),
+        "time_step_rank": F("", None, out=dt_rank),
+        "tie_word_embeddings": F("tie_embeddings", True, bool),
+        **{name: IGNORED for name in MAMBA_UNREAD.split()},
+    },
+    zoo={"attention": {"name": "mamba"}, "n_heads": 1},
+    fresh=("layer", "read", "blockers"),
+    layer={
+        "attn_residual.norm.weight": "norm.weight",
+        "attn.in_proj.weight": "mixer.in_proj.weight",
+        "attn.in_proj.bias": W("mixer.in_proj.bias", when=proj_bias),
+        "attn.conv.weight": "mixer.conv1d.weight",
+        "attn.conv.bias": W("mixer.conv1d.bias", when=option("conv_bias", True)),
+        **{f"attn.{p}": f"mixer.{p}" for p in ("x_proj.weight", "dt_proj.weight", "dt_proj.bias", "A_log", "D")},
+        "attn.out_proj.weight": "mixer.out_proj.weight",
+        "attn.out_proj.bias": W("mixer.out_proj.bias", when=proj_bias),
+    },
+    read=(mamba_read,),
+    blockers=(plain_scan,),
+)
+
+# Falcon-Mamba extends Mamba: B, C and the time step RMS-normalised (no weights) before use.
+FALCON_MAMBA = MAMBA.derive(
+    "FalconMambaForCausalLM",
+    model_type="falcon_mamba",
+    description="Falcon-Mamba: Mamba's S6 scan with B, C and the time step RMS-normalised",
+    fields={"mixer_rms_eps": F("attention.bcdt_eps", 1e-6, Epsilon), "use_falcon_mambapy": IGNORED},
+    zoo={"attention": {"name": "mamba", "bcdt_norm": True}},
+    fresh=("blockers",),
+    blockers=(),
+)
+
+FAMILIES = (MAMBA2, MAMBA, FALCON_MAMBA)
