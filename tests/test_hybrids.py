@@ -223,6 +223,7 @@ def test_bamba_export_refuses_scans_that_differ(tmp_path: Path) -> None:
         ([scan, {}, other], "scan layers whose mamba2 options differ"),
         ([scan, {"mlp": "none"}], "layer 1 changes mlp"),
         ([scan, {"attention": "eager"}], "layer 1's attention differs"),
+        ([{"attention": {**scan["attention"], "d_inner": 48}}, {}], "a scan of d_inner=48"),
     ):
         with pytest.raises(zoo.InteropError, match=blocker):
             zoo.to_hf(
@@ -279,7 +280,7 @@ def test_squared_relu_is_transformers_relu2() -> None:
     [
         ({"layers_block_type": ["linear_attention", "moe", "full_attention"]}, "layers_block_type"),
         ({"layers_block_type": None, "hybrid_override_pattern": "M*X"}, "hybrid_override_pattern"),
-        ({"mamba_num_heads": 4}, "mamba_num_heads"),
+        ({"mamba_num_heads": 3}, "n_groups"),  # 3 heads in 2 groups
         ({"mamba_hidden_act": "gelu"}, "mamba_hidden_act"),
         ({"num_nextn_predict_layers": 1}, "num_nextn_predict_layers"),
         ({"mlp_hidden_act": "tanh"}, "mlp_hidden_act"),

@@ -104,6 +104,14 @@ CASES += [
         "NemotronHForCausalLM",
         {**NEMOTRON_H, "layers_block_type": ["linear_attention", "mlp", "full_attention", "linear_attention", "mlp"]},
     ),
+    # a scan narrower than expand * hidden (6 heads of 8 = 48, not 64), as Nemotron-H-4B's and Nano-9B-v2's are
+    Family(
+        "nemotron-h-narrow",
+        "nemotron_h",
+        "NemotronHConfig",
+        "NemotronHForCausalLM",
+        {**NEMOTRON_H, "mamba_num_heads": 6, "layers_block_type": ["linear_attention", "full_attention", "mlp"]},
+    ),
     # the older files' letters, attention first, a kernel of 3, biases on the scans' projections
     Family(
         "nemotron-h-pattern",

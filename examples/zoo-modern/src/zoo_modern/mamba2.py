@@ -43,6 +43,9 @@ class Mamba2Options(BaseModel):
     head_dim: int | None = Field(None, gt=0, description="width of each head (default d_model / n_heads)")
     d_state: int = Field(128, gt=0, description="the state's size per channel (state_size)")
     expand: int = Field(2, gt=0, description="the scan's width over d_model")
+    d_inner: int | None = Field(
+        None, gt=0, description="the scan's width itself (default expand * d_model; Nemotron-H's)"
+    )
     n_groups: int = Field(1, gt=0, description="groups of heads that share B and C")
     conv_kernel: int = Field(4, ge=2, description="positions the causal convolution reads, its own included")
     chunk_size: int = Field(256, gt=0, description="positions the scan takes at once (the same sums)")
@@ -129,6 +132,7 @@ class Mamba2(nn.Module):
         norm_eps: float = 1e-5,
         d_state: int = 128,
         expand: int = 2,
+        d_inner: int | None = None,
         n_groups: int = 1,
         conv_kernel: int = 4,
         chunk_size: int = 256,
@@ -139,14 +143,14 @@ class Mamba2(nn.Module):
         kernel: str | None = None,
     ) -> None:
         """``head_dim``: each head's width (the config's); ``expand``: the scan's width over
-        d_model; ``d_state``: the state's size per channel; ``n_groups``: groups of heads
+        d_model (``d_inner``: the width itself); ``d_state``: the state's size per channel; ``n_groups``: groups of heads
         sharing B and C; ``proj_bias``: biases on in_proj and out_proj (default: the config's)."""
         super().__init__()
-        inner, head_dim = expand * d_model, head_dim or d_model // n_heads
+        inner, head_dim = d_inner or expand * d_model, head_dim or d_model // n_heads
         for ok, what in (
             (min(d_state, expand, n_groups, chunk_size) >= 1, "d_state, expand, n_groups and chunk_size are >= 1"),
             (conv_kernel >= 2, f"conv_kernel={conv_kernel}: the convolution reads 2 positions or more"),
-            (inner % head_dim == 0, f"expand * d_model = {inner} is a whole number of heads of {head_dim}"),
+            (inner % head_dim == 0, f"the scan's width {inner} is a whole number of heads of {head_dim}"),
             (inner % head_dim == 0 and (inner // head_dim) % n_groups == 0, f"n_groups={n_groups} divides the heads"),
         ):
             if not ok:

@@ -213,11 +213,16 @@ BAMBA_DEFAULTS = {"d_state": 256, "expand": 2, "n_groups": 1, "conv_kernel": 4, 
 BAMBA_DEFAULTS |= {"conv_bias": True, "proj_bias": False}
 
 
-def scan_spec(hf: Mapping[str, Any], where: str, names: Mapping[str, str], heads: str, head_dim: Any) -> dict[str, Any]:
+def scan_spec(
+    hf: Mapping[str, Any], where: str, names: Mapping[str, str], heads: str, head_dim: Any, free: bool = False
+) -> dict[str, Any]:
     """The ``mamba2`` spec of a hybrid's scan layers from its fields ``names`` (zoo option ->
-    config.json field, read by the converter's table first), checked as transformers checks them."""
+    config.json field, read by the converter's table first), checked as transformers checks
+    them; ``free``: the scan is ``heads * head_dim`` wide, whatever ``expand`` says (Nemotron-H)."""
     spec = {"name": "mamba2", "head_dim": head_dim} | {option: hf[name] for option, name in names.items()}
     inner, n = spec["expand"] * hf["hidden_size"], hf[heads]
+    if free and n * head_dim != inner:
+        spec["d_inner"] = inner = n * head_dim
     refuse_unless(n * head_dim == inner, where, heads, n, f"{heads} * head_dim is hidden_size * expand = {inner}")
     refuse_unless(n % spec["n_groups"] == 0, where, names["n_groups"], spec["n_groups"], f"it divides {heads}={n}")
     unlimited(hf, where)
@@ -252,6 +257,9 @@ def scan_blockers(config: ModelConfig, arch: str) -> list[str]:
             blockers.append(f"layer {i} changes {', '.join(sorted(set(changes) - {'attention'}))} ({arch} has one design)")  # fmt: skip
         elif scans(layer):
             seen.add(tuple(sorted(layer.attention.options.items())))
+            inner, expand = layer.attention.options.get("d_inner"), layer.attention.options.get("expand", 2)
+            if inner is not None and inner != expand * config.d_model:
+                blockers.append(f"a scan of d_inner={inner}, not expand * hidden_size ({arch} has no other width)")
         elif "attention" in changes:
             blockers.append(f"layer {i}'s attention differs from the model's ({arch} has one attention)")
     if len(seen) > 1:
@@ -361,7 +369,7 @@ def nemotron_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> 
     hf = {**NEMOTRON_DEFAULTS, **{k: v for k, v in hf.items() if v is not None}}
     hf |= {new: hf[old] for old, new in LEGACY.items() if old in hf}
     kinds = nemotron_kinds(hf, where)
-    scan = {"attention": scan_spec(hf, where, NEMOTRON_SCAN, "mamba_num_heads", hf["mamba_head_dim"])}
+    scan = {"attention": scan_spec(hf, where, NEMOTRON_SCAN, "mamba_num_heads", hf["mamba_head_dim"], free=True)}
     entries: dict[str, dict[str, Any]] = {"linear_attention": scan, "full_attention": {}, "mlp": MLP_LAYER}
     pattern = periodic([entries[kind] for kind in kinds])
     attention = {**fields["attention"], "n_kv_heads": kv}
@@ -390,7 +398,7 @@ def nemotron_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
     out = {name: scan_option(config, option, NEMOTRON_DEFAULTS[name]) for option, name in NEMOTRON_SCAN.items()}
     out["use_bias"] = config.bias if out["use_bias"] is None else out["use_bias"]
     head_dim = scan_option(config, "head_dim", 64)
-    heads = out["expand"] * config.d_model // head_dim
+    heads = (scan_option(config, "d_inner", None) or out["expand"] * config.d_model) // head_dim
     kinds = [nemotron_kind(config, i) for i in range(config.n_layers)]
     return {**hf, **out, "mamba_head_dim": head_dim, "mamba_num_heads": heads, "layers_block_type": kinds}
 

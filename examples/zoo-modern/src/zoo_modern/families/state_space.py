@@ -54,7 +54,11 @@ def mamba2_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> di
 
 
 def mamba2_blockers(config: ModelConfig, arch: str) -> list[str]:
-    """A model whose heads are not the scan's (hook_z's grouping, written as num_heads)."""
+    """A model whose heads are not the scan's (hook_z's grouping, written as num_heads), or
+    whose scan is not ``expand`` times as wide as the model."""
+    inner = config.attention.options.get("d_inner")
+    if inner is not None and inner != config.attention.options.get("expand", 2) * config.d_model:
+        return [f"a scan of d_inner={inner}, not expand * hidden_size ({arch} has no other width)"]
     if config.n_heads != scan_heads(config):
         return [f"{config.n_heads} heads where the mamba2 mixer has {scan_heads(config)} ({arch}'s num_heads is both)"]
     return []
