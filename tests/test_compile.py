@@ -49,6 +49,10 @@ CASES += [
     ("attention", {"name": "sinks", "window": 3}),  # GPT-OSS's sliding layer: sinks under a window's mask
     ("attention", {"name": "short_conv", "kernel_size": 4, "conv_bias": True}),  # a convolution's state
     ("attention", {"name": "mamba2", "d_state": 8, "n_groups": 2, "chunk_size": 3}),  # chunks crossed, a scan's state
+    (
+        "attention",
+        {"name": "mamba", "d_state": 4, "bcdt_norm": True},
+    ),  # Mamba's S6 scan position by position, its state
 ]
 IDS = [f"{kind}-{spec if isinstance(spec, str) else '-'.join(map(str, spec.values()))}" for kind, spec in CASES]
 

@@ -158,9 +158,13 @@ def test_hook_points_name_every_layer_and_probe_runs(
     attending = [
         i for i in layers if getattr(model.blocks[i].attn, "attends", True)
     ]  # a hybrid's convolutions have no scores
-    for point, where in (("attn.hook_pattern", attending), ("attn.hook_z", layers), ("hook_resid_post", layers)):
+    mixing = [
+        i for i in layers if any(True for _ in model.blocks[i].attn.parameters())
+    ]  # Nemotron-H's MLP layers mix none
+    for point, where in (("attn.hook_pattern", attending), ("attn.hook_z", mixing), ("hook_resid_post", layers)):
         assert {f"blocks.{i}.{point}" for i in where} <= set(names), point
     assert {f"blocks.{i}.attn.hook_pattern" for i in layers if i not in attending}.isdisjoint(names)
+    assert {f"blocks.{i}.attn.hook_z" for i in layers if i not in mixing}.isdisjoint(names)
     if attending:  # a state-space model (Mamba-2) has no layer that attends
         _, cache = model.run_with_cache(tokens(seq=8), names=[f"blocks.{attending[-1]}.attn.hook_pattern"])
         pattern = cache[f"blocks.{attending[-1]}.attn.hook_pattern"]

@@ -40,7 +40,9 @@ CROSS = [n.replace("attn.", "cross_attn.") for n in ATTENTION] + ["hook_cross_ou
 # an MoE has one of each per expert (so neither point), and marks its router's logits.
 MLP_POINTS = {"moe": ["mlp.hook_router"], "none": []}
 # Points a token mixer without scores marks itself, before hook_z: Mamba-2's convolution and scan outputs.
-MIXER_POINTS = {"mamba2": ["attn.hook_conv", "attn.hook_scan"]}
+MIXER_POINTS = {"mamba2": ["attn.hook_conv", "attn.hook_scan"], "mamba": ["attn.hook_conv", "attn.hook_scan"]}
+# Mixers that mix nothing (Nemotron-H's MLP-only layers): no output projection, so no hook_z either.
+NO_MIXER = {"none"}
 
 
 def attends(kind: str, spec: Any) -> bool:
@@ -56,7 +58,7 @@ def block_scheme(kind: str = "", spec: Any = "") -> list[str]:
     """A block's points for a model with component ``spec`` of ``kind``, in forward order."""
     name = spec if isinstance(spec, str) else spec.get("name")
     if not attends(kind, spec):
-        at = BLOCK.index("attn.hook_z")
+        at = BLOCK.index("hook_attn_out" if name in NO_MIXER else "attn.hook_z")
         return [*BLOCK[:1], *MIXER_POINTS.get(name, []), *BLOCK[at:]]
     if kind != "mlp" or name not in MLP_POINTS:
         return BLOCK
@@ -99,6 +101,10 @@ def test_every_component_exposes_every_point_and_leaves_the_forward_unchanged(ki
     torch.testing.assert_close(out, plain, rtol=0, atol=1e-6)
     assert model.hook_state is None and no_module_hooks(model)
     torch.testing.assert_close(model(idx), plain, rtol=0, atol=0)
+    torch.testing.assert_close(cache["hook_logits"], out)
+    if (spec if isinstance(spec, str) else spec["name"]) in NO_MIXER and kind == "attention":
+        assert torch.equal(cache["blocks.1.hook_attn_out"], torch.zeros_like(cache["blocks.1.hook_attn_out"]))
+        return
     heads, dk = model.config.n_heads, model.config.head_dim
     attn = model.blocks[1].attn  # latent attention's q/k and v widths are its own (qk_head_dim, v_head_dim)
     dk, dv = getattr(attn, "qk_head_dim", dk), getattr(attn, "v_head_dim", dk)

@@ -181,6 +181,9 @@ def test_settings_the_zoo_does_not_model_are_refused_by_name(change: dict[str, A
 
 def test_export_refuses_heads_that_are_not_the_scans(tmp_path: Path) -> None:
     fields = config_from_hf(HF)
+    narrow = zoo.build({**fields, "attention": {**fields["attention"], "d_inner": 32}})  # 4 heads of 8, not 8
+    with pytest.raises(zoo.InteropError, match=r"a scan of d_inner=32, not expand \* hidden_size"):
+        zoo.to_hf(narrow, tmp_path / "narrow", architecture="Mamba2ForCausalLM")
     model = zoo.build({**fields, "n_heads": 4})  # hook_z's 4 groups; the scan's 8 heads
     with pytest.raises(zoo.InteropError, match=r"4 heads where the mamba2 mixer has 8"):
         zoo.to_hf(model, tmp_path / "out", architecture="Mamba2ForCausalLM")

@@ -40,6 +40,9 @@ MODERN = {
     ("attention", "mamba2"),
     ("mlp", "none"),
     ("attention", "mla"),
+    ("attention", "none"),
+    ("attention", "mamba"),
+    ("activation", "relu2"),
 }
 PACKAGE = Path(__file__).resolve().parents[1] / "examples" / "zoo-modern"
 

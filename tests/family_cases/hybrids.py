@@ -1,5 +1,6 @@
 """Hybrid families, whose layers mix tokens in more than one way: LFM2 (short gated
-convolutions between attention layers)."""
+convolutions between attention layers), Bamba and Nemotron-H (Mamba-2 scans between
+attention layers, and Nemotron-H's MLP-only layers)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,91 @@ CASES = [
             "conv_L_cache": 4,
             "tie_word_embeddings": False,
             "layer_types": ["full_attention", "conv", "conv"],
+        },
+    ),
+]
+
+BAMBA = {
+    "hidden_size": 32,
+    "intermediate_size": 48,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "mamba_n_heads": 8,
+    "mamba_d_head": 8,
+    "mamba_d_state": 8,
+    "mamba_n_groups": 2,
+    "mamba_chunk_size": 5,
+}
+CASES += [
+    # scan, attention, scan, scan: two groups of 4 heads, chunks of 5 (a prompt of 12 spans three)
+    Family(
+        "bamba",
+        "bamba",
+        "BambaConfig",
+        "BambaForCausalLM",
+        {**BAMBA, "num_hidden_layers": 4, "attn_layer_indices": [1]},
+    ),  # fmt: skip
+    # attention first, 'auto' head width (2 * 32 / 16 = 4), a kernel of 3 with biases everywhere, a tied head
+    Family(
+        "bamba-biased",
+        "bamba",
+        "BambaConfig",
+        "BambaForCausalLM",
+        {
+            **BAMBA,
+            "num_hidden_layers": 3,
+            "attn_layer_indices": [0],
+            "mamba_n_heads": 16,
+            "mamba_d_head": "auto",
+            "mamba_d_conv": 3,
+            "mamba_proj_bias": True,
+            "tie_word_embeddings": True,
+        },
+    ),
+]
+
+NEMOTRON_H = {
+    "hidden_size": 32,
+    "intermediate_size": 48,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "mamba_num_heads": 8,
+    "mamba_head_dim": 8,
+    "ssm_state_size": 8,
+    "n_groups": 2,
+    "chunk_size": 5,
+}
+CASES += [
+    # scan, MLP, attention (heads of 16, wider than 32 / 4), scan, MLP: the kinds by layers_block_type
+    Family(
+        "nemotron-h",
+        "nemotron_h",
+        "NemotronHConfig",
+        "NemotronHForCausalLM",
+        {**NEMOTRON_H, "layers_block_type": ["linear_attention", "mlp", "full_attention", "linear_attention", "mlp"]},
+    ),
+    # a scan narrower than expand * hidden (6 heads of 8 = 48, not 64), as Nemotron-H-4B's and Nano-9B-v2's are
+    Family(
+        "nemotron-h-narrow",
+        "nemotron_h",
+        "NemotronHConfig",
+        "NemotronHForCausalLM",
+        {**NEMOTRON_H, "mamba_num_heads": 6, "layers_block_type": ["linear_attention", "full_attention", "mlp"]},
+    ),
+    # the older files' letters, attention first, a kernel of 3, biases on the scans' projections
+    Family(
+        "nemotron-h-pattern",
+        "nemotron_h",
+        "NemotronHConfig",
+        "NemotronHForCausalLM",
+        {
+            **NEMOTRON_H,
+            "hybrid_override_pattern": "*M-M",
+            "conv_kernel": 3,
+            "use_bias": True,
+            "n_groups": 1,
+            "mlp_hidden_act": "relu2",
         },
     ),
 ]

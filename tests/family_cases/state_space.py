@@ -1,4 +1,4 @@
-"""State-space families, whose layers mix tokens by a recurrence: Mamba-2."""
+"""State-space families, whose layers mix tokens by a recurrence: Mamba-2, Mamba, Falcon-Mamba."""
 
 from __future__ import annotations
 
@@ -39,5 +39,34 @@ CASES = [
             "use_conv_bias": False,
             "tie_word_embeddings": True,
         },
+    ),
+]
+
+MAMBA = {"hidden_size": 32, "num_hidden_layers": 2, "state_size": 8}
+CASES += [
+    # 64 channels of 8 states, a time step of rank ceil(32 / 16) = 2, a tied head
+    Family("mamba", "mamba", "MambaConfig", "MambaForCausalLM", MAMBA),
+    # rank 5, a kernel of 3, biases on both projections, an untied head, three layers
+    Family(
+        "mamba-biased",
+        "mamba",
+        "MambaConfig",
+        "MambaForCausalLM",
+        {
+            **MAMBA,
+            "num_hidden_layers": 3,
+            "time_step_rank": 5,
+            "conv_kernel": 3,
+            "use_bias": True,
+            "tie_word_embeddings": False,
+        },  # fmt: skip
+    ),
+    # B, C and dt normalised (epsilon 1e-3, so it counts), expand 3
+    Family(
+        "falcon-mamba",
+        "falcon_mamba",
+        "FalconMambaConfig",
+        "FalconMambaForCausalLM",
+        {**MAMBA, "expand": 3, "mixer_rms_eps": 1e-3, "tie_word_embeddings": False},
     ),
 ]

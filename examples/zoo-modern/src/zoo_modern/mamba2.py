@@ -1,5 +1,6 @@
-"""Mamba-2's state-space mixer in place of attention (transformers' ``Mamba2Mixer``), and
-``mlp = "none"`` for the layers that have no MLP.
+"""Mamba-2's state-space mixer in place of attention (transformers' ``Mamba2Mixer``),
+``mlp = "none"`` for the layers that have no MLP, ``attention = "none"`` for those that mix
+no tokens, and the squared ReLU (``relu2``) of Nemotron-H's MLP layers.
 
 ``in_proj`` makes five streams from x: a gate z and the scan's input x (``expand * d``
 each, in heads of ``head_dim``), B and C (``d_state`` per group of heads) and a time step
@@ -42,6 +43,9 @@ class Mamba2Options(BaseModel):
     head_dim: int | None = Field(None, gt=0, description="width of each head (default d_model / n_heads)")
     d_state: int = Field(128, gt=0, description="the state's size per channel (state_size)")
     expand: int = Field(2, gt=0, description="the scan's width over d_model")
+    d_inner: int | None = Field(
+        None, gt=0, description="the scan's width itself (default expand * d_model; Nemotron-H's)"
+    )
     n_groups: int = Field(1, gt=0, description="groups of heads that share B and C")
     conv_kernel: int = Field(4, ge=2, description="positions the causal convolution reads, its own included")
     chunk_size: int = Field(256, gt=0, description="positions the scan takes at once (the same sums)")
@@ -99,6 +103,21 @@ def ssd_scan(
     return torch.cat(outputs, dim=1), state
 
 
+def causal_conv(xs: Tensor, conv: nn.Conv1d, ctx: AttentionContext) -> Tensor:
+    """``conv`` (depthwise) over (B, S, C) causally, after the inputs the layer's cache keeps
+    (its last kernel - 1; the mixer sets ``cache_window`` to the kernel), zeros before the first."""
+    seq, kernel = xs.shape[1], conv.kernel_size[0]
+    past = xs
+    if ctx.cache is not None:  # the last kernel - 1 inputs before these, then these
+        stored, _ = ctx.cache.update(xs[:, None], xs[:, None, :, :0])  # (B, 1, kept + S, C), no values
+        past = stored[:, 0]
+    window = seq + kernel - 1
+    past = past[:, -window:].transpose(1, 2)
+    past = F.pad(past, (window - past.shape[-1], 0))  # zeros before the first position
+    out: Tensor = F.conv1d(past, conv.weight, conv.bias, groups=conv.in_channels).transpose(1, 2)
+    return out
+
+
 class Mamba2(nn.Module):
     """Mamba-2's selective state-space mixer: out_proj(norm(ssd(conv(x, B, C), dt) * silu(z)))."""
 
@@ -113,6 +132,7 @@ class Mamba2(nn.Module):
         norm_eps: float = 1e-5,
         d_state: int = 128,
         expand: int = 2,
+        d_inner: int | None = None,
         n_groups: int = 1,
         conv_kernel: int = 4,
         chunk_size: int = 256,
@@ -123,14 +143,14 @@ class Mamba2(nn.Module):
         kernel: str | None = None,
     ) -> None:
         """``head_dim``: each head's width (the config's); ``expand``: the scan's width over
-        d_model; ``d_state``: the state's size per channel; ``n_groups``: groups of heads
+        d_model (``d_inner``: the width itself); ``d_state``: the state's size per channel; ``n_groups``: groups of heads
         sharing B and C; ``proj_bias``: biases on in_proj and out_proj (default: the config's)."""
         super().__init__()
-        inner, head_dim = expand * d_model, head_dim or d_model // n_heads
+        inner, head_dim = d_inner or expand * d_model, head_dim or d_model // n_heads
         for ok, what in (
             (min(d_state, expand, n_groups, chunk_size) >= 1, "d_state, expand, n_groups and chunk_size are >= 1"),
             (conv_kernel >= 2, f"conv_kernel={conv_kernel}: the convolution reads 2 positions or more"),
-            (inner % head_dim == 0, f"expand * d_model = {inner} is a whole number of heads of {head_dim}"),
+            (inner % head_dim == 0, f"the scan's width {inner} is a whole number of heads of {head_dim}"),
             (inner % head_dim == 0 and (inner // head_dim) % n_groups == 0, f"n_groups={n_groups} divides the heads"),
         ):
             if not ok:
@@ -162,15 +182,7 @@ class Mamba2(nn.Module):
 
     def convolve(self, xbc: Tensor, ctx: AttentionContext) -> Tensor:
         """The causal depthwise convolution of (B, S, conv_dim) after the cached inputs, then SiLU."""
-        seq, kernel = xbc.shape[1], self.cache_window
-        past = xbc
-        if ctx.cache is not None:  # the last kernel - 1 inputs before these, then these
-            stored, _ = ctx.cache.update(xbc[:, None], xbc[:, None, :, :0])  # (B, 1, kept + S, conv_dim), no values
-            past = stored[:, 0]
-        window = seq + kernel - 1
-        past = past[:, -window:].transpose(1, 2)
-        past = F.pad(past, (window - past.shape[-1], 0))  # zeros before the first position
-        out: Tensor = self.conv_act(F.conv1d(past, self.conv.weight, self.conv.bias, groups=self.conv_dim).transpose(1, 2))  # fmt: skip
+        out: Tensor = self.conv_act(causal_conv(xbc, self.conv, ctx))
         return out
 
     def forward(self, x: Tensor, ctx: AttentionContext) -> Tensor:
@@ -207,6 +219,32 @@ class NoMLP(nn.Module):
         return x * 0  # the zero map of x: a norm before it has a zero gradient, not none
 
 
+class NoMixer(nn.Module):
+    """No token mixer: the layer adds nothing before its MLP (Nemotron-H's MLP-only layers), 0 * x."""
+
+    attends: ClassVar[bool] = False  # no scores, and no output projection: no attention hook points
+    cache_window: ClassVar[int] = 1  # the cache counts positions and keeps none
+
+    def __init__(self, d_model: int, kernel: str | None = None) -> None:
+        super().__init__()
+        del d_model, kernel  # ``kernel``: taken as every attention's, for from_hf
+
+    def forward(self, x: Tensor, ctx: AttentionContext) -> Tensor:
+        if ctx.cache is not None:  # the model's offset: positions seen, none kept
+            ctx.cache.update(x[:, None, :, :0], x[:, None, :, :0])
+        return x * 0  # the zero map of x: a norm before it has a zero gradient, not none
+
+
+def relu2() -> nn.Module:
+    """Squared ReLU, max(0, x)^2 (Primer; Nemotron's MLP)."""
+    return SquaredReLU()
+
+
+class SquaredReLU(nn.Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.square(F.relu(x))
+
+
 def check_mamba2(config: Any, options: Any) -> None:
     """A decoder-only model: the scan is causal and reads no encoder memory."""
     if config.architecture == "encoder_decoder":
@@ -216,7 +254,18 @@ def check_mamba2(config: Any, options: Any) -> None:
         )
 
 
+def check_no_mixer(config: Any, options: Any) -> None:
+    """A decoder-only model: an encoder-decoder's cross-attention is its attention too."""
+    if config.architecture == "encoder_decoder":
+        raise ValueError(
+            "attention 'none' mixes no tokens, for the MLP-only layers of decoder-only models; an "
+            "'encoder_decoder' model would lose its cross-attention too: use 'sdpa' there"
+        )
+
+
 def register_components(register: RegisterComponent) -> None:
-    """Register the mixer and the empty MLP (called from ``zoo_modern.plugin``)."""
+    """Register the mixer, the empty MLP and mixer, relu2 (called from ``zoo_modern.plugin``)."""
     register("attention", "mamba2", Mamba2, check=check_mamba2)
     register("mlp", "none", NoMLP)
+    register("attention", "none", NoMixer, check=check_no_mixer)
+    register("activation", "relu2", relu2)

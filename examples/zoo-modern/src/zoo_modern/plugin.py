@@ -12,7 +12,7 @@ from importlib import resources
 from typing import Any
 
 import zoo.plugin
-from zoo_modern import local_attention, mamba2, migrations, mla, mlp, moe, norms, placement, qknorm, short_conv
+from zoo_modern import local_attention, mamba, mamba2, migrations, mla, mlp, moe, norms, placement, qknorm, short_conv
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
 from zoo_modern.families import CONVERTERS as TABLES
 from zoo_modern.families import PRESETS
@@ -31,7 +31,7 @@ def zoo_register_components(register: zoo.plugin.RegisterComponent) -> None:
     register("placement", "parallel", Parallel)  # decoder-only: its block takes no cross-attention
     for module in (qknorm, mlp, norms, placement):  # modern: qknorm, glu, rmsnorm_offset, post_sublayer
         module.register_components(register)
-    for module in (local_attention, short_conv, mamba2, mla):  # 2025: sinks, chunked, short_conv, mamba2, mla
+    for module in (local_attention, short_conv, mamba2, mamba, mla):  # sinks, chunked, short_conv, mamba2 (mlp none), mamba, mla
         module.register_components(register)
     moe.register_components(register)
 

@@ -5,8 +5,8 @@
 - ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE; ``deepseek``: DeepSeek-V3 and V2 (latent attention, grouped routing);
 - ``legacy``: Gemma 2, Gemma 3 and SmolLM3, still converter classes (to become tables);
 - ``neox_like``: GPT-NeoX, GPT-J, Phi, Falcon;
-- ``hybrids``: LFM2 (short convolutions between attention layers);
-- ``state_space``: Mamba-2 (a selective state-space scan in every layer, no attention);
+- ``hybrids``: LFM2, Bamba, Nemotron-H (short convolutions, Mamba-2 scans, between attention layers);
+- ``state_space``: Mamba-2, Mamba, Falcon-Mamba (a selective state-space scan in every layer, no attention);
 
 one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.
 """

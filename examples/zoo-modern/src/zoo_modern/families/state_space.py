@@ -4,6 +4,9 @@
   ``mamba2`` mixer, added to the residual stream: x + mixer(norm(x)), a ``parallel`` layer
   with a shared norm whose MLP is ``none``; no positions, a final RMSNorm. ``num_heads`` is
   the zoo's ``n_heads`` (``hook_z``'s heads are the scan's), ``head_dim`` the mixer's.
+- Mamba (state-spaces) and Falcon-Mamba (TII): Mamba-2's layout with zoo-modern's ``mamba``
+  mixer (the S6 scan, A per channel and state, a low-rank time step); Falcon-Mamba
+  RMS-normalises B, C and the time step (``bcdt_norm``). The scan has no heads: ``n_heads`` is 1.
 
 The fields transformers reads only to draw fresh weights (``time_step_min``, ...) are
 ignored; ``residual_in_fp32`` changes nothing in float32 and is ignored too (a half
@@ -19,7 +22,7 @@ never does. Unpadded and right-padded inputs, and every model without ``use_bias
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from zoo.plugin import REQUIRED, Count, Epsilon, F, Family, ModelConfig, W
@@ -45,15 +48,17 @@ def mamba2_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> di
     why = f"hidden_size * expand = {d * expand} is num_heads * head_dim in Mamba-2"
     refuse_unless(heads * options["head_dim"] == d * expand, where, "num_heads", heads, why)
     refuse_unless(heads % options["n_groups"] == 0, where, "n_groups", options["n_groups"], "it divides num_heads")
-    limit = hf.get("time_step_limit")
-    unlimited = limit is None or (isinstance(limit, list | tuple) and list(limit) in UNLIMITED)
-    refuse_unless(unlimited, where, "time_step_limit", limit, "the zoo's mamba2 does not clamp its time steps")
+    unlimited(hf, where)
     refuse_unless(d % heads == 0, where, "num_heads", heads, f"the zoo's heads divide hidden_size={d}")
     return {**fields, "max_seq_len": hf.get("max_position_embeddings") or 1 << 20}
 
 
 def mamba2_blockers(config: ModelConfig, arch: str) -> list[str]:
-    """A model whose heads are not the scan's (hook_z's grouping, written as num_heads)."""
+    """A model whose heads are not the scan's (hook_z's grouping, written as num_heads), or
+    whose scan is not ``expand`` times as wide as the model."""
+    inner = config.attention.options.get("d_inner")
+    if inner is not None and inner != config.attention.options.get("expand", 2) * config.d_model:
+        return [f"a scan of d_inner={inner}, not expand * hidden_size ({arch} has no other width)"]
     if config.n_heads != scan_heads(config):
         return [f"{config.n_heads} heads where the mamba2 mixer has {scan_heads(config)} ({arch}'s num_heads is both)"]
     return []
@@ -67,6 +72,30 @@ def proj_bias(config: ModelConfig) -> bool:
     """Biases on in_proj and out_proj: the mixer's option, else the config's bias (as the mixer reads it)."""
     value = config.attention.options.get("proj_bias")
     return config.bias if value is None else bool(value)
+
+
+def mamba2_weights(at: str, scans: Callable[[ModelConfig], bool] = lambda c: True) -> dict[str, W]:
+    """A ``mamba2`` mixer's weights under ``at`` (``mixer.``), in the layers where ``scans`` holds."""
+
+    def both(*tests: Callable[[ModelConfig], bool]) -> Callable[[ModelConfig], bool]:
+        return lambda config: all(test(config) for test in tests)
+
+    names = {f"attn.{p}": W(f"{at}{p}", when=scans) for p in ("A_log", "D", "dt_bias", "norm.weight")}
+    return names | {
+        "attn.in_proj.weight": W(f"{at}in_proj.weight", when=scans),
+        "attn.in_proj.bias": W(f"{at}in_proj.bias", when=both(scans, proj_bias)),
+        "attn.conv.weight": W(f"{at}conv1d.weight", when=scans),
+        "attn.conv.bias": W(f"{at}conv1d.bias", when=both(scans, option("conv_bias", True))),
+        "attn.out_proj.weight": W(f"{at}out_proj.weight", when=scans),
+        "attn.out_proj.bias": W(f"{at}out_proj.bias", when=both(scans, proj_bias)),
+    }
+
+
+def unlimited(hf: Mapping[str, Any], where: str) -> None:
+    """Refuse a ``time_step_limit`` other than (0, inf): the zoo's scan does not clamp."""
+    limit = hf.get("time_step_limit")
+    ok = limit is None or (isinstance(limit, list | tuple) and list(limit) in UNLIMITED)
+    refuse_unless(ok, where, "time_step_limit", limit, "the zoo's mamba2 does not clamp its time steps")
 
 
 MAMBA2 = Family(
@@ -97,20 +126,73 @@ MAMBA2 = Family(
     },
     zoo={"bias": False, "attention": {"name": MIXER}, "norm": "rmsnorm", "position": "none", "mlp": "none"}
     | {"placement": {"name": "parallel", "shared_norm": True}, "init": "gpt2"},
+    layer={"attn_residual.norm.weight": "norm.weight", **mamba2_weights("mixer.")},
+    top={"tok_emb.weight": "embeddings.weight", "final_norm.weight": "norm_f.weight", "head.weight": "lm_head.weight"},
+    read=(mamba2_read,),
+    blockers=(mamba2_blockers,),
+)
+
+
+def dt_rank(config: ModelConfig) -> int:
+    """The mixer's time-step rank: its option, else ceil(d_model / 16) (transformers' "auto")."""
+    return int(config.attention.options.get("dt_rank") or math.ceil(config.d_model / 16))
+
+
+def mamba_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """The time step's rank ("auto": ceil(d / 16), the mixer's default); a scan reads any length."""
+    rank = hf.get("time_step_rank", "auto")
+    refuse_unless(rank == "auto" or (type(rank) is int and rank > 0), where, "time_step_rank", rank, "a whole number > 0 or 'auto'")  # fmt: skip
+    options = fields["attention"] | ({} if rank == "auto" else {"dt_rank": rank})
+    return {**fields, "attention": options, "max_seq_len": hf.get("max_position_embeddings") or 1 << 20}
+
+
+def plain_scan(config: ModelConfig, arch: str) -> list[str]:
+    """Falcon-Mamba's norms of B, C and the time step, where the family has none."""
+    return [f"a mamba mixer with bcdt_norm ({arch} does not normalise B, C and dt)"] if config.attention.options.get("bcdt_norm") else []  # fmt: skip
+
+
+#: Fields transformers' Mamba reads only to initialise weights or to pick its scan's code path.
+MAMBA_UNREAD = "time_step_scale time_step_init_scheme use_mambapy use_associative_scan intermediate_size"
+# Mamba extends Mamba-2: the S6 scan (``mamba``: x_proj to a low-rank time step, B and C;
+# dt_proj; A per channel and state) in every layer, no heads, no groups, no chunks.
+MAMBA = MAMBA2.derive(
+    "MambaForCausalLM",
+    model_type="mamba",
+    description="Mamba: a selective state-space scan (S6) in every layer, no attention, no MLP",
+    fields={
+        **{name: None for name in ("num_heads", "head_dim", "n_groups", "chunk_size", "time_step_limit")},
+        "hidden_size": F("d_model", 768, Count),
+        "num_hidden_layers": F("n_layers", 32, Count),
+        "state_size": F("attention.d_state", 16, Count),
+        "time_step_rank": F("", None, out=dt_rank),
+        "tie_word_embeddings": F("tie_embeddings", True, bool),
+        **{name: IGNORED for name in MAMBA_UNREAD.split()},
+    },
+    zoo={"attention": {"name": "mamba"}, "n_heads": 1},
+    fresh=("layer", "read", "blockers"),
     layer={
         "attn_residual.norm.weight": "norm.weight",
         "attn.in_proj.weight": "mixer.in_proj.weight",
         "attn.in_proj.bias": W("mixer.in_proj.bias", when=proj_bias),
         "attn.conv.weight": "mixer.conv1d.weight",
         "attn.conv.bias": W("mixer.conv1d.bias", when=option("conv_bias", True)),
-        **{f"attn.{p}": f"mixer.{p}" for p in ("A_log", "D", "dt_bias")},
-        "attn.norm.weight": "mixer.norm.weight",
+        **{f"attn.{p}": f"mixer.{p}" for p in ("x_proj.weight", "dt_proj.weight", "dt_proj.bias", "A_log", "D")},
         "attn.out_proj.weight": "mixer.out_proj.weight",
         "attn.out_proj.bias": W("mixer.out_proj.bias", when=proj_bias),
     },
-    top={"tok_emb.weight": "embeddings.weight", "final_norm.weight": "norm_f.weight", "head.weight": "lm_head.weight"},
-    read=(mamba2_read,),
-    blockers=(mamba2_blockers,),
+    read=(mamba_read,),
+    blockers=(plain_scan,),
 )
 
-FAMILIES = (MAMBA2,)
+# Falcon-Mamba extends Mamba: B, C and the time step RMS-normalised (no weights) before use.
+FALCON_MAMBA = MAMBA.derive(
+    "FalconMambaForCausalLM",
+    model_type="falcon_mamba",
+    description="Falcon-Mamba: Mamba's S6 scan with B, C and the time step RMS-normalised",
+    fields={"mixer_rms_eps": F("attention.bcdt_eps", 1e-6, Epsilon), "use_falcon_mambapy": IGNORED},
+    zoo={"attention": {"name": "mamba", "bcdt_norm": True}},
+    fresh=("blockers",),
+    blockers=(),
+)
+
+FAMILIES = (MAMBA2, MAMBA, FALCON_MAMBA)
