@@ -230,9 +230,9 @@ def test_unknown_architecture_names_installed_converters_and_the_plugin(tmp_path
     _, folder = hf_model(tmp_path, "llama")
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(
-        json.dumps({**config, "architectures": ["MambaForCausalLM"], "model_type": "mamba"})
+        json.dumps({**config, "architectures": ["RwkvForCausalLM"], "model_type": "rwkv"})
     )
-    with pytest.raises(zoo.InteropError, match="MambaForCausalLM.*GPT2LMHeadModel.*LlamaForCausalLM"):
+    with pytest.raises(zoo.InteropError, match="RwkvForCausalLM.*GPT2LMHeadModel.*LlamaForCausalLM"):
         zoo.from_hf(folder)
     # Without zoo-modern a Llama folder names the plugin that reads it.
     (folder / "config.json").write_text(json.dumps(config))

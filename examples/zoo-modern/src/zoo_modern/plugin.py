@@ -31,7 +31,7 @@ def zoo_register_components(register: zoo.plugin.RegisterComponent) -> None:
     register("placement", "parallel", Parallel)  # decoder-only: its block takes no cross-attention
     for module in (qknorm, mlp, norms, placement):  # modern: qknorm, glu, rmsnorm_offset, post_sublayer
         module.register_components(register)
-    for module in (local_attention, short_conv, mamba2, mamba, mla):  # sinks, chunked, short_conv, mamba2 (mlp none), mamba, mla
+    for module in (local_attention, short_conv, mamba2, mamba, mla):  # mixers: sinks, chunked, conv, scans, latent
         module.register_components(register)
     moe.register_components(register)
 
