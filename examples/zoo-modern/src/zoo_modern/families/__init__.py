@@ -2,6 +2,7 @@
 
 - ``gpt2_like``: GPT-Neo, OPT, GPTBigCode, BLOOM, MPT (GPT-2 itself is the built-in ``zoo.plugins.hf_gpt2``);
 - ``llama_like``: Llama, Mistral, Qwen2, Qwen3, Gemma, OLMo 2, Phi-3, Granite, Cohere, StableLM, Starcoder2;
+- ``llama_kin``: Ministral, Seed-OSS, Helium, ERNIE 4.5 (Llama's lineage, continued);
 - ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE;
 - ``legacy``: Gemma 2, Gemma 3 and SmolLM3, still converter classes (to become tables);
 - ``neox_like``: GPT-NeoX, GPT-J, Phi, Falcon;
@@ -14,10 +15,11 @@ one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.
 from __future__ import annotations
 
 from zoo.plugin import Converter, converter
-from zoo_modern.families import gpt2_like, hybrids, legacy, llama_like, moe, neox_like, state_space
+from zoo_modern.families import gpt2_like, hybrids, legacy, llama_kin, llama_like, moe, neox_like, state_space
 
 FAMILIES = (
     *llama_like.FAMILIES,
+    *llama_kin.FAMILIES,
     *moe.FAMILIES,
     *gpt2_like.FAMILIES,
     *neox_like.FAMILIES,

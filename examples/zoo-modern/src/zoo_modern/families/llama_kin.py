@@ -1,0 +1,85 @@
+"""Llama's lineage, continued: the dense families of 2024-2025 that extend a table of
+``llama_like`` by a field or two (Ministral, Seed-OSS, Helium, ERNIE 4.5).
+
+Each family opens with the one it extends and how; the table says the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.plugin import Converter, Count, F, Fraction, ModelConfig, W
+from zoo_modern.families.llama_like import COHERE, HEAD_DIM, LLAMA, MISTRAL, NO_BIAS, head_dim
+from zoo_modern.families.readers import layer_windows, window_blockers, window_per_layer, with_windows
+
+
+def typed_windows(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """``sliding_window`` on the layers ``layer_types`` names sliding (all, where it is unset)."""
+    windows = layer_windows(hf, fields["n_layers"], fields["max_seq_len"], hf.get("sliding_window"))
+    return with_windows(fields, windows)
+
+
+def write_layer_types(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    windows = window_per_layer(config)
+    sizes = {w for w in windows if w is not None}
+    types = ["sliding_attention" if w is not None else "full_attention" for w in windows]
+    return {**hf, "sliding_window": sizes.pop() if sizes else None, "layer_types": types}
+
+
+LAYER_TYPES = {"sliding_window": F("", None, Count), "layer_types": F("", None)}
+# Ministral extends Mistral: the window on the layers layer_types names sliding.
+MINISTRAL = MISTRAL.derive(
+    "MinistralForCausalLM",
+    model_type="ministral",
+    description="Ministral: Mistral's layout, the sliding window on the layers layer_types names",
+    fields=LAYER_TYPES,
+    engine_features=frozenset({"window", "layer_pattern"}),
+    fresh=("read", "write", "blockers"),
+    read=(*LLAMA.read, typed_windows),
+    write=(*LLAMA.write, write_layer_types),
+    blockers=(*LLAMA.blockers, window_blockers),
+)
+
+QKNORM_NONE = {"name": "qknorm", "qk_norm": "none"}  # qknorm for its head_dim alone, no norms
+OUT_BIAS = {"attn.out.bias": W("self_attn.o_proj.bias", when=lambda c: Converter.attention_layout(c)[2])}
+
+
+# Seed-OSS extends Llama: an explicit head_dim (128), biases on q/k/v (and optionally the output), a residual dropout.
+SEED_OSS = LLAMA.derive(
+    "SeedOssForCausalLM",
+    model_type="seed_oss",
+    description="Seed-OSS: Llama's layout with q/k/v biases, an explicit head_dim and a residual dropout",
+    fields={"attention_bias": F("attention.qkv_bias", True, bool), "head_dim": HEAD_DIM}
+    | {
+        "attention_out_bias": F("attention.out_bias", False, bool),
+        "residual_dropout": F("dropout.residual", 0.1, Fraction),
+    },  # fmt: skip
+    zoo={"attention": QKNORM_NONE},
+    accepts={"attention": ()},
+    layer=OUT_BIAS,
+    before=(head_dim(128),),
+)
+
+# Helium extends Llama: rotary pairs interleaved (read as halves, q and k reordered, as Cohere's).
+HELIUM = LLAMA.derive(
+    "HeliumForCausalLM",
+    model_type="helium",
+    description="Helium: Llama's layout with interleaved rotary pairs (q and k reordered on the way in)",
+    fields={"max_position_embeddings": F("max_seq_len", 4096, Count)},
+    layer={"attn.qkv.weight": COHERE.layer["attn.qkv.weight"]},
+)
+
+# ERNIE 4.5 extends Helium: an explicit head_dim (128), a tied head, no biases (use_bias).
+ERNIE4_5 = HELIUM.derive(
+    "Ernie4_5ForCausalLM",
+    model_type="ernie4_5",
+    description="ERNIE 4.5: Helium's interleaved rotary, an explicit head_dim, a tied head",
+    fields={**NO_BIAS, "head_dim": HEAD_DIM, "tie_word_embeddings": F("tie_embeddings", True, bool)}
+    | {"use_bias": F.must(False, "biases on every projection are not modelled", bool)},
+    zoo={"attention": QKNORM_NONE},
+    accepts={"attention": ()},
+    before=(head_dim(128),),
+)
+
+FAMILIES = (MINISTRAL, SEED_OSS, HELIUM, ERNIE4_5)

@@ -1,0 +1,43 @@
+"""The dense decoder families that extend a Llama-like table by a field or two:
+Ministral, Seed-OSS, Helium, ERNIE 4.5."""
+
+from __future__ import annotations
+
+from family_cases import Family
+
+SIZES = {"hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4}
+
+CASES = [
+    # sliding on the first and third layers only, a window shorter than the prompt
+    Family(
+        "ministral",
+        "ministral",
+        "MinistralConfig",
+        "MinistralForCausalLM",
+        {
+            **SIZES,
+            "num_hidden_layers": 3,
+            "num_key_value_heads": 2,
+            "head_dim": 8,  # transformers' Ministral needs it given
+            "sliding_window": 5,
+            "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+        },
+    ),
+    # head_dim 16 (twice hidden_size / heads), q/k/v and output biases
+    Family(
+        "seed-oss",
+        "seed_oss",
+        "SeedOssConfig",
+        "SeedOssForCausalLM",
+        {**SIZES, "num_key_value_heads": 2, "head_dim": 16, "attention_out_bias": True, "residual_dropout": 0.0},
+    ),
+    Family("helium", "helium", "HeliumConfig", "HeliumForCausalLM", {**SIZES, "num_key_value_heads": 2, "head_dim": 8}),
+    # head_dim 16, not hidden_size / heads (8): ERNIE 4.5 0.3B's shape (64 vs 128)
+    Family(
+        "ernie4_5",
+        "ernie4_5",
+        "Ernie4_5Config",
+        "Ernie4_5ForCausalLM",
+        {**SIZES, "num_key_value_heads": 2, "head_dim": 16},
+    ),
+]
