@@ -39,6 +39,7 @@ MODERN = {
     ("attention", "short_conv"),
     ("attention", "mamba2"),
     ("mlp", "none"),
+    ("activation", "relu2"),
 }
 PACKAGE = Path(__file__).resolve().parents[1] / "examples" / "zoo-modern"
 

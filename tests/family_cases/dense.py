@@ -1,5 +1,6 @@
 """The dense decoder families that extend a Llama-like table by a field or two:
-Ministral, Seed-OSS, Helium, ERNIE 4.5."""
+Ministral, Seed-OSS, Helium, ERNIE 4.5;
+and the ReLU-squared ones: Arcee, Nemotron, Jais 2."""
 
 from __future__ import annotations
 
@@ -40,4 +41,10 @@ CASES = [
         "Ernie4_5ForCausalLM",
         {**SIZES, "num_key_value_heads": 2, "head_dim": 16},
     ),
+]
+CASES += [
+    Family("arcee", "arcee", "ArceeConfig", "ArceeForCausalLM", {**SIZES, "num_key_value_heads": 2}),
+    # half of each head rotated, as Nemotron-4's
+    Family("nemotron", "nemotron", "NemotronConfig", "NemotronForCausalLM", {**SIZES, "num_key_value_heads": 2}),
+    Family("jais2", "jais2", "Jais2Config", "Jais2ForCausalLM", {**SIZES, "num_key_value_heads": 2}),
 ]

@@ -1,17 +1,19 @@
 """Llama's lineage, continued: the dense families of 2024-2025 that extend a table of
-``llama_like`` by a field or two (Ministral, Seed-OSS, Helium, ERNIE 4.5).
+``llama_like`` by a field or two (Ministral, Seed-OSS, Helium, ERNIE 4.5, Arcee, Nemotron, Jais 2).
 
 Each family opens with the one it extends and how; the table says the rest.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from zoo.plugin import Converter, Count, F, Fraction, ModelConfig, W
-from zoo_modern.families.llama_like import COHERE, HEAD_DIM, LLAMA, MISTRAL, NO_BIAS, head_dim
-from zoo_modern.families.readers import layer_windows, window_blockers, window_per_layer, with_windows
+from torch import Tensor
+
+from zoo.plugin import REQUIRED, Converter, Count, Epsilon, F, Fraction, ModelConfig, Rule, W
+from zoo_modern.families.llama_like import COHERE, HEAD_DIM, LLAMA, MISTRAL, NO_BIAS, head_dim, llama_read
+from zoo_modern.families.readers import Rotary, layer_windows, window_blockers, window_per_layer, with_windows
 
 
 def typed_windows(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
@@ -82,4 +84,65 @@ ERNIE4_5 = HELIUM.derive(
     before=(head_dim(128),),
 )
 
-FAMILIES = (MINISTRAL, SEED_OSS, HELIUM, ERNIE4_5)
+
+def ungated(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """The MLP ``up, act, down`` of width ``intermediate_size`` (no gated width to read)."""
+    return {**fields, "mlp": {k: v for k, v in fields["mlp"].items() if k != "hidden"}}
+
+
+RELU2 = F("activation", "relu2", str, {"relu2": "relu2"})
+# Arcee extends Llama: an ungated MLP, up then ReLU squared then down.
+ARCEE = LLAMA.derive(
+    "ArceeForCausalLM",
+    model_type="arcee",
+    description="Arcee (AFM): Llama's layout with an ungated ReLU-squared MLP",
+    fields={"hidden_act": RELU2, "intermediate_size": F("d_ff", REQUIRED, Count)}
+    | {"max_position_embeddings": F("max_seq_len", 4096, Count)},
+    zoo={"mlp": {"name": "standard"}},
+    layer={"mlp.gate.weight": None},
+    read=(ungated,),
+)
+
+
+def plus_one(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Rule:
+    """A norm scale stored as an offset from one (Nemotron's LayerNorm1P: w + 1)."""
+
+    def load(ts: Sequence[Tensor]) -> Tensor:
+        return ts[0] + 1.0
+
+    return Rule(zoo, names, load, lambda t: [t - 1.0])
+
+
+NORMS = (("attn_residual.norm", "input_layernorm"), ("mlp_residual.norm", "post_attention_layernorm"))
+NEMOTRON_ROTARY = Rotary(share=0.5, partial=True)
+# Nemotron extends Arcee: LayerNorm with a bias whose scale is stored as w - 1, half the head rotated.
+NEMOTRON = ARCEE.derive(
+    "NemotronForCausalLM",
+    model_type="nemotron",
+    description="Nemotron: Arcee's ReLU-squared MLP, LayerNorm (scale stored as w - 1), partial rotary",
+    fields={"rms_norm_eps": None, "norm_eps": F("norm_eps", 1e-5, Epsilon)},
+    zoo={"norm": {"name": "layernorm", "shift": True}},
+    layer={f"{z}.weight": W(f"{h}.weight", make=plus_one) for z, h in NORMS}
+    | {f"{z}.bias": f"{h}.bias" for z, h in NORMS},
+    top={"final_norm.weight": W("norm.weight", make=plus_one), "final_norm.bias": "norm.bias"},
+    fresh=("read", "write", "blockers"),
+    read=(llama_read, NEMOTRON_ROTARY.read, ungated),
+    write=(NEMOTRON_ROTARY.write,),
+    blockers=(NEMOTRON_ROTARY.blockers,),
+)
+
+# Jais 2 extends Arcee: LayerNorm, biases on every projection.
+JAIS2 = ARCEE.derive(
+    "Jais2ForCausalLM",
+    model_type="jais2",
+    description="Jais 2: Arcee's ReLU-squared MLP, LayerNorm, biases on every projection",
+    fields={"rms_norm_eps": None, "layer_norm_eps": F("norm_eps", 1e-5, Epsilon)}
+    | {"max_position_embeddings": F("max_seq_len", 8192, Count)}
+    | {b: F.must(True, "Jais 2 without biases is not modelled", bool) for b in ("attention_bias", "mlp_bias")},
+    zoo={"bias": True, "norm": "layernorm", "attention": {"name": "sdpa", "qkv_bias": True, "out_bias": True}},
+    layer={f"{z}.bias": f"{h}.bias" for z, h in (*NORMS, ("attn.out", "self_attn.o_proj"))}
+    | {f"mlp.{p}.bias": f"mlp.{p}_proj.bias" for p in ("up", "down")},
+    top={"final_norm.bias": "norm.bias"},
+)
+
+FAMILIES = (MINISTRAL, SEED_OSS, HELIUM, ERNIE4_5, ARCEE, NEMOTRON, JAIS2)
