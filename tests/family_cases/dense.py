@@ -1,6 +1,6 @@
 """The dense decoder families that extend a Llama-like table by a field or two:
 Ministral, Seed-OSS, Helium, ERNIE 4.5;
-and the ReLU-squared ones: Arcee, Nemotron, Jais 2."""
+the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4."""
 
 from __future__ import annotations
 
@@ -47,4 +47,15 @@ CASES += [
     # half of each head rotated, as Nemotron-4's
     Family("nemotron", "nemotron", "NemotronConfig", "NemotronForCausalLM", {**SIZES, "num_key_value_heads": 2}),
     Family("jais2", "jais2", "Jais2Config", "Jais2ForCausalLM", {**SIZES, "num_key_value_heads": 2}),
+]
+# head_dim 16 (twice hidden_size / heads): 4 of its dimensions rotate, in neighbouring pairs
+GLM = {
+    **SIZES,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "rope_parameters": {"rope_theta": 500.0, "partial_rotary_factor": 0.25},
+}
+CASES += [
+    Family("glm", "glm", "GlmConfig", "GlmForCausalLM", GLM),
+    Family("glm4", "glm4", "Glm4Config", "Glm4ForCausalLM", {**GLM, "attention_bias": False}),
 ]

@@ -1,5 +1,5 @@
 """Llama's lineage, continued: the dense families of 2024-2025 that extend a table of
-``llama_like`` by a field or two (Ministral, Seed-OSS, Helium, ERNIE 4.5, Arcee, Nemotron, Jais 2).
+``llama_like`` by a field or two (Ministral, Seed-OSS, Helium, ERNIE 4.5, Arcee, Nemotron, Jais 2, GLM, GLM-4).
 
 Each family opens with the one it extends and how; the table says the rest.
 """
@@ -12,7 +12,17 @@ from typing import Any
 from torch import Tensor
 
 from zoo.plugin import REQUIRED, Converter, Count, Epsilon, F, Fraction, ModelConfig, Rule, W
-from zoo_modern.families.llama_like import COHERE, HEAD_DIM, LLAMA, MISTRAL, NO_BIAS, head_dim, llama_read
+from zoo_modern.families.llama_like import (
+    COHERE,
+    HEAD_DIM,
+    LLAMA,
+    MISTRAL,
+    NO_BIAS,
+    PHI3,
+    fused_glu,
+    head_dim,
+    llama_read,
+)
 from zoo_modern.families.readers import Rotary, layer_windows, window_blockers, window_per_layer, with_windows
 
 
@@ -145,4 +155,38 @@ JAIS2 = ARCEE.derive(
     top={"final_norm.bias": "norm.bias"},
 )
 
-FAMILIES = (MINISTRAL, SEED_OSS, HELIUM, ERNIE4_5, ARCEE, NEMOTRON, JAIS2)
+GLM_ROTARY = Rotary(share=0.5, partial=True, interleaved=True)
+# GLM extends Llama: q/k/v biases, gate and up fused (as Phi-3's), interleaved rotary on half of each head.
+GLM = LLAMA.derive(
+    "GlmForCausalLM",
+    model_type="glm",
+    description="GLM-4 (0414's forerunner): q/k/v biases, fused gate_up_proj, interleaved rotary on half of each head",
+    fields={"mlp_bias": None, "attention_bias": F("attention.qkv_bias", True, bool), "head_dim": HEAD_DIM}
+    | {"max_position_embeddings": F("max_seq_len", 131072, Count)},
+    zoo={"attention": {**QKNORM_NONE, "out_bias": False}, "mlp": PHI3.zoo["mlp"], "activation": "silu"}
+    | {"position": {"name": "rotary", "interleaved": True}},
+    accepts={"attention": ()},
+    layer={"mlp.gate.weight": None, "mlp.up.weight": None, "mlp.gate_up.weight": "mlp.gate_up_proj.weight"},
+    fresh=("read", "write", "blockers"),
+    before=(head_dim(None),),
+    read=(llama_read, GLM_ROTARY.read),
+    write=(GLM_ROTARY.write,),
+    blockers=(GLM_ROTARY.blockers, fused_glu),
+)
+
+SANDWICH = {
+    "attn_residual.norm_in.weight": "input_layernorm.weight",
+    "attn_residual.norm_out.weight": "post_self_attn_layernorm.weight",
+    "mlp_residual.norm_in.weight": "post_attention_layernorm.weight",
+    "mlp_residual.norm_out.weight": "post_mlp_layernorm.weight",
+}
+# GLM-4 extends GLM: a norm before and after each sub-layer (sandwich).
+GLM4 = GLM.derive(
+    "Glm4ForCausalLM",
+    model_type="glm4",
+    description="GLM-4 (0414): GLM's layout with a norm before and after each sub-layer",
+    zoo={"placement": "sandwich"},
+    layer={"attn_residual.norm.weight": None, "mlp_residual.norm.weight": None, **SANDWICH},
+)
+
+FAMILIES = (MINISTRAL, SEED_OSS, HELIUM, ERNIE4_5, ARCEE, NEMOTRON, JAIS2, GLM, GLM4)
