@@ -1,6 +1,6 @@
 """The dense decoder families that extend a Llama-like table by a field or two:
 Ministral, Seed-OSS, Helium, ERNIE 4.5;
-the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4."""
+the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3."""
 
 from __future__ import annotations
 
@@ -59,3 +59,13 @@ CASES += [
     Family("glm", "glm", "GlmConfig", "GlmForCausalLM", GLM),
     Family("glm4", "glm4", "Glm4Config", "Glm4ForCausalLM", {**GLM, "attention_bias": False}),
 ]
+# OLMo 3's default layer_types: sliding, sliding, sliding, full
+CASES.append(
+    Family(
+        "olmo3",
+        "olmo3",
+        "Olmo3Config",
+        "Olmo3ForCausalLM",
+        {**SIZES, "num_hidden_layers": 4, "num_key_value_heads": 2, "sliding_window": 5},
+    )
+)

@@ -1,5 +1,6 @@
 """Llama's lineage, continued: the dense families of 2024-2025 that extend a table of
-``llama_like`` by a field or two (Ministral, Seed-OSS, Helium, ERNIE 4.5, Arcee, Nemotron, Jais 2, GLM, GLM-4).
+``llama_like`` by a field or two (Ministral, Seed-OSS, Helium, ERNIE 4.5, Arcee, Nemotron,
+Jais 2, GLM, GLM-4, OLMo 3).
 
 Each family opens with the one it extends and how; the table says the rest.
 """
@@ -16,14 +17,23 @@ from zoo_modern.families.llama_like import (
     COHERE,
     HEAD_DIM,
     LLAMA,
+    LLAMA_ROTARY,
     MISTRAL,
     NO_BIAS,
+    OLMO2,
     PHI3,
     fused_glu,
     head_dim,
     llama_read,
 )
-from zoo_modern.families.readers import Rotary, layer_windows, window_blockers, window_per_layer, with_windows
+from zoo_modern.families.readers import (
+    Rotary,
+    layer_windows,
+    refuse_unless,
+    window_blockers,
+    window_per_layer,
+    with_windows,
+)
 
 
 def typed_windows(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
@@ -189,4 +199,40 @@ GLM4 = GLM.derive(
     layer={"attn_residual.norm.weight": None, "mlp_residual.norm.weight": None, **SANDWICH},
 )
 
-FAMILIES = (MINISTRAL, SEED_OSS, HELIUM, ERNIE4_5, ARCEE, NEMOTRON, JAIS2, GLM, GLM4)
+KINDS = ("sliding_attention", "full_attention")
+
+
+def one_rope_table(hf: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    """``config.json`` with ``rope_parameters`` per layer type (OLMo 3's) as one table, where both are the same."""
+    params = hf.get("rope_parameters") or {}
+    if not set(KINDS) & set(params):
+        return hf
+    tables = [dict(params.get(kind) or {}) for kind in KINDS]
+    why = "the zoo reads one rotary for every layer; these tables differ"
+    refuse_unless(tables[0] == tables[1], where, "rope_parameters", params, why)
+    return {**hf, "rope_parameters": tables[0]}
+
+
+def rope_per_type(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    return LLAMA_ROTARY.read(one_rope_table(hf, where), fields, where)
+
+
+def write_rope_per_type(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    return {**hf, "rope_parameters": {kind: hf["rope_parameters"] for kind in KINDS}}
+
+
+# OLMo 3 extends OLMo 2: sliding windows on the layers layer_types names (3 of 4), a rotary table per layer type.
+OLMO3 = OLMO2.derive(
+    "Olmo3ForCausalLM",
+    model_type="olmo3",
+    description="OLMo 3: OLMo 2's layout, sliding windows on 3 layers of 4 (layer_types)",
+    fields=LAYER_TYPES,
+    engine_features=frozenset({"window", "layer_pattern"}),
+    fresh=("read", "write", "blockers"),
+    before=(head_dim(None),),
+    read=(llama_read, rope_per_type, typed_windows),
+    write=(LLAMA_ROTARY.write, write_rope_per_type, write_layer_types),
+    blockers=(LLAMA_ROTARY.blockers, window_blockers),
+)
+
+FAMILIES = (MINISTRAL, SEED_OSS, HELIUM, ERNIE4_5, ARCEE, NEMOTRON, JAIS2, GLM, GLM4, OLMO3)
