@@ -1,6 +1,6 @@
 """The dense decoder families that extend a Llama-like table by a field or two:
 Ministral, Seed-OSS, Helium, ERNIE 4.5;
-the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3."""
+the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4."""
 
 from __future__ import annotations
 
@@ -69,3 +69,28 @@ CASES.append(
         {**SIZES, "num_hidden_layers": 4, "num_key_value_heads": 2, "sliding_window": 5},
     )
 )
+# Cohere 2's and EXAONE 4's default layer_types: sliding (with rotary) x 3, then full (no positions)
+CASES += [
+    Family(
+        "cohere2",
+        "cohere2",
+        "Cohere2Config",
+        "Cohere2ForCausalLM",
+        {**SIZES, "num_hidden_layers": 4, "num_key_value_heads": 2, "sliding_window": 5},
+    ),
+    Family(
+        "exaone4",
+        "exaone4",
+        "Exaone4Config",
+        "Exaone4ForCausalLM",
+        {**SIZES, "num_hidden_layers": 4, "num_key_value_heads": 2, "sliding_window": 5},
+    ),
+    # no sliding_window: rotary on every layer, no windows
+    Family(
+        "exaone4-global",
+        "exaone4",
+        "Exaone4Config",
+        "Exaone4ForCausalLM",
+        {**SIZES, "num_key_value_heads": 2, "sliding_window": None, "layer_types": ["full_attention"] * 2},
+    ),
+]

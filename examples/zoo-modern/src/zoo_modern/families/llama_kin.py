@@ -1,13 +1,13 @@
 """Llama's lineage, continued: the dense families of 2024-2025 that extend a table of
 ``llama_like`` by a field or two (Ministral, Seed-OSS, Helium, ERNIE 4.5, Arcee, Nemotron,
-Jais 2, GLM, GLM-4, OLMo 3).
+Jais 2, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4).
 
 Each family opens with the one it extends and how; the table says the rest.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from torch import Tensor
@@ -29,11 +29,14 @@ from zoo_modern.families.llama_like import (
 from zoo_modern.families.readers import (
     Rotary,
     layer_windows,
+    periodic,
     refuse_unless,
     window_blockers,
     window_per_layer,
     with_windows,
 )
+
+Reader = Callable[[Mapping[str, Any], dict[str, Any], str], dict[str, Any]]
 
 
 def typed_windows(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
@@ -235,4 +238,75 @@ OLMO3 = OLMO2.derive(
     blockers=(LLAMA_ROTARY.blockers, window_blockers),
 )
 
-FAMILIES = (MINISTRAL, SEED_OSS, HELIUM, ERNIE4_5, ARCEE, NEMOTRON, JAIS2, GLM, GLM4, OLMO3)
+
+def rotary_on_sliding(without_window: bool) -> Reader:
+    """A reader of rotary and the window on the layers ``layer_types`` names sliding, neither
+    on the full ones (Cohere 2's, EXAONE 4's); with no ``sliding_window``, rotary on every
+    layer (``without_window``, EXAONE 4) or on none (Cohere 2)."""
+
+    def read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+        layers, window = fields["n_layers"], hf.get("sliding_window")
+        every = hf.get("sliding_window_pattern", 4) if window is not None else 0
+        refuse_unless(isinstance(every, int) and not isinstance(every, bool), where, "sliding_window_pattern", every, "give a whole number")  # fmt: skip
+        types = hf.get("layer_types") or ["sliding_attention" if every and (i + 1) % every else "full_attention" for i in range(layers)]  # fmt: skip
+        refuse_unless(len(types) == layers and not set(types) - set(KINDS), where, "layer_types", types, f"give {layers} of 'sliding_attention'/'full_attention'")  # fmt: skip
+        if window is None and without_window:
+            return fields
+        windows = layer_windows({"layer_types": types}, layers, fields["max_seq_len"], window)
+        turns = [kind == "sliding_attention" and window is not None for kind in types]
+        entries = [({"attention": {"window": w}} if w else {}) if turn else {"position": "none"} for turn, w in zip(turns, windows, strict=True)]  # fmt: skip
+        return {**fields, "layer_pattern": periodic(entries)} if any(entries) else fields
+
+    return read
+
+
+def rotary_on_sliding_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    turns = [config.layer(i).position.name != "none" for i in range(config.n_layers)]
+    sizes = {w for w in window_per_layer(config) if w is not None}
+    types = ["sliding_attention" if turn else "full_attention" for turn in turns]
+    return {**hf, "sliding_window": sizes.pop() if sizes else config.max_seq_len, "layer_types": types}
+
+
+def rotary_on_sliding_blockers(config: ModelConfig, arch: str) -> list[str]:
+    blockers = [b for b in window_blockers(config, arch) if not b.startswith("per-layer position")]
+    changes = {kind for i in range(config.n_layers) for kind in config.layer_changes(i)} - {"attention", "position"}
+    blockers += [f"per-layer {', '.join(sorted(changes))} ({arch} has one design)"] if changes else []
+    windows, sizes = window_per_layer(config), {w for w in window_per_layer(config) if w is not None}
+    for i in range(config.n_layers):
+        turns = config.layer(i).position.name != "none"
+        if config.layer(i).position.name not in ("rotary", "none") or (
+            turns and config.layer(i).position != config.position
+        ):
+            blockers.append(f"layer {i}'s position ({arch} turns its sliding layers by one rotary, its full ones not)")
+        elif turns != (windows[i] is not None) and sizes:
+            blockers.append(f"layer {i} has {'rotary' if turns else 'a window'} alone ({arch} has both or neither)")
+    return blockers
+
+
+WINDOW_PATTERN = {**LAYER_TYPES, "sliding_window_pattern": F("", None)}
+# Cohere 2 extends Cohere: windows and rotary on the layers layer_types names sliding, no positions on the full ones.
+COHERE2 = COHERE.derive(
+    "Cohere2ForCausalLM",
+    model_type="cohere2",
+    description="Cohere 2 (Command R7B, A): Cohere's layout, rotary and a window on 3 layers of 4, no positions on the rest",
+    fields={**WINDOW_PATTERN, "max_position_embeddings": F("max_seq_len", 8192, Count)},
+    engine_features=frozenset({"window", "layer_pattern"}),
+    read=(rotary_on_sliding(False),),
+    write=(rotary_on_sliding_out,),
+    blockers=(rotary_on_sliding_blockers,),
+)
+
+# EXAONE 4 extends OLMo 2: QK-norm per head; Cohere 2's windows, rotary on every layer without a sliding_window.
+EXAONE4 = OLMO2.derive(
+    "Exaone4ForCausalLM",
+    model_type="exaone4",
+    description="EXAONE 4: OLMo 2's norms after each sub-layer, QK-norm per head, Cohere 2's windows (rotary on the sliding layers)",
+    fields={**WINDOW_PATTERN, "head_dim": None, "attention_bias": None},
+    zoo={"attention": {"name": "qknorm", "qk_norm": "head", "qkv_bias": False, "out_bias": False}},
+    engine_features=frozenset({"window", "layer_pattern"}),
+    read=(rotary_on_sliding(True),),
+    write=(rotary_on_sliding_out,),
+    blockers=(rotary_on_sliding_blockers,),
+)
+
+FAMILIES = (MINISTRAL, SEED_OSS, HELIUM, ERNIE4_5, ARCEE, NEMOTRON, JAIS2, GLM, GLM4, OLMO3, COHERE2, EXAONE4)
