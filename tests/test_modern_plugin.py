@@ -40,6 +40,7 @@ MODERN = {
     ("attention", "mamba2"),
     ("mlp", "none"),
     ("activation", "relu2"),
+    ("norm", "layernorm_plain"),
 }
 PACKAGE = Path(__file__).resolve().parents[1] / "examples" / "zoo-modern"
 

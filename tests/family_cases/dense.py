@@ -1,6 +1,6 @@
 """The dense decoder families that extend a Llama-like table by a field or two:
 Ministral, Seed-OSS, Helium, ERNIE 4.5;
-the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4."""
+the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo."""
 
 from __future__ import annotations
 
@@ -94,3 +94,4 @@ CASES += [
         {**SIZES, "num_key_value_heads": 2, "sliding_window": None, "layer_types": ["full_attention"] * 2},
     ),
 ]
+CASES.append(Family("olmo", "olmo", "OlmoConfig", "OlmoForCausalLM", {**SIZES, "num_key_value_heads": 2}))

@@ -1,6 +1,6 @@
 """Llama's lineage, continued: the dense families of 2024-2025 that extend a table of
 ``llama_like`` by a field or two (Ministral, Seed-OSS, Helium, ERNIE 4.5, Arcee, Nemotron,
-Jais 2, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4).
+Jais 2, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo).
 
 Each family opens with the one it extends and how; the table says the rest.
 """
@@ -309,4 +309,23 @@ EXAONE4 = OLMO2.derive(
     blockers=(rotary_on_sliding_blockers,),
 )
 
-FAMILIES = (MINISTRAL, SEED_OSS, HELIUM, ERNIE4_5, ARCEE, NEMOTRON, JAIS2, GLM, GLM4, OLMO3, COHERE2, EXAONE4)
+
+def olmo_eps(config: ModelConfig, arch: str) -> list[str]:
+    return [] if config.norm_eps == 1e-5 else [f"norm_eps={config.norm_eps} ({arch}'s norms divide with 1e-5)"]
+
+
+NORM_WEIGHTS = {"attn_residual.norm.weight": None, "mlp_residual.norm.weight": None}
+# OLMo extends Llama: LayerNorm without a learned scale or shift; q/k/v never clamped here (clip_qkv).
+OLMO = LLAMA.derive(
+    "OlmoForCausalLM",
+    model_type="olmo",
+    description="OLMo: Llama's layout with LayerNorm that learns no scale or shift",
+    fields={"rms_norm_eps": None, "mlp_bias": None, "head_dim": None, "pretraining_tp": None}
+    | {"clip_qkv": F.must(None, "clamping q, k and v is not modelled (OLMo 1.7's clip_qkv)")},
+    zoo={"norm": "layernorm_plain", "norm_eps": 1e-5},
+    layer=NORM_WEIGHTS,
+    top={"final_norm.weight": None},
+    blockers=(olmo_eps,),
+)
+
+FAMILIES = (MINISTRAL, SEED_OSS, HELIUM, ERNIE4_5, ARCEE, NEMOTRON, JAIS2, GLM, GLM4, OLMO3, COHERE2, EXAONE4, OLMO)
