@@ -1,6 +1,6 @@
 """The dense decoder families that extend a Llama-like table by a field or two:
 Ministral, Seed-OSS, Helium, ERNIE 4.5;
-the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo."""
+the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan."""
 
 from __future__ import annotations
 
@@ -95,3 +95,18 @@ CASES += [
     ),
 ]
 CASES.append(Family("olmo", "olmo", "OlmoConfig", "OlmoForCausalLM", {**SIZES, "num_key_value_heads": 2}))
+# NTK alpha (HunYuan-7B's "dynamic" with alpha 1000): a stretched rotary base
+CASES.append(
+    Family(
+        "hunyuan-dense",
+        "hunyuan_v1_dense",
+        "HunYuanDenseV1Config",
+        "HunYuanDenseV1ForCausalLM",
+        {
+            **SIZES,
+            "num_key_value_heads": 2,
+            "head_dim": 8,
+            "rope_parameters": {"rope_type": "dynamic", "alpha": 1000.0, "rope_theta": 10000.0, "factor": 1.0},
+        },
+    )
+)

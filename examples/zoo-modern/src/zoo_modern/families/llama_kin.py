@@ -1,6 +1,6 @@
 """Llama's lineage, continued: the dense families of 2024-2025 that extend a table of
 ``llama_like`` by a field or two (Ministral, Seed-OSS, Helium, ERNIE 4.5, Arcee, Nemotron,
-Jais 2, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo).
+Jais 2, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo, HunYuan).
 
 Each family opens with the one it extends and how; the table says the rest.
 """
@@ -328,4 +328,49 @@ OLMO = LLAMA.derive(
     blockers=(olmo_eps,),
 )
 
-FAMILIES = (MINISTRAL, SEED_OSS, HELIUM, ERNIE4_5, ARCEE, NEMOTRON, JAIS2, GLM, GLM4, OLMO3, COHERE2, EXAONE4, OLMO)
+
+def ntk_alpha(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """HunYuan's "dynamic" rotary with a fixed ``alpha``, which only stretches the base:
+    theta * alpha^(d / (d - 2)), read as plain rotary of that base."""
+    params = dict(hf.get("rope_parameters") or {})
+    if params.get("rope_type", params.get("type")) == "dynamic" and params.get("alpha"):
+        dim = fields["attention"].get("head_dim") or fields["d_model"] // fields["n_heads"]
+        theta = float(params.get("rope_theta", hf.get("rope_theta", 10000.0))) * float(params["alpha"]) ** (
+            dim / (dim - 2)
+        )
+        hf = {**hf, "rope_parameters": {"rope_type": "default", "rope_theta": theta}, "rope_scaling": None}
+    return LLAMA_ROTARY.read(hf, fields, where)
+
+
+# HunYuan (dense) extends Llama: an RMSNorm per head on q and k after the rotation; NTK alpha read as a rotary base.
+HUNYUAN = LLAMA.derive(
+    "HunYuanDenseV1ForCausalLM",
+    model_type="hunyuan_v1_dense",
+    description="HunYuan (dense): Llama's layout, QK-norm per head after the rotation, NTK-alpha rotary",
+    fields={"mlp_bias": None, "eod_token_id": F("", None), "head_dim": HEAD_DIM},
+    zoo={
+        "attention": {"name": "qknorm", "qk_norm": "head", "qk_norm_after": True, "qkv_bias": False, "out_bias": False}
+    },
+    accepts={"attention": ()},
+    layer={f"attn.{p}_norm.weight": f"self_attn.{n}_layernorm.weight" for p, n in (("q", "query"), ("k", "key"))},
+    fresh=("read",),
+    before=(head_dim(None),),
+    read=(llama_read, ntk_alpha),
+)
+
+FAMILIES = (
+    MINISTRAL,
+    SEED_OSS,
+    HELIUM,
+    ERNIE4_5,
+    ARCEE,
+    NEMOTRON,
+    JAIS2,
+    GLM,
+    GLM4,
+    OLMO3,
+    COHERE2,
+    EXAONE4,
+    OLMO,
+    HUNYUAN,
+)
