@@ -1,6 +1,7 @@
 """The dense decoder families that extend a Llama-like table by a field or two:
 Ministral, Seed-OSS, Helium, ERNIE 4.5;
-the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan."""
+the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan;
+and GPT-J's CodeGen."""
 
 from __future__ import annotations
 
@@ -108,5 +109,15 @@ CASES.append(
             "head_dim": 8,
             "rope_parameters": {"rope_type": "dynamic", "alpha": 1000.0, "rope_theta": 10000.0, "factor": 1.0},
         },
+    )
+)
+# d_model 32 over 4 shards of 8 rows each for q, v and k; 4 of each head's 8 dimensions rotate
+CASES.append(
+    Family(
+        "codegen",
+        "codegen",
+        "CodeGenConfig",
+        "CodeGenForCausalLM",
+        {"n_embd": 32, "n_layer": 2, "n_head": 4, "rotary_dim": 4, "n_inner": 48, "n_positions": 64},
     )
 )

@@ -5,7 +5,7 @@
 - ``llama_kin``: Ministral, Seed-OSS, Helium, ERNIE 4.5, Arcee, Nemotron, Jais 2, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo, HunYuan (Llama's lineage, continued);
 - ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE;
 - ``legacy``: Gemma 2, Gemma 3 and SmolLM3, still converter classes (to become tables);
-- ``neox_like``: GPT-NeoX, GPT-J, Phi, Falcon;
+- ``neox_like``: GPT-NeoX, GPT-J, CodeGen, Phi, Falcon;
 - ``hybrids``: LFM2 (short convolutions between attention layers);
 - ``state_space``: Mamba-2 (a selective state-space scan in every layer, no attention);
 
