@@ -1,7 +1,7 @@
 """The dense decoder families that extend a Llama-like table by a field or two:
 Ministral, Seed-OSS, Helium, ERNIE 4.5;
 the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan;
-and GPT-J's CodeGen."""
+GPT-J's CodeGen; OPT's BioGPT."""
 
 from __future__ import annotations
 
@@ -119,5 +119,15 @@ CASES.append(
         "CodeGenConfig",
         "CodeGenForCausalLM",
         {"n_embd": 32, "n_layer": 2, "n_head": 4, "rotary_dim": 4, "n_inner": 48, "n_positions": 64},
+    )
+)
+# layer_norm_eps 1e-5 as the final norm's (transformers' BioGPT gives that one no eps of its own)
+CASES.append(
+    Family(
+        "biogpt",
+        "biogpt",
+        "BioGptConfig",
+        "BioGptForCausalLM",
+        {**SIZES, "layer_norm_eps": 1e-5, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
     )
 )

@@ -343,4 +343,35 @@ MPT = GPT2.derive(
     blockers=(mpt_blockers,),
 )
 
-FAMILIES = (GPT_NEO, OPT, GPT_BIGCODE, BLOOM, MPT)
+# BioGPT extends OPT: embeddings times sqrt(d_model), BERT's field names, a pre-norm design only.
+BIOGPT = OPT.derive(
+    "BioGptForCausalLM",
+    model_type="biogpt",
+    description="BioGPT: OPT's pre-norm layout with embeddings scaled by sqrt(d_model)",
+    fresh=("fields", "read", "blockers"),
+    prefix="biogpt.",
+    head="output_projection.weight",
+    top_level=("output_projection.weight",),
+    fields={
+        "vocab_size": F("vocab_size", 42384, Count),
+        "hidden_size": F("d_model", 1024, Count),
+        "num_hidden_layers": F("n_layers", 24, Count),
+        "num_attention_heads": F("n_heads", 16, Count),
+        "intermediate_size": F("d_ff", 4096, Count),
+        "max_position_embeddings": F("max_seq_len", 1024, Count),
+        "hidden_act": F("activation", "gelu", str, ACTIVATIONS),
+        "hidden_dropout_prob": F("dropout.residual", 0.1, Fraction),
+        "attention_probs_dropout_prob": F("dropout.attention", 0.1, Fraction),
+        "activation_dropout": F.must(0.0, "a dropout inside the MLP is not modelled"),
+        "layer_norm_eps": F("norm_eps", 1e-12, Epsilon),  # the layers'; the final norm's is 1e-5
+        "scale_embedding": F("embedding_scale", True, bool, {True: "sqrt_d_model", False: "none"}),
+        "tie_word_embeddings": F("tie_embeddings", True, bool),
+        "layerdrop": IGNORED,  # training only
+    },
+    zoo={"placement": "pre", "norm_eps": None},
+    accepts={"final_norm": (), "embedding_scale": ("sqrt_d_model",)},
+    top={"final_norm.weight": "layer_norm.weight", "final_norm.bias": "layer_norm.bias"}
+    | {"head.weight": "output_projection.weight"},
+)
+
+FAMILIES = (GPT_NEO, OPT, GPT_BIGCODE, BLOOM, MPT, BIOGPT)
