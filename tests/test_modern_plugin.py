@@ -41,6 +41,7 @@ MODERN = {
     ("mlp", "none"),
     ("activation", "relu2"),
     ("norm", "layernorm_plain"),
+    ("placement", "sandwich_scaled"),
 }
 PACKAGE = Path(__file__).resolve().parents[1] / "examples" / "zoo-modern"
 

@@ -1,6 +1,6 @@
 """The dense decoder families that extend a Llama-like table by a field or two:
 Ministral, Seed-OSS, Helium, ERNIE 4.5;
-the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan;
+the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan; HyperCLOVA X;
 GPT-J's CodeGen; OPT's BioGPT."""
 
 from __future__ import annotations
@@ -129,5 +129,23 @@ CASES.append(
         "BioGptConfig",
         "BioGptForCausalLM",
         {**SIZES, "layer_norm_eps": 1e-5, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
+    )
+)
+# every multiplier away from 1, as the Granite case's; logits_scaling multiplies here (a residual
+# multiplier of 0.22 makes a greedy token of the export the tokenizer's EOS, where the zoo stops)
+CASES.append(
+    Family(
+        "hyperclovax",
+        "hyperclovax",
+        "HyperCLOVAXConfig",
+        "HyperCLOVAXForCausalLM",
+        {
+            **SIZES,
+            "num_key_value_heads": 2,
+            "embedding_multiplier": 12.0,
+            "residual_multiplier": 0.3,
+            "attention_multiplier": 0.015625,
+            "logits_scaling": 0.5,
+        },
     )
 )

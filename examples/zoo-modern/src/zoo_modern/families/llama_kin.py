@@ -1,6 +1,7 @@
 """Llama's lineage, continued: the dense families of 2024-2025 that extend a table of
 ``llama_like`` by a field or two (Ministral, Seed-OSS, Helium, ERNIE 4.5, Arcee, Nemotron,
-Jais 2, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo, HunYuan).
+Jais 2, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo, HunYuan,
+HyperCLOVA X).
 
 Each family opens with the one it extends and how; the table says the rest.
 """
@@ -12,9 +13,10 @@ from typing import Any
 
 from torch import Tensor
 
-from zoo.plugin import REQUIRED, Converter, Count, Epsilon, F, Fraction, ModelConfig, Rule, W
+from zoo.plugin import REQUIRED, Converter, Count, Epsilon, F, Fraction, ModelConfig, Positive, Rule, W
 from zoo_modern.families.llama_like import (
     COHERE,
+    GRANITE,
     HEAD_DIM,
     LLAMA,
     LLAMA_ROTARY,
@@ -358,6 +360,28 @@ HUNYUAN = LLAMA.derive(
     read=(llama_read, ntk_alpha),
 )
 
+# HyperCLOVA X extends Granite: a norm after each sub-layer too (scaled sandwich), logits times logits_scaling.
+HYPERCLOVAX = GRANITE.derive(
+    "HyperCLOVAXForCausalLM",
+    model_type="hyperclovax",
+    description="HyperCLOVA X: Granite's multipliers, a norm before and after each sub-layer, logits times logits_scaling",
+    fields={
+        "attention_multiplier": F("attention.scale", None, Positive, out=GRANITE.fields["attention_multiplier"].out),
+        "logits_scaling": F("logit_scale", 1.0, Positive),
+        "use_post_norm": F.must(
+            True, "HyperCLOVA X without its post-norms is Granite's layout: convert it as Granite", bool
+        ),
+    },
+    zoo={"placement": {"name": "sandwich_scaled"}},
+    layer={"attn_residual.norm.weight": None, "mlp_residual.norm.weight": None}
+    | {"attn_residual.norm_in.weight": "input_layernorm.weight", "attn_residual.norm_out.weight": "post_norm1.weight"}
+    | {
+        "mlp_residual.norm_in.weight": "post_attention_layernorm.weight",
+        "mlp_residual.norm_out.weight": "post_norm2.weight",
+    },
+    read=(lambda hf, fields, where: {**fields, "logit_scale": float(hf.get("logits_scaling") or 1.0)},),
+)
+
 FAMILIES = (
     MINISTRAL,
     SEED_OSS,
@@ -373,4 +397,5 @@ FAMILIES = (
     EXAONE4,
     OLMO,
     HUNYUAN,
+    HYPERCLOVAX,
 )
