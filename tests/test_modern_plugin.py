@@ -42,6 +42,7 @@ MODERN = {
     ("activation", "relu2"),
     ("norm", "layernorm_plain"),
     ("placement", "sandwich_scaled"),
+    ("norm", "rmsnorm_plain"),
 }
 PACKAGE = Path(__file__).resolve().parents[1] / "examples" / "zoo-modern"
 

@@ -1,6 +1,6 @@
 """The dense decoder families that extend a Llama-like table by a field or two:
 Ministral, Seed-OSS, Helium, ERNIE 4.5;
-the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan; HyperCLOVA X;
+the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan; HyperCLOVA X; NanoChat;
 GPT-J's CodeGen; OPT's BioGPT."""
 
 from __future__ import annotations
@@ -147,5 +147,15 @@ CASES.append(
             "attention_multiplier": 0.015625,
             "logits_scaling": 0.5,
         },
+    )
+)
+# a cap of 2 on the logits, so the soft-capping bends them
+CASES.append(
+    Family(
+        "nanochat",
+        "nanochat",
+        "NanoChatConfig",
+        "NanoChatForCausalLM",
+        {**SIZES, "num_key_value_heads": 2, "final_logit_softcapping": 2.0},
     )
 )

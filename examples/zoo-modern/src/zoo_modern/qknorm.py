@@ -11,7 +11,7 @@ score scale, on top of zoo's grouped-query ``Attention``.
   head_dim, one scale shared by all heads (Qwen3, Gemma 3, OLMoE); ``whole``: over the
   whole projection, n_heads * head_dim (OLMo 2); ``none``. With ``qk_norm_offset`` the
   norm's scale is stored as 1 + w (Gemma 3); with ``qk_norm_after`` the norm follows the
-  rotation (HunYuan).
+  rotation (HunYuan); with ``qk_norm_plain`` the norms learn no scale (NanoChat).
 - ``scale``: the factor on q k^T (default 1 / sqrt(head_dim)); Granite's
   ``attention_multiplier``, Gemma 2's query_pre_attn_scalar^-1/2.
 
@@ -37,7 +37,7 @@ from zoo.plugin import (
     check_kv_heads,
     residual_output,
 )
-from zoo_modern.norms import OffsetRMSNorm
+from zoo_modern.norms import OffsetRMSNorm, PlainRMSNorm
 
 QkNorm = Literal["head", "whole", "none"]
 
@@ -66,16 +66,22 @@ class QkNormOptions(AttentionOptions):
     qk_norm_after: bool = Field(
         False, description="the q/k norms follow the rotation (HunYuan) instead of preceding it"
     )
+    qk_norm_plain: bool = Field(False, description="the q/k norms learn no scale (NanoChat)")
     scale: float | None = Field(None, gt=0.0, description="factor on q k^T (default 1 / sqrt(head_dim))")
     kernel: Literal["sdpa", "eager"] = Field("sdpa", description="sdpa: torch's fused kernel; eager: the explicit math")
     qkv_bias: bool | None = Field(None, description="bias on the q/k/v projection (default: the config's bias)")
     out_bias: bool | None = Field(None, description="bias on the output projection (default: the config's bias)")
 
 
-def qk_norms(qk_norm: QkNorm, offset: bool, sizes: tuple[int, int], eps: float) -> tuple[nn.Module, nn.Module]:
-    """The norms on q and k, of widths ``sizes`` (a head's, or each whole projection's)."""
+def qk_norms(
+    qk_norm: QkNorm, offset: bool, sizes: tuple[int, int], eps: float, plain: bool = False
+) -> tuple[nn.Module, nn.Module]:
+    """The norms on q and k, of widths ``sizes`` (a head's, or each whole projection's);
+    ``plain``: without a learned scale."""
     if qk_norm == "none":
         return nn.Identity(), nn.Identity()
+    if plain:
+        return PlainRMSNorm(sizes[0], eps), PlainRMSNorm(sizes[1], eps)
     if offset:
         return OffsetRMSNorm(sizes[0], eps), OffsetRMSNorm(sizes[1], eps)
     return nn.RMSNorm(sizes[0], eps=eps), nn.RMSNorm(sizes[1], eps=eps)
@@ -99,6 +105,7 @@ class QkNormAttention(Attention):
         qk_norm: QkNorm = "head",
         qk_norm_offset: bool = False,
         qk_norm_after: bool = False,
+        qk_norm_plain: bool = False,
         scale: float | None = None,
         kernel: Literal["sdpa", "eager"] = "sdpa",
         bias: bool = True,
@@ -120,7 +127,7 @@ class QkNormAttention(Attention):
         self.qkv = nn.Linear(d_model, self.q_dim + 2 * self.kv_dim, bias=bias if qkv_bias is None else qkv_bias)
         self.out = residual_output(nn.Linear(self.q_dim, d_model, bias=bias if out_bias is None else out_bias))
         sizes = (head_dim, head_dim) if qk_norm == "head" else (self.q_dim, self.kv_dim)
-        self.q_norm, self.k_norm = qk_norms(qk_norm, qk_norm_offset, sizes, norm_eps)
+        self.q_norm, self.k_norm = qk_norms(qk_norm, qk_norm_offset, sizes, norm_eps, qk_norm_plain)
         self.after = qk_norm_after and qk_norm == "head"  # a norm over the whole projection precedes the heads
         # q is multiplied by this before the kernel divides by sqrt(head_dim): scores scale by ``scale``.
         self.q_factor = 1.0 if scale is None else scale * math.sqrt(head_dim)

@@ -1,7 +1,7 @@
 """Llama's lineage, continued: the dense families of 2024-2025 that extend a table of
 ``llama_like`` by a field or two (Ministral, Seed-OSS, Helium, ERNIE 4.5, Arcee, Nemotron,
 Jais 2, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo, HunYuan,
-HyperCLOVA X).
+HyperCLOVA X, NanoChat).
 
 Each family opens with the one it extends and how; the table says the rest.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from zoo.plugin import REQUIRED, Converter, Count, Epsilon, F, Fraction, ModelConfig, Positive, Rule, W
@@ -382,6 +383,57 @@ HYPERCLOVAX = GRANITE.derive(
     read=(lambda hf, fields, where: {**fields, "logit_scale": float(hf.get("logits_scaling") or 1.0)},),
 )
 
+
+def flipped_rotary_qkv(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Rule:
+    """The zoo's [q | k | v] from NanoChat's q/k/v projections, whose rotary turns the other
+    way (rotate_half as [x2, -x1]): the second half of each q and k head negated, which
+    turns it back and leaves every score (its norm after the rotation too) as it was."""
+    heads, kv = config.n_heads, Converter.attention_layout(config)[0]
+    sizes = [heads * config.head_dim, kv * config.head_dim, kv * config.head_dim]
+
+    def flip(t: Tensor, n: int) -> Tensor:
+        halves = t.reshape(n, 2, -1, *t.shape[1:])
+        return torch.cat([halves[:, :1], -halves[:, 1:]], dim=1).reshape(t.shape)
+
+    def load(ts: Sequence[Tensor]) -> Tensor:
+        return torch.cat([flip(ts[0], heads), flip(ts[1], kv), ts[2]])
+
+    def save(t: Tensor) -> list[Tensor]:
+        q, k, v = torch.split(t, sizes, dim=0)
+        return [flip(q, heads), flip(k, kv), v]
+
+    return Rule(zoo, names, load, save)
+
+
+# NanoChat extends Arcee: norms without scales (the embeddings normed too), QK-norm after a
+# rotary turned the other way, soft-capped logits, the MLP as fc1 and fc2.
+NANOCHAT = ARCEE.derive(
+    "NanoChatForCausalLM",
+    model_type="nanochat",
+    description="NanoChat: Arcee's ReLU-squared MLP, RMSNorms without scales (embeddings too), QK-norm after rotary, capped logits",
+    fields={"mlp_bias": None, "head_dim": None, "pretraining_tp": None}
+    | {
+        "final_logit_softcapping": F("logit_softcap", 15.0, Positive),
+        "max_position_embeddings": F("max_seq_len", 2048, Count),
+    },
+    zoo={"norm": "rmsnorm_plain", "embedding_norm": True}
+    | {
+        "attention": {
+            "name": "qknorm",
+            "qk_norm_after": True,
+            "qk_norm_plain": True,
+            "qkv_bias": False,
+            "out_bias": False,
+        }
+    },
+    engine_features=frozenset({"logit_softcap"}),
+    accepts={"attention": ()},
+    layer=NORM_WEIGHTS
+    | {"attn.qkv.weight": W("self_attn.{}_proj.weight", parts="qkv", make=flipped_rotary_qkv)}
+    | {"mlp.up.weight": "mlp.fc1.weight", "mlp.down.weight": "mlp.fc2.weight"},
+    top={"final_norm.weight": None},
+)
+
 FAMILIES = (
     MINISTRAL,
     SEED_OSS,
@@ -398,4 +450,5 @@ FAMILIES = (
     OLMO,
     HUNYUAN,
     HYPERCLOVAX,
+    NANOCHAT,
 )
