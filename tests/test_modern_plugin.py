@@ -43,6 +43,7 @@ MODERN = {
     ("norm", "layernorm_plain"),
     ("placement", "sandwich_scaled"),
     ("norm", "rmsnorm_plain"),
+    ("activation", "xielu"),
 }
 PACKAGE = Path(__file__).resolve().parents[1] / "examples" / "zoo-modern"
 

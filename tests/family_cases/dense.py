@@ -1,6 +1,6 @@
 """The dense decoder families that extend a Llama-like table by a field or two:
 Ministral, Seed-OSS, Helium, ERNIE 4.5;
-the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan; HyperCLOVA X; NanoChat;
+the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan; HyperCLOVA X; NanoChat; Apertus;
 GPT-J's CodeGen; OPT's BioGPT."""
 
 from __future__ import annotations
@@ -159,3 +159,5 @@ CASES.append(
         {**SIZES, "num_key_value_heads": 2, "final_logit_softcapping": 2.0},
     )
 )
+# Apertus's own default rotary (Llama 3's scaling); xIELU's slopes perturbed with every weight
+CASES.append(Family("apertus", "apertus", "ApertusConfig", "ApertusForCausalLM", {**SIZES, "num_key_value_heads": 2}))

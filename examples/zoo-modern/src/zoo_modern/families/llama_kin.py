@@ -1,7 +1,7 @@
 """Llama's lineage, continued: the dense families of 2024-2025 that extend a table of
 ``llama_like`` by a field or two (Ministral, Seed-OSS, Helium, ERNIE 4.5, Arcee, Nemotron,
 Jais 2, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo, HunYuan,
-HyperCLOVA X, NanoChat).
+HyperCLOVA X, NanoChat, Apertus).
 
 Each family opens with the one it extends and how; the table says the rest.
 """
@@ -25,6 +25,7 @@ from zoo_modern.families.llama_like import (
     NO_BIAS,
     OLMO2,
     PHI3,
+    QK_NORMS,
     fused_glu,
     head_dim,
     llama_read,
@@ -434,6 +435,27 @@ NANOCHAT = ARCEE.derive(
     top={"final_norm.weight": None},
 )
 
+XIELU_TENSORS = {f"mlp.act.{t}": f"mlp.act_fn.{t}" for t in ("alpha_p", "alpha_n", "beta", "eps")}
+# Apertus extends Arcee: xIELU in place of ReLU squared, QK-norm per head, its norms named for their sub-layers.
+APERTUS = ARCEE.derive(
+    "ApertusForCausalLM",
+    model_type="apertus",
+    description="Apertus: Arcee's ungated MLP with a learned xIELU, QK-norm per head, Llama 3's rotary",
+    fields={"mlp_bias": None, "head_dim": None, "pretraining_tp": None}
+    | {
+        "hidden_act": F("activation", "xielu", str, {"xielu": "xielu"}),
+        "max_position_embeddings": F("max_seq_len", 65536, Count),
+    },
+    zoo={"attention": {"name": "qknorm", "qk_norm": "head", "qkv_bias": False, "out_bias": False}},
+    accepts={"attention": ()},
+    layer={
+        "attn_residual.norm.weight": "attention_layernorm.weight",
+        "mlp_residual.norm.weight": "feedforward_layernorm.weight",
+    }
+    | QK_NORMS
+    | XIELU_TENSORS,
+)
+
 FAMILIES = (
     MINISTRAL,
     SEED_OSS,
@@ -451,4 +473,5 @@ FAMILIES = (
     HUNYUAN,
     HYPERCLOVAX,
     NANOCHAT,
+    APERTUS,
 )
