@@ -1,7 +1,7 @@
 """The dense decoder families that extend a Llama-like table by a field or two:
 Ministral, Seed-OSS, Helium, ERNIE 4.5;
 the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan; HyperCLOVA X; NanoChat; Apertus;
-GPT-J's CodeGen; OPT's BioGPT."""
+GPT-J's CodeGen; OPT's BioGPT, GPT-2's forerunner GPT."""
 
 from __future__ import annotations
 
@@ -161,3 +161,13 @@ CASES.append(
 )
 # Apertus's own default rotary (Llama 3's scaling); xIELU's slopes perturbed with every weight
 CASES.append(Family("apertus", "apertus", "ApertusConfig", "ApertusForCausalLM", {**SIZES, "num_key_value_heads": 2}))
+# GPT-1: post-norm layers, no final norm, no cache on transformers' side
+CASES.append(
+    Family(
+        "openai-gpt",
+        "openai-gpt",
+        "OpenAIGPTConfig",
+        "OpenAIGPTLMHeadModel",
+        {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64},
+    )
+)

@@ -374,4 +374,22 @@ BIOGPT = OPT.derive(
     | {"head.weight": "output_projection.weight"},
 )
 
-FAMILIES = (GPT_NEO, OPT, GPT_BIGCODE, BLOOM, MPT, BIOGPT)
+# GPT (OpenAI's first) extends GPT-2: the norm after each residual sum (post-norm), no final norm, exact
+# "gelu" meaning the tanh one, its own names for the embeddings.
+OPENAI_GPT = GPT2.derive(
+    "OpenAIGPTLMHeadModel",
+    model_type="openai-gpt",
+    description="GPT (OpenAI, 2018): GPT-2's parts with the norm after each residual sum and no final norm",
+    embedding="tokens_embed.weight",
+    fields={"vocab_size": F("vocab_size", 40478, Count), "n_positions": F("max_seq_len", 512, Count)}
+    | {"n_ctx": None, "n_inner": None, "activation_function": None, "scale_attn_weights": None}
+    | {"add_cross_attention": None, "scale_attn_by_inverse_layer_idx": None, "reorder_and_upcast_attn": None}
+    | {"afn": F("activation", "gelu", str, {"gelu": "gelu_tanh", "relu": "relu", "silu": "silu", "swish": "silu"})},
+    zoo={"placement": "post"},
+    top={"tok_emb.weight": "tokens_embed.weight", "position.table.weight": "positions_embed.weight"}
+    | {"final_norm.weight": None, "final_norm.bias": None},
+    fresh=("read", "write"),
+    skip=(".attn.bias", "position_ids"),
+)
+
+FAMILIES = (GPT_NEO, OPT, GPT_BIGCODE, BLOOM, MPT, BIOGPT, OPENAI_GPT)
