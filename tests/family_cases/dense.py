@@ -1,6 +1,6 @@
 """The dense decoder families that extend a Llama-like table by a field or two:
 Ministral, Seed-OSS, Helium, ERNIE 4.5;
-the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan; HyperCLOVA X; NanoChat; Apertus;
+the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan; HyperCLOVA X; NanoChat; Apertus; Persimmon;
 GPT-J's CodeGen; OPT's BioGPT, GPT-2's forerunner GPT."""
 
 from __future__ import annotations
@@ -171,3 +171,9 @@ CASES.append(
         {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64},
     )
 )
+CASES += [
+    Family("persimmon", "persimmon", "PersimmonConfig", "PersimmonForCausalLM", {**SIZES, "qk_layernorm": True}),
+    Family(
+        "persimmon-no-qk-norm", "persimmon", "PersimmonConfig", "PersimmonForCausalLM", {**SIZES, "qk_layernorm": False}
+    ),
+]

@@ -11,7 +11,8 @@ score scale, on top of zoo's grouped-query ``Attention``.
   head_dim, one scale shared by all heads (Qwen3, Gemma 3, OLMoE); ``whole``: over the
   whole projection, n_heads * head_dim (OLMo 2); ``none``. With ``qk_norm_offset`` the
   norm's scale is stored as 1 + w (Gemma 3); with ``qk_norm_after`` the norm follows the
-  rotation (HunYuan); with ``qk_norm_plain`` the norms learn no scale (NanoChat).
+  rotation (HunYuan); with ``qk_norm_plain`` the norms learn no scale (NanoChat); with
+  ``qk_norm_layernorm`` they are LayerNorms with a bias (Persimmon).
 - ``scale``: the factor on q k^T (default 1 / sqrt(head_dim)); Granite's
   ``attention_multiplier``, Gemma 2's query_pre_attn_scalar^-1/2.
 
@@ -67,6 +68,7 @@ class QkNormOptions(AttentionOptions):
         False, description="the q/k norms follow the rotation (HunYuan) instead of preceding it"
     )
     qk_norm_plain: bool = Field(False, description="the q/k norms learn no scale (NanoChat)")
+    qk_norm_layernorm: bool = Field(False, description="the q/k norms are LayerNorms with a bias (Persimmon)")
     scale: float | None = Field(None, gt=0.0, description="factor on q k^T (default 1 / sqrt(head_dim))")
     kernel: Literal["sdpa", "eager"] = Field("sdpa", description="sdpa: torch's fused kernel; eager: the explicit math")
     qkv_bias: bool | None = Field(None, description="bias on the q/k/v projection (default: the config's bias)")
@@ -74,12 +76,14 @@ class QkNormOptions(AttentionOptions):
 
 
 def qk_norms(
-    qk_norm: QkNorm, offset: bool, sizes: tuple[int, int], eps: float, plain: bool = False
+    qk_norm: QkNorm, offset: bool, sizes: tuple[int, int], eps: float, plain: bool = False, layernorm: bool = False
 ) -> tuple[nn.Module, nn.Module]:
     """The norms on q and k, of widths ``sizes`` (a head's, or each whole projection's);
-    ``plain``: without a learned scale."""
+    ``plain``: without a learned scale; ``layernorm``: LayerNorms with a bias."""
     if qk_norm == "none":
         return nn.Identity(), nn.Identity()
+    if layernorm:
+        return nn.LayerNorm(sizes[0], eps=eps), nn.LayerNorm(sizes[1], eps=eps)
     if plain:
         return PlainRMSNorm(sizes[0], eps), PlainRMSNorm(sizes[1], eps)
     if offset:
@@ -106,6 +110,7 @@ class QkNormAttention(Attention):
         qk_norm_offset: bool = False,
         qk_norm_after: bool = False,
         qk_norm_plain: bool = False,
+        qk_norm_layernorm: bool = False,
         scale: float | None = None,
         kernel: Literal["sdpa", "eager"] = "sdpa",
         bias: bool = True,
@@ -127,7 +132,7 @@ class QkNormAttention(Attention):
         self.qkv = nn.Linear(d_model, self.q_dim + 2 * self.kv_dim, bias=bias if qkv_bias is None else qkv_bias)
         self.out = residual_output(nn.Linear(self.q_dim, d_model, bias=bias if out_bias is None else out_bias))
         sizes = (head_dim, head_dim) if qk_norm == "head" else (self.q_dim, self.kv_dim)
-        self.q_norm, self.k_norm = qk_norms(qk_norm, qk_norm_offset, sizes, norm_eps, qk_norm_plain)
+        self.q_norm, self.k_norm = qk_norms(qk_norm, qk_norm_offset, sizes, norm_eps, qk_norm_plain, qk_norm_layernorm)
         self.after = qk_norm_after and qk_norm == "head"  # a norm over the whole projection precedes the heads
         # q is multiplied by this before the kernel divides by sqrt(head_dim): scores scale by ``scale``.
         self.q_factor = 1.0 if scale is None else scale * math.sqrt(head_dim)

@@ -2,7 +2,7 @@
 
 - ``gpt2_like``: GPT-Neo, OPT, GPTBigCode, BLOOM, MPT, BioGPT, GPT (OpenAI's first; GPT-2 itself is the built-in ``zoo.plugins.hf_gpt2``);
 - ``llama_like``: Llama, Mistral, Qwen2, Qwen3, Gemma, OLMo 2, Phi-3, Granite, Cohere, StableLM, Starcoder2;
-- ``llama_kin``: Ministral, Seed-OSS, Helium, ERNIE 4.5, Arcee, Nemotron, Jais 2, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo, HunYuan, HyperCLOVA X, NanoChat, Apertus (Llama's lineage, continued);
+- ``llama_kin``: Ministral, Seed-OSS, Helium, ERNIE 4.5, Arcee, Nemotron, Jais 2, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo, HunYuan, HyperCLOVA X, NanoChat, Apertus, Persimmon (Llama's lineage, continued);
 - ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE;
 - ``legacy``: Gemma 2, Gemma 3 and SmolLM3, still converter classes (to become tables);
 - ``neox_like``: GPT-NeoX, GPT-J, CodeGen, Phi, Falcon;

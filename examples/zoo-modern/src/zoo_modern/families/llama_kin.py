@@ -1,7 +1,7 @@
 """Llama's lineage, continued: the dense families of 2024-2025 that extend a table of
 ``llama_like`` by a field or two (Ministral, Seed-OSS, Helium, ERNIE 4.5, Arcee, Nemotron,
 Jais 2, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo, HunYuan,
-HyperCLOVA X, NanoChat, Apertus).
+HyperCLOVA X, NanoChat, Apertus, Persimmon).
 
 Each family opens with the one it extends and how; the table says the rest.
 """
@@ -33,6 +33,7 @@ from zoo_modern.families.llama_like import (
 from zoo_modern.families.readers import (
     Rotary,
     layer_windows,
+    per_head,
     periodic,
     refuse_unless,
     window_blockers,
@@ -456,6 +457,56 @@ APERTUS = ARCEE.derive(
     | XIELU_TENSORS,
 )
 
+
+def qk_layernorm(config: ModelConfig) -> bool:
+    return config.attention.options.get("qk_norm") == "head"
+
+
+PERSIMMON_ROTARY = Rotary(share=0.5, partial=True)
+# Persimmon extends Jais 2: q/k/v fused per head, a LayerNorm with a bias on each q and k head, half of each head rotated.
+PERSIMMON = JAIS2.derive(
+    "PersimmonForCausalLM",
+    model_type="persimmon",
+    description="Persimmon: Jais 2's ReLU-squared layout, q/k/v fused per head, LayerNorm per q and k head, partial rotary",
+    fields={
+        "attention_bias": None,
+        "mlp_bias": None,
+        "head_dim": None,
+        "pretraining_tp": None,
+        "attention_dropout": None,
+    }
+    | {
+        "qk_layernorm": F("attention.qk_norm", True, bool, {True: "head", False: "none"}),
+        "hidden_dropout": F("dropout.residual", 0.0, Fraction),
+    }
+    | {
+        "max_position_embeddings": F("max_seq_len", 16384, Count),
+        "attention_dropout": F("dropout.attention", 0.0, Fraction),
+    },
+    zoo={"attention": {"name": "qknorm", "qk_norm_layernorm": True, "qkv_bias": True, "out_bias": True}},
+    accepts={"attention": ()},
+    layer={
+        f"attn.qkv.{p}": W(f"self_attn.query_key_value.{p}", make=lambda z, n, c: per_head(z, n[0], c.n_heads))
+        for p in ("weight", "bias")
+    }
+    | {f"attn.out.{p}": f"self_attn.dense.{p}" for p in ("weight", "bias")}
+    | {
+        f"attn.{q}_norm.{p}": W(f"self_attn.{q}_layernorm.{p}", when=qk_layernorm)
+        for q in "qk"
+        for p in ("weight", "bias")
+    }
+    | {
+        f"mlp.{z}.{p}": f"mlp.{h}.{p}"
+        for z, h in (("up", "dense_h_to_4h"), ("down", "dense_4h_to_h"))
+        for p in ("weight", "bias")
+    },
+    top={"final_norm.weight": "final_layernorm.weight", "final_norm.bias": "final_layernorm.bias"},
+    fresh=("read", "write", "blockers"),
+    read=(llama_read, PERSIMMON_ROTARY.read, ungated),
+    write=(PERSIMMON_ROTARY.write,),
+    blockers=(PERSIMMON_ROTARY.blockers,),
+)
+
 FAMILIES = (
     MINISTRAL,
     SEED_OSS,
@@ -474,4 +525,5 @@ FAMILIES = (
     HYPERCLOVAX,
     NANOCHAT,
     APERTUS,
+    PERSIMMON,
 )
