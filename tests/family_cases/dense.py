@@ -1,6 +1,6 @@
 """The dense decoder families that extend a Llama-like table by a field or two:
 Ministral, Seed-OSS, Helium, ERNIE 4.5;
-the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan; HyperCLOVA X; NanoChat; Apertus; Persimmon;
+the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan; HyperCLOVA X; NanoChat; Apertus; Persimmon; Granite SWA;
 GPT-J's CodeGen; OPT's BioGPT, GPT-2's forerunner GPT."""
 
 from __future__ import annotations
@@ -177,3 +177,23 @@ CASES += [
         "persimmon-no-qk-norm", "persimmon", "PersimmonConfig", "PersimmonForCausalLM", {**SIZES, "qk_layernorm": False}
     ),
 ]
+# sinks, Granite's multipliers, a full layer then three sliding; rotary bases per layer, one of them none
+CASES.append(
+    Family(
+        "granite-swa",
+        "granite_swa",
+        "GraniteSWAConfig",
+        "GraniteSWAForCausalLM",
+        {
+            **SIZES,
+            "num_hidden_layers": 4,
+            "num_key_value_heads": 2,
+            "sliding_window": 5,
+            "layer_rope_theta": [10000.0, 500.0, 0, 500.0],
+            "embedding_multiplier": 12.0,
+            "residual_multiplier": 0.3,
+            "attention_multiplier": 0.25,
+            "logits_scaling": 8.0,
+        },
+    )
+)

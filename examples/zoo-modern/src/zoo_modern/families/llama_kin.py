@@ -1,6 +1,6 @@
 """Llama's lineage, continued: the dense families of 2024-2025 that extend a table of
 ``llama_like`` by a field or two (Ministral, Seed-OSS, Helium, ERNIE 4.5, GLM, GLM-4,
-OLMo 3, Cohere 2, EXAONE 4, OLMo, HunYuan, HyperCLOVA X); the ungated-MLP ones are in
+OLMo 3, Cohere 2, EXAONE 4, OLMo, HunYuan, HyperCLOVA X, Granite SWA); the ungated-MLP ones are in
 ``ungated``.
 
 Each family opens with the one it extends and how; the table says the rest.
@@ -321,6 +321,65 @@ HYPERCLOVAX = GRANITE.derive(
 )
 
 
+def per_layer_rotary(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """Granite SWA's layers: the window on those ``layer_types`` names sliding (a full layer
+    every 4 by default), each layer's rotary base from ``layer_rope_theta`` (0: no rotary)."""
+    layers, base = fields["n_layers"], fields["position"]["base"]
+    types = hf.get("layer_types") or ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(layers)]
+    refuse_unless(len(types) == layers and not set(types) - set(KINDS), where, "layer_types", types, f"give {layers} of 'sliding_attention'/'full_attention'")  # fmt: skip
+    thetas = hf.get("layer_rope_theta") or [base] * layers
+    good = len(thetas) == layers and all(isinstance(t, (int, float)) and not isinstance(t, bool) and (t == 0 or t > 1) for t in thetas)  # fmt: skip
+    refuse_unless(good, where, "layer_rope_theta", thetas, f"give {layers} rotary bases > 1 (0: no rotary)")
+    windows = layer_windows({"layer_types": types}, layers, fields["max_seq_len"], hf.get("sliding_window", 128))
+    entries: list[dict[str, Any]] = []
+    for window, theta in zip(windows, thetas, strict=True):
+        entry: dict[str, Any] = {"attention": {"window": window}} if window else {}
+        if float(theta) != base:
+            entry["position"] = {**fields["position"], "base": float(theta)} if theta else "none"
+        entries.append(entry)
+    return {**fields, "layer_pattern": periodic(entries)} if any(entries) else fields
+
+
+def no_head_dim(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """The attention's head_dim as hidden_size / heads, the only one ``sinks`` has."""
+    attention, plain = dict(fields["attention"]), fields["d_model"] // fields["n_heads"]
+    refuse_unless(attention.pop("head_dim", plain) == plain, where, "head_dim", hf.get("head_dim"), f"the zoo's sinks attention has head_dim = hidden_size / num_attention_heads = {plain}")  # fmt: skip
+    return {**fields, "attention": attention}
+
+
+def per_layer_rotary_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    positions = [config.layer(i).position for i in range(config.n_layers)]
+    thetas = [float(p.options.get("base", 10000.0)) if p.name == "rotary" else 0.0 for p in positions]
+    return {**write_layer_types(config, hf), "layer_rope_theta": thetas}
+
+
+def per_layer_rotary_blockers(config: ModelConfig, arch: str) -> list[str]:
+    blockers = [b for b in window_blockers(config, arch) if not b.startswith("per-layer position")]
+    changes = {kind for i in range(config.n_layers) for kind in config.layer_changes(i)} - {"attention", "position"}
+    blockers += [f"per-layer {', '.join(sorted(changes))} ({arch} has one design)"] if changes else []
+    rest = {k: v for k, v in config.position.options.items() if k != "base"}
+    for i in range(config.n_layers):
+        p = config.layer(i).position
+        if p.name not in ("rotary", "none") or (p.name == "rotary" and {k: v for k, v in p.options.items() if k != "base"} != rest):  # fmt: skip
+            blockers.append(f"layer {i}'s position ({arch} has a rotary base per layer, or none)")
+    return blockers
+
+
+# Granite SWA extends Granite: a learned sink per head, windows on 3 layers of 4, a rotary base per layer (0: none).
+GRANITE_SWA = GRANITE.derive(
+    "GraniteSWAForCausalLM",
+    model_type="granite_swa",
+    description="Granite SWA: Granite's multipliers, attention sinks, windows on 3 layers of 4, a rotary base per layer",
+    fields={**LAYER_TYPES, "layer_rope_theta": F("", None), "max_position_embeddings": F("max_seq_len", 8192, Count)}
+    | {"tie_word_embeddings": F("tie_embeddings", True, bool)},
+    zoo={"attention": {"name": "sinks", "qkv_bias": False, "out_bias": False}},
+    layer={"attn.sinks": "self_attn.sinks"},
+    engine_features=frozenset({"scale", "window", "layer_pattern"}),
+    read=(no_head_dim, per_layer_rotary),
+    write=(per_layer_rotary_out,),
+    blockers=(per_layer_rotary_blockers,),
+)
+
 FAMILIES = (
     MINISTRAL,
     SEED_OSS,
@@ -334,4 +393,5 @@ FAMILIES = (
     OLMO,
     HUNYUAN,
     HYPERCLOVAX,
+    GRANITE_SWA,
 )
