@@ -1,6 +1,6 @@
 """The dense decoder families that extend a Llama-like table by a field or two:
 Ministral, Seed-OSS, Helium, ERNIE 4.5;
-the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan; HyperCLOVA X; NanoChat; Apertus; Persimmon; Granite SWA;
+the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan; HyperCLOVA X; NanoChat; Apertus; Persimmon; Granite SWA; VaultGemma;
 GPT-J's CodeGen; OPT's BioGPT, GPT-2's forerunner GPT."""
 
 from __future__ import annotations
@@ -194,6 +194,25 @@ CASES.append(
             "residual_multiplier": 0.3,
             "attention_multiplier": 0.25,
             "logits_scaling": 8.0,
+        },
+    )
+)
+# Gemma 2's shape without its post-norms: head_dim 16, scores scaled by 12^-1/2 and capped, local/global
+CASES.append(
+    Family(
+        "vaultgemma",
+        "vaultgemma",
+        "VaultGemmaConfig",
+        "VaultGemmaForCausalLM",
+        {
+            **SIZES,
+            "num_hidden_layers": 3,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "query_pre_attn_scalar": 12,
+            "sliding_window": 5,
+            "attn_logit_softcapping": 1.5,
+            "final_logit_softcapping": 2.0,
         },
     )
 )

@@ -4,7 +4,7 @@
   built-in ``zoo.plugins.hf_gpt2``;
 - ``llama_like``: Llama, Mistral, Qwen2, Qwen3, Gemma, OLMo 2, Phi-3, Granite, Cohere, StableLM, Starcoder2;
 - ``llama_kin``: Ministral, Seed-OSS, Helium, ERNIE 4.5, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo,
-  HunYuan, HyperCLOVA X, Granite SWA (Llama's lineage, continued);
+  HunYuan, HyperCLOVA X, Granite SWA, VaultGemma (Llama's lineage, continued);
 - ``ungated``: Arcee, Nemotron, Jais 2, NanoChat, Apertus, Persimmon (Llama's, with an ungated MLP);
 - ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE;
 - ``legacy``: Gemma 2, Gemma 3 and SmolLM3, still converter classes (to become tables);

@@ -1,6 +1,6 @@
 """Llama's lineage, continued: the dense families of 2024-2025 that extend a table of
 ``llama_like`` by a field or two (Ministral, Seed-OSS, Helium, ERNIE 4.5, GLM, GLM-4,
-OLMo 3, Cohere 2, EXAONE 4, OLMo, HunYuan, HyperCLOVA X, Granite SWA); the ungated-MLP ones are in
+OLMo 3, Cohere 2, EXAONE 4, OLMo, HunYuan, HyperCLOVA X, Granite SWA, VaultGemma); the ungated-MLP ones are in
 ``ungated``.
 
 Each family opens with the one it extends and how; the table says the rest.
@@ -14,6 +14,8 @@ from typing import Any
 from zoo.plugin import Converter, Count, F, Fraction, ModelConfig, Positive, W
 from zoo_modern.families.llama_like import (
     COHERE,
+    GELU_TANH,
+    GEMMA,
     GRANITE,
     HEAD_DIM,
     LLAMA,
@@ -380,6 +382,47 @@ GRANITE_SWA = GRANITE.derive(
     blockers=(per_layer_rotary_blockers,),
 )
 
+
+def capped_scores(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """Gemma 2's scores scaled by query_pre_attn_scalar^-1/2 and soft-capped, its logits capped
+    (a null cap: none), local windows on the sliding layers (every other one by default)."""
+    attention = {**fields["attention"], "scale": float(hf.get("query_pre_attn_scalar", 256)) ** -0.5}
+    cap, final = hf.get("attn_logit_softcapping", 50.0), hf.get("final_logit_softcapping", 30.0)
+    attention |= {} if cap is None else {"softcap": float(cap)}
+    fields = {**fields, "attention": attention, "logit_softcap": None if final is None else float(final)}
+    layers = fields["n_layers"]
+    types = hf.get("layer_types") or ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)]
+    refuse_unless(len(types) == layers and not set(types) - set(KINDS), where, "layer_types", types, f"give {layers} of 'sliding_attention'/'full_attention'")  # fmt: skip
+    return with_windows(fields, layer_windows({"layer_types": types}, layers, fields["max_seq_len"], hf.get("sliding_window", 4096)))  # fmt: skip
+
+
+def capped_scores_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    options = config.attention.options
+    scalar = config.head_dim if options.get("scale") is None else float(options["scale"]) ** -2
+    scalar = round(scalar) if abs(scalar - round(scalar)) < 1e-6 else scalar
+    caps = {"attn_logit_softcapping": options.get("softcap"), "final_logit_softcapping": config.logit_softcap}
+    return {**write_layer_types(config, hf), "query_pre_attn_scalar": scalar, **caps}
+
+
+# VaultGemma extends Gemma: Gemma 2's capped, scaled scores and local/global layers, a norm before each sub-layer only.
+VAULTGEMMA = GEMMA.derive(
+    "VaultGemmaForCausalLM",
+    model_type="vaultgemma",
+    description="VaultGemma: Gemma 2's soft-capped scores and logits and local/global layers, pre-norm only",
+    fields={**LAYER_TYPES, "hidden_act": None, "use_bidirectional_attention": None}
+    | {
+        "hidden_activation": F("activation", "gelu_pytorch_tanh", str, GELU_TANH),
+        "query_pre_attn_scalar": F("", 256, Positive),
+    }
+    | {"attn_logit_softcapping": F("", 50.0, Positive), "final_logit_softcapping": F("", 30.0, Positive)}
+    | {"max_position_embeddings": F("max_seq_len", 8192, Count)},
+    layer={"mlp_residual.norm.weight": "pre_feedforward_layernorm.weight"},
+    engine_features=frozenset({"window", "softcap", "scale", "logit_softcap", "layer_pattern"}),
+    read=(capped_scores,),
+    write=(capped_scores_out,),
+    blockers=(window_blockers,),
+)
+
 FAMILIES = (
     MINISTRAL,
     SEED_OSS,
@@ -394,4 +437,5 @@ FAMILIES = (
     HUNYUAN,
     HYPERCLOVAX,
     GRANITE_SWA,
+    VAULTGEMMA,
 )
