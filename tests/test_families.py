@@ -168,7 +168,10 @@ def test_hook_points_name_every_layer_and_probe_runs(
     if attending:  # a state-space model (Mamba-2) has no layer that attends
         _, cache = model.run_with_cache(tokens(seq=8), names=[f"blocks.{attending[-1]}.attn.hook_pattern"])
         pattern = cache[f"blocks.{attending[-1]}.attn.hook_pattern"]
-        torch.testing.assert_close(pattern.sum(-1), torch.ones(pattern.shape[:-1]))  # rows of a softmax
+        if getattr(model.blocks[attending[-1]].attn, "sinks", None) is None:
+            torch.testing.assert_close(pattern.sum(-1), torch.ones(pattern.shape[:-1]))  # rows of a softmax
+        else:  # a learned sink takes a share of every row (Granite SWA, GPT-OSS)
+            assert bool(((pattern.sum(-1) > 0) & (pattern.sum(-1) < 1)).all())
     checkpoint = tmp_path / "model.safetensors"
     zoo.save(model, checkpoint)
     args = ["probe", str(checkpoint), "--json", "--tokenizer", "bytes", "--seq-len", "16", "--batch-size", "2"]
@@ -181,7 +184,7 @@ def test_every_installed_converter_has_a_family_case() -> None:
     """A converter added to the zoo or a plugin must join ``tests/family_cases``."""
     assert {c.model_type for c in zoo.default_registry().converters()} <= {case.model_type for case in CASES}
     assert set(REPRESENTATIVE) <= {case.id for case in CASES if case.export}  # each runs every check by default
-    assert len({case.model for case in CASES}) >= 20  # issue 28's count of architectures with equal logits
+    assert len({case.model for case in CASES}) >= 50  # issue 40: fifty architectures with equal logits
 
 
 @representative_first(CASES)

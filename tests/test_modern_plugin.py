@@ -43,6 +43,10 @@ MODERN = {
     ("attention", "none"),
     ("attention", "mamba"),
     ("activation", "relu2"),
+    ("norm", "layernorm_plain"),
+    ("placement", "sandwich_scaled"),
+    ("norm", "rmsnorm_plain"),
+    ("activation", "xielu"),
 }
 PACKAGE = Path(__file__).resolve().parents[1] / "examples" / "zoo-modern"
 

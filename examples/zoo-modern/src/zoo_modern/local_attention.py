@@ -16,13 +16,21 @@ option of the zoo attention (``n_kv_heads``, ``softcap``, ``scale``, biases) app
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from pydantic import Field
 from torch import Tensor, nn
 
 from zoo.plugin import MASKED, Attention, AttentionContext, AttentionOptions, RegisterComponent, check_kv_heads
+
+
+class SinkOptions(AttentionOptions):
+    """The zoo attention's options, and the kernel every attention takes (from_hf sets it)."""
+
+    kernel: Literal["sdpa", "eager"] | None = Field(
+        None, description="unused: the scores are written out, for the sinks (taken as every attention's, for from_hf)"
+    )
 
 
 class SinkAttention(Attention):
@@ -32,6 +40,7 @@ class SinkAttention(Attention):
     start at 0, a sink as likely as a key scoring 0."""
 
     kernel = "eager"
+    Options = SinkOptions
 
     def __init__(
         self,
@@ -41,8 +50,10 @@ class SinkAttention(Attention):
         bias: bool = True,
         dropout: float = 0.0,
         attn_dropout: float | None = None,
+        kernel: str | None = None,
         **options: Any,
     ) -> None:
+        del kernel  # the scores are always written out
         super().__init__(d_model, n_heads, bias=bias, dropout=dropout, attn_dropout=attn_dropout, **options)
         self.sinks = nn.Parameter(torch.zeros(n_heads))
 

@@ -1,6 +1,6 @@
 """Mamba-2's state-space mixer in place of attention (transformers' ``Mamba2Mixer``),
-``mlp = "none"`` for the layers that have no MLP, ``attention = "none"`` for those that mix
-no tokens, and the squared ReLU (``relu2``) of Nemotron-H's MLP layers.
+``mlp = "none"`` for the layers that have no MLP, and ``attention = "none"`` for those that
+mix no tokens (Nemotron-H's MLP layers, whose ``relu2`` is in ``zoo_modern.activations``).
 
 ``in_proj`` makes five streams from x: a gate z and the scan's input x (``expand * d``
 each, in heads of ``head_dim``), B and C (``d_state`` per group of heads) and a time step
@@ -235,16 +235,6 @@ class NoMixer(nn.Module):
         return x * 0  # the zero map of x: a norm before it has a zero gradient, not none
 
 
-def relu2() -> nn.Module:
-    """Squared ReLU, max(0, x)^2 (Primer; Nemotron's MLP)."""
-    return SquaredReLU()
-
-
-class SquaredReLU(nn.Module):
-    def forward(self, x: Tensor) -> Tensor:
-        return torch.square(F.relu(x))
-
-
 def check_mamba2(config: Any, options: Any) -> None:
     """A decoder-only model: the scan is causal and reads no encoder memory."""
     if config.architecture == "encoder_decoder":
@@ -264,8 +254,7 @@ def check_no_mixer(config: Any, options: Any) -> None:
 
 
 def register_components(register: RegisterComponent) -> None:
-    """Register the mixer, the empty MLP and mixer, relu2 (called from ``zoo_modern.plugin``)."""
+    """Register the mixer, the empty MLP and the empty mixer (called from ``zoo_modern.plugin``)."""
     register("attention", "mamba2", Mamba2, check=check_mamba2)
     register("mlp", "none", NoMLP)
     register("attention", "none", NoMixer, check=check_no_mixer)
-    register("activation", "relu2", relu2)

@@ -5,6 +5,8 @@
   sub-layer adds, none on its input.
 - ``pre_scaled`` (Granite): x + s * f(norm(x)), pre-norm with a factor on what each
   sub-layer adds.
+- ``sandwich_scaled`` (HyperCLOVA X): x + s * norm(f(norm(x))), the sandwich with
+  ``pre_scaled``'s factor.
 - ``parallel`` (GPT-J 2021, GPT-NeoX, PaLM): attention and MLP read the same input and
   both add to the residual, x + attn(norm1(x)) + mlp(norm2(x)); with ``shared_norm`` one
   norm feeds both (GPT-J). One layer is then one step of the residual stream, not two.
@@ -86,6 +88,24 @@ class ScaledPreNorm(Placement):
         return f"residual_scale={self.residual_scale:g}"
 
 
+class ScaledSandwichNorm(SandwichNorm):
+    """Sandwich norm with a factor on each sub-layer's normed output, x + s * norm(f(norm(x)))
+    (HyperCLOVA X); with s = 1 it is ``sandwich``."""
+
+    Options = ScaledPreNormOptions
+
+    def __init__(self, norm_in: nn.Module, norm_out: nn.Module, residual_scale: float = 1.0) -> None:
+        super().__init__(norm_in, norm_out)
+        self.residual_scale = residual_scale
+
+    def forward(self, x: Tensor, sublayer: nn.Module, *args: object) -> Tensor:
+        out: Tensor = self.norm_out(sublayer(self.norm_in(x), *args))
+        return x + out * self.residual_scale
+
+    def extra_repr(self) -> str:
+        return f"residual_scale={self.residual_scale:g}"
+
+
 class ParallelOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     shared_norm: bool = Field(False, description="one norm feeds attention and MLP (GPT-J); false: one each (GPT-NeoX)")
@@ -138,3 +158,4 @@ def register_components(register: RegisterComponent) -> None:
     """Register the placements added since ``sandwich`` and ``parallel`` (called from ``zoo_modern.plugin``)."""
     register("placement", "post_sublayer", PostSublayerNorm)
     register("placement", "pre_scaled", ScaledPreNorm)
+    register("placement", "sandwich_scaled", ScaledSandwichNorm)

@@ -12,7 +12,20 @@ from importlib import resources
 from typing import Any
 
 import zoo.plugin
-from zoo_modern import local_attention, mamba, mamba2, migrations, mla, mlp, moe, norms, placement, qknorm, short_conv
+from zoo_modern import (
+    activations,
+    local_attention,
+    mamba,
+    mamba2,
+    migrations,
+    mla,
+    mlp,
+    moe,
+    norms,
+    placement,
+    qknorm,
+    short_conv,
+)
 from zoo_modern.attention import GqaOptions, check_gqa, gqa
 from zoo_modern.families import CONVERTERS as TABLES
 from zoo_modern.families import PRESETS
@@ -31,6 +44,7 @@ def zoo_register_components(register: zoo.plugin.RegisterComponent) -> None:
     register("placement", "parallel", Parallel)  # decoder-only: its block takes no cross-attention
     for module in (qknorm, mlp, norms, placement):  # modern: qknorm, glu, rmsnorm_offset, post_sublayer
         module.register_components(register)
+    activations.register_components(register)  # relu2 (Nemotron, Arcee, Jais 2), xielu
     for module in (local_attention, short_conv, mamba2, mamba, mla):  # mixers: sinks, chunked, conv, scans, latent
         module.register_components(register)
     moe.register_components(register)

@@ -10,7 +10,9 @@ score scale, on top of zoo's grouped-query ``Attention``.
   which keeps scores from growing with the weights. ``head``: over each head's
   head_dim, one scale shared by all heads (Qwen3, Gemma 3, OLMoE); ``whole``: over the
   whole projection, n_heads * head_dim (OLMo 2); ``none``. With ``qk_norm_offset`` the
-  norm's scale is stored as 1 + w (Gemma 3).
+  norm's scale is stored as 1 + w (Gemma 3); with ``qk_norm_after`` the norm follows the
+  rotation (HunYuan); with ``qk_norm_plain`` the norms learn no scale (NanoChat); with
+  ``qk_norm_layernorm`` they are LayerNorms with a bias (Persimmon).
 - ``scale``: the factor on q k^T (default 1 / sqrt(head_dim)); Granite's
   ``attention_multiplier``, Gemma 2's query_pre_attn_scalar^-1/2.
 
@@ -36,7 +38,7 @@ from zoo.plugin import (
     check_kv_heads,
     residual_output,
 )
-from zoo_modern.norms import OffsetRMSNorm
+from zoo_modern.norms import OffsetRMSNorm, PlainRMSNorm
 
 QkNorm = Literal["head", "whole", "none"]
 
@@ -62,16 +64,28 @@ class QkNormOptions(AttentionOptions):
         "OLMo 2) or none",
     )
     qk_norm_offset: bool = Field(False, description="the q/k norms scale by 1 + w (Gemma 3) instead of w")
+    qk_norm_after: bool = Field(
+        False, description="the q/k norms follow the rotation (HunYuan) instead of preceding it"
+    )
+    qk_norm_plain: bool = Field(False, description="the q/k norms learn no scale (NanoChat)")
+    qk_norm_layernorm: bool = Field(False, description="the q/k norms are LayerNorms with a bias (Persimmon)")
     scale: float | None = Field(None, gt=0.0, description="factor on q k^T (default 1 / sqrt(head_dim))")
     kernel: Literal["sdpa", "eager"] = Field("sdpa", description="sdpa: torch's fused kernel; eager: the explicit math")
     qkv_bias: bool | None = Field(None, description="bias on the q/k/v projection (default: the config's bias)")
     out_bias: bool | None = Field(None, description="bias on the output projection (default: the config's bias)")
 
 
-def qk_norms(qk_norm: QkNorm, offset: bool, sizes: tuple[int, int], eps: float) -> tuple[nn.Module, nn.Module]:
-    """The norms on q and k, of widths ``sizes`` (a head's, or each whole projection's)."""
+def qk_norms(
+    qk_norm: QkNorm, offset: bool, sizes: tuple[int, int], eps: float, plain: bool = False, layernorm: bool = False
+) -> tuple[nn.Module, nn.Module]:
+    """The norms on q and k, of widths ``sizes`` (a head's, or each whole projection's);
+    ``plain``: without a learned scale; ``layernorm``: LayerNorms with a bias."""
     if qk_norm == "none":
         return nn.Identity(), nn.Identity()
+    if layernorm:
+        return nn.LayerNorm(sizes[0], eps=eps), nn.LayerNorm(sizes[1], eps=eps)
+    if plain:
+        return PlainRMSNorm(sizes[0], eps), PlainRMSNorm(sizes[1], eps)
     if offset:
         return OffsetRMSNorm(sizes[0], eps), OffsetRMSNorm(sizes[1], eps)
     return nn.RMSNorm(sizes[0], eps=eps), nn.RMSNorm(sizes[1], eps=eps)
@@ -94,6 +108,9 @@ class QkNormAttention(Attention):
         n_kv_heads: int | None = None,
         qk_norm: QkNorm = "head",
         qk_norm_offset: bool = False,
+        qk_norm_after: bool = False,
+        qk_norm_plain: bool = False,
+        qk_norm_layernorm: bool = False,
         scale: float | None = None,
         kernel: Literal["sdpa", "eager"] = "sdpa",
         bias: bool = True,
@@ -115,7 +132,8 @@ class QkNormAttention(Attention):
         self.qkv = nn.Linear(d_model, self.q_dim + 2 * self.kv_dim, bias=bias if qkv_bias is None else qkv_bias)
         self.out = residual_output(nn.Linear(self.q_dim, d_model, bias=bias if out_bias is None else out_bias))
         sizes = (head_dim, head_dim) if qk_norm == "head" else (self.q_dim, self.kv_dim)
-        self.q_norm, self.k_norm = qk_norms(qk_norm, qk_norm_offset, sizes, norm_eps)
+        self.q_norm, self.k_norm = qk_norms(qk_norm, qk_norm_offset, sizes, norm_eps, qk_norm_plain, qk_norm_layernorm)
+        self.after = qk_norm_after and qk_norm == "head"  # a norm over the whole projection precedes the heads
         # q is multiplied by this before the kernel divides by sqrt(head_dim): scores scale by ``scale``.
         self.q_factor = 1.0 if scale is None else scale * math.sqrt(head_dim)
 
@@ -148,11 +166,14 @@ class QkNormAttention(Attention):
                 return self.heads(q, self.q_norm, self.n_heads), *ctx.cache.contents()
             kv = F.linear(source, weight[self.q_dim :], None if bias is None else bias[self.q_dim :])
             k, v = torch.split(kv, [self.kv_dim, self.kv_dim], dim=-1)
-        q = self.heads(q, self.q_norm, self.n_heads)  # (B, H, S, dk)
-        k = self.heads(k, self.k_norm, self.n_kv_heads)  # (B, H_kv, S_k, dk)
+        before = (nn.Identity(), nn.Identity()) if self.after else (self.q_norm, self.k_norm)
+        q = self.heads(q, before[0], self.n_heads)  # (B, H, S, dk)
+        k = self.heads(k, before[1], self.n_kv_heads)  # (B, H_kv, S_k, dk)
         v = self.heads(v, nn.Identity(), self.n_kv_heads)
         if ctx.memory is None:
             q, k = ctx.rotate(q, k)
+        if self.after:
+            q, k = self.q_norm(q), self.k_norm(k)
         if ctx.cache is not None:
             k, v = ctx.cache.update(k, v)  # stores H_kv heads only
         return q, k, v
@@ -169,8 +190,10 @@ class QkNormAttention(Attention):
 
 
 def check_qknorm(config: Any, options: QkNormOptions) -> None:
-    """``n_kv_heads`` must split the query heads into equal groups."""
+    """``n_kv_heads`` must split the query heads into equal groups; a norm after the rotation is per head."""
     check_kv_heads(config, options)  # it reads n_kv_heads only
+    if options.qk_norm_after and options.qk_norm != "head":
+        raise ValueError(f"qk_norm_after follows the rotation per head; give qk_norm='head', not {options.qk_norm!r}")
 
 
 def register_components(register: RegisterComponent) -> None:

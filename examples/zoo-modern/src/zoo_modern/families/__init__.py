@@ -1,10 +1,14 @@
 """zoo-modern's Hugging Face families as tables (``zoo.plugin.Family``), sorted by lineage:
 
-- ``gpt2_like``: GPT-Neo, OPT, GPTBigCode, BLOOM, MPT (GPT-2 itself is the built-in ``zoo.plugins.hf_gpt2``);
+- ``gpt2_like``: GPT-Neo, OPT, GPTBigCode, BLOOM, MPT, BioGPT, GPT (OpenAI's first); GPT-2 itself is the
+  built-in ``zoo.plugins.hf_gpt2``;
 - ``llama_like``: Llama, Mistral, Qwen2, Qwen3, Gemma, OLMo 2, Phi-3, Granite, Cohere, StableLM, Starcoder2;
+- ``llama_kin``: Ministral, Seed-OSS, Helium, ERNIE 4.5, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo,
+  HunYuan, HyperCLOVA X, Granite SWA, VaultGemma (Llama's lineage, continued);
+- ``ungated``: Arcee, Nemotron, Jais 2, NanoChat, Apertus, Persimmon (Llama's, with an ungated MLP);
 - ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE; ``deepseek``: DeepSeek-V3 and V2 (latent attention, grouped routing);
 - ``legacy``: Gemma 2, Gemma 3 and SmolLM3, still converter classes (to become tables);
-- ``neox_like``: GPT-NeoX, GPT-J, Phi, Falcon;
+- ``neox_like``: GPT-NeoX, GPT-J, CodeGen, Phi, Falcon;
 - ``hybrids``: LFM2, Bamba, Nemotron-H (short convolutions, Mamba-2 scans, between attention layers);
 - ``state_space``: Mamba-2, Mamba, Falcon-Mamba (a selective state-space scan in every layer, no attention);
 
@@ -14,10 +18,23 @@ one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.
 from __future__ import annotations
 
 from zoo.plugin import Converter, converter
-from zoo_modern.families import deepseek, gpt2_like, hybrids, legacy, llama_like, moe, neox_like, state_space
+from zoo_modern.families import (
+    deepseek,
+    gpt2_like,
+    hybrids,
+    legacy,
+    llama_kin,
+    llama_like,
+    moe,
+    neox_like,
+    state_space,
+    ungated,
+)
 
 FAMILIES = (
     *llama_like.FAMILIES,
+    *llama_kin.FAMILIES,
+    *ungated.FAMILIES,
     *moe.FAMILIES,
     *deepseek.FAMILIES,
     *gpt2_like.FAMILIES,

@@ -343,4 +343,53 @@ MPT = GPT2.derive(
     blockers=(mpt_blockers,),
 )
 
-FAMILIES = (GPT_NEO, OPT, GPT_BIGCODE, BLOOM, MPT)
+# BioGPT extends OPT: embeddings times sqrt(d_model), BERT's field names, a pre-norm design only.
+BIOGPT = OPT.derive(
+    "BioGptForCausalLM",
+    model_type="biogpt",
+    description="BioGPT: OPT's pre-norm layout with embeddings scaled by sqrt(d_model)",
+    fresh=("fields", "read", "blockers"),
+    prefix="biogpt.",
+    head="output_projection.weight",
+    top_level=("output_projection.weight",),
+    fields={
+        "vocab_size": F("vocab_size", 42384, Count),
+        "hidden_size": F("d_model", 1024, Count),
+        "num_hidden_layers": F("n_layers", 24, Count),
+        "num_attention_heads": F("n_heads", 16, Count),
+        "intermediate_size": F("d_ff", 4096, Count),
+        "max_position_embeddings": F("max_seq_len", 1024, Count),
+        "hidden_act": F("activation", "gelu", str, ACTIVATIONS),
+        "hidden_dropout_prob": F("dropout.residual", 0.1, Fraction),
+        "attention_probs_dropout_prob": F("dropout.attention", 0.1, Fraction),
+        "activation_dropout": F.must(0.0, "a dropout inside the MLP is not modelled"),
+        "layer_norm_eps": F("norm_eps", 1e-12, Epsilon),  # the layers'; the final norm's is 1e-5
+        "scale_embedding": F("embedding_scale", True, bool, {True: "sqrt_d_model", False: "none"}),
+        "tie_word_embeddings": F("tie_embeddings", True, bool),
+        "layerdrop": IGNORED,  # training only
+    },
+    zoo={"placement": "pre", "norm_eps": None},
+    accepts={"final_norm": (), "embedding_scale": ("sqrt_d_model",)},
+    top={"final_norm.weight": "layer_norm.weight", "final_norm.bias": "layer_norm.bias"}
+    | {"head.weight": "output_projection.weight"},
+)
+
+# GPT (OpenAI's first) extends GPT-2: the norm after each residual sum (post-norm), no final norm, exact
+# "gelu" meaning the tanh one, its own names for the embeddings.
+OPENAI_GPT = GPT2.derive(
+    "OpenAIGPTLMHeadModel",
+    model_type="openai-gpt",
+    description="GPT (OpenAI, 2018): GPT-2's parts with the norm after each residual sum and no final norm",
+    embedding="tokens_embed.weight",
+    fields={"vocab_size": F("vocab_size", 40478, Count), "n_positions": F("max_seq_len", 512, Count)}
+    | {"n_ctx": None, "n_inner": None, "activation_function": None, "scale_attn_weights": None}
+    | {"add_cross_attention": None, "scale_attn_by_inverse_layer_idx": None, "reorder_and_upcast_attn": None}
+    | {"afn": F("activation", "gelu", str, {"gelu": "gelu_tanh", "relu": "relu", "silu": "silu", "swish": "silu"})},
+    zoo={"placement": "post"},
+    top={"tok_emb.weight": "tokens_embed.weight", "position.table.weight": "positions_embed.weight"}
+    | {"final_norm.weight": None, "final_norm.bias": None},
+    fresh=("read", "write"),
+    skip=(".attn.bias", "position_ids"),
+)
+
+FAMILIES = (GPT_NEO, OPT, GPT_BIGCODE, BLOOM, MPT, BIOGPT, OPENAI_GPT)

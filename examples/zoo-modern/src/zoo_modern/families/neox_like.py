@@ -3,13 +3,14 @@
 - GPT-NeoX (Pythia): parallel residual (two norms), or pre-norm; q/k/v fused per head.
 - GPT-J: NeoX with one norm for both branches, interleaved rotary on ``rotary_dim``,
   no attention biases, a biased output head.
+- CodeGen: GPT-J with q, v and k fused in one ``qkv_proj``, split over four shards.
 - Phi (1, 1.5, 2): GPT-J's layout with rotary in halves and biases everywhere.
 - Falcon: NeoX's layout with multi-query or grouped attention fused per group, or sequential.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -136,6 +137,33 @@ GPTJ = NEOX.derive(
     skip=("attn.bias", "attn.masked_bias", "embed_positions"),
     read=(gptj_rotary,),
     blockers=(Rotary(interleaved=True, partial=True).blockers,),
+)
+
+SHARDS = 4  # CodeGen's fused projection interleaves the 4 model-parallel shards it was trained with
+
+
+def codegen_qkv(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Rule:
+    """The zoo's [q | k | v] from CodeGen's ``qkv_proj``: rows per shard [q_s | v_s | k_s]."""
+
+    def load(ts: Sequence[Tensor]) -> Tensor:
+        q, v, k = ts[0].reshape(SHARDS, 3, -1, ts[0].shape[-1]).unbind(1)
+        return torch.cat([t.reshape(-1, ts[0].shape[-1]) for t in (q, k, v)])
+
+    def save(t: Tensor) -> list[Tensor]:
+        q, k, v = (part.reshape(SHARDS, -1, t.shape[-1]) for part in t.chunk(3))
+        return [torch.stack([q, v, k], dim=1).reshape(t.shape)]
+
+    return Rule(zoo, names, load, save)
+
+
+# CodeGen extends GPT-J: q, v and k in one qkv_proj, its rows interleaved over four shards.
+CODEGEN = GPTJ.derive(
+    "CodeGenForCausalLM",
+    model_type="codegen",
+    description="CodeGen: GPT-J's layout with q, v and k fused in one qkv_proj over four shards",
+    fields={"n_ctx": IGNORED},  # transformers reads n_positions; n_ctx changes nothing
+    layer={"attn.qkv.weight": W("attn.qkv_proj.weight", make=codegen_qkv)},
+    skip=("attn.causal_mask", "embed_positions"),
 )
 
 PHI_ROTARY = Rotary(share=0.5, partial=True)
@@ -311,4 +339,4 @@ FALCON = NEOX.derive(
     blockers=(FALCON_ROTARY.blockers, falcon_blockers),
 )
 
-FAMILIES = (NEOX, GPTJ, PHI, FALCON)
+FAMILIES = (NEOX, GPTJ, CODEGEN, PHI, FALCON)

@@ -311,7 +311,9 @@ class Rotary:
         base, fraction = rope(hf, where, theta=self.theta, pct=self.pct, scaled=self.scaled)
         given = self.pct in hf or "partial_rotary_factor" in (hf.get("rope_parameters") or {})
         fraction = fraction if given or not self.partial else self.share
-        head_dim = fields.get("head_dim") or fields["d_model"] // fields["n_heads"]
+        attention = fields.get("attention")
+        explicit = attention.get("head_dim") if isinstance(attention, dict) else None  # qknorm's own
+        head_dim = fields.get("head_dim") or explicit or fields["d_model"] // fields["n_heads"]
         dims = int(head_dim * fraction)
         if not self.partial and fraction != 1.0:
             raise Converter.refuse(
