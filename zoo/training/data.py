@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,8 @@ def resolve_data(data: Any, *, tokenizer: str = "gpt2", val_fraction: float = 0.
         return tokens_data(data.train, data.val, source=data.source, tokenizer=data.tokenizer)
     if data is None:
         data = resources.files("zoo").joinpath("data", BUNDLED_CORPUS)
-    paths = [data] if isinstance(data, (str, os.PathLike)) or hasattr(data, "read_text") else list(data)
+    single = isinstance(data, (str, os.PathLike)) or hasattr(data, "read_text")
+    paths = [data] if single else list(data) if isinstance(data, Iterable) else [data]
     if not all(isinstance(p, (str, os.PathLike)) or hasattr(p, "read_text") for p in paths):
         raise InputError(
             f"data must be a prepared folder, text files or folders, a Corpus or TokenData; got {type(data).__name__}"

@@ -9,12 +9,13 @@ prepares exactly as three text files holding the same texts, in the same order.
 
 from __future__ import annotations
 
-import json
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from zoo.errors import ConfigError, InputError, printable, quoted
+from zoo.files import loads, open_read
 
 #: File suffixes read as records (one document each) rather than as one text.
 RECORD_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
@@ -23,15 +24,32 @@ DEFAULT_FIELD = "text"
 
 
 def read_text(path: Path) -> str:
-    """The UTF-8 text of ``path``, with an error that says what to pass instead."""
+    """The UTF-8 text of the regular file ``path`` (a byte-order mark at its start dropped:
+    it marks the encoding, it is not text), with an error that says what to pass instead."""
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError as err:
-        raise InputError(f"data file {path} does not exist; pass a UTF-8 text file") from err
-    except UnicodeDecodeError as err:
-        raise InputError(f"data file {path} is not UTF-8 text ({err.reason} at byte {err.start})") from err
+        with open_read(path, InputError, "data file") as handle:
+            data: bytes = handle.read()
     except OSError as err:
-        raise InputError(f"cannot read data file {path}: {err.strerror}") from err
+        raise InputError(f"cannot read data file {quoted(str(path))}: {err.strerror or err}") from err
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise InputError(
+            f"data file {quoted(str(path))} is not UTF-8 text ({err.reason} at byte {err.start}); convert it to "
+            f"UTF-8, or leave it out of the corpus"
+        ) from err
+
+
+def utf8(text: str, where: str) -> bytes:
+    """``text`` as UTF-8 bytes, refusing what no UTF-8 spells: a lone surrogate (a JSON
+    ``"\\ud800"`` escape, a string from a dataset) names its place."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise InputError(
+            f"{where} holds a lone surrogate ({quoted(err.object[err.start : err.end])} at character {err.start}), "
+            f"which is not text: no UTF-8 spells it; fix or drop that text"
+        ) from err
 
 
 def documents(path: Path, field: str = DEFAULT_FIELD) -> Iterator[str]:
@@ -50,31 +68,34 @@ def _text_of(record: Any, field: str, where: str) -> str:
         raise InputError(f"{where} is not a JSON object with a {field!r} field; each line must be one record")
     if field not in record:
         keys = ", ".join(repr(printable(k, 40)) for k in list(record)[:8]) or "none"
-        raise InputError(f"{where} has no field {field!r} (its fields: {keys}); name the text field with --field")
+        raise InputError(
+            f"{where} has no field {field!r} (its fields: {keys}); name the text field with --field (of zoo data "
+            f"prepare)"
+        )
     text = record[field]
     if not isinstance(text, str):
-        raise InputError(f"{where}: field {field!r} is {type(text).__name__}, not text; name a text field with --field")
+        raise InputError(
+            f"{where}: field {field!r} is {type(text).__name__}, not text; name a text field with --field (of zoo "
+            f"data prepare)"
+        )
     return text
 
 
 def _jsonl(path: Path, field: str) -> Iterator[str]:
+    """Each line's record's ``field``, the file opened as ``read_text``'s (a regular file,
+    a leading byte-order mark dropped), each line parsed by ``zoo.files.loads``."""
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open_read(path, InputError, "data file") as raw, io.TextIOWrapper(raw, encoding="utf-8-sig") as handle:
             for number, line in enumerate(handle, 1):
                 if not line.strip():
                     continue
                 where = f"{quoted(str(path))} line {number}"
-                try:
-                    record = json.loads(line)
-                except (ValueError, RecursionError) as err:
-                    raise InputError(
-                        f"{where} is not JSON ({printable(str(err), 120)}); each line must be one record"
-                    ) from err
+                record = loads(line, InputError, where)
                 yield _text_of(record, field, where)
     except UnicodeDecodeError as err:
         raise InputError(f"data file {quoted(str(path))} is not UTF-8 ({err.reason} at byte {err.start})") from err
     except OSError as err:
-        raise InputError(f"cannot read data file {quoted(str(path))}: {err.strerror}") from err
+        raise InputError(f"cannot read data file {quoted(str(path))}: {err.strerror or err}") from err
 
 
 def _parquet(path: Path, field: str) -> Iterator[str]:

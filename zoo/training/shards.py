@@ -35,7 +35,7 @@ from zoo.errors import ConfigError, InputError, ZooError, checked_types, os_erro
 from zoo.files import confined
 from zoo.text.loading import keep_tokenizer_files
 from zoo.text.loading import tokenizer as text_tokenizer
-from zoo.training.documents import DEFAULT_FIELD, dataset_documents, documents
+from zoo.training.documents import DEFAULT_FIELD, dataset_documents, documents, utf8
 from zoo.training.manifest import (
     MANIFEST,
     MANIFEST_FORMAT,
@@ -130,7 +130,7 @@ def _tokenize_text(text: str, where: str, tokenizer: str, typecode: str) -> Toke
     end-of-text token where it has one) and the UTF-8 bytes it spells."""
     if "\0" in text:
         raise InputError(f"{quoted(where)} holds NUL bytes: it is binary, not text; leave it out of the corpus")
-    raw = text.encode("utf-8")
+    raw = utf8(text, quoted(where))
     gpt2 = _encoder(tokenizer)
     if gpt2 is None:  # byte ids, widened to the item size without a Python list
         return _widen(raw, array.array(typecode).itemsize), len(raw)
