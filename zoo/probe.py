@@ -42,7 +42,7 @@ from torch import Tensor, nn
 from zoo.bounds import check_bytes, check_elements
 from zoo.checkpoint import load, versions, write_atomically
 from zoo.checkpoint.store import check_output_file
-from zoo.errors import ConfigError, InputError, ZooError, checked_types, printable
+from zoo.errors import ConfigError, InputError, ZooError, checked_types, printable, quoted
 from zoo.figures import block_axis, figure_format, fit_text, log_scale, plain_text
 from zoo.measures import METRICS as METRICS  # declared there, torch-free (zoo probe -h lists them)
 from zoo.nn.config import ModelConfig, get_config
@@ -233,6 +233,7 @@ def _check_tokens(model: Any, tokens: Tensor, targets: Tensor | None, label: str
 # -- text, designs, many models ------------------------------------------------------------
 
 
+@checked_types()
 def corpus_batch(vocab_size: int, batch_size: int, seq_len: int, tokenizer: str = "auto") -> tuple[Tensor, str]:
     """``batch_size`` windows of ``seq_len`` tokens spread evenly over the bundled corpus,
     and a description of them. ``tokenizer``: ``bytes`` (256 ids), ``gpt2`` (the ``text``
@@ -273,6 +274,7 @@ def describe(sets: Mapping[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in sets.items())
 
 
+@checked_types()
 def designs(
     targets: Sequence[str],
     *,
@@ -288,25 +290,24 @@ def designs(
     ``sets`` (``FIELD=VALUE``) applied, times each variant (space-separated ``FIELD=VALUE``
     items; none: the target as it is), times every combination of the ``vary`` items
     (``FIELD=V1,V2,...``). ``version`` and ``revision`` pick what a loaded target reads."""
+    for name, values in (("targets", targets), ("sets", sets), ("variants", variants), ("vary", vary)):
+        if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+            raise InputError(f"{name} must be a sequence of strings, got {quoted(values, 60)}; give {name}=[...]")
     if not targets:
         raise ConfigError("name at least one preset, checkpoint, Hugging Face folder or hub id to probe")
-    grid: list[list[tuple[str, str]]] = []
-    for item in vary:
-        key, sep, values = item.partition("=")
-        if not sep or not key or not values:
-            raise ConfigError(f"--vary {item!r}: expected FIELD=V1,V2,..., e.g. --vary n_layers=12,24,48")
-        grid.append([(key.strip(), v.strip()) for v in values.split(",")])
-    variant_sets = [v.split() for v in variants] or [[]]
+    if not 0 <= seed < 1 << 64:
+        raise ConfigError(f"seed={seed} must lie in 0 .. 2**64-1 (--seed)")
+    grid, variant_sets = _grid(vary), [_variant_items(v) for v in variants] or [[]]
     found: list[Design] = []
     presets = _preset_names()
     for target in targets:
         # A preset's name wins (as zoo info's); else what load_model reads; else an unknown preset.
-        loaded = target not in presets and (Path(target).exists() or is_hf_source(target))
+        loaded = target not in presets and (os.path.lexists(target) or is_hf_source(target))
         for variant in variant_sets:
             for combo in product(*grid) if grid else [()]:
                 items = [*sets, *variant, *(f"{k}={v}" for k, v in combo)]
                 extra = describe(dict(i.split("=", 1) for i in [*variant, *(f"{k}={v}" for k, v in combo)]))
-                shown = Path(target).name if loaded and Path(target).exists() else target
+                shown = Path(target).name if loaded and os.path.lexists(target) else target
                 label = f"{shown}{' ' + extra if extra else ''}"
                 if loaded:
                     if items:
@@ -318,7 +319,41 @@ def designs(
                 else:
                     config = get_config(target, **parse_sets(items))
                     found.append(Design(label, config=config, seed=seed))
+    given = [flag for flag, value in (("--version", version), ("--revision", revision)) if value is not None]
+    if given and all(d.source is None for d in found):
+        raise ConfigError(
+            f"{' and '.join(given)} {'pick' if len(given) > 1 else 'picks'} what a saved model reads (a checkpoint "
+            f"folder's version, a hub id's "
+            f"revision), but every target is a preset, built fresh; drop {' and '.join(given)}"
+        )
     return found
+
+
+def _grid(vary: Sequence[str]) -> list[list[tuple[str, str]]]:
+    """The ``(FIELD, VALUE)`` choices of each ``--vary FIELD=V1,V2,...``."""
+    grid = []
+    for item in vary:
+        key, sep, values = item.partition("=")
+        choices = [v.strip() for v in values.split(",")]
+        if not sep or not key.strip() or not values or not all(choices):
+            raise ConfigError(
+                f"--vary {quoted(item, 80)}: expected FIELD=V1,V2,... with no empty value, e.g. --vary n_layers=12,24,48"
+            )
+        grid.append([(key.strip(), v) for v in choices])
+    return grid
+
+
+def _variant_items(variant: str) -> list[str]:
+    """The space-separated ``FIELD=VALUE`` items of one ``--variant``."""
+    items = variant.split()
+    for item in items:
+        key, sep, _ = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(
+                f"--variant {quoted(variant, 80)}: {quoted(item, 40)} is not FIELD=VALUE; give space-separated "
+                f"FIELD=VALUE items, e.g. --variant 'n_layers=4 d_model=64'"
+            )
+    return items
 
 
 def _preset_names() -> list[str]:
@@ -357,6 +392,11 @@ def probe_designs(
     """Probe every design on the same batch of the bundled corpus (per vocabulary size)."""
     results = []
     batches: dict[int, tuple[Tensor, str]] = {}
+    given: object = found  # a str is an Iterable too
+    found = [] if isinstance(given, (str, bytes)) else list(found)
+    if isinstance(given, (str, bytes)) or not all(isinstance(d, Design) for d in found):
+        shown = given if isinstance(given, (str, bytes)) else found
+        raise InputError(f"found must be Designs (as zoo.probe.designs makes them), got {quoted(shown, 60)}")
     for design in found:
         if design.source is not None:
             model: Any = load_model(design.source, version=design.version, revision=design.revision)
