@@ -110,15 +110,37 @@ def _parquet(path: Path, field: str) -> Iterator[str]:
     names = table.schema_arrow.names
     if field not in names:
         shown = ", ".join(repr(printable(n, 40)) for n in names[:8])
-        raise InputError(f"{quoted(str(path))} has no column {field!r} (its columns: {shown}); name it with --field")
-    for batch in table.iter_batches(columns=[field]):
-        for number, text in enumerate(batch.column(0).to_pylist()):
+        raise InputError(
+            f"{quoted(str(path))} has no column {field!r} (its columns: {shown}); name it with --field (of zoo data "
+            f"prepare)"
+        )
+    for texts in _column_batches(table, field, path):
+        for number, text in enumerate(texts):
             if not isinstance(text, str):
                 raise InputError(
                     f"{quoted(str(path))}: column {field!r} holds {type(text).__name__} (row {number} of a batch), "
-                    f"not text; name a text column with --field"
+                    f"not text; name a text column with --field (of zoo data prepare)"
                 )
             yield text
+
+
+def _column_batches(table: Any, field: str, path: Path) -> Iterator[list[Any]]:
+    """The values of column ``field`` of the Parquet file ``table``, a batch at a time; a
+    page damaged past its footer is an error naming the file (never a write error)."""
+    import pyarrow as pa
+
+    batches = table.iter_batches(columns=[field])
+    while True:
+        try:
+            batch = next(batches, None)
+        except (OSError, pa.ArrowException) as err:
+            raise InputError(
+                f"{quoted(str(path))} is damaged: a page of its column {field!r} cannot be read "
+                f"({printable(str(err), 120)}); write the file again, or leave it out of the corpus"
+            ) from err
+        if batch is None:
+            return
+        yield batch.column(0).to_pylist()
 
 
 def dataset_documents(name: str, config: str | None, split: str, field: str = DEFAULT_FIELD) -> Iterator[str]:
