@@ -364,23 +364,30 @@ def _preset_names() -> list[str]:
 
 def _update_ratio(
     design: Design, model: nn.Module, layers: int
-) -> tuple[dict[str, list[float]], tuple[int, int]] | None:
+) -> tuple[dict[str, list[float]], tuple[int, int]] | str:
     """Update-to-weight ratios between ``design``'s version and the one before, for a
-    checkpoint folder (a Hugging Face model has one version)."""
+    checkpoint folder, or the note saying why there are none (a Hugging Face model or a
+    single version; two versions whose weights differ in names or shapes)."""
     assert design.source is not None
+    single = "no update ratio: {} (it needs a checkpoint folder with two versions or more)"
     if is_hf_source(design.source) or not Path(design.source).is_dir():
-        return None
+        return single.format("a Hugging Face model" if is_hf_source(design.source) else "a single version")
     numbers = [v.version for v in versions(design.source)]
     newer = design.version if design.version is not None else numbers[-1]
     older = [n for n in numbers if n < newer]
     if not older:
-        return None
+        return single.format("a single version")
     previous = load(design.source, version=older[-1], verify=False)
     old = dict(previous.named_parameters())
     new = dict(model.named_parameters())
-    updates = {n: new[n].detach() - old[n].detach() for n in new if n in old}
+    if {n: p.shape for n, p in old.items()} != {n: p.shape for n, p in new.items()}:
+        return (
+            f"no update ratio: versions {older[-1]} and {newer} are different models (their weights differ in names "
+            f"or shapes), so no training step leads from one to the other"
+        )
+    updates = {n: new[n].detach() - old[n].detach() for n in new}
     up_norm, _ = grouped_norms(model, updates, layers)
-    weight_norm, _ = grouped_norms(model, {n: old[n] for n in updates}, layers)
+    weight_norm, _ = grouped_norms(model, old, layers)
     ratio = {g: [u / w if w else 0.0 for u, w in zip(up_norm[g], weight_norm[g], strict=True)] for g in GROUPS}
     return ratio, (older[-1], newer)
 
@@ -422,11 +429,8 @@ def probe_designs(
             )
         if design.source is not None:
             ratio = _update_ratio(design, model, result.layers)
-            if ratio is None:
-                single = "a Hugging Face model" if is_hf_source(design.source) else "a single version"
-                result.notes.append(
-                    f"no update ratio: {single} (it needs a checkpoint folder with two versions or more)"
-                )
+            if isinstance(ratio, str):
+                result.notes.append(ratio)
             else:
                 result.update_ratio, result.update_between = ratio
         results.append(result)
