@@ -45,9 +45,10 @@ RECORDS = {
 def hostile_folder(root: Path) -> Path:
     """``root`` filled with the inputs the cases name: text files empty, binary, with NUL
     bytes, Latin-1, with a byte-order mark, too short; a FIFO, a symbolic link loop, folders
-    empty and looping; ``.jsonl`` files of ``RECORDS``; Parquet files of wrong column types;
-    checkpoints garbage and truncated, a folder of no versions, Hugging Face folders with a
-    broken ``config.json``; and a file the probe must not replace."""
+    empty and looping; ``.jsonl`` files of ``RECORDS``; Parquet files of wrong column types
+    or a damaged page; checkpoints garbage and truncated, a folder of no versions, one of two
+    versions that are different models, Hugging Face folders with a broken ``config.json``;
+    and a file the probe must not replace."""
     root.mkdir(parents=True, exist_ok=True)
     text = "hello world, this is a line of text.\n" * 40
     files = {
@@ -80,6 +81,8 @@ def hostile_folder(root: Path) -> Path:
     zoo.save(model, root / "good.safetensors")
     raw = (root / "good.safetensors").read_bytes()
     (root / "truncated.safetensors").write_bytes(raw[: len(raw) // 2])
+    zoo.save(model, root / "two_models")  # a folder whose versions are different models: no update between them
+    zoo.save(zoo.build("gpt2-small", n_layers=1, d_model=32, n_heads=2, vocab_size=256), root / "two_models")
     _parquet(root)
     return root
 
@@ -97,6 +100,11 @@ def _parquet(root: Path) -> None:
     pq.write_table(pa.table({"text": [{"a": "x"}]}), root / "struct.parquet")
     pq.write_table(pa.table({"body": ["a"]}), root / "absent.parquet")
     pq.write_table(pa.table({"text": pa.array([b"ab\xff"], pa.binary())}), root / "binary.parquet")
+    table = pa.table({"text": ["some text " * 50] * 400})
+    pq.write_table(table, root / "corrupt.parquet", row_group_size=100, compression="none")
+    raw = bytearray((root / "corrupt.parquet").read_bytes())
+    raw[len(raw) // 3 : len(raw) // 3 + 2000] = b"\xff" * 2000  # a page damaged, the footer intact
+    (root / "corrupt.parquet").write_bytes(bytes(raw))
 
 
 def fingerprint(root: Path) -> dict[str, str]:

@@ -6,6 +6,7 @@ or a hang, and no file of the user's is removed or rewritten."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -182,13 +183,18 @@ def test_a_hostile_input_is_one_error_line(
     assert not (tmp_path / "out").exists() and not (tmp_path / "run" / "metrics.jsonl").exists()
 
 
-@pytest.mark.parametrize("name", ["numbers", "nulls", "struct", "absent", "binary"])
-def test_a_parquet_column_that_is_not_text_is_one_error_line(
-    name: str, untouched: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [("numbers", "--field"), ("nulls", "--field"), ("struct", "--field"), ("absent", "--field")]
+    + [("binary", "--field"), ("corrupt", "is damaged")],
+)
+def test_a_parquet_file_of_no_text_or_damaged_is_one_error_line(
+    name: str, needle: str, untouched: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("pyarrow")
     assert cli(filled(prepare_argv(f"{{d}}/{name}.parquet"), untouched, tmp_path)) == 1
-    error_line(capsys, f"{name}.parquet", "--field")
+    error_line(capsys, f"{name}.parquet", needle)
+    assert not (tmp_path / "out").exists()
 
 
 def text_tokens(folder: Path, text: str) -> tuple[int, int]:
@@ -216,6 +222,9 @@ def test_a_folder_with_a_link_loop_and_a_probe_of_odd_but_valid_flags_succeed(
     capsys.readouterr()
     assert cli([*PROBE, "--metrics", "residual,,", "--json"]) == 0  # an empty name between commas is no name
     assert '"probes"' in capsys.readouterr().out
+    assert cli(["probe", str(untouched / "two_models"), "--seq-len", "8", "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)["probes"]
+    assert result["update_ratio"] is None and "versions 1 and 2 are different models" in result["notes"][0]
 
 
 # (case, a call of the API, what its ZooError says)
