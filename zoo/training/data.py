@@ -20,7 +20,7 @@ from zoo.errors import InputError, printable
 from zoo.training.corpus import BUNDLED_CORPUS, Corpus
 from zoo.training.manifest import MANIFEST, TOKENIZERS, file_digest
 from zoo.training.sampling import TokenData, tokens_data
-from zoo.training.shards import open_data, prepare, text_files
+from zoo.training.shards import input_paths, open_data, prepare, text_files
 
 
 def cache_folder() -> Path:
@@ -91,7 +91,7 @@ def resolve_data(data: Any, *, tokenizer: str = "gpt2", val_fraction: float = 0.
         raise InputError(
             f"data must be a prepared folder, text files or folders, a Corpus or TokenData; got {type(data).__name__}"
         )
-    paths = [Path(str(p)) for p in paths]
+    paths = input_paths([str(p) for p in paths])
     if len(paths) == 1 and os.path.lexists(paths[0] / MANIFEST):
         return open_data(paths[0])  # a damaged manifest is an error here, never text
     files = text_files(paths)

@@ -64,8 +64,7 @@ def text_files(inputs: Sequence[str | os.PathLike[str]]) -> list[Path]:
     refused, never tokenised as text.
     """
     files: list[Path] = []
-    for raw in inputs:
-        path = Path(raw)
+    for path in input_paths(inputs):
         if path.is_file():
             files.append(path)
         elif path.is_dir():
@@ -88,6 +87,14 @@ def text_files(inputs: Sequence[str | os.PathLike[str]]) -> list[Path]:
             f"no files in {', '.join(quoted(str(i)) for i in inputs)}: the corpus is empty; pass text files"
         )
     return files
+
+
+def input_paths(inputs: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """``inputs`` as paths, an empty one refused: ``Path("")`` is the current folder, which
+    would be read whole as the corpus."""
+    if any(not os.fspath(raw) for raw in inputs):
+        raise InputError("an input path is empty (''), which would read the current folder whole; name the text files")
+    return [Path(raw) for raw in inputs]
 
 
 def _refuse_prepared(folder: Path, files: list[Path]) -> None:
