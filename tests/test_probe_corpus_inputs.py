@@ -51,6 +51,7 @@ REFUSED: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("prepare-link-loop", prepare_argv("{d}/loop"), ("loop", "not a regular file")),
     ("prepare-empty-folder", prepare_argv("{d}/emptydir"), ("emptydir", "empty")),
     ("prepare-missing", prepare_argv("{d}/absent.txt"), ("absent.txt", "does not exist")),
+    ("prepare-empty-path", prepare_argv(""), ("empty (''), which would read the current folder",)),
     # zoo data prepare: records
     ("jsonl-number", prepare_argv("{d}/number.jsonl"), ("line 1", "int, not text", "--field")),
     ("jsonl-null", prepare_argv("{d}/null.jsonl"), ("line 1", "NoneType, not text", "--field")),
@@ -79,6 +80,7 @@ REFUSED: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("dataset-config-alone", ["data", "prepare", "-o", "{o}/out", "--dataset-config", "x"], ("--dataset",)),
     # zoo train --data and zoo ablate --data
     ("train-empty", [*TRAIN, "--seq-len", "8", "--data", "{d}/empty.txt", "-o", "{o}/run"], ("holds no text",)),
+    ("train-empty-path", [*TRAIN, "--seq-len", "8", "--data", "", "-o", "{o}/run"], ("empty ('')",)),
     ("train-fifo", [*TRAIN, "--seq-len", "8", "--data", "{d}/fifo.txt", "-o", "{o}/run"], ("FIFO",)),
     ("train-latin1", [*TRAIN, "--seq-len", "8", "--data", "{d}/latin1.txt", "-o", "{o}/run"], ("not UTF-8",)),
     (
@@ -251,6 +253,7 @@ API: list[tuple[str, Callable[[], object], str]] = [
     ("stdlib-limit-negative", lambda: stdlib_corpus(-1), "limit=-1"),
     ("resolve-data-number", lambda: resolve_data(5), "data must be"),
     ("resolve-data-bytes", lambda: resolve_data(b"text"), "data must be"),
+    ("resolve-data-empty-path", lambda: resolve_data(""), "empty"),
 ]
 
 
