@@ -125,6 +125,11 @@ REFUSED: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("vary-empty-value", [*PROBE, "--vary", "n_layers=1,"], ("--vary", "empty value")),
     ("vary-no-key", [*PROBE, "--vary", "=1,2"], ("--vary",)),
     ("vary-unknown-field", [*PROBE, "--vary", "bogus=1,2"], ("bogus",)),
+    (
+        "vary-huge-grid",
+        [*PROBE, *(["--vary", "d_model=" + ",".join(["16"] * 100)] * 3)],
+        ("1,000,000 designs", "--vary"),
+    ),  # fmt: skip
     ("set-empty", [*PROBE, "--set", ""], ("--set",)),
     ("set-nan", [*PROBE, "--set", "dropout=nan"], ("finite",)),
     ("set-huge", [*PROBE, "--set", "n_layers=100000000"], ("n_layers",)),

@@ -54,6 +54,8 @@ from zoo.pipelines import is_hf_source, load_model
 
 __all__ = ["Design", "ProbeResult", "corpus_batch", "plot", "probe", "probe_designs", "write_json"]
 
+#: The most designs one probe builds and compares (targets x variants x the --vary grid).
+MAX_DESIGNS = 1024
 #: The layer groups gradient norms and update ratios are reported for.
 GROUPS = ("attention", "mlp", "norm")
 
@@ -298,6 +300,12 @@ def designs(
     if not 0 <= seed < 1 << 64:
         raise ConfigError(f"seed={seed} must lie in 0 .. 2**64-1 (--seed)")
     grid, variant_sets = _grid(vary), [_variant_items(v) for v in variants] or [[]]
+    count = len(targets) * len(variant_sets) * math.prod(len(choices) for choices in grid)
+    if count > MAX_DESIGNS:
+        raise ConfigError(
+            f"{count:,} designs ({len(targets)} target(s) x {len(variant_sets)} variant(s) x every combination of "
+            f"--vary) are more than the {MAX_DESIGNS:,} one probe compares; give fewer --vary values or --variant flags"
+        )
     found: list[Design] = []
     presets = _preset_names()
     for target in targets:
