@@ -172,6 +172,7 @@ REFUSED: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("plot-missing-folder", [*PROBE, "--plot", "{o}/no/x.png"], ("--plot", "does not exist")),
     ("plot-same-as-out", [*PROBE, "--plot", "{o}/s.png", "-o", "{o}/s.png"], ("same file",)),
     ("plot-existing", [*PROBE, "--plot", "{d}/keep.json"], ("keep.json",)),
+    ("plot-nothing", [*PROBE, "--metrics", "update", "--plot", "{o}/u.png"], ("nothing to plot", "--metrics")),
 ]
 
 

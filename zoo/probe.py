@@ -485,14 +485,19 @@ def plot(
     (as ``write_json``)."""
     check_output_file(path, InputError, overwrite=overwrite, what="the probe's plot")
     kind = figure_format(Path(path), "--plot")
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise ConfigError("plots need matplotlib: pip install 'zoo-lm[plot]'") from None
     unknown = sorted(set(metrics) - set(METRICS))
     if unknown:
         raise ConfigError(f"unknown plot metric(s) {', '.join(unknown)}; choose from {', '.join(METRICS)}")
     panels = [m for m in metrics if m != "update" or any(r.update_ratio for r in results)]
+    if not panels:  # only "update", and no design has two versions to compare
+        raise ConfigError(
+            "nothing to plot: no design has an update ratio (that needs a checkpoint folder with two versions or "
+            "more); add residual, grad or entropy to --metrics"
+        )
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ConfigError("plots need matplotlib: pip install 'zoo-lm[plot]'") from None
     entries = len(results) * (2 if any(m in ("grad", "update") for m in panels) else 1)
     fig = Figure(figsize=(max(7.0, 5.6 * len(panels)), 4.0 + 0.17 * entries), dpi=110)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
