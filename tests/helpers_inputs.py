@@ -39,6 +39,7 @@ RECORDS = {
     "empty_record": '{"text": ""}\n',
     "bom": "\ufeff" + '{"text": "hello world"}\n' * 50,
     "crlf": '{"text": "hello world"}\r\n' * 50,
+    "other_fields": ('{"id": ' + "9" * 60 + ', "score": NaN, "meta": {"a": [1]}, "text": "hello world"}\n') * 50,
 }
 
 

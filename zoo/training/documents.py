@@ -10,12 +10,13 @@ prepares exactly as three text files holding the same texts, in the same order.
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from zoo.errors import ConfigError, InputError, printable, quoted
-from zoo.files import loads, open_read
+from zoo.files import open_read
 
 #: File suffixes read as records (one document each) rather than as one text.
 RECORD_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
@@ -83,14 +84,19 @@ def _text_of(record: Any, field: str, where: str) -> str:
 
 def _jsonl(path: Path, field: str) -> Iterator[str]:
     """Each line's record's ``field``, the file opened as ``read_text``'s (a regular file,
-    a leading byte-order mark dropped), each line parsed by ``zoo.files.loads``."""
+    a leading byte-order mark dropped)."""
     try:
         with open_read(path, InputError, "data file") as raw, io.TextIOWrapper(raw, encoding="utf-8-sig") as handle:
             for number, line in enumerate(handle, 1):
                 if not line.strip():
                     continue
                 where = f"{quoted(str(path))} line {number}"
-                record = loads(line, InputError, where)
+                try:  # json's own parser: a record's other fields may hold NaN or long numbers, as Python writes them
+                    record = json.loads(line)
+                except (ValueError, RecursionError) as err:
+                    raise InputError(
+                        f"{where} is not valid JSON ({printable(str(err), 120)}); each line must be one record"
+                    ) from err
                 yield _text_of(record, field, where)
     except UnicodeDecodeError as err:
         raise InputError(f"data file {quoted(str(path))} is not UTF-8 ({err.reason} at byte {err.start})") from err
