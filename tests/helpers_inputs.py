@@ -82,6 +82,9 @@ def hostile_folder(root: Path) -> Path:
     zoo.save(model, root / "good.safetensors")
     raw = (root / "good.safetensors").read_bytes()
     (root / "truncated.safetensors").write_bytes(raw[: len(raw) // 2])
+    zoo.save(
+        zoo.build("gpt2-small", n_layers=1, d_model=16, n_heads=2, vocab_size=97), root / "small_vocab.safetensors"
+    )
     zoo.save(model, root / "two_models")  # a folder whose versions are different models: no update between them
     zoo.save(zoo.build("gpt2-small", n_layers=1, d_model=32, n_heads=2, vocab_size=256), root / "two_models")
     _parquet(root)

