@@ -25,6 +25,12 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return hostile_folder(tmp_path_factory.mktemp("hostile"))
 
 
+@pytest.fixture(autouse=True)
+def _own_data_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Text given to zoo train/eval --data is prepared in this test's folder, not the user's cache."""
+    monkeypatch.setenv("ZOO_DATA_CACHE", str(tmp_path / "cache"))
+
+
 @pytest.fixture
 def untouched(hostile: Path) -> Any:
     """The hostile folder, checked after the test to hold exactly what it held before."""
@@ -93,6 +99,12 @@ REFUSED: list[tuple[str, list[str], tuple[str, ...]]] = [
         [*TRAIN, "--seq-len", "64", "--data", "{d}/plain.txt", "-o", "{o}/run"],
         ("validation split", "--seq-len"),
     ),  # fmt: skip
+    (
+        "eval-too-few",
+        ["eval", "{d}/good.safetensors", "--data", "{d}/plain.txt", "--tokenizer", "bytes", "--seq-len", "16"],
+        ("validation split", "--seq-len"),
+    ),  # fmt: skip
+    ("eval-fifo", ["eval", "{d}/good.safetensors", "--data", "{d}/fifo.txt", "--tokenizer", "bytes"], ("FIFO",)),
     ("ablate-fifo", ["ablate", "--steps", "1", "--seeds", "1", "--data", "{d}/fifo.txt", "-o", "{o}/ab"], ("FIFO",)),
     (
         "ablate-binary",
