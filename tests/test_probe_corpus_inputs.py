@@ -220,6 +220,23 @@ def test_a_parquet_file_of_no_text_or_damaged_is_one_error_line(
     assert not (tmp_path / "out").exists()
 
 
+def test_a_damaged_dataset_is_one_error_line(
+    untouched: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A page damaged in a dataset's data file, met while streaming its records: a read error
+    naming the dataset (it read as an error writing the output folder)."""
+    pytest.importorskip("datasets")
+    pytest.importorskip("pyarrow")
+    for name, value in (("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"), ("HF_HOME", str(tmp_path / "hf"))):
+        monkeypatch.setenv(name, value)
+    (tmp_path / "dataset").mkdir()
+    (tmp_path / "dataset" / "train.parquet").write_bytes((untouched / "corrupt.parquet").read_bytes())
+    argv = ["data", "prepare", "--dataset", str(tmp_path / "dataset"), "-o", str(tmp_path / "out")]
+    assert cli([*argv, "--tokenizer", "bytes"]) == 1
+    error_line(capsys, "dataset", "is damaged", "--dataset")
+    assert not (tmp_path / "out").exists()
+
+
 def text_tokens(folder: Path, text: str) -> tuple[int, int]:
     """What the same text, as one plain file, prepares into (bytes, the default split)."""
     (folder / "same.txt").write_text(text, encoding="utf-8", newline="")

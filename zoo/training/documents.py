@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import ConfigError, InputError, printable, quoted
+from zoo.errors import ConfigError, InputError, ZooError, printable, quoted
 from zoo.files import open_read
 
 #: File suffixes read as records (one document each) rather than as one text.
@@ -133,20 +133,28 @@ def _parquet(path: Path, field: str) -> Iterator[str]:
 def _column_batches(table: Any, field: str, path: Path) -> Iterator[list[Any]]:
     """The values of column ``field`` of the Parquet file ``table``, a batch at a time; a
     page damaged past its footer is an error naming the file (never a write error)."""
-    import pyarrow as pa
+    damaged = f"{quoted(str(path))} is damaged: a page of its column {field!r} cannot be read"
+    for batch in _read(table.iter_batches(columns=[field]), damaged, "write it again, or leave it out of the corpus"):
+        yield batch.column(0).to_pylist()
 
-    batches = table.iter_batches(columns=[field])
+
+def _read(items: Iterator[Any], damaged: str, fix: str) -> Iterator[Any]:
+    """``items``, each read error of the library behind them (pyarrow's, datasets') an
+    ``InputError``: ``damaged`` (what cannot be read), the error, then ``fix``; a zoo error
+    passes as it is. Raised while reading, so never taken for an error writing the output."""
     while True:
         try:
-            batch = next(batches, None)
-        except (OSError, pa.ArrowException) as err:
-            raise InputError(
-                f"{quoted(str(path))} is damaged: a page of its column {field!r} cannot be read "
-                f"({printable(str(err), 120)}); write the file again, or leave it out of the corpus"
-            ) from err
-        if batch is None:
+            item = next(items, _END)
+        except ZooError:
+            raise
+        except Exception as err:  # pyarrow's ArrowException and OSError, datasets' own: the data is damaged
+            raise InputError(f"{damaged} ({type(err).__name__}: {printable(str(err), 160)}); {fix}") from err
+        if item is _END:
             return
-        yield batch.column(0).to_pylist()
+        yield item
+
+
+_END = object()
 
 
 def dataset_documents(name: str, config: str | None, split: str, field: str = DEFAULT_FIELD) -> Iterator[str]:
@@ -162,5 +170,7 @@ def dataset_documents(name: str, config: str | None, split: str, field: str = DE
             f"cannot open dataset {quoted(name)} (config {config!r}, split {split!r}): {printable(str(err), 300)}; "
             "check --dataset, --dataset-config and --split (offline, the dataset must be in the datasets cache)"
         ) from err
-    for number, record in enumerate(stream):
+    damaged = f"dataset {quoted(name)} is damaged: a record of split {split!r} cannot be read"
+    fix = "fetch or write the dataset again (check --dataset, --dataset-config and --split)"
+    for number, record in enumerate(_read(iter(stream), damaged, fix)):
         yield _text_of(record, field, f"dataset {quoted(name)} record {number}")
