@@ -17,7 +17,7 @@ from helpers_inputs import PROBE, TINY_PROBE, cli, fingerprint, hostile_folder, 
 import zoo
 from helpers import error_line
 from zoo.probe import Design, corpus_batch, designs, probe_designs
-from zoo.training import load_corpus, prepare, resolve_data, stdlib_corpus
+from zoo.training import load_corpus, prepare, read_text, resolve_data, stdlib_corpus
 
 
 @pytest.fixture(scope="module")
@@ -293,6 +293,7 @@ API: list[tuple[str, Callable[[], object], str]] = [
     ("resolve-data-number", lambda: resolve_data(5), "data must be"),
     ("resolve-data-bytes", lambda: resolve_data(b"text"), "data must be"),
     ("resolve-data-empty-path", lambda: resolve_data(""), "empty"),
+    ("read-text-a-number", lambda: read_text(5), "path must be"),  # type: ignore[arg-type]
 ]
 
 

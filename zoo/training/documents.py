@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import ConfigError, InputError, ZooError, printable, quoted
+from zoo.errors import ConfigError, InputError, ZooError, checked_types, printable, quoted
 from zoo.files import open_read
 
 #: File suffixes read as records (one document each) rather than as one text.
@@ -24,7 +25,8 @@ RECORD_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 DEFAULT_FIELD = "text"
 
 
-def read_text(path: Path) -> str:
+@checked_types()
+def read_text(path: str | os.PathLike[str]) -> str:
     """The UTF-8 text of the regular file ``path`` (a byte-order mark at its start dropped:
     it marks the encoding, it is not text), with an error that says what to pass instead."""
     try:
