@@ -196,13 +196,20 @@ def probe(
         raise InputError(f"{label}: {not_finite_loss(model, value)}")
     grads = {n: g for (n, _), g in zip(named, found, strict=True) if g is not None}
     grad_norm, grad_other = grouped_norms(model, grads, layers)
-    if not all(math.isfinite(v) for v in [*grad_other.values(), *(x for vs in grad_norm.values() for x in vs)]):
-        raise InputError(
-            f"{label}: the loss is {value:.3g}, and its gradients overflow {next(model.parameters()).dtype} (their "
-            f"norms are not finite), so there is nothing to compare; probe a design whose scales are in range"
-        )
     rms = [float(cache[n].double().pow(2).mean().sqrt()) for n in wanted[: layers + 1]]
     heads = [[] if i in mixers else entropy(cache[patterns[i]]).tolist() for i in range(layers)]
+    measured = [
+        *grad_other.values(),
+        *(x for vs in grad_norm.values() for x in vs),
+        *rms,
+        *(x for h in heads for x in h),
+    ]
+    if not all(math.isfinite(v) for v in measured):  # they would reach -o as NaN, which no JSON reader takes
+        raise InputError(
+            f"{label}: the loss is {value:.3g}, but its gradients or activations overflow "
+            f"{next(model.parameters()).dtype} (not finite), so there is nothing to compare; probe a design whose "
+            f"scales are in range"
+        )
     result = ProbeResult(label, source, layers, value, rms, grad_norm, grad_other, heads)
     if mixers:  # a token mixer without attention scores (a short convolution): nothing to measure
         result.notes.append(
