@@ -45,6 +45,8 @@ CALLS.update({
     "evaluate_tasks": (zoo.evaluate_tasks, (MODEL, "a-task")),
     "decoding.generate": (zoo.decoding.generate, (MODEL, IDS)), "model.generate": (MODEL.generate, (IDS,)),
     "probe": (zoo.probe.probe, (MODEL, IDS)), "probe_designs": (zoo.probe.probe_designs, ([],)),
+    "designs": (zoo.probe.designs, (["gpt2-small"],)), "corpus_batch": (zoo.probe.corpus_batch, (256, 1, 8)),
+    "stdlib_corpus": (zoo.training.stdlib_corpus, ()), "read_text": (zoo.training.read_text, (PLACE,)),
     "run_ablation": (zoo.ablate.run_ablation, (), {"out_dir": PLACE}),
     "run_study": (zoo.ablate.run_study, (), {"out_dir": PLACE}),
     "training.prepare": (zoo.training.prepare, ([PLACE], PLACE)),

@@ -76,7 +76,7 @@ def test_another_field_is_named_with_field(tmp_path: Path, as_text: Path) -> Non
 @pytest.mark.parametrize(
     ("name", "content", "match"),
     [
-        ("bad.jsonl", '{"text": "a"}\n{"text": \n', "line 2 is not JSON"),
+        ("bad.jsonl", '{"text": "a"}\n{"text": \n', "line 2 is not valid JSON"),
         ("list.jsonl", "[1, 2]\n", "line 1 is not a JSON object"),
         ("number.jsonl", '{"text": 5}\n', "field 'text' is int, not text"),
         ("fake.parquet", "not parquet at all", "is not a Parquet file"),

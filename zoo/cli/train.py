@@ -100,7 +100,7 @@ def write_run_config(args: argparse.Namespace, settings: TrainSettings) -> Path:
 def recorded_path(data: str | None) -> str | None:
     """``--data`` as the run records it: an existing path made absolute, so that ``zoo
     eval RUN`` finds it from any folder."""
-    return str(Path(data).resolve()) if data is not None and Path(data).exists() else data
+    return str(Path(data).resolve()) if data and Path(data).exists() else data  # "" is no path (Path("") is ".")
 
 
 def schedule_jump(out: str, settings: TrainSettings) -> str | None:

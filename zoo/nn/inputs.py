@@ -213,4 +213,6 @@ def not_finite_loss(model: nn.Module, total: float) -> str:
             f"the loss is {total}: {len(broken)} weight tensor(s) hold NaN or infinity ({shown}), so the model "
             f"scores nothing; check the checkpoint (`zoo inspect`), or use an earlier version (--version)"
         )
-    return f"the loss is {total}: the forward pass overflows in {next(model.parameters()).dtype}; run it in float32"
+    dtype = next(model.parameters()).dtype
+    fix = "run it in float32" if dtype in (torch.float16, torch.bfloat16) else "its scales are out of range"
+    return f"the loss is {total}: the forward pass overflows in {dtype}; {fix}"

@@ -18,8 +18,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.errors import ConfigError, InputError, ZooError
+from zoo.errors import ConfigError, InputError, ZooError, checked_types
 from zoo.text.loading import tokenizer as text_tokenizer
+from zoo.training.documents import utf8
 
 BUNDLED_CORPUS = "shakespeare.txt"
 #: ``--data`` names a second corpus that every machine with Python has, with no download:
@@ -71,11 +72,14 @@ def bundled_corpus() -> str:
     return resources.files("zoo").joinpath("data", BUNDLED_CORPUS).read_text(encoding="utf-8")
 
 
+@checked_types()
 def stdlib_corpus(limit: int = STDLIB_BYTES) -> tuple[str, str]:
     """``(text, source)``: the Python standard library's ``.py`` files (not its tests,
     IDLE, Tk or site-packages), in the order of their paths, up to ``limit`` bytes of
     UTF-8; ``source`` names the Python version and the text's SHA-256, since another
     Python's library is another text."""
+    if limit < 1:
+        raise ConfigError(f"limit={limit} must be at least 1 byte of the standard library's source")
     root = Path(sysconfig.get_paths()["stdlib"])
     skipped = {"test", "tests", "idlelib", "tkinter", "turtledemo", "site-packages", "lib2to3"}
     parts, size = [], 0
@@ -127,18 +131,21 @@ def load_corpus(
     """
     if not isinstance(text, str):
         raise InputError(f"text must be a str, got {type(text).__name__}; decode bytes first or use read_text(path)")
+    if not isinstance(source, str):
+        raise InputError(f"source must be a str (what the text is, for messages), got {type(source).__name__}")
     if vocab_limit is not None and not _is_int(vocab_limit):
         raise ConfigError(f"vocab_limit={vocab_limit!r} must be an integer (or None)")
     if max_chars is not None and (not _is_int(max_chars) or max_chars < 0):
         raise ConfigError(f"max_chars={max_chars!r} must be an integer >= 0 (or None for the whole text)")
-    if not isinstance(val_fraction, (int, float)) or not 0.0 < val_fraction < 1.0:
-        raise ConfigError(f"val_fraction={val_fraction} must be between 0 and 1")
+    if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0.0 < val_fraction < 1.0:
+        raise ConfigError(f"val_fraction={val_fraction!r} must be a number between 0 and 1")
     if vocab_limit is not None and vocab_limit <= 0:
         raise ConfigError(f"vocab_limit={vocab_limit} must be > 0 (or None for every token the text uses)")
     if tokenizer not in ("auto", "gpt2", "bytes"):
         raise ConfigError(f"unknown tokenizer {tokenizer!r}; use 'auto', 'gpt2' or 'bytes'")
     if max_chars is not None:
         text = text[:max_chars]
+    raw = bytearray(utf8(text, source))  # before any tokenizer: a lone surrogate is refused, never replaced
     gpt2 = gpt2_tokenizer() if tokenizer != "bytes" else None
     if gpt2 is None and tokenizer == "gpt2":
         raise ConfigError(
@@ -147,7 +154,6 @@ def load_corpus(
         )
     fallback = 0.0
     if gpt2 is None:
-        raw = bytearray(text.encode("utf-8"))
         tokens = torch.frombuffer(raw, dtype=torch.uint8).long() if raw else torch.zeros(0, dtype=torch.long)
         pieces, name = list(BYTE_PIECES), "bytes"
     else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from zoo.errors import InputError, printable
 from zoo.training.corpus import BUNDLED_CORPUS, Corpus
 from zoo.training.manifest import MANIFEST, TOKENIZERS, file_digest
 from zoo.training.sampling import TokenData, tokens_data
-from zoo.training.shards import open_data, prepare, text_files
+from zoo.training.shards import input_paths, open_data, prepare, text_files
 
 
 def cache_folder() -> Path:
@@ -84,12 +85,13 @@ def resolve_data(data: Any, *, tokenizer: str = "gpt2", val_fraction: float = 0.
         return tokens_data(data.train, data.val, source=data.source, tokenizer=data.tokenizer)
     if data is None:
         data = resources.files("zoo").joinpath("data", BUNDLED_CORPUS)
-    paths = [data] if isinstance(data, (str, os.PathLike)) or hasattr(data, "read_text") else list(data)
+    single = isinstance(data, (str, os.PathLike)) or hasattr(data, "read_text")
+    paths = [data] if single else list(data) if isinstance(data, Iterable) else [data]
     if not all(isinstance(p, (str, os.PathLike)) or hasattr(p, "read_text") for p in paths):
         raise InputError(
             f"data must be a prepared folder, text files or folders, a Corpus or TokenData; got {type(data).__name__}"
         )
-    paths = [Path(str(p)) for p in paths]
+    paths = input_paths([str(p) for p in paths])
     if len(paths) == 1 and os.path.lexists(paths[0] / MANIFEST):
         return open_data(paths[0])  # a damaged manifest is an error here, never text
     files = text_files(paths)

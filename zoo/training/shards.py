@@ -35,7 +35,7 @@ from zoo.errors import ConfigError, InputError, ZooError, checked_types, os_erro
 from zoo.files import confined
 from zoo.text.loading import keep_tokenizer_files
 from zoo.text.loading import tokenizer as text_tokenizer
-from zoo.training.documents import DEFAULT_FIELD, dataset_documents, documents
+from zoo.training.documents import DEFAULT_FIELD, dataset_documents, documents, utf8
 from zoo.training.manifest import (
     MANIFEST,
     MANIFEST_FORMAT,
@@ -64,8 +64,7 @@ def text_files(inputs: Sequence[str | os.PathLike[str]]) -> list[Path]:
     refused, never tokenised as text.
     """
     files: list[Path] = []
-    for raw in inputs:
-        path = Path(raw)
+    for path in input_paths(inputs):
         if path.is_file():
             files.append(path)
         elif path.is_dir():
@@ -88,6 +87,14 @@ def text_files(inputs: Sequence[str | os.PathLike[str]]) -> list[Path]:
             f"no files in {', '.join(quoted(str(i)) for i in inputs)}: the corpus is empty; pass text files"
         )
     return files
+
+
+def input_paths(inputs: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """``inputs`` as paths, an empty one refused: ``Path("")`` is the current folder, which
+    would be read whole as the corpus."""
+    if any(not os.fspath(raw) for raw in inputs):
+        raise InputError("an input path is empty (''), which would read the current folder whole; name the text files")
+    return [Path(raw) for raw in inputs]
 
 
 def _refuse_prepared(folder: Path, files: list[Path]) -> None:
@@ -130,7 +137,7 @@ def _tokenize_text(text: str, where: str, tokenizer: str, typecode: str) -> Toke
     end-of-text token where it has one) and the UTF-8 bytes it spells."""
     if "\0" in text:
         raise InputError(f"{quoted(where)} holds NUL bytes: it is binary, not text; leave it out of the corpus")
-    raw = text.encode("utf-8")
+    raw = utf8(text, quoted(where))
     gpt2 = _encoder(tokenizer)
     if gpt2 is None:  # byte ids, widened to the item size without a Python list
         return _widen(raw, array.array(typecode).itemsize), len(raw)
