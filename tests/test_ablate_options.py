@@ -236,3 +236,13 @@ def test_an_unknown_option_is_refused_naming_the_nearest(tmp_path: Path) -> None
         run_ablation(out_dir=tmp_path, eval_evry=2)
     with pytest.raises(ConfigError, match="run_study takes no option 'scale'; did you mean scales"):
         run_study(out_dir=tmp_path, scale=[(16, 1)])
+
+
+def test_an_empty_data_path_is_refused_not_read_as_the_current_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # a folder that a '' read as '.' would take for the corpus
+    assert main(["ablate", "--from", "gpt2-small", "--to", "gpt2-small", "--data", "", "-o", str(tmp_path / "o")]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "an input path is empty ('')" in err and "manifest" not in err, err
+    assert not (tmp_path / "o").exists()

@@ -629,7 +629,7 @@ def test_convert_errors_are_one_line(cli: Any, tmp_path: Path, checkpoint: Path)
     empty = cli("convert", "--from-hf", str(tmp_path / "empty"), "-o", str(tmp_path / "x.safetensors"))
     assert_one_error_line(empty, "no config.json")
     post = tmp_path / "post.safetensors"
-    zoo.save(zoo.build("gpt2-small", placement="post", **TINY), post)
+    zoo.save(zoo.build("gpt2-small", placement="post", position="alibi", **TINY), post)  # no architecture has both
     assert_one_error_line(cli("convert", "--to-hf", str(post), "-o", str(tmp_path / "out")), "placement")
     missing = cli("convert", "--to-hf", str(tmp_path / "missing.safetensors"), "-o", str(tmp_path / "out"))
     assert_one_error_line(missing, "missing.safetensors")

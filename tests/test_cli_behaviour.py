@@ -87,6 +87,19 @@ def test_error_hints_name_cli_flags(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "--no-verify" in err and "verify=False" not in err
 
 
+def test_an_hf_folder_given_as_a_checkpoint_gets_the_commands_that_read_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The library's hints (zoo.save, zoo.from_hf) reach the CLI as the commands that do the same."""
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    assert main(["inspect", str(folder)]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "zoo build NAME -o FOLDER" in err and "zoo convert --from-hf FOLDER -o OUT" in err, err
+    assert "zoo.save" not in err and "zoo.from_hf" not in err, err
+
+
 def test_plugin_control_accepts_distribution_names_and_warns_about_unknown_ones() -> None:
     skipped = run([*ZOO, "plugins", "--json"], {"ZOO_DISABLE_PLUGINS": "zoo-lm-modern"})
     modern = [p for p in json.loads(skipped.stdout) if p["name"] == "modern"]

@@ -44,6 +44,7 @@ from zoo.training import (
     read_text,
     stdlib_corpus,
 )
+from zoo.training.shards import input_paths
 
 #: Bytes the plan holds per run at the least: its Job and its TrainSettings, each a
 #: dataclass of 56 bytes with a 296-byte __dict__ (sys.getsizeof).
@@ -312,6 +313,8 @@ def ablation_data(
     """What every run trains on, and its description (the report's data and tokenizer):
     a prepared folder as it is (each process maps its shards), or a text file tokenised
     here into in-memory training and validation ids."""
+    if data is not None:
+        input_paths([data])  # '' is not the current folder
     if data is not None and Path(data).is_dir():
         return _prepared_data(Path(data), tokenizer, max_chars, notes)
     if data is not None and str(data) == STDLIB_CORPUS and not Path(data).exists():

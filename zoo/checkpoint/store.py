@@ -356,7 +356,7 @@ def resolve(path: str | os.PathLike[str], version: int | None) -> Path:
                 hint = " It looks like a Hugging Face model folder: load it with zoo.from_hf."
             raise CheckpointError(
                 f"{path} holds no checkpoint versions (files named v0001{SUFFIX}, ...); "
-                f"zoo.save(model, {str(path)!r}) creates them.{hint}"
+                f"zoo.save(model, FOLDER) creates them.{hint}"
             )
         if version is None:
             return found[max(found)]

@@ -101,6 +101,8 @@ CLI_HINTS = {
     "overwrite=True": "--overwrite",
     "allow_nonfinite=True": "--allow-nonfinite",
     "(max_new_tokens=": "(--max-new-tokens ",
+    "zoo.save(model, FOLDER) creates them": "`zoo build NAME -o FOLDER` or `zoo train NAME -o FOLDER` creates them",
+    "load it with zoo.from_hf": "convert it with `zoo convert --from-hf FOLDER -o OUT`",
 }
 
 

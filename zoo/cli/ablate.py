@@ -22,6 +22,7 @@ from zoo.errors import ConfigError, InputError
 from zoo.files import read_text
 from zoo.nn.registry import default_registry
 from zoo.nn.sets import parse_sets
+from zoo.training.shards import input_paths
 
 if TYPE_CHECKING:  # the ablation itself loads when the command runs, not to build the parser
     from zoo.ablate import AblationResult, ProgressCallback
@@ -40,7 +41,7 @@ def given_options(args: argparse.Namespace, kind: type[AnyOptions]) -> dict[str,
 
 
 KIND_VALUES: dict[str, Callable[[Any], Any]] = {
-    "path": Path,
+    "path": lambda value: input_paths([value])[0],  # '' is refused, not read as the current folder
     "out": Path,
     "vocab": lambda value: None if value == "all" else value,
 }

@@ -41,9 +41,16 @@ class XIELU(nn.Module):
         self.starts = (alpha_p, alpha_n - beta)
         self.alpha_p = nn.Parameter(torch.zeros(1))  # softplus(a_p) is the slope of x^2
         self.alpha_n = nn.Parameter(torch.zeros(1))
-        self.register_buffer("beta", torch.tensor(beta))
+        self.constants = (beta, eps)
+        self.register_buffer("beta", torch.tensor(beta))  # buffers, as transformers saves them
         self.register_buffer("eps", torch.tensor(eps))
         self.reset_parameters()
+
+    def reset_buffers(self) -> None:
+        """beta and eps again, which a model built on the meta device materialises empty."""
+        with torch.no_grad():
+            self.beta.fill_(self.constants[0])
+            self.eps.fill_(self.constants[1])
 
     def reset_parameters(self) -> None:
         with torch.no_grad():  # the inverse softplus of the starting slopes
