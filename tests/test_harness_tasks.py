@@ -6,6 +6,7 @@ generation settings of the wrong type or range, each through ``zoo eval --tasks`
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,12 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
     the stream of the test that made it) is dropped, not reported with a traceback."""
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.setenv(name, "1")
+    # datasets and huggingface_hub read these once, at import: where an earlier test imported
+    # them online, they would try the network (and wait out its timeouts) despite the variables
+    for module, names in (("datasets.config", ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")), ("huggingface_hub.constants", ("HF_HUB_OFFLINE",))):  # fmt: skip
+        if module in sys.modules:
+            for name in names:
+                monkeypatch.setattr(sys.modules[module], name, True)
     monkeypatch.setattr(logging, "raiseExceptions", False)
 
 
