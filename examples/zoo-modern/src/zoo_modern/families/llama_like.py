@@ -5,7 +5,7 @@ Each family after Llama opens with the one it extends and how; the table says th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -24,6 +24,9 @@ from zoo_modern.families.readers import (
     with_windows,
 )
 from zoo_modern.mlp import swiglu_hidden
+
+#: A reordering of a q or k projection's rows, given its number of heads.
+Reorder = Callable[[Tensor, int], Tensor]
 
 IGNORED = F("", None)
 ROPE = ROPE_FIELDS
@@ -292,19 +295,28 @@ def halves_to_interleaved(t: Tensor, heads: int) -> Tensor:
     return t.reshape(heads, 2, -1, *t.shape[1:]).transpose(1, 2).reshape(t.shape)
 
 
-def interleaved_qkv(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Rule:
-    """The zoo's fused ``qkv`` from Cohere's q/k/v projections, q and k reordered per head."""
-    heads, kv = config.n_heads, Converter.attention_layout(config)[0]
-    sizes = [heads * config.head_dim, kv * config.head_dim, kv * config.head_dim]
+def qk_reordered(to_zoo: Reorder, to_hf: Reorder) -> Callable[[str, tuple[str, ...], ModelConfig], Rule]:
+    """A weight rule maker: the zoo's fused ``qkv`` from q/k/v projections whose q and k rows
+    are reordered per head (``to_zoo(rows, heads)`` on import, ``to_hf`` on export), v as it is."""
 
-    def load(ts: Sequence[Tensor]) -> Tensor:
-        return torch.cat([interleaved_to_halves(ts[0], heads), interleaved_to_halves(ts[1], kv), ts[2]])
+    def make(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Rule:
+        heads, kv = config.n_heads, Converter.attention_layout(config)[0]
+        sizes = [heads * config.head_dim, kv * config.head_dim, kv * config.head_dim]
 
-    def save(t: Tensor) -> list[Tensor]:
-        q, k, v = torch.split(t, sizes, dim=0)
-        return [halves_to_interleaved(q, heads), halves_to_interleaved(k, kv), v]
+        def load(ts: Sequence[Tensor]) -> Tensor:
+            return torch.cat([to_zoo(ts[0], heads), to_zoo(ts[1], kv), ts[2]])
 
-    return Rule(zoo, names, load, save)
+        def save(t: Tensor) -> list[Tensor]:
+            q, k, v = torch.split(t, sizes, dim=0)
+            return [to_hf(q, heads), to_hf(k, kv), v]
+
+        return Rule(zoo, names, load, save)
+
+    return make
+
+
+#: Cohere's q/k/v projections, each head's rotary pairs interleaved.
+interleaved_qkv = qk_reordered(interleaved_to_halves, halves_to_interleaved)
 
 
 # Cohere extends Llama: attention and MLP side by side from one bias-free LayerNorm,

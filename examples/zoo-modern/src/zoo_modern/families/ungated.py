@@ -12,9 +12,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.plugin import REQUIRED, Converter, Count, Epsilon, F, Fraction, ModelConfig, Positive, Rule, W
+from zoo.plugin import REQUIRED, Count, Epsilon, F, Fraction, ModelConfig, Positive, Rule, W
 from zoo_modern.families.llama_kin import NORM_WEIGHTS
-from zoo_modern.families.llama_like import LLAMA, QK_NORMS, llama_read
+from zoo_modern.families.llama_like import LLAMA, QK_NORMS, llama_read, qk_reordered
 from zoo_modern.families.readers import Rotary, per_head
 
 
@@ -79,25 +79,16 @@ JAIS2 = ARCEE.derive(
 )
 
 
-def flipped_rotary_qkv(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Rule:
-    """The zoo's [q | k | v] from NanoChat's q/k/v projections, whose rotary turns the other
-    way (rotate_half as [x2, -x1]): the second half of each q and k head negated, which
-    turns it back and leaves every score (its norm after the rotation too) as it was."""
-    heads, kv = config.n_heads, Converter.attention_layout(config)[0]
-    sizes = [heads * config.head_dim, kv * config.head_dim, kv * config.head_dim]
+def flip_second_half(t: Tensor, heads: int) -> Tensor:
+    """Rows of a q or k projection with the second half of each head negated: NanoChat's
+    rotary turns the other way (rotate_half as [x2, -x1]), and this turns it back, leaving
+    every score (its norm after the rotation too) as it was. Its own inverse."""
+    halves = t.reshape(heads, 2, -1, *t.shape[1:])
+    return torch.cat([halves[:, :1], -halves[:, 1:]], dim=1).reshape(t.shape)
 
-    def flip(t: Tensor, n: int) -> Tensor:
-        halves = t.reshape(n, 2, -1, *t.shape[1:])
-        return torch.cat([halves[:, :1], -halves[:, 1:]], dim=1).reshape(t.shape)
 
-    def load(ts: Sequence[Tensor]) -> Tensor:
-        return torch.cat([flip(ts[0], heads), flip(ts[1], kv), ts[2]])
-
-    def save(t: Tensor) -> list[Tensor]:
-        q, k, v = torch.split(t, sizes, dim=0)
-        return [flip(q, heads), flip(k, kv), v]
-
-    return Rule(zoo, names, load, save)
+#: NanoChat's q/k/v projections, q and k with the second half of each head negated.
+flipped_rotary_qkv = qk_reordered(flip_second_half, flip_second_half)
 
 
 # NanoChat extends Arcee: norms without scales (the embeddings normed too), QK-norm after a
