@@ -39,6 +39,23 @@ SCALE: dict[str, Any] = dict(
 MODERN = importlib.util.find_spec("zoo_modern") is not None  # rotary and ALiBi come with zoo-modern
 POSITIONS = ["learned", "sinusoidal", "none", *(["rotary", "alibi"] if MODERN else [])]
 SWAPS = [f"position={name}" for name in POSITIONS]
+
+
+def ablate_positions(out: Path) -> Any:
+    """transformer-2017 toward gpt2-small over every position encoding, 2 seeds, trained at T
+    and evaluated at T and 2T, into ``out`` (its finished runs reused)."""
+    return run_ablation(
+        "transformer-2017",
+        "gpt2-small",
+        **SCALE,
+        seeds=2,
+        tokenizer="bytes",
+        swaps=SWAPS,
+        eval_lengths=[2],
+        out_dir=out,
+    )
+
+
 #: The CLI flags of the same ablation.
 FLAGS = [
     *("--set", "d_model=16", "--set", "n_layers=1", "--set", "n_heads=2", "--seq-len", str(T), "--steps", "4"),
@@ -52,16 +69,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> AblationResult:
     """transformer-2017 (sinusoidal) with its position swapped to each encoding, and
     gpt2-small (learned), 2 seeds, trained at T and evaluated at T and 2T."""
     out = tmp_path_factory.mktemp("lengths") / "out"
-    return run_ablation(
-        "transformer-2017",
-        "gpt2-small",
-        **SCALE,
-        seeds=2,
-        tokenizer="bytes",
-        swaps=SWAPS,
-        eval_lengths=[2],
-        out_dir=out,
-    )
+    return ablate_positions(out)
 
 
 def test_learned_is_na_past_its_table_and_the_others_run_at_2t(ran: AblationResult) -> None:
@@ -302,16 +310,7 @@ def test_an_edited_loss_at_a_length_is_scored_again(ran: AblationResult, tmp_pat
         record["eval_lengths"][str(2 * T)] = true / 2  # "it extrapolates"
 
     forge_record(out, stem, better)
-    again = run_ablation(
-        "transformer-2017",
-        "gpt2-small",
-        **SCALE,
-        seeds=2,
-        tokenizer="bytes",
-        swaps=SWAPS,
-        eval_lengths=[2],
-        out_dir=out,
-    )
+    again = ablate_positions(out)
     assert again.trained == [stem]
     assert json.loads((out / f"{stem}.json").read_text())["eval_lengths"][str(2 * T)] == true
     assert any(f"its loss at {2 * T} tokens (--eval-lengths) is not what" in note for note in again.notes)
