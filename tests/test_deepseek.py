@@ -124,7 +124,11 @@ def test_deepseeks_parts_swap_into_gpt2_and_train(swap: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0}}, "rope_type"),
+        ({"rope_parameters": {"rope_type": "longrope", "factor": 4.0, "rope_theta": 10000.0}}, "rope_type"),
+        ({"quantization_config": {"quant_method": "fp8", "fmt": "e4m3"}}, "quantization_config .*'fp8'.*bf16"),
+        ({"moe_layer_freq": 2}, "moe_layer_freq"),
+        ({"scoring_func": "softmax"}, "scoring_func"),
+        ({"topk_method": "greedy"}, "topk_method"),
         ({"n_shared_experts": 0}, "n_shared_experts"),
         ({"attention_bias": True}, "attention_bias"),
         ({"head_dim": 5}, "head_dim"),

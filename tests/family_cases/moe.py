@@ -20,6 +20,10 @@ DEEPSEEK = {
     "v_head_dim": 12,
 }
 
+#: DeepSeek's YaRN as its released configs give it (V2-Lite's mscale), over 16 pretraining positions.
+YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 16}
+YARN |= {"beta_fast": 32, "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707}
+
 CASES = [
     Family(
         "mixtral",
@@ -125,11 +129,26 @@ CASES = [
             "routed_scaling_factor": 1.5,
         },
     ),
-    Family(  # V2-Lite's layout: q straight from x, greedy softmax routing, two shared experts
+    Family(  # V2-Lite's layout: q straight from x, greedy softmax routing, two shared experts, its YaRN
         "deepseek-v2-lite",
         "deepseek_v2",
         "DeepseekV2Config",
         "DeepseekV2ForCausalLM",
-        {**DEEPSEEK, "q_lora_rank": None, "n_shared_experts": 2, "topk_method": "greedy"},
+        {**DEEPSEEK, "q_lora_rank": None, "n_shared_experts": 2, "topk_method": "greedy", "rope_parameters": YARN},
+    ),
+    Family(  # the released V3's YaRN: frequencies stretched 4x past 16 positions, cos/sin scaled by
+        # mscale / mscale_all_dim's factor, every score by mscale(4, mscale_all_dim)^2
+        "deepseek-v3-yarn",
+        "deepseek_v3",
+        "DeepseekV3Config",
+        "DeepseekV3ForCausalLM",
+        {
+            **DEEPSEEK,
+            "q_lora_rank": 12,
+            "first_k_dense_replace": 1,
+            "n_group": 4,
+            "topk_group": 2,
+            "rope_parameters": {**YARN, "mscale": 1.0, "mscale_all_dim": 0.8},
+        },
     ),
 ]

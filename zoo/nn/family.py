@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import create_model
 
+from zoo.errors import InteropError
 from zoo.nn.converter import LAYER_KINDS, Converter, Count, HFFields, Layers, Rule, refuse
 
 if TYPE_CHECKING:
@@ -187,8 +188,23 @@ def _put(fields: dict[str, Any], path: str, value: Any) -> None:
     fields[head] = inner
 
 
+def refuse_quantized(hf: Mapping[str, Any], where: str) -> None:
+    """Refuse quantised weights (DeepSeek-V3's FP8 blocks and their scales) by name, with the
+    fix: the zoo reads full-precision tensors only."""
+    quantization = hf.get("quantization_config")
+    if quantization:
+        method = quantization.get("quant_method") if isinstance(quantization, Mapping) else quantization
+        raise InteropError(
+            f"{where}: quantization_config (quant_method {method!r}): the weights are stored quantised, "
+            "which the zoo does not read; use the checkpoint's bf16 (or float32) weights (for FP8, "
+            "dequantise them with their scales, e.g. DeepSeek's fp8_cast_bf16.py) and remove "
+            "quantization_config from config.json"
+        )
+
+
 def read_config(family: Family, model: type[HFFields], hf: Mapping[str, Any], where: str) -> dict[str, Any]:
     """Zoo config fields of ``config.json`` ``hf`` by ``family``'s table."""
+    refuse_quantized(hf, where)
     model.read(hf, where)
     for name, value in hf.items():
         if name not in family.fields and name not in HARMLESS and value not in (None, False, [], {}):

@@ -8,7 +8,8 @@ A head's query is [nope | rope] of the same widths, from x directly (``q``) or t
 latent of its own (``q_lora_rank``: ``q_a``, ``q_norm``, ``q_b``). Only the rope parts turn
 (the model's rotary, whose ``rotary_dim`` is ``qk_rope_head_dim``; DeepSeek's pairs are
 interleaved), so positions are decoupled from the compressed part. Scores are scaled by
-1 / sqrt(nope + rope), the query's width.
+1 / sqrt(nope + rope), the query's width, unless ``scale`` says otherwise (DeepSeek's YaRN
+multiplies it by mscale(factor, mscale_all_dim)^2, read so from config.json).
 
 The cache stores, per position, the normed latent and the turned rotary key
 ((B, 1, S, kv_lora_rank) as keys, (B, 1, S, rope) as values): kv_lora_rank + rope numbers
@@ -28,18 +29,25 @@ from torch import Tensor, nn
 
 from zoo.plugin import SCALES_WITH, AttentionContext, RegisterComponent, residual_output
 
+HEAD: dict[str, Any] = {SCALES_WITH: "head_dim"}  # a head's widths follow d_model / n_heads when shrunk
+
 
 class MlaOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-    q_lora_rank: int = Field(0, ge=0, description="the query's latent width (0: q straight from x, as V2-Lite)")
+    q_lora_rank: int = Field(
+        0, ge=0, description="the query's latent width (0: q straight from x, as V2-Lite)", json_schema_extra={SCALES_WITH: "d_model"}
+    )  # fmt: skip
     kv_lora_rank: int = Field(
         32, gt=0, description="the latent keys and values come from: what the cache holds", json_schema_extra={SCALES_WITH: "d_model"}
     )  # fmt: skip
-    qk_nope_head_dim: int | None = Field(None, gt=0, description="each head's query/key width without positions (default d_model / n_heads)")  # fmt: skip
-    qk_rope_head_dim: int | None = Field(None, gt=0, description="the rotary part, one key for all heads (default d_model / n_heads)")  # fmt: skip
-    v_head_dim: int | None = Field(None, gt=0, description="each head's value width (default d_model / n_heads)")
-    head_dim: int | None = Field(None, gt=0, description="the head width positions read (default d_model / n_heads)")
+    qk_nope_head_dim: int | None = Field(None, gt=0, description="each head's query/key width without positions (default d_model / n_heads)", json_schema_extra=HEAD)  # fmt: skip
+    qk_rope_head_dim: int | None = Field(None, gt=0, description="the rotary part, one key for all heads (default d_model / n_heads)", json_schema_extra=HEAD)  # fmt: skip
+    v_head_dim: int | None = Field(None, gt=0, description="each head's value width (default d_model / n_heads)", json_schema_extra=HEAD)  # fmt: skip
+    head_dim: int | None = Field(None, gt=0, description="the head width positions read (default d_model / n_heads)", json_schema_extra=HEAD)  # fmt: skip
     latent_eps: float = Field(1e-6, gt=0.0, lt=1.0, description="epsilon of the latents' RMSNorms")
+    scale: float | None = Field(
+        None, gt=0.0, description="the scores' scale (default 1 / sqrt(nope + rope); DeepSeek's YaRN: times mscale^2)"
+    )
     kernel: Literal["sdpa", "eager"] | None = Field(
         None, description="sdpa (default): torch's fused kernel; eager: the explicit math, the same scores"
     )
@@ -93,6 +101,7 @@ class MultiHeadLatentAttention(nn.Module):
         v_head_dim: int | None = None,
         head_dim: int | None = None,
         latent_eps: float = 1e-6,
+        scale: float | None = None,
         kernel: str | None = None,
         bias: bool = True,
         dropout: float = 0.0,
@@ -115,6 +124,7 @@ class MultiHeadLatentAttention(nn.Module):
         self.kv_b = nn.Linear(kv_lora_rank, n_heads * (self.nope + self.v_dim), bias=False)
         self.out = residual_output(nn.Linear(n_heads * self.v_dim, d_model, bias=bias))
         self.dropout, self.explicit = dropout, kernel == "eager"
+        self.scale = scale  # None: 1 / sqrt(nope + rope)
         self.resid_drop = nn.Dropout(dropout)
 
     def queries(self, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -142,12 +152,13 @@ class MultiHeadLatentAttention(nn.Module):
         k, v = self.expand(latent, rope_key)
         q = torch.cat([q_nope, q_rope], dim=-1)
         dropout = self.dropout if self.training else 0.0
-        z = ctx.attend(q, k, v, dropout=dropout, explicit=self.explicit, scale=1 / math.sqrt(q.shape[-1]))
+        z = ctx.attend(q, k, v, dropout=dropout, explicit=self.explicit, scale=self.scale or 1 / math.sqrt(q.shape[-1]))
         out: Tensor = self.resid_drop(self.out(z.transpose(1, 2).reshape(batch, seq, -1)))
         return out
 
     def extra_repr(self) -> str:
-        return f"heads={self.n_heads}, kv_lora_rank={self.rank}, nope={self.nope}, rope={self.rope}, v={self.v_dim}"
+        sizes = f"heads={self.n_heads}, kv_lora_rank={self.rank}, nope={self.nope}, rope={self.rope}, v={self.v_dim}"
+        return sizes + (f", scale={self.scale:.6g}" if self.scale else "")
 
 
 def register_components(register: RegisterComponent) -> None:

@@ -98,11 +98,14 @@ def check_moe(config: Any, options: MoeOptions) -> None:
 
 class ScoreBias(nn.Module):
     """A per-expert bias on the scores the router chooses by (DeepSeek-V3's
-    ``e_score_correction_bias``): set by a balancing rule outside the gradient, so frozen."""
+    ``e_score_correction_bias``): set by a balancing rule outside the gradient, so a saved
+    buffer, not a parameter (nor counted as one, as in transformers)."""
+
+    bias: Tensor
 
     def __init__(self, n_experts: int) -> None:
         super().__init__()
-        self.bias = nn.Parameter(torch.zeros(n_experts), requires_grad=False)
+        self.register_buffer("bias", torch.zeros(n_experts))
 
     def reset_parameters(self) -> None:
         nn.init.zeros_(self.bias)

@@ -12,13 +12,19 @@ as options of ``moe``; V2 extends V3 and routes as V2 did.
   their top two), renormalised. V2: softmax, ``greedy`` or ``group_limited_greedy`` (a
   group worth its best), never renormalised (transformers' V2 ignores ``norm_topk_prob``).
 
-Not modelled, refused: scaled rotary (YaRN's ``mscale_all_dim`` folds into the scores'
-scale), ``attention_bias``. The multi-token-prediction modules (``num_nextn_predict_layers``)
-are not part of transformers' forward and are ignored as it ignores them.
+Scaled rotary (the released checkpoints' YaRN) is read as the rotary's ``scaling``; its
+``mscale_all_dim`` multiplies the scores' scale by mscale(factor, mscale_all_dim)^2, as
+transformers folds it in (``mla``'s ``scale``), and export writes it back. Not modelled,
+refused: ``attention_bias``, and quantised weights (the released V3's FP8
+``quantization_config``: convert them to bf16). The multi-token-prediction modules
+(``num_nextn_predict_layers``) are not part of transformers' forward and are ignored as it
+ignores them, as are the original code's deployment and training switches (``ep_size``,
+``aux_loss_alpha``, ``seq_aux``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +32,16 @@ from typing import Any
 from zoo.plugin import REQUIRED, Count, Experts, F, ModelConfig, Positive, Rule, W
 from zoo_modern.families.llama_like import IGNORED, LLAMA
 from zoo_modern.families.moe import stacked_experts
-from zoo_modern.families.readers import periodic, refuse_unless, rope, rotary_base
+from zoo_modern.families.readers import (
+    periodic,
+    refuse_unless,
+    rope,
+    rope_scaling,
+    rotary_base,
+    scaling_to_hf,
+    score_mscale,
+    yarn_mscale,
+)
 from zoo_modern.moe import MoeOptions
 
 
@@ -52,10 +67,40 @@ def latent_attention(hf: Mapping[str, Any], fields: dict[str, Any], where: str, 
     q_rank = hf.get("q_lora_rank", 1536)
     attention = {"name": "mla", "q_lora_rank": int(q_rank or 0), "kv_lora_rank": int(hf.get("kv_lora_rank") or 512)}
     attention |= {"qk_nope_head_dim": nope, "qk_rope_head_dim": rope_dim, "v_head_dim": v, "head_dim": rope_dim}
-    base, fraction = rope(hf, where)
+    base, fraction = rope(hf, where, scaled=True)
     refuse_unless(fraction == 1.0, where, "partial_rotary_factor", fraction, "the rope parts turn whole")
     position = {"name": "rotary", "base": base, "rotary_dim": rope_dim, "interleaved": interleave}
+    scaling = rope_scaling(hf, where)
+    if scaling:
+        position["scaling"] = scaling
+        if (mscale := score_mscale(hf, where)) != 1.0:
+            attention["scale"] = mscale / math.sqrt(nope + rope_dim)
     return {**fields, "attention": attention, "position": position}
+
+
+def rotary_to_hf(config: ModelConfig) -> dict[str, Any]:
+    """``rope_parameters``: the base, the scaling, and YaRN's ``mscale_all_dim`` from the
+    scores' scale (what reading folded in, unfolded)."""
+    params = {"rope_type": "default", "rope_theta": rotary_base(config), **scaling_to_hf(config)}
+    scale = mla(config).get("scale")
+    if scale:
+        width = (mla(config).get("qk_nope_head_dim") or 0) + (mla(config).get("qk_rope_head_dim") or 0)
+        factor = float(params.get("factor", 1.0))
+        m = (math.sqrt(scale * math.sqrt(width)) - 1.0) / (0.1 * math.log(factor))
+        params["mscale_all_dim"] = round(m, 12)  # the released files' short decimals, read back to the same scale
+    return params
+
+
+def scale_blockers(config: ModelConfig, arch: str) -> list[str]:
+    """A scores' scale that config.json cannot say: only YaRN's mscale_all_dim, with a factor > 1, sets it."""
+    a, scaling = mla(config), config.position.options.get("scaling") or {}
+    if not a.get("scale"):
+        return []
+    if not a.get("qk_nope_head_dim") or not a.get("qk_rope_head_dim"):
+        return [f"attention.scale without qk_nope_head_dim and qk_rope_head_dim ({arch} writes the scale as YaRN's)"]
+    if scaling.get("kind") != "yarn" or yarn_mscale(float(scaling.get("factor", 1.0))) == 1.0:
+        return [f"attention.scale={a['scale']} without a YaRN scaling of factor > 1 ({arch} scales scores only so)"]
+    return []
 
 
 @dataclass(frozen=True)
@@ -107,7 +152,7 @@ class Version:
             out |= {"norm_topk_prob": o.normalize_top_k, "rope_interleave": bool(config.position.options.get("interleaved"))}  # fmt: skip
         else:
             out |= {"topk_method": "group_limited_greedy" if o.n_groups > 1 else "greedy"}
-        return out | {"rope_parameters": {"rope_type": "default", "rope_theta": rotary_base(config)}}
+        return out | {"rope_parameters": rotary_to_hf(config)}
 
     def blockers(self, config: ModelConfig, arch: str) -> list[str]:
         """What the version's config cannot say: routing of another kind, dense layers not leading."""
@@ -127,7 +172,7 @@ class Version:
             blockers.append(f"mlp.shared_hidden={o.shared_hidden} ({arch}'s shared experts are moe_intermediate_size wide)")  # fmt: skip
         if not self.sigmoid and config.position.name == "rotary" and not config.position.options.get("interleaved"):
             blockers.append(f"rotary pairs in halves ({arch} turns neighbouring pairs)")
-        return blockers
+        return blockers + scale_blockers(config, arch)
 
 
 V3 = Version("DeepSeek-V3", True, (256, 8, 2048, 1, 8, 4, 2.5, 3))
@@ -190,6 +235,10 @@ DEEPSEEK_V3 = LLAMA.derive(
         "rope_interleave": F("", None, bool),
         "num_nextn_predict_layers": IGNORED,  # multi-token prediction: not in transformers' forward
         "num_mtp_layers": IGNORED,
+        "moe_layer_freq": F.must(1, "transformers routes every layer from first_k_dense_replace on", int),
+        "scoring_func": F.must("sigmoid", "transformers' DeepSeek-V3 scores experts by sigmoid", str),
+        "topk_method": F.must("noaux_tc", "transformers' DeepSeek-V3 chooses by the biased scores (noaux_tc)", str),
+        **{name: IGNORED for name in ("ep_size", "aux_loss_alpha", "seq_aux")},  # deployment and training only
         "mlp_bias": None,
     },
     zoo={"attention": {"name": "mla"}, "mlp": {"name": "moe"}},
@@ -214,7 +263,7 @@ DEEPSEEK_V3 = LLAMA.derive(
         },  # fmt: skip
     },
     skip=("rotary_emb.inv_freq", "rotary_emb.original_inv_freq"),
-    engine_features=frozenset({"layer_pattern"}),
+    engine_features=frozenset({"layer_pattern", "scale"}),  # the scores' scale: YaRN's mscale_all_dim (scale_blockers)
     read=(V3.read,),
     write=(V3.write,),
     blockers=(V3.blockers,),
@@ -229,6 +278,7 @@ DEEPSEEK_V2 = DEEPSEEK_V3.derive(
         "num_nextn_predict_layers": None,
         "num_mtp_layers": None,
         "topk_method": F("", None, str),
+        "scoring_func": F.must("softmax", "transformers' DeepSeek-V2 scores experts by softmax", str),
         "norm_topk_prob": IGNORED,  # transformers' V2 router never reads it
         "mlp_bias": F.must(False, "biases in the SwiGLU projections are not modelled", bool),
     },

@@ -106,12 +106,27 @@ def rope_scaling(hf: Mapping[str, Any], where: str) -> dict[str, Any] | None:
         spec["original_max_seq_len"] = int(hf.get("max_position_embeddings") or 2048)
     mscale, mscale_all = table.get("mscale"), table.get("mscale_all_dim")
     if kind == "yarn" and mscale and mscale_all and "attention_factor" not in spec:
-
-        def get(scale: float, m: float) -> float:
-            return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
-
-        spec["attention_factor"] = get(spec["factor"], mscale) / get(spec["factor"], mscale_all)
+        spec["attention_factor"] = yarn_mscale(spec["factor"], mscale) / yarn_mscale(spec["factor"], mscale_all)
     return spec
+
+
+def yarn_mscale(factor: float, m: float = 1.0) -> float:
+    """YaRN's magnitude scale for a context ``factor`` times longer: 0.1 m ln(factor) + 1 (1 below 1)."""
+    return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
+
+
+def score_mscale(hf: Mapping[str, Any], where: str) -> float:
+    """What a scaled rotary's ``mscale_all_dim`` multiplies the scores' scale by (DeepSeek's
+    latent attention, as transformers folds it in): mscale(factor, mscale_all_dim)^2, else 1."""
+    spec = rope_scaling(hf, where)
+    tables = (hf.get("rope_parameters") or {}, hf.get("rope_scaling") or {})
+    table = next((t for t in tables if t.get("rope_type", t.get("type")) in SCALINGS), {})
+    m = table.get("mscale_all_dim")
+    if spec is None or not m:
+        return 1.0
+    if not isinstance(m, (int, float)) or isinstance(m, bool):
+        raise Converter.refuse(where, "rope_scaling.mscale_all_dim", m, "a number (YaRN's scale of every score)")
+    return yarn_mscale(spec["factor"], float(m)) ** 2
 
 
 def scaling_to_hf(config: ModelConfig) -> dict[str, Any]:
