@@ -283,6 +283,9 @@ def bamba_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dic
     refuse_unless(ok, where, "attn_layer_indices", attends, f"layer numbers below num_hidden_layers={layers}")
     pattern = periodic([{} if i in attends else scan for i in range(layers)])
     hf.pop("partial_rotary_factor", None)
+    half = fields["d_model"] // fields["n_heads"] // 2
+    turned = hf.get("attn_rotary_emb", half)
+    refuse_unless(turned == half, where, "attn_rotary_emb", turned, f"transformers turns half of each head: {half}")
     fields = BAMBA_ROTARY.read(hf, fields, where)
     return {**fields, "layer_pattern": [] if pattern == [{}] else pattern}
 
@@ -309,11 +312,13 @@ BAMBA = LLAMA.derive(
     fields={
         **MAMBA_FIELDS,
         "attn_layer_indices": F("", None),
+        "attn_rotary_emb": F("", None, Count),  # the released files' rotary width, read by bamba_read
         "time_step_limit": IGNORED,  # read by scan_spec: (0, inf) only
         "rms_norm_eps": F("norm_eps", 1e-5, Epsilon),
         "max_position_embeddings": F("max_seq_len", 262144, Count),
         "num_key_value_heads": F("attention.n_kv_heads", 8, Count),
         "num_logits_to_keep": IGNORED,  # how many positions generate() computes logits for
+        "use_mamba_kernels": IGNORED,  # which code path runs the scan, not what it computes
         "z_loss_coefficient": F.must(0.0, "the zoo's loss has no z-loss term", float),
         "pretraining_tp": None,
     },
@@ -373,6 +378,8 @@ def nemotron_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> 
     entries: dict[str, dict[str, Any]] = {"linear_attention": scan, "full_attention": {}, "mlp": MLP_LAYER}
     pattern = periodic([entries[kind] for kind in kinds])
     attention = {**fields["attention"], "n_kv_heads": kv}
+    named = hf.get("attention_head_dim", attention["head_dim"])  # the released files' name; transformers reads head_dim
+    refuse_unless(named == attention["head_dim"], where, "attention_head_dim", named, f"transformers' heads are head_dim={attention['head_dim']} wide")  # fmt: skip
     return {**fields, "n_layers": len(kinds), "attention": attention, "layer_pattern": [] if pattern == [{}] else pattern}  # fmt: skip
 
 
@@ -432,6 +439,7 @@ NEMOTRON_H = MAMBA2.derive(
         "num_attention_heads": F("n_heads", 32, Count),
         "num_key_value_heads": F("attention.n_kv_heads", None, Count),  # read by nemotron_read: default 8
         "head_dim": F("attention.head_dim", 128, Count, out=lambda c: c.head_dim),
+        "attention_head_dim": F("", None, Count),  # read by nemotron_read: it must agree with head_dim
         "intermediate_size": F("d_ff", 21504, Count),
         "mlp_hidden_act": F("activation", "relu2", str, {"relu2": "relu2", **ACTIVATIONS}),
         "mamba_hidden_act": F.must("silu", "Mamba-2's convolution is followed by SiLU in the zoo", str),

@@ -31,6 +31,7 @@ from zoo_modern.families.readers import refuse_unless
 IGNORED = F("", None)
 #: Fields transformers' Mamba-2 reads only to initialise weights, or only in half precision.
 INIT_ONLY = "time_step_rank time_step_min time_step_max time_step_floor rescale_prenorm_residual residual_in_fp32"
+INIT_ONLY += " time_step_init_scheme time_step_scale"
 MIXER = "mamba2"
 #: (0, inf) as config.json holds it: transformers 5 writes infinity as {"__float__": "Infinity"}.
 UNLIMITED = ([0.0, math.inf], [0.0, {"__float__": "Infinity"}], [0, math.inf], [0, {"__float__": "Infinity"}])
@@ -122,6 +123,9 @@ MAMBA2 = Family(
         "tie_word_embeddings": F("tie_embeddings", False, bool),
         "max_position_embeddings": F("", None, Count, out=lambda c: c.max_seq_len),
         "time_step_limit": IGNORED,  # read by mamba2_read: (0, inf) only
+        # Codestral Mamba's file names its norms; transformers reads neither: RMSNorm, gated before it norms.
+        "rms_norm": F.must(True, "transformers' Mamba-2 norms by RMSNorm only", bool),
+        "norm_before_gate": IGNORED,
         **{name: IGNORED for name in INIT_ONLY.split()},
     },
     zoo={"bias": False, "attention": {"name": MIXER}, "norm": "rmsnorm", "position": "none", "mlp": "none"}
