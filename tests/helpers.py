@@ -56,6 +56,8 @@ def tiny_layout(name: str) -> dict[str, Any]:
     rotary = config.position.options.get("rotary_dim") if config.position.name == "rotary" else None
     if rotary and rotary > TINY["d_model"] // TINY["n_heads"]:
         fit["position"] = {"rotary_dim": 4}
+        if config.attention.name == "mla":  # latent attention turns exactly its rope parts
+            fit["attention"] = {**fit.get("attention", {}), "qk_rope_head_dim": 4, "head_dim": 4}
     return fit
 
 

@@ -150,7 +150,9 @@ def test_counts_from_one_layer_per_design_equal_the_whole_model(name: str) -> No
     """`zoo list` counts a decoder from one layer per layer_pattern entry; at a depth
     that is no multiple of the pattern, every group equals the model built whole."""
     released = zoo.get_config(name)
-    few_experts = {"mlp": {"n_experts": 3, "top_k": 1}} if released.mlp.name == "moe" else {}  # builds fast whole
+    grouped = {"n_groups": 2, "top_groups": 1} if released.mlp.options.get("n_groups", 1) > 1 else {}
+    few = {"n_experts": 4 if grouped else 3, "top_k": 1, **grouped}  # builds fast whole (DeepSeek-V3's groups kept)
+    few_experts = {"mlp": few} if released.mlp.name == "moe" else {}
     config = zoo.get_config(name, n_layers=2 * len(released.layer_pattern) + 3, vocab_size=97, **few_experts)
     assert layered_counts(config) == count_parameters(*meta_model(config))[0]
 

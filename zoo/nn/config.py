@@ -48,7 +48,7 @@ MAX_D_MODEL = 1 << 15
 MAX_D_FF = 1 << 18
 MAX_LAYERS = 1 << 10
 MAX_HEADS = 1 << 10
-MAX_PARAMETERS = 200_000_000_000
+MAX_PARAMETERS = 2_000_000_000_000  # DeepSeek-V3's 671 B and the trillion-parameter mixtures fit
 
 # What a preset's [preset] table may hold; ``pretrained`` is the hub id of its weights,
 # ``family`` the family ``zoo list`` groups it under ("GPT-2", "Llama").

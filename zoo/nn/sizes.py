@@ -15,8 +15,9 @@ change ``d_model`` or ``n_heads``, every such size they leave unset scales with 
   key/value head (Qwen3's 8 key/value heads for 16 heads: 2 for 4), or fewer.
 
 An option the overrides set keeps the value given. Lengths do not scale: a sliding
-``window`` or a rotary scaling's original length stay in positions, and sizes inside a
-``layer_pattern`` entry stay as written. A component
+``window`` or a rotary scaling's original length stay in positions. Sizes inside a
+``layer_pattern`` entry scale as the model's do (DeepSeek's dense layers, a hybrid's scans),
+unless the overrides give a ``layer_pattern`` of their own. A component
 marks an option through its field's ``json_schema_extra``, e.g.
 ``Field(None, gt=0, json_schema_extra={SCALES_WITH: "d_model"})``.
 """
@@ -82,7 +83,7 @@ def _spec(value: Any) -> dict[str, Any] | None:
 
 def scaled_sizes(base: Mapping[str, Any], overrides: Mapping[str, Any], registry: Registry) -> dict[str, Any]:
     """``overrides`` plus the sizes of ``base`` (raw config fields) they leave unset, scaled to
-    the ``d_model`` and ``n_heads`` they set."""
+    the ``d_model`` and ``n_heads`` they set (in each ``layer_pattern`` entry too)."""
     found = widths(base, overrides)
     if found is None:
         return dict(overrides)
@@ -92,22 +93,49 @@ def scaled_sizes(base: Mapping[str, Any], overrides: Mapping[str, Any], registry
         out["d_ff"] = found.scaled(d_ff, "d_model")
     for kind in KINDS:
         spec, given = _spec(base.get(kind)), _spec(overrides.get(kind, {}))
-        if spec is None or given is None or given.get("name", spec.get("name")) != spec.get("name"):
-            continue  # none, or swapped for another component: the new one's own options hold
-        try:
-            fields = registry.get(kind, str(spec.get("name"))).options_model.model_fields
-        except ZooError:
-            continue  # an unknown component: validation names it
-        sizes: dict[str, int] = {}
-        for option, info in fields.items():
-            extra = info.json_schema_extra
-            relative_to = extra.get(SCALES_WITH) if isinstance(extra, dict) else None
-            value = _number(spec.get(option))
-            if relative_to in RELATIVE_TO and option not in given and value is not None:
-                sizes[option] = found.scaled(value, str(relative_to))
+        sizes = _component_sizes(kind, spec, given, None, found, registry)
         if sizes:
-            out[kind] = {**given, **sizes}
+            out[kind] = {**(given or {}), **sizes}
+    pattern = base.get("layer_pattern")
+    if "layer_pattern" not in overrides and isinstance(pattern, list | tuple):
+        entries = [_scaled_entry(entry, base, found, registry) for entry in pattern]
+        if entries != list(pattern):
+            out["layer_pattern"] = entries
     return out
+
+
+def _scaled_entry(entry: Any, base: Mapping[str, Any], found: Widths, registry: Registry) -> Any:
+    """A ``layer_pattern`` entry with its components' sizes scaled (a name it omits is the model's)."""
+    if not isinstance(entry, Mapping):
+        return entry
+    scaled = dict(entry)
+    for kind, value in entry.items():
+        spec, model = _spec(value), _spec(base.get(kind))
+        name = (spec or {}).get("name") or (model or {}).get("name")
+        sizes = _component_sizes(kind, spec, {}, name, found, registry)
+        if sizes and spec is not None:
+            scaled[kind] = {**spec, **sizes}
+    return scaled
+
+
+def _component_sizes(
+    kind: str, spec: dict[str, Any] | None, given: dict[str, Any] | None, name: Any, found: Widths, registry: Registry
+) -> dict[str, int]:
+    """The marked sizes of component ``spec`` (named ``name``, else its own) that ``given`` leaves unset, scaled."""
+    if spec is None or given is None or given.get("name", spec.get("name")) != spec.get("name"):
+        return {}  # none, or swapped for another component: the new one's own options hold
+    try:
+        fields = registry.get(kind, str(name or spec.get("name"))).options_model.model_fields
+    except ZooError:
+        return {}  # an unknown component: validation names it
+    sizes: dict[str, int] = {}
+    for option, info in fields.items():
+        extra = info.json_schema_extra
+        relative_to = extra.get(SCALES_WITH) if isinstance(extra, dict) else None
+        value = _number(spec.get(option))
+        if relative_to in RELATIVE_TO and option not in given and value is not None:
+            sizes[option] = found.scaled(value, str(relative_to))
+    return sizes
 
 
 __all__ = ["RELATIVE_TO", "Widths", "scaled_sizes", "widths"]

@@ -33,20 +33,24 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
-from zoo.plugin import AttentionContext, RegisterComponent, hook_point, residual_output
+from zoo.plugin import SCALES_WITH, AttentionContext, RegisterComponent, hook_point, residual_output
 
 
 class Mamba2Options(BaseModel):
     """The mixer's sizes and switches, by transformers' ``Mamba2Config`` where it has one."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-    head_dim: int | None = Field(None, gt=0, description="width of each head (default d_model / n_heads)")
+    head_dim: int | None = Field(
+        None, gt=0, description="width of each head (default d_model / n_heads)", json_schema_extra={SCALES_WITH: "head_dim"}
+    )  # fmt: skip
     d_state: int = Field(128, gt=0, description="the state's size per channel (state_size)")
     expand: int = Field(2, gt=0, description="the scan's width over d_model")
     d_inner: int | None = Field(
-        None, gt=0, description="the scan's width itself (default expand * d_model; Nemotron-H's)"
-    )
-    n_groups: int = Field(1, gt=0, description="groups of heads that share B and C")
+        None, gt=0, description="the scan's width itself (default expand * d_model; Nemotron-H's)", json_schema_extra={SCALES_WITH: "d_model"}
+    )  # fmt: skip
+    n_groups: int = Field(
+        1, gt=0, description="groups of heads that share B and C", json_schema_extra={SCALES_WITH: "n_heads"}
+    )  # fmt: skip
     conv_kernel: int = Field(4, ge=2, description="positions the causal convolution reads, its own included")
     chunk_size: int = Field(256, gt=0, description="positions the scan takes at once (the same sums)")
     conv_bias: bool = Field(True, description="bias on the convolution (use_conv_bias)")
