@@ -222,7 +222,7 @@ def test_a_family_that_is_not_a_name_is_refused(family: Any) -> None:
 
 
 def test_list_without_a_match_is_an_error(cli: Any) -> None:
-    assert_one_error_line(cli("list", "mamba*"), "no preset matches 'mamba*'", "gpt2-small")
+    assert_one_error_line(cli("list", "xlstm*"), "no preset matches 'xlstm*'", "gpt2-small")
 
 
 @pytest.mark.parametrize("kind", zoo.KINDS)

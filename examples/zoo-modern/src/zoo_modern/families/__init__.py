@@ -73,4 +73,12 @@ PRESETS = (
     "qwen1.5-moe-a2.7b",
     "qwen3-30b-a3b",
     "olmoe-1b-7b",
+    "deepseek-v2-lite",
+    "deepseek-v3",
+    "lfm2-1.2b",
+    "bamba-9b",
+    "nemotron-h-8b",
+    "mamba-codestral-7b",
+    "mamba-2.8b",
+    "falcon-mamba-7b",
 )
