@@ -239,6 +239,7 @@ def test_the_presets_name_their_weights() -> None:
         "mamba-codestral-7b": "mistralai/Mamba-Codestral-7B-v0.1",
         "mamba-2.8b": "state-spaces/mamba-2.8b-hf",
         "falcon-mamba-7b": "tiiuae/falcon-mamba-7b",
+        "ernie-4.5-0.3b": "baidu/ERNIE-4.5-0.3B-PT",
         "bloom-560m": "bigscience/bloom-560m",
         "falcon-7b": "tiiuae/falcon-7b",
         "gpt-j-6b": "EleutherAI/gpt-j-6b",

@@ -1,5 +1,5 @@
 """The presets of the newer families' released checkpoints (Mamba-2, Mamba, Falcon-Mamba,
-Bamba, Nemotron-H, LFM2, DeepSeek-V2-Lite and V3): each is the config its released
+Bamba, Nemotron-H, LFM2, DeepSeek-V2-Lite and V3, ERNIE 4.5 0.3B): each is the config its released
 ``config.json`` reads into, and has as many parameters as transformers' model of that
 config built on the meta device. The configs are typed in, as the hub serves them (there
 is no network here); DeepSeek's carry their YaRN ``rope_scaling`` with ``mscale_all_dim``,
@@ -89,6 +89,13 @@ RELEASED: dict[str, dict[str, Any]] = {
         "block_out_init_scale": 1.0, "block_use_xavier_init": True, "conv_use_xavier_init": True,
         "initializer_range": 0.02,
     },
+    "baidu/ERNIE-4.5-0.3B-PT": {
+        "architectures": ["Ernie4_5ForCausalLM"], "model_type": "ernie4_5", "vocab_size": 103424,
+        "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 18, "num_attention_heads": 16,
+        "num_key_value_heads": 2, "head_dim": 128, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5,
+        "rope_theta": 500000, "tie_word_embeddings": True, "use_bias": False, "hidden_act": "silu",
+        "torch_dtype": "bfloat16", "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "use_cache": False,
+    },
     "deepseek-ai/DeepSeek-V2-Lite": {
         **IDS, "architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2", "vocab_size": 102400,
         "hidden_size": 2048, "intermediate_size": 10944, "moe_intermediate_size": 1408, "num_hidden_layers": 27,
@@ -124,6 +131,7 @@ PRESETS = {
     "lfm2-1.2b": "LiquidAI/LFM2-1.2B",
     "deepseek-v2-lite": "deepseek-ai/DeepSeek-V2-Lite",
     "deepseek-v3": "deepseek-ai/DeepSeek-V3",
+    "ernie-4.5-0.3b": "baidu/ERNIE-4.5-0.3B-PT",
 }
 
 

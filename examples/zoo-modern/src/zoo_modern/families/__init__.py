@@ -81,4 +81,5 @@ PRESETS = (
     "mamba-codestral-7b",
     "mamba-2.8b",
     "falcon-mamba-7b",
+    "ernie-4.5-0.3b",
 )
