@@ -95,7 +95,7 @@ class ModelSummary:
 
 _aten = torch.ops.aten
 _REDUCTIONS = frozenset({_aten.mean, _aten.sum, _aten.amax, _aten.amin})
-_SAME_SHAPE = frozenset({_aten.tril, _aten.triu, _aten._softmax, _aten._safe_softmax, _aten._log_softmax})
+_SAME_SHAPE = frozenset({_aten.tril, _aten.triu, _aten._softmax, _aten._safe_softmax, _aten._log_softmax, _aten.cumsum})
 
 
 def _stand_in(value: Any) -> Any:

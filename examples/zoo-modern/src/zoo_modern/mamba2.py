@@ -178,6 +178,8 @@ class Mamba2(nn.Module):
 
     def reset_parameters(self) -> None:
         """Mamba's draws: A = -(1 .. heads), D = 1, time steps log-uniform in [0.001, 0.1]."""
+        if self.A_log.is_meta:  # nothing to draw (and torch._dynamo unimported); init redraws once materialised
+            return
         with torch.no_grad():
             self.A_log.copy_(torch.log(torch.arange(1, self.heads + 1, dtype=torch.float32)))
             self.D.fill_(1.0)
