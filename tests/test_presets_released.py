@@ -209,3 +209,18 @@ def test_deepseek_v3s_released_fp8_config_is_refused_naming_the_field_and_the_fi
 
 
 PRESETS_OF = {repo: preset for preset, repo in PRESETS.items()}
+
+
+def test_a_released_layer_pattern_shrinks_with_the_model() -> None:
+    """`zoo ablate --to deepseek-v3` at d_model 64, 4 heads: the leading dense layers' SwiGLU and the
+    latent attention's head widths follow (18,432 of 7,168 -> 165 of 64; 64 of 56 a head -> 18 of 16),
+    as do Nemotron-H's scans inside its pattern (heads of 64 of 128 -> 8 of 16, 8 groups -> 1)."""
+    small = zoo.get_config("deepseek-v3", d_model=64, n_heads=4, n_layers=4)
+    widths = [small.layer(i).mlp.options.get("hidden") for i in range(4)]
+    assert widths == [165, 165, 165, 18]  # then the experts: 2,048 -> 18
+    assert (small.attention.options["qk_rope_head_dim"], small.position.options["rotary_dim"]) == (18, 18)
+    own = [{"mlp": {"name": "swiglu", "hidden": 7}}]
+    given = zoo.get_config("deepseek-v3", d_model=64, n_heads=4, layer_pattern=own)
+    assert given.layer(0).mlp.options["hidden"] == 7  # a pattern of one's own stays as given
+    scan = zoo.get_config("nemotron-h-8b", d_model=64, n_heads=4).layer(0).attention.options
+    assert (scan["head_dim"], scan["n_groups"]) == (8, 1)
