@@ -94,6 +94,7 @@ def test_qk_norm_after_over_the_whole_projection_is_refused() -> None:
         ("jais2", "mlp_bias", False),
         ("hyperclovax", "use_post_norm", False),
         ("olmo3", "rope_parameters", {"sliding_attention": {"rope_theta": 1e4}, "full_attention": {"rope_theta": 5e5}}),
+        ("olmo3", "rope_scaling", {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 8192}),
     ],
 )
 def test_what_the_new_families_do_not_model_is_refused_by_name(

@@ -150,7 +150,11 @@ KINDS = ("sliding_attention", "full_attention")
 def one_rope_table(hf: Mapping[str, Any], where: str) -> Mapping[str, Any]:
     """``config.json`` with ``rope_parameters`` per layer type (OLMo 3's) as one table, where both are the same."""
     params = hf.get("rope_parameters") or {}
-    if not set(KINDS) & set(params):
+    if not set(KINDS) & set(params):  # an older file: transformers scales the full layers' rotary only by rope_scaling
+        scaling = hf.get("rope_scaling") or {}
+        kind = scaling.get("rope_type", scaling.get("type"))
+        why = "transformers' OLMo 3 scales only the full-attention layers' rotary; the zoo reads one rotary for every layer"
+        refuse_unless(kind in (None, "default"), where, "rope_scaling", scaling, why)
         return hf
     tables = [dict(params.get(kind) or {}) for kind in KINDS]
     why = "the zoo reads one rotary for every layer; these tables differ"
