@@ -33,6 +33,8 @@ VARIANTS = {
     "unnormalized": {**ROUTING, "normalize_top_k": False},
     "shared": {**ROUTING, "top_k": 1, "shared_hidden": 24},
     "shared-ungated": {**ROUTING, "shared_hidden": 24, "shared_gate": False},
+    # GPT-OSS's: a router bias, the product clamped (a limit the random inputs pass) and sharpened
+    "clamped": {**ROUTING, "router_bias": True, "alpha": 1.702, "limit": 0.3, "up_shift": 1.0},
 }
 
 
@@ -62,10 +64,14 @@ def reference_moe(block: Any, x: torch.Tensor) -> torch.Tensor:
 
 
 def expert(block: Any, e: int, token: torch.Tensor) -> torch.Tensor:
-    """Expert ``e`` of the stack on one token: down(silu(gate x) * up x), gate_up's rows [gate | up]."""
-    gate_up, down = block.experts.gate_up, block.experts.down
+    """Expert ``e`` of the stack on one token: down(silu(gate x) * up x), gate_up's rows [gate | up];
+    with GPT-OSS's options, down(g * sigmoid(alpha g) * (u + shift)), g <= limit and |u| <= limit."""
+    gate_up, down, unit = block.experts.gate_up, block.experts.down, block.experts.unit
     gate, up = (gate_up.weight[e] @ token + (0 if gate_up.bias is None else gate_up.bias[e])).chunk(2)
-    return down.weight[e] @ (F.silu(gate) * up) + (0 if down.bias is None else down.bias[e])
+    if unit.limit is not None:
+        gate, up = torch.minimum(gate, torch.tensor(unit.limit)), torch.clamp(up, -unit.limit, unit.limit)
+    product = gate * torch.sigmoid(unit.alpha * gate) * (up + unit.shift)
+    return down.weight[e] @ product + (0 if down.bias is None else down.bias[e])
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -93,6 +99,22 @@ def test_cached_decoding_and_padding_are_exact(variant: str) -> None:
         positions = torch.cat([torch.zeros(1, 3, dtype=torch.long), torch.arange(10)[None]], 1)
         out = model(padded, attention_mask=mask, positions=positions)
         torch.testing.assert_close(out[:, 3:], full[:1], rtol=1e-5, atol=1e-5)
+
+
+def test_clamped_product_is_gpt_oss_and_reaches_its_limit() -> None:
+    """The experts' ``GatedUnit`` at GPT-OSS's options is transformers' ``_apply_gate`` (on its
+    interleaved columns); at the defaults it is SwiGLU's; the clamp changes large inputs."""
+    gpt_oss = pytest.importorskip("transformers.models.gpt_oss.modeling_gpt_oss")
+    config = transformers.GptOssConfig(hidden_size=8, intermediate_size=6, num_local_experts=2)
+    theirs = gpt_oss.GptOssExperts(config)
+    gate, up = torch.randn(2, 5, 6, generator=torch.Generator().manual_seed(5)).mul(6).unbind(0)
+    unit = moe_module.GatedUnit(1.702, 7.0, 1.0)
+    interleaved = torch.stack([gate, up], dim=-1).flatten(-2)  # gate at the even columns
+    torch.testing.assert_close(unit(gate, up), theirs._apply_gate(interleaved))
+    torch.testing.assert_close(moe_module.GatedUnit()(gate, up), F.silu(gate) * up)
+    assert not torch.allclose(unit(gate, up), moe_module.GatedUnit(1.702, None, 1.0)(gate, up))
+    block = tiny(VARIANTS["clamped"]).blocks[0].mlp
+    assert block.router.bias is not None and block.experts.unit == moe_module.GatedUnit(1.702, 0.3, 1.0)
 
 
 def test_router_logits_are_a_hook_point_that_reroutes() -> None:

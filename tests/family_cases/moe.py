@@ -133,3 +133,10 @@ CASES = [
         {**DEEPSEEK, "q_lora_rank": None, "n_shared_experts": 2, "topk_method": "greedy"},
     ),
 ]
+# GPT-OSS: head_dim 16 (twice hidden_size / heads), a window of 5 on layers 0 and 2, 4 experts
+# with biases (top 2), YaRN rotary; a swiglu_limit of 1.5 that the perturbed weights reach
+GPT_OSS = {**SIZES, "num_hidden_layers": 3, "head_dim": 16, "intermediate_size": 24, "num_local_experts": 4}
+GPT_OSS |= {"num_experts_per_tok": 2, "sliding_window": 5, "swiglu_limit": 1.5}
+GPT_OSS |= {"rope_parameters": {"rope_type": "yarn", "rope_theta": 500.0, "factor": 4.0, "beta_fast": 32.0}}
+GPT_OSS["rope_parameters"] |= {"beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 16}
+CASES.append(Family("gpt-oss", "gpt_oss", "GptOssConfig", "GptOssForCausalLM", GPT_OSS))

@@ -9,7 +9,10 @@ scaled by a sigmoid gate of its own (``shared_hidden``, ``shared_gate``). DeepSe
 routing is options too: sigmoid scores (``scoring``), a frozen per-expert ``score_bias``
 that chooses but does not weight (V3's ``e_score_correction_bias``), experts in
 ``n_groups`` groups of which a token uses the ``top_groups`` best (a group worth the sum
-of its best ``group_by``), and ``routed_scale``.
+of its best ``group_by``), and ``routed_scale``. GPT-OSS's are options as well: a bias
+on the router's logits (``router_bias``), experts with biases (the config's ``bias``) whose
+gated product is clamped and sharpened (``limit``, ``alpha``, ``up_shift``: the
+``GatedUnit`` of ``zoo_modern.activations``; plain SwiGLU at their defaults).
 
 The experts are stacked, one parameter per projection with the experts on dim 0, as
 transformers 5 holds them: ``experts.gate_up`` (E, 2 x hidden, d), rows [gate | up], and
@@ -43,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
 from zoo.plugin import MAX_EXPERTS, SCALES_WITH, SHOWN, RegisterComponent, hook_point, residual_output, stacked
+from zoo_modern.activations import GatedUnit
 from zoo_modern.mlp import SwiGLU, swiglu_hidden
 
 
@@ -78,6 +82,12 @@ class MoeOptions(BaseModel):
     routed_scale: float = Field(
         1.0, gt=0.0, description="the routed experts' weights times this (routed_scaling_factor)"
     )
+    router_bias: bool = Field(False, description="a learned bias on the router's logits (GPT-OSS)")
+    alpha: float = Field(1.0, gt=0.0, description="experts' gate * sigmoid(alpha * gate): 1 is SiLU (GPT-OSS 1.702)")
+    limit: float | None = Field(
+        None, gt=0.0, description="experts' gate clamped at most, up within +-this (GPT-OSS 7; None: no clamp)"
+    )
+    up_shift: float = Field(0.0, description="added to the experts' up projection before the product (GPT-OSS 1)")
 
 
 def check_moe(config: Any, options: MoeOptions) -> None:
@@ -152,18 +162,25 @@ class StackedLinear(nn.Module):
         return out if self.bias is None else out + self.bias[:, None]
 
 
-def swiglu_of(x: Tensor, gate_up: tuple[Tensor, Tensor | None], down: tuple[Tensor, Tensor | None]) -> Tensor:
-    """down(silu(gate(x)) * up(x)) of one expert's (weight, bias) pairs; gate_up's rows [gate | up]."""
+SWIGLU = GatedUnit()
+
+
+def swiglu_of(
+    x: Tensor, gate_up: tuple[Tensor, Tensor | None], down: tuple[Tensor, Tensor | None], unit: GatedUnit = SWIGLU
+) -> Tensor:
+    """down(unit(gate(x), up(x))) of one expert's (weight, bias) pairs; gate_up's rows
+    [gate | up]; ``unit`` silu(gate) * up unless clamped (GPT-OSS)."""
     gate, up = F.linear(x, *gate_up).chunk(2, dim=-1)
-    return F.linear(F.silu(gate) * up, *down)
+    return F.linear(unit(gate, up), *down)
 
 
 class Experts(nn.Module):
     """``n`` SwiGLU experts, stacked: ``gate_up`` (n, 2 x hidden, d), rows [gate | up], and
-    ``down`` (n, d, hidden) (a residual output, as a dense MLP's)."""
+    ``down`` (n, d, hidden) (a residual output, as a dense MLP's); ``unit`` their gated product."""
 
-    def __init__(self, n: int, d_model: int, hidden: int, bias: bool) -> None:
+    def __init__(self, n: int, d_model: int, hidden: int, bias: bool, unit: GatedUnit = SWIGLU) -> None:
         super().__init__()
+        self.unit = unit
         self.gate_up = StackedLinear(n, d_model, 2 * hidden, bias)
         self.down = residual_output(StackedLinear(n, hidden, d_model, bias))
 
@@ -172,19 +189,20 @@ class Experts(nn.Module):
         outs, start = [], 0
         for gate_up, down, count in zip(self.gate_up.layers(), self.down.layers(), counts, strict=True):
             if count:
-                outs.append(swiglu_of(x[start : start + count], gate_up, down))
+                outs.append(swiglu_of(x[start : start + count], gate_up, down, self.unit))
             start += count
         return torch.cat(outs) if outs else x.new_zeros(0, x.shape[-1])
 
     def first(self, x: Tensor) -> Tensor:
         """Expert 0 on every row of ``x`` (M, d): the FLOPs of any split of the rows."""
         layers = (self.gate_up, self.down)
-        return swiglu_of(x, *((s.weight[0], None if s.bias is None else s.bias[0]) for s in layers))
+        first = [(s.weight[0], None if s.bias is None else s.bias[0]) for s in layers]
+        return swiglu_of(x, first[0], first[1], self.unit)
 
     def every(self, x: Tensor, gates: Tensor) -> Tensor:
         """sum_e gates[:, e] * expert_e(x) over every expert: (N, d) from (N, d), (N, n)."""
         gate, up = self.gate_up.every(x).chunk(2, dim=-1)  # (n, N, hidden) each
-        out = self.down.every(F.silu(gate) * up)  # (n, N, d)
+        out = self.down.every(self.unit(gate, up))  # (n, N, d)
         return (out * gates.t()[:, :, None]).sum(0)
 
 
@@ -210,6 +228,10 @@ class MixtureOfExperts(nn.Module):
         top_groups: int = 1,
         group_by: int = 2,
         routed_scale: float = 1.0,
+        router_bias: bool = False,
+        alpha: float = 1.0,
+        limit: float | None = None,
+        up_shift: float = 0.0,
         bias: bool = True,
         dropout: float = 0.0,
     ) -> None:
@@ -220,8 +242,8 @@ class MixtureOfExperts(nn.Module):
         self.n_groups, self.top_groups, self.group_by = n_groups, top_groups, group_by
         self.score_bias = ScoreBias(n_experts) if score_bias else None
         self.aux_weight = aux_loss_weight / n_layers  # summed over the layers: the weight times their mean
-        self.router = hook_point(nn.Linear(d_model, n_experts, bias=False), "hook_router")
-        self.experts = Experts(n_experts, d_model, hidden, bias)
+        self.router = hook_point(nn.Linear(d_model, n_experts, bias=router_bias), "hook_router")
+        self.experts = Experts(n_experts, d_model, hidden, bias, GatedUnit(alpha, limit, up_shift))
         self.shared = SwiGLU(d_model, shared_hidden, bias, 0.0) if shared_hidden else None
         self.shared_gate = nn.Linear(d_model, 1, bias=False) if shared_hidden and shared_gate else None
         self.drop = nn.Dropout(dropout)

@@ -95,9 +95,11 @@ class QkNormAttention(Attention):
     """Grouped-query attention with an explicit head_dim, QK-norm and a score scale (Qwen3, OLMo 2).
 
     See the module's docstring; with ``qk_norm="none"``, no scale and ``head_dim =
-    d_model / n_heads`` it is zoo's ``Attention``, weight for weight."""
+    d_model / n_heads`` it is zoo's ``Attention``, weight for weight. ``sinks``: per-head
+    sink logits a subclass learns (``zoo_modern.local_attention``), none here."""
 
     Options = QkNormOptions
+    sinks: nn.Parameter | None
 
     def __init__(
         self,
@@ -136,6 +138,7 @@ class QkNormAttention(Attention):
         self.after = qk_norm_after and qk_norm == "head"  # a norm over the whole projection precedes the heads
         # q is multiplied by this before the kernel divides by sqrt(head_dim): scores scale by ``scale``.
         self.q_factor = 1.0 if scale is None else scale * math.sqrt(head_dim)
+        self.register_parameter("sinks", None)
 
     def forward(self, x: Tensor, ctx: AttentionContext) -> Tensor:
         batch, seq, _ = x.shape
@@ -183,7 +186,7 @@ class QkNormAttention(Attention):
         dropout = self.attn_dropout if self.training else 0.0
         if self.q_factor != 1.0:
             q = q * self.q_factor
-        return ctx.attend(q, k, v, dropout=dropout, explicit=self.eager, softcap=self.softcap)
+        return ctx.attend(q, k, v, dropout=dropout, explicit=self.eager, softcap=self.softcap, sinks=self.sinks)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, head_dim={self.head_dim}, qk_norm={self.qk_norm}"

@@ -153,8 +153,8 @@ def routed(parent: Family, architecture: str, routing: Routing, **changes: Any) 
         zoo={"mlp": {"name": "moe"}} | changes.pop("zoo", {}),
         layer=layer | changes.pop("layer", {}),
         read=(routing.read, *changes.pop("read", ())),
-        write=(routing.write,),
-        blockers=(routing.blockers,),
+        write=(routing.write, *changes.pop("write", ())),
+        blockers=(routing.blockers, *changes.pop("blockers", ())),
         **changes,
     )
 
