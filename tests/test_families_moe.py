@@ -35,6 +35,9 @@ VARIANTS = {
     "shared-ungated": {**ROUTING, "shared_hidden": 24, "shared_gate": False},
     # GPT-OSS's: a router bias, the product clamped (a limit the random inputs pass) and sharpened
     "clamped": {**ROUTING, "router_bias": True, "alpha": 1.702, "limit": 0.3, "up_shift": 1.0},
+    # Llama 4's: sigmoid scores, not renormalised, weighting each expert's input; an ungated shared expert
+    "weighted-inputs": {**ROUTING, "scoring": "sigmoid", "normalize_top_k": False, "weight_input": True}
+    | {"shared_hidden": 24, "shared_gate": False},
 }
 
 
@@ -51,11 +54,14 @@ def reference_moe(block: Any, x: torch.Tensor) -> torch.Tensor:
     """The MoE layer written out token by token, from its definition."""
     out = []
     for token in x.reshape(-1, x.shape[-1]):
-        probs = block.router(token).softmax(-1)
-        weights, chosen = probs.topk(block.top_k)
+        logits = block.router(token)
+        weights, chosen = (logits.softmax(-1) if block.scoring == "softmax" else logits.sigmoid()).topk(block.top_k)
         if block.normalize_top_k:
             weights = weights / weights.sum()
-        y = sum(w * expert(block, int(e), token) for w, e in zip(weights, chosen, strict=True))
+        if block.weight_input:  # Llama 4: the weight scales what the expert reads
+            y = sum(expert(block, int(e), w * token) for w, e in zip(weights, chosen, strict=True))
+        else:
+            y = sum(w * expert(block, int(e), token) for w, e in zip(weights, chosen, strict=True))
         if block.shared is not None:
             gate = torch.sigmoid(block.shared_gate(token)) if block.shared_gate is not None else 1.0
             y = y + gate * block.shared(token)

@@ -31,6 +31,9 @@ DECODED: list[Any] = [
     {"name": "sinks", "window": 4, "n_kv_heads": 2},
     {"name": "chunked", "chunk_size": 4},
     {"name": "chunked", "chunk_size": 5, "n_kv_heads": 1},
+    {"name": "sinks", "head_dim": 16, "qkv_bias": True},  # GPT-OSS's heads, wider than d_model / n_heads
+    {"name": "chunked", "chunk_size": 4, "qk_norm": "head", "qk_norm_plain": True, "qk_norm_after": True},  # Llama 4's
+    {"name": "qknorm", "qk_norm": "none", "temperature": 0.5, "temperature_floor": 2},  # Llama 4's NoPE layers
     "short_conv",
     {"name": "short_conv", "kernel_size": 5, "conv_bias": True},
     {"name": "mamba2", "d_state": 8, "chunk_size": 3},
@@ -116,6 +119,19 @@ def test_greedy_decoding_with_the_cache_equals_recomputing_the_whole_sequence(sp
             assert torch.equal(step.tokens, step.scores.argmax(-1))
             seq = torch.cat([seq, step.tokens[:, None]], dim=1)
     assert torch.equal(model.generate(seq[:, :5], 8), seq)  # generate's own loop: the same tokens
+
+
+def test_temperature_scales_each_query_by_its_slot() -> None:
+    """q at slot p times 1 + t * log1p(floor((p + 1) / floor)) (Llama 4's tuning), keys untouched."""
+    spec = {"name": "qknorm", "qk_norm": "none", "temperature": 0.5, "temperature_floor": 3}
+    tuned, plain = tiny(attention=spec), tiny(attention={**spec, "temperature": 0.0})
+    names = ["blocks.0.attn.hook_q", "blocks.0.attn.hook_k"]
+    _, ours = tuned.run_with_cache(ids(1, 9), names=names)
+    _, theirs = plain.run_with_cache(ids(1, 9), names=names)
+    factor = 1 + 0.5 * torch.log1p(torch.floor((torch.arange(9.0) + 1) / 3))  # 1 for slots 0-1, then grows
+    torch.testing.assert_close(ours[names[0]], theirs[names[0]] * factor[:, None])
+    torch.testing.assert_close(ours[names[1]], theirs[names[1]])
+    assert factor[1] == 1 and factor[2] > 1
 
 
 @pytest.mark.parametrize(

@@ -140,3 +140,11 @@ GPT_OSS |= {"num_experts_per_tok": 2, "sliding_window": 5, "swiglu_limit": 1.5}
 GPT_OSS |= {"rope_parameters": {"rope_type": "yarn", "rope_theta": 500.0, "factor": 4.0, "beta_fast": 32.0}}
 GPT_OSS["rope_parameters"] |= {"beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 16}
 CASES.append(Family("gpt-oss", "gpt_oss", "GptOssConfig", "GptOssForCausalLM", GPT_OSS))
+# Llama 4 (text): chunks of 5 on the rotary layers 0-2 and 4-6 with their L2 QK-norm, NoPE
+# layers 3 and 7 with tuned queries (a floor of 4 slots: the tuning changes within the prompt);
+# head_dim 16, a top-2 of 4 sigmoid router and the shared expert; Llama 3 rotary scaling
+LLAMA4 = {**SIZES, "num_hidden_layers": 8, "head_dim": 16, "intermediate_size": 24, "num_local_experts": 4}
+LLAMA4 |= {"num_experts_per_tok": 2, "attention_chunk_size": 5, "floor_scale": 4, "attn_scale": 0.5}
+LLAMA4 |= {"rope_parameters": {"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0, "low_freq_factor": 1.0}}
+LLAMA4["rope_parameters"] |= {"high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+CASES.append(Family("llama4", "llama4_text", "Llama4TextConfig", "Llama4ForCausalLM", LLAMA4))

@@ -12,7 +12,8 @@ that chooses but does not weight (V3's ``e_score_correction_bias``), experts in
 of its best ``group_by``), and ``routed_scale``. GPT-OSS's are options as well: a bias
 on the router's logits (``router_bias``), experts with biases (the config's ``bias``) whose
 gated product is clamped and sharpened (``limit``, ``alpha``, ``up_shift``: the
-``GatedUnit`` of ``zoo_modern.activations``; plain SwiGLU at their defaults).
+``GatedUnit`` of ``zoo_modern.activations``; plain SwiGLU at their defaults). Llama 4's:
+``weight_input``, each expert's weight applied to its input rather than its output.
 
 The experts are stacked, one parameter per projection with the experts on dim 0, as
 transformers 5 holds them: ``experts.gate_up`` (E, 2 x hidden, d), rows [gate | up], and
@@ -88,6 +89,7 @@ class MoeOptions(BaseModel):
         None, gt=0.0, description="experts' gate clamped at most, up within +-this (GPT-OSS 7; None: no clamp)"
     )
     up_shift: float = Field(0.0, description="added to the experts' up projection before the product (GPT-OSS 1)")
+    weight_input: bool = Field(False, description="an expert's weight scales its input, not its output (Llama 4)")
 
 
 def check_moe(config: Any, options: MoeOptions) -> None:
@@ -200,7 +202,8 @@ class Experts(nn.Module):
         return swiglu_of(x, first[0], first[1], self.unit)
 
     def every(self, x: Tensor, gates: Tensor) -> Tensor:
-        """sum_e gates[:, e] * expert_e(x) over every expert: (N, d) from (N, d), (N, n)."""
+        """sum_e gates[:, e] * expert_e(x) over every expert: (N, d) from (N, d) or one input
+        per expert (n, N, d), and (N, n)."""
         gate, up = self.gate_up.every(x).chunk(2, dim=-1)  # (n, N, hidden) each
         out = self.down.every(self.unit(gate, up))  # (n, N, d)
         return (out * gates.t()[:, :, None]).sum(0)
@@ -232,13 +235,14 @@ class MixtureOfExperts(nn.Module):
         alpha: float = 1.0,
         limit: float | None = None,
         up_shift: float = 0.0,
+        weight_input: bool = False,
         bias: bool = True,
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
         hidden = hidden or swiglu_hidden(d_ff, multiple_of)
         self.n_experts, self.top_k, self.normalize_top_k = n_experts, top_k, normalize_top_k
-        self.scoring, self.routed_scale = scoring, routed_scale
+        self.scoring, self.routed_scale, self.weight_input = scoring, routed_scale, weight_input
         self.n_groups, self.top_groups, self.group_by = n_groups, top_groups, group_by
         self.score_bias = ScoreBias(n_experts) if score_bias else None
         self.aux_weight = aux_loss_weight / n_layers  # summed over the layers: the weight times their mean
@@ -294,12 +298,19 @@ class MixtureOfExperts(nn.Module):
         order = pairs.argsort(stable=True)  # the (token, slot) pairs, grouped by expert
         tokens = order // self.top_k  # each pair's token
         counts: list[int] = torch.bincount(pairs, minlength=self.n_experts).tolist()  # one host read
-        out = self.experts.grouped(x[tokens], counts) * weights.reshape(-1)[order, None]
+        pair_weights = weights.reshape(-1)[order, None]
+        if self.weight_input:
+            out = self.experts.grouped(x[tokens] * pair_weights, counts)
+        else:
+            out = self.experts.grouped(x[tokens], counts) * pair_weights
         return torch.zeros_like(x).index_add_(0, tokens, out)
 
     def dense(self, x: Tensor, weights: Tensor, chosen: Tensor) -> Tensor:
         """The same sum with every expert on every token (weight 0 where not chosen): one graph."""
         gates = torch.zeros(x.shape[0], self.n_experts, dtype=x.dtype, device=x.device).scatter(1, chosen, weights)
+        if self.weight_input:  # each expert on its weighted input (n, N, d), its output kept where chosen
+            kept = torch.zeros_like(gates).scatter(1, chosen, 1.0)
+            return self.experts.every(x * gates.t()[:, :, None], kept)
         return self.experts.every(x, gates)
 
     def aux_loss(self) -> Tensor | None:

@@ -15,6 +15,9 @@ score scale, on top of zoo's grouped-query ``Attention``.
   ``qk_norm_layernorm`` they are LayerNorms with a bias (Persimmon).
 - ``scale``: the factor on q k^T (default 1 / sqrt(head_dim)); Granite's
   ``attention_multiplier``, Gemma 2's query_pre_attn_scalar^-1/2.
+- ``temperature`` (Llama 4's NoPE layers' "temperature tuning"): q at cache slot p times
+  1 + temperature * log1p(floor((p + 1) / temperature_floor)), sharper scores far into a
+  long context where no rotation tells the positions apart; 0 (the default) is off.
 
 q, k and v still come from one fused linear layer (rows ``[q | k | v]``).
 """
@@ -70,6 +73,8 @@ class QkNormOptions(AttentionOptions):
     qk_norm_plain: bool = Field(False, description="the q/k norms learn no scale (NanoChat)")
     qk_norm_layernorm: bool = Field(False, description="the q/k norms are LayerNorms with a bias (Persimmon)")
     scale: float | None = Field(None, gt=0.0, description="factor on q k^T (default 1 / sqrt(head_dim))")
+    temperature: float = Field(0.0, ge=0.0, description="q times 1 + this * log1p(floor((slot + 1) / floor)); 0: off")
+    temperature_floor: int = Field(8192, gt=0, description="slots per step of the temperature's log (Llama 4: 8192)")
     kernel: Literal["sdpa", "eager"] = Field("sdpa", description="sdpa: torch's fused kernel; eager: the explicit math")
     qkv_bias: bool | None = Field(None, description="bias on the q/k/v projection (default: the config's bias)")
     out_bias: bool | None = Field(None, description="bias on the output projection (default: the config's bias)")
@@ -114,6 +119,8 @@ class QkNormAttention(Attention):
         qk_norm_plain: bool = False,
         qk_norm_layernorm: bool = False,
         scale: float | None = None,
+        temperature: float = 0.0,
+        temperature_floor: int = 8192,
         kernel: Literal["sdpa", "eager"] = "sdpa",
         bias: bool = True,
         qkv_bias: bool | None = None,
@@ -139,6 +146,7 @@ class QkNormAttention(Attention):
         # q is multiplied by this before the kernel divides by sqrt(head_dim): scores scale by ``scale``.
         self.q_factor = 1.0 if scale is None else scale * math.sqrt(head_dim)
         self.register_parameter("sinks", None)
+        self.temperature, self.temperature_floor = temperature, temperature_floor
 
     def forward(self, x: Tensor, ctx: AttentionContext) -> Tensor:
         batch, seq, _ = x.shape
@@ -186,7 +194,16 @@ class QkNormAttention(Attention):
         dropout = self.attn_dropout if self.training else 0.0
         if self.q_factor != 1.0:
             q = q * self.q_factor
+        if self.temperature:
+            q = q * self.temperatures(q, k, ctx)
         return ctx.attend(q, k, v, dropout=dropout, explicit=self.eager, softcap=self.softcap, sinks=self.sinks)
+
+    def temperatures(self, q: Tensor, k: Tensor, ctx: AttentionContext) -> Tensor:
+        """Each query's factor (S, 1) by its cache slot p (``temperature``'s definition)."""
+        end = ctx.cache.length if ctx.cache is not None else k.shape[2]  # slots seen, these included
+        slots = torch.arange(end - q.shape[2], end, device=q.device, dtype=torch.float32)
+        steps = torch.floor((slots + 1.0) / self.temperature_floor)
+        return (torch.log1p(steps) * self.temperature + 1.0).to(q.dtype)[:, None]
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, head_dim={self.head_dim}, qk_norm={self.qk_norm}"

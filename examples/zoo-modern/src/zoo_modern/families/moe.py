@@ -60,6 +60,8 @@ class Routing:
     always_normalized: bool = False
     shared: bool = False
     sparse_layers: bool = False
+    shared_width: str = "shared_expert_intermediate_size"
+    shared_gate: bool = True  # Qwen2-MoE's sigmoid gate on the shared expert (Llama 4's has none)
 
     def read(self, hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
         experts, top_k, hidden, normalized = self.defaults
@@ -75,7 +77,7 @@ class Routing:
         mlp |= {"hidden": int(hf.get(self.hidden_field) or hidden), "aux_loss_weight": aux}
         mlp["normalize_top_k"] = True if self.always_normalized else bool(hf.get("norm_topk_prob", normalized))
         if self.shared:
-            mlp |= {"shared_hidden": int(hf.get("shared_expert_intermediate_size") or 5632), "shared_gate": True}
+            mlp |= {"shared_hidden": int(hf.get(self.shared_width) or 5632), "shared_gate": self.shared_gate}
         return {**fields, "mlp": mlp}
 
     def write(self, config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
@@ -84,7 +86,7 @@ class Routing:
         out |= {self.hidden_field: expert_hidden(config), "num_experts_per_tok": o.top_k}
         out |= {"output_router_logits": o.aux_loss_weight > 0, "router_aux_loss_coef": o.aux_loss_weight}
         out |= {} if self.always_normalized else {"norm_topk_prob": o.normalize_top_k}
-        out |= {"shared_expert_intermediate_size": o.shared_hidden} if self.shared else {}
+        out |= {self.shared_width: o.shared_hidden} if self.shared else {}
         return out | ({"decoder_sparse_step": 1, "mlp_only_layers": []} if self.sparse_layers else {})
 
     def blockers(self, config: ModelConfig, arch: str) -> list[str]:
@@ -95,8 +97,10 @@ class Routing:
             blockers.append(f"normalize_top_k=false ({arch} always renormalises the top-k weights)")
         if bool(o.shared_hidden) != self.shared:
             blockers.append(f"a shared expert {'missing' if self.shared else 'present'} ({arch})")
-        if self.shared and not o.shared_gate:
-            blockers.append(f"shared_gate=false ({arch} gates its shared expert)")
+        if self.shared and o.shared_gate != self.shared_gate:
+            blockers.append(f"shared_gate={str(o.shared_gate).lower()} ({arch}'s shared expert differs)")
+        if self.shared and self.shared_width == self.hidden_field and o.shared_hidden != expert_hidden(config):
+            blockers.append(f"a shared expert of width {o.shared_hidden} ({arch}'s is as wide as each expert)")
         return blockers
 
     def experts(self, zoo: str, names: tuple[str, ...], config: ModelConfig) -> list[Rule]:
