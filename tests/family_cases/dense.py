@@ -1,7 +1,7 @@
 """The dense decoder families that extend a Llama-like table by a field or two:
 Ministral, Seed-OSS, Helium, ERNIE 4.5;
 the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan; HyperCLOVA X; NanoChat; Apertus; Persimmon; Granite SWA; VaultGemma;
-GPT-J's CodeGen; OPT's BioGPT, GPT-2's forerunner GPT."""
+GPT-J's CodeGen; OPT's BioGPT, GPT-2's forerunner GPT; CWM, Apertus 1.5."""
 
 from __future__ import annotations
 
@@ -214,5 +214,26 @@ CASES.append(
             "attn_logit_softcapping": 1.5,
             "final_logit_softcapping": 2.0,
         },
+    )
+)
+# CWM: head_dim 16 (twice hidden_size / heads), windows of 5 on layers 1-3 (its default types), Llama 3
+# rotary; its config requires a bos id and puts Llama 3's eos ids (past this vocabulary) where none is given
+CASES.append(
+    Family(
+        "cwm",
+        "cwm",
+        "CwmConfig",
+        "CwmForCausalLM",
+        {**SIZES, "num_hidden_layers": 4, "num_key_value_heads": 2, "head_dim": 16, "sliding_window": 5}
+        | {"bos_token_id": 0, "eos_token_id": 0},
+    )
+)
+CASES.append(
+    Family(
+        "apertus1p5",
+        "apertus1p5_text",
+        "Apertus1p5TextConfig",
+        "Apertus1p5TextForCausalLM",
+        {**SIZES, "num_key_value_heads": 2},
     )
 )

@@ -1,5 +1,5 @@
 """Llama's lineage, continued: the dense families of 2024-2025 that extend a table of
-``llama_like`` by a field or two (Ministral, Seed-OSS, Helium, ERNIE 4.5, GLM, GLM-4,
+``llama_like`` by a field or two (Ministral, CWM, Seed-OSS, Helium, ERNIE 4.5, GLM, GLM-4,
 OLMo 3, Cohere 2, EXAONE 4, OLMo, HunYuan, HyperCLOVA X, Granite SWA, VaultGemma); the ungated-MLP ones are in
 ``ungated``.
 
@@ -54,6 +54,20 @@ def write_layer_types(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]
     return {**hf, "sliding_window": sizes.pop() if sizes else None, "layer_types": types}
 
 
+def default_types(window: int | None, sliding: Callable[[int], bool]) -> Reader:
+    """A reader of ``sliding_window`` (``window`` by default) on the layers ``layer_types``
+    names sliding, or where it is unset, on the layers ``sliding(i)`` picks."""
+
+    def read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+        layers = fields["n_layers"]
+        types = hf.get("layer_types") or ["sliding_attention" if sliding(i) else "full_attention" for i in range(layers)]  # fmt: skip
+        refuse_unless(len(types) == layers and not set(types) - set(KINDS), where, "layer_types", types, f"give {layers} of 'sliding_attention'/'full_attention'")  # fmt: skip
+        size = hf.get("sliding_window", window)
+        return with_windows(fields, layer_windows({"layer_types": types}, layers, fields["max_seq_len"], size))
+
+    return read
+
+
 LAYER_TYPES = {"sliding_window": F("", None, Count), "layer_types": F("", None)}
 # Ministral extends Mistral: the window on the layers layer_types names sliding.
 MINISTRAL = MISTRAL.derive(
@@ -69,6 +83,22 @@ MINISTRAL = MISTRAL.derive(
 )
 
 QKNORM_NONE = {"name": "qknorm", "qk_norm": "none"}  # qknorm for its head_dim alone, no norms
+# CWM extends Ministral: an explicit head_dim, a window of 8192 on 3 layers of 4 (full at 0, 4, ...), Llama 3's rotary.
+CWM = MINISTRAL.derive(
+    "CwmForCausalLM",
+    model_type="cwm",
+    description="CWM: Llama's layout, an explicit head_dim, windows on 3 layers of 4",
+    fields={
+        "head_dim": HEAD_DIM,
+        "mlp_bias": LLAMA.fields["mlp_bias"],
+        "pretraining_tp": LLAMA.fields["pretraining_tp"],
+    }
+    | {"max_position_embeddings": F("max_seq_len", 131072, Count)},
+    zoo={"attention": {**QKNORM_NONE, "qkv_bias": False, "out_bias": False}},
+    accepts={"attention": ()},
+    fresh=("read",),
+    read=(head_dim(128), *LLAMA.read, default_types(8192, lambda i: i % 4 != 0)),
+)
 OUT_BIAS = {"attn.out.bias": W("self_attn.o_proj.bias", when=lambda c: Converter.attention_layout(c)[2])}
 
 
@@ -425,6 +455,7 @@ VAULTGEMMA = GEMMA.derive(
 
 FAMILIES = (
     MINISTRAL,
+    CWM,
     SEED_OSS,
     HELIUM,
     ERNIE4_5,

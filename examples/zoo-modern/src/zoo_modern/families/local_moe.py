@@ -13,25 +13,10 @@ import torch
 from torch import Tensor
 
 from zoo.plugin import Count, Epsilon, F, Fraction, ModelConfig, Positive, Rule, W
-from zoo_modern.families.llama_kin import KINDS, write_layer_types
+from zoo_modern.families.llama_kin import default_types, write_layer_types
 from zoo_modern.families.llama_like import LLAMA, head_dim, interleaved_qkv
 from zoo_modern.families.moe import Routing, options, routed
-from zoo_modern.families.readers import (
-    layer_windows,
-    periodic,
-    refuse_unless,
-    window_blockers,
-    with_windows,
-)
-
-
-def alternating_windows(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
-    """The ``sliding_window`` (128) on the layers ``layer_types`` names sliding (every other
-    one, from the first, where it is unset)."""
-    layers = fields["n_layers"]
-    types = hf.get("layer_types") or ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)]
-    refuse_unless(len(types) == layers and not set(types) - set(KINDS), where, "layer_types", types, f"give {layers} of 'sliding_attention'/'full_attention'")  # fmt: skip
-    return with_windows(fields, layer_windows({"layer_types": types}, layers, fields["max_seq_len"], hf.get("sliding_window", 128)))  # fmt: skip
+from zoo_modern.families.readers import periodic, refuse_unless, window_blockers
 
 
 def interleaved_pairs(transposed: bool) -> Any:
@@ -95,7 +80,7 @@ GPT_OSS = routed(
     | {"mlp.experts.down.bias": EXPERTS + "down_proj_bias"},
     engine_features=frozenset({"window", "layer_pattern"}),
     before=(head_dim(64),),
-    read=(clamped_experts, alternating_windows),
+    read=(clamped_experts, default_types(128, lambda i: i % 2 == 0)),
     write=(write_layer_types,),
     blockers=(window_blockers,),
 )

@@ -1,5 +1,5 @@
 """Llama's lineage with an ungated MLP (up, activation, down): Arcee's ReLU squared and
-the families that extend it (Nemotron, Jais 2, NanoChat, Apertus, Persimmon).
+the families that extend it (Nemotron, Jais 2, NanoChat, Apertus, Persimmon, Apertus 1.5).
 
 Each family opens with the one it extends and how; the table says the rest.
 """
@@ -192,4 +192,12 @@ PERSIMMON = JAIS2.derive(
 )
 
 
-FAMILIES = (ARCEE, NEMOTRON, JAIS2, NANOCHAT, APERTUS, PERSIMMON)
+# Apertus 1.5 (text) extends Apertus: a larger vocabulary (the multimodal tokens); a pruned head refused.
+APERTUS1P5 = APERTUS.derive(
+    "Apertus1p5TextForCausalLM",
+    model_type="apertus1p5_text",
+    description="Apertus 1.5 (text): Apertus's layers over a vocabulary with image and audio tokens",
+    fields={"output_vocab_size": F.must(None, "an output head narrower than the vocabulary is not modelled")},
+)
+
+FAMILIES = (ARCEE, NEMOTRON, JAIS2, NANOCHAT, APERTUS, PERSIMMON, APERTUS1P5)
