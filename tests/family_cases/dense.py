@@ -1,7 +1,8 @@
 """The dense decoder families that extend a Llama-like table by a field or two:
 Ministral, Seed-OSS, Helium, ERNIE 4.5;
 the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan; HyperCLOVA X; NanoChat; Apertus; Persimmon; Granite SWA; VaultGemma;
-GPT-J's CodeGen; OPT's BioGPT, GPT-2's forerunner GPT; CWM, Apertus 1.5."""
+GPT-J's CodeGen; OPT's BioGPT, GPT-2's forerunner GPT; CWM, Apertus 1.5;
+DeepSeek-V3's latent attention over a dense MLP: Youtu, MiniCPM3."""
 
 from __future__ import annotations
 
@@ -237,3 +238,12 @@ CASES.append(
         {**SIZES, "num_key_value_heads": 2},
     )
 )
+# Youtu: DeepSeek-V3's latent attention (q through its latent, pairs interleaved) over a dense SwiGLU.
+# Not exported here: transformers' Youtu zeroes the pad token's embedding row whenever it loads a
+# checkpoint (its _init_weights), and the export names the tokenizer's end-of-text as the pad.
+LATENT = {**SIZES, "num_key_value_heads": 4, "kv_lora_rank": 16, "q_lora_rank": 12, "qk_rope_head_dim": 8}
+LATENT |= {"qk_nope_head_dim": 8, "v_head_dim": 12}
+CASES.append(Family("youtu", "youtu", "YoutuConfig", "YoutuForCausalLM", LATENT, export=False))
+# MiniCPM3: the same latent attention with halves rotary, scaled embeddings, residuals and logits
+MINICPM3 = {**LATENT, "scale_emb": 3.0, "scale_depth": 2.0, "dim_model_base": 8}
+CASES.append(Family("minicpm3", "minicpm3", "MiniCPM3Config", "MiniCPM3ForCausalLM", MINICPM3))

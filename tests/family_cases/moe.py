@@ -1,4 +1,5 @@
-"""Mixture-of-experts families (zoo-modern's ``moe`` MLP): Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, DeepSeek-V3 and V2."""
+"""Mixture-of-experts families (zoo-modern's ``moe`` MLP): Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, DeepSeek-V3 and V2,
+GPT-OSS, Llama 4, GLM-4 MoE Lite."""
 
 from __future__ import annotations
 
@@ -148,3 +149,7 @@ LLAMA4 |= {"num_experts_per_tok": 2, "attention_chunk_size": 5, "floor_scale": 4
 LLAMA4 |= {"rope_parameters": {"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0, "low_freq_factor": 1.0}}
 LLAMA4["rope_parameters"] |= {"high_freq_factor": 4.0, "original_max_position_embeddings": 16}
 CASES.append(Family("llama4", "llama4_text", "Llama4TextConfig", "Llama4ForCausalLM", LLAMA4))
+# GLM-4 MoE Lite: DeepSeek-V3's layout, the second layer dense by mlp_layer_types, ungrouped routing
+GLM4_MOE_LITE = {**DEEPSEEK, "q_lora_rank": 12, "mlp_layer_types": ["sparse", "dense", "sparse"]}
+GLM4_MOE_LITE |= {"num_experts_per_tok": 3, "routed_scaling_factor": 1.8}
+CASES.append(Family("glm4-moe-lite", "glm4_moe_lite", "Glm4MoeLiteConfig", "Glm4MoeLiteForCausalLM", GLM4_MOE_LITE))

@@ -1,6 +1,8 @@
 """DeepSeek-V3 and V2 (transformers' ``deepseek_v3``, ``deepseek_v2``): V3 extends Llama
 (pre-norm RMSNorm, rotary, SwiGLU) with zoo-modern's ``mla`` attention and DeepSeek's routing
-as options of ``moe``; V2 extends V3 and routes as V2 did.
+as options of ``moe``; V2 extends V3 and routes as V2 did. GLM-4 MoE Lite extends V3 (its dense
+layers by ``mlp_layer_types``), Youtu extends V3 with a dense SwiGLU in every layer, MiniCPM3
+extends Youtu with rotary in halves and Granite's multipliers.
 
 - Attention: multi-head latent attention (``q_lora_rank``, ``kv_lora_rank``, the nope/rope/v
   widths); the rotary turns the ``qk_rope_head_dim`` parts, pairs interleaved (V3's
@@ -19,6 +21,7 @@ are not part of transformers' forward and are ignored as it ignores them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +61,15 @@ def latent_attention(hf: Mapping[str, Any], fields: dict[str, Any], where: str, 
     return {**fields, "attention": attention, "position": position}
 
 
+def latent_attention_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    """config.json's ``mla`` fields and its rotary (the pairs' layout as ``rope_interleave``)."""
+    a = mla(config)
+    out = {**hf, "q_lora_rank": a.get("q_lora_rank") or None, "kv_lora_rank": a.get("kv_lora_rank")}
+    out |= {name: a.get(name) for name in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}
+    out |= {"num_key_value_heads": config.n_heads, "rope_interleave": bool(config.position.options.get("interleaved"))}
+    return out | {"rope_parameters": {"rope_type": "default", "rope_theta": rotary_base(config)}}
+
+
 @dataclass(frozen=True)
 class Version:
     """How a DeepSeek version routes, and its config's defaults: V3 scores by sigmoid with a
@@ -95,19 +107,16 @@ class Version:
         return {**fields, "mlp": self.options(hf, where), "layer_pattern": [] if pattern == [{}] else pattern}
 
     def write(self, config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
-        a, o, dense = mla(config), routing(config), dense_layers(config)
-        out = {**hf, "q_lora_rank": a.get("q_lora_rank") or None, "kv_lora_rank": a.get("kv_lora_rank")}
-        out |= {name: a.get(name) for name in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}
-        out |= {"num_key_value_heads": config.n_heads, "first_k_dense_replace": dense}
+        o, dense = routing(config), dense_layers(config)
+        out = {**latent_attention_out(config, hf), "first_k_dense_replace": dense}
         width = config.layer(0).mlp.options.get("hidden") if dense else config.d_ff
         out |= {"intermediate_size": width, "moe_intermediate_size": o.hidden, "n_routed_experts": o.n_experts}
         out |= {"num_experts_per_tok": o.top_k, "n_shared_experts": o.shared_hidden // (o.hidden or 1)}
         out |= {"n_group": o.n_groups, "topk_group": o.top_groups, "routed_scaling_factor": o.routed_scale}
         if self.sigmoid:
-            out |= {"norm_topk_prob": o.normalize_top_k, "rope_interleave": bool(config.position.options.get("interleaved"))}  # fmt: skip
-        else:
-            out |= {"topk_method": "group_limited_greedy" if o.n_groups > 1 else "greedy"}
-        return out | {"rope_parameters": {"rope_type": "default", "rope_theta": rotary_base(config)}}
+            return out | {"norm_topk_prob": o.normalize_top_k}
+        out.pop("rope_interleave")  # V2 always interleaves
+        return out | {"topk_method": "group_limited_greedy" if o.n_groups > 1 else "greedy"}
 
     def blockers(self, config: ModelConfig, arch: str) -> list[str]:
         """What the version's config cannot say: routing of another kind, dense layers not leading."""
@@ -237,4 +246,111 @@ DEEPSEEK_V2 = DEEPSEEK_V3.derive(
     blockers=(V2.blockers,),
 )
 
-FAMILIES = (DEEPSEEK_V3, DEEPSEEK_V2)
+
+def mlp_types(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """The dense layers where ``mlp_layer_types`` says so (the first alone by default)."""
+    layers = fields["n_layers"]
+    types = hf.get("mlp_layer_types") or ["dense"] + ["sparse"] * (layers - 1)
+    refuse_unless(len(types) == layers and set(types) <= {"dense", "sparse"}, where, "mlp_layer_types", types, f"give {layers} of 'dense'/'sparse'")  # fmt: skip
+    pattern = periodic([{"mlp": {"name": "swiglu", "hidden": fields["d_ff"]}} if t == "dense" else {} for t in types])
+    return {**fields, "layer_pattern": [] if pattern == [{}] else pattern}
+
+
+def mlp_types_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    types = ["sparse" if config.layer(i).mlp.name == "moe" else "dense" for i in range(config.n_layers)]
+    return {k: v for k, v in hf.items() if k != "first_k_dense_replace"} | {"mlp_layer_types": types}
+
+
+LITE = Version("GLM-4 MoE Lite", True, (64, 4, 1536, 1, 1, 1, 1.8, 1))
+# GLM-4 MoE Lite (GLM-4.7-Flash) extends DeepSeek-V3: its dense layers named by mlp_layer_types, its own defaults.
+GLM4_MOE_LITE = DEEPSEEK_V3.derive(
+    "Glm4MoeLiteForCausalLM",
+    fresh=("read", "write", "blockers"),
+    model_type="glm4_moe_lite",
+    description="GLM-4 MoE Lite: DeepSeek-V3's latent attention and routing, dense layers by mlp_layer_types",
+    fields={"first_k_dense_replace": None, "num_nextn_predict_layers": None, "mlp_layer_types": F("", None)},
+    read=(LITE.read, mlp_types),
+    write=(LITE.write, mlp_types_out),
+    blockers=(lambda config, arch: [b for b in LITE.blockers(config, arch) if not b.startswith("dense layers after")],),
+)
+
+
+def dense_latent(interleaved: bool | None) -> Any:
+    """A reader of the ``mla`` attention over a dense SwiGLU, its rotary pairs ``interleaved``
+    (None: unless ``rope_interleave`` is false)."""
+
+    def read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+        pairs = bool(hf.get("rope_interleave", True)) if interleaved is None else interleaved
+        fields = latent_attention(hf, fields, where, pairs)
+        return {**fields, "mlp": {"name": "swiglu", "hidden": fields["d_ff"]}}
+
+    return read
+
+
+ROUTED: tuple[str, ...] = (
+    "moe_intermediate_size",
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "n_shared_experts",
+    "n_group",
+)
+ROUTED += ("topk_group", "first_k_dense_replace", "norm_topk_prob", "routed_scaling_factor", "output_router_logits")
+# Youtu extends DeepSeek-V3: its latent attention over a dense SwiGLU in every layer, a tied head.
+YOUTU = DEEPSEEK_V3.derive(
+    "YoutuForCausalLM",
+    fresh=("read", "write", "blockers"),
+    model_type="youtu",
+    description="Youtu-LLM: DeepSeek-V3's multi-head latent attention, a dense SwiGLU in every layer",
+    fields={name: None for name in (*ROUTED, "num_nextn_predict_layers", "num_mtp_layers")}
+    | {"embedding_initializer_range": IGNORED, "tie_word_embeddings": F("tie_embeddings", True, bool)},
+    zoo={"mlp": {"name": "swiglu"}},
+    engine_features=frozenset(),
+    read=(dense_latent(None),),
+    write=(latent_attention_out,),
+)
+
+
+def minicpm_scales(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """Embeddings times ``scale_emb``, each sub-layer's output times scale_depth / sqrt(layers),
+    the final states divided by hidden_size / dim_model_base (a null: no scaling)."""
+    layers, d = fields["n_layers"], fields["d_model"]
+    emb, depth, base = float(hf.get("scale_emb", 12)), hf.get("scale_depth", 1.4), hf.get("dim_model_base", 256)
+    residual = 1.0 if depth is None else float(depth) / math.sqrt(layers)
+    fields = {**fields, "embedding_scale": "none" if emb == 1.0 else emb, "logit_scale": (base or d) / d}
+    return {**fields, "placement": {"name": "pre_scaled", "residual_scale": residual}}
+
+
+def minicpm_blockers(config: ModelConfig, arch: str) -> list[str]:
+    base = config.logit_scale * config.d_model
+    blockers = [f"logit_scale={config.logit_scale} ({arch}'s is a whole dim_model_base / hidden_size)"] if abs(base - round(base)) > 1e-6 or base < 1 else []  # fmt: skip
+    return blockers + (["rotary pairs interleaved (MiniCPM3 turns halves)"] if config.position.options.get("interleaved") else [])  # fmt: skip
+
+
+# MiniCPM3 extends Youtu: rotary in halves (as Llama's), Granite's multipliers on the embeddings,
+# each sub-layer's output and the logits (from scale_emb, scale_depth, dim_model_base).
+MINICPM3 = YOUTU.derive(
+    "MiniCPM3ForCausalLM",
+    model_type="minicpm3",
+    description="MiniCPM3: multi-head latent attention, a dense SwiGLU, scaled embeddings, residuals and logits",
+    fields={"rope_interleave": None, "embedding_initializer_range": None, "mlp_bias": LLAMA.fields["mlp_bias"]}
+    | {
+        "scale_emb": F("", 12, Positive, out=lambda c: 1.0 if c.embedding_scale == "none" else float(c.embedding_scale))
+    }  # fmt: skip
+    | {
+        "scale_depth": F(
+            "",
+            1.4,
+            Positive,
+            out=lambda c: float(c.placement.options.get("residual_scale", 1.0)) * math.sqrt(c.n_layers),
+        )
+    }  # fmt: skip
+    | {"dim_model_base": F("", 256, Count, out=lambda c: round(c.logit_scale * c.d_model))},
+    zoo={"placement": {"name": "pre_scaled"}},
+    accepts={"embedding_scale": ("*",), "logit_scale": ("*",)},
+    fresh=("read",),
+    read=(dense_latent(False), minicpm_scales),
+    write=(lambda config, hf: {k: v for k, v in hf.items() if k != "rope_interleave"},),
+    blockers=(minicpm_blockers,),
+)
+
+FAMILIES = (DEEPSEEK_V3, DEEPSEEK_V2, GLM4_MOE_LITE, YOUTU, MINICPM3)
