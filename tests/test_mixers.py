@@ -34,6 +34,13 @@ DECODED: list[Any] = [
     {"name": "sinks", "head_dim": 16, "qkv_bias": True},  # GPT-OSS's heads, wider than d_model / n_heads
     {"name": "chunked", "chunk_size": 4, "qk_norm": "head", "qk_norm_plain": True, "qk_norm_after": True},  # Llama 4's
     {"name": "qknorm", "qk_norm": "none", "temperature": 0.5, "temperature_floor": 2},  # Llama 4's NoPE layers
+    {
+        "name": "qknorm",
+        "temperature": 0.5,
+        "temperature_floor": 2,
+        "temperature_offset": 0,
+        "temperature_by_token": True,
+    },
     "short_conv",
     {"name": "short_conv", "kernel_size": 5, "conv_bias": True},
     {"name": "mamba2", "d_state": 8, "chunk_size": 3},
@@ -132,6 +139,22 @@ def test_temperature_scales_each_query_by_its_slot() -> None:
     torch.testing.assert_close(ours[names[0]], theirs[names[0]] * factor[:, None])
     torch.testing.assert_close(ours[names[1]], theirs[names[1]])
     assert factor[1] == 1 and factor[2] > 1
+
+
+def test_a_temperature_by_token_reads_a_left_padded_row_as_alone() -> None:
+    """With ``temperature_by_token`` (Ministral 3's position ids) the slots count from each
+    row's first real token, so padding changes nothing; by slot (Llama 4's) it shifts them."""
+    spec = {"name": "qknorm", "qk_norm": "none", "temperature": 8.0, "temperature_floor": 1, "temperature_offset": 0}
+    real = ids(1, 7)
+    padded, mask = torch.cat([ids(1, 3, seed=9), real], dim=1), torch.tensor([[0, 0, 0] + [1] * 7])
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    outs = []
+    for by_token in (True, False):
+        model = tiny(attention={**spec, "temperature_by_token": by_token})
+        with torch.no_grad():
+            outs.append((model(padded, attention_mask=mask, positions=positions)[:, 3:], model(real)))
+    torch.testing.assert_close(*outs[0], atol=1e-5, rtol=0)
+    assert not torch.allclose(*outs[1], atol=1e-4)
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """The dense decoder families that extend a Llama-like table by a field or two:
 Ministral, Seed-OSS, Helium, ERNIE 4.5;
 the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan; HyperCLOVA X; NanoChat; Apertus; Persimmon; Granite SWA; VaultGemma;
-GPT-J's CodeGen; OPT's BioGPT, GPT-2's forerunner GPT; CWM, Apertus 1.5;
+GPT-J's CodeGen; OPT's BioGPT, GPT-2's forerunner GPT; CWM, Apertus 1.5, Ministral 3;
 DeepSeek-V3's latent attention over a dense MLP: Youtu, MiniCPM3."""
 
 from __future__ import annotations
@@ -247,3 +247,8 @@ CASES.append(Family("youtu", "youtu", "YoutuConfig", "YoutuForCausalLM", LATENT,
 # MiniCPM3: the same latent attention with halves rotary, scaled embeddings, residuals and logits
 MINICPM3 = {**LATENT, "scale_emb": 3.0, "scale_depth": 2.0, "dim_model_base": 8}
 CASES.append(Family("minicpm3", "minicpm3", "MiniCPM3Config", "MiniCPM3ForCausalLM", MINICPM3))
+# Ministral 3: head_dim 16, a window of 5, YaRN rotary, queries scaled from position 4 on (beta 0.5)
+MINISTRAL3 = {**SIZES, "num_key_value_heads": 2, "head_dim": 16, "sliding_window": 5}
+MINISTRAL3 |= {"rope_parameters": {"rope_type": "yarn", "rope_theta": 500.0, "factor": 2.0, "beta_fast": 32.0}}
+MINISTRAL3["rope_parameters"] |= {"beta_slow": 1.0, "original_max_position_embeddings": 4, "llama_4_scaling_beta": 0.5}
+CASES.append(Family("ministral3", "ministral3", "Ministral3Config", "Ministral3ForCausalLM", MINISTRAL3))

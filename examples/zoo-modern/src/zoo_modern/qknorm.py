@@ -16,8 +16,10 @@ score scale, on top of zoo's grouped-query ``Attention``.
 - ``scale``: the factor on q k^T (default 1 / sqrt(head_dim)); Granite's
   ``attention_multiplier``, Gemma 2's query_pre_attn_scalar^-1/2.
 - ``temperature`` (Llama 4's NoPE layers' "temperature tuning"): q at cache slot p times
-  1 + temperature * log1p(floor((p + 1) / temperature_floor)), sharper scores far into a
-  long context where no rotation tells the positions apart; 0 (the default) is off.
+  1 + temperature * log1p(floor((p + temperature_offset) / temperature_floor)), sharper
+  scores far into a long context where no rotation tells the positions apart; 0 (the
+  default) is off. Ministral 3 scales every layer so, p counted from each row's first
+  real token (``temperature_by_token``, its position ids) with an offset of 0.
 
 q, k and v still come from one fused linear layer (rows ``[q | k | v]``).
 """
@@ -75,6 +77,12 @@ class QkNormOptions(AttentionOptions):
     scale: float | None = Field(None, gt=0.0, description="factor on q k^T (default 1 / sqrt(head_dim))")
     temperature: float = Field(0.0, ge=0.0, description="q times 1 + this * log1p(floor((slot + 1) / floor)); 0: off")
     temperature_floor: int = Field(8192, gt=0, description="slots per step of the temperature's log (Llama 4: 8192)")
+    temperature_offset: int = Field(
+        1, ge=0, description="added to the slot before dividing (Llama 4: 1, Ministral 3: 0)"
+    )
+    temperature_by_token: bool = Field(
+        False, description="count slots from each row's first real token (Ministral 3), not the cache's first (Llama 4)"
+    )
     kernel: Literal["sdpa", "eager"] = Field("sdpa", description="sdpa: torch's fused kernel; eager: the explicit math")
     qkv_bias: bool | None = Field(None, description="bias on the q/k/v projection (default: the config's bias)")
     out_bias: bool | None = Field(None, description="bias on the output projection (default: the config's bias)")
@@ -121,6 +129,8 @@ class QkNormAttention(Attention):
         scale: float | None = None,
         temperature: float = 0.0,
         temperature_floor: int = 8192,
+        temperature_offset: int = 1,
+        temperature_by_token: bool = False,
         kernel: Literal["sdpa", "eager"] = "sdpa",
         bias: bool = True,
         qkv_bias: bool | None = None,
@@ -147,6 +157,7 @@ class QkNormAttention(Attention):
         self.q_factor = 1.0 if scale is None else scale * math.sqrt(head_dim)
         self.register_parameter("sinks", None)
         self.temperature, self.temperature_floor = temperature, temperature_floor
+        self.temperature_offset, self.temperature_by_token = temperature_offset, temperature_by_token
 
     def forward(self, x: Tensor, ctx: AttentionContext) -> Tensor:
         batch, seq, _ = x.shape
@@ -199,11 +210,14 @@ class QkNormAttention(Attention):
         return ctx.attend(q, k, v, dropout=dropout, explicit=self.eager, softcap=self.softcap, sinks=self.sinks)
 
     def temperatures(self, q: Tensor, k: Tensor, ctx: AttentionContext) -> Tensor:
-        """Each query's factor (S, 1) by its cache slot p (``temperature``'s definition)."""
+        """Each query's factor (S, 1), or (B, 1, S, 1) by token, at its slot p
+        (``temperature``'s definition)."""
         end = ctx.cache.length if ctx.cache is not None else k.shape[2]  # slots seen, these included
-        slots = torch.arange(end - q.shape[2], end, device=q.device, dtype=torch.float32)
-        steps = torch.floor((slots + 1.0) / self.temperature_floor)
-        return (torch.log1p(steps) * self.temperature + 1.0).to(q.dtype)[:, None]
+        slots = torch.arange(end - q.shape[2], end, device=q.device, dtype=torch.float32)[:, None]
+        if self.temperature_by_token and ctx.padding is not None:  # from each row's first real slot
+            slots = slots - ctx.padding.to(torch.int64).argmax(dim=-1)[:, None, None, None]
+        steps = torch.floor((slots + self.temperature_offset) / self.temperature_floor).clamp(min=0)
+        return (torch.log1p(steps) * self.temperature + 1.0).to(q.dtype)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, head_dim={self.head_dim}, qk_norm={self.qk_norm}"

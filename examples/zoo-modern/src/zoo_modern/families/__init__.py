@@ -3,7 +3,7 @@
 - ``gpt2_like``: GPT-Neo, OPT, GPTBigCode, BLOOM, MPT, BioGPT, GPT (OpenAI's first); GPT-2 itself is the
   built-in ``zoo.plugins.hf_gpt2``;
 - ``llama_like``: Llama, Mistral, Qwen2, Qwen3, Gemma, OLMo 2, Phi-3, Granite, Cohere, StableLM, Starcoder2;
-- ``llama_kin``: Ministral, CWM, Seed-OSS, Helium, ERNIE 4.5, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo,
+- ``llama_kin``: Ministral, CWM, Ministral 3, Seed-OSS, Helium, ERNIE 4.5, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo,
   HunYuan, HyperCLOVA X, Granite SWA, VaultGemma (Llama's lineage, continued);
 - ``ungated``: Arcee, Nemotron, Jais 2, NanoChat, Apertus, Persimmon, Apertus 1.5 (Llama's, with an ungated MLP);
 - ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE; ``deepseek``: DeepSeek-V3 and V2 (latent attention, grouped routing),

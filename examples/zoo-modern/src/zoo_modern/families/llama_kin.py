@@ -1,5 +1,5 @@
 """Llama's lineage, continued: the dense families of 2024-2025 that extend a table of
-``llama_like`` by a field or two (Ministral, CWM, Seed-OSS, Helium, ERNIE 4.5, GLM, GLM-4,
+``llama_like`` by a field or two (Ministral, CWM, Ministral 3, Seed-OSS, Helium, ERNIE 4.5, GLM, GLM-4,
 OLMo 3, Cohere 2, EXAONE 4, OLMo, HunYuan, HyperCLOVA X, Granite SWA, VaultGemma); the ungated-MLP ones are in
 ``ungated``.
 
@@ -100,6 +100,46 @@ CWM = MINISTRAL.derive(
     read=(head_dim(128), *LLAMA.read, default_types(8192, lambda i: i % 4 != 0)),
 )
 OUT_BIAS = {"attn.out.bias": W("self_attn.o_proj.bias", when=lambda c: Converter.attention_layout(c)[2])}
+
+
+def llama4_scaling(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """Ministral 3's queries at position p times 1 + beta * log1p(floor(p / original_max)),
+    from its rope_parameters' llama_4_scaling_beta and original_max_position_embeddings."""
+    params: Mapping[str, Any] = hf.get("rope_parameters") or {}
+    beta: Any = params.get("llama_4_scaling_beta")
+    floor: Any = params.get("original_max_position_embeddings")
+    for name, value, least in (("llama_4_scaling_beta", beta, 0), ("original_max_position_embeddings", floor, 1)):
+        refuse_unless(isinstance(value, (int, float)) and not isinstance(value, bool) and value >= least, where, f"rope_parameters.{name}", value, f"Ministral 3's query scaling needs a number >= {least}")  # fmt: skip
+    attention = {**fields["attention"], "temperature": float(beta), "temperature_floor": int(floor)}
+    return {**fields, "attention": attention | {"temperature_offset": 0, "temperature_by_token": True}}
+
+
+def llama4_scaling_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    options = config.attention.options
+    extra = {"llama_4_scaling_beta": options.get("temperature", 0.0), "original_max_position_embeddings": options.get("temperature_floor", 8192)}  # fmt: skip
+    return {**hf, "rope_parameters": {**hf["rope_parameters"], **extra}}
+
+
+# Ministral 3 extends Mistral: an explicit head_dim, YaRN rotary, every query scaled by its position (Llama 4's rule).
+MINISTRAL3 = MISTRAL.derive(
+    "Ministral3ForCausalLM",
+    model_type="ministral3",
+    description="Ministral 3: Mistral's layout, an explicit head_dim, queries scaled by position as Llama 4's NoPE layers",
+    fields={"head_dim": HEAD_DIM, "max_position_embeddings": F("max_seq_len", 262144, Count)},
+    zoo={
+        "attention": {
+            **QKNORM_NONE,
+            "qkv_bias": False,
+            "out_bias": False,
+            "temperature_offset": 0,
+            "temperature_by_token": True,
+        }
+    },  # fmt: skip
+    accepts={"attention": ()},
+    before=(head_dim(128),),
+    read=(llama4_scaling,),
+    write=(llama4_scaling_out,),
+)
 
 
 # Seed-OSS extends Llama: an explicit head_dim (128), biases on q/k/v (and optionally the output), a residual dropout.
@@ -456,6 +496,7 @@ VAULTGEMMA = GEMMA.derive(
 FAMILIES = (
     MINISTRAL,
     CWM,
+    MINISTRAL3,
     SEED_OSS,
     HELIUM,
     ERNIE4_5,
