@@ -1,5 +1,5 @@
 """Mixture-of-experts families (zoo-modern's ``moe`` MLP): Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, DeepSeek-V3 and V2,
-GPT-OSS, Llama 4, GLM-4 MoE Lite."""
+GPT-OSS, Llama 4, GLM-4 MoE Lite, Solar Open."""
 
 from __future__ import annotations
 
@@ -153,3 +153,9 @@ CASES.append(Family("llama4", "llama4_text", "Llama4TextConfig", "Llama4ForCausa
 GLM4_MOE_LITE = {**DEEPSEEK, "q_lora_rank": 12, "mlp_layer_types": ["sparse", "dense", "sparse"]}
 GLM4_MOE_LITE |= {"num_experts_per_tok": 3, "routed_scaling_factor": 1.8}
 CASES.append(Family("glm4-moe-lite", "glm4_moe_lite", "Glm4MoeLiteConfig", "Glm4MoeLiteForCausalLM", GLM4_MOE_LITE))
+# Solar Open: GQA with head_dim 16, 8 sigmoid-routed experts (top 2 of the
+# best 2 of 4 groups) and a shared one in every layer
+SOLAR_OPEN = {**SIZES, "head_dim": 16, "moe_intermediate_size": 16, "n_routed_experts": 8, "num_experts_per_tok": 2}
+SOLAR_OPEN |= {"n_shared_experts": 1, "routed_scaling_factor": 1.5, "n_group": 4, "topk_group": 2}
+SOLAR_OPEN |= {"rope_parameters": {"rope_theta": 500.0}}
+CASES.append(Family("solar-open", "solar_open", "SolarOpenConfig", "SolarOpenForCausalLM", SOLAR_OPEN))

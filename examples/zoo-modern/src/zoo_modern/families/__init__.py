@@ -7,7 +7,7 @@
   HunYuan, HyperCLOVA X, Granite SWA, VaultGemma (Llama's lineage, continued);
 - ``ungated``: Arcee, Nemotron, Jais 2, NanoChat, Apertus, Persimmon, Apertus 1.5 (Llama's, with an ungated MLP);
 - ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE; ``deepseek``: DeepSeek-V3 and V2 (latent attention, grouped routing),
-  GLM-4 MoE Lite, Youtu and MiniCPM3 (latent attention over a dense MLP);
+  GLM-4 MoE Lite, Youtu and MiniCPM3 (latent attention over a dense MLP), Solar Open (V3's routing, Llama's attention);
 - ``local_moe``: GPT-OSS (attention sinks, alternating windows, clamped experts), Llama 4 (chunked and NoPE layers);
 - ``legacy``: Gemma 2, Gemma 3 and SmolLM3, still converter classes (to become tables);
 - ``neox_like``: GPT-NeoX, GPT-J, CodeGen, Phi, Falcon;

@@ -2,7 +2,8 @@
 (pre-norm RMSNorm, rotary, SwiGLU) with zoo-modern's ``mla`` attention and DeepSeek's routing
 as options of ``moe``; V2 extends V3 and routes as V2 did. GLM-4 MoE Lite extends V3 (its dense
 layers by ``mlp_layer_types``), Youtu extends V3 with a dense SwiGLU in every layer, MiniCPM3
-extends Youtu with rotary in halves and Granite's multipliers.
+extends Youtu with rotary in halves and Granite's multipliers; Solar Open extends Llama with
+V3's routing in every layer.
 
 - Attention: multi-head latent attention (``q_lora_rank``, ``kv_lora_rank``, the nope/rope/v
   widths); the rotary turns the ``qk_rope_head_dim`` parts, pairs interleaved (V3's
@@ -27,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from zoo.plugin import REQUIRED, Count, Experts, F, ModelConfig, Positive, Rule, W
-from zoo_modern.families.llama_like import IGNORED, LLAMA
+from zoo_modern.families.llama_kin import QKNORM_NONE
+from zoo_modern.families.llama_like import HEAD_DIM, IGNORED, LLAMA, LLAMA_ROTARY, head_dim, llama_read
 from zoo_modern.families.moe import stacked_experts
 from zoo_modern.families.readers import periodic, refuse_unless, rope, rotary_base
 from zoo_modern.moe import MoeOptions
@@ -107,16 +109,22 @@ class Version:
         return {**fields, "mlp": self.options(hf, where), "layer_pattern": [] if pattern == [{}] else pattern}
 
     def write(self, config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
-        o, dense = routing(config), dense_layers(config)
+        dense = dense_layers(config)
         out = {**latent_attention_out(config, hf), "first_k_dense_replace": dense}
         width = config.layer(0).mlp.options.get("hidden") if dense else config.d_ff
-        out |= {"intermediate_size": width, "moe_intermediate_size": o.hidden, "n_routed_experts": o.n_experts}
-        out |= {"num_experts_per_tok": o.top_k, "n_shared_experts": o.shared_hidden // (o.hidden or 1)}
-        out |= {"n_group": o.n_groups, "topk_group": o.top_groups, "routed_scaling_factor": o.routed_scale}
+        out = self.routing_out(config, out | {"intermediate_size": width})
         if self.sigmoid:
-            return out | {"norm_topk_prob": o.normalize_top_k}
+            return out
         out.pop("rope_interleave")  # V2 always interleaves
-        return out | {"topk_method": "group_limited_greedy" if o.n_groups > 1 else "greedy"}
+        return out | {"topk_method": "group_limited_greedy" if routing(config).n_groups > 1 else "greedy"}
+
+    def routing_out(self, config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+        """config.json's routing fields (the experts, their widths, groups and scale)."""
+        o = routing(config)
+        out = {**hf, "moe_intermediate_size": o.hidden, "n_routed_experts": o.n_experts, "num_experts_per_tok": o.top_k}
+        out |= {"n_shared_experts": o.shared_hidden // (o.hidden or 1), "n_group": o.n_groups}
+        out |= {"topk_group": o.top_groups, "routed_scaling_factor": o.routed_scale}
+        return out | ({"norm_topk_prob": o.normalize_top_k} if self.sigmoid else {})
 
     def blockers(self, config: ModelConfig, arch: str) -> list[str]:
         """What the version's config cannot say: routing of another kind, dense layers not leading."""
@@ -353,4 +361,29 @@ MINICPM3 = YOUTU.derive(
     blockers=(minicpm_blockers,),
 )
 
-FAMILIES = (DEEPSEEK_V3, DEEPSEEK_V2, GLM4_MOE_LITE, YOUTU, MINICPM3)
+
+SOLAR = Version("Solar Open", True, (128, 8, 1280, 1, 1, 1, 1.0, 0))
+MOE_LAYER = {k: v for k, v in DEEPSEEK_V3.layer.items() if k.startswith("mlp.") and ("router" in k or "shared" in k or "score" in k)}  # fmt: skip
+# Solar Open extends Llama: DeepSeek-V3's routing in every layer (as GLM-4 MoE's), q/k/v for an
+# explicit head_dim, Llama's rotary (transformers' Solar Open turns whole heads only).
+SOLAR_OPEN = LLAMA.derive(
+    "SolarOpenForCausalLM",
+    model_type="solar_open",
+    description="Solar Open: Llama's attention, sigmoid-routed grouped experts and a shared one in every layer",
+    fields={k: DEEPSEEK_V3.fields[k] for k in ROUTED if k != "first_k_dense_replace"}
+    | {"intermediate_size": None, "head_dim": HEAD_DIM, "mlp_bias": None},
+    zoo={"attention": {**QKNORM_NONE, "qkv_bias": False, "out_bias": False}, "mlp": {"name": "moe"}},
+    accepts={"attention": ()},
+    layer={f"mlp.{p}.weight": None for p in ("gate", "up", "down")} | MOE_LAYER,
+    fresh=("read", "write", "blockers"),
+    read=(lambda hf, fields, where: {**fields, "d_ff": None}, head_dim(128), llama_read, LLAMA_ROTARY.read)
+    + (lambda hf, fields, where: {**fields, "mlp": SOLAR.options(hf, where)},),
+    write=(LLAMA_ROTARY.write, SOLAR.routing_out),
+    blockers=(
+        LLAMA_ROTARY.blockers,
+        SOLAR.blockers,
+        lambda c, arch: [f"dense layers ({arch} routes in every one)"] if dense_layers(c) else [],
+    ),  # fmt: skip
+)
+
+FAMILIES = (DEEPSEEK_V3, DEEPSEEK_V2, GLM4_MOE_LITE, YOUTU, MINICPM3, SOLAR_OPEN)
