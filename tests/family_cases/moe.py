@@ -159,3 +159,6 @@ SOLAR_OPEN = {**SIZES, "head_dim": 16, "moe_intermediate_size": 16, "n_routed_ex
 SOLAR_OPEN |= {"n_shared_experts": 1, "routed_scaling_factor": 1.5, "n_group": 4, "topk_group": 2}
 SOLAR_OPEN |= {"rope_parameters": {"rope_theta": 500.0}}
 CASES.append(Family("solar-open", "solar_open", "SolarOpenConfig", "SolarOpenForCausalLM", SOLAR_OPEN))
+# Sarvam's MLA model: DeepSeek-V3's classes under its own config (the DeepSeek-V3 table's alias)
+SARVAM = {**DEEPSEEK, "q_lora_rank": None, "first_k_dense_replace": 1, "num_experts_per_tok": 2}
+CASES.append(Family("sarvam-mla", "deepseek_v3", "SarvamMLAConfig", "DeepseekV3ForCausalLM", SARVAM))

@@ -238,6 +238,9 @@ class Converter:
     architecture: ClassVar[str] = ""
     #: ``config.json``'s ``model_type``, e.g. ``"llama"``.
     model_type: ClassVar[str] = ""
+    #: Other model types transformers builds with this architecture's classes (its config
+    #: alone differs: InternLM3's ``LlamaForCausalLM``); read, exported as ``model_type``.
+    model_type_aliases: ClassVar[tuple[str, ...]] = ()
     description: ClassVar[str] = ""
     #: Prefix of the base model's tensors (``"model."``); rules name tensors without it.
     prefix: ClassVar[str] = ""

@@ -130,6 +130,7 @@ class Family:
     #: Zoo component kinds and the names export accepts beyond the ``zoo`` constant's.
     accepts: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     extends: str = ""
+    aliases: tuple[str, ...] = ()  # other model types of this architecture (not inherited)
 
     def derive(
         self, architecture: str, fresh: tuple[str, ...] = (), before: tuple[Reader, ...] = (), **changes: Any
@@ -138,7 +139,7 @@ class Family:
         ``layer``, ``top``, ``accepts``) merged, a ``None`` entry dropping the parent's;
         hooks (``read``, ``write``, ``blockers``) run after the parent's; a table or hook
         named in ``fresh`` is replaced instead; ``before``: readers that run before the parent's."""
-        merged: dict[str, Any] = {"architecture": architecture, "extends": self.architecture}
+        merged: dict[str, Any] = {"architecture": architecture, "extends": self.architecture, "aliases": ()}
         merged |= {name: type(getattr(self, name))() for name in fresh}
         for name, value in changes.items():
             old = getattr(self, name)
@@ -341,6 +342,7 @@ def converter(family: Family) -> Converter:
     class TableConverter(Converter):
         architecture = family.architecture
         model_type = family.model_type
+        model_type_aliases = family.aliases
         description = family.description
         prefix = family.prefix
         top_level = family.top_level

@@ -183,6 +183,7 @@ DEEPSEEK_V3 = LLAMA.derive(
     "DeepseekV3ForCausalLM",
     fresh=("layer", "read", "write", "blockers"),
     model_type="deepseek_v3",
+    aliases=("sarvam_mla",),  # Sarvam's config, DeepSeek-V3's classes
     description="DeepSeek-V3: multi-head latent attention, leading dense layers, sigmoid-routed grouped experts",
     fields={
         "num_key_value_heads": IGNORED,  # MLA's keys and values are per head, from the latent

@@ -71,6 +71,7 @@ HEAD_DIM = F("", None, Count, out=lambda c: c.head_dim)
 LLAMA = Family(
     architecture="LlamaForCausalLM",
     model_type="llama",
+    aliases=("internlm3", "iquestcoder"),  # InternLM3's and IQuest-Coder's configs, Llama's classes
     description="LLaMA: RMSNorm, rotary, SwiGLU, grouped-query attention, no biases",
     prefix="model.",
     embedding="embed_tokens.weight",
