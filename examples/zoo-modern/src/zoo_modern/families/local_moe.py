@@ -17,6 +17,7 @@ from zoo_modern.families.llama_kin import default_types, write_layer_types
 from zoo_modern.families.llama_like import LLAMA, head_dim, interleaved_qkv
 from zoo_modern.families.moe import Routing, options, routed
 from zoo_modern.families.readers import periodic, refuse_unless, window_blockers
+from zoo_modern.local_attention import ChunkedOptions
 
 
 def interleaved_pairs(transposed: bool) -> Any:
@@ -129,6 +130,7 @@ def llama4_layers_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]
 LAYER_OPTIONS = {"qk_norm": "none", "qk_norm_plain": False, "qk_norm_after": False, "chunk_size": 8192}
 LAYER_OPTIONS |= {"temperature": 0.0, "temperature_floor": 8192}
 SHARED_OPTIONS = ("n_kv_heads", "head_dim", "qkv_bias", "out_bias", "kernel")
+UNSET = ChunkedOptions().model_dump()  # every other option must hold its default
 
 
 def layer_design(config: ModelConfig) -> tuple[Any, ...]:
@@ -144,8 +146,8 @@ def llama4_blockers(config: ModelConfig, arch: str) -> list[str]:
     wanted = llama4_layers(llama4_layers_out(config, {}), base, arch)
     want = [ModelConfig.model_validate({**config.model_dump(), **wanted, "mlp": config.mlp.model_dump()}).layer(i) for i in range(config.n_layers)]  # fmt: skip
     for i, (have, should) in enumerate(zip(layers, want, strict=True)):
-        extra = {k for k, v in have.attention.options.items() if v not in (None, False) and k not in LAYER_OPTIONS}
-        extra -= set(SHARED_OPTIONS)
+        options = have.attention.options.items()
+        extra = {k for k, v in options if k not in LAYER_OPTIONS and k not in SHARED_OPTIONS and v != UNSET.get(k)}
         if layer_design(have) != layer_design(should) or extra or have.position.name not in ("rotary", "none"):
             blockers.append(f"layer {i}'s attention or position ({arch}'s layers: rotary with an L2 QK-norm, or NoPE)")
         elif have.position.name == "rotary" and have.position != config.position:
