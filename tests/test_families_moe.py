@@ -232,6 +232,36 @@ def test_converters_refuse_what_they_cannot_map(
         zoo.from_hf(folder)
 
 
+SMALL = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
+ROPE = {"rope_type": "default", "rope_theta": 10000.0}
+#: The families on the parts GPT-OSS, Llama 4 and DeepSeek brought, and what each refuses.
+PARTS_REFUSALS = [
+    ("GptOssConfig", "GptOssForCausalLM", {"quantization_config": {"quant_method": "mxfp4"}}, "quantization_config"),
+    ("Llama4TextConfig", "Llama4ForCausalLM", {"interleave_moe_layer_step": 2}, "interleave_moe_layer_step"),
+    ("Llama4TextConfig", "Llama4ForCausalLM", {"moe_layers": [1]}, "moe_layers"),
+    ("Llama4TextConfig", "Llama4ForCausalLM", {"layer_types": ["sliding_attention"] * 2}, "layer_types"),
+    ("Ministral3Config", "Ministral3ForCausalLM", {"rope_parameters": ROPE}, "llama_4_scaling_beta"),
+    ("Apertus1p5TextConfig", "Apertus1p5TextForCausalLM", {"output_vocab_size": 50}, "output_vocab_size"),
+    (
+        "SolarOpenConfig",
+        "SolarOpenForCausalLM",
+        {"rope_parameters": {**ROPE, "partial_rotary_factor": 0.5}},
+        "partial_rotary_factor",
+    ),  # fmt: skip
+    ("Glm4MoeLiteConfig", "Glm4MoeLiteForCausalLM", {"mlp_layer_types": ["dense", "mixed"]}, "mlp_layer_types"),
+]
+
+
+@pytest.mark.parametrize(("config", "model", "change", "field"), PARTS_REFUSALS, ids=[r[3] for r in PARTS_REFUSALS])
+def test_the_families_on_the_new_parts_refuse_what_they_cannot_map(
+    config: str, model: str, change: dict[str, Any], field: str, tmp_path: Path
+) -> None:
+    hf = getattr(transformers, config)(**SMALL, vocab_size=97)
+    folder = saved_config(tmp_path, hf, **change, architectures=[model])
+    with pytest.raises(zoo.InteropError, match=field):
+        zoo.from_hf(folder)
+
+
 def test_export_refuses_an_moe_the_architecture_cannot_hold(tmp_path: Path) -> None:
     with pytest.raises(zoo.InteropError, match="shared expert"):
         zoo.to_hf(tiny({**ROUTING, "shared_hidden": 8}), tmp_path / "out", architecture="MixtralForCausalLM")
