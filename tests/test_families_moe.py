@@ -347,3 +347,51 @@ def test_summary_counts_every_expert_and_the_flops_of_the_routed_ones() -> None:
     d, hidden, layers, experts, top_k = 4096, 14336, 32, 8, 2
     assert summary.parameters["mlp"] == layers * (d * experts + experts * 3 * d * hidden)
     assert summary.flops_per_token["mlp"] == 2 * layers * (d * experts + top_k * 3 * d * hidden)
+
+
+GPT_OSS_20B = {  # openai/gpt-oss-20b's config.json, its quantization_config left out (dequantised)
+    "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "attention_bias": True, "attention_dropout": 0.0,
+    "eos_token_id": 200002, "experts_per_token": 4, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2880,
+    "initial_context_length": 4096, "initializer_range": 0.02, "intermediate_size": 2880,
+    "layer_types": ["sliding_attention", "full_attention"] * 12, "max_position_embeddings": 131072,
+    "num_attention_heads": 64, "num_experts_per_tok": 4, "num_hidden_layers": 24, "num_key_value_heads": 8,
+    "num_local_experts": 32, "output_router_logits": False, "pad_token_id": 199999, "rms_norm_eps": 1e-05,
+    "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096,
+                     "rope_type": "yarn", "truncate": False},
+    "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 128, "swiglu_limit": 7.0,
+    "tie_word_embeddings": False, "use_cache": True, "vocab_size": 201088,
+}  # fmt: skip
+
+
+def test_gpt_oss_20b_reads_as_its_released_shape() -> None:
+    """The released GPT-OSS 20B config: heads of 64 at d_model 2880, windows on every other layer,
+    YaRN, 32 clamped experts with biases; as many parameters as transformers' model of it."""
+    config = validate_config(config_from_hf(GPT_OSS_20B))
+    assert (config.head_dim, config.attention.name, config.mlp.options["limit"]) == (64, "sinks", 7.0)
+    assert [config.layer(i).attention.options.get("window") for i in range(3)] == [128, None, 128]
+    assert config.position.options["scaling"]["kind"] == "yarn"
+    theirs = transformers.GptOssConfig(**GPT_OSS_20B)
+    with torch.device("meta"):
+        expected = transformers.GptOssForCausalLM(theirs).num_parameters()
+    assert zoo.build(config, device="meta").num_parameters() == expected
+
+
+def test_llama4_scout_text_reads_as_its_released_shape() -> None:
+    """Llama 4 Scout's text model: 48 layers of 16 experts (top 1) and a shared one, chunked
+    rotary layers with NoPE every fourth; as many parameters as transformers' model of it."""
+    scout = {"hidden_size": 5120, "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8}
+    scout |= {"intermediate_size": 8192, "num_local_experts": 16, "num_experts_per_tok": 1, "vocab_size": 202048}
+    scout |= {"rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 16.0}}
+    scout["rope_parameters"] |= {
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 1.0,
+        "original_max_position_embeddings": 8192,
+    }
+    theirs = transformers.Llama4TextConfig(**scout)
+    config = validate_config(config_from_hf({**theirs.to_dict(), "architectures": ["Llama4ForCausalLM"]}))
+    kinds = [(config.layer(i).attention.name, config.layer(i).position.name) for i in range(4)]
+    assert kinds == [("chunked", "rotary")] * 3 + [("qknorm", "none")]
+    assert config.mlp.options["weight_input"] and config.mlp.options["shared_hidden"] == 8192
+    with torch.device("meta"):
+        expected = transformers.Llama4ForCausalLM(theirs).num_parameters()
+    assert zoo.build(config, device="meta").num_parameters() == expected

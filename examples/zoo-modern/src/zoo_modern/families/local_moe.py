@@ -69,7 +69,8 @@ GPT_OSS = routed(
     | {"swiglu_alpha": F("", 1.702, Positive, out=lambda c: options(c).alpha)}
     | {"swiglu_limit": F("", 7.0, Positive, out=lambda c: options(c).limit)}
     | {"attention_bias": F.must(True, "GPT-OSS's q/k/v/o projections have biases", bool), "mlp_bias": None}
-    | {"max_position_embeddings": F("max_seq_len", 131072, Count), "rms_norm_eps": F("norm_eps", 1e-5, Epsilon)},
+    | {"max_position_embeddings": F("max_seq_len", 131072, Count), "rms_norm_eps": F("norm_eps", 1e-5, Epsilon)}
+    | {"experts_per_token": F("", None), "initial_context_length": F("", None)},  # released, read by no one
     zoo={"bias": True, "attention": {"name": "sinks", "qkv_bias": True, "out_bias": True}}
     | {"mlp": {"name": "moe", "router_bias": True, "up_shift": 1.0}},
     accepts={"attention": ()},
