@@ -460,10 +460,7 @@ def capped_scores(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> 
     cap, final = hf.get("attn_logit_softcapping", 50.0), hf.get("final_logit_softcapping", 30.0)
     attention |= {} if cap is None else {"softcap": float(cap)}
     fields = {**fields, "attention": attention, "logit_softcap": None if final is None else float(final)}
-    layers = fields["n_layers"]
-    types = hf.get("layer_types") or ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)]
-    refuse_unless(len(types) == layers and not set(types) - set(KINDS), where, "layer_types", types, f"give {layers} of 'sliding_attention'/'full_attention'")  # fmt: skip
-    return with_windows(fields, layer_windows({"layer_types": types}, layers, fields["max_seq_len"], hf.get("sliding_window", 4096)))  # fmt: skip
+    return default_types(4096, lambda i: i % 2 == 0)(hf, fields, where)
 
 
 def capped_scores_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
