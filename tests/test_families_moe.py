@@ -79,6 +79,22 @@ def test_routing_matches_its_definition_token_by_token(variant: str) -> None:
         torch.testing.assert_close(block.dense(flat, weights, chosen), block.dispatch(flat, weights, chosen))
 
 
+def test_a_fused_shared_expert_is_the_unfused_one_with_gate_and_up_stacked() -> None:
+    """``shared_fused`` (Granite-MoE's ``shared_mlp.input_linear``): one projection, rows
+    [gate | up], the same sums as separate gate and up holding its halves."""
+    fused = tiny({**ROUTING, "shared_hidden": 24, "shared_gate": False, "shared_fused": True}).blocks[0].mlp.eval()
+    split = tiny({**ROUTING, "shared_hidden": 24, "shared_gate": False}, seed=1).blocks[0].mlp.eval()
+    assert not hasattr(fused.shared, "gate") and fused.shared.gate_up.weight.shape == (48, TINY["d_model"])
+    with torch.no_grad():
+        for name in ("router.weight", "experts.gate_up.weight", "experts.down.weight", "shared.down.weight"):
+            split.get_parameter(name).copy_(fused.get_parameter(name))
+        split.shared.gate.weight.copy_(fused.shared.gate_up.weight[:24])
+        split.shared.up.weight.copy_(fused.shared.gate_up.weight[24:])
+        x = torch.randn(2, 5, TINY["d_model"], generator=torch.Generator().manual_seed(3))
+        torch.testing.assert_close(fused(x), split(x))
+        torch.testing.assert_close(fused(x), reference_moe(fused, x), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_cached_decoding_and_padding_are_exact(variant: str) -> None:
     model = tiny(VARIANTS[variant]).eval()

@@ -1,10 +1,12 @@
-"""Mixture-of-experts families (zoo-modern's ``moe`` MLP): Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, DeepSeek-V3 and V2."""
+"""Mixture-of-experts families (zoo-modern's ``moe`` MLP): Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, DeepSeek-V3 and V2,
+Granite-MoE (and its shared expert)."""
 
 from __future__ import annotations
 
 from family_cases import Family
 
 SIZES = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
+GRANITE = {"embedding_multiplier": 3.0, "residual_multiplier": 0.5, "attention_multiplier": 0.2, "logits_scaling": 2.0}
 DEEPSEEK = {
     **SIZES,
     "num_hidden_layers": 3,
@@ -131,5 +133,19 @@ CASES = [
         "DeepseekV2Config",
         "DeepseekV2ForCausalLM",
         {**DEEPSEEK, "q_lora_rank": None, "n_shared_experts": 2, "topk_method": "greedy"},
+    ),
+    Family(  # Granite's multipliers all set; experts stored stacked (input_linear, output_linear)
+        "granitemoe",
+        "granitemoe",
+        "GraniteMoeConfig",
+        "GraniteMoeForCausalLM",
+        {**SIZES, **GRANITE, "intermediate_size": 16, "num_local_experts": 6, "num_experts_per_tok": 2},
+    ),
+    Family(  # an ungated shared expert, its gate and up one input_linear
+        "granitemoe-shared",
+        "granitemoeshared",
+        "GraniteMoeSharedConfig",
+        "GraniteMoeSharedForCausalLM",
+        {**SIZES, **GRANITE, "intermediate_size": 16, "shared_intermediate_size": 24, "num_local_experts": 4},
     ),
 ]

@@ -5,7 +5,8 @@ weighted by the router's probabilities.
 Routing as the families do it: a softmax over all experts, the ``top_k`` largest kept,
 optionally renormalised to sum to 1 (``normalize_top_k``: Mixtral always, Qwen-MoE's and
 OLMoE's ``norm_topk_prob``). Qwen2-MoE adds a *shared expert* every token goes through,
-scaled by a sigmoid gate of its own (``shared_hidden``, ``shared_gate``). DeepSeek's
+scaled by a sigmoid gate of its own (``shared_hidden``, ``shared_gate``; ``shared_fused``:
+its gate and up one projection, as Granite-MoE stores them). DeepSeek's
 routing is options too: sigmoid scores (``scoring``), a frozen per-expert ``score_bias``
 that chooses but does not weight (V3's ``e_score_correction_bias``), experts in
 ``n_groups`` groups of which a token uses the ``top_groups`` best (a group worth the sum
@@ -43,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
 from zoo.plugin import MAX_EXPERTS, SCALES_WITH, SHOWN, RegisterComponent, hook_point, residual_output, stacked
-from zoo_modern.mlp import SwiGLU, swiglu_hidden
+from zoo_modern.mlp import GLU, swiglu_hidden
 
 
 class MoeOptions(BaseModel):
@@ -65,6 +66,9 @@ class MoeOptions(BaseModel):
         json_schema_extra={SCALES_WITH: "d_model"},
     )
     shared_gate: bool = Field(True, description="scale the shared expert by sigmoid(a learned gate) (Qwen2-MoE)")
+    shared_fused: bool = Field(
+        False, description="the shared expert's gate and up as one projection, rows [gate | up] (Granite-MoE's)"
+    )
     aux_loss_weight: float = Field(
         0.01, ge=0.0, description="weight of the load-balancing loss in training (summed over layers: their mean)"
     )
@@ -203,6 +207,7 @@ class MixtureOfExperts(nn.Module):
         normalize_top_k: bool = True,
         shared_hidden: int = 0,
         shared_gate: bool = True,
+        shared_fused: bool = False,
         aux_loss_weight: float = 0.01,
         scoring: str = "softmax",
         score_bias: bool = False,
@@ -222,7 +227,7 @@ class MixtureOfExperts(nn.Module):
         self.aux_weight = aux_loss_weight / n_layers  # summed over the layers: the weight times their mean
         self.router = hook_point(nn.Linear(d_model, n_experts, bias=False), "hook_router")
         self.experts = Experts(n_experts, d_model, hidden, bias)
-        self.shared = SwiGLU(d_model, shared_hidden, bias, 0.0) if shared_hidden else None
+        self.shared = GLU(d_model, shared_hidden, nn.SiLU(), bias, 0.0, shared_fused) if shared_hidden else None
         self.shared_gate = nn.Linear(d_model, 1, bias=False) if shared_hidden and shared_gate else None
         self.drop = nn.Dropout(dropout)
         self.last_balance_loss: Tensor | None = None  # of the latest training forward

@@ -4,6 +4,8 @@
 - Qwen2-MoE extends Qwen2: top-4 of 60, ``norm_topk_prob``, a shared expert behind a sigmoid gate.
 - Qwen3-MoE extends Qwen3: top-8 of 128.
 - OLMoE extends Llama: QK-norm over the whole projection, top-8 of 64, not renormalised.
+- Granite-MoE extends Granite: its multipliers, top-k renormalised, the experts stored stacked;
+  Granite-MoE-Shared adds an ungated shared expert (``shared_intermediate_size``).
 
 Only designs whose every layer routes are read (``decoder_sparse_step`` / ``mlp_only_layers``
 mixing dense layers in are refused: a zoo config has one MLP for all layers). Router jitter
@@ -20,8 +22,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.plugin import Experts, F, Family, Fraction, ModelConfig, Rule, W
-from zoo_modern.families.llama_like import LLAMA, MISTRAL, QK_NORMS, QWEN2, QWEN3, head_dim
+from zoo.plugin import Count, Experts, F, Family, Fraction, ModelConfig, Rule, W
+from zoo_modern.families.llama_like import GRANITE, LLAMA, MISTRAL, QK_NORMS, QWEN2, QWEN3, head_dim
 from zoo_modern.families.readers import refuse_unless
 from zoo_modern.mlp import swiglu_hidden
 from zoo_modern.moe import MoeOptions
@@ -58,7 +60,7 @@ class Routing:
     hidden_field: str = "moe_intermediate_size"
     defaults: tuple[int, int, int, bool] = (8, 2, 14336, True)  # experts, top-k, width, norm_topk_prob
     always_normalized: bool = False
-    shared: bool = False
+    shared: bool | None = False  # None: an optional shared expert the family reads itself
     sparse_layers: bool = False
 
     def read(self, hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
@@ -93,7 +95,7 @@ class Routing:
         o, blockers = options(config), []
         if self.always_normalized and not o.normalize_top_k:
             blockers.append(f"normalize_top_k=false ({arch} always renormalises the top-k weights)")
-        if bool(o.shared_hidden) != self.shared:
+        if self.shared is not None and bool(o.shared_hidden) != self.shared:
             blockers.append(f"a shared expert {'missing' if self.shared else 'present'} ({arch})")
         if self.shared and not o.shared_gate:
             blockers.append(f"shared_gate=false ({arch} gates its shared expert)")
@@ -153,8 +155,8 @@ def routed(parent: Family, architecture: str, routing: Routing, **changes: Any) 
         zoo={"mlp": {"name": "moe"}} | changes.pop("zoo", {}),
         layer=layer | changes.pop("layer", {}),
         read=(routing.read, *changes.pop("read", ())),
-        write=(routing.write,),
-        blockers=(routing.blockers,),
+        write=(routing.write, *changes.pop("write", ())),
+        blockers=(routing.blockers, *changes.pop("blockers", ())),
         **changes,
     )
 
@@ -194,4 +196,64 @@ OLMOE = routed(
     read=(head_dim(None),),
 )
 
-FAMILIES = (MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMOE)
+
+def granite_experts(zoo: str, names: tuple[str, ...], config: ModelConfig) -> list[Rule]:
+    """Granite-MoE's router (``router.layer``) and experts, stored stacked as the zoo holds
+    them: ``input_linear`` (E, 2 x hidden, d), rows [gate | up], and ``output_linear``;
+    transformers 5's own names (``router.weight``, ``experts.gate_up_proj``) read too."""
+    z, h = zoo.removesuffix("router.weight"), names[0].removesuffix("router.layer.weight")
+    pairs = [("router.weight", "router.layer.weight", "router.weight")]
+    pairs += [("experts.gate_up.weight", "input_linear.weight", "experts.gate_up_proj")]
+    pairs += [("experts.down.weight", "output_linear.weight", "experts.down_proj")]
+    return [replace(Rule.copy(z + a, h + b), also=(Rule.copy(z + a, h + c),)) for a, b, c in pairs]
+
+
+def granite_shared(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """A shared expert of ``shared_intermediate_size`` (0: none), ungated, gate and up fused."""
+    width = int(hf.get("shared_intermediate_size") or 0)
+    return {**fields, "mlp": {**fields["mlp"], "shared_hidden": width, "shared_gate": False, "shared_fused": True}}
+
+
+def granite_shared_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    return {**hf, "shared_intermediate_size": options(config).shared_hidden}
+
+
+def granite_shared_blockers(config: ModelConfig, arch: str) -> list[str]:
+    o = options(config)
+    wrong = o.shared_hidden and (o.shared_gate or not o.shared_fused)
+    return [f"a gated or unfused shared expert ({arch}'s is ungated, gate and up one input_linear)"] if wrong else []
+
+
+GRANITE_ROUTING = Routing("block_sparse_moe", experts_field="num_local_experts", hidden_field="intermediate_size", always_normalized=True)  # fmt: skip
+# Granite-MoE extends Granite: every MLP top-k routed (softmax over the top k: renormalised), experts stacked.
+GRANITE_MOE = routed(
+    GRANITE,
+    "GraniteMoeForCausalLM",
+    GRANITE_ROUTING,
+    model_type="granitemoe",
+    description="Granite-MoE: Granite's multipliers, top-k routed SwiGLU experts stored stacked",
+    layer={"mlp.router.weight": W("block_sparse_moe.router.layer.weight", make=granite_experts)},
+)
+
+
+def has_shared(config: ModelConfig) -> bool:
+    return config.mlp.name == "moe" and bool(options(config).shared_hidden)
+
+
+SHARED_MLP = (("gate_up", "input_linear"), ("down", "output_linear"))
+# Granite-MoE-Shared extends Granite-MoE: an ungated shared expert, gate and up one input_linear.
+GRANITE_MOE_SHARED = routed(
+    GRANITE,
+    "GraniteMoeSharedForCausalLM",
+    replace(GRANITE_ROUTING, shared=None),
+    model_type="granitemoeshared",
+    description="Granite-MoE-Shared: Granite-MoE with an ungated shared SwiGLU expert",
+    fields={"shared_intermediate_size": F("", None, Count)},
+    layer={"mlp.router.weight": GRANITE_MOE.layer["mlp.router.weight"]}
+    | {f"mlp.shared.{z}.weight": W(f"shared_mlp.{h}.weight", when=has_shared) for z, h in SHARED_MLP},
+    read=(granite_shared,),
+    write=(granite_shared_write,),
+    blockers=(granite_shared_blockers,),
+)
+
+FAMILIES = (MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMOE, GRANITE_MOE, GRANITE_MOE_SHARED)
