@@ -1,6 +1,6 @@
 """Hybrid families, whose layers mix tokens in more than one way: LFM2 (short gated
-convolutions between attention layers), Bamba and Nemotron-H (Mamba-2 scans between
-attention layers, and Nemotron-H's MLP-only layers)."""
+convolutions between attention layers), Bamba, Granite-MoE-Hybrid and Nemotron-H (Mamba-2 scans between
+attention layers, Granite's with routed experts, Nemotron-H's MLP-only layers)."""
 
 from __future__ import annotations
 
@@ -125,6 +125,43 @@ CASES += [
             "use_bias": True,
             "n_groups": 1,
             "mlp_hidden_act": "relu2",
+        },
+    ),
+]
+
+GRANITE_HYBRID = {
+    **{k: v for k, v in BAMBA.items() if k != "intermediate_size"},
+    **{"embedding_multiplier": 3.0, "residual_multiplier": 0.5, "attention_multiplier": 0.2, "logits_scaling": 2.0},
+    "intermediate_size": 16,
+    "shared_intermediate_size": 24,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+}
+CASES += [
+    # scan, attention, scan: Granite's multipliers, routed experts beside the shared MLP, no positions
+    Family(
+        "granitemoe-hybrid",
+        "granitemoehybrid",
+        "GraniteMoeHybridConfig",
+        "GraniteMoeHybridForCausalLM",
+        {
+            **GRANITE_HYBRID,
+            "num_hidden_layers": 3,
+            "layer_types": ["linear_attention", "full_attention", "linear_attention"],
+        },  # fmt: skip
+    ),
+    # attention first, rotary, no experts: the shared MLP alone (Granite 4.0-H-Micro's layout)
+    Family(
+        "granitemoe-hybrid-dense",
+        "granitemoehybrid",
+        "GraniteMoeHybridConfig",
+        "GraniteMoeHybridForCausalLM",
+        {
+            **GRANITE_HYBRID,
+            "num_hidden_layers": 2,
+            "layer_types": ["full_attention", "linear_attention"],
+            "position_embedding_type": "rope",
+            "num_local_experts": 0,
         },
     ),
 ]
