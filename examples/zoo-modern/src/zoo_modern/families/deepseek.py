@@ -1,4 +1,4 @@
-"""DeepSeek-V3 and V2 (transformers' ``deepseek_v3``, ``deepseek_v2``): V3 extends Llama
+"""DeepSeek-V3 and V2 (transformers' ``deepseek_v3``, ``deepseek_v2``) and the families that route as V3: V3 extends Llama
 (pre-norm RMSNorm, rotary, SwiGLU) with zoo-modern's ``mla`` attention and DeepSeek's routing
 as options of ``moe``; V2 extends V3 and routes as V2 did.
 
@@ -12,6 +12,9 @@ as options of ``moe``; V2 extends V3 and routes as V2 did.
   their top two), renormalised. V2: softmax, ``greedy`` or ``group_limited_greedy`` (a
   group worth its best), never renormalised (transformers' V2 ignores ``norm_topk_prob``).
 
+GLM-4-MoE (GLM-4.5) extends V3: V3's routing (GLM's defaults) over grouped-query attention
+with rotary on half of each head, optional q/k/v biases and QK-norm per head.
+
 Not modelled, refused: scaled rotary (YaRN's ``mscale_all_dim`` folds into the scores'
 scale), ``attention_bias``. The multi-token-prediction modules (``num_nextn_predict_layers``)
 are not part of transformers' forward and are ignored as it ignores them.
@@ -24,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from zoo.plugin import REQUIRED, Count, Experts, F, ModelConfig, Positive, Rule, W
-from zoo_modern.families.llama_like import IGNORED, LLAMA
+from zoo_modern.families.llama_like import HEAD_DIM, IGNORED, LLAMA, QK_NORMS, has_qkv_bias, head_dim, llama_read
 from zoo_modern.families.moe import stacked_experts
-from zoo_modern.families.readers import periodic, refuse_unless, rope, rotary_base
+from zoo_modern.families.readers import Rotary, periodic, refuse_unless, rope, rotary_base
 from zoo_modern.moe import MoeOptions
 
 
@@ -89,25 +92,33 @@ class Version:
     def read(self, hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
         """The latent attention, the routing and the leading dense layers."""
         fields = latent_attention(hf, fields, where, bool(hf.get("rope_interleave", True)) if self.sigmoid else True)
+        return self.route(hf, fields, where)
+
+    def route(self, hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+        """The routing and the leading dense layers (``first_k_dense_replace``)."""
         dense = int(hf.get("first_k_dense_replace", self.defaults[-1]) or 0)
         swiglu = {"mlp": {"name": "swiglu", "hidden": fields["d_ff"]}}
         pattern = periodic([swiglu if i < dense else {} for i in range(fields["n_layers"])])
         return {**fields, "mlp": self.options(hf, where), "layer_pattern": [] if pattern == [{}] else pattern}
 
     def write(self, config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
-        a, o, dense = mla(config), routing(config), dense_layers(config)
+        a = mla(config)
         out = {**hf, "q_lora_rank": a.get("q_lora_rank") or None, "kv_lora_rank": a.get("kv_lora_rank")}
         out |= {name: a.get(name) for name in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}
-        out |= {"num_key_value_heads": config.n_heads, "first_k_dense_replace": dense}
-        width = config.layer(0).mlp.options.get("hidden") if dense else config.d_ff
-        out |= {"intermediate_size": width, "moe_intermediate_size": o.hidden, "n_routed_experts": o.n_experts}
-        out |= {"num_experts_per_tok": o.top_k, "n_shared_experts": o.shared_hidden // (o.hidden or 1)}
-        out |= {"n_group": o.n_groups, "topk_group": o.top_groups, "routed_scaling_factor": o.routed_scale}
+        out |= {"num_key_value_heads": config.n_heads}
         if self.sigmoid:
-            out |= {"norm_topk_prob": o.normalize_top_k, "rope_interleave": bool(config.position.options.get("interleaved"))}  # fmt: skip
-        else:
-            out |= {"topk_method": "group_limited_greedy" if o.n_groups > 1 else "greedy"}
-        return out | {"rope_parameters": {"rope_type": "default", "rope_theta": rotary_base(config)}}
+            out["rope_interleave"] = bool(config.position.options.get("interleaved"))
+        out = {**self.write_routing(config, out), "rope_parameters": {"rope_type": "default", "rope_theta": rotary_base(config)}}  # fmt: skip
+        return out if self.sigmoid else out | {"topk_method": "group_limited_greedy" if routing(config).n_groups > 1 else "greedy"}  # fmt: skip
+
+    def write_routing(self, config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+        o, dense = routing(config), dense_layers(config)
+        width = config.layer(0).mlp.options.get("hidden") if dense else config.d_ff
+        out = {**hf, "first_k_dense_replace": dense, "intermediate_size": width, "moe_intermediate_size": o.hidden}
+        out |= {"n_routed_experts": o.n_experts, "num_experts_per_tok": o.top_k}
+        out |= {"n_shared_experts": o.shared_hidden // (o.hidden or 1), "n_group": o.n_groups}
+        out |= {"topk_group": o.top_groups, "routed_scaling_factor": o.routed_scale}
+        return out | ({"norm_topk_prob": o.normalize_top_k} if self.sigmoid else {})
 
     def blockers(self, config: ModelConfig, arch: str) -> list[str]:
         """What the version's config cannot say: routing of another kind, dense layers not leading."""
@@ -132,6 +143,7 @@ class Version:
 
 V3 = Version("DeepSeek-V3", True, (256, 8, 2048, 1, 8, 4, 2.5, 3))
 V2 = Version("DeepSeek-V2", False, (64, 6, 1407, 2, 1, 1, 1.0, 0))
+GLM4 = Version("GLM-4-MoE", True, (128, 8, 1408, 1, 1, 1, 1.0, 1))  # V3's routing, GLM-4.5's defaults
 
 
 def routes(config: ModelConfig) -> bool:
@@ -237,4 +249,50 @@ DEEPSEEK_V2 = DEEPSEEK_V3.derive(
     blockers=(V2.blockers,),
 )
 
-FAMILIES = (DEEPSEEK_V3, DEEPSEEK_V2)
+
+def glm4_moe_attention(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """Grouped-query ``qknorm`` attention of its own head_dim: an RMSNorm per head on q and k
+    with ``use_qk_norm`` (else none), biases on q, k and v with ``attention_bias``."""
+    spec = {"name": "qknorm", "qk_norm": "head" if hf.get("use_qk_norm") else "none", "out_bias": False}
+    return {**fields, "attention": {**fields["attention"], **spec, "qkv_bias": bool(hf.get("attention_bias"))}}
+
+
+def glm4_moe_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    return {**hf, "use_qk_norm": qk_normed(config), "attention_bias": has_qkv_bias(config)}
+
+
+def glm4_moe_blockers(config: ModelConfig, arch: str) -> list[str]:
+    o = config.attention.options
+    ok = o.get("qk_norm", "head") in ("head", "none") and not o.get("qk_norm_after") and not o.get("out_bias")
+    return (
+        [] if ok else [f"attention {dict(o)} ({arch}: QK-norm per head or none, before the rotation; no output bias)"]
+    )
+
+
+def qk_normed(config: ModelConfig) -> bool:
+    return config.attention.name == "qknorm" and config.attention.options.get("qk_norm", "head") == "head"
+
+
+GLM4_MOE_ROTARY = Rotary(share=0.5, partial=True)
+MLA_FIELDS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "qk_head_dim")
+MLA_WEIGHTS = ("q", "q_a", "q_b", "kv_a", "kv_norm", "kv_b")
+# GLM-4-MoE (GLM-4.5) extends DeepSeek-V3: V3's routing over grouped-query attention, rotary on
+# half of each head (halves), optional q/k/v biases and QK-norm per head.
+GLM4_MOE = DEEPSEEK_V3.derive(
+    "Glm4MoeForCausalLM",
+    fresh=("read", "write", "blockers"),
+    model_type="glm4_moe",
+    description="GLM-4-MoE (GLM-4.5): DeepSeek-V3's routing over grouped-query attention, half-head rotary",
+    fields={name: None for name in (*MLA_FIELDS, "rope_interleave")}
+    | {"num_key_value_heads": LLAMA.fields["num_key_value_heads"], "head_dim": HEAD_DIM}
+    | {"attention_bias": F("", None, bool), "use_qk_norm": F("", None, bool)},
+    zoo={"attention": {"name": "qknorm"}},
+    layer={f"attn.{name}.weight": None for name in MLA_WEIGHTS}
+    | {k: v for k, v in LLAMA.layer.items() if k.startswith("attn.qkv")}
+    | {name: W(stored, when=qk_normed) for name, stored in QK_NORMS.items()},
+    read=(head_dim(None), llama_read, glm4_moe_attention, GLM4_MOE_ROTARY.read, GLM4.route),
+    write=(GLM4_MOE_ROTARY.write, GLM4.write_routing, glm4_moe_write),
+    blockers=(GLM4_MOE_ROTARY.blockers, GLM4.blockers, glm4_moe_blockers),
+)
+
+FAMILIES = (DEEPSEEK_V3, DEEPSEEK_V2, GLM4_MOE)
