@@ -1,5 +1,5 @@
-"""DeepSeek-V3 and V2 (transformers' ``deepseek_v3``, ``deepseek_v2``) and the families that route as V3: V3 extends Llama
-(pre-norm RMSNorm, rotary, SwiGLU) with zoo-modern's ``mla`` attention and DeepSeek's routing
+"""DeepSeek-V3 and V2 (transformers' ``deepseek_v3``, ``deepseek_v2``), and GLM-4-MoE and dots.llm1,
+which route as V3: V3 extends Llama (pre-norm RMSNorm, rotary, SwiGLU) with zoo-modern's ``mla`` attention and DeepSeek's routing
 as options of ``moe``; V2 extends V3 and routes as V2 did.
 
 - Attention: multi-head latent attention (``q_lora_rank``, ``kv_lora_rank``, the nope/rope/v
@@ -15,6 +15,9 @@ as options of ``moe``; V2 extends V3 and routes as V2 did.
 GLM-4-MoE (GLM-4.5) extends V3: V3's routing (GLM's defaults) over grouped-query attention
 with rotary on half of each head, optional q/k/v biases and QK-norm per head.
 
+dots.llm1 extends GLM-4-MoE: QK-norm per head always, the whole head turned, ``attention_bias``
+on the output too; its sliding layers (none in the released files) are refused.
+
 Not modelled, refused: scaled rotary (YaRN's ``mscale_all_dim`` folds into the scores'
 scale), ``attention_bias``. The multi-token-prediction modules (``num_nextn_predict_layers``)
 are not part of transformers' forward and are ignored as it ignores them.
@@ -26,8 +29,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from zoo.plugin import REQUIRED, Count, Experts, F, ModelConfig, Positive, Rule, W
-from zoo_modern.families.llama_like import HEAD_DIM, IGNORED, LLAMA, QK_NORMS, has_qkv_bias, head_dim, llama_read
+from zoo.plugin import REQUIRED, Converter, Count, Experts, F, ModelConfig, Positive, Rule, W
+from zoo_modern.families.llama_like import (
+    HEAD_DIM,
+    IGNORED,
+    LLAMA,
+    LLAMA_ROTARY,
+    QK_NORMS,
+    has_qkv_bias,
+    head_dim,
+    llama_read,
+)
 from zoo_modern.families.moe import stacked_experts
 from zoo_modern.families.readers import Rotary, periodic, refuse_unless, rope, rotary_base
 from zoo_modern.moe import MoeOptions
@@ -143,6 +155,7 @@ class Version:
 
 V3 = Version("DeepSeek-V3", True, (256, 8, 2048, 1, 8, 4, 2.5, 3))
 V2 = Version("DeepSeek-V2", False, (64, 6, 1407, 2, 1, 1, 1.0, 0))
+DOTS1_ROUTING = Version("dots.llm1", True, (128, 6, 1408, 2, 1, 1, 1.0, 0))
 GLM4 = Version("GLM-4-MoE", True, (128, 8, 1408, 1, 1, 1, 1.0, 1))  # V3's routing, GLM-4.5's defaults
 
 
@@ -295,4 +308,42 @@ GLM4_MOE = DEEPSEEK_V3.derive(
     blockers=(GLM4_MOE_ROTARY.blockers, GLM4.blockers, glm4_moe_blockers),
 )
 
-FAMILIES = (DEEPSEEK_V3, DEEPSEEK_V2, GLM4_MOE)
+
+def dots1_attention(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """QK-norm per head always; ``attention_bias`` on q, k, v and the output; no sliding layers."""
+    layers, window = fields["n_layers"], hf.get("sliding_window")
+    types = hf.get("layer_types") or ["full_attention" if window is None or i < hf.get("max_window_layers", 62) else "sliding" for i in range(layers)]  # fmt: skip
+    refuse_unless(set(types) <= {"full_attention"}, where, "layer_types", types, "a window on some layers is not modelled here")  # fmt: skip
+    bias = bool(hf.get("attention_bias"))
+    spec = {"name": "qknorm", "qk_norm": "head", "qkv_bias": bias, "out_bias": bias}
+    return {**fields, "attention": {**fields["attention"], **spec}}
+
+
+def dots1_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    kinds = {"sliding_window": None, "max_window_layers": config.n_layers, "layer_types": ["full_attention"] * config.n_layers}  # fmt: skip
+    return {**hf, **kinds, "attention_bias": has_qkv_bias(config)}
+
+
+def dots1_blockers(config: ModelConfig, arch: str) -> list[str]:
+    _, qkv, out = Converter.attention_layout(config)
+    ok = qk_normed(config) and qkv == out and not config.attention.options.get("qk_norm_after")
+    return [] if ok else [f"attention {dict(config.attention.options)} ({arch}: QK-norm per head, biases on all four or none)"]  # fmt: skip
+
+
+# dots.llm1 extends GLM-4-MoE: QK-norm per head always, the whole head turned, attention_bias on the output too.
+DOTS1 = GLM4_MOE.derive(
+    "Dots1ForCausalLM",
+    fresh=("read", "write", "blockers"),
+    model_type="dots1",
+    description="dots.llm1: Qwen3's attention (QK-norm per head), DeepSeek-V3's routing",
+    fields={
+        "use_qk_norm": None,
+        **{name: F("", None) for name in ("sliding_window", "max_window_layers", "layer_types")},
+    },  # fmt: skip
+    layer={"attn.out.bias": W(ATTN + "o_proj.bias", when=lambda c: Converter.attention_layout(c)[2]), **QK_NORMS},
+    read=(head_dim(None), llama_read, dots1_attention, LLAMA_ROTARY.read, DOTS1_ROUTING.route),
+    write=(LLAMA_ROTARY.write, DOTS1_ROUTING.write_routing, dots1_write),
+    blockers=(LLAMA_ROTARY.blockers, DOTS1_ROUTING.blockers, dots1_blockers),
+)
+
+FAMILIES = (DEEPSEEK_V3, DEEPSEEK_V2, GLM4_MOE, DOTS1)
