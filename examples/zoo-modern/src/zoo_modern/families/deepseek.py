@@ -1,6 +1,7 @@
 """DeepSeek-V3 and V2 (transformers' ``deepseek_v3``, ``deepseek_v2``), and GLM-4-MoE and dots.llm1,
-which route as V3: V3 extends Llama (pre-norm RMSNorm, rotary, SwiGLU) with zoo-modern's ``mla`` attention and DeepSeek's routing
-as options of ``moe``; V2 extends V3 and routes as V2 did.
+which route as V3: V3 extends Llama (pre-norm RMSNorm, rotary, SwiGLU) with zoo-modern's
+``mla`` attention and DeepSeek's routing as options of ``moe``; V2 extends V3 and routes as
+V2 did.
 
 - Attention: multi-head latent attention (``q_lora_rank``, ``kv_lora_rank``, the nope/rope/v
   widths); the rotary turns the ``qk_rope_head_dim`` parts, pairs interleaved (V3's
