@@ -199,4 +199,20 @@ CASES = [
             "attention_bias": True,
         },
     ),
+    Family(  # routed from layer 1 to 3, every other: layers 1 and 3; a score bias chooses, two shared experts
+        "ernie4_5-moe",
+        "ernie4_5_moe",
+        "Ernie4_5_MoeConfig",
+        "Ernie4_5_MoeForCausalLM",
+        {
+            **SIZES,
+            "num_hidden_layers": 4,
+            "head_dim": 8,
+            "intermediate_size": 40,
+            "moe_intermediate_size": 16,
+            "moe_num_experts": 6,
+            "moe_k": 2,
+            "moe_layer_interval": 2,
+        },
+    ),
 ]

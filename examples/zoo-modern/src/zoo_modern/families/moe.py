@@ -6,6 +6,8 @@
 - OLMoE extends Llama: QK-norm over the whole projection, top-8 of 64, not renormalised.
 - Granite-MoE extends Granite: its multipliers, top-k renormalised, the experts stored stacked;
   Granite-MoE-Shared adds an ungated shared expert (``shared_intermediate_size``).
+- ERNIE 4.5-MoE extends ERNIE 4.5: softmax scores chosen with a score bias, renormalised,
+  ungated shared experts, dense layers off ``moe_layer_interval`` and its start and end.
 
 Only designs whose every layer routes are read (``decoder_sparse_step`` / ``mlp_only_layers``
 mixing dense layers in are refused: a zoo config has one MLP for all layers). Router jitter
@@ -23,8 +25,9 @@ import torch
 from torch import Tensor
 
 from zoo.plugin import Count, Experts, F, Family, Fraction, ModelConfig, Rule, W
-from zoo_modern.families.llama_like import GRANITE, LLAMA, MISTRAL, QK_NORMS, QWEN2, QWEN3, head_dim
-from zoo_modern.families.readers import refuse_unless
+from zoo_modern.families.llama_kin import ERNIE4_5
+from zoo_modern.families.llama_like import GRANITE, IGNORED, LLAMA, MISTRAL, QK_NORMS, QWEN2, QWEN3, head_dim
+from zoo_modern.families.readers import periodic, refuse_unless
 from zoo_modern.mlp import swiglu_hidden
 from zoo_modern.moe import MoeOptions
 
@@ -57,6 +60,7 @@ class Routing:
     block: str = "mlp"
     projections: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")
     experts_field: str = "num_experts"
+    top_k_field: str = "num_experts_per_tok"
     hidden_field: str = "moe_intermediate_size"
     defaults: tuple[int, int, int, bool] = (8, 2, 14336, True)  # experts, top-k, width, norm_topk_prob
     always_normalized: bool = False
@@ -73,7 +77,7 @@ class Routing:
             dense = [i for i in hf.get("mlp_only_layers") or [] if 0 <= i < fields["n_layers"]]
             refuse_unless(not dense, where, "mlp_only_layers", dense, EVERY_LAYER)
         aux = float(hf.get("router_aux_loss_coef") or 0.0) if hf.get("output_router_logits") else 0.0
-        mlp = {"name": "moe", "n_experts": int(experts), "top_k": int(hf.get("num_experts_per_tok") or top_k)}
+        mlp = {"name": "moe", "n_experts": int(experts), "top_k": int(hf.get(self.top_k_field) or top_k)}
         mlp |= {"hidden": int(hf.get(self.hidden_field) or hidden), "aux_loss_weight": aux}
         mlp["normalize_top_k"] = True if self.always_normalized else bool(hf.get("norm_topk_prob", normalized))
         if self.shared:
@@ -83,7 +87,7 @@ class Routing:
     def write(self, config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
         o = options(config)
         out = {**hf, "intermediate_size": config.d_ff or expert_hidden(config), self.experts_field: o.n_experts}
-        out |= {self.hidden_field: expert_hidden(config), "num_experts_per_tok": o.top_k}
+        out |= {self.hidden_field: expert_hidden(config), self.top_k_field: o.top_k}
         out |= {"output_router_logits": o.aux_loss_weight > 0, "router_aux_loss_coef": o.aux_loss_weight}
         out |= {} if self.always_normalized else {"norm_topk_prob": o.normalize_top_k}
         out |= {"shared_expert_intermediate_size": o.shared_hidden} if self.shared else {}
@@ -256,4 +260,101 @@ GRANITE_MOE_SHARED = routed(
     blockers=(granite_shared_blockers,),
 )
 
-FAMILIES = (MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMOE, GRANITE_MOE, GRANITE_MOE_SHARED)
+
+def routes(config: ModelConfig) -> bool:
+    return config.mlp.name == "moe"
+
+
+def dense(config: ModelConfig) -> bool:
+    return not routes(config)
+
+
+def moe_layers(hf: Mapping[str, Any], layers: int) -> list[bool]:
+    """ERNIE 4.5-MoE's routed layers: every ``moe_layer_interval``-th from ``moe_layer_start_index`` to the end index."""
+    given = {k: hf.get(k) for k in ("moe_layer_start_index", "moe_layer_end_index", "moe_layer_interval")}
+    start, end, every = (int(d if v is None else v) for v, d in zip(given.values(), (1, -1, 1), strict=True))
+    end = layers - 1 if end == -1 else end
+    return [(i + 1) % max(every, 1) == 0 and start <= i <= end for i in range(layers)]
+
+
+def ernie_moe_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """Softmax scores chosen with the score bias, renormalised; ungated shared experts
+    (``moe_num_shared_experts`` x ``moe_intermediate_size``); dense SwiGLU layers elsewhere."""
+    shared = int(hf.get("moe_num_shared_experts", 2) or 0) * fields["mlp"]["hidden"]
+    mlp = {**fields["mlp"], "score_bias": True, "shared_hidden": shared, "shared_gate": False}
+    swiglu = {"mlp": {"name": "swiglu", "hidden": fields["d_ff"]}}
+    pattern = periodic([{} if moe else swiglu for moe in moe_layers(hf, fields["n_layers"])])
+    return {**fields, "mlp": mlp, "layer_pattern": [] if pattern == [{}] else pattern}
+
+
+def ernie_moe_layers(config: ModelConfig) -> dict[str, int] | None:
+    """The start, end and interval fields that give ``config``'s routed layers (None: none do)."""
+    routed_at = [routes(config.layer(i)) for i in range(config.n_layers)]
+    at = [i for i, r in enumerate(routed_at) if r] or [0]
+    first, last = at[0], at[-1]
+    for every in range(1, config.n_layers + 1):
+        found = {"moe_layer_start_index": first, "moe_layer_end_index": last, "moe_layer_interval": every}
+        if moe_layers(found, config.n_layers) == routed_at:
+            return found
+    return None
+
+
+def ernie_moe_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    o = options(config)
+    width = next((config.layer(i).mlp.options.get("hidden") for i in range(config.n_layers) if dense(config.layer(i))), None)  # fmt: skip
+    out = {**hf, **(ernie_moe_layers(config) or {}), "moe_num_shared_experts": o.shared_hidden // expert_hidden(config)}
+    return out | {"intermediate_size": width or config.d_ff or expert_hidden(config), "moe_norm_min": 1e-12}
+
+
+def ernie_moe_blockers(config: ModelConfig, arch: str) -> list[str]:
+    o, blockers = options(config), [] if ernie_moe_layers(config) else [f"routed layers no interval gives ({arch})"]
+    wanted = {"scoring": "softmax", "score_bias": True, "shared_gate": False, "n_groups": 1, "routed_scale": 1.0}
+    blockers += [f"mlp.{k}={getattr(o, k)!r} ({arch} routes by {v!r})" for k, v in wanted.items() if getattr(o, k) != v]
+    return blockers + ([f"mlp.shared_hidden={o.shared_hidden} ({arch}: experts wide)"] if o.shared_hidden % expert_hidden(config) else [])  # fmt: skip
+
+
+def one_row(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Rule:
+    """The score bias, stored as one row (1, E) (ERNIE's ``moe_statics``), held as (E,)."""
+    return Rule(zoo, names, lambda ts: ts[0].reshape(-1), lambda t: [t.reshape(1, -1)])
+
+
+ERNIE_MOE_FIELDS = {"moe_num_experts": F("", None, Experts), "moe_k": F("", None, Experts)}
+ERNIE_MOE_FIELDS |= {f"moe_layer_{k}": F("", None, int) for k in ("start_index", "end_index", "interval")}
+ERNIE_MOE_FIELDS |= {"moe_num_shared_experts": F("", None, int), "num_nextn_predict_layers": IGNORED}
+ERNIE_MOE_FIELDS |= {
+    "moe_norm_min": IGNORED
+}  # the floor of the top-k sum it renormalises by: softmax scores never reach it
+# ERNIE 4.5-MoE extends ERNIE 4.5: softmax routing chosen with a score bias, renormalised, shared experts, dense layers.
+ERNIE4_5_MOE = routed(
+    ERNIE4_5,
+    "Ernie4_5_MoeForCausalLM",
+    Routing(
+        experts_field="moe_num_experts",
+        top_k_field="moe_k",
+        defaults=(64, 6, 1536, True),
+        always_normalized=True,
+        shared=None,
+    ),  # fmt: skip
+    model_type="ernie4_5_moe",
+    description="ERNIE 4.5-MoE: ERNIE 4.5's layout, softmax routing with a score bias, shared experts, dense layers",
+    fields=ERNIE_MOE_FIELDS,
+    layer={f"mlp.{p}.weight": W(f"mlp.{p}_proj.weight", when=dense) for p in ("gate", "up", "down")}
+    | {"mlp.router.weight": W("mlp.gate.weight", when=routes, make=Routing().experts)}
+    | {
+        "mlp.score_bias.bias": W(
+            "mlp.moe_statics.e_score_correction_bias",
+            when=routes,
+            make=lambda z, n, c: Rule(z, n, lambda ts: ts[0].reshape(-1), lambda t: [t.reshape(1, -1)]),
+        )
+    }  # fmt: skip
+    | {
+        f"mlp.shared.{p}.weight": W(f"mlp.shared_experts.{p}_proj.weight", when=has_shared)
+        for p in ("gate", "up", "down")
+    },  # fmt: skip
+    engine_features=frozenset({"layer_pattern"}),
+    read=(ernie_moe_read,),
+    write=(ernie_moe_write,),
+    blockers=(ernie_moe_blockers,),
+)
+
+FAMILIES = (MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMOE, GRANITE_MOE, GRANITE_MOE_SHARED, ERNIE4_5_MOE)
