@@ -215,4 +215,18 @@ CASES = [
             "moe_layer_interval": 2,
         },
     ),
+    Family(  # QK-norm after the rotation, NTK-alpha rotary, an ungated shared MLP beside 6 experts
+        "hunyuan-moe",
+        "hunyuan_v1_moe",
+        "HunYuanMoEV1Config",
+        "HunYuanMoEV1ForCausalLM",
+        {
+            **SIZES,
+            "head_dim": 8,
+            "intermediate_size": 16,
+            "num_experts": 6,
+            "moe_topk": 2,
+            "rope_parameters": {"rope_type": "dynamic", "alpha": 1000.0, "rope_theta": 10000.0, "factor": 1.0},
+        },
+    ),
 ]

@@ -8,6 +8,8 @@
   Granite-MoE-Shared adds an ungated shared expert (``shared_intermediate_size``).
 - ERNIE 4.5-MoE extends ERNIE 4.5: softmax scores chosen with a score bias, renormalised,
   ungated shared experts, dense layers off ``moe_layer_interval`` and its start and end.
+- HunYuan-MoE extends HunYuan (dense): top-k renormalised, an ungated shared MLP as wide as
+  each expert; ``num_experts`` or ``moe_topk`` per layer (lists) are refused.
 
 Only designs whose every layer routes are read (``decoder_sparse_step`` / ``mlp_only_layers``
 mixing dense layers in are refused: a zoo config has one MLP for all layers). Router jitter
@@ -25,7 +27,7 @@ import torch
 from torch import Tensor
 
 from zoo.plugin import Count, Experts, F, Family, Fraction, ModelConfig, Rule, W
-from zoo_modern.families.llama_kin import ERNIE4_5
+from zoo_modern.families.llama_kin import ERNIE4_5, HUNYUAN
 from zoo_modern.families.llama_like import GRANITE, IGNORED, LLAMA, MISTRAL, QK_NORMS, QWEN2, QWEN3, head_dim
 from zoo_modern.families.readers import periodic, refuse_unless
 from zoo_modern.mlp import swiglu_hidden
@@ -357,4 +359,42 @@ ERNIE4_5_MOE = routed(
     blockers=(ernie_moe_blockers,),
 )
 
-FAMILIES = (MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMOE, GRANITE_MOE, GRANITE_MOE_SHARED, ERNIE4_5_MOE)
+
+def hunyuan_experts(zoo: str, names: tuple[str, ...], config: ModelConfig) -> list[Rule]:
+    """The router under ``gate.wg``, the experts as the other families store them."""
+    _, *experts = Routing().experts(zoo, (names[0].removesuffix("wg.weight") + "weight",), config)
+    return [Rule.copy(zoo, names[0]), *experts]
+
+
+def shared_as_wide(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """An ungated shared expert as wide as each routed one (HunYuan-MoE's ``shared_mlp``)."""
+    return {**fields, "mlp": {**fields["mlp"], "shared_hidden": fields["mlp"]["hidden"], "shared_gate": False}}
+
+
+def shared_as_wide_blockers(config: ModelConfig, arch: str) -> list[str]:
+    o = options(config)
+    ok = o.shared_hidden == expert_hidden(config) and not o.shared_gate
+    return [] if ok else [f"mlp.shared_hidden={o.shared_hidden} ({arch}: an ungated shared expert as wide as each)"]
+
+
+# HunYuan-MoE extends HunYuan (dense): top-k renormalised softmax routing, an ungated shared MLP as wide as an expert.
+HUNYUAN_MOE = routed(
+    HUNYUAN,
+    "HunYuanMoEV1ForCausalLM",
+    Routing(
+        hidden_field="intermediate_size",
+        top_k_field="moe_topk",
+        defaults=(1, 1, 11008, True),
+        always_normalized=True,
+        shared=None,
+    ),  # fmt: skip
+    model_type="hunyuan_v1_moe",
+    description="HunYuan-MoE: HunYuan's attention, top-k routed experts beside an ungated shared MLP",
+    fields={"moe_topk": F("", None, Experts)},
+    layer={"mlp.router.weight": W("mlp.gate.wg.weight", make=hunyuan_experts)}
+    | {f"mlp.shared.{p}.weight": f"mlp.shared_mlp.{p}_proj.weight" for p in ("gate", "up", "down")},
+    read=(shared_as_wide,),
+    blockers=(shared_as_wide_blockers,),
+)
+
+FAMILIES = (MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMOE, GRANITE_MOE, GRANITE_MOE_SHARED, ERNIE4_5_MOE, HUNYUAN_MOE)
