@@ -229,4 +229,11 @@ CASES = [
             "rope_parameters": {"rope_type": "dynamic", "alpha": 1000.0, "rope_theta": 10000.0, "factor": 1.0},
         },
     ),
+    Family(  # norms after each sub-layer, QK-norm over the whole projection, renormalised
+        "flex-olmo",
+        "flex_olmo",
+        "FlexOlmoConfig",
+        "FlexOlmoForCausalLM",
+        {**SIZES, "intermediate_size": 16, "num_experts": 5, "num_experts_per_tok": 2, "norm_topk_prob": True},
+    ),
 ]

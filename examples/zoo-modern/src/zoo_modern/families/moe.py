@@ -10,6 +10,7 @@
   ungated shared experts, dense layers off ``moe_layer_interval`` and its start and end.
 - HunYuan-MoE extends HunYuan (dense): top-k renormalised, an ungated shared MLP as wide as
   each expert; ``num_experts`` or ``moe_topk`` per layer (lists) are refused.
+- FlexOlmo extends OLMo 2: OLMoE's routing behind OLMo 2's norms after each sub-layer.
 
 Only designs whose every layer routes are read (``decoder_sparse_step`` / ``mlp_only_layers``
 mixing dense layers in are refused: a zoo config has one MLP for all layers). Router jitter
@@ -28,7 +29,7 @@ from torch import Tensor
 
 from zoo.plugin import Count, Experts, F, Family, Fraction, ModelConfig, Rule, W
 from zoo_modern.families.llama_kin import ERNIE4_5, HUNYUAN
-from zoo_modern.families.llama_like import GRANITE, IGNORED, LLAMA, MISTRAL, QK_NORMS, QWEN2, QWEN3, head_dim
+from zoo_modern.families.llama_like import GRANITE, IGNORED, LLAMA, MISTRAL, OLMO2, QK_NORMS, QWEN2, QWEN3, head_dim
 from zoo_modern.families.readers import periodic, refuse_unless
 from zoo_modern.mlp import swiglu_hidden
 from zoo_modern.moe import MoeOptions
@@ -397,4 +398,14 @@ HUNYUAN_MOE = routed(
     blockers=(shared_as_wide_blockers,),
 )
 
+# FlexOlmo extends OLMo 2 as OLMoE extends Llama: OLMoE's routing behind OLMo 2's norms after each sub-layer.
+FLEX_OLMO = routed(
+    OLMO2,
+    "FlexOlmoForCausalLM",
+    Routing(hidden_field="intermediate_size", defaults=(7, 5, 11008, False)),
+    model_type="flex_olmo",
+    description="FlexOlmo: OLMo 2's layout (norms after each sub-layer, QK-norm), OLMoE's routed experts",
+)
+
 FAMILIES = (MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMOE, GRANITE_MOE, GRANITE_MOE_SHARED, ERNIE4_5_MOE, HUNYUAN_MOE)
+FAMILIES += (FLEX_OLMO,)
