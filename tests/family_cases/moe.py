@@ -236,4 +236,18 @@ CASES = [
         "FlexOlmoForCausalLM",
         {**SIZES, "intermediate_size": 16, "num_experts": 5, "num_experts_per_tok": 2, "norm_topk_prob": True},
     ),
+    Family(  # heads of 16 (wider than 32 / 4), QK-norm over the whole projection, 8 of 16 dimensions turned
+        "minimax-m2",
+        "minimax_m2",
+        "MiniMaxM2Config",
+        "MiniMaxM2ForCausalLM",
+        {
+            **SIZES,
+            "head_dim": 16,
+            "intermediate_size": 16,
+            "num_local_experts": 6,
+            "num_experts_per_tok": 2,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+        },
+    ),
 ]

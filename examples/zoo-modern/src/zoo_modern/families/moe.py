@@ -11,6 +11,8 @@
 - HunYuan-MoE extends HunYuan (dense): top-k renormalised, an ungated shared MLP as wide as
   each expert; ``num_experts`` or ``moe_topk`` per layer (lists) are refused.
 - FlexOlmo extends OLMo 2: OLMoE's routing behind OLMo 2's norms after each sub-layer.
+- MiniMax-M2 extends OLMoE: Mixtral's names, sigmoid scores chosen with a score bias
+  (renormalised), rotary on ``rotary_dim`` of each head.
 
 Only designs whose every layer routes are read (``decoder_sparse_step`` / ``mlp_only_layers``
 mixing dense layers in are refused: a zoo config has one MLP for all layers). Router jitter
@@ -29,8 +31,20 @@ from torch import Tensor
 
 from zoo.plugin import Count, Experts, F, Family, Fraction, ModelConfig, Rule, W
 from zoo_modern.families.llama_kin import ERNIE4_5, HUNYUAN
-from zoo_modern.families.llama_like import GRANITE, IGNORED, LLAMA, MISTRAL, OLMO2, QK_NORMS, QWEN2, QWEN3, head_dim
-from zoo_modern.families.readers import periodic, refuse_unless
+from zoo_modern.families.llama_like import (
+    GRANITE,
+    HEAD_DIM,
+    IGNORED,
+    LLAMA,
+    MISTRAL,
+    OLMO2,
+    QK_NORMS,
+    QWEN2,
+    QWEN3,
+    head_dim,
+    llama_read,
+)
+from zoo_modern.families.readers import Rotary, periodic, refuse_unless
 from zoo_modern.mlp import swiglu_hidden
 from zoo_modern.moe import MoeOptions
 
@@ -63,12 +77,12 @@ class Routing:
     block: str = "mlp"
     projections: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")
     experts_field: str = "num_experts"
-    top_k_field: str = "num_experts_per_tok"
     hidden_field: str = "moe_intermediate_size"
     defaults: tuple[int, int, int, bool] = (8, 2, 14336, True)  # experts, top-k, width, norm_topk_prob
     always_normalized: bool = False
     shared: bool | None = False  # None: an optional shared expert the family reads itself
     sparse_layers: bool = False
+    top_k_field: str = "num_experts_per_tok"
 
     def read(self, hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
         experts, top_k, hidden, normalized = self.defaults
@@ -407,5 +421,49 @@ FLEX_OLMO = routed(
     description="FlexOlmo: OLMo 2's layout (norms after each sub-layer, QK-norm), OLMoE's routed experts",
 )
 
+
+def sigmoid_routing(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """Each expert's sigmoid scores, chosen with the score bias (V3's, without its groups)."""
+    return {**fields, "mlp": {**fields["mlp"], "scoring": "sigmoid", "score_bias": True}}
+
+
+def sigmoid_blockers(config: ModelConfig, arch: str) -> list[str]:
+    o, wanted = options(config), {"scoring": "sigmoid", "score_bias": True, "n_groups": 1, "routed_scale": 1.0}
+    return [f"mlp.{k}={getattr(o, k)!r} ({arch} routes by {v!r})" for k, v in wanted.items() if getattr(o, k) != v]
+
+
+def minimax_rotary(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """Rotary on ``rotary_dim`` of each head (the released files' field) or ``partial_rotary_factor``."""
+    share, size = hf.get("rotary_dim"), fields["attention"]["head_dim"]
+    given = "partial_rotary_factor" in hf or "partial_rotary_factor" in (hf.get("rope_parameters") or {})
+    return MINIMAX_ROTARY.read({**hf, "partial_rotary_factor": share / size} if share and not given else hf, fields, where)  # fmt: skip
+
+
+MINIMAX_ROTARY = Rotary(partial=True)
+# MiniMax-M2 extends OLMoE: Mixtral's names, sigmoid scores chosen with a score bias, rotary on part of each head.
+MINIMAX_M2 = routed(
+    LLAMA,
+    "MiniMaxM2ForCausalLM",
+    Routing(
+        "block_sparse_moe",
+        ("w1", "w3", "w2"),
+        "num_local_experts",
+        "intermediate_size",
+        (256, 8, 1536, True),
+        always_normalized=True,
+    ),  # fmt: skip
+    fresh=("read", "write", "blockers"),
+    model_type="minimax_m2",
+    description="MiniMax-M2: OLMoE's QK-norm, sigmoid-routed experts with a score bias, partial rotary",
+    fields={**OLMOE.fields, "clip_qkv": None, "head_dim": HEAD_DIM, "rotary_dim": F("", None, Count)},
+    zoo=OLMOE.zoo,
+    accepts=OLMOE.accepts,
+    layer={**QK_NORMS, "mlp.score_bias.bias": "block_sparse_moe.e_score_correction_bias"},
+    before=(head_dim(128), llama_read, minimax_rotary),
+    read=(sigmoid_routing,),
+    write=(MINIMAX_ROTARY.write,),
+    blockers=(MINIMAX_ROTARY.blockers, sigmoid_blockers),
+)
+
 FAMILIES: tuple[Family, ...] = (MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMOE, GRANITE_MOE, GRANITE_MOE_SHARED, ERNIE4_5_MOE)
-FAMILIES += (HUNYUAN_MOE, FLEX_OLMO)
+FAMILIES += (HUNYUAN_MOE, FLEX_OLMO, MINIMAX_M2)
