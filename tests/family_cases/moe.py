@@ -250,4 +250,21 @@ CASES = [
             "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
         },
     ),
+    Family(  # windows of 6 on 3 layers of 4 (rotary only there), the first layer dense, 8 experts in 2 groups
+        "exaone-moe",
+        "exaone_moe",
+        "ExaoneMoeConfig",
+        "ExaoneMoeForCausalLM",
+        {
+            **SIZES,
+            "num_hidden_layers": 4,
+            "intermediate_size": 40,
+            "moe_intermediate_size": 16,
+            "num_experts": 8,
+            "num_experts_per_tok": 2,
+            "n_group": 2,
+            "topk_group": 1,
+            "sliding_window": 6,
+        },
+    ),
 ]

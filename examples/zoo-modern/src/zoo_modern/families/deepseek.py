@@ -17,7 +17,9 @@ GLM-4-MoE (GLM-4.5) extends V3: V3's routing (GLM's defaults) over grouped-query
 with rotary on half of each head, optional q/k/v biases and QK-norm per head.
 
 dots.llm1 extends GLM-4-MoE: QK-norm per head always, the whole head turned, ``attention_bias``
-on the output too; its sliding layers (none in the released files) are refused.
+on the output too; its sliding layers (none in the released files) are refused. EXAONE-MoE
+extends dots.llm1: EXAONE 4's windows (rotary on the sliding layers only), no biases, the
+experts named ``num_experts``, ``num_shared_experts``, dense layers by ``mlp_layer_types``.
 
 Not modelled, refused: scaled rotary (YaRN's ``mscale_all_dim`` folds into the scores'
 scale), ``attention_bias``. The multi-token-prediction modules (``num_nextn_predict_layers``)
@@ -31,6 +33,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from zoo.plugin import REQUIRED, Converter, Count, Experts, F, ModelConfig, Positive, Rule, W
+from zoo_modern.families.llama_kin import (
+    WINDOW_PATTERN,
+    rotary_on_sliding,
+    rotary_on_sliding_blockers,
+    rotary_on_sliding_out,
+)
 from zoo_modern.families.llama_like import (
     HEAD_DIM,
     IGNORED,
@@ -108,10 +116,14 @@ class Version:
         return self.route(hf, fields, where)
 
     def route(self, hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
-        """The routing and the leading dense layers (``first_k_dense_replace``)."""
-        dense = int(hf.get("first_k_dense_replace", self.defaults[-1]) or 0)
+        """The routing and the dense layers: the first ``first_k_dense_replace``, or those
+        ``mlp_layer_types`` names "dense" (merged into a layer pattern the fields have)."""
+        layers, dense = fields["n_layers"], int(hf.get("first_k_dense_replace", self.defaults[-1]) or 0)
+        types = hf.get("mlp_layer_types") or ["dense" if i < dense else "sparse" for i in range(layers)]
+        refuse_unless(isinstance(types, list) and len(types) == layers and set(types) <= {"dense", "sparse"}, where, "mlp_layer_types", types, f"give {layers} of 'dense'/'sparse'")  # fmt: skip
         swiglu = {"mlp": {"name": "swiglu", "hidden": fields["d_ff"]}}
-        pattern = periodic([swiglu if i < dense else {} for i in range(fields["n_layers"])])
+        have = fields.get("layer_pattern") or [{}]
+        pattern = periodic([{**have[i % len(have)], **(swiglu if kind == "dense" else {})} for i, kind in enumerate(types)])  # fmt: skip
         return {**fields, "mlp": self.options(hf, where), "layer_pattern": [] if pattern == [{}] else pattern}
 
     def write(self, config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
@@ -347,4 +359,43 @@ DOTS1 = GLM4_MOE.derive(
     blockers=(LLAMA_ROTARY.blockers, DOTS1_ROUTING.blockers, dots1_blockers),
 )
 
-FAMILIES = (DEEPSEEK_V3, DEEPSEEK_V2, GLM4_MOE, DOTS1)
+EXAONE_ROUTING = Version("EXAONE-MoE", True, (64, 8, 1024, 1, 1, 1, 2.5, 1))
+EXAONE_NAMES = {"n_routed_experts": "num_experts", "n_shared_experts": "num_shared_experts"}
+
+
+def exaone_route(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """V3's routing under EXAONE's names (``num_experts``, ``num_shared_experts``)."""
+    return EXAONE_ROUTING.route({**hf, **{ours: hf[theirs] for ours, theirs in EXAONE_NAMES.items() if theirs in hf}}, fields, where)  # fmt: skip
+
+
+def exaone_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    out = EXAONE_ROUTING.write_routing(config, hf)
+    out |= {theirs: out.pop(ours) for ours, theirs in EXAONE_NAMES.items()}
+    return out | {"mlp_layer_types": ["sparse" if routes(config.layer(i)) else "dense" for i in range(config.n_layers)]}
+
+
+def exaone_window_blockers(config: ModelConfig, arch: str) -> list[str]:
+    """EXAONE 4's windows and rotary, its layers' MLPs set apart (the routing's dense layers)."""
+    blockers = [b for b in rotary_on_sliding_blockers(config, arch) if not b.startswith("per-layer ")]
+    changes = {kind for i in range(config.n_layers) for kind in config.layer_changes(i)} - {"attention", "position", "mlp"}  # fmt: skip
+    return blockers + ([f"per-layer {', '.join(sorted(changes))} ({arch} has one design)"] if changes else [])
+
+
+# EXAONE-MoE extends dots.llm1: EXAONE 4's windows (rotary on the sliding layers only), no biases, EXAONE's names.
+EXAONE_MOE = DOTS1.derive(
+    "ExaoneMoeForCausalLM",
+    fresh=("read", "write", "blockers"),
+    model_type="exaone_moe",
+    description="EXAONE-MoE: EXAONE 4's attention and windows before each sub-layer, DeepSeek-V3's routing",
+    fields={**WINDOW_PATTERN, "max_window_layers": None, "attention_bias": None, "mlp_layer_types": F("", None)}
+    | {"num_experts": F("", None, Experts), "num_shared_experts": F("", None, Count)}
+    | {"n_routed_experts": None, "n_shared_experts": None},
+    zoo={"attention": {"name": "qknorm", "qk_norm": "head", "qkv_bias": False, "out_bias": False}},
+    layer={"attn.out.bias": None, "mlp.score_bias.bias": W("mlp.e_score_correction_bias", when=has_score_bias)},
+    engine_features=frozenset({"layer_pattern", "window"}),
+    read=(head_dim(None), llama_read, LLAMA_ROTARY.read, rotary_on_sliding(True), exaone_route),
+    write=(LLAMA_ROTARY.write, rotary_on_sliding_out, exaone_write),
+    blockers=(LLAMA_ROTARY.blockers, EXAONE_ROUTING.blockers, exaone_window_blockers),
+)
+
+FAMILIES = (DEEPSEEK_V3, DEEPSEEK_V2, GLM4_MOE, DOTS1, EXAONE_MOE)
