@@ -79,6 +79,17 @@ def test_routing_matches_its_definition_token_by_token(variant: str) -> None:
         torch.testing.assert_close(block.dense(flat, weights, chosen), block.dispatch(flat, weights, chosen))
 
 
+def test_top_k_eps_is_added_to_the_sum_the_sigmoid_weights_are_renormalised_by() -> None:
+    """``top_k_eps`` (LFM2-MoE's 1e-6; by default DeepSeek's 1e-20 with sigmoid scores)."""
+    scores = torch.tensor([[0.02, 0.01, 0.005, 0.001]])
+    for eps, want in ((None, 1e-20), (1e-2, 1e-2)):
+        options = {**ROUTING, "scoring": "sigmoid", "top_k_eps": eps}
+        block = tiny({k: v for k, v in options.items() if v is not None}).blocks[0].mlp
+        weights, chosen = block.route(scores)
+        assert chosen.tolist() == [[0, 1]]
+        torch.testing.assert_close(weights, torch.tensor([[0.02, 0.01]]) / (0.03 + want))
+
+
 def test_a_fused_shared_expert_is_the_unfused_one_with_gate_and_up_stacked() -> None:
     """``shared_fused`` (Granite-MoE's ``shared_mlp.input_linear``): one projection, rows
     [gate | up], the same sums as separate gate and up holding its halves."""

@@ -165,3 +165,25 @@ CASES += [
         },
     ),
 ]
+CASES.append(
+    # conv, attention, conv: the first layer dense (48 wide, no width rule), then 6 experts chosen with an expert bias
+    Family(
+        "lfm2-moe",
+        "lfm2_moe",
+        "Lfm2MoeConfig",
+        "Lfm2MoeForCausalLM",
+        {
+            "hidden_size": 32,
+            "intermediate_size": 48,
+            "moe_intermediate_size": 16,
+            "num_hidden_layers": 3,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "num_dense_layers": 1,
+            "num_experts": 6,
+            "num_experts_per_tok": 2,
+            "routed_scaling_factor": 1.5,
+            "layer_types": ["conv", "full_attention", "conv"],
+        },
+    )
+)

@@ -10,7 +10,8 @@ its gate and up one projection, as Granite-MoE stores them). DeepSeek's
 routing is options too: sigmoid scores (``scoring``), a frozen per-expert ``score_bias``
 that chooses but does not weight (V3's ``e_score_correction_bias``), experts in
 ``n_groups`` groups of which a token uses the ``top_groups`` best (a group worth the sum
-of its best ``group_by``), and ``routed_scale``.
+of its best ``group_by``), ``routed_scale``, and ``top_k_eps`` added to the top-k sum
+renormalised by (DeepSeek's 1e-20 with sigmoid scores by default; LFM2-MoE's 1e-6).
 
 The experts are stacked, one parameter per projection with the experts on dim 0, as
 transformers 5 holds them: ``experts.gate_up`` (E, 2 x hidden, d), rows [gate | up], and
@@ -81,6 +82,9 @@ class MoeOptions(BaseModel):
     group_by: int = Field(2, gt=0, description="a group's worth: the sum of its best this many scores (V3: 2; V2: 1)")
     routed_scale: float = Field(
         1.0, gt=0.0, description="the routed experts' weights times this (routed_scaling_factor)"
+    )
+    top_k_eps: float | None = Field(
+        None, ge=0.0, lt=1.0, description="added to the top-k sum renormalised by (None: 1e-20 with sigmoid, else 0)"
     )
 
 
@@ -215,6 +219,7 @@ class MixtureOfExperts(nn.Module):
         top_groups: int = 1,
         group_by: int = 2,
         routed_scale: float = 1.0,
+        top_k_eps: float | None = None,
         bias: bool = True,
         dropout: float = 0.0,
     ) -> None:
@@ -222,6 +227,7 @@ class MixtureOfExperts(nn.Module):
         hidden = hidden or swiglu_hidden(d_ff, multiple_of)
         self.n_experts, self.top_k, self.normalize_top_k = n_experts, top_k, normalize_top_k
         self.scoring, self.routed_scale = scoring, routed_scale
+        self.top_k_eps = (1e-20 if scoring == "sigmoid" else 0.0) if top_k_eps is None else top_k_eps
         self.n_groups, self.top_groups, self.group_by = n_groups, top_groups, group_by
         self.score_bias = ScoreBias(n_experts) if score_bias else None
         self.aux_weight = aux_loss_weight / n_layers  # summed over the layers: the weight times their mean
@@ -264,7 +270,7 @@ class MixtureOfExperts(nn.Module):
             chosen = choice.topk(self.top_k, dim=-1).indices
             weights = scores.gather(1, chosen)
         if self.normalize_top_k:  # sigmoid scores may all be tiny: DeepSeek's 1e-20 keeps the sum nonzero
-            weights = weights / (weights.sum(-1, keepdim=True) + (1e-20 if self.scoring == "sigmoid" else 0.0))
+            weights = weights / (weights.sum(-1, keepdim=True) + self.top_k_eps)
         return weights * self.routed_scale if self.routed_scale != 1.0 else weights, chosen
 
     def dispatch(self, x: Tensor, weights: Tensor, chosen: Tensor) -> Tensor:

@@ -21,6 +21,7 @@ from zoo.plugin import Converter, converter
 from zoo_modern.families import (
     deepseek,
     gpt2_like,
+    hybrid_moe,
     hybrids,
     legacy,
     llama_kin,
@@ -40,6 +41,7 @@ FAMILIES = (
     *gpt2_like.FAMILIES,
     *neox_like.FAMILIES,
     *hybrids.FAMILIES,
+    *hybrid_moe.FAMILIES,
     *state_space.FAMILIES,
 )
 CONVERTERS: tuple[Converter, ...] = (*(converter(family) for family in FAMILIES), *legacy.CONVERTERS)

@@ -50,7 +50,7 @@ from zoo_modern.families.llama_like import (
     llama_read,
 )
 from zoo_modern.families.moe import stacked_experts
-from zoo_modern.families.readers import Rotary, periodic, refuse_unless, rope, rotary_base
+from zoo_modern.families.readers import Rotary, refuse_unless, rope, rotary_base, with_layer_changes
 from zoo_modern.moe import MoeOptions
 
 
@@ -122,9 +122,8 @@ class Version:
         types = hf.get("mlp_layer_types") or ["dense" if i < dense else "sparse" for i in range(layers)]
         refuse_unless(isinstance(types, list) and len(types) == layers and set(types) <= {"dense", "sparse"}, where, "mlp_layer_types", types, f"give {layers} of 'dense'/'sparse'")  # fmt: skip
         swiglu = {"mlp": {"name": "swiglu", "hidden": fields["d_ff"]}}
-        have = fields.get("layer_pattern") or [{}]
-        pattern = periodic([{**have[i % len(have)], **(swiglu if kind == "dense" else {})} for i, kind in enumerate(types)])  # fmt: skip
-        return {**fields, "mlp": self.options(hf, where), "layer_pattern": [] if pattern == [{}] else pattern}
+        fields = with_layer_changes(fields, [swiglu if kind == "dense" else {} for kind in types])
+        return {**fields, "mlp": self.options(hf, where)}
 
     def write(self, config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
         a = mla(config)

@@ -8,10 +8,6 @@
   at ``attn_layer_indices`` (the ``mamba_*`` fields are the scan's options, one set for all
   scan layers), a SwiGLU MLP in every layer, rotary on half of each head (transformers
   fixes the share at 0.5 unless ``rope_parameters`` names one).
-- Granite-MoE-Hybrid (IBM's Granite 4): Bamba's scans where ``layer_types`` says
-  ``linear_attention``, Granite's multipliers, rotary on the whole head only with
-  ``position_embedding_type`` "rope", Granite-MoE's routed experts beside an ungated fused
-  shared MLP (that MLP alone when ``num_local_experts`` is 0).
 - Nemotron-H (NVIDIA): Mamba-2's layout (one RMSNorm and one mixer per layer, a shared-norm
   ``parallel`` layer), each layer by ``layers_block_type`` (or ``hybrid_override_pattern``'s
   M/*/-) a ``mamba2`` scan, grouped-query attention without positions, or attention
@@ -32,23 +28,16 @@ Unpadded and right-padded inputs, and every model without ``conv_bias``, are exa
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import Field
-
-from zoo.plugin import MAX_EXPERTS, REQUIRED, Count, Epsilon, Experts, F, Family, Fraction, ModelConfig, Positive, W
+from zoo.plugin import REQUIRED, Count, Epsilon, F, Family, Fraction, ModelConfig, Positive, W
 from zoo_modern.families.llama_like import (
-    GRANITE,
     LLAMA,
     LLAMA_ROTARY,
     ROPE,
-    granite_read,
-    head_dim,
     llama_read,
     mlp_hidden,
 )
-from zoo_modern.families.moe import GRANITE_ROUTING, SHARED_MLP, granite_experts, options
 from zoo_modern.families.readers import ACTIVATIONS, Rotary, periodic, refuse_unless
 from zoo_modern.families.state_space import MAMBA2, mamba2_weights, unlimited
 
@@ -355,83 +344,6 @@ BAMBA = LLAMA.derive(
 
 
 #: Nemotron-H's names of the scan's options; the names of its older config.json files.
-GRANITE_HYBRID_KINDS = ("linear_attention", "full_attention")
-SomeExperts = Annotated[int, Field(ge=0, le=MAX_EXPERTS)]  # 0: the shared MLP alone
-ROUTER = replace(GRANITE_ROUTING, shared=None)  # the shared MLP is every layer's, read below
-
-
-def granite_hybrid_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
-    """Scans where ``layer_types`` says ``linear_attention``; rotary on the whole head with
-    ``position_embedding_type`` "rope", else none; the routed experts plus the ungated fused
-    ``shared_mlp`` (alone, a dense fused SwiGLU, when ``num_local_experts`` is 0)."""
-    types = hf.get("layer_types") or ["linear_attention"] * fields["n_layers"]
-    fields = scan_layers(hf, fields, where, [i for i, kind in enumerate(types) if kind == "full_attention"])
-    kind = hf.get("position_embedding_type")
-    refuse_unless(kind in (None, "rope"), where, "position_embedding_type", kind, "supported: rope, null")
-    fields = LLAMA_ROTARY.read(hf, fields, where) if kind == "rope" else {**fields, "position": "none"}
-    shared = int(hf.get("shared_intermediate_size", 1024) or 0)
-    if not hf.get("num_local_experts", 8):
-        return {**fields, "mlp": {"name": "glu", "fused": True, "hidden": shared}}
-    fields = ROUTER.read(hf, fields, where)
-    return {**fields, "mlp": fields["mlp"] | {"shared_hidden": shared, "shared_gate": False, "shared_fused": True}}
-
-
-def granite_hybrid_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in hf.items() if k != "attn_layer_indices"}
-    out["layer_types"] = [GRANITE_HYBRID_KINDS[not scans(config.layer(i))] for i in range(config.n_layers)]
-    out["position_embedding_type"] = "rope" if config.position.name == "rotary" else None
-    if config.mlp.name != "moe":
-        return out | {"num_local_experts": 0, "shared_intermediate_size": mlp_hidden(config)}
-    return ROUTER.write(config, out) | {"shared_intermediate_size": options(config).shared_hidden}
-
-
-def granite_hybrid_blockers(config: ModelConfig, arch: str) -> list[str]:
-    if config.mlp.name == "moe":
-        o = options(config)
-        ok = not o.shared_hidden or (o.shared_fused and not o.shared_gate)
-    else:
-        ok = config.mlp.name == "glu" and bool(config.mlp.options.get("fused")) and config.activation.name == "silu"
-    return [] if ok else [f"mlp {config.mlp.name!r} ({arch}: moe with an ungated fused shared expert, or that alone)"]
-
-
-def routes(config: ModelConfig) -> bool:
-    return config.mlp.name == "moe"
-
-
-def has_shared(config: ModelConfig) -> bool:
-    return routes(config) and bool(options(config).shared_hidden)
-
-
-HYBRID_READ = ("layer_types", "position_embedding_type", "router_aux_loss_coef", "output_router_logits")
-GRANITE_FIELDS = ("embedding_multiplier", "residual_multiplier", "attention_multiplier", "logits_scaling")
-# Granite-MoE-Hybrid extends Bamba: Granite's multipliers, layer_types for the scans, rotary
-# optional and whole, Granite-MoE-Shared's experts (the shared MLP alone when there are none).
-GRANITE_MOE_HYBRID = BAMBA.derive(
-    "GraniteMoeHybridForCausalLM",
-    fresh=("read", "write", "blockers"),
-    model_type="granitemoehybrid",
-    description="Granite-MoE-Hybrid (Granite 4): Bamba's scans, Granite's multipliers, routed and shared experts",
-    fields={name: GRANITE.fields[name] for name in GRANITE_FIELDS}
-    | {"num_local_experts": F("", None, SomeExperts), "num_experts_per_tok": F("", None, Experts)}
-    | {name: F("", None) for name in HYBRID_READ}
-    | {"shared_intermediate_size": F("", None, Count), "attn_layer_indices": None, "z_loss_coefficient": None}
-    | {"max_position_embeddings": F("max_seq_len", 2048, Count), "rms_norm_eps": F("norm_eps", 1e-6, Epsilon)}
-    | {"num_key_value_heads": LLAMA.fields["num_key_value_heads"]},
-    zoo={**GRANITE.zoo, "mlp": {"name": "moe"}},
-    accepts={**GRANITE.accepts, "mlp": ("glu",), "position": ("none",)},
-    layer={f"mlp.{p}.weight": None for p in ("gate", "up", "down")}
-    | {"mlp.router.weight": W("block_sparse_moe.router.layer.weight", when=routes, make=granite_experts)}
-    | {f"mlp.shared.{z}.weight": W(f"shared_mlp.{h}.weight", when=has_shared) for z, h in SHARED_MLP}
-    | {f"mlp.{z}.weight": W(f"shared_mlp.{h}.weight", when=lambda c: not routes(c)) for z, h in SHARED_MLP}
-    | {"mlp_residual.norm.weight": "post_attention_layernorm.weight"},
-    top={"final_norm.weight": "norm.weight"},
-    engine_features=frozenset({"layer_pattern", "scale"}),
-    layer_kinds=GRANITE_HYBRID_KINDS,
-    read=(llama_read, head_dim(None), granite_read, granite_hybrid_read),
-    write=(LLAMA_ROTARY.write, bamba_write, granite_hybrid_write),
-    blockers=(LLAMA_ROTARY.blockers, scan_blockers, ROUTER.blockers, granite_hybrid_blockers),
-)
-
 NEMOTRON_SCAN = {"d_state": "ssm_state_size", "expand": "expand", "n_groups": "n_groups", "conv_kernel": "conv_kernel"}
 NEMOTRON_SCAN |= {"chunk_size": "chunk_size", "conv_bias": "use_conv_bias", "proj_bias": "use_bias"}
 NEMOTRON_DEFAULTS = {"ssm_state_size": 128, "expand": 2, "n_groups": 8, "conv_kernel": 4, "chunk_size": 128}
@@ -556,4 +468,4 @@ NEMOTRON_H = MAMBA2.derive(
     blockers=(nemotron_blockers,),
 )
 
-FAMILIES = (LFM2, BAMBA, NEMOTRON_H, GRANITE_MOE_HYBRID)
+FAMILIES = (LFM2, BAMBA, NEMOTRON_H)

@@ -231,6 +231,14 @@ def periodic(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return entries
 
 
+def with_layer_changes(fields: dict[str, Any], entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """``fields`` with ``entries`` (one per layer, each the changes of that layer) merged into
+    the layer pattern they have (a hybrid's mixers, a family's windows)."""
+    have = fields.get("layer_pattern") or [{}]
+    pattern = periodic([{**have[i % len(have)], **entry} for i, entry in enumerate(entries)])
+    return {**fields, "layer_pattern": [] if pattern == [{}] else pattern}
+
+
 def window_per_layer(config: ModelConfig) -> list[int | None]:
     """The sliding window of each layer of ``config`` (None: full attention)."""
     return [config.layer(i).attention.options.get("window") for i in range(config.n_layers)]
