@@ -163,7 +163,7 @@ LFM2_MOE = LFM2.derive(
     fresh=("blockers",),
     model_type="lfm2_moe",
     description="LFM2-MoE: LFM2's convolutions and attention, leading dense layers, then sigmoid-routed experts",
-    fields={name: F("", None) for name in LFM2_ROUTING}
+    fields={name: F("", None, Experts if name.startswith("num_experts") else Any) for name in LFM2_ROUTING}
     | {name: IGNORED for name in ("block_auto_adjust_ff_dim", "block_ffn_dim_multiplier", "block_multiple_of")}
     | {"output_router_logits": IGNORED},  # transformers' LFM2-MoE adds no balancing term
     zoo={"mlp": {"name": "moe"}},
