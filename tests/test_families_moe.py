@@ -90,6 +90,21 @@ def test_top_k_eps_is_added_to_the_sum_the_sigmoid_weights_are_renormalised_by()
         torch.testing.assert_close(weights, torch.tensor([[0.02, 0.01]]) / (0.03 + want))
 
 
+def test_sparsemixer_routing_equals_phimoes_at_inference() -> None:
+    """``scoring = "sparsemixer"`` chooses and weighs as transformers' ``sparsemixer`` (Phi-3.5-MoE)
+    in eval mode, near ties (masked by ``mixer_eps``) included."""
+    phimoe = pytest.importorskip("transformers.models.phimoe.modeling_phimoe")
+    options = {**ROUTING, "n_experts": 6, "scoring": "sparsemixer", "normalize_top_k": False, "mixer_eps": 0.05}
+    block = tiny(options).blocks[0].mlp.eval()
+    logits = torch.randn(64, 6, generator=torch.Generator().manual_seed(5))
+    logits[:8, 1] = logits[:8, 0] * 0.97  # within 2 * mixer_eps of the best: kept in its softmax
+    weights, chosen = block.sparse_mix(logits)
+    theirs, their_chosen = phimoe.sparsemixer(logits, jitter_eps=0.05, training=False, top_k=2)
+    assert torch.equal(chosen, their_chosen)
+    torch.testing.assert_close(weights, theirs)
+    assert not torch.allclose(weights[:, 0], torch.ones(64))  # some first weights share their softmax
+
+
 def test_a_fused_shared_expert_is_the_unfused_one_with_gate_and_up_stacked() -> None:
     """``shared_fused`` (Granite-MoE's ``shared_mlp.input_linear``): one projection, rows
     [gate | up], the same sums as separate gate and up holding its halves."""

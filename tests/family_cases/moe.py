@@ -267,4 +267,19 @@ CASES = [
             "sliding_window": 6,
         },
     ),
+    Family(  # SparseMixer's routing (a wide distance, so near ties share their softmax), biases everywhere, a window
+        "phimoe",
+        "phimoe",
+        "PhimoeConfig",
+        "PhimoeForCausalLM",
+        {
+            **SIZES,
+            "intermediate_size": 16,
+            "num_local_experts": 6,
+            "router_jitter_noise": 0.3,
+            "attention_bias": True,
+            "lm_head_bias": True,
+            "sliding_window": 8,
+        },
+    ),
 ]

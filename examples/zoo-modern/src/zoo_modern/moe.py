@@ -12,6 +12,8 @@ that chooses but does not weight (V3's ``e_score_correction_bias``), experts in
 ``n_groups`` groups of which a token uses the ``top_groups`` best (a group worth the sum
 of its best ``group_by``), ``routed_scale``, and ``top_k_eps`` added to the top-k sum
 renormalised by (DeepSeek's 1e-20 with sigmoid scores by default; LFM2-MoE's 1e-6).
+Phi-3.5-MoE's SparseMixer (``scoring = "sparsemixer"``) takes the best expert left each round,
+weighted by a softmax over the experts left within ``2 * mixer_eps`` of it.
 
 The experts are stacked, one parameter per projection with the experts on dim 0, as
 transformers 5 holds them: ``experts.gate_up`` (E, 2 x hidden, d), rows [gate | up], and
@@ -73,9 +75,12 @@ class MoeOptions(BaseModel):
     aux_loss_weight: float = Field(
         0.01, ge=0.0, description="weight of the load-balancing loss in training (summed over layers: their mean)"
     )
-    scoring: Literal["softmax", "sigmoid"] = Field(
-        "softmax", description="router scores: a softmax over the experts, or each expert's sigmoid (DeepSeek-V3)"
+    scoring: Literal["softmax", "sigmoid", "sparsemixer"] = Field(
+        "softmax",
+        description="router scores: a softmax over the experts, each expert's sigmoid (DeepSeek-V3), or SparseMixer's"
+        " choice (Phi-3.5-MoE: each round the best remaining expert, a softmax over those within mixer_eps of it)",
     )
+    mixer_eps: float = Field(0.01, ge=0.0, lt=1.0, description="SparseMixer's relative distance (router_jitter_noise)")
     score_bias: bool = Field(False, description="a per-expert bias added to the scores to choose, not to weight (V3)")
     n_groups: int = Field(1, gt=0, description="experts in this many groups; a token chooses within top_groups of them")
     top_groups: int = Field(1, gt=0, description="the groups a token may use, by each group's worth")
@@ -100,6 +105,8 @@ def check_moe(config: Any, options: MoeOptions) -> None:
             f"mlp.n_groups={groups}, top_groups={options.top_groups}: the {experts} experts must split evenly into "
             f"groups of group_by={options.group_by} or more (a group's worth), and top_groups be at most n_groups"
         )
+    if options.scoring == "sparsemixer" and (options.score_bias or groups > 1 or options.normalize_top_k):
+        raise ValueError("mlp.scoring='sparsemixer' weighs each expert by its own softmax: no score_bias, n_groups 1, normalize_top_k false")  # fmt: skip
     if options.top_k > options.top_groups * experts // groups:
         raise ValueError(f"mlp.top_k={options.top_k} is more experts than top_groups={options.top_groups} groups hold")
 
@@ -220,6 +227,7 @@ class MixtureOfExperts(nn.Module):
         group_by: int = 2,
         routed_scale: float = 1.0,
         top_k_eps: float | None = None,
+        mixer_eps: float = 0.01,
         bias: bool = True,
         dropout: float = 0.0,
     ) -> None:
@@ -228,6 +236,7 @@ class MixtureOfExperts(nn.Module):
         self.n_experts, self.top_k, self.normalize_top_k = n_experts, top_k, normalize_top_k
         self.scoring, self.routed_scale = scoring, routed_scale
         self.top_k_eps = (1e-20 if scoring == "sigmoid" else 0.0) if top_k_eps is None else top_k_eps
+        self.mixer_eps = mixer_eps
         self.n_groups, self.top_groups, self.group_by = n_groups, top_groups, group_by
         self.score_bias = ScoreBias(n_experts) if score_bias else None
         self.aux_weight = aux_loss_weight / n_layers  # summed over the layers: the weight times their mean
@@ -242,7 +251,10 @@ class MixtureOfExperts(nn.Module):
         shape = x.shape  # (B, S, d)
         logits = self.router(x).flatten(0, -2).float()  # (N, E); (B, S, E) is the hook point
         probs = logits.softmax(-1)  # (N, E)
-        weights, chosen = self.route(probs if self.scoring == "softmax" else logits.sigmoid())  # (N, k)
+        if self.scoring == "sparsemixer":
+            weights, chosen = self.sparse_mix(logits)
+        else:
+            weights, chosen = self.route(probs if self.scoring == "softmax" else logits.sigmoid())  # (N, k)
         flat = x.reshape(-1, shape[-1])  # (N, d)
         out = self.dispatch(flat, weights.to(x.dtype), chosen)
         if self.shared is not None:
@@ -272,6 +284,20 @@ class MixtureOfExperts(nn.Module):
         if self.normalize_top_k:  # sigmoid scores may all be tiny: DeepSeek's 1e-20 keeps the sum nonzero
             weights = weights / (weights.sum(-1, keepdim=True) + self.top_k_eps)
         return weights * self.routed_scale if self.routed_scale != 1.0 else weights, chosen
+
+    def sparse_mix(self, logits: Tensor) -> tuple[Tensor, Tensor]:
+        """SparseMixer's routing at inference (Liu et al. 2024, Phi-3.5-MoE): each of ``top_k``
+        rounds takes the best expert left, weighted by a softmax over the experts left whose
+        logit is within ``2 * mixer_eps`` of it (relative to max(|logit|, best)). (Its training
+        samples the choice and estimates the gradient; here training routes as inference.)"""
+        weights, chosen, left = [], [], logits
+        for _ in range(self.top_k):
+            best, index = left.max(-1, keepdim=True)  # (N, 1) each
+            far = (best - logits) / logits.abs().clamp(min=best) > 2 * self.mixer_eps
+            weights.append(left.masked_fill(far, float("-inf")).softmax(-1).gather(1, index))
+            chosen.append(index)
+            left = left.scatter(1, index, float("-inf"))
+        return torch.cat(weights, -1) * self.routed_scale, torch.cat(chosen, -1)
 
     def dispatch(self, x: Tensor, weights: Tensor, chosen: Tensor) -> Tensor:
         """sum_j weights[:, j] * expert[chosen[:, j]](x): (N, d) from (N, d), (N, k), (N, k)."""

@@ -6,8 +6,8 @@
 - ``llama_kin``: Ministral, Seed-OSS, Helium, ERNIE 4.5, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo,
   HunYuan, HyperCLOVA X, Granite SWA, VaultGemma (Llama's lineage, continued);
 - ``ungated``: Arcee, Nemotron, Jais 2, NanoChat, Apertus, Persimmon (Llama's, with an ungated MLP);
-- ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, Granite-MoE (and Shared), ERNIE 4.5-MoE, HunYuan-MoE, FlexOlmo,
-  MiniMax-M2; ``deepseek``: DeepSeek-V3 and V2 (latent attention, grouped routing), GLM-4-MoE, dots.llm1, EXAONE-MoE;
+- ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, Granite-MoE (and Shared), ERNIE 4.5-MoE, HunYuan-MoE, Phi-3.5-MoE,
+  FlexOlmo, MiniMax-M2; ``deepseek``: DeepSeek-V3 and V2 (latent attention, grouped routing), GLM-4-MoE, dots.llm1, EXAONE-MoE;
 - ``legacy``: Gemma 2, Gemma 3 and SmolLM3, still converter classes (to become tables);
 - ``neox_like``: GPT-NeoX, GPT-J, CodeGen, Phi, Falcon;
 - ``hybrids``: LFM2, Bamba, Nemotron-H (short convolutions, Mamba-2 scans, between attention layers);

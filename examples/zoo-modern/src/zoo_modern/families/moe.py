@@ -10,6 +10,8 @@
   ungated shared experts, dense layers off ``moe_layer_interval`` and its start and end.
 - HunYuan-MoE extends HunYuan (dense): top-k renormalised, an ungated shared MLP as wide as
   each expert; ``num_experts`` or ``moe_topk`` per layer (lists) are refused.
+- Phi-3.5-MoE extends Mixtral: SparseMixer's routing (``router_jitter_noise`` its distance),
+  LayerNorm with its shift, ``attention_bias`` on all four projections, ``lm_head_bias``.
 - FlexOlmo extends OLMo 2: OLMoE's routing behind OLMo 2's norms after each sub-layer.
 - MiniMax-M2 extends OLMoE: Mixtral's names, sigmoid scores chosen with a score bias
   (renormalised), rotary on ``rotary_dim`` of each head.
@@ -29,7 +31,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.plugin import Count, Experts, F, Family, Fraction, ModelConfig, Rule, W
+from zoo.plugin import Converter, Count, Experts, F, Family, Fraction, ModelConfig, Rule, W
 from zoo_modern.families.llama_kin import ERNIE4_5, HUNYUAN
 from zoo_modern.families.llama_like import (
     GRANITE,
@@ -41,6 +43,7 @@ from zoo_modern.families.llama_like import (
     QK_NORMS,
     QWEN2,
     QWEN3,
+    has_qkv_bias,
     head_dim,
     llama_read,
 )
@@ -166,8 +169,9 @@ def stacked_experts(
 
 def routed(parent: Family, architecture: str, routing: Routing, **changes: Any) -> Family:
     """``parent`` with every layer's MLP a routed mixture of SwiGLU experts."""
-    fields = {name: F("", None, Experts if name in EXPERTS else Any) for name in ROUTING} | changes.pop("fields", {})
+    fields = {name: F("", None, Experts if name in EXPERTS else Any) for name in ROUTING}
     fields["router_jitter_noise"] = F.must(0.0, "noise on the router's input in training is not modelled", Fraction)
+    fields |= changes.pop("fields", {})
     layer: dict[str, Any] = {f"mlp.{p}.weight": None for p in ("gate", "up", "down")}
     layer["mlp.router.weight"] = W(f"{routing.block}.gate.weight", make=routing.experts)
     return parent.derive(
@@ -465,5 +469,45 @@ MINIMAX_M2 = routed(
     blockers=(MINIMAX_ROTARY.blockers, sigmoid_blockers),
 )
 
+
+def phimoe_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """SparseMixer's routing (``router_jitter_noise`` its distance); ``attention_bias`` on q, k, v and the output."""
+    bias, eps = bool(hf.get("attention_bias")), hf.get("router_jitter_noise")
+    mlp = {**fields["mlp"], "scoring": "sparsemixer", "normalize_top_k": False, "mixer_eps": 0.01 if eps is None else float(eps)}  # fmt: skip
+    return {**fields, "attention": {**fields["attention"], "qkv_bias": bias, "out_bias": bias}, "mlp": mlp}
+
+
+def phimoe_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in hf.items() if k != "norm_topk_prob"}
+    return {**out, "attention_bias": has_qkv_bias(config), "router_jitter_noise": options(config).mixer_eps}
+
+
+def phimoe_blockers(config: ModelConfig, arch: str) -> list[str]:
+    _, qkv, out = Converter.attention_layout(config)
+    blockers = [] if qkv == out else [f"biases on q/k/v or the output alone ({arch}: attention_bias on all four)"]
+    scoring = options(config).scoring if config.mlp.name == "moe" else "sparsemixer"
+    return blockers + ([] if scoring == "sparsemixer" else [f"mlp.scoring={scoring!r} ({arch} routes by SparseMixer)"])
+
+
+NORM_BIASES = {f"{z}.bias": f"{h}.bias" for z, h in (("attn_residual.norm", "input_layernorm"), ("mlp_residual.norm", "post_attention_layernorm"))}  # fmt: skip
+# Phi-3.5-MoE extends Mixtral: SparseMixer's routing, LayerNorm with its shift, optional biases on the projections and the head.
+PHIMOE = routed(
+    MISTRAL,
+    "PhimoeForCausalLM",
+    Routing("block_sparse_moe", ("w1", "w3", "w2"), "num_local_experts", "intermediate_size", (16, 2, 6400, False)),
+    model_type="phimoe",
+    description="Phi-3.5-MoE: Mixtral's layout with SparseMixer routing, LayerNorm, optional biases",
+    fields={"attention_bias": F("", None, bool), "router_jitter_noise": F("", None, Fraction)}
+    | {"input_jitter_noise": F.must(0.0, "noise on the experts' input in training is not modelled", Fraction)}
+    | {"lm_head_bias": F("head_bias", False, bool)},
+    zoo={"norm": {"name": "layernorm", "shift": True}, "attention": {"name": "sdpa"}},
+    accepts={"head_bias": (True, False)},
+    layer={**NORM_BIASES, "attn.out.bias": W("self_attn.o_proj.bias", when=lambda c: Converter.attention_layout(c)[2])},
+    top={"final_norm.bias": "norm.bias", "head.bias": W("lm_head.bias", when=lambda c: c.head_bias)},
+    read=(phimoe_read,),
+    write=(phimoe_write,),
+    blockers=(phimoe_blockers,),
+)
+
 FAMILIES: tuple[Family, ...] = (MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMOE, GRANITE_MOE, GRANITE_MOE_SHARED, ERNIE4_5_MOE)
-FAMILIES += (HUNYUAN_MOE, FLEX_OLMO, MINIMAX_M2)
+FAMILIES += (HUNYUAN_MOE, PHIMOE, FLEX_OLMO, MINIMAX_M2)
