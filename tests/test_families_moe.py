@@ -105,6 +105,17 @@ def test_sparsemixer_routing_equals_phimoes_at_inference() -> None:
     assert not torch.allclose(weights[:, 0], torch.ones(64))  # some first weights share their softmax
 
 
+def test_shared_average_halves_the_sum_of_the_routed_and_shared_outputs() -> None:
+    """``shared_average`` (Cohere 2-MoE's "average"): (routed + shared) / 2, the same weights summed otherwise."""
+    mlp = {**ROUTING, "shared_hidden": 24, "shared_gate": False}
+    summed, averaged = tiny(mlp).blocks[0].mlp.eval(), tiny({**mlp, "shared_average": True}).blocks[0].mlp.eval()
+    averaged.load_state_dict(summed.state_dict())
+    x = torch.randn(2, 5, TINY["d_model"], generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        torch.testing.assert_close(averaged(x), summed(x) / 2)
+        assert not torch.allclose(averaged(x), summed(x))
+
+
 def test_a_fused_shared_expert_is_the_unfused_one_with_gate_and_up_stacked() -> None:
     """``shared_fused`` (Granite-MoE's ``shared_mlp.input_linear``): one projection, rows
     [gate | up], the same sums as separate gate and up holding its halves."""

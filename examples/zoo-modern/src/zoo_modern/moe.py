@@ -6,7 +6,8 @@ Routing as the families do it: a softmax over all experts, the ``top_k`` largest
 optionally renormalised to sum to 1 (``normalize_top_k``: Mixtral always, Qwen-MoE's and
 OLMoE's ``norm_topk_prob``). Qwen2-MoE adds a *shared expert* every token goes through,
 scaled by a sigmoid gate of its own (``shared_hidden``, ``shared_gate``; ``shared_fused``:
-its gate and up one projection, as Granite-MoE stores them). DeepSeek's
+its gate and up one projection, as Granite-MoE stores them; ``shared_average``: the routed and
+shared outputs averaged, Cohere 2-MoE's). DeepSeek's
 routing is options too: sigmoid scores (``scoring``), a frozen per-expert ``score_bias``
 that chooses but does not weight (V3's ``e_score_correction_bias``), experts in
 ``n_groups`` groups of which a token uses the ``top_groups`` best (a group worth the sum
@@ -71,6 +72,9 @@ class MoeOptions(BaseModel):
     shared_gate: bool = Field(True, description="scale the shared expert by sigmoid(a learned gate) (Qwen2-MoE)")
     shared_fused: bool = Field(
         False, description="the shared expert's gate and up as one projection, rows [gate | up] (Granite-MoE's)"
+    )
+    shared_average: bool = Field(
+        False, description="the routed and shared outputs averaged, not summed (Cohere 2-MoE's 'average')"
     )
     aux_loss_weight: float = Field(
         0.01, ge=0.0, description="weight of the load-balancing loss in training (summed over layers: their mean)"
@@ -219,6 +223,7 @@ class MixtureOfExperts(nn.Module):
         shared_hidden: int = 0,
         shared_gate: bool = True,
         shared_fused: bool = False,
+        shared_average: bool = False,
         aux_loss_weight: float = 0.01,
         scoring: str = "softmax",
         score_bias: bool = False,
@@ -236,7 +241,7 @@ class MixtureOfExperts(nn.Module):
         self.n_experts, self.top_k, self.normalize_top_k = n_experts, top_k, normalize_top_k
         self.scoring, self.routed_scale = scoring, routed_scale
         self.top_k_eps = (1e-20 if scoring == "sigmoid" else 0.0) if top_k_eps is None else top_k_eps
-        self.mixer_eps = mixer_eps
+        self.mixer_eps, self.shared_average = mixer_eps, shared_average
         self.n_groups, self.top_groups, self.group_by = n_groups, top_groups, group_by
         self.score_bias = ScoreBias(n_experts) if score_bias else None
         self.aux_weight = aux_loss_weight / n_layers  # summed over the layers: the weight times their mean
@@ -260,6 +265,7 @@ class MixtureOfExperts(nn.Module):
         if self.shared is not None:
             shared = self.shared(flat)
             out = out + (torch.sigmoid(self.shared_gate(flat)) * shared if self.shared_gate is not None else shared)
+            out = out / 2 if self.shared_average else out
         self.last_balance_loss = balance_loss(probs, chosen) if self.training else None
         result: Tensor = self.drop(out.view(shape))
         return result

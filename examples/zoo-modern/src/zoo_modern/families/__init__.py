@@ -7,7 +7,7 @@
   HunYuan, HyperCLOVA X, Granite SWA, VaultGemma (Llama's lineage, continued);
 - ``ungated``: Arcee, Nemotron, Jais 2, NanoChat, Apertus, Persimmon (Llama's, with an ungated MLP);
 - ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, Granite-MoE (and Shared), ERNIE 4.5-MoE, HunYuan-MoE, Phi-3.5-MoE,
-  FlexOlmo, MiniMax-M2; ``deepseek``: DeepSeek-V3 and V2 (latent attention, grouped routing), GLM-4-MoE, dots.llm1, EXAONE-MoE;
+  FlexOlmo, MiniMax-M2; ``moe_kin``: Cohere 2-MoE (windows and dense layers beside the experts); ``deepseek``: DeepSeek-V3 and V2 (latent attention, grouped routing), GLM-4-MoE, dots.llm1, EXAONE-MoE;
 - ``legacy``: Gemma 2, Gemma 3 and SmolLM3, still converter classes (to become tables);
 - ``neox_like``: GPT-NeoX, GPT-J, CodeGen, Phi, Falcon;
 - ``hybrids``: LFM2, Bamba, Nemotron-H (short convolutions, Mamba-2 scans, between attention layers);
@@ -29,6 +29,7 @@ from zoo_modern.families import (
     llama_kin,
     llama_like,
     moe,
+    moe_kin,
     neox_like,
     state_space,
     ungated,
@@ -39,6 +40,7 @@ FAMILIES = (
     *llama_kin.FAMILIES,
     *ungated.FAMILIES,
     *moe.FAMILIES,
+    *moe_kin.FAMILIES,
     *deepseek.FAMILIES,
     *gpt2_like.FAMILIES,
     *neox_like.FAMILIES,
