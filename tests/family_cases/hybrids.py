@@ -187,3 +187,25 @@ CASES.append(
         },
     )
 )
+CASES.append(
+    # scan, attention, scan, scan: experts in layers 1 and 3, a SwiGLU in 0 and 2; RMSNorms on B, C and dt
+    Family(
+        "jamba",
+        "jamba",
+        "JambaConfig",
+        "JambaForCausalLM",
+        {
+            "hidden_size": 32,
+            "intermediate_size": 16,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "attn_layer_period": 4,
+            "attn_layer_offset": 1,
+            "mamba_d_state": 8,
+            "mamba_dt_rank": 4,
+        },
+    )
+)

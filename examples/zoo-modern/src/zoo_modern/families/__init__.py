@@ -11,7 +11,7 @@
 - ``legacy``: Gemma 2, Gemma 3 and SmolLM3, still converter classes (to become tables);
 - ``neox_like``: GPT-NeoX, GPT-J, CodeGen, Phi, Falcon;
 - ``hybrids``: LFM2, Bamba, Nemotron-H (short convolutions, Mamba-2 scans, between attention layers);
-  ``hybrid_moe``: Granite-MoE-Hybrid, LFM2-MoE (those hybrids with routed experts);
+  ``hybrid_moe``: Granite-MoE-Hybrid, LFM2-MoE, Jamba (hybrids with routed experts);
 - ``state_space``: Mamba-2, Mamba, Falcon-Mamba (a selective state-space scan in every layer, no attention);
 
 one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.

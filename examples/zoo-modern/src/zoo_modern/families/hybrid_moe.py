@@ -8,12 +8,17 @@
 LFM2-MoE extends LFM2: the first ``num_dense_layers`` a SwiGLU of ``intermediate_size`` as
 given (no width rule), the rest sigmoid-routed experts, chosen with ``expert_bias`` where
 ``use_expert_bias``, renormalised over the top k plus 1e-6.
+
+Jamba extends Bamba: zoo-modern's ``mamba`` (Mamba's S6 scan, its time step, B and C
+RMS-normalised with learned scales) for Bamba's Mamba-2 scans, attention without positions
+where ``attn_layer_period`` and its offset say, routed experts (top-k softmax, not
+renormalised) where ``expert_layer_period`` and its offset say, a SwiGLU elsewhere.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Annotated, Any
 
@@ -153,6 +158,17 @@ def lfm2_experts(zoo: str, names: tuple[str, ...], config: ModelConfig) -> list[
     return [Rule.copy(zoo, names[0]), *stacked_experts(z + "experts.", h + "experts.", h + "experts.", ("w1", "w3", "w2"), config)]  # fmt: skip
 
 
+def jamba_experts(zoo: str, names: tuple[str, ...], config: ModelConfig) -> list[Rule]:
+    """The router (``feed_forward.router``) and the experts, stored as the other families store them."""
+    z, h = zoo.removesuffix("router.weight"), names[0].removesuffix("router.weight")
+    return [Rule.copy(zoo, names[0]), *stacked_experts(z + "experts.", h + "experts.", h + "experts.", ("gate_proj", "up_proj", "down_proj"), config)]  # fmt: skip
+
+
+def scan_free_blockers(config: ModelConfig, arch: str) -> list[str]:
+    """Positions: none (Jamba's attention has no rotary)."""
+    return [] if config.position.name == "none" else [f"position {config.position.name!r} ({arch} has none)"]
+
+
 def lfm2_dense(config: ModelConfig) -> bool:
     return not routes(config)
 
@@ -178,4 +194,116 @@ LFM2_MOE = LFM2.derive(
     blockers=(LLAMA_ROTARY.blockers, lfm2_moe_blockers),
 )
 
-FAMILIES = (GRANITE_MOE_HYBRID, LFM2_MOE)
+
+def every(hf: Mapping[str, Any], period: str, offset: str, defaults: tuple[int, int], layers: int) -> list[bool]:
+    """The layers ``i % period == offset`` (Jamba's attention and expert layers)."""
+    p, o = (int(d if hf.get(k) is None else hf[k]) for k, d in zip((period, offset), defaults, strict=True))
+    return [i % max(p, 1) == o for i in range(layers)]
+
+
+def period_of(at: list[bool]) -> tuple[int, int]:
+    """The (period, offset) that picks the layers ``at`` says (period len + 1: none of them)."""
+    first = at.index(True) if True in at else len(at)
+    return next(((p, first % p) for p in range(1, len(at) + 1) if at == [i % p == first % p for i in range(len(at))]), (len(at) + 1, len(at)))  # fmt: skip
+
+
+def jamba_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """Mamba scans (their B, C and time step RMSNorms) but where ``attn_layer_period`` and
+    its offset say; experts where ``expert_layer_period`` and its offset say, else a SwiGLU."""
+    layers, experts = fields["n_layers"], int(hf.get("num_experts") or 16)
+    rank = hf.get("mamba_dt_rank", "auto")
+    refuse_unless(rank == "auto" or (type(rank) is int and rank > 0), where, "mamba_dt_rank", rank, "a whole number > 0 or 'auto'")  # fmt: skip
+    scan = {"name": "mamba", "bcdt_norm": True, "bcdt_weights": True, "bcdt_eps": fields["norm_eps"]}
+    scan |= {o: hf[n] for o, n in JAMBA_SCAN.items() if hf.get(n) is not None} | ({} if rank == "auto" else {"dt_rank": rank})  # fmt: skip
+    attends = every(hf, "attn_layer_period", "attn_layer_offset", (8, 4), layers)
+    routed = every(hf, "expert_layer_period", "expert_layer_offset", (2, 1), layers) if experts > 1 else [False] * layers  # fmt: skip
+    swiglu = {"mlp": {"name": "swiglu", "hidden": fields["d_ff"]}}
+    entries = [({} if a else {"attention": scan}) | ({} if r else swiglu) for a, r in zip(attends, routed, strict=True)]
+    aux = float(hf.get("router_aux_loss_coef") or 0.0) if hf.get("output_router_logits") else 0.0
+    mlp = {"name": "moe", "n_experts": experts, "top_k": int(hf.get("num_experts_per_tok") or 2), "hidden": fields["d_ff"]}  # fmt: skip
+    fields = {**fields, "mlp": mlp | {"normalize_top_k": False, "aux_loss_weight": aux}, "position": "none"}
+    return with_layer_changes(fields, entries) if any(routed) else {**with_layer_changes(fields, entries), **swiglu}
+
+
+def jamba_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    at = [not mamba(config.layer(i)) for i in range(config.n_layers)]
+    routed = [routes(config.layer(i)) for i in range(config.n_layers)]
+    scan = next((config.layer(i).attention.options for i in range(config.n_layers) if not at[i]), {})
+    out = {**hf, **{n: scan.get(o, JAMBA_DEFAULTS[o]) for o, n in JAMBA_SCAN.items()}, "mamba_dt_rank": scan.get("dt_rank") or "auto"}  # fmt: skip
+    out |= dict(zip(("attn_layer_period", "attn_layer_offset"), period_of(at), strict=True))
+    out |= dict(zip(("expert_layer_period", "expert_layer_offset"), period_of(routed), strict=True))
+    o = options(config) if any(routed) else None
+    return out | ({"num_experts": o.n_experts, "num_experts_per_tok": o.top_k} if o else {"num_experts": 1})
+
+
+def jamba_blockers(config: ModelConfig, arch: str) -> list[str]:
+    at = [not mamba(config.layer(i)) for i in range(config.n_layers)]
+    routed = [routes(config.layer(i)) for i in range(config.n_layers)]
+    blockers = []
+    for what, picked in (("attention", at), ("expert", routed)):
+        period, offset = period_of(picked)
+        if any(picked) and [i % period == offset for i in range(len(picked))] != picked:
+            blockers.append(f"{what} layers no period and offset pick ({arch} places them by a period)")
+    scans = {tuple(sorted(config.layer(i).attention.options.items())) for i in range(config.n_layers) if not at[i]}
+    blockers += [f"scan layers whose mamba options differ ({arch} has one set of mamba_* fields)"] if len(scans) > 1 else []  # fmt: skip
+    want = {"bcdt_norm": True, "bcdt_weights": True, "bcdt_eps": config.norm_eps}
+    blockers += [f"a mamba mixer without {k}={v!r} ({arch})" for opts in scans for k, v in want.items() if dict(opts).get(k) != v]  # fmt: skip
+    if any(routed) and options(config).normalize_top_k:
+        blockers.append(f"normalize_top_k=true ({arch} weighs by the top-k softmax as it is)")
+    return blockers
+
+
+def mamba(config: ModelConfig) -> bool:
+    return config.attention.name == "mamba"
+
+
+def scan_bias(option: str) -> Callable[[ModelConfig], bool]:
+    """Whether a layer scans with its ``option`` bias (``proj_bias``, ``conv_bias``)."""
+    return lambda config: mamba(config) and bool(config.attention.options.get(option, JAMBA_DEFAULTS[option]))
+
+
+def attends_jamba(config: ModelConfig) -> bool:
+    return not mamba(config)
+
+
+JAMBA_SCAN = {"d_state": "mamba_d_state", "expand": "mamba_expand", "conv_kernel": "mamba_d_conv"}
+JAMBA_SCAN |= {"conv_bias": "mamba_conv_bias", "proj_bias": "mamba_proj_bias"}
+JAMBA_DEFAULTS = {"d_state": 16, "expand": 2, "conv_kernel": 4, "conv_bias": True, "proj_bias": False}
+JAMBA_FIELDS: dict[str, F | None] = {name: F("", None) for name in ("attn_layer_period", "attn_layer_offset", "expert_layer_period", "expert_layer_offset")}  # fmt: skip
+JAMBA_FIELDS |= {name: F("", None) for name in (*JAMBA_SCAN.values(), "mamba_dt_rank", "router_aux_loss_coef", "output_router_logits")}  # fmt: skip
+JAMBA_FIELDS |= {"num_experts": F("", None, Experts), "num_experts_per_tok": F("", None, Experts)}
+JAMBA_FIELDS |= {name: IGNORED for name in ("use_mamba_kernels", "use_mambapy", "use_associative_scan", "num_logits_to_keep")}  # fmt: skip
+JAMBA_FIELDS |= {name: None for name in ("attn_layer_indices", "mamba_n_heads", "mamba_d_head", "mamba_n_groups", "mamba_chunk_size", "time_step_limit", "z_loss_coefficient", "rope_theta", "rope_parameters", "partial_rotary_factor")}  # fmt: skip
+MAMBA_NAMES = {f"attn.{p}": f"mamba.{p}" for p in ("x_proj.weight", "dt_proj.weight", "dt_proj.bias", "A_log", "D")}
+MAMBA_NAMES |= {f"attn.{z}.weight": f"mamba.{h}.weight" for z, h in (("in_proj", "in_proj"), ("conv", "conv1d"), ("out_proj", "out_proj"))}  # fmt: skip
+MAMBA_NAMES |= {f"attn.bcdt_scales.{i}": f"mamba.{n}_layernorm.weight" for i, n in enumerate(("dt", "b", "c"))}
+MAMBA_BIASES = {f"attn.{z}.bias": (f"mamba.{h}.bias", o) for z, h, o in (("in_proj", "in_proj", "proj_bias"), ("conv", "conv1d", "conv_bias"), ("out_proj", "out_proj", "proj_bias"))}  # fmt: skip
+# Jamba extends Bamba: Mamba's S6 scans (RMSNorms on B, C and the time step) for Mamba-2's, attention
+# without positions at attn_layer_period, routed experts at expert_layer_period (a SwiGLU elsewhere).
+JAMBA = BAMBA.derive(
+    "JambaForCausalLM",
+    fresh=("layer", "read", "write", "blockers"),
+    model_type="jamba",
+    description="Jamba: Mamba scans and attention layers interleaved, routed experts every other layer",
+    fields=JAMBA_FIELDS | {"rms_norm_eps": F("norm_eps", 1e-6, Epsilon)},
+    zoo={"position": "none", "mlp": {"name": "moe"}},
+    accepts={"mlp": ("swiglu",)},
+    layer={
+        "attn_residual.norm.weight": "input_layernorm.weight",
+        "attn.qkv.weight": W("self_attn.{}_proj.weight", "concat", "qkv", when=attends_jamba),
+        "attn.out.weight": W("self_attn.o_proj.weight", when=attends_jamba),
+        **{z: W(h, when=mamba) for z, h in MAMBA_NAMES.items()},
+        **{z: W(h, when=scan_bias(o)) for z, (h, o) in MAMBA_BIASES.items()},
+        "mlp_residual.norm.weight": "pre_ff_layernorm.weight",
+        **{
+            f"mlp.{p}.weight": W(f"feed_forward.{p}_proj.weight", when=lambda c: not routes(c))
+            for p in ("gate", "up", "down")
+        },  # fmt: skip
+        "mlp.router.weight": W("feed_forward.router.weight", when=routes, make=jamba_experts),
+    },
+    read=(llama_read, jamba_read),
+    write=(jamba_write,),
+    blockers=(scan_free_blockers, jamba_blockers),
+)
+
+FAMILIES = (GRANITE_MOE_HYBRID, LFM2_MOE, JAMBA)
