@@ -6,6 +6,11 @@ from __future__ import annotations
 from family_cases import Family
 
 SIZES = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
+NO_IDS = {
+    "pad_token_id": None,
+    "bos_token_id": None,
+    "eos_token_id": None,
+}  # FlexOlmo's defaults are past a tiny vocabulary
 GRANITE = {"embedding_multiplier": 3.0, "residual_multiplier": 0.5, "attention_multiplier": 0.2, "logits_scaling": 2.0}
 DEEPSEEK = {
     **SIZES,
@@ -234,7 +239,14 @@ CASES = [
         "flex_olmo",
         "FlexOlmoConfig",
         "FlexOlmoForCausalLM",
-        {**SIZES, "intermediate_size": 16, "num_experts": 5, "num_experts_per_tok": 2, "norm_topk_prob": True},
+        {
+            **SIZES,
+            **NO_IDS,
+            "intermediate_size": 16,
+            "num_experts": 5,
+            "num_experts_per_tok": 2,
+            "norm_topk_prob": True,
+        },
     ),
     Family(  # heads of 16 (wider than 32 / 4), QK-norm over the whole projection, 8 of 16 dimensions turned
         "minimax-m2",

@@ -49,7 +49,7 @@ from zoo_modern.families.llama_like import (
     head_dim,
     llama_read,
 )
-from zoo_modern.families.moe import stacked_experts
+from zoo_modern.families.moe import also_at, dense, routes, stacked_experts, unlike
 from zoo_modern.families.readers import Rotary, refuse_unless, rope, rotary_base, with_layer_changes
 from zoo_modern.moe import MoeOptions
 
@@ -155,9 +155,7 @@ class Version:
         wanted: dict[str, Any] = {"scoring": "sigmoid" if self.sigmoid else "softmax", "score_bias": self.sigmoid}
         wanted |= {"shared_gate": False} | ({} if self.sigmoid else {"normalize_top_k": False})
         wanted |= {"group_by": 2 if self.sigmoid else 1} if o.n_groups > 1 else {}
-        blockers += [
-            f"mlp.{k}={getattr(o, k)!r} ({arch} routes by {v!r})" for k, v in wanted.items() if getattr(o, k) != v
-        ]
+        blockers += unlike(config, arch, wanted)
         if not o.shared_hidden or (o.hidden and o.shared_hidden % o.hidden):
             blockers.append(f"mlp.shared_hidden={o.shared_hidden} ({arch}'s shared experts are moe_intermediate_size wide)")  # fmt: skip
         if not self.sigmoid and config.position.name == "rotary" and not config.position.options.get("interleaved"):
@@ -171,16 +169,8 @@ DOTS1_ROUTING = Version("dots.llm1", True, (128, 6, 1408, 2, 1, 1, 1.0, 0))
 GLM4 = Version("GLM-4-MoE", True, (128, 8, 1408, 1, 1, 1, 1.0, 1))  # V3's routing, GLM-4.5's defaults
 
 
-def routes(config: ModelConfig) -> bool:
-    return config.mlp.name == "moe"
-
-
 def has_score_bias(config: ModelConfig) -> bool:
     return routes(config) and bool(config.mlp.options.get("score_bias"))
-
-
-def dense(config: ModelConfig) -> bool:
-    return not routes(config)
 
 
 def q_direct(config: ModelConfig) -> bool:
@@ -359,6 +349,7 @@ DOTS1 = GLM4_MOE.derive(
 )
 
 EXAONE_ROUTING = Version("EXAONE-MoE", True, (64, 8, 1024, 1, 1, 1, 2.5, 1))
+EXAONE_BIAS = also_at("mlp.", "mlp.gate.")  # under the router in transformers 5's own layout
 EXAONE_NAMES = {"n_routed_experts": "num_experts", "n_shared_experts": "num_shared_experts"}
 
 
@@ -390,7 +381,10 @@ EXAONE_MOE = DOTS1.derive(
     | {"num_experts": F("", None, Experts), "num_shared_experts": F("", None, Count)}
     | {"n_routed_experts": None, "n_shared_experts": None},
     zoo={"attention": {"name": "qknorm", "qk_norm": "head", "qkv_bias": False, "out_bias": False}},
-    layer={"attn.out.bias": None, "mlp.score_bias.bias": W("mlp.e_score_correction_bias", when=has_score_bias)},
+    layer={
+        "attn.out.bias": None,
+        "mlp.score_bias.bias": W("mlp.e_score_correction_bias", when=has_score_bias, make=EXAONE_BIAS),
+    },
     engine_features=frozenset({"layer_pattern", "window"}),
     read=(head_dim(None), llama_read, LLAMA_ROTARY.read, rotary_on_sliding(True), exaone_route),
     write=(LLAMA_ROTARY.write, rotary_on_sliding_out, exaone_write),

@@ -37,7 +37,17 @@ from zoo_modern.families.hybrids import (
     scans,
 )
 from zoo_modern.families.llama_like import GRANITE, LLAMA, LLAMA_ROTARY, granite_read, head_dim, llama_read, mlp_hidden
-from zoo_modern.families.moe import GRANITE_ROUTING, SHARED_MLP, granite_experts, options, stacked_experts
+from zoo_modern.families.moe import (
+    GRANITE_ROUTING,
+    SHARED_MLP,
+    dense,
+    granite_experts,
+    has_shared,
+    options,
+    routes,
+    stacked_experts,
+    unlike,
+)
 from zoo_modern.families.readers import refuse_unless, with_layer_changes
 
 GRANITE_HYBRID_KINDS = ("linear_attention", "full_attention")
@@ -77,14 +87,6 @@ def granite_hybrid_blockers(config: ModelConfig, arch: str) -> list[str]:
     else:
         ok = config.mlp.name == "glu" and bool(config.mlp.options.get("fused")) and config.activation.name == "silu"
     return [] if ok else [f"mlp {config.mlp.name!r} ({arch}: moe with an ungated fused shared expert, or that alone)"]
-
-
-def routes(config: ModelConfig) -> bool:
-    return config.mlp.name == "moe"
-
-
-def has_shared(config: ModelConfig) -> bool:
-    return routes(config) and bool(options(config).shared_hidden)
 
 
 HYBRID_READ = ("layer_types", "position_embedding_type", "router_aux_loss_coef", "output_router_logits")
@@ -148,8 +150,7 @@ def lfm2_moe_blockers(config: ModelConfig, arch: str) -> list[str]:
         blockers.append(f"dense layers after the first routed one ({arch}'s dense layers lead)")
     if not routes(config):
         return blockers + [f"mlp {config.mlp.name!r} ({arch} routes)"]
-    o, wanted = options(config), {"scoring": "sigmoid", "top_k_eps": 1e-6, "n_groups": 1, "shared_hidden": 0}
-    return blockers + [f"mlp.{k}={getattr(o, k)!r} ({arch} has {v!r})" for k, v in wanted.items() if getattr(o, k) != v]
+    return blockers + unlike(config, arch, {"scoring": "sigmoid", "top_k_eps": 1e-6, "n_groups": 1, "shared_hidden": 0})
 
 
 def lfm2_experts(zoo: str, names: tuple[str, ...], config: ModelConfig) -> list[Rule]:
@@ -169,10 +170,6 @@ def scan_free_blockers(config: ModelConfig, arch: str) -> list[str]:
     return [] if config.position.name == "none" else [f"position {config.position.name!r} ({arch} has none)"]
 
 
-def lfm2_dense(config: ModelConfig) -> bool:
-    return not routes(config)
-
-
 # LFM2-MoE extends LFM2: leading dense layers, then sigmoid-routed experts chosen with an expert bias.
 LFM2_MOE = LFM2.derive(
     "Lfm2MoeForCausalLM",
@@ -184,7 +181,7 @@ LFM2_MOE = LFM2.derive(
     | {"output_router_logits": IGNORED},  # transformers' LFM2-MoE adds no balancing term
     zoo={"mlp": {"name": "moe"}},
     layer={
-        f"mlp.{z}.weight": W(f"feed_forward.{h}.weight", when=lfm2_dense)
+        f"mlp.{z}.weight": W(f"feed_forward.{h}.weight", when=dense)
         for z, h in (("gate", "w1"), ("up", "w3"), ("down", "w2"))
     }  # fmt: skip
     | {"mlp.router.weight": W("feed_forward.gate.weight", when=routes, make=lfm2_experts)}

@@ -24,7 +24,7 @@ mixing dense layers in are refused: a zoo config has one MLP for all layers). Ro
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -51,6 +51,7 @@ from zoo_modern.families.readers import Rotary, periodic, refuse_unless
 from zoo_modern.mlp import swiglu_hidden
 from zoo_modern.moe import MoeOptions
 
+Maker = Callable[[str, tuple[str, ...], ModelConfig], Rule]
 EXPERTS = ("num_local_experts", "num_experts", "num_experts_per_tok")  # bounded before a rule per expert
 EVERY_LAYER = "every layer must route (a zoo config has one MLP for all layers)"
 ROUTING: tuple[str, ...] = (
@@ -66,6 +67,36 @@ ROUTING += ("output_router_logits",)
 
 def options(config: ModelConfig) -> MoeOptions:
     return MoeOptions.model_validate(config.mlp.options)
+
+
+def routes(config: ModelConfig) -> bool:
+    """Whether a layer's MLP (``config.layer(i)``) is the mixture."""
+    return config.mlp.name == "moe"
+
+
+def dense(config: ModelConfig) -> bool:
+    return not routes(config)
+
+
+def has_shared(config: ModelConfig) -> bool:
+    return routes(config) and bool(options(config).shared_hidden)
+
+
+def unlike(config: ModelConfig, arch: str, wanted: Mapping[str, Any]) -> list[str]:
+    """A blocker per routing option of ``config`` other than ``wanted`` (how ``arch`` routes)."""
+    o = options(config)
+    return [f"mlp.{k}={getattr(o, k)!r} ({arch} routes by {v!r})" for k, v in wanted.items() if getattr(o, k) != v]
+
+
+def also_at(old: str, new: str, make: Maker | None = None) -> Maker:
+    """A rule maker: the tensor under its stored name, or (transformers 5's own layout) under that
+    name with ``old`` replaced by ``new``; ``make``: how either is read (a copy by default)."""
+
+    def build(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Rule:
+        one = make or (lambda z, n, c: Rule.copy(z, n[0]))
+        return replace(one(zoo, names, config), also=(one(zoo, (names[0].replace(old, new),), config),))
+
+    return build
 
 
 def expert_hidden(config: ModelConfig) -> int:
@@ -261,10 +292,6 @@ GRANITE_MOE = routed(
 )
 
 
-def has_shared(config: ModelConfig) -> bool:
-    return config.mlp.name == "moe" and bool(options(config).shared_hidden)
-
-
 SHARED_MLP = (("gate_up", "input_linear"), ("down", "output_linear"))
 # Granite-MoE-Shared extends Granite-MoE: an ungated shared expert, gate and up one input_linear.
 GRANITE_MOE_SHARED = routed(
@@ -280,14 +307,6 @@ GRANITE_MOE_SHARED = routed(
     write=(granite_shared_write,),
     blockers=(granite_shared_blockers,),
 )
-
-
-def routes(config: ModelConfig) -> bool:
-    return config.mlp.name == "moe"
-
-
-def dense(config: ModelConfig) -> bool:
-    return not routes(config)
 
 
 def moe_layers(hf: Mapping[str, Any], layers: int) -> list[bool]:
@@ -330,7 +349,7 @@ def ernie_moe_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
 def ernie_moe_blockers(config: ModelConfig, arch: str) -> list[str]:
     o, blockers = options(config), [] if ernie_moe_layers(config) else [f"routed layers no interval gives ({arch})"]
     wanted = {"scoring": "softmax", "score_bias": True, "shared_gate": False, "n_groups": 1, "routed_scale": 1.0}
-    blockers += [f"mlp.{k}={getattr(o, k)!r} ({arch} routes by {v!r})" for k, v in wanted.items() if getattr(o, k) != v]
+    blockers += unlike(config, arch, wanted)
     return blockers + ([f"mlp.shared_hidden={o.shared_hidden} ({arch}: experts wide)"] if o.shared_hidden % expert_hidden(config) else [])  # fmt: skip
 
 
@@ -339,6 +358,8 @@ def one_row(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Rule:
     return Rule(zoo, names, lambda ts: ts[0].reshape(-1), lambda t: [t.reshape(1, -1)])
 
 
+GATE_UP_DOWN = ("gate", "up", "down")
+SCORE_ROW = also_at("mlp.", "mlp.gate.", one_row)  # under the router in transformers 5's own layout
 ERNIE_MOE_FIELDS = {"moe_num_experts": F("", None, Experts), "moe_k": F("", None, Experts)}
 ERNIE_MOE_FIELDS |= {f"moe_layer_{k}": F("", None, int) for k in ("start_index", "end_index", "interval")}
 ERNIE_MOE_FIELDS |= {"moe_num_shared_experts": F("", None, int), "num_nextn_predict_layers": IGNORED}
@@ -361,17 +382,8 @@ ERNIE4_5_MOE = routed(
     fields=ERNIE_MOE_FIELDS,
     layer={f"mlp.{p}.weight": W(f"mlp.{p}_proj.weight", when=dense) for p in ("gate", "up", "down")}
     | {"mlp.router.weight": W("mlp.gate.weight", when=routes, make=Routing().experts)}
-    | {
-        "mlp.score_bias.bias": W(
-            "mlp.moe_statics.e_score_correction_bias",
-            when=routes,
-            make=lambda z, n, c: Rule(z, n, lambda ts: ts[0].reshape(-1), lambda t: [t.reshape(1, -1)]),
-        )
-    }  # fmt: skip
-    | {
-        f"mlp.shared.{p}.weight": W(f"mlp.shared_experts.{p}_proj.weight", when=has_shared)
-        for p in ("gate", "up", "down")
-    },  # fmt: skip
+    | {"mlp.score_bias.bias": W("mlp.moe_statics.e_score_correction_bias", when=routes, make=SCORE_ROW)}
+    | {f"mlp.shared.{p}.weight": W(f"mlp.shared_experts.{p}_proj.weight", when=has_shared) for p in GATE_UP_DOWN},
     engine_features=frozenset({"layer_pattern"}),
     read=(ernie_moe_read,),
     write=(ernie_moe_write,),
@@ -432,8 +444,7 @@ def sigmoid_routing(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -
 
 
 def sigmoid_blockers(config: ModelConfig, arch: str) -> list[str]:
-    o, wanted = options(config), {"scoring": "sigmoid", "score_bias": True, "n_groups": 1, "routed_scale": 1.0}
-    return [f"mlp.{k}={getattr(o, k)!r} ({arch} routes by {v!r})" for k, v in wanted.items() if getattr(o, k) != v]
+    return unlike(config, arch, {"scoring": "sigmoid", "score_bias": True, "n_groups": 1, "routed_scale": 1.0})
 
 
 def minimax_rotary(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
@@ -444,6 +455,7 @@ def minimax_rotary(hf: Mapping[str, Any], fields: dict[str, Any], where: str) ->
 
 
 MINIMAX_ROTARY = Rotary(partial=True)
+MINIMAX_BIAS = also_at("block_sparse_moe.", "mlp.")  # under mlp. in transformers 5's own layout
 # MiniMax-M2 extends OLMoE: Mixtral's names, sigmoid scores chosen with a score bias, rotary on part of each head.
 MINIMAX_M2 = routed(
     LLAMA,
@@ -462,7 +474,7 @@ MINIMAX_M2 = routed(
     fields={**OLMOE.fields, "clip_qkv": None, "head_dim": HEAD_DIM, "rotary_dim": F("", None, Count)},
     zoo=OLMOE.zoo,
     accepts=OLMOE.accepts,
-    layer={**QK_NORMS, "mlp.score_bias.bias": "block_sparse_moe.e_score_correction_bias"},
+    layer={**QK_NORMS, "mlp.score_bias.bias": W("block_sparse_moe.e_score_correction_bias", make=MINIMAX_BIAS)},
     before=(head_dim(128), llama_read, minimax_rotary),
     read=(sigmoid_routing,),
     write=(MINIMAX_ROTARY.write,),
@@ -489,12 +501,19 @@ def phimoe_blockers(config: ModelConfig, arch: str) -> list[str]:
     return blockers + ([] if scoring == "sparsemixer" else [f"mlp.scoring={scoring!r} ({arch} routes by SparseMixer)"])
 
 
+def phimoe_experts(zoo: str, names: tuple[str, ...], config: ModelConfig) -> list[Rule]:
+    """Mixtral's, the router under ``mlp.router`` in transformers 5's own layout."""
+    router, *experts = PHIMOE_ROUTING.experts(zoo, names, config)
+    return [replace(router, also=(Rule.copy(zoo, names[0].replace("block_sparse_moe.gate", "mlp.router")),)), *experts]
+
+
+PHIMOE_ROUTING = Routing("block_sparse_moe", ("w1", "w3", "w2"), "num_local_experts", "intermediate_size", (16, 2, 6400, False))  # fmt: skip
 NORM_BIASES = {f"{z}.bias": f"{h}.bias" for z, h in (("attn_residual.norm", "input_layernorm"), ("mlp_residual.norm", "post_attention_layernorm"))}  # fmt: skip
 # Phi-3.5-MoE extends Mixtral: SparseMixer's routing, LayerNorm with its shift, optional biases on the projections and the head.
 PHIMOE = routed(
     MISTRAL,
     "PhimoeForCausalLM",
-    Routing("block_sparse_moe", ("w1", "w3", "w2"), "num_local_experts", "intermediate_size", (16, 2, 6400, False)),
+    PHIMOE_ROUTING,
     model_type="phimoe",
     description="Phi-3.5-MoE: Mixtral's layout with SparseMixer routing, LayerNorm, optional biases",
     fields={"attention_bias": F("", None, bool), "router_jitter_noise": F("", None, Fraction)}
@@ -502,8 +521,10 @@ PHIMOE = routed(
     | {"lm_head_bias": F("head_bias", False, bool)},
     zoo={"norm": {"name": "layernorm", "shift": True}, "attention": {"name": "sdpa"}},
     accepts={"head_bias": (True, False)},
-    layer={**NORM_BIASES, "attn.out.bias": W("self_attn.o_proj.bias", when=lambda c: Converter.attention_layout(c)[2])},
+    layer={**NORM_BIASES, "attn.out.bias": W("self_attn.o_proj.bias", when=lambda c: Converter.attention_layout(c)[2])}
+    | {"mlp.router.weight": W("block_sparse_moe.gate.weight", make=phimoe_experts)},
     top={"final_norm.bias": "norm.bias", "head.bias": W("lm_head.bias", when=lambda c: c.head_bias)},
+    top_level=("lm_head.weight", "lm_head.bias"),
     read=(phimoe_read,),
     write=(phimoe_write,),
     blockers=(phimoe_blockers,),

@@ -16,7 +16,7 @@ from typing import Any
 from zoo.plugin import Count, Experts, F, ModelConfig, W
 from zoo_modern.families.llama_kin import COHERE2, rotary_on_sliding_blockers
 from zoo_modern.families.llama_like import HEAD_DIM, IGNORED
-from zoo_modern.families.moe import Routing, options
+from zoo_modern.families.moe import Routing, dense, has_shared, options, routes, unlike
 from zoo_modern.families.readers import refuse_unless, window_per_layer, with_layer_changes
 
 CHOICES = ("softmax", "sigmoid")
@@ -46,10 +46,6 @@ def cohere2_moe_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) 
     return {**fields, **norm, "mlp": mlp}
 
 
-def dense(config: ModelConfig) -> bool:
-    return config.mlp.name != "moe"
-
-
 def cohere2_moe_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
     o, kinds = options(config), ["dense" if dense(config.layer(i)) else "sparse" for i in range(config.n_layers)]
     width = next((config.layer(i).mlp.options.get("hidden") for i in range(config.n_layers) if kinds[i] == "dense"), None)  # fmt: skip
@@ -76,15 +72,7 @@ def cohere2_moe_blockers(config: ModelConfig, arch: str) -> list[str]:
     wanted |= {"routed_scale": 1.0} | ({"normalize_top_k": True} if o.scoring == "softmax" else {})
     if o.hidden and o.shared_hidden % o.hidden:
         blockers.append(f"mlp.shared_hidden={o.shared_hidden} ({arch}'s shared experts are intermediate_size wide)")
-    return blockers + [f"mlp.{k}={getattr(o, k)!r} ({arch} has {v!r})" for k, v in wanted.items() if getattr(o, k) != v]
-
-
-def routes(config: ModelConfig) -> bool:
-    return not dense(config)
-
-
-def has_shared(config: ModelConfig) -> bool:
-    return routes(config) and bool(options(config).shared_hidden)
+    return blockers + unlike(config, arch, wanted)
 
 
 ROUTED = ("num_experts", "num_experts_per_tok")
