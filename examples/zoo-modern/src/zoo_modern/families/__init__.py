@@ -10,6 +10,7 @@
 - ``legacy``: Gemma 2, Gemma 3 and SmolLM3, still converter classes (to become tables);
 - ``neox_like``: GPT-NeoX, GPT-J, CodeGen, Phi, Falcon;
 - ``hybrids``: LFM2, Bamba, Nemotron-H (short convolutions, Mamba-2 scans, between attention layers);
+- ``qwen3_next``: Qwen3-Next (gated DeltaNet layers between output-gated attention, routed experts);
 - ``state_space``: Mamba-2, Mamba, Falcon-Mamba (a selective state-space scan in every layer, no attention);
 
 one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.
@@ -27,6 +28,7 @@ from zoo_modern.families import (
     llama_like,
     moe,
     neox_like,
+    qwen3_next,
     state_space,
     ungated,
 )
@@ -40,6 +42,7 @@ FAMILIES = (
     *gpt2_like.FAMILIES,
     *neox_like.FAMILIES,
     *hybrids.FAMILIES,
+    *qwen3_next.FAMILIES,
     *state_space.FAMILIES,
 )
 CONVERTERS: tuple[Converter, ...] = (*(converter(family) for family in FAMILIES), *legacy.CONVERTERS)

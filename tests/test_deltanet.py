@@ -1,0 +1,167 @@
+"""The gated DeltaNet mixer beyond the parity cases (tests/family_cases/qwen3_next.py): against
+transformers' ``Qwen3NextGatedDeltaNet``, the chunked form against the recurrence step by step,
+its cache (the convolution's inputs and the state), padding, and attention's output gate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor
+
+from helpers import TINY, tiny
+from zoo.nn.attention import AttentionContext
+from zoo.plugin import ModelConfig
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("zoo_modern")
+
+from transformers.models.qwen3_next.modeling_qwen3_next import (  # noqa: E402
+    Qwen3NextAttention,
+    Qwen3NextGatedDeltaNet,
+)
+
+from zoo_modern.deltanet import GatedDeltaNet, delta_chunks, delta_step  # noqa: E402
+from zoo_modern.families.qwen3_next import gated_qkv, grouped_in_proj  # noqa: E402
+from zoo_modern.qknorm import QkNormAttention  # noqa: E402
+
+HF: dict[str, Any] = {
+    "vocab_size": 64,
+    "hidden_size": 32,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 8,
+    "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4,
+    "linear_key_head_dim": 8,
+    "linear_value_head_dim": 6,
+    "layer_types": ["linear_attention"],
+}
+
+
+def randn(*shape: int, seed: int = 0) -> Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def perturbed(module: torch.nn.Module) -> torch.nn.Module:
+    with torch.no_grad():
+        for i, (_, p) in enumerate(module.named_parameters()):
+            p.copy_(randn(*p.shape, seed=i) * 0.3 + 1.0 * (p.ndim == 1))
+    return module.eval()
+
+
+def layer_config(attention: dict[str, Any]) -> ModelConfig:
+    return tiny(d_model=32, n_heads=4, attention=attention).config
+
+
+def mixer_pair(fields: dict[str, Any]) -> tuple[Any, GatedDeltaNet]:
+    """transformers' mixer with random weights, and the zoo's with the same (in_proj reordered)."""
+    config = transformers.Qwen3NextConfig(**{**HF, **fields})
+    reference = perturbed(Qwen3NextGatedDeltaNet(config, layer_idx=0))
+    sizes = {"n_k_heads": config.linear_num_key_heads, "n_v_heads": config.linear_num_value_heads}
+    sizes |= {"k_head_dim": config.linear_key_head_dim, "v_head_dim": config.linear_value_head_dim}
+    sizes |= {"conv_kernel": config.linear_conv_kernel_dim, "chunk_size": fields.get("chunk", 64)}
+    mixer = GatedDeltaNet(32, 4, **sizes, norm_eps=config.rms_norm_eps).eval()
+    rule = grouped_in_proj("attn.in_proj.weight", ("in_proj_qkvz.weight",), layer_config({"name": "gated_deltanet", **sizes}))  # fmt: skip
+    state = dict(reference.state_dict())
+    in_proj = rule.load([state.pop("in_proj_qkvz.weight"), state.pop("in_proj_ba.weight")])
+    state = {k.replace("conv1d.", "conv."): v for k, v in state.items()} | {"in_proj.weight": in_proj}
+    mixer.load_state_dict(state)  # strict: every other parameter under the same name
+    saved = rule.save(in_proj)
+    assert torch.equal(saved[0], reference.in_proj_qkvz.weight) and torch.equal(saved[1], reference.in_proj_ba.weight)
+    return reference, mixer
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{}, {"chunk": 4}, {"linear_num_value_heads": 2, "linear_conv_kernel_dim": 3, "chunk": 5}],
+    ids=["one-chunk", "chunks-of-4", "equal-heads"],
+)
+def test_the_mixer_equals_transformers_gated_deltanet(fields: dict[str, Any]) -> None:
+    reference, mixer = mixer_pair(fields)
+    x = randn(2, 11, 32, seed=1)
+    with torch.no_grad():
+        expected = reference(x)
+        torch.testing.assert_close(mixer(x, AttentionContext()), expected, rtol=0, atol=1e-5)
+    assert expected.abs().max() > 0.1  # not a vanishing output that any mixer would match
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 32])
+def test_the_chunked_form_equals_the_recurrence_step_by_step(chunk: int) -> None:
+    q, k = randn(2, 10, 3, 4, seed=1), torch.nn.functional.normalize(randn(2, 10, 3, 4, seed=2), dim=-1)
+    v, start = randn(2, 10, 3, 5, seed=3), randn(2, 3, 4, 5, seed=5)
+    log_g, beta = -torch.rand(2, 10, 3) * 0.5, torch.rand(2, 10, 3)
+    got, final = delta_chunks(q, k, v, log_g, beta, chunk, start)
+    state, steps = start, []
+    for t in range(10):
+        out, state = delta_step(q[:, t], k[:, t], v[:, t], log_g[:, t], beta[:, t], state)
+        steps.append(out)
+    torch.testing.assert_close(got, torch.stack(steps, dim=1), rtol=0, atol=1e-5)
+    torch.testing.assert_close(final, state, rtol=0, atol=1e-5)
+    assert not torch.allclose(final, start, atol=1e-3)  # the state moved
+
+
+def test_a_full_write_replaces_what_the_state_recalls_for_the_key() -> None:
+    """beta = 1, no decay: after writing v under a unit key k, reading k returns v exactly."""
+    k = torch.nn.functional.normalize(randn(1, 1, 4, seed=1), dim=-1)
+    v, state = randn(1, 1, 5, seed=2), randn(1, 1, 4, 5, seed=3)
+    out, _ = delta_step(k, k, v, torch.zeros(1, 1), torch.ones(1, 1), state)
+    torch.testing.assert_close(out, v, rtol=0, atol=1e-5)
+
+
+def test_the_cache_keeps_the_convolutions_inputs_and_the_state() -> None:
+    spec = {"name": "gated_deltanet", "n_v_heads": 8, "conv_kernel": 3}
+    model = tiny(attention=spec, mlp="none")
+    mixer = model.blocks[0].attn
+    cache = model.new_cache()
+    with torch.no_grad():
+        model(torch.randint(0, TINY["vocab_size"], (2, 13)), cache=cache)
+    assert cache.length == 13 and [layer.stored for layer in cache.layers] == [2] * TINY["n_layers"]
+    assert all(layer.state.shape == (2, 8, mixer.dk, mixer.dv) for layer in cache.layers)
+    per_layer = 2 * 2 * mixer.conv_dim * 4 + 2 * 8 * mixer.dk * mixer.dv * 4  # inputs, state: float32
+    assert cache.nbytes == TINY["n_layers"] * per_layer
+
+
+def test_left_padding_never_reaches_a_real_token() -> None:
+    model = tiny(attention={"name": "gated_deltanet", "chunk_size": 4}, position="none")
+    real = torch.randint(0, TINY["vocab_size"], (1, 6))
+    padded = torch.cat([torch.randint(0, TINY["vocab_size"], (1, 3)), real], dim=1)
+    mask = torch.tensor([[0, 0, 0] + [1] * 6])
+    with torch.no_grad():
+        torch.testing.assert_close(model(padded, attention_mask=mask)[:, 3:], model(real), rtol=0, atol=1e-5)
+
+
+def test_unequal_head_counts_are_refused_with_the_fix() -> None:
+    with pytest.raises(ValueError, match=r"n_v_heads=3 is a multiple of n_k_heads=2"):
+        GatedDeltaNet(32, 4, n_k_heads=2, n_v_heads=3)
+
+
+def test_the_output_gate_equals_transformers_qwen3_next_attention() -> None:
+    """q_proj's query and gate per head, QK-norm scaled by 1 + w, rotary on a quarter of each head."""
+    config = transformers.Qwen3NextConfig(**{**HF, "layer_types": ["full_attention"], "partial_rotary_factor": 0.5})
+    config._attn_implementation = "eager"
+    reference = perturbed(Qwen3NextAttention(config, layer_idx=0))
+    spec = {"name": "qknorm", "head_dim": 8, "n_kv_heads": 2, "qk_norm_offset": True, "output_gate": True}
+    model = tiny(
+        d_model=32, n_heads=4, attention=spec, position={"name": "rotary", "rotary_dim": 4}, norm_eps=1e-6, bias=False
+    )
+    attn = model.blocks[0].attn
+    assert isinstance(attn, QkNormAttention) and attn.gate_dim == 32
+    rule = gated_qkv("attn.qkv.weight", ("q", "k", "v"), model.config)
+    state = reference.state_dict()
+    qkv = rule.load([state["q_proj.weight"], state["k_proj.weight"], state["v_proj.weight"]])
+    assert all(
+        torch.equal(a, b) for a, b in zip(rule.save(qkv), [state[f"{p}_proj.weight"] for p in "qkv"], strict=True)
+    )
+    with torch.no_grad():
+        attn.load_state_dict({"qkv.weight": qkv, "out.weight": state["o_proj.weight"]} | {f"{p}_norm.weight": state[f"{p}_norm.weight"] for p in "qk"})  # fmt: skip
+    x = randn(2, 7, 32, seed=1)
+    rotary = transformers.models.qwen3_next.modeling_qwen3_next.Qwen3NextRotaryEmbedding(config)
+    positions = torch.arange(7)[None].expand(2, -1)
+    mask = torch.full((7, 7), -torch.inf).triu(1)[None, None]
+    with torch.no_grad():
+        expected, _ = reference(x, rotary(x, positions), mask)
+        got = attn(x, AttentionContext(None, True, model.position, model.position.prepare(positions)))
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
