@@ -166,3 +166,17 @@ CASES += [
         },
     ),
 ]
+CASES += [
+    # Qwen3.5: Qwen3-Next's layers with a dense SwiGLU MLP, its mixer's projections apart; rotary by rope_parameters
+    Family(
+        "qwen3.5",
+        "qwen3_5_text",
+        "Qwen3_5TextConfig",
+        "Qwen3_5ForCausalLM",
+        {
+            **{k: v for k, v in QWEN3_NEXT.items() if "expert" not in k and "moe" not in k},
+            "num_hidden_layers": 4,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1000.0, "partial_rotary_factor": 0.5},
+        },
+    ),
+]

@@ -27,6 +27,7 @@ from torch import Tensor
 
 from zoo.plugin import Count, F, ModelConfig, Rule, W
 from zoo_modern.families.llama_like import QWEN3, head_dim, llama_read
+from zoo_modern.families.moe import ROUTING as ROUTING_FIELDS
 from zoo_modern.families.moe import Routing, routed
 from zoo_modern.families.readers import Rotary, periodic, refuse_unless
 
@@ -178,4 +179,31 @@ QWEN3_NEXT = _ROUTED.derive(
     blockers=(NEXT_ROTARY.blockers, ROUTING.blockers, next_blockers),
 )
 
-FAMILIES = (QWEN3_NEXT,)
+
+def split_in_proj(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Rule:
+    """The zoo's in_proj from Qwen3.5's four projections, in_proj_qkv, _z, _b and _a, stacked as they are."""
+    s = delta_sizes(config)
+    key, value = s["n_k_heads"] * s["k_head_dim"], s["n_v_heads"] * s["v_head_dim"]
+    stored = [names[0].replace("in_proj_qkv", f"in_proj_{p}") for p in ("qkv", "z", "b", "a")]
+    return Rule.concat(zoo, stored, (2 * key + value, value, s["n_v_heads"], s["n_v_heads"]))
+
+
+# Qwen3.5 extends Qwen3-Next: a dense SwiGLU MLP in every layer; in_proj as four plain projections.
+QWEN3_5 = QWEN3_NEXT.derive(
+    "Qwen3_5ForCausalLM",
+    model_type="qwen3_5_text",
+    description="Qwen3.5: Qwen3-Next's gated DeltaNet and gated attention layers with a dense SwiGLU MLP",
+    fields={name: None for name in ROUTING_FIELDS},
+    zoo={"mlp": {"name": "swiglu"}},
+    layer={
+        "mlp.router.weight": None,
+        **{f"mlp.{p}.weight": f"mlp.{p}_proj.weight" for p in ("gate", "up", "down")},
+        "attn.in_proj.weight": W(LINEAR + "in_proj_qkv.weight", when=linear, make=split_in_proj),
+    },
+    fresh=("read", "write", "blockers"),
+    read=(head_dim(256), llama_read, NEXT_ROTARY.read, next_read),
+    write=(NEXT_ROTARY.write, next_write),
+    blockers=(NEXT_ROTARY.blockers, next_blockers),
+)
+
+FAMILIES = (QWEN3_NEXT, QWEN3_5)
