@@ -23,7 +23,7 @@ from transformers.models.qwen3_next.modeling_qwen3_next import (  # noqa: E402
 )
 
 from zoo_modern.deltanet import GatedDeltaNet, delta_chunks, delta_step  # noqa: E402
-from zoo_modern.families.qwen3_next import gated_qkv, grouped_in_proj  # noqa: E402
+from zoo_modern.families.deltanet_hybrids import gated_qkv, grouped_in_proj  # noqa: E402
 from zoo_modern.qknorm import QkNormAttention  # noqa: E402
 
 HF: dict[str, Any] = {

@@ -180,3 +180,34 @@ CASES += [
         },
     ),
 ]
+
+OLMO_HYBRID = {"hidden_size": 32, "intermediate_size": 40, "num_attention_heads": 4, "num_key_value_heads": 2}
+CASES += [
+    # DeltaNet (pre-norm) x3, attention (OLMo 2's post-norm) by the default pattern; key heads of 0.75 * 32 / 4 = 6,
+    # value heads of 12, beta in [0, 2], rotary
+    Family(
+        "olmo-hybrid",
+        "olmo_hybrid",
+        "OlmoHybridConfig",
+        "OlmoHybridForCausalLM",
+        {**OLMO_HYBRID, "num_hidden_layers": 4},
+    ),
+    # as released: no positions, beta in [0, 1], attention first, sizes given
+    Family(
+        "olmo-hybrid-nope",
+        "olmo_hybrid",
+        "OlmoHybridConfig",
+        "OlmoHybridForCausalLM",
+        {
+            **OLMO_HYBRID,
+            "num_hidden_layers": 3,
+            "layer_types": ["full_attention", "linear_attention", "linear_attention"],
+            "rope_parameters": {"rope_type": "default", "rope_theta": None},
+            "linear_allow_neg_eigval": False,
+            "linear_num_key_heads": 2,
+            "linear_key_head_dim": 8,
+            "linear_value_head_dim": 8,
+            "linear_conv_kernel_dim": 3,
+        },
+    ),
+]

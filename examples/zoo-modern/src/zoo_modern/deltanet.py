@@ -10,7 +10,8 @@ value head then updates a (k_head_dim, v_head_dim) state S, a map from keys to v
 
     S_t = g_t S_{t-1} + k_t beta_t (v_t - g_t S_{t-1}^T k_t)^T,    o_t = S_t^T q_t
 
-with the write strength ``beta_t = sigmoid(b_t)`` and the decay ``g_t = exp(-exp(A_log) *
+with the write strength ``beta_t = sigmoid(b_t)`` (twice that with ``negative_eigenvalues``, OLMo
+Hybrid's: a write may overshoot, flipping the state along k) and the decay ``g_t = exp(-exp(A_log) *
 softplus(a_t + dt_bias))``: the state forgets by g_t, then replaces what it recalls for k_t by
 v_t, beta_t of the way (the delta rule). The output is ``out_proj(rmsnorm(o) * silu(z))``, the
 RMSNorm over each value head (scale ``v_head_dim`` wide, shared by the heads).
@@ -49,6 +50,12 @@ class GatedDeltaNetOptions(BaseModel):
     v_head_dim: int | None = Field(None, gt=0, description="width of a value head (default k_head_dim)")
     conv_kernel: int = Field(4, ge=2, description="positions the causal convolution reads, its own included")
     chunk_size: int = Field(64, gt=0, description="positions the chunked form takes at once (the same sums)")
+    negative_eigenvalues: bool = Field(
+        False, description="beta = 2 sigmoid(b), in [0, 2]: a write may flip the state (OLMo Hybrid's allow_neg_eigval)"
+    )
+    gate_norm_eps: float | None = Field(
+        None, gt=0.0, description="epsilon of the gated output norm (default: the config's norm_eps; OLMo Hybrid 1e-5)"
+    )
     kernel: Literal["sdpa", "eager"] | None = Field(
         None, description="unused: a recurrence has no attention kernel (taken as every attention's, for from_hf)"
     )
@@ -132,13 +139,16 @@ class GatedDeltaNet(nn.Module):
         v_head_dim: int | None = None,
         conv_kernel: int = 4,
         chunk_size: int = 64,
+        negative_eigenvalues: bool = False,
+        gate_norm_eps: float | None = None,
         norm_eps: float = 1e-6,
         dropout: float = 0.0,
         kernel: str | None = None,
     ) -> None:
         """Heads of queries/keys (``n_k_heads`` x ``k_head_dim``) and of values (``n_v_heads`` x
         ``v_head_dim``), by default n_heads of d_model / n_heads; ``conv_kernel``: the causal
-        convolution's positions; ``chunk_size``: positions the chunked form takes at once."""
+        convolution's positions; ``chunk_size``: positions the chunked form takes at once;
+        ``negative_eigenvalues``: beta in [0, 2]; ``gate_norm_eps``: the output norm's epsilon."""
         super().__init__()
         n_k = n_k_heads or n_heads
         n_v, dk = n_v_heads or n_k, k_head_dim or d_model // n_heads
@@ -147,6 +157,7 @@ class GatedDeltaNet(nn.Module):
             raise ValueError(f"attention 'gated_deltanet': n_v_heads={n_v} is a multiple of n_k_heads={n_k}")
         self.d_model, self.n_k, self.n_v, self.dk, self.dv = d_model, n_k, n_v, dk, dv
         self.key_dim, self.value_dim, self.chunk_size = n_k * dk, n_v * dv, chunk_size
+        self.beta_scale = 2.0 if negative_eigenvalues else 1.0
         self.conv_dim = 2 * self.key_dim + self.value_dim  # q, k and v are convolved
         self.cache_window = conv_kernel  # the model's cache keeps the last conv_kernel - 1 inputs
         self.in_proj = nn.Linear(d_model, self.conv_dim + self.value_dim + 2 * n_v, bias=False)  # [q|k|v|z|b|a]
@@ -155,7 +166,7 @@ class GatedDeltaNet(nn.Module):
         self.A_log = nn.Parameter(torch.empty(n_v))
         self.dt_bias = nn.Parameter(torch.empty(n_v))
         self.rule_out = hook_point(nn.Identity(), "hook_scan")  # (B, S, n_v_heads, v_head_dim): o before the norm
-        self.norm = HeadGatedRMSNorm(dv, norm_eps)
+        self.norm = HeadGatedRMSNorm(dv, norm_eps if gate_norm_eps is None else gate_norm_eps)
         self.out_proj = residual_output(nn.Linear(self.value_dim, d_model, bias=False))
         self.resid_drop = nn.Dropout(dropout)
         self.reset_parameters()
@@ -178,7 +189,7 @@ class GatedDeltaNet(nn.Module):
         share = self.n_v // self.n_k  # value heads per key head
         q, k = (l2_normed(t.view(batch, seq, self.n_k, self.dk)).repeat_interleave(share, dim=2) for t in (q, k))
         log_g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())
-        beta = torch.sigmoid(b.float())
+        beta = torch.sigmoid(b.float()) * self.beta_scale
         if real is not None:  # a padded position leaves the state as it was
             log_g, beta = log_g * real.float(), beta * real.float()
         v = v.view(batch, seq, self.n_v, self.dv)

@@ -10,7 +10,7 @@
 - ``legacy``: Gemma 2, Gemma 3 and SmolLM3, still converter classes (to become tables);
 - ``neox_like``: GPT-NeoX, GPT-J, CodeGen, Phi, Falcon;
 - ``hybrids``: LFM2, Bamba, Nemotron-H (short convolutions, Mamba-2 scans, between attention layers);
-- ``qwen3_next``: Qwen3-Next (gated DeltaNet layers between output-gated attention, routed experts);
+- ``deltanet_hybrids``: Qwen3-Next, Qwen3.5, OLMo Hybrid (gated DeltaNet layers between attention layers);
 - ``state_space``: Mamba-2, Mamba, Falcon-Mamba (a selective state-space scan in every layer, no attention);
 
 one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.
@@ -21,6 +21,7 @@ from __future__ import annotations
 from zoo.plugin import Converter, converter
 from zoo_modern.families import (
     deepseek,
+    deltanet_hybrids,
     gpt2_like,
     hybrids,
     legacy,
@@ -28,7 +29,6 @@ from zoo_modern.families import (
     llama_like,
     moe,
     neox_like,
-    qwen3_next,
     state_space,
     ungated,
 )
@@ -42,7 +42,7 @@ FAMILIES = (
     *gpt2_like.FAMILIES,
     *neox_like.FAMILIES,
     *hybrids.FAMILIES,
-    *qwen3_next.FAMILIES,
+    *deltanet_hybrids.FAMILIES,
     *state_space.FAMILIES,
 )
 CONVERTERS: tuple[Converter, ...] = (*(converter(family) for family in FAMILIES), *legacy.CONVERTERS)
