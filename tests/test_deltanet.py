@@ -1,16 +1,21 @@
-"""The gated DeltaNet mixer beyond the parity cases (tests/family_cases/qwen3_next.py): against
-transformers' ``Qwen3NextGatedDeltaNet``, the chunked form against the recurrence step by step,
-its cache (the convolution's inputs and the state), padding, and attention's output gate."""
+"""The gated DeltaNet mixer beyond the parity cases (tests/family_cases/hybrids.py): against
+transformers' ``Qwen3NextGatedDeltaNet`` and OLMo Hybrid's, the chunked form against the recurrence
+step by step, its cache (the convolution's inputs and the state), padding, attention's output gate,
+and what the three families' converters refuse, one line each, naming the field."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 from torch import Tensor
 
+import zoo
 from helpers import TINY, tiny
+from zoo.interop.hf import config_from_hf
 from zoo.nn.attention import AttentionContext
 from zoo.plugin import ModelConfig
 
@@ -23,7 +28,7 @@ from transformers.models.qwen3_next.modeling_qwen3_next import (  # noqa: E402
 )
 
 from zoo_modern.deltanet import GatedDeltaNet, delta_chunks, delta_step  # noqa: E402
-from zoo_modern.families.deltanet_hybrids import gated_qkv, grouped_in_proj  # noqa: E402
+from zoo_modern.families.deltanet_hybrids import gated_qkv, grouped_in_proj, separate_in_proj  # noqa: E402
 from zoo_modern.qknorm import QkNormAttention  # noqa: E402
 
 HF: dict[str, Any] = {
@@ -165,3 +170,96 @@ def test_the_output_gate_equals_transformers_qwen3_next_attention() -> None:
         expected, _ = reference(x, rotary(x, positions), mask)
         got = attn(x, AttentionContext(None, True, model.position, model.position.prepare(positions)))
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("negative", [True, False], ids=["beta-to-2", "beta-to-1"])
+def test_the_mixer_equals_olmo_hybrids_gated_deltanet(negative: bool) -> None:
+    """Six projections stacked into in_proj, beta doubled with ``negative_eigenvalues``, the norm's 1e-5."""
+    from transformers.models.olmo_hybrid.modeling_olmo_hybrid import OlmoHybridGatedDeltaNet
+
+    fields = {"hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 2, "linear_allow_neg_eigval": negative}
+    config = transformers.OlmoHybridConfig(**fields, pad_token_id=None, eos_token_id=None)
+    reference = perturbed(OlmoHybridGatedDeltaNet(config, layer_idx=0))
+    sizes = {"n_k_heads": 4, "n_v_heads": 4, "k_head_dim": 6, "v_head_dim": 12, "chunk_size": 5}
+    spec = {"name": "gated_deltanet", **sizes, "negative_eigenvalues": negative, "gate_norm_eps": 1e-5}
+    mixer = GatedDeltaNet(32, 4, **{k: v for k, v in spec.items() if k != "name"}).eval()
+    assert mixer.norm.eps == 1e-5 and mixer.beta_scale == (2.0 if negative else 1.0)
+    rule = separate_in_proj("attn.in_proj.weight", ("q_proj.weight",), layer_config(spec))
+    state = reference.state_dict()
+    in_proj = rule.load([state[f"{p}_proj.weight"] for p in "qkvgba"])
+    renamed = {"conv1d.weight": "conv.weight", "o_norm.weight": "norm.weight", "o_proj.weight": "out_proj.weight"}
+    mine = {renamed.get(k, k): v for k, v in state.items() if k in renamed or k in ("A_log", "dt_bias")}
+    mixer.load_state_dict(mine | {"in_proj.weight": in_proj})
+    x = randn(2, 9, 32, seed=1)
+    with torch.no_grad():
+        torch.testing.assert_close(mixer(x, AttentionContext()), reference(x), rtol=0, atol=1e-5)
+
+
+QWEN3_NEXT: dict[str, Any] = {
+    "architectures": ["Qwen3NextForCausalLM"],
+    "model_type": "qwen3_next",
+    **{k: v for k, v in HF.items() if k != "layer_types"},
+    "num_hidden_layers": 4,
+    "intermediate_size": 40,
+    "num_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 16,
+    "shared_expert_intermediate_size": 24,
+}
+
+
+def test_qwen3_next_reads_the_interval_the_sizes_and_its_gated_attention() -> None:
+    fields = config_from_hf({**QWEN3_NEXT, "full_attention_interval": 2})
+    delta = {"name": "gated_deltanet", "n_k_heads": 2, "n_v_heads": 4, "k_head_dim": 8, "v_head_dim": 6}
+    assert fields["layer_pattern"] == [{"attention": delta | {"conv_kernel": 4}}, {}]  # layers 1 and 3 attend
+    assert fields["attention"]["output_gate"] is True and fields["attention"]["qk_norm_offset"] is True
+    assert fields["position"]["rotary_dim"] == 2 and fields["norm"] == "rmsnorm_offset"  # a quarter of 8
+    assert fields["mlp"]["shared_hidden"] == 24 and fields["mlp"]["normalize_top_k"] is True
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"layer_types": ["linear_attention", "mamba", "full_attention", "full_attention"]}, "layer_types"),
+        ({"layer_types": ["full_attention"] * 3}, "layer_types"),
+        ({"linear_num_value_heads": 3}, "linear_num_value_heads"),
+        ({"full_attention_interval": 0}, "full_attention_interval"),
+        ({"decoder_sparse_step": 2}, "decoder_sparse_step"),
+        ({"mlp_only_layers": [0]}, "mlp_only_layers"),
+        ({"attention_bias": True}, "attention_bias"),
+    ],
+)
+def test_qwen3_next_settings_the_zoo_does_not_model_are_refused_by_name(change: dict[str, Any], named: str) -> None:
+    with pytest.raises(zoo.InteropError, match=rf"config.json: {named}=") as caught:
+        config_from_hf({**QWEN3_NEXT, **change})
+    assert "\n" not in str(caught.value)
+
+
+def test_olmo_hybrid_refuses_a_model_of_one_kind_of_layer() -> None:
+    olmo = {"architectures": ["OlmoHybridForCausalLM"], "model_type": "olmo_hybrid", "vocab_size": 64}
+    olmo |= {"hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 2, "intermediate_size": 40}
+    assert config_from_hf(olmo)["layer_pattern"][0]["placement"] == "pre"  # DeltaNet, then attention (the last)
+    with pytest.raises(zoo.InteropError, match=r"config.json: layer_types=.*both kinds of layer"):
+        config_from_hf({**olmo, "layer_types": ["linear_attention"] * 2})
+
+
+def test_export_refuses_what_each_family_cannot_write(tmp_path: Path) -> None:
+    fields = {**config_from_hf(QWEN3_NEXT), "max_seq_len": 64}
+    delta = fields["layer_pattern"][0]
+    wider = {"attention": {**delta["attention"], "v_head_dim": 8}}
+    flipping = {"attention": {**delta["attention"], "negative_eigenvalues": True}}
+    for pattern, attention, blocker in (
+        ([delta, wider, delta, {}], {}, "DeltaNet layers whose sizes differ"),
+        ([delta, {"mlp": "swiglu"}], {}, "layer 1 changes mlp"),
+        ([flipping, {}], {}, r"layer 0's DeltaNet has negative_eigenvalues=True"),
+        ([delta, {}], {"output_gate": False}, "output_gate=False"),
+    ):
+        model = zoo.build({**fields, "layer_pattern": pattern, "attention": {**fields["attention"], **attention}})
+        with pytest.raises(zoo.InteropError, match=blocker):
+            zoo.to_hf(model, tmp_path / "out", architecture="Qwen3NextForCausalLM")
+    with pytest.raises(zoo.InteropError, match=r"layer 0's DeltaNet has gate_norm_eps=None"):
+        zoo.to_hf(zoo.build(fields), tmp_path / "olmo", architecture="OlmoHybridForCausalLM")
+    out = zoo.to_hf(zoo.build(fields), tmp_path / "ok", architecture="Qwen3NextForCausalLM")
+    written = json.loads((out / "config.json").read_text())
+    assert written["layer_types"] == ["linear_attention"] * 3 + ["full_attention"]
+    assert (written["linear_num_value_heads"], written["linear_value_head_dim"]) == (4, 6)

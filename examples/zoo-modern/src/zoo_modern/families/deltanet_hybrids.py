@@ -84,7 +84,8 @@ def next_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict
     """``layer_types``, or attention every ``full_attention_interval``-th layer; transformers' sizes."""
     types = hf.get("layer_types")
     if types is None:
-        every = hf.get("full_attention_interval") or 4
+        every = hf.get("full_attention_interval")
+        every = 4 if every is None else every
         refuse_unless(type(every) is int and every > 0, where, "full_attention_interval", every, "a whole number >= 1")
         types = ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(fields["n_layers"])]
     sizes = {name: hf.get(name) or default for name, default in DELTA.values()}
