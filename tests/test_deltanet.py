@@ -263,3 +263,21 @@ def test_export_refuses_what_each_family_cannot_write(tmp_path: Path) -> None:
     written = json.loads((out / "config.json").read_text())
     assert written["layer_types"] == ["linear_attention"] * 3 + ["full_attention"]
     assert (written["linear_num_value_heads"], written["linear_value_head_dim"]) == (4, 6)
+
+
+def test_the_multi_token_prediction_weights_are_read_past_as_transformers_does(tmp_path: Path) -> None:
+    """Qwen3-Next's released files hold ``mtp.*`` layers its model never loads; the zoo reads past them too."""
+    from safetensors.torch import load_file, save_file
+
+    config = transformers.Qwen3NextConfig(**{k: v for k, v in QWEN3_NEXT.items() if k != "architectures"})
+    reference = transformers.Qwen3NextForCausalLM(config).eval()
+    reference.save_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    save_file({**weights, "mtp.fc.weight": torch.ones(32, 64)}, tmp_path / "model.safetensors", {"format": "pt"})
+    model = zoo.from_hf(tmp_path)
+    idx = torch.randint(0, 64, (1, 7), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx), reference(idx).logits, atol=1e-4, rtol=0)
+    save_file({**weights, "extra.fc.weight": torch.ones(32, 64)}, tmp_path / "model.safetensors", {"format": "pt"})
+    with pytest.raises(zoo.InteropError, match=r"tensors .* does not have.*'extra.fc.weight'"):
+        zoo.from_hf(tmp_path)  # any other stored tensor is still refused by name

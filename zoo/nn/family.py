@@ -122,6 +122,9 @@ class Family:
     head: str = "lm_head.weight"
     top_level: tuple[str, ...] = ("lm_head.weight",)
     skip: tuple[str, ...] = ()
+    #: Prefixes of stored weights the architecture's own model never loads (transformers'
+    #: ``_keys_to_ignore_on_load_unexpected``: Qwen3-Next's multi-token-prediction ``mtp.``).
+    ignored: tuple[str, ...] = ()
     read: tuple[Reader, ...] = ()
     write: tuple[Writer, ...] = ()
     blockers: tuple[Blocker, ...] = ()
@@ -351,7 +354,8 @@ def converter(family: Family) -> Converter:
         table = family
 
         def skip(self, name: str) -> bool:
-            return bool(family.skip) and name.endswith(family.skip)
+            stored_only = bool(family.ignored) and name.startswith(family.ignored)  # weights never loaded
+            return stored_only or (bool(family.skip) and name.endswith(family.skip))
 
         def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
             return read_config(family, model, hf, where)

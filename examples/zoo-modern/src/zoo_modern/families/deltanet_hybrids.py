@@ -18,7 +18,7 @@ The mixer's in_proj is one zoo tensor, rows [q | k | v | z | b | a] of all heads
 stores two, ``in_proj_qkvz`` and ``in_proj_ba``, grouped by key head ([q | k | v | z] and
 [b | a] of each key head's value heads), reordered on import and back on export; Qwen3.5
 four and OLMo Hybrid six, stacked as they are. The multi-token-prediction weights (``mtp.*``)
-of the released Qwen checkpoints are not modelled.
+of the released Qwen checkpoints are not modelled: read past, as transformers does.
 """
 
 from __future__ import annotations
@@ -199,6 +199,7 @@ QWEN3_NEXT = _ROUTED.derive(
         "attn.conv.weight": W(LINEAR + "conv1d.weight", when=linear),
         **{f"attn.{p}": W(LINEAR + p, when=linear) for p in ("A_log", "dt_bias", "norm.weight", "out_proj.weight")},
     },
+    ignored=("mtp.",),  # the multi-token-prediction layers, which transformers never loads either
     engine_features=frozenset({"layer_pattern"}),
     layer_kinds=KINDS,
     read=(head_dim(256), llama_read, NEXT_ROTARY.read, ROUTING.read, next_read),
