@@ -1,5 +1,6 @@
 """The gated delta rule (Yang et al. 2024, "Gated Delta Networks") in place of attention, as
-Qwen3-Next's linear-attention layers use it (transformers' ``Qwen3NextGatedDeltaNet``).
+Qwen3-Next's linear-attention layers use it (transformers' ``Qwen3NextGatedDeltaNet``; Qwen3.5's
+and OLMo Hybrid's are the same mixer with its projections stored apart).
 
 ``in_proj`` makes six streams from x: queries and keys (``n_k_heads`` heads of ``k_head_dim``),
 values and an output gate z (``n_v_heads`` heads of ``v_head_dim``), and per value head a
