@@ -281,3 +281,23 @@ def test_the_multi_token_prediction_weights_are_read_past_as_transformers_does(t
     save_file({**weights, "extra.fc.weight": torch.ones(32, 64)}, tmp_path / "model.safetensors", {"format": "pt"})
     with pytest.raises(zoo.InteropError, match=r"tensors .* does not have.*'extra.fc.weight'"):
         zoo.from_hf(tmp_path)  # any other stored tensor is still refused by name
+
+
+def test_the_output_gate_gates_cross_attention_too_and_cached_decoding_is_exact() -> None:
+    """In an encoder-decoder the gate is read from the target, keys and values from the memory
+    (the rows between); decoding token by token with the cache equals the whole target."""
+    spec = {"name": "qknorm", "qk_norm": "none", "output_gate": True}
+    sizes = {"d_model": 32, "n_heads": 4, "n_layers": 1, "d_ff": 64, "vocab_size": 64, "max_seq_len": 32}
+    torch.manual_seed(0)
+    model = zoo.build("transformer-2017-base", **sizes, attention=spec).eval()
+    src, tgt = torch.randint(0, 64, (2, 6)), torch.randint(0, 64, (2, 5))
+    with torch.no_grad():
+        memory = model.encode(src)
+        full = model.decode(tgt, memory)
+        cache = model.new_cache()
+        steps = [model.decode(tgt[:, t : t + 1], memory, cache=cache) for t in range(5)]
+        torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=0, atol=1e-5)
+        for module in model.modules():
+            if isinstance(module, QkNormAttention):
+                module.qkv.weight[-module.gate_dim :].zero_()  # every gate sigmoid(bias) alone
+        assert not torch.allclose(model.decode(tgt, memory), full, atol=1e-3)  # the gates weighed on it
