@@ -28,7 +28,7 @@ from transformers.models.qwen3_next.modeling_qwen3_next import (  # noqa: E402
 )
 
 from zoo_modern.deltanet import GatedDeltaNet, delta_chunks, delta_step  # noqa: E402
-from zoo_modern.families.deltanet_hybrids import gated_qkv, grouped_in_proj, separate_in_proj  # noqa: E402
+from zoo_modern.families.deltanet_hybrids import gated_qkv, grouped_in_proj, stacked  # noqa: E402
 from zoo_modern.qknorm import QkNormAttention  # noqa: E402
 
 HF: dict[str, Any] = {
@@ -69,7 +69,7 @@ def mixer_pair(fields: dict[str, Any]) -> tuple[Any, GatedDeltaNet]:
     sizes |= {"k_head_dim": config.linear_key_head_dim, "v_head_dim": config.linear_value_head_dim}
     sizes |= {"conv_kernel": config.linear_conv_kernel_dim, "chunk_size": fields.get("chunk", 64)}
     mixer = GatedDeltaNet(32, 4, **sizes, norm_eps=config.rms_norm_eps).eval()
-    rule = grouped_in_proj("attn.in_proj.weight", ("in_proj_qkvz.weight",), layer_config({"name": "gated_deltanet", **sizes}))  # fmt: skip
+    rule = grouped_in_proj("attn.in_proj.weight", ("in_proj_qkvz.weight", "in_proj_ba.weight"), layer_config({"name": "gated_deltanet", **sizes}))  # fmt: skip
     state = dict(reference.state_dict())
     in_proj = rule.load([state.pop("in_proj_qkvz.weight"), state.pop("in_proj_ba.weight")])
     state = {k.replace("conv1d.", "conv."): v for k, v in state.items()} | {"in_proj.weight": in_proj}
@@ -184,7 +184,7 @@ def test_the_mixer_equals_olmo_hybrids_gated_deltanet(negative: bool) -> None:
     spec = {"name": "gated_deltanet", **sizes, "negative_eigenvalues": negative, "gate_norm_eps": 1e-5}
     mixer = GatedDeltaNet(32, 4, **{k: v for k, v in spec.items() if k != "name"}).eval()
     assert mixer.norm.eps == 1e-5 and mixer.beta_scale == (2.0 if negative else 1.0)
-    rule = separate_in_proj("attn.in_proj.weight", ("q_proj.weight",), layer_config(spec))
+    rule = stacked("attn.in_proj.weight", tuple(f"{p}_proj.weight" for p in "qkvgba"), layer_config(spec))
     state = reference.state_dict()
     in_proj = rule.load([state[f"{p}_proj.weight"] for p in "qkvgba"])
     renamed = {"conv1d.weight": "conv.weight", "o_norm.weight": "norm.weight", "o_proj.weight": "out_proj.weight"}

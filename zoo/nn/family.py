@@ -72,7 +72,7 @@ class W:
 
     hf: str
     how: str = "copy"
-    parts: str = ""
+    parts: str | tuple[str, ...] = ""
     when: Callable[[ModelConfig], bool] | None = None
     make: Callable[[str, tuple[str, ...], ModelConfig], Rule | list[Rule] | None] | None = None
 
