@@ -30,6 +30,7 @@ its beta and decay are 0 and 1 (transformers zeroes its input, the same for left
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 import torch
@@ -60,6 +61,13 @@ class GatedDeltaNetOptions(BaseModel):
     kernel: Literal["sdpa", "eager"] | None = Field(
         None, description="unused: a recurrence has no attention kernel (taken as every attention's, for from_hf)"
     )
+
+
+def head_sizes(d_model: int, n_heads: int, options: Mapping[str, Any]) -> dict[str, int]:
+    """The four head sizes ``options`` (the mixer's) give a model of ``d_model`` and ``n_heads``,
+    defaults filled in: n_heads query/key heads of d_model / n_heads, as many value heads as wide."""
+    n_k, dk = options.get("n_k_heads") or n_heads, options.get("k_head_dim") or d_model // n_heads
+    return {"n_k_heads": n_k, "n_v_heads": options.get("n_v_heads") or n_k, "k_head_dim": dk, "v_head_dim": options.get("v_head_dim") or dk}  # fmt: skip
 
 
 class HeadGatedRMSNorm(nn.Module):
@@ -151,9 +159,8 @@ class GatedDeltaNet(nn.Module):
         convolution's positions; ``chunk_size``: positions the chunked form takes at once;
         ``negative_eigenvalues``: beta in [0, 2]; ``gate_norm_eps``: the output norm's epsilon."""
         super().__init__()
-        n_k = n_k_heads or n_heads
-        n_v, dk = n_v_heads or n_k, k_head_dim or d_model // n_heads
-        dv = v_head_dim or dk
+        given = {"n_k_heads": n_k_heads, "n_v_heads": n_v_heads, "k_head_dim": k_head_dim, "v_head_dim": v_head_dim}
+        n_k, n_v, dk, dv = head_sizes(d_model, n_heads, given).values()
         if n_v % n_k:
             raise ValueError(f"attention 'gated_deltanet': n_v_heads={n_v} is a multiple of n_k_heads={n_k}")
         self.d_model, self.n_k, self.n_v, self.dk, self.dv = d_model, n_k, n_v, dk, dv

@@ -1,28 +1,25 @@
-"""Gated DeltaNet hybrids: zoo-modern's ``gated_deltanet`` layers between attention layers, by
-``layer_types`` (``linear_attention`` / ``full_attention``; the ``linear_*`` fields are the
-mixer's sizes, one set for all its layers).
+"""Gated DeltaNet hybrids: zoo-modern's ``gated_deltanet`` layers between attention layers by
+``layer_types`` (``linear_attention``/``full_attention``), the ``linear_*`` fields its sizes.
 
-- Qwen3-Next extends Qwen3: attention every ``full_attention_interval``-th layer (4) without
-  ``layer_types``, with ``qknorm``'s ``output_gate`` (q_proj holds each head's query, then its
-  gate: rows after q, k and v in the zoo), rotary on a quarter of each head, head_dim 256;
-  norms scaled by 1 + w (``rmsnorm_offset``, q/k norms too); Qwen2-MoE's routed experts with a
-  gated shared expert. Its in_proj is stored grouped by key head (``in_proj_qkvz``,
-  ``in_proj_ba``), the zoo's rows [q | k | v | z | b | a] of all heads; ``mtp.*`` is read past.
-- Qwen3.5 (its text model) extends Qwen3-Next: a dense SwiGLU MLP, the projections stored apart.
-- OLMo Hybrid extends OLMo 2 (post-norm attention): the DeltaNet layers pre-norm, beta in [0, 2]
-  (``linear_allow_neg_eigval``), the mixer's norm at FLA's 1e-5; no positions where
-  ``rope_parameters`` names no theta (as released).
+- Qwen3-Next extends Qwen3(-MoE): attention every ``full_attention_interval``-th layer without
+  ``layer_types``, ``qknorm``'s ``output_gate`` (q_proj holds each head's query, then its gate),
+  rotary on a quarter of each head, 1 + w norms, a gated shared expert; in_proj stored grouped
+  by key head (``in_proj_qkvz``, ``in_proj_ba``); the ``mtp.*`` weights read past.
+- Qwen3.5 (its text model): Qwen3-Next's with a dense SwiGLU MLP, the projections stored apart.
+- OLMo Hybrid extends OLMo 2: DeltaNet layers pre-norm, beta in [0, 2], the mixer's norm at 1e-5;
+  no positions where ``rope_parameters`` names no theta (as released).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from zoo.plugin import Count, F, ModelConfig, Rule, W
+from zoo.plugin import Converter, Count, F, ModelConfig, Rule, W
+from zoo_modern.deltanet import head_sizes
 from zoo_modern.families.llama_like import LLAMA_ROTARY, OLMO2, QWEN3, head_dim, llama_read
 from zoo_modern.families.moe import ROUTING as ROUTING_FIELDS
 from zoo_modern.families.moe import Routing, routed
@@ -30,10 +27,9 @@ from zoo_modern.families.readers import Rotary, periodic, refuse_unless
 
 KINDS = ("linear_attention", "full_attention")
 #: The mixer's options, Qwen3-Next's config.json names of them and transformers' defaults there.
-DELTA = {"n_k_heads": ("linear_num_key_heads", 16), "n_v_heads": ("linear_num_value_heads", 32)}
-DELTA |= {"k_head_dim": ("linear_key_head_dim", 128), "v_head_dim": ("linear_value_head_dim", 128)}
-DELTA |= {"conv_kernel": ("linear_conv_kernel_dim", 4)}
+DELTA = {"n_k_heads": ("linear_num_key_heads", 16), "n_v_heads": ("linear_num_value_heads", 32), "k_head_dim": ("linear_key_head_dim", 128), "v_head_dim": ("linear_value_head_dim", 128), "conv_kernel": ("linear_conv_kernel_dim", 4)}  # fmt: skip
 LINEAR = "linear_attn."
+SIZES = {name: F("", None, Count) for name, _ in DELTA.values()}
 
 
 def linear(config: ModelConfig) -> bool:
@@ -45,17 +41,13 @@ def attends(config: ModelConfig) -> bool:
 
 
 def delta_sizes(config: ModelConfig) -> dict[str, int]:
-    """A ``gated_deltanet`` layer's options, the mixer's defaults filled in."""
+    """A ``gated_deltanet`` layer's sizes, the mixer's defaults filled in."""
     o = config.attention.options
-    n_k, dk = o.get("n_k_heads") or config.n_heads, o.get("k_head_dim") or config.d_model // config.n_heads
-    return {"n_k_heads": n_k, "n_v_heads": o.get("n_v_heads") or n_k, "k_head_dim": dk, "v_head_dim": o.get("v_head_dim") or dk, "conv_kernel": o.get("conv_kernel", 4)}  # fmt: skip
+    return head_sizes(config.d_model, config.n_heads, o) | {"conv_kernel": o.get("conv_kernel", 4)}
 
 
-def delta_pattern(
-    hf: Mapping[str, Any], fields: dict[str, Any], where: str, types: Any, entry: Mapping[str, Any] = {}
-) -> dict[str, Any]:
-    """``types`` as a layer pattern: DeltaNet mixers of the ``linear_*`` sizes ``hf`` holds, with
-    ``entry``'s other changes, on the ``linear_attention`` layers; attention elsewhere."""
+def delta_pattern(hf: Mapping[str, Any], fields: dict[str, Any], where: str, types: Any, entry: Any) -> dict[str, Any]:
+    """``types`` as a layer pattern: DeltaNet layers of the ``linear_*`` sizes in ``hf``, changing ``entry`` too."""
     ok = isinstance(types, list) and len(types) == fields["n_layers"] and set(types) <= set(KINDS)
     refuse_unless(ok, where, "layer_types", types, f"give {fields['n_layers']} of 'linear_attention'/'full_attention'")  # fmt: skip
     spec = {"name": "gated_deltanet", **entry.get("attention", {})} | {o: hf[name] for o, (name, _) in DELTA.items()}
@@ -68,7 +60,7 @@ def next_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict
     every = 4 if hf.get("full_attention_interval") is None else hf["full_attention_interval"]
     refuse_unless(type(every) is int and every > 0, where, "full_attention_interval", every, "a whole number >= 1")
     types = hf.get("layer_types") or ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(fields["n_layers"])]  # fmt: skip
-    return delta_pattern({name: hf.get(name) or d for name, d in DELTA.values()}, fields, where, types)
+    return delta_pattern({name: hf.get(name) or d for name, d in DELTA.values()}, fields, where, types, {})
 
 
 def next_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
@@ -79,13 +71,11 @@ def next_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
 
 
 def delta_blockers(entry: Mapping[str, Any], fixed: Mapping[str, Any], gated: bool) -> Any:
-    """DeltaNet layers that change more than the mixer and ``entry``, differ in size, or whose
-    options differ from ``fixed`` (what config.json cannot say); attention not ``gated`` so."""
+    """DeltaNet layers changing more than ``entry``, differing in size or from ``fixed``; attention not ``gated``."""
 
     def blockers(config: ModelConfig, arch: str) -> list[str]:
         found, sizes = [], set()
-        for i in range(config.n_layers):
-            layer = config.layer(i)
+        for i, layer in ((i, config.layer(i)) for i in range(config.n_layers)):
             other = set(config.layer_changes(i)) - ({"attention", *entry} if linear(layer) else set())
             if linear(layer):
                 other |= {kind for kind, name in entry.items() if getattr(layer, kind).name != name}
@@ -94,34 +84,29 @@ def delta_blockers(entry: Mapping[str, Any], fixed: Mapping[str, Any], gated: bo
                 found += [f"layer {i}'s DeltaNet has {', '.join(off)} ({arch} has {fixed})"] if off else []
             found += [f"layer {i} changes {', '.join(sorted(other))} ({arch} has one design per kind of layer)"] if other else []  # fmt: skip
         found += [f"DeltaNet layers whose sizes differ ({arch} has one set of linear_* fields)"] if len(sizes) > 1 else []  # fmt: skip
-        if bool(config.attention.options.get("output_gate")) != gated:
-            found.append(f"output_gate={not gated} ({arch}'s attention is {'' if gated else 'not '}gated)")
-        return found
+        gate = config.attention.options.get("output_gate")
+        return found + ([f"output_gate={not gated} ({arch}'s attention is {'' if gated else 'not '}gated)"] if bool(gate) != gated else [])  # fmt: skip
 
     return blockers
 
 
+def reordered(zoo: str, names: tuple[str, ...], order: Tensor, sizes: list[int]) -> Rule:
+    """A zoo tensor whose row r is row ``order[r]`` of the stored tensors stacked (of ``sizes`` rows)."""
+    back = order.argsort()
+    return Rule(zoo, names, lambda ts: torch.cat(list(ts))[order], lambda t: list(torch.split(t[back], sizes)))
+
+
 def grouped_in_proj(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Rule:
-    """in_proj from Qwen3-Next's in_proj_qkvz and in_proj_ba, whose rows run key head by key
-    head ([q | k | v | z] and [b | a] of each key head's value heads)."""
+    """in_proj from in_proj_qkvz and in_proj_ba, rows by key head ([q | k | v | z], [b | a] of its value heads)."""
     s = delta_sizes(config)
     n_k, dk, dv, share = s["n_k_heads"], s["k_head_dim"], s["v_head_dim"], s["n_v_heads"] // s["n_k_heads"]
-    rows = [dk, dk, share * dv, share * dv, share, share]  # per key head: of qkvz (4), then of ba (2)
-
-    def load(ts: Sequence[Tensor]) -> Tensor:
-        heads = [t.reshape(n_k, -1, t.shape[-1]) for t in ts]  # (n_k, rows of a key head, d)
-        return torch.cat([p.flatten(0, 1) for p in torch.split(heads[0], rows[:4], 1) + torch.split(heads[1], rows[4:], 1)])  # fmt: skip
-
-    def save(t: Tensor) -> list[Tensor]:
-        parts = [p.reshape(n_k, -1, t.shape[-1]) for p in torch.split(t, [n_k * r for r in rows])]
-        return [torch.cat(parts[:4], dim=1).flatten(0, 1), torch.cat(parts[4:], dim=1).flatten(0, 1)]
-
-    return Rule(zoo, names, load, save)
+    qkvz, ba = torch.arange(n_k * (2 * dk + 2 * share * dv)).view(n_k, -1), torch.arange(n_k * 2 * share).view(n_k, -1)
+    parts = torch.split(qkvz, [dk, dk, share * dv, share * dv], 1) + torch.split(ba + qkvz.numel(), [share, share], 1)
+    return reordered(zoo, names, torch.cat([p.flatten() for p in parts]), [qkvz.numel(), ba.numel()])
 
 
 def stacked(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Rule:
-    """in_proj (or the convolution) from projections stored apart, each named by its rows:
-    q, k, v or qkv (the three), z or g (the output gate), b, a."""
+    """in_proj (or the convolution) from projections stored apart: q, k, v (or qkv), z or g (the gate), b, a."""
     s = delta_sizes(config)
     key, value, heads = s["n_k_heads"] * s["k_head_dim"], s["n_v_heads"] * s["v_head_dim"], s["n_v_heads"]
     rows = {"q": key, "k": key, "v": value, "qkv": 2 * key + value, "z": value, "g": value, "b": heads, "a": heads}
@@ -131,17 +116,10 @@ def stacked(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Rule:
 
 def gated_qkv(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Rule:
     """qkv, rows [q | k | v | gate], from q_proj (each head's query, then its gate), k_proj and v_proj."""
-    heads, size = config.n_heads, config.head_dim
-
-    def load(ts: Sequence[Tensor]) -> Tensor:
-        q, gate = ts[0].reshape(heads, 2, size, -1).unbind(1)
-        return torch.cat([q.flatten(0, 1), ts[1], ts[2], gate.flatten(0, 1)])
-
-    def save(t: Tensor) -> list[Tensor]:
-        q, k, v, gate = torch.split(t, [heads * size, *[(t.shape[0] - 2 * heads * size) // 2] * 2, heads * size])
-        return [torch.stack([q.reshape(heads, size, -1), gate.reshape(heads, size, -1)], 1).flatten(0, 2), k, v]
-
-    return Rule(zoo, names, load, save)
+    q = torch.arange(2 * config.n_heads * config.head_dim).view(config.n_heads, 2, -1)
+    kv = Converter.attention_layout(config)[0] * config.head_dim
+    order = torch.cat([q[:, 0].flatten(), q.numel() + torch.arange(2 * kv), q[:, 1].flatten()])
+    return reordered(zoo, names, order, [q.numel(), kv, kv])
 
 
 NEXT_ROTARY = Rotary(share=0.25, partial=True)
@@ -157,9 +135,9 @@ QWEN3_NEXT = routed(QWEN3, "Qwen3NextForCausalLM", ROUTING).derive(
     model_type="qwen3_next",
     description="Qwen3-Next: gated DeltaNet layers and output-gated attention, routed experts with a shared one",
     fresh=("read", "write", "blockers"),
-    fields={name: F("", None, Count) for name, _ in DELTA.values()}
-    | {name: None for name in ("use_sliding_window", "sliding_window", "max_window_layers")}
-    | {"full_attention_interval": F("", None), "rms_norm_eps": F("norm_eps", 1e-6, float)},
+    fields=SIZES
+    | {"full_attention_interval": F("", None), "rms_norm_eps": F("norm_eps", 1e-6, float)}
+    | dict.fromkeys(("use_sliding_window", "sliding_window", "max_window_layers")),
     zoo={"norm": "rmsnorm_offset", "attention": QWEN3.zoo["attention"] | {"qk_norm_offset": True, "output_gate": True}},
     layer=QWEN_LAYER,
     ignored=("mtp.",),  # the multi-token-prediction layers, which transformers never loads either
@@ -186,15 +164,14 @@ QWEN3_5 = QWEN3_NEXT.derive(
 
 
 def olmo_hybrid_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
-    """transformers' defaults: attention every 4th layer (or the last), key heads 3/4 of hidden_size
-    over their count wide, value heads twice that; no positions where rope_parameters has no theta."""
+    """transformers' defaults: attention every 4th layer (or the last), key heads 3/4 d / n_k wide, values twice."""
     layers, heads, rope = fields["n_layers"], fields["n_heads"], hf.get("rope_parameters")
     types = hf.get("layer_types") or ["full_attention" if i % 4 == 3 or (layers < 4 and i == layers - 1) else "linear_attention" for i in range(layers)]  # fmt: skip
     refuse_unless(isinstance(types, list) and set(KINDS) <= set(types), where, "layer_types", types, "OLMo Hybrid has both kinds of layer (transformers refuses others)")  # fmt: skip
     n_k = hf.get("linear_num_key_heads") or heads
     dk = hf.get("linear_key_head_dim") or int(0.75 * fields["d_model"] / n_k)
-    sizes = {"linear_num_key_heads": n_k, "linear_num_value_heads": hf.get("linear_num_value_heads") or heads, "linear_key_head_dim": dk}  # fmt: skip
-    sizes |= {"linear_value_head_dim": hf.get("linear_value_head_dim") or 2 * dk, "linear_conv_kernel_dim": hf.get("linear_conv_kernel_dim") or 4}  # fmt: skip
+    given = (n_k, hf.get("linear_num_value_heads") or heads, dk, hf.get("linear_value_head_dim") or 2 * dk, hf.get("linear_conv_kernel_dim") or 4)  # fmt: skip
+    sizes = dict(zip([name for name, _ in DELTA.values()], given, strict=True))
     mixer = {"negative_eigenvalues": bool(hf.get("linear_allow_neg_eigval", True)), "gate_norm_eps": 1e-5}
     nope = isinstance(rope, Mapping) and rope.get("rope_theta", 0) is None
     fields = {**fields, "position": "none"} if nope else LLAMA_ROTARY.read(hf, fields, where)
@@ -208,16 +185,11 @@ def olmo_hybrid_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]
 
 
 def by_kind(attention: str, linear_name: str) -> W:
-    """A norm stored as ``attention`` in attention layers, ``linear_name`` in DeltaNet ones: OLMo
-    Hybrid's files rename input_layernorm attention_layer_norm, post_attention_layernorm feedforward_layer_norm."""
-
-    def make(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Rule:
-        return Rule.copy(zoo, names[0] if attends(config) else names[0].removesuffix(attention) + linear_name)
-
-    return W(attention, make=make)
+    """A norm stored as ``attention`` in attention layers, ``linear_name`` in DeltaNet ones (as saved)."""
+    return W(attention, make=lambda zoo, names, c: Rule.copy(zoo, names[0] if attends(c) else names[0].removesuffix(attention) + linear_name))  # fmt: skip
 
 
-OLMO_FIELDS = {name: F("", None, Count) for name, _ in DELTA.values()} | {"layer_types": F("", None), "head_dim": None}
+OLMO_FIELDS = SIZES | {"layer_types": F("", None), "head_dim": None}
 OLMO_FIELDS |= {f"linear_{name}": F("", None) for name in "allow_neg_eigval a_log_min a_log_max dt_min dt_max dt_init_floor".split()}  # fmt: skip
 OLMO_FIELDS |= {"num_key_value_heads": F("attention.n_kv_heads", None, Count)}
 OLMO_LAYER = {"attn.qkv.weight": W("self_attn.{}_proj.weight", "concat", "qkv", when=attends), "attn.qkv.bias": None, **ATTENTION}  # fmt: skip
