@@ -1,11 +1,11 @@
 """Gated DeltaNet hybrids: zoo-modern's ``gated_deltanet`` layers between attention layers by
 ``layer_types`` (``linear_attention``/``full_attention``), the ``linear_*`` fields its sizes.
 
-- Qwen3-Next extends Qwen3(-MoE): attention every ``full_attention_interval``-th layer without
-  ``layer_types``, ``qknorm``'s ``output_gate`` (q_proj holds each head's query, then its gate),
-  rotary on a quarter of each head, 1 + w norms, a gated shared expert; in_proj stored grouped
-  by key head (``in_proj_qkvz``, ``in_proj_ba``); the ``mtp.*`` weights read past.
-- Qwen3.5 (its text model): Qwen3-Next's with a dense SwiGLU MLP, the projections stored apart.
+- Qwen3.5 (its text model) extends Qwen3: attention every ``full_attention_interval``-th layer
+  without ``layer_types``, ``qknorm``'s ``output_gate`` (q_proj holds each head's query, then its
+  gate), rotary on a quarter of each head, 1 + w norms; the ``mtp.*`` weights read past.
+- Qwen3-Next extends Qwen3.5: routed experts with a gated shared expert; in_proj stored grouped
+  by key head (``in_proj_qkvz``, ``in_proj_ba``).
 - OLMo Hybrid extends OLMo 2: DeltaNet layers pre-norm, beta in [0, 2], the mixer's norm at 1e-5;
   no positions where ``rope_parameters`` names no theta (as released).
 """
@@ -21,7 +21,6 @@ from torch import Tensor
 from zoo.plugin import Converter, Count, F, ModelConfig, Rule, W
 from zoo_modern.deltanet import head_sizes
 from zoo_modern.families.llama_like import LLAMA_ROTARY, OLMO2, QWEN3, head_dim, llama_read
-from zoo_modern.families.moe import ROUTING as ROUTING_FIELDS
 from zoo_modern.families.moe import Routing, routed
 from zoo_modern.families.readers import Rotary, periodic, refuse_unless
 
@@ -123,44 +122,30 @@ def gated_qkv(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Rule:
 
 
 NEXT_ROTARY = Rotary(share=0.25, partial=True)
-QWEN_BLOCKERS = delta_blockers({}, {"negative_eigenvalues": None, "gate_norm_eps": None}, gated=True)
-ROUTING = Routing(defaults=(512, 10, 512, True), shared=True, sparse_layers=True)
 ATTENTION = {f"attn.{p}.weight": W(f"self_attn.{hf}.weight", when=attends) for p, hf in (("out", "o_proj"), ("q_norm", "q_norm"), ("k_norm", "k_norm"))}  # fmt: skip
 MIXER = {f"attn.{p}": W(LINEAR + p, when=linear) for p in ("A_log", "dt_bias", "norm.weight", "out_proj.weight")}
 QWEN_LAYER = {"attn.qkv.weight": W("self_attn.{}_proj.weight", parts="qkv", when=attends, make=gated_qkv), "attn.qkv.bias": None, **ATTENTION, **MIXER}  # fmt: skip
-QWEN_LAYER |= {"attn.in_proj.weight": W(LINEAR + "in_proj_{}.weight", parts=("qkvz", "ba"), when=linear, make=grouped_in_proj), "attn.conv.weight": W(LINEAR + "conv1d.weight", when=linear)}  # fmt: skip
-# Qwen3-Next extends Qwen3(-MoE): DeltaNet layers by layer_types, gated attention, offset norms, a shared expert.
-QWEN3_NEXT = routed(QWEN3, "Qwen3NextForCausalLM", ROUTING).derive(
-    "Qwen3NextForCausalLM",
-    model_type="qwen3_next",
-    description="Qwen3-Next: gated DeltaNet layers and output-gated attention, routed experts with a shared one",
-    fresh=("read", "write", "blockers"),
-    fields=SIZES
-    | {"full_attention_interval": F("", None), "rms_norm_eps": F("norm_eps", 1e-6, float)}
-    | dict.fromkeys(("use_sliding_window", "sliding_window", "max_window_layers")),
-    zoo={"norm": "rmsnorm_offset", "attention": QWEN3.zoo["attention"] | {"qk_norm_offset": True, "output_gate": True}},
-    layer=QWEN_LAYER,
-    ignored=("mtp.",),  # the multi-token-prediction layers, which transformers never loads either
-    engine_features=frozenset({"layer_pattern"}),
-    layer_kinds=KINDS,
-    read=(head_dim(256), llama_read, NEXT_ROTARY.read, ROUTING.read, next_read),
-    write=(NEXT_ROTARY.write, ROUTING.write, next_write),
-    blockers=(NEXT_ROTARY.blockers, ROUTING.blockers, QWEN_BLOCKERS),
-)
-# Qwen3.5 extends Qwen3-Next: a dense SwiGLU MLP in every layer; in_proj as four plain projections.
-QWEN3_5 = QWEN3_NEXT.derive(
+QWEN_LAYER |= {"attn.in_proj.weight": W(LINEAR + "in_proj_{}.weight", parts=("qkv", "z", "b", "a"), when=linear, make=stacked), "attn.conv.weight": W(LINEAR + "conv1d.weight", when=linear)}  # fmt: skip
+# Qwen3.5 extends Qwen3: DeltaNet layers by layer_types, output-gated attention, 1 + w norms, a quarter of each head turned.
+QWEN3_5 = QWEN3.derive(
     "Qwen3_5ForCausalLM",
     model_type="qwen3_5_text",
-    description="Qwen3.5: Qwen3-Next's gated DeltaNet and gated attention layers with a dense SwiGLU MLP",
-    fields={name: None for name in ROUTING_FIELDS},
-    zoo={"mlp": {"name": "swiglu"}},
-    layer={"mlp.router.weight": None, **{f"mlp.{p}.weight": f"mlp.{p}_proj.weight" for p in ("gate", "up", "down")}}
-    | {"attn.in_proj.weight": W(LINEAR + "in_proj_{}.weight", parts=("qkv", "z", "b", "a"), when=linear, make=stacked)},
+    description="Qwen3.5: gated DeltaNet layers between output-gated attention layers, a dense SwiGLU MLP",
     fresh=("read", "write", "blockers"),
-    read=(head_dim(256), llama_read, NEXT_ROTARY.read, next_read),
-    write=(NEXT_ROTARY.write, next_write),
-    blockers=(NEXT_ROTARY.blockers, QWEN_BLOCKERS),
-)
+    fields=SIZES | {"full_attention_interval": F("", None), "rms_norm_eps": F("norm_eps", 1e-6, float)} | dict.fromkeys(("use_sliding_window", "sliding_window", "max_window_layers")),
+    zoo={"norm": "rmsnorm_offset", "attention": QWEN3.zoo["attention"] | {"qk_norm_offset": True, "output_gate": True}},
+    layer=QWEN_LAYER, engine_features=frozenset({"layer_pattern"}), layer_kinds=KINDS,
+    ignored=("mtp.",),  # the multi-token-prediction layers, which transformers never loads either
+    read=(head_dim(256), llama_read, NEXT_ROTARY.read, next_read), write=(NEXT_ROTARY.write, next_write),
+    blockers=(NEXT_ROTARY.blockers, delta_blockers({}, {"negative_eigenvalues": None, "gate_norm_eps": None}, gated=True)),
+)  # fmt: skip
+# Qwen3-Next extends Qwen3.5: routed experts with a gated shared expert; in_proj stored grouped by key head.
+QWEN3_NEXT = routed(
+    QWEN3_5, "Qwen3NextForCausalLM", Routing(defaults=(512, 10, 512, True), shared=True, sparse_layers=True),
+    model_type="qwen3_next",
+    description="Qwen3-Next: Qwen3.5's gated DeltaNet and gated attention layers, routed experts with a shared one",
+    layer={"attn.in_proj.weight": W(LINEAR + "in_proj_{}.weight", parts=("qkvz", "ba"), when=linear, make=grouped_in_proj)},
+)  # fmt: skip
 
 
 def olmo_hybrid_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
@@ -189,9 +174,8 @@ def by_kind(attention: str, linear_name: str) -> W:
     return W(attention, make=lambda zoo, names, c: Rule.copy(zoo, names[0] if attends(c) else names[0].removesuffix(attention) + linear_name))  # fmt: skip
 
 
-OLMO_FIELDS = SIZES | {"layer_types": F("", None), "head_dim": None}
+OLMO_FIELDS = SIZES | {"layer_types": F("", None), "head_dim": None, "num_key_value_heads": F("attention.n_kv_heads", None, Count)}  # fmt: skip
 OLMO_FIELDS |= {f"linear_{name}": F("", None) for name in "allow_neg_eigval a_log_min a_log_max dt_min dt_max dt_init_floor".split()}  # fmt: skip
-OLMO_FIELDS |= {"num_key_value_heads": F("attention.n_kv_heads", None, Count)}
 OLMO_LAYER = {"attn.qkv.weight": W("self_attn.{}_proj.weight", "concat", "qkv", when=attends), "attn.qkv.bias": None, **ATTENTION}  # fmt: skip
 OLMO_LAYER |= {k: W(w.hf.replace("norm.", "o_norm.").replace("out_proj", "o_proj"), when=linear) for k, w in MIXER.items()}  # fmt: skip
 OLMO_LAYER |= {"attn.in_proj.weight": W(LINEAR + "{}_proj.weight", parts="qkvgba", when=linear, make=stacked), "attn.conv.weight": W(LINEAR + "{}_conv1d.weight", parts="qkv", when=linear, make=stacked)}  # fmt: skip
@@ -201,15 +185,10 @@ OLMO_HYBRID = OLMO2.derive(
     "OlmoHybridForCausalLM",
     model_type="olmo_hybrid",
     description="OLMo Hybrid: gated DeltaNet layers (beta in [0, 2]) between OLMo 2's post-norm attention layers",
-    fresh=("read", "write", "blockers"),
-    fields=OLMO_FIELDS,
-    layer=OLMO_LAYER,
-    accepts={"position": ("none",)},
-    engine_features=frozenset({"layer_pattern"}),
-    layer_kinds=KINDS,
-    read=(head_dim(None), llama_read, olmo_hybrid_read),
-    write=(next_write, olmo_hybrid_write),
+    fresh=("read", "write", "blockers"), fields=OLMO_FIELDS, layer=OLMO_LAYER, accepts={"position": ("none",)},
+    engine_features=frozenset({"layer_pattern"}), layer_kinds=KINDS,
+    read=(head_dim(None), llama_read, olmo_hybrid_read), write=(next_write, olmo_hybrid_write),
     blockers=(LLAMA_ROTARY.blockers, delta_blockers({"placement": "pre"}, {"gate_norm_eps": 1e-5}, gated=False)),
-)
+)  # fmt: skip
 
-FAMILIES = (QWEN3_NEXT, QWEN3_5, OLMO_HYBRID)
+FAMILIES = (QWEN3_5, QWEN3_NEXT, OLMO_HYBRID)
