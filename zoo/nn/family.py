@@ -37,7 +37,7 @@ HARMLESS = frozenset(
     "problem_type return_dict output_attentions output_hidden_states chunk_size_feed_forward "
     "is_encoder_decoder bos_token_id eos_token_id pad_token_id sep_token_id decoder_start_token_id "
     "initializer_range init_std use_cache tokenizer_class task_specific_params _attn_implementation "
-    "finetuning_task prefix torchscript pruned_heads tie_encoder_decoder is_decoder".split()
+    "finetuning_task prefix torchscript pruned_heads tie_encoder_decoder is_decoder cache_implementation".split()
 )
 
 Reader = Callable[[Mapping[str, Any], dict[str, Any], str], dict[str, Any]]
@@ -328,7 +328,7 @@ def option_blockers(family: Family, config: ModelConfig, kind: str, spec: Mappin
         have = getattr(config, kind).options.get(option)
         if kind == "attention" and option in ("n_kv_heads", "qkv_bias", "out_bias"):
             have = layout[("n_kv_heads", "qkv_bias", "out_bias").index(option)]
-        if have != want:
+        if have != want and not (have is None and want is False):  # an option left unset is off
             blockers.append(f"{kind} {option}={have!r} ({family.architecture} has {option}={want!r})")
     return blockers
 

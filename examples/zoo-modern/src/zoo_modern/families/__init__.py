@@ -4,10 +4,10 @@
   built-in ``zoo.plugins.hf_gpt2``;
 - ``llama_like``: Llama, Mistral, Qwen2, Qwen3, Gemma, OLMo 2, Phi-3, Granite, Cohere, StableLM, Starcoder2;
 - ``llama_kin``: Ministral, Seed-OSS, Helium, ERNIE 4.5, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo,
-  HunYuan, HyperCLOVA X, Granite SWA, VaultGemma (Llama's lineage, continued);
+  HunYuan, HyperCLOVA X, Granite SWA, SmolLM3 (Llama's lineage, continued);
 - ``ungated``: Arcee, Nemotron, Jais 2, NanoChat, Apertus, Persimmon (Llama's, with an ungated MLP);
 - ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE; ``deepseek``: DeepSeek-V3 and V2 (latent attention, grouped routing);
-- ``legacy``: Gemma 2, Gemma 3 and SmolLM3, still converter classes (to become tables);
+- ``gemma``: Gemma 2, Gemma 3, VaultGemma (Gemma's, with scaled and capped scores over local/global layers);
 - ``neox_like``: GPT-NeoX, GPT-J, CodeGen, Phi, Falcon;
 - ``hybrids``: LFM2, Bamba, Nemotron-H (short convolutions, Mamba-2 scans, between attention layers);
 - ``state_space``: Mamba-2, Mamba, Falcon-Mamba (a selective state-space scan in every layer, no attention);
@@ -20,9 +20,9 @@ from __future__ import annotations
 from zoo.plugin import Converter, converter
 from zoo_modern.families import (
     deepseek,
+    gemma,
     gpt2_like,
     hybrids,
-    legacy,
     llama_kin,
     llama_like,
     moe,
@@ -41,8 +41,9 @@ FAMILIES = (
     *neox_like.FAMILIES,
     *hybrids.FAMILIES,
     *state_space.FAMILIES,
+    *gemma.FAMILIES,
 )
-CONVERTERS: tuple[Converter, ...] = (*(converter(family) for family in FAMILIES), *legacy.CONVERTERS)
+CONVERTERS: tuple[Converter, ...] = tuple(converter(family) for family in FAMILIES)
 #: The presets zoo-modern ships (``presets/<name>.toml``): its own designs and released checkpoints.
 PRESETS = (
     "gpt2-small-modern",

@@ -1,6 +1,6 @@
 """Llama's lineage, continued: the dense families of 2024-2025 that extend a table of
 ``llama_like`` by a field or two (Ministral, Seed-OSS, Helium, ERNIE 4.5, GLM, GLM-4,
-OLMo 3, Cohere 2, EXAONE 4, OLMo, HunYuan, HyperCLOVA X, Granite SWA, VaultGemma); the ungated-MLP ones are in
+OLMo 3, Cohere 2, EXAONE 4, OLMo, HunYuan, HyperCLOVA X, Granite SWA, SmolLM3); the ungated-MLP ones are in
 ``ungated``.
 
 Each family opens with the one it extends and how; the table says the rest.
@@ -14,10 +14,9 @@ from typing import Any
 from zoo.plugin import Converter, Count, F, Fraction, ModelConfig, Positive, W
 from zoo_modern.families.llama_like import (
     COHERE,
-    GELU_TANH,
-    GEMMA,
     GRANITE,
     HEAD_DIM,
+    IGNORED,
     LLAMA,
     LLAMA_ROTARY,
     MISTRAL,
@@ -145,6 +144,7 @@ GLM4 = GLM.derive(
 )
 
 KINDS = ("sliding_attention", "full_attention")
+VARIES = ("attention", "position")  # what a layer of a family with rotary on some layers only may change
 
 
 def one_rope_table(hf: Mapping[str, Any], where: str) -> Mapping[str, Any]:
@@ -210,9 +210,7 @@ def rotary_on_sliding_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, 
 
 
 def rotary_on_sliding_blockers(config: ModelConfig, arch: str) -> list[str]:
-    blockers = [b for b in window_blockers(config, arch) if not b.startswith("per-layer position")]
-    changes = {kind for i in range(config.n_layers) for kind in config.layer_changes(i)} - {"attention", "position"}
-    blockers += [f"per-layer {', '.join(sorted(changes))} ({arch} has one design)"] if changes else []
+    blockers = window_blockers(config, arch, VARIES)
     windows, sizes = window_per_layer(config), {w for w in window_per_layer(config) if w is not None}
     for i in range(config.n_layers):
         turns = config.layer(i).position.name != "none"
@@ -356,9 +354,7 @@ def per_layer_rotary_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, A
 
 
 def per_layer_rotary_blockers(config: ModelConfig, arch: str) -> list[str]:
-    blockers = [b for b in window_blockers(config, arch) if not b.startswith("per-layer position")]
-    changes = {kind for i in range(config.n_layers) for kind in config.layer_changes(i)} - {"attention", "position"}
-    blockers += [f"per-layer {', '.join(sorted(changes))} ({arch} has one design)"] if changes else []
+    blockers = window_blockers(config, arch, VARIES)
     rest = {k: v for k, v in config.position.options.items() if k != "base"}
     for i in range(config.n_layers):
         p = config.layer(i).position
@@ -383,44 +379,59 @@ GRANITE_SWA = GRANITE.derive(
 )
 
 
-def capped_scores(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
-    """Gemma 2's scores scaled by query_pre_attn_scalar^-1/2 and soft-capped, its logits capped
-    (a null cap: none), local windows on the sliding layers (every other one by default)."""
-    attention = {**fields["attention"], "scale": float(hf.get("query_pre_attn_scalar", 256)) ** -0.5}
-    cap, final = hf.get("attn_logit_softcapping", 50.0), hf.get("final_logit_softcapping", 30.0)
-    attention |= {} if cap is None else {"softcap": float(cap)}
-    fields = {**fields, "attention": attention, "logit_softcap": None if final is None else float(final)}
-    layers = fields["n_layers"]
-    types = hf.get("layer_types") or ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)]
-    refuse_unless(len(types) == layers and not set(types) - set(KINDS), where, "layer_types", types, f"give {layers} of 'sliding_attention'/'full_attention'")  # fmt: skip
-    return with_windows(fields, layer_windows({"layer_types": types}, layers, fields["max_seq_len"], hf.get("sliding_window", 4096)))  # fmt: skip
+def nope_layers(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """SmolLM3's layers: no rotary where ``no_rope_layers`` is 0 (every
+    ``no_rope_layer_interval``-th, 4, by default); with ``use_sliding_window``, the window on
+    the layers ``layer_types`` names sliding (by default the ones without rotary)."""
+    layers, every = fields["n_layers"], int(hf.get("no_rope_layer_interval") or 4)
+    rope = hf.get("no_rope_layers") or [int((i + 1) % every != 0) for i in range(layers)]
+    refuse_unless(
+        len(rope) == layers and not set(rope) - {0, 1},
+        where,
+        "no_rope_layers",
+        rope,
+        f"give {layers} of 1 (rotary) or 0 (none)",
+    )
+    window = hf.get("sliding_window") if hf.get("use_sliding_window") else None
+    types = hf.get("layer_types") or [
+        "sliding_attention" if window is not None and not r else "full_attention" for r in rope
+    ]
+    windows = layer_windows({"layer_types": types}, layers, fields["max_seq_len"], window)
+    entries = [
+        ({} if r else {"position": "none"}) | ({"attention": {"window": w}} if w is not None else {})
+        for r, w in zip(rope, windows, strict=True)
+    ]
+    return {**fields, "layer_pattern": periodic(entries)} if any(entries) else fields
 
 
-def capped_scores_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
-    options = config.attention.options
-    scalar = config.head_dim if options.get("scale") is None else float(options["scale"]) ** -2
-    scalar = round(scalar) if abs(scalar - round(scalar)) < 1e-6 else scalar
-    caps = {"attn_logit_softcapping": options.get("softcap"), "final_logit_softcapping": config.logit_softcap}
-    return {**write_layer_types(config, hf), "query_pre_attn_scalar": scalar, **caps}
+def nope_layers_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    hf = write_layer_types(config, hf)
+    rope = [int(config.layer(i).position.name != "none") for i in range(config.n_layers)]
+    return {**hf, "no_rope_layers": rope, "use_sliding_window": hf["sliding_window"] is not None}
 
 
-# VaultGemma extends Gemma: Gemma 2's capped, scaled scores and local/global layers, a norm before each sub-layer only.
-VAULTGEMMA = GEMMA.derive(
-    "VaultGemmaForCausalLM",
-    model_type="vaultgemma",
-    description="VaultGemma: Gemma 2's soft-capped scores and logits and local/global layers, pre-norm only",
-    fields={**LAYER_TYPES, "hidden_act": None, "use_bidirectional_attention": None}
+def nope_blockers(config: ModelConfig, arch: str) -> list[str]:
+    positions = [config.layer(i).position for i in range(config.n_layers)]
+    if any(p.name not in ("rotary", "none") or (p.name == "rotary" and p != config.position) for p in positions):
+        return [*window_blockers(config, arch, VARIES), f"layer positions other than the rotary or none ({arch})"]
+    return window_blockers(config, arch, VARIES)
+
+
+# SmolLM3 extends Llama: no rotary (NoPE) every 4th layer, optional windows, a tied head.
+SMOLLM3 = LLAMA.derive(
+    "SmolLM3ForCausalLM",
+    model_type="smollm3",
+    description="SmolLM3: Llama's layout, no rotary (NoPE) every 4th layer, a tied head",
+    fields={**LAYER_TYPES, "no_rope_layers": F("", None, list[int]), "no_rope_layer_interval": F("", None, Count)}
+    | {"use_sliding_window": F("", None, bool), "tie_word_embeddings": F("tie_embeddings", True, bool)}
     | {
-        "hidden_activation": F("activation", "gelu_pytorch_tanh", str, GELU_TANH),
-        "query_pre_attn_scalar": F("", 256, Positive),
-    }
-    | {"attn_logit_softcapping": F("", 50.0, Positive), "final_logit_softcapping": F("", 30.0, Positive)}
-    | {"max_position_embeddings": F("max_seq_len", 8192, Count)},
-    layer={"mlp_residual.norm.weight": "pre_feedforward_layernorm.weight"},
-    engine_features=frozenset({"window", "softcap", "scale", "logit_softcap", "layer_pattern"}),
-    read=(capped_scores,),
-    write=(capped_scores_out,),
-    blockers=(window_blockers,),
+        "max_position_embeddings": F("max_seq_len", 32768, Count),
+        "max_window_layers": IGNORED,
+    },  # released files have it
+    engine_features=frozenset({"window", "layer_pattern"}),
+    read=(nope_layers,),
+    write=(nope_layers_out,),
+    blockers=(nope_blockers,),
 )
 
 FAMILIES = (
@@ -437,5 +448,5 @@ FAMILIES = (
     HUNYUAN,
     HYPERCLOVAX,
     GRANITE_SWA,
-    VAULTGEMMA,
+    SMOLLM3,
 )

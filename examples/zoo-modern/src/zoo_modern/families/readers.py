@@ -32,7 +32,6 @@ ACTIVATIONS = {
     "relu": "relu",
     "silu": "silu",
 }
-ACTIVATIONS_OUT = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "silu": "silu"}
 
 
 def rope(
@@ -126,24 +125,6 @@ def scaling_to_hf(config: ModelConfig) -> dict[str, Any]:
     return {"rope_type": scaling["kind"], **out}
 
 
-def rotary_spec(base: float, rotary_dim: int | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"name": "rotary", "base": base}
-    if rotary_dim is not None:
-        spec["rotary_dim"] = rotary_dim
-    return spec
-
-
-def attention_spec(n_kv_heads: int, qkv_bias: bool = False) -> dict[str, Any]:
-    """zoo's attention for a Llama-family layer: grouped-query (``n_kv_heads``), with
-    q/k/v biases for Qwen2, never an output bias."""
-    return {"name": "sdpa", "n_kv_heads": n_kv_heads, "qkv_bias": qkv_bias, "out_bias": False}
-
-
-def n_kv_heads(config: ModelConfig) -> int:
-    """Key/value heads of a config's attention (n_heads for plain multi-head attention)."""
-    return Converter.attention_layout(config)[0]
-
-
 def turned(config: ModelConfig) -> int:
     """Dimensions per head a rotary config turns."""
     options = config.position.options
@@ -152,54 +133,6 @@ def turned(config: ModelConfig) -> int:
 
 def rotary_base(config: ModelConfig) -> float:
     return float(config.position.options.get("base", 10000.0))
-
-
-def rotary_blockers(
-    config: ModelConfig, architecture: str, *, interleaved: bool = False, scaling: bool = False
-) -> list[str]:
-    """A rotary config's pair layout and scaling, where ``architecture`` has another."""
-    options, blockers = config.position.options, list[str]()
-    if config.position.name != "rotary":
-        return blockers
-    if bool(options.get("interleaved")) != interleaved:
-        pairs = "neighbouring pairs (2i, 2i+1)" if interleaved else "halves (i, i + r/2)"
-        blockers.append(f"interleaved={bool(options.get('interleaved'))} ({architecture} turns {pairs})")
-    if options.get("scaling") and not scaling:
-        blockers.append(f"a rotary scaling ({architecture}'s converter writes plain rotary)")
-    return blockers
-
-
-def common_blockers(
-    config: ModelConfig,
-    architecture: str,
-    embedding_scale: str = "none",
-    multipliers: bool = False,
-    *,
-    head_bias: bool = False,
-    embedding_norm: bool = False,
-) -> list[str]:
-    """Switches no Hugging Face causal LM of these families has (``embedding_scale``: the
-    family's; ``multipliers``: the family writes any numeric embedding and logit scale;
-    ``head_bias`` and ``embedding_norm``: what ``architecture`` has of those two)."""
-    blockers = []
-    if config.architecture != "decoder":
-        blockers.append(f"architecture {config.architecture!r} ({architecture} is decoder-only)")
-    if config.final_norm is False:
-        blockers.append(f"final_norm=false ({architecture} always has a final norm)")
-    numeric = multipliers and not isinstance(config.embedding_scale, str)
-    if config.embedding_scale != embedding_scale and not numeric:
-        blockers.append(f"embedding_scale={config.embedding_scale!r} ({architecture} has {embedding_scale!r})")
-    if config.head_output != "logits":
-        blockers.append(f"head_output={config.head_output!r} ({architecture}'s head returns logits)")
-    if config.logit_scale != 1.0 and not multipliers:
-        blockers.append(f"logit_scale={config.logit_scale!r} ({architecture} does not scale its logits)")
-    if config.head_bias != head_bias:
-        has = "has" if head_bias else "has no"
-        blockers.append(f"head_bias={str(config.head_bias).lower()} ({architecture}'s output head {has} bias)")
-    if config.embedding_norm != embedding_norm:
-        does = "normalises" if embedding_norm else "does not normalise"
-        blockers.append(f"embedding_norm={str(config.embedding_norm).lower()} ({architecture} {does} its embeddings)")
-    return blockers
 
 
 def layer_windows(hf: Mapping[str, Any], n_layers: int, length: int, window: Any) -> list[int | None]:
@@ -236,12 +169,13 @@ def window_per_layer(config: ModelConfig) -> list[int | None]:
     return [config.layer(i).attention.options.get("window") for i in range(config.n_layers)]
 
 
-def window_blockers(config: ModelConfig, architecture: str) -> list[str]:
-    """What a pattern changes besides the attention window, and more than one window size."""
+def window_blockers(config: ModelConfig, architecture: str, varies: tuple[str, ...] = ("attention",)) -> list[str]:
+    """What a pattern changes besides the parts that may vary by layer (``varies``: the
+    attention window, a family's own per-layer positions), and more than one window size."""
     blockers = []
-    changes = {kind for i in range(config.n_layers) for kind in config.layer_changes(i)}
-    if changes - {"attention"}:
-        blockers.append(f"per-layer {', '.join(sorted(changes - {'attention'}))} ({architecture} has one design)")
+    changes = {kind for i in range(config.n_layers) for kind in config.layer_changes(i)} - set(varies)
+    if changes:
+        blockers.append(f"per-layer {', '.join(sorted(changes))} ({architecture} has one design)")
     for i in range(config.n_layers):
         options = config.layer(i).attention.options
         if {k: v for k, v in options.items() if k != "window"} != {
@@ -332,7 +266,15 @@ class Rotary:
         return {**hf, self.theta: base, **({self.pct: fraction} if self.partial else {}), "rope_parameters": params}
 
     def blockers(self, config: ModelConfig, arch: str) -> list[str]:
-        blockers = rotary_blockers(config, arch, interleaved=self.interleaved, scaling=self.scaled)
-        if config.position.name == "rotary" and not self.partial and turned(config) != config.head_dim:
+        """A rotary config's pair layout, scaling and share of each head, where ``arch`` has another."""
+        options, blockers = config.position.options, list[str]()
+        if config.position.name != "rotary":
+            return blockers
+        if bool(options.get("interleaved")) != self.interleaved:
+            pairs = "neighbouring pairs (2i, 2i+1)" if self.interleaved else "halves (i, i + r/2)"
+            blockers.append(f"interleaved={bool(options.get('interleaved'))} ({arch} turns {pairs})")
+        if options.get("scaling") and not self.scaled:
+            blockers.append(f"a rotary scaling ({arch}'s converter writes plain rotary)")
+        if not self.partial and turned(config) != config.head_dim:
             blockers.append(f"partial rotary ({arch} rotates the whole head)")
         return blockers
