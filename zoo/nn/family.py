@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import create_model
 
-from zoo.nn.converter import LAYER_KINDS, Converter, Count, HFFields, Layers, Rule, refuse
+from zoo.nn.converter import LAYER_KINDS, Converter, Count, HFFields, Layers, Rule, check_layer_types, refuse
 
 if TYPE_CHECKING:
     from zoo.nn.config import ModelConfig
@@ -188,8 +188,10 @@ def _put(fields: dict[str, Any], path: str, value: Any) -> None:
 
 
 def read_config(family: Family, model: type[HFFields], hf: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """Zoo config fields of ``config.json`` ``hf`` by ``family``'s table."""
+    """Zoo config fields of ``config.json`` ``hf`` by ``family``'s table (``layer_types``
+    checked before a hook reads it)."""
     model.read(hf, where)
+    check_layer_types(hf, where, family.layer_kinds)
     for name, value in hf.items():
         if name not in family.fields and name not in HARMLESS and value not in (None, False, [], {}):
             raise refuse(where, name, value, f"{family.architecture}'s converter does not read this setting")
@@ -336,7 +338,6 @@ def option_blockers(family: Family, config: ModelConfig, kind: str, spec: Mappin
 def converter(family: Family) -> Converter:
     """The ``Converter`` of ``family``: reading, writing, refusals and weights from its table."""
     model = _fields_model(family)
-    exports = bool(family.fields)
 
     class TableConverter(Converter):
         architecture = family.architecture
@@ -369,7 +370,6 @@ def converter(family: Family) -> Converter:
             return write_config(family, config)
 
     TableConverter.__name__ = TableConverter.__qualname__ = family.architecture.removesuffix("ForCausalLM")
-    del exports
     return TableConverter()
 
 

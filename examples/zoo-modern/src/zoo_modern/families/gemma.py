@@ -12,11 +12,13 @@ from typing import Any
 
 from zoo.plugin import Count, F, ModelConfig, Positive
 from zoo_modern.families.llama_kin import KINDS, LAYER_TYPES, VARIES, write_layer_types
-from zoo_modern.families.llama_like import GELU_TANH, GEMMA, IGNORED, QK_NORMS, head_dim, llama_read
+from zoo_modern.families.llama_like import GELU_TANH, GEMMA, QK_NORMS, head_dim, llama_read
 from zoo_modern.families.readers import (
+    IGNORED,
     Rotary,
     layer_windows,
     periodic,
+    qknorm,
     refuse_unless,
     rotary_base,
     window_blockers,
@@ -62,7 +64,6 @@ SANDWICH = {"attn_residual.norm.weight": None, "mlp_residual.norm.weight": None}
     "mlp_residual.norm_in.weight": "pre_feedforward_layernorm.weight",
     "mlp_residual.norm_out.weight": "post_feedforward_layernorm.weight",
 }
-QKNORM = {"name": "qknorm", "qkv_bias": False, "out_bias": False}
 
 # Gemma 2 extends Gemma: sandwich norms, scaled and soft-capped scores, local/global layers, capped logits.
 GEMMA2 = GEMMA.derive(
@@ -70,7 +71,7 @@ GEMMA2 = GEMMA.derive(
     model_type="gemma2",
     description="Gemma 2: Gemma's parts, sandwich norms, local/global layers, soft-capped scores and logits",
     fields={**CAPPED, "hidden_act": IGNORED},  # older files repeat hidden_activation there; transformers ignores it
-    zoo={"placement": "sandwich", "attention": {**QKNORM, "qk_norm": "none", "qk_norm_offset": False}},
+    zoo={"placement": "sandwich", "attention": qknorm("none", qk_norm_offset=False)},
     accepts={"attention": ()},
     layer=SANDWICH,
     engine_features=frozenset({"window", "softcap", "scale", "logit_softcap", "layer_pattern"}),
@@ -163,7 +164,7 @@ GEMMA3 = GEMMA2.derive(
         "max_position_embeddings": F("max_seq_len", 131072, Count),
         "_sliding_window_pattern": IGNORED,
     },  # saved beside layer_types
-    zoo={"attention": {**QKNORM, "qk_norm": "head", "qk_norm_offset": True}},
+    zoo={"attention": qknorm("head", qk_norm_offset=True)},
     layer=QK_NORMS,
     engine_features=frozenset({"window", "scale", "logit_softcap", "layer_pattern"}),
     fresh=("read", "write", "blockers"),

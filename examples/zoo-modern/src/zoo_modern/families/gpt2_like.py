@@ -15,6 +15,7 @@ from typing import Any
 from zoo.plugin import REQUIRED, Count, Epsilon, F, Fraction, ModelConfig, W, builtin_family, linear
 from zoo_modern.families.readers import (
     ACTIVATIONS,
+    IGNORED,
     layer_windows,
     per_head,
     refuse_unless,
@@ -35,7 +36,6 @@ GPT2_ONLY += ("pruned_heads", *(f"summary_{k}" for k in ("activation", "first_dr
 GPT2_ONLY += ("summary_use_proj",)
 NOT_GPT2: dict[str, Any] = dict.fromkeys(GPT2_ONLY)
 LINEAR = {"attn_residual.norm": "ln_1", "mlp_residual.norm": "ln_2", "mlp.up": "mlp.c_fc", "mlp.down": "mlp.c_proj"}
-IGNORED = F("", None)  # read by transformers, changes nothing the zoo computes
 
 
 def neo_windows(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from zoo_modern.families.llama_like import (
     COHERE,
     GRANITE,
     HEAD_DIM,
-    IGNORED,
     LLAMA,
     LLAMA_ROTARY,
     MISTRAL,
@@ -28,9 +27,11 @@ from zoo_modern.families.llama_like import (
     llama_read,
 )
 from zoo_modern.families.readers import (
+    IGNORED,
     Rotary,
     layer_windows,
     periodic,
+    qknorm,
     refuse_unless,
     window_blockers,
     window_per_layer,
@@ -191,7 +192,6 @@ def rotary_on_sliding(without_window: bool) -> Reader:
         every = hf.get("sliding_window_pattern", 4) if window is not None else 0
         refuse_unless(isinstance(every, int) and not isinstance(every, bool), where, "sliding_window_pattern", every, "give a whole number")  # fmt: skip
         types = hf.get("layer_types") or ["sliding_attention" if every and (i + 1) % every else "full_attention" for i in range(layers)]  # fmt: skip
-        refuse_unless(len(types) == layers and not set(types) - set(KINDS), where, "layer_types", types, f"give {layers} of 'sliding_attention'/'full_attention'")  # fmt: skip
         if window is None and without_window:
             return fields
         windows = layer_windows({"layer_types": types}, layers, fields["max_seq_len"], window)
@@ -242,7 +242,7 @@ EXAONE4 = OLMO2.derive(
     model_type="exaone4",
     description="EXAONE 4: OLMo 2's norms after each sub-layer, QK-norm per head, Cohere 2's windows (rotary on the sliding layers)",
     fields={**WINDOW_PATTERN, "head_dim": None, "attention_bias": None},
-    zoo={"attention": {"name": "qknorm", "qk_norm": "head", "qkv_bias": False, "out_bias": False}},
+    zoo={"attention": qknorm("head")},
     engine_features=frozenset({"window", "layer_pattern"}),
     read=(rotary_on_sliding(True),),
     write=(rotary_on_sliding_out,),
@@ -288,9 +288,7 @@ HUNYUAN = LLAMA.derive(
     model_type="hunyuan_v1_dense",
     description="HunYuan (dense): Llama's layout, QK-norm per head after the rotation, NTK-alpha rotary",
     fields={"mlp_bias": None, "eod_token_id": F("", None), "head_dim": HEAD_DIM},
-    zoo={
-        "attention": {"name": "qknorm", "qk_norm": "head", "qk_norm_after": True, "qkv_bias": False, "out_bias": False}
-    },
+    zoo={"attention": qknorm("head", qk_norm_after=True)},
     accepts={"attention": ()},
     layer={f"attn.{p}_norm.weight": f"self_attn.{n}_layernorm.weight" for p, n in (("q", "query"), ("k", "key"))},
     fresh=("read",),
@@ -326,7 +324,6 @@ def per_layer_rotary(hf: Mapping[str, Any], fields: dict[str, Any], where: str) 
     every 4 by default), each layer's rotary base from ``layer_rope_theta`` (0: no rotary)."""
     layers, base = fields["n_layers"], fields["position"]["base"]
     types = hf.get("layer_types") or ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(layers)]
-    refuse_unless(len(types) == layers and not set(types) - set(KINDS), where, "layer_types", types, f"give {layers} of 'sliding_attention'/'full_attention'")  # fmt: skip
     thetas = hf.get("layer_rope_theta") or [base] * layers
     good = len(thetas) == layers and all(isinstance(t, (int, float)) and not isinstance(t, bool) and (t == 0 or t > 1) for t in thetas)  # fmt: skip
     refuse_unless(good, where, "layer_rope_theta", thetas, f"give {layers} rotary bases > 1 (0: no rotary)")

@@ -14,9 +14,11 @@ from torch import Tensor
 from zoo.plugin import REQUIRED, Converter, Count, Epsilon, F, Family, Fraction, ModelConfig, Positive, Rule, W
 from zoo_modern.families.readers import (
     ACTIVATIONS,
+    IGNORED,
     ROPE_FIELDS,
     Rotary,
     layer_windows,
+    qknorm,
     qwen_windows,
     refuse_unless,
     window_blockers,
@@ -28,7 +30,6 @@ from zoo_modern.mlp import swiglu_hidden
 #: A reordering of a q or k projection's rows, given its number of heads.
 Reorder = Callable[[Tensor, int], Tensor]
 
-IGNORED = F("", None)
 ROPE = ROPE_FIELDS
 NO_BIAS = {"attention_bias": None, "mlp_bias": None}  # fields of Llama's config its relatives lack
 LLAMA_ROTARY = Rotary(scaled=True)
@@ -138,10 +139,6 @@ MISTRAL = LLAMA.derive(
 )
 
 
-def qwen_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
-    return qwen_windows(Converter(), hf, where, fields)
-
-
 def qwen_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
     windows = window_per_layer(config)
     sizes = {w for w in windows if w is not None}
@@ -161,7 +158,7 @@ QWEN2 = LLAMA.derive(
     fields={**NO_BIAS, **QWEN_WINDOWS, "head_dim": None, "max_position_embeddings": F("max_seq_len", 32768, Count)},
     zoo={"attention": {"name": "sdpa", "qkv_bias": True, "out_bias": False}},
     engine_features=frozenset({"window", "layer_pattern"}),
-    read=(qwen_read,),
+    read=(qwen_windows,),
     write=(qwen_write,),
     blockers=(window_blockers,),
 )
@@ -172,7 +169,7 @@ QWEN3 = QWEN2.derive(
     model_type="qwen3",
     description="Qwen3: Llama's layout plus QK-norm per head and an explicit head_dim",
     fields={"attention_bias": LLAMA.fields["attention_bias"], "head_dim": HEAD_DIM},
-    zoo={"attention": {"name": "qknorm", "qk_norm": "head", "qkv_bias": False, "out_bias": False}},
+    zoo={"attention": qknorm("head")},
     accepts={"attention": ()},
     layer=QK_NORMS,
     before=(head_dim(128),),
@@ -214,7 +211,7 @@ OLMO2 = LLAMA.derive(
     fields={"mlp_bias": None},
     zoo={
         "placement": "post_sublayer",
-        "attention": {"name": "qknorm", "qk_norm": "whole", "qkv_bias": False, "out_bias": False},
+        "attention": qknorm("whole"),
     },  # fmt: skip
     accepts={"attention": ()},
     layer={"attn_residual.norm.weight": "post_attention_layernorm.weight"}
@@ -275,7 +272,7 @@ GRANITE = LLAMA.derive(
     },
     zoo={
         "placement": {"name": "pre_scaled"},
-        "attention": {"name": "qknorm", "qk_norm": "none", "qkv_bias": False, "out_bias": False},
+        "attention": qknorm("none"),
     },  # fmt: skip
     accepts={"attention": (), "embedding_scale": ("*",), "logit_scale": ("*",)},
     engine_features=frozenset({"scale"}),

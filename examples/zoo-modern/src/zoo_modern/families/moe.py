@@ -22,7 +22,7 @@ from torch import Tensor
 
 from zoo.plugin import Experts, F, Family, Fraction, ModelConfig, Rule, W
 from zoo_modern.families.llama_like import LLAMA, MISTRAL, QK_NORMS, QWEN2, QWEN3, head_dim
-from zoo_modern.families.readers import refuse_unless
+from zoo_modern.families.readers import qknorm, refuse_unless
 from zoo_modern.mlp import swiglu_hidden
 from zoo_modern.moe import MoeOptions
 
@@ -188,7 +188,7 @@ OLMOE = routed(
     model_type="olmoe",
     description="OLMoE: Llama's layout, QK-norm over the whole q and k, top-k routed experts",
     fields={"mlp_bias": None, "clip_qkv": F.must(None, "clamping q, k and v is not modelled")},
-    zoo={"attention": {"name": "qknorm", "qk_norm": "whole", "qkv_bias": False, "out_bias": False}},
+    zoo={"attention": qknorm("whole")},
     accepts={"attention": ()},
     layer=QK_NORMS,
     read=(head_dim(None),),

@@ -17,9 +17,8 @@ import torch
 from torch import Tensor
 
 from zoo.plugin import REQUIRED, Converter, Count, Epsilon, F, Family, Fraction, ModelConfig, Rule, W, linear
-from zoo_modern.families.readers import ACTIVATIONS, ROPE_FIELDS, Rotary, per_head, refuse_unless, turned
+from zoo_modern.families.readers import ACTIVATIONS, IGNORED, ROPE_FIELDS, Rotary, per_head, refuse_unless, turned
 
-IGNORED = F("", None)
 ROPE = {k: ROPE_FIELDS[k] for k in ("rope_parameters", "rope_scaling")}
 SHARED_NORM = {"name": "parallel", "shared_norm": True}
 

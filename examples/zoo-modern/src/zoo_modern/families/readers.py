@@ -23,6 +23,14 @@ ROPE_FIELDS = {
     "rope_parameters": F("", None, RopeTable),
     "rope_scaling": F("", None, RopeTable),
 }
+IGNORED = F("", None)  # read by transformers, changes nothing the zoo computes
+
+
+def qknorm(qk_norm: str, **options: Any) -> dict[str, Any]:
+    """The ``qknorm`` attention with ``qk_norm`` (``none``: for its own head_dim alone), no biases."""
+    return {"name": "qknorm", "qk_norm": qk_norm, "qkv_bias": False, "out_bias": False, **options}
+
+
 # Hugging Face activation names with an exact zoo activation component.
 ACTIVATIONS = {
     "gelu": "gelu",
@@ -188,23 +196,16 @@ def window_blockers(config: ModelConfig, architecture: str, varies: tuple[str, .
     return blockers
 
 
-def qwen_windows(converter: Converter, hf: Mapping[str, Any], where: str, fields: dict[str, Any]) -> dict[str, Any]:
+def qwen_windows(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
     """``fields`` with Qwen's sliding windows: with ``use_sliding_window``, the layers that
     ``layer_types`` names sliding, else those from ``max_window_layers`` on (Qwen2, Qwen3)."""
     layers = fields["n_layers"]
     window = hf.get("sliding_window") if hf.get("use_sliding_window") else None
     if window is not None and not hf.get("layer_types"):
         first = hf.get("max_window_layers", 28)
-        if not isinstance(first, int) or isinstance(first, bool) or first < 0:
-            raise converter.refuse(where, "max_window_layers", first, "it must be a whole number >= 0")
+        good = isinstance(first, int) and not isinstance(first, bool) and first >= 0
+        refuse_unless(good, where, "max_window_layers", first, "it must be a whole number >= 0")
         hf = {**hf, "layer_types": ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]}
-    types = hf.get("layer_types")
-    if (
-        window is not None
-        and types is not None
-        and (len(types) != layers or set(types) - {"sliding_attention", "full_attention"})
-    ):
-        raise converter.refuse(where, "layer_types", types, f"give {layers} of 'sliding_attention'/'full_attention'")
     return with_windows(fields, layer_windows(hf, layers, fields["max_seq_len"], window))
 
 

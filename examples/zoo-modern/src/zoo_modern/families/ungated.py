@@ -15,7 +15,7 @@ from torch import Tensor
 from zoo.plugin import REQUIRED, Count, Epsilon, F, Fraction, ModelConfig, Positive, Rule, W
 from zoo_modern.families.llama_kin import NORM_WEIGHTS
 from zoo_modern.families.llama_like import LLAMA, QK_NORMS, llama_read, qk_reordered
-from zoo_modern.families.readers import Rotary, per_head
+from zoo_modern.families.readers import Rotary, per_head, qknorm
 
 
 def ungated(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
@@ -131,7 +131,7 @@ APERTUS = ARCEE.derive(
         "hidden_act": F("activation", "xielu", str, {"xielu": "xielu"}),
         "max_position_embeddings": F("max_seq_len", 65536, Count),
     },
-    zoo={"attention": {"name": "qknorm", "qk_norm": "head", "qkv_bias": False, "out_bias": False}},
+    zoo={"attention": qknorm("head")},
     accepts={"attention": ()},
     layer={
         "attn_residual.norm.weight": "attention_layernorm.weight",
