@@ -32,7 +32,7 @@ from typing import Any
 
 from zoo.plugin import REQUIRED, Count, Epsilon, F, Family, Fraction, ModelConfig, Positive, W
 from zoo_modern.families.llama_like import LLAMA, LLAMA_ROTARY, ROPE, llama_read, mlp_hidden
-from zoo_modern.families.readers import ACTIVATIONS, IGNORED, Rotary, periodic, qknorm, refuse_unless
+from zoo_modern.families.readers import ACTIVATIONS, IGNORED, SIZES, Rotary, periodic, qknorm, refuse_unless
 from zoo_modern.families.state_space import MAMBA2, mamba2_weights, unlimited
 
 LAYER_TYPES = ("conv", "full_attention")
@@ -140,10 +140,7 @@ LFM2 = Family(
     prefix="model.",
     embedding="embed_tokens.weight",
     fields={
-        "vocab_size": F("vocab_size", REQUIRED, Count),
-        "hidden_size": F("d_model", REQUIRED, Count),
-        "num_attention_heads": F("n_heads", REQUIRED, Count),
-        "num_hidden_layers": F("n_layers", REQUIRED, Count),
+        **SIZES,
         "intermediate_size": F("d_ff", REQUIRED, Count, out=mlp_hidden),
         "block_auto_adjust_ff_dim": F("", True, bool, out=lambda c: False),  # export writes the width itself
         "block_ffn_dim_multiplier": F("", None, Positive, out=lambda c: 1.0),

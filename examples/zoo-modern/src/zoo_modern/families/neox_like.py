@@ -16,8 +16,17 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.plugin import REQUIRED, Converter, Count, Epsilon, F, Family, Fraction, ModelConfig, Rule, W, linear
-from zoo_modern.families.readers import ACTIVATIONS, IGNORED, ROPE_FIELDS, Rotary, per_head, refuse_unless, turned
+from zoo.plugin import Converter, Count, Epsilon, F, Family, Fraction, ModelConfig, Rule, W, linear
+from zoo_modern.families.readers import (
+    ACTIVATIONS,
+    IGNORED,
+    ROPE_FIELDS,
+    SIZES,
+    Rotary,
+    per_head,
+    refuse_unless,
+    turned,
+)
 
 ROPE = {k: ROPE_FIELDS[k] for k in ("rope_parameters", "rope_scaling")}
 SHARED_NORM = {"name": "parallel", "shared_norm": True}
@@ -46,11 +55,7 @@ NEOX = Family(
     head="embed_out.weight",
     top_level=("embed_out.weight",),
     fields={
-        "vocab_size": F("vocab_size", REQUIRED, Count),
-        "hidden_size": F("d_model", REQUIRED, Count),
-        "num_attention_heads": F("n_heads", REQUIRED, Count),
-        "num_hidden_layers": F("n_layers", REQUIRED, Count),
-        "intermediate_size": F("d_ff", REQUIRED, Count),
+        **SIZES,
         "hidden_act": F("activation", "gelu", str, ACTIVATIONS),
         "max_position_embeddings": F("max_seq_len", 2048, Count),
         "layer_norm_eps": F("norm_eps", 1e-5, Epsilon),

@@ -11,7 +11,7 @@ from typing import Any
 
 from torch import Tensor
 
-from zoo.plugin import Converter, F, Fraction, InteropError, ModelConfig, Positive, RopeTable, Rule
+from zoo.plugin import REQUIRED, Converter, Count, F, Fraction, InteropError, ModelConfig, Positive, RopeTable, Rule
 from zoo_modern.positions import rotary_dims
 
 DEFAULT_ROPE = ("default", None)
@@ -24,6 +24,14 @@ ROPE_FIELDS = {
     "rope_scaling": F("", None, RopeTable),
 }
 IGNORED = F("", None)  # read by transformers, changes nothing the zoo computes
+#: The sizes a Llama- or NeoX-style config.json must give, under transformers' names.
+SIZES = {
+    "vocab_size": F("vocab_size", REQUIRED, Count),
+    "hidden_size": F("d_model", REQUIRED, Count),
+    "num_attention_heads": F("n_heads", REQUIRED, Count),
+    "num_hidden_layers": F("n_layers", REQUIRED, Count),
+    "intermediate_size": F("d_ff", REQUIRED, Count),
+}
 
 
 def qknorm(qk_norm: str, **options: Any) -> dict[str, Any]:
