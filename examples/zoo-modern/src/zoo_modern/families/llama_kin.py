@@ -29,6 +29,7 @@ from zoo_modern.families.llama_like import (
 from zoo_modern.families.readers import (
     IGNORED,
     Rotary,
+    layer_positions,
     layer_windows,
     periodic,
     qknorm,
@@ -210,15 +211,11 @@ def rotary_on_sliding_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, 
 
 
 def rotary_on_sliding_blockers(config: ModelConfig, arch: str) -> list[str]:
-    blockers = window_blockers(config, arch, VARIES)
+    blockers = window_blockers(config, arch, VARIES) + layer_positions(config, arch)
     windows, sizes = window_per_layer(config), {w for w in window_per_layer(config) if w is not None}
     for i in range(config.n_layers):
         turns = config.layer(i).position.name != "none"
-        if config.layer(i).position.name not in ("rotary", "none") or (
-            turns and config.layer(i).position != config.position
-        ):
-            blockers.append(f"layer {i}'s position ({arch} turns its sliding layers by one rotary, its full ones not)")
-        elif turns != (windows[i] is not None) and sizes:
+        if turns != (windows[i] is not None) and sizes:
             blockers.append(f"layer {i} has {'rotary' if turns else 'a window'} alone ({arch} has both or neither)")
     return blockers
 
@@ -351,13 +348,7 @@ def per_layer_rotary_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, A
 
 
 def per_layer_rotary_blockers(config: ModelConfig, arch: str) -> list[str]:
-    blockers = window_blockers(config, arch, VARIES)
-    rest = {k: v for k, v in config.position.options.items() if k != "base"}
-    for i in range(config.n_layers):
-        p = config.layer(i).position
-        if p.name not in ("rotary", "none") or (p.name == "rotary" and {k: v for k, v in p.options.items() if k != "base"} != rest):  # fmt: skip
-            blockers.append(f"layer {i}'s position ({arch} has a rotary base per layer, or none)")
-    return blockers
+    return window_blockers(config, arch, VARIES) + layer_positions(config, arch, bases=True)
 
 
 # Granite SWA extends Granite: a learned sink per head, windows on 3 layers of 4, a rotary base per layer (0: none).
@@ -408,10 +399,7 @@ def nope_layers_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
 
 
 def nope_blockers(config: ModelConfig, arch: str) -> list[str]:
-    positions = [config.layer(i).position for i in range(config.n_layers)]
-    if any(p.name not in ("rotary", "none") or (p.name == "rotary" and p != config.position) for p in positions):
-        return [*window_blockers(config, arch, VARIES), f"layer positions other than the rotary or none ({arch})"]
-    return window_blockers(config, arch, VARIES)
+    return window_blockers(config, arch, VARIES) + layer_positions(config, arch)
 
 
 # SmolLM3 extends Llama: no rotary (NoPE) every 4th layer, optional windows, a tied head.

@@ -204,6 +204,21 @@ def window_blockers(config: ModelConfig, architecture: str, varies: tuple[str, .
     return blockers
 
 
+def layer_positions(config: ModelConfig, arch: str, bases: bool = False) -> list[str]:
+    """The layers whose position is neither none nor the model's rotary (``bases``: a rotary
+    that differs from the model's in its base alone is the layer's own)."""
+    model, own = config.position, "rotary, of a base per layer," if bases else "rotary"
+
+    def rest(options: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in options.items() if not (bases and k == "base")}
+
+    return [
+        f"layer {i}'s position {p.name!r} ({arch} has the model's {own} or none)"
+        for i, p in enumerate(config.layer(i).position for i in range(config.n_layers))
+        if p.name != "none" and ({p.name, model.name} != {"rotary"} or rest(p.options) != rest(model.options))
+    ]
+
+
 def qwen_windows(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
     """``fields`` with Qwen's sliding windows: with ``use_sliding_window``, the layers that
     ``layer_types`` names sliding, else those from ``max_window_layers`` on (Qwen2, Qwen3)."""
