@@ -17,7 +17,7 @@ one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.
 
 from __future__ import annotations
 
-from zoo.plugin import Converter, converter
+from zoo.plugin import Converter, Family, converter
 from zoo_modern.families import (
     deepseek,
     gemma,
@@ -31,47 +31,21 @@ from zoo_modern.families import (
     ungated,
 )
 
-FAMILIES = (
+FAMILIES: tuple[Family, ...] = (
     *llama_like.FAMILIES,
     *llama_kin.FAMILIES,
     *ungated.FAMILIES,
     *moe.FAMILIES,
     *deepseek.FAMILIES,
-    *gpt2_like.FAMILIES,
-    *neox_like.FAMILIES,
-    *hybrids.FAMILIES,
-    *state_space.FAMILIES,
-    *gemma.FAMILIES,
 )
+FAMILIES += (*gpt2_like.FAMILIES, *neox_like.FAMILIES, *hybrids.FAMILIES, *state_space.FAMILIES, *gemma.FAMILIES)
 CONVERTERS: tuple[Converter, ...] = tuple(converter(family) for family in FAMILIES)
 #: The presets zoo-modern ships (``presets/<name>.toml``): its own designs and released checkpoints.
-PRESETS = (
-    "gpt2-small-modern",
-    "llama-style-small",
-    "pythia-160m",
-    "pythia-410m",
-    "gpt-j-6b",
-    "phi-2",
-    "stablelm-2-1.6b",
-    "opt-125m",
-    "santacoder",
-    "bloom-560m",
-    "falcon-7b",
-    "mpt-7b",
-    "llama-3.2-1b",
-    "qwen3-0.6b",
-    "gemma-2b",
-    "olmo-2-1b",
-    "phi-3-mini",
-    "granite-3-2b",
-    "command-r",
-    "starcoder2-3b",
-    "gemma-2-2b",
-    "gemma-3-1b",
-    "gpt-neo-125m",
-    "smollm3-3b",
-    "mixtral-8x7b",
-    "qwen1.5-moe-a2.7b",
-    "qwen3-30b-a3b",
-    "olmoe-1b-7b",
+PRESETS = tuple(
+    (
+        "gpt2-small-modern llama-style-small pythia-160m pythia-410m gpt-j-6b phi-2 stablelm-2-1.6b opt-125m "
+        "santacoder bloom-560m falcon-7b mpt-7b llama-3.2-1b qwen3-0.6b gemma-2b olmo-2-1b phi-3-mini granite-3-2b "
+        "command-r starcoder2-3b gemma-2-2b gemma-3-1b gpt-neo-125m smollm3-3b mixtral-8x7b qwen1.5-moe-a2.7b "
+        "qwen3-30b-a3b olmoe-1b-7b"
+    ).split()
 )

@@ -26,14 +26,8 @@ from zoo_modern.families.readers import (
 
 GPT2 = builtin_family("hf_gpt2.GPT2")
 #: GPT-2's fields the relatives below do not have.
-GPT2_ONLY: tuple[str, ...] = (
-    "n_ctx",
-    "reorder_and_upcast_attn",
-    "scale_attn_by_inverse_layer_idx",
-    "is_encoder_decoder",
-)
-GPT2_ONLY += ("pruned_heads", *(f"summary_{k}" for k in ("activation", "first_dropout", "proj_to_labels", "type")))
-GPT2_ONLY += ("summary_use_proj",)
+GPT2_ONLY = "n_ctx reorder_and_upcast_attn scale_attn_by_inverse_layer_idx is_encoder_decoder pruned_heads".split()
+GPT2_ONLY += [f"summary_{k}" for k in ("activation", "first_dropout", "proj_to_labels", "type", "use_proj")]
 NOT_GPT2: dict[str, Any] = dict.fromkeys(GPT2_ONLY)
 LINEAR = {"attn_residual.norm": "ln_1", "mlp_residual.norm": "ln_2", "mlp.up": "mlp.c_fc", "mlp.down": "mlp.c_proj"}
 

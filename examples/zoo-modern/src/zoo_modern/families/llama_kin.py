@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from zoo.plugin import Converter, Count, F, Fraction, ModelConfig, Positive, W
+from zoo.plugin import Converter, Count, F, Family, Fraction, ModelConfig, Positive, W
 from zoo_modern.families.llama_like import (
     COHERE,
     GRANITE,
@@ -419,19 +419,5 @@ SMOLLM3 = LLAMA.derive(
     blockers=(nope_blockers,),
 )
 
-FAMILIES = (
-    MINISTRAL,
-    SEED_OSS,
-    HELIUM,
-    ERNIE4_5,
-    GLM,
-    GLM4,
-    OLMO3,
-    COHERE2,
-    EXAONE4,
-    OLMO,
-    HUNYUAN,
-    HYPERCLOVAX,
-    GRANITE_SWA,
-    SMOLLM3,
-)
+FAMILIES: tuple[Family, ...] = (MINISTRAL, SEED_OSS, HELIUM, ERNIE4_5, GLM, GLM4, OLMO3, COHERE2)
+FAMILIES += (EXAONE4, OLMO, HUNYUAN, HYPERCLOVAX, GRANITE_SWA, SMOLLM3)

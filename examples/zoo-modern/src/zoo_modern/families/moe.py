@@ -28,15 +28,10 @@ from zoo_modern.moe import MoeOptions
 
 EXPERTS = ("num_local_experts", "num_experts", "num_experts_per_tok")  # bounded before a rule per expert
 EVERY_LAYER = "every layer must route (a zoo config has one MLP for all layers)"
-ROUTING: tuple[str, ...] = (
-    "num_local_experts",
-    "num_experts",
-    "num_experts_per_tok",
-    "moe_intermediate_size",
-    "norm_topk_prob",
-)
-ROUTING += ("shared_expert_intermediate_size", "decoder_sparse_step", "mlp_only_layers", "router_aux_loss_coef")
-ROUTING += ("output_router_logits",)
+ROUTING = (
+    "num_local_experts num_experts num_experts_per_tok moe_intermediate_size norm_topk_prob output_router_logits "
+    "shared_expert_intermediate_size decoder_sparse_step mlp_only_layers router_aux_loss_coef"
+).split()
 
 
 def options(config: ModelConfig) -> MoeOptions:
