@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from zoo.plugin import Count, F, ModelConfig, Positive
+from zoo.plugin import Count, F, Fraction, ModelConfig, Positive
 from zoo_modern.families.llama_kin import KINDS, LAYER_TYPES, VARIES, write_layer_types
 from zoo_modern.families.llama_like import GELU_TANH, GEMMA, QK_NORMS, head_dim, llama_read
 from zoo_modern.families.readers import (
@@ -96,13 +96,8 @@ def local_rotary(hf: Mapping[str, Any], where: str) -> tuple[float, float]:
     bases = {}
     for kind, table in tables.items():
         rope_type = table.get("rope_type", table.get("type", "default"))
-        refuse_unless(
-            rope_type == "default",
-            where,
-            f"rope_parameters.{kind}.rope_type",
-            rope_type,
-            "scaled rotary is not modelled",
-        )
+        why = "scaled rotary is not modelled"
+        refuse_unless(rope_type == "default", where, f"rope_parameters.{kind}.rope_type", rope_type, why)
         base = bases[kind] = table.get("rope_theta", 1e6 if kind == "full_attention" else 1e4)
         good = isinstance(base, (int, float)) and not isinstance(base, bool) and base > 1
         refuse_unless(good, where, f"rope_parameters.{kind}.rope_theta", base, "it must be a number > 1")
@@ -112,14 +107,6 @@ def local_rotary(hf: Mapping[str, Any], where: str) -> tuple[float, float]:
 def gemma3_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
     """Gemma 2's scores (never capped), windows and their own rotary base on the sliding
     layers (5 of every ``sliding_window_pattern`` = 6 by default)."""
-    why = "Gemma 3 rotates the whole head"
-    refuse_unless(
-        hf.get("partial_rotary_factor") in (None, 1.0),
-        where,
-        "partial_rotary_factor",
-        hf.get("partial_rotary_factor"),
-        why,
-    )
     base, local = local_rotary(hf, where)
     layers, every = fields["n_layers"], int(hf.get("sliding_window_pattern") or 6)
     types = hf.get("layer_types") or [
@@ -160,6 +147,7 @@ GEMMA3 = GEMMA2.derive(
     model_type="gemma3_text",
     description="Gemma 3 (text): Gemma 2's layout, QK-norm, 5 local : 1 global layers, a local rotary base",
     fields={"rope_local_base_freq": F("", None, Positive), "sliding_window_pattern": F("", None, Count)}
+    | {"partial_rotary_factor": F.must(1.0, "Gemma 3 rotates the whole head", Fraction)}
     | {
         "max_position_embeddings": F("max_seq_len", 131072, Count),
         "_sliding_window_pattern": IGNORED,

@@ -73,13 +73,8 @@ def lfm2_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict
     why = f"the zoo's head_dim is hidden_size / num_attention_heads = {d // heads}"
     refuse_unless(hf.get("head_dim") in (None, d // heads), where, "head_dim", hf.get("head_dim"), why)
     kernel = hf.get("conv_L_cache", 3)
-    refuse_unless(
-        type(kernel) is int and kernel >= 2,
-        where,
-        "conv_L_cache",
-        kernel,
-        "a short convolution reads 2 positions or more",
-    )
+    why = "a short convolution reads 2 positions or more"
+    refuse_unless(type(kernel) is int and kernel >= 2, where, "conv_L_cache", kernel, why)
     conv = {"attention": {"name": "short_conv", "kernel_size": kernel, "conv_bias": bool(hf.get("conv_bias"))}}
     kinds = layer_types(hf, fields["n_layers"], where)
     pattern = periodic([conv if kind == "conv" else {} for kind in kinds])

@@ -373,13 +373,8 @@ def nope_layers(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> di
     the layers ``layer_types`` names sliding (by default the ones without rotary)."""
     layers, every = fields["n_layers"], int(hf.get("no_rope_layer_interval") or 4)
     rope = hf.get("no_rope_layers") or [int((i + 1) % every != 0) for i in range(layers)]
-    refuse_unless(
-        len(rope) == layers and not set(rope) - {0, 1},
-        where,
-        "no_rope_layers",
-        rope,
-        f"give {layers} of 1 (rotary) or 0 (none)",
-    )
+    why = f"give {layers} of 1 (rotary) or 0 (none)"
+    refuse_unless(len(rope) == layers and not set(rope) - {0, 1}, where, "no_rope_layers", rope, why)
     window = hf.get("sliding_window") if hf.get("use_sliding_window") else None
     types = hf.get("layer_types") or [
         "sliding_attention" if window is not None and not r else "full_attention" for r in rope
