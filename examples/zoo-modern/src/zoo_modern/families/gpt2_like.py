@@ -16,6 +16,7 @@ from zoo.plugin import REQUIRED, Count, Epsilon, F, Fraction, ModelConfig, W, bu
 from zoo_modern.families.readers import (
     ACTIVATIONS,
     IGNORED,
+    fused_per_head,
     layer_windows,
     per_head,
     refuse_unless,
@@ -234,10 +235,7 @@ BLOOM = GPT2.derive(
     zoo={"embedding_norm": True, "activation": "gelu_tanh", "position": {"name": "alibi", "max_bias": 8.0}},
     layer={
         **linear({"attn_residual.norm": "input_layernorm", "attn.out": "self_attention.dense"}),
-        **{
-            f"attn.qkv.{p}": W(f"self_attention.query_key_value.{p}", make=lambda z, n, c: per_head(z, n[0], c.n_heads))
-            for p in ("weight", "bias")
-        },  # fmt: skip
+        **fused_per_head("self_attention.query_key_value"),
         **linear({"mlp_residual.norm": "post_attention_layernorm"}),
         **linear({"mlp.up": "mlp.dense_h_to_4h", "mlp.down": "mlp.dense_4h_to_h"}),
     },

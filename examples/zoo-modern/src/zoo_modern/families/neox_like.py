@@ -23,7 +23,7 @@ from zoo_modern.families.readers import (
     ROPE_FIELDS,
     SIZES,
     Rotary,
-    per_head,
+    fused_per_head,
     refuse_unless,
     turned,
 )
@@ -74,10 +74,7 @@ NEOX = Family(
     accepts={"attention": ("eager",)},
     layer={
         **linear({"attn_residual.norm": "input_layernorm", "attn.out": "attention.dense"}),
-        **{
-            f"attn.qkv.{p}": W(f"attention.query_key_value.{p}", make=lambda z, n, c: per_head(z, n[0], c.n_heads))
-            for p in ("weight", "bias")
-        },  # fmt: skip
+        **fused_per_head("attention.query_key_value"),
         **linear({"mlp_residual.norm": "post_attention_layernorm"}),
         **linear({"mlp.up": "mlp.dense_h_to_4h", "mlp.down": "mlp.dense_4h_to_h"}),
     },

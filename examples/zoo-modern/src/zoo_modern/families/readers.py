@@ -11,7 +11,7 @@ from typing import Any
 
 from torch import Tensor
 
-from zoo.plugin import REQUIRED, Converter, Count, F, Fraction, InteropError, ModelConfig, Positive, RopeTable, Rule
+from zoo.plugin import REQUIRED, Converter, Count, F, Fraction, InteropError, ModelConfig, Positive, RopeTable, Rule, W
 from zoo_modern.positions import rotary_dims
 
 DEFAULT_ROPE = ("default", None)
@@ -244,6 +244,15 @@ def zoo_to_per_head(t: Tensor, heads: int) -> Tensor:
 
 def per_head(zoo: str, hf: str, heads: int) -> Rule:
     return Rule(zoo, (hf,), lambda ts: per_head_to_zoo(ts[0], heads), lambda t: [zoo_to_per_head(t, heads)])
+
+
+def fused_per_head(hf: str) -> dict[str, W]:
+    """The zoo's ``attn.qkv`` weight and bias from ``hf`` (``weight``/``bias``) fused per head."""
+
+    def make(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Rule:
+        return per_head(zoo, names[0], config.n_heads)
+
+    return {f"attn.qkv.{p}": W(f"{hf}.{p}", make=make) for p in ("weight", "bias")}
 
 
 def refuse_unless(ok: bool, where: str, setting: str, value: Any, why: str) -> None:
