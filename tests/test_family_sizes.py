@@ -19,14 +19,16 @@ CODE = (
     ROOT / "zoo/nn/converter.py",
     ROOT / "plugins/hf_gpt2.py",
 )
-LIMIT = 76  # lines per architecture
+LIMIT = 73  # lines per architecture (4,286 over 59 when set; issue 40 asks for 60)
 
 
-def test_the_converter_code_is_at_most_76_lines_per_architecture() -> None:
+def test_the_converter_code_is_at_most_73_lines_per_architecture() -> None:
     from zoo_modern.families import FAMILIES
 
     lines = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in CODE)
     architectures = {family.architecture for family in FAMILIES} | {builtin_family("hf_gpt2.GPT2").architecture}
     assert len(architectures) >= 59 and lines > 1000  # the walk found the tables and the code
     per = lines / len(architectures)
-    assert per <= LIMIT, f"{lines} lines over {len(architectures)} architectures = {per:.1f} per architecture (at most {LIMIT})"
+    assert per <= LIMIT, (
+        f"{lines} lines over {len(architectures)} architectures = {per:.1f} per architecture (at most {LIMIT})"
+    )
