@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from zoo.plugin import REQUIRED, Count, Experts, F, ModelConfig, Positive, Rule, W
-from zoo_modern.families.llama_like import IGNORED, LLAMA
+from zoo_modern.families.llama_like import LLAMA
 from zoo_modern.families.moe import stacked_experts
-from zoo_modern.families.readers import periodic, refuse_unless, rope, rotary_base
+from zoo_modern.families.readers import IGNORED, periodic, refuse_unless, rope, rotary_base
 from zoo_modern.moe import MoeOptions
 
 

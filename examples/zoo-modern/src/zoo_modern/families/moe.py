@@ -22,21 +22,16 @@ from torch import Tensor
 
 from zoo.plugin import Experts, F, Family, Fraction, ModelConfig, Rule, W
 from zoo_modern.families.llama_like import LLAMA, MISTRAL, QK_NORMS, QWEN2, QWEN3, head_dim
-from zoo_modern.families.readers import refuse_unless
+from zoo_modern.families.readers import qknorm, refuse_unless
 from zoo_modern.mlp import swiglu_hidden
 from zoo_modern.moe import MoeOptions
 
 EXPERTS = ("num_local_experts", "num_experts", "num_experts_per_tok")  # bounded before a rule per expert
 EVERY_LAYER = "every layer must route (a zoo config has one MLP for all layers)"
-ROUTING: tuple[str, ...] = (
-    "num_local_experts",
-    "num_experts",
-    "num_experts_per_tok",
-    "moe_intermediate_size",
-    "norm_topk_prob",
-)
-ROUTING += ("shared_expert_intermediate_size", "decoder_sparse_step", "mlp_only_layers", "router_aux_loss_coef")
-ROUTING += ("output_router_logits",)
+ROUTING = (
+    "num_local_experts num_experts num_experts_per_tok moe_intermediate_size norm_topk_prob output_router_logits "
+    "shared_expert_intermediate_size decoder_sparse_step mlp_only_layers router_aux_loss_coef"
+).split()
 
 
 def options(config: ModelConfig) -> MoeOptions:
@@ -188,7 +183,7 @@ OLMOE = routed(
     model_type="olmoe",
     description="OLMoE: Llama's layout, QK-norm over the whole q and k, top-k routed experts",
     fields={"mlp_bias": None, "clip_qkv": F.must(None, "clamping q, k and v is not modelled")},
-    zoo={"attention": {"name": "qknorm", "qk_norm": "whole", "qkv_bias": False, "out_bias": False}},
+    zoo={"attention": qknorm("whole")},
     accepts={"attention": ()},
     layer=QK_NORMS,
     read=(head_dim(None),),
