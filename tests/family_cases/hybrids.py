@@ -209,3 +209,85 @@ CASES.append(
         },
     )
 )
+QWEN3_NEXT = {
+    "hidden_size": 32,
+    "intermediate_size": 40,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4,
+    "linear_key_head_dim": 8,
+    "linear_value_head_dim": 6,
+    "moe_intermediate_size": 16,
+    "shared_expert_intermediate_size": 24,
+    "num_experts": 4,
+    "num_experts_per_tok": 2,
+}
+CASES += [
+    # DeltaNet, DeltaNet, DeltaNet, attention (full_attention_interval's default of 4); rotary on a quarter of 16
+    Family(
+        "qwen3-next", "qwen3_next", "Qwen3NextConfig", "Qwen3NextForCausalLM", {**QWEN3_NEXT, "num_hidden_layers": 4}
+    ),
+    # attention first by layer_types, equal key and value heads, a kernel of 3, half the head rotated, unnormalised
+    Family(
+        "qwen3-next-layer-types",
+        "qwen3_next",
+        "Qwen3NextConfig",
+        "Qwen3NextForCausalLM",
+        {
+            **QWEN3_NEXT,
+            "num_hidden_layers": 3,
+            "layer_types": ["full_attention", "linear_attention", "linear_attention"],
+            "linear_num_value_heads": 2,
+            "linear_conv_kernel_dim": 3,
+            "partial_rotary_factor": 0.5,
+            "norm_topk_prob": False,
+        },
+    ),
+]
+CASES += [
+    # Qwen3.5: Qwen3-Next's layers with a dense SwiGLU MLP, its mixer's projections apart; rotary by rope_parameters
+    Family(
+        "qwen3.5",
+        "qwen3_5_text",
+        "Qwen3_5TextConfig",
+        "Qwen3_5ForCausalLM",
+        {
+            **{k: v for k, v in QWEN3_NEXT.items() if "expert" not in k and "moe" not in k},
+            "num_hidden_layers": 4,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1000.0, "partial_rotary_factor": 0.5},
+        },
+    ),
+]
+
+OLMO_HYBRID = {"hidden_size": 32, "intermediate_size": 40, "num_attention_heads": 4, "num_key_value_heads": 2}
+CASES += [
+    # DeltaNet (pre-norm) x3, attention (OLMo 2's post-norm) by the default pattern; key heads of 0.75 * 32 / 4 = 6,
+    # value heads of 12, beta in [0, 2], rotary
+    Family(
+        "olmo-hybrid",
+        "olmo_hybrid",
+        "OlmoHybridConfig",
+        "OlmoHybridForCausalLM",
+        {**OLMO_HYBRID, "num_hidden_layers": 4},
+    ),
+    # as released: no positions, beta in [0, 1], attention first, sizes given
+    Family(
+        "olmo-hybrid-nope",
+        "olmo_hybrid",
+        "OlmoHybridConfig",
+        "OlmoHybridForCausalLM",
+        {
+            **OLMO_HYBRID,
+            "num_hidden_layers": 3,
+            "layer_types": ["full_attention", "linear_attention", "linear_attention"],
+            "rope_parameters": {"rope_type": "default", "rope_theta": None},
+            "linear_allow_neg_eigval": False,
+            "linear_num_key_heads": 2,
+            "linear_key_head_dim": 8,
+            "linear_value_head_dim": 8,
+            "linear_conv_kernel_dim": 3,
+        },
+    ),
+]

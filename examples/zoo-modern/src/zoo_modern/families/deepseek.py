@@ -41,7 +41,6 @@ from zoo_modern.families.llama_kin import (
 )
 from zoo_modern.families.llama_like import (
     HEAD_DIM,
-    IGNORED,
     LLAMA,
     LLAMA_ROTARY,
     QK_NORMS,
@@ -50,7 +49,7 @@ from zoo_modern.families.llama_like import (
     llama_read,
 )
 from zoo_modern.families.moe import also_at, dense, routes, stacked_experts, unlike
-from zoo_modern.families.readers import Rotary, refuse_unless, rope, rotary_base, with_layer_changes
+from zoo_modern.families.readers import IGNORED, Rotary, refuse_unless, rope, rotary_base, with_layer_changes
 from zoo_modern.moe import MoeOptions
 
 

@@ -28,7 +28,6 @@ from zoo.plugin import MAX_EXPERTS, Count, Epsilon, Experts, F, ModelConfig, Rul
 from zoo_modern.families.deepseek import dense_layers, has_score_bias
 from zoo_modern.families.hybrids import (
     BAMBA,
-    IGNORED,
     LFM2,
     bamba_write,
     lfm2_blockers,
@@ -48,7 +47,7 @@ from zoo_modern.families.moe import (
     stacked_experts,
     unlike,
 )
-from zoo_modern.families.readers import refuse_unless, with_layer_changes
+from zoo_modern.families.readers import IGNORED, refuse_unless, with_layer_changes
 
 GRANITE_HYBRID_KINDS = ("linear_attention", "full_attention")
 SomeExperts = Annotated[int, Field(ge=0, le=MAX_EXPERTS)]  # 0: the shared MLP alone

@@ -31,18 +31,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.plugin import REQUIRED, Count, Epsilon, F, Family, Fraction, ModelConfig, Positive, W
-from zoo_modern.families.llama_like import (
-    LLAMA,
-    LLAMA_ROTARY,
-    ROPE,
-    llama_read,
-    mlp_hidden,
-)
-from zoo_modern.families.readers import ACTIVATIONS, Rotary, periodic, refuse_unless
+from zoo_modern.families.llama_like import LLAMA, LLAMA_ROTARY, ROPE, llama_read, mlp_hidden
+from zoo_modern.families.readers import ACTIVATIONS, IGNORED, SIZES, Rotary, periodic, qknorm, refuse_unless
 from zoo_modern.families.state_space import MAMBA2, mamba2_weights, unlimited
 
 LAYER_TYPES = ("conv", "full_attention")
-IGNORED = F("", None)
 #: Fields of the released checkpoints' config.json that transformers' LFM2 never reads
 #: (its sizes come from hidden_size, norm_eps and rope_parameters; its MLP is always SwiGLU).
 UNREAD = (
@@ -71,8 +64,6 @@ def layer_types(hf: Mapping[str, Any], layers: int, where: str) -> list[str]:
         attends = hf.get("full_attn_idxs")
         attends = range(layers) if attends is None else attends
         types = ["full_attention" if i in attends else "conv" for i in range(layers)]
-    ok = isinstance(types, list) and len(types) == layers and set(types) <= set(LAYER_TYPES)
-    refuse_unless(ok, where, "layer_types", types, f"give {layers} of 'conv'/'full_attention'")
     return list(types)
 
 
@@ -82,13 +73,8 @@ def lfm2_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict
     why = f"the zoo's head_dim is hidden_size / num_attention_heads = {d // heads}"
     refuse_unless(hf.get("head_dim") in (None, d // heads), where, "head_dim", hf.get("head_dim"), why)
     kernel = hf.get("conv_L_cache", 3)
-    refuse_unless(
-        type(kernel) is int and kernel >= 2,
-        where,
-        "conv_L_cache",
-        kernel,
-        "a short convolution reads 2 positions or more",
-    )
+    why = "a short convolution reads 2 positions or more"
+    refuse_unless(type(kernel) is int and kernel >= 2, where, "conv_L_cache", kernel, why)
     conv = {"attention": {"name": "short_conv", "kernel_size": kernel, "conv_bias": bool(hf.get("conv_bias"))}}
     kinds = layer_types(hf, fields["n_layers"], where)
     pattern = periodic([conv if kind == "conv" else {} for kind in kinds])
@@ -149,10 +135,7 @@ LFM2 = Family(
     prefix="model.",
     embedding="embed_tokens.weight",
     fields={
-        "vocab_size": F("vocab_size", REQUIRED, Count),
-        "hidden_size": F("d_model", REQUIRED, Count),
-        "num_attention_heads": F("n_heads", REQUIRED, Count),
-        "num_hidden_layers": F("n_layers", REQUIRED, Count),
+        **SIZES,
         "intermediate_size": F("d_ff", REQUIRED, Count, out=mlp_hidden),
         "block_auto_adjust_ff_dim": F("", True, bool, out=lambda c: False),  # export writes the width itself
         "block_ffn_dim_multiplier": F("", None, Positive, out=lambda c: 1.0),
@@ -173,7 +156,7 @@ LFM2 = Family(
         "tie_embedding": F("", None, bool),  # and of tie_word_embeddings
         **{name: IGNORED for name in UNREAD},
     },
-    zoo={"bias": False, "attention": {"name": "qknorm", "qk_norm": "head", "qkv_bias": False, "out_bias": False}}
+    zoo={"bias": False, "attention": qknorm("head")}
     | {"norm": "rmsnorm", "placement": "pre", "position": "rotary", "mlp": {"name": "swiglu"}, "init": "gpt2"},
     layer={
         "attn_residual.norm.weight": "operator_norm.weight",
@@ -453,7 +436,7 @@ NEMOTRON_H = MAMBA2.derive(
         "num_logits_to_keep": IGNORED,
         "max_position_embeddings": F("max_seq_len", 4096, Count),
     },
-    zoo={"attention": {"name": "qknorm", "qk_norm": "none", "qkv_bias": False, "out_bias": False}},
+    zoo={"attention": qknorm("none")},
     layer={
         **{name: None for name in MAMBA2.layer if name.startswith("attn.")},
         "attn.qkv.weight": W("mixer.{}_proj.weight", "concat", "qkv", when=attends_only),

@@ -36,7 +36,6 @@ from zoo_modern.families.llama_kin import ERNIE4_5, HUNYUAN
 from zoo_modern.families.llama_like import (
     GRANITE,
     HEAD_DIM,
-    IGNORED,
     LLAMA,
     MISTRAL,
     OLMO2,
@@ -47,22 +46,17 @@ from zoo_modern.families.llama_like import (
     head_dim,
     llama_read,
 )
-from zoo_modern.families.readers import Rotary, periodic, refuse_unless
+from zoo_modern.families.readers import IGNORED, Rotary, periodic, qknorm, refuse_unless
 from zoo_modern.mlp import swiglu_hidden
 from zoo_modern.moe import MoeOptions
 
 Maker = Callable[[str, tuple[str, ...], ModelConfig], Rule]
 EXPERTS = ("num_local_experts", "num_experts", "num_experts_per_tok")  # bounded before a rule per expert
 EVERY_LAYER = "every layer must route (a zoo config has one MLP for all layers)"
-ROUTING: tuple[str, ...] = (
-    "num_local_experts",
-    "num_experts",
-    "num_experts_per_tok",
-    "moe_intermediate_size",
-    "norm_topk_prob",
-)
-ROUTING += ("shared_expert_intermediate_size", "decoder_sparse_step", "mlp_only_layers", "router_aux_loss_coef")
-ROUTING += ("output_router_logits",)
+ROUTING = (
+    "num_local_experts num_experts num_experts_per_tok moe_intermediate_size norm_topk_prob output_router_logits "
+    "shared_expert_intermediate_size decoder_sparse_step mlp_only_layers router_aux_loss_coef"
+).split()
 
 
 def options(config: ModelConfig) -> MoeOptions:
@@ -246,7 +240,7 @@ OLMOE = routed(
     model_type="olmoe",
     description="OLMoE: Llama's layout, QK-norm over the whole q and k, top-k routed experts",
     fields={"mlp_bias": None, "clip_qkv": F.must(None, "clamping q, k and v is not modelled")},
-    zoo={"attention": {"name": "qknorm", "qk_norm": "whole", "qkv_bias": False, "out_bias": False}},
+    zoo={"attention": qknorm("whole")},
     accepts={"attention": ()},
     layer=QK_NORMS,
     read=(head_dim(None),),

@@ -15,9 +15,9 @@ from typing import Any
 
 from zoo.plugin import Count, Experts, F, ModelConfig, W
 from zoo_modern.families.llama_kin import COHERE2, rotary_on_sliding_blockers
-from zoo_modern.families.llama_like import HEAD_DIM, IGNORED
+from zoo_modern.families.llama_like import HEAD_DIM
 from zoo_modern.families.moe import Routing, dense, has_shared, options, routes, unlike
-from zoo_modern.families.readers import refuse_unless, window_per_layer, with_layer_changes
+from zoo_modern.families.readers import IGNORED, refuse_unless, window_per_layer, with_layer_changes
 
 CHOICES = ("softmax", "sigmoid")
 COMBINE = ("sum", "average")
