@@ -19,10 +19,10 @@ CODE = (
     ROOT / "zoo/nn/converter.py",
     ROOT / "plugins/hf_gpt2.py",
 )
-LIMIT = 73  # lines per architecture (4,286 over 59 when set; issue 40 asks for 60)
+LIMIT = 72  # lines per architecture (4,286 over 59 when set, 5,402 over 76 since; issue 40 asks for 60)
 
 
-def test_the_converter_code_is_at_most_73_lines_per_architecture() -> None:
+def test_the_converter_code_is_at_most_72_lines_per_architecture() -> None:
     from zoo_modern.families import FAMILIES
 
     lines = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in CODE)
