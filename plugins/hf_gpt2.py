@@ -30,19 +30,11 @@ from zoo.plugin import (
 if TYPE_CHECKING:
     from zoo.plugin import ModelConfig
 
-# Hugging Face activation names -> zoo activation components. "gelu_new", "gelu_fast"
-# and "gelu_pytorch_tanh" are the same tanh approximation written three ways.
 #: GPT-2's Conv1D layers, stored (in, out): the transpose of the zoo's ``nn.Linear``.
 CONV1D = {"attn.qkv": "attn.c_attn", "attn.out": "attn.c_proj", "mlp.up": "mlp.c_fc", "mlp.down": "mlp.c_proj"}
-ACTIVATIONS = {
-    "gelu_new": "gelu_tanh",
-    "gelu_fast": "gelu_tanh",
-    "gelu_pytorch_tanh": "gelu_tanh",
-    "gelu": "gelu",
-    "relu": "relu",
-    "silu": "silu",
-    "swish": "silu",
-}
+#: Hugging Face activation names -> zoo activations ("gelu_new", "gelu_fast", "gelu_pytorch_tanh": one tanh GELU).
+ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+ACTIVATIONS |= {"relu": "relu", "silu": "silu", "swish": "silu"}
 OFF = "is not modelled by the zoo; set it to false, as GPT-2 has it"
 
 

@@ -91,6 +91,59 @@ def test_routing_matches_its_definition_token_by_token(variant: str) -> None:
         torch.testing.assert_close(block.dense(flat, weights, chosen), block.dispatch(flat, weights, chosen))
 
 
+def test_top_k_eps_is_added_to_the_sum_the_sigmoid_weights_are_renormalised_by() -> None:
+    """``top_k_eps`` (LFM2-MoE's 1e-6; by default DeepSeek's 1e-20 with sigmoid scores)."""
+    scores = torch.tensor([[0.02, 0.01, 0.005, 0.001]])
+    for eps, want in ((None, 1e-20), (1e-2, 1e-2)):
+        options = {**ROUTING, "scoring": "sigmoid", "top_k_eps": eps}
+        block = tiny({k: v for k, v in options.items() if v is not None}).blocks[0].mlp
+        weights, chosen = block.route(scores)
+        assert chosen.tolist() == [[0, 1]]
+        torch.testing.assert_close(weights, torch.tensor([[0.02, 0.01]]) / (0.03 + want))
+
+
+def test_sparsemixer_routing_equals_phimoes_at_inference() -> None:
+    """``scoring = "sparsemixer"`` chooses and weighs as transformers' ``sparsemixer`` (Phi-3.5-MoE)
+    in eval mode, near ties (masked by ``mixer_eps``) included."""
+    phimoe = pytest.importorskip("transformers.models.phimoe.modeling_phimoe")
+    options = {**ROUTING, "n_experts": 6, "scoring": "sparsemixer", "normalize_top_k": False, "mixer_eps": 0.05}
+    block = tiny(options).blocks[0].mlp.eval()
+    logits = torch.randn(64, 6, generator=torch.Generator().manual_seed(5))
+    logits[:8, 1] = logits[:8, 0] * 0.97  # within 2 * mixer_eps of the best: kept in its softmax
+    weights, chosen = block.sparse_mix(logits)
+    theirs, their_chosen = phimoe.sparsemixer(logits, jitter_eps=0.05, training=False, top_k=2)
+    assert torch.equal(chosen, their_chosen)
+    torch.testing.assert_close(weights, theirs)
+    assert not torch.allclose(weights[:, 0], torch.ones(64))  # some first weights share their softmax
+
+
+def test_shared_average_halves_the_sum_of_the_routed_and_shared_outputs() -> None:
+    """``shared_average`` (Cohere 2-MoE's "average"): (routed + shared) / 2, the same weights summed otherwise."""
+    mlp = {**ROUTING, "shared_hidden": 24, "shared_gate": False}
+    summed, averaged = tiny(mlp).blocks[0].mlp.eval(), tiny({**mlp, "shared_average": True}).blocks[0].mlp.eval()
+    averaged.load_state_dict(summed.state_dict())
+    x = torch.randn(2, 5, TINY["d_model"], generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        torch.testing.assert_close(averaged(x), summed(x) / 2)
+        assert not torch.allclose(averaged(x), summed(x))
+
+
+def test_a_fused_shared_expert_is_the_unfused_one_with_gate_and_up_stacked() -> None:
+    """``shared_fused`` (Granite-MoE's ``shared_mlp.input_linear``): one projection, rows
+    [gate | up], the same sums as separate gate and up holding its halves."""
+    fused = tiny({**ROUTING, "shared_hidden": 24, "shared_gate": False, "shared_fused": True}).blocks[0].mlp.eval()
+    split = tiny({**ROUTING, "shared_hidden": 24, "shared_gate": False}, seed=1).blocks[0].mlp.eval()
+    assert not hasattr(fused.shared, "gate") and fused.shared.gate_up.weight.shape == (48, TINY["d_model"])
+    with torch.no_grad():
+        for name in ("router.weight", "experts.gate_up.weight", "experts.down.weight", "shared.down.weight"):
+            split.get_parameter(name).copy_(fused.get_parameter(name))
+        split.shared.gate.weight.copy_(fused.shared.gate_up.weight[:24])
+        split.shared.up.weight.copy_(fused.shared.gate_up.weight[24:])
+        x = torch.randn(2, 5, TINY["d_model"], generator=torch.Generator().manual_seed(3))
+        torch.testing.assert_close(fused(x), split(x))
+        torch.testing.assert_close(fused(x), reference_moe(fused, x), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_cached_decoding_and_padding_are_exact(variant: str) -> None:
     model = tiny(VARIANTS[variant]).eval()

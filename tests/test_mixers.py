@@ -1,6 +1,6 @@
 """The 2025 token mixers of zoo-modern: attention sinks (GPT-OSS), chunked local attention
-(Llama 4), the short convolution (LFM2), Mamba-2's and Mamba's scans (more in test_mamba2 and
-test_mamba), each against a reference written out here or
+(Llama 4), the short convolution (LFM2), Mamba-2's and Mamba's scans, Qwen3-Next's gated DeltaNet
+(more in test_mamba2, test_mamba and test_deltanet), each against a reference written out here or
 transformers' own module, swapped into GPT-2, trained, decoded with the cache, probed.
 
 The registry-wide tests (test_components, test_hooks, test_compile, test_checkpoint,
@@ -24,7 +24,7 @@ from zoo.probe import probe
 from zoo_modern.local_attention import ChunkedAttention, SinkAttention, chunk_mask
 from zoo_modern.short_conv import ShortConv
 
-NEW = ["sinks", "chunked", "short_conv", "mamba2", "mamba"]
+NEW = ["sinks", "chunked", "short_conv", "mamba2", "mamba", "gated_deltanet"]
 # Options small enough that 5 prompt tokens and 8 new ones cross windows, chunks and kernels.
 DECODED: list[Any] = [
     "sinks",
@@ -47,6 +47,8 @@ DECODED: list[Any] = [
     {"name": "mamba2", "n_groups": 2, "conv_kernel": 2, "proj_bias": False, "head_dim": 4},
     {"name": "mamba", "d_state": 4},
     {"name": "mamba", "conv_kernel": 2, "dt_rank": 3, "bcdt_norm": True, "proj_bias": False},
+    {"name": "gated_deltanet", "chunk_size": 3},
+    {"name": "gated_deltanet", "n_k_heads": 2, "n_v_heads": 4, "v_head_dim": 6, "conv_kernel": 2},
 ]
 
 
@@ -76,6 +78,9 @@ EXTRA_PARAMETERS = {"sinks": 12 * 12, "chunked": 0, "short_conv": 12 * (3 + 1) *
 EXTRA_PARAMETERS["mamba2"] = 12 * (769 * 3352 + 5 * 1792 + 3 * 24 + 1536 + 1537 * 768 - 769 * 4 * 768)
 # Mamba's, dt_rank 48: in_proj to x and z (2d each), the kernel of 4 and its bias over x, x_proj to the rank
 # and B, C (16 each), dt_proj back with its bias, A_log (16 per channel), D, out_proj, less attention's.
+# Gated DeltaNet's, heads of 64: in_proj to q, k, v, z (d each) and b, a (12 each), the kernel of 4 over
+# q, k and v (no bias), A_log and dt_bias per head, the norm over one head, out_proj, less attention's.
+EXTRA_PARAMETERS["gated_deltanet"] = 12 * (768 * 3096 + 2304 * 4 + 24 + 64 + 768 * 768 - 769 * 4 * 768)
 EXTRA_PARAMETERS["mamba"] = 12 * (769 * 3072 + 5 * 1536 + 1536 * 80 + 49 * 1536 + 1536 * 16 + 1536 + 1537 * 768 - 769 * 4 * 768)  # fmt: skip
 
 
@@ -99,7 +104,7 @@ def test_it_swaps_into_gpt2_and_three_steps_lower_the_loss(name: str) -> None:
     assert losses[2] < losses[0], losses
 
 
-@pytest.mark.parametrize("name", ["chunked", "short_conv", "mamba2", "mamba"])
+@pytest.mark.parametrize("name", ["chunked", "short_conv", "mamba2", "mamba", "gated_deltanet"])
 def test_a_causal_only_mixer_is_refused_in_an_encoder_decoder(name: str) -> None:
     with pytest.raises(zoo.ConfigError, match=rf"'{name}'.*decoder-only"):
         zoo.get_config("transformer-2017-base", attention=name)

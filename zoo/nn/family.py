@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import create_model
 
-from zoo.nn.converter import LAYER_KINDS, Converter, Count, HFFields, Layers, Rule, refuse
+from zoo.nn.converter import LAYER_KINDS, Converter, Count, HFFields, Layers, Rule, check_layer_types, refuse
 
 if TYPE_CHECKING:
     from zoo.nn.config import ModelConfig
@@ -37,7 +37,7 @@ HARMLESS = frozenset(
     "problem_type return_dict output_attentions output_hidden_states chunk_size_feed_forward "
     "is_encoder_decoder bos_token_id eos_token_id pad_token_id sep_token_id decoder_start_token_id "
     "initializer_range init_std use_cache tokenizer_class task_specific_params _attn_implementation "
-    "finetuning_task prefix torchscript pruned_heads tie_encoder_decoder is_decoder".split()
+    "finetuning_task prefix torchscript pruned_heads tie_encoder_decoder is_decoder cache_implementation".split()
 )
 
 Reader = Callable[[Mapping[str, Any], dict[str, Any], str], dict[str, Any]]
@@ -72,7 +72,7 @@ class W:
 
     hf: str
     how: str = "copy"
-    parts: str = ""
+    parts: str | tuple[str, ...] = ""
     when: Callable[[ModelConfig], bool] | None = None
     make: Callable[[str, tuple[str, ...], ModelConfig], Rule | list[Rule] | None] | None = None
 
@@ -122,6 +122,9 @@ class Family:
     head: str = "lm_head.weight"
     top_level: tuple[str, ...] = ("lm_head.weight",)
     skip: tuple[str, ...] = ()
+    #: Prefixes of stored weights the architecture's own model never loads (transformers'
+    #: ``_keys_to_ignore_on_load_unexpected``: Qwen3-Next's multi-token-prediction ``mtp.``).
+    ignored: tuple[str, ...] = ()
     read: tuple[Reader, ...] = ()
     write: tuple[Writer, ...] = ()
     blockers: tuple[Blocker, ...] = ()
@@ -189,8 +192,10 @@ def _put(fields: dict[str, Any], path: str, value: Any) -> None:
 
 
 def read_config(family: Family, model: type[HFFields], hf: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """Zoo config fields of ``config.json`` ``hf`` by ``family``'s table."""
+    """Zoo config fields of ``config.json`` ``hf`` by ``family``'s table (``layer_types``
+    checked before a hook reads it)."""
     model.read(hf, where)
+    check_layer_types(hf, where, family.layer_kinds)
     for name, value in hf.items():
         if name not in family.fields and name not in HARMLESS and value not in (None, False, [], {}):
             raise refuse(where, name, value, f"{family.architecture}'s converter does not read this setting")
@@ -329,7 +334,7 @@ def option_blockers(family: Family, config: ModelConfig, kind: str, spec: Mappin
         have = getattr(config, kind).options.get(option)
         if kind == "attention" and option in ("n_kv_heads", "qkv_bias", "out_bias"):
             have = layout[("n_kv_heads", "qkv_bias", "out_bias").index(option)]
-        if have != want:
+        if have != want and not (have is None and want is False):  # an option left unset is off
             blockers.append(f"{kind} {option}={have!r} ({family.architecture} has {option}={want!r})")
     return blockers
 
@@ -337,7 +342,6 @@ def option_blockers(family: Family, config: ModelConfig, kind: str, spec: Mappin
 def converter(family: Family) -> Converter:
     """The ``Converter`` of ``family``: reading, writing, refusals and weights from its table."""
     model = _fields_model(family)
-    exports = bool(family.fields)
 
     class TableConverter(Converter):
         architecture = family.architecture
@@ -353,7 +357,8 @@ def converter(family: Family) -> Converter:
         table = family
 
         def skip(self, name: str) -> bool:
-            return bool(family.skip) and name.endswith(family.skip)
+            stored_only = bool(family.ignored) and name.startswith(family.ignored)  # weights never loaded
+            return stored_only or (bool(family.skip) and name.endswith(family.skip))
 
         def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
             return read_config(family, model, hf, where)
@@ -371,7 +376,6 @@ def converter(family: Family) -> Converter:
             return write_config(family, config)
 
     TableConverter.__name__ = TableConverter.__qualname__ = family.architecture.removesuffix("ForCausalLM")
-    del exports
     return TableConverter()
 
 

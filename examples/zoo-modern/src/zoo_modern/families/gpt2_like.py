@@ -15,6 +15,8 @@ from typing import Any
 from zoo.plugin import REQUIRED, Count, Epsilon, F, Fraction, ModelConfig, W, builtin_family, linear
 from zoo_modern.families.readers import (
     ACTIVATIONS,
+    IGNORED,
+    fused_per_head,
     layer_windows,
     per_head,
     refuse_unless,
@@ -25,17 +27,10 @@ from zoo_modern.families.readers import (
 
 GPT2 = builtin_family("hf_gpt2.GPT2")
 #: GPT-2's fields the relatives below do not have.
-GPT2_ONLY: tuple[str, ...] = (
-    "n_ctx",
-    "reorder_and_upcast_attn",
-    "scale_attn_by_inverse_layer_idx",
-    "is_encoder_decoder",
-)
-GPT2_ONLY += ("pruned_heads", *(f"summary_{k}" for k in ("activation", "first_dropout", "proj_to_labels", "type")))
-GPT2_ONLY += ("summary_use_proj",)
+GPT2_ONLY = "n_ctx reorder_and_upcast_attn scale_attn_by_inverse_layer_idx is_encoder_decoder pruned_heads".split()
+GPT2_ONLY += [f"summary_{k}" for k in ("activation", "first_dropout", "proj_to_labels", "type", "use_proj")]
 NOT_GPT2: dict[str, Any] = dict.fromkeys(GPT2_ONLY)
 LINEAR = {"attn_residual.norm": "ln_1", "mlp_residual.norm": "ln_2", "mlp.up": "mlp.c_fc", "mlp.down": "mlp.c_proj"}
-IGNORED = F("", None)  # read by transformers, changes nothing the zoo computes
 
 
 def neo_windows(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
@@ -240,10 +235,7 @@ BLOOM = GPT2.derive(
     zoo={"embedding_norm": True, "activation": "gelu_tanh", "position": {"name": "alibi", "max_bias": 8.0}},
     layer={
         **linear({"attn_residual.norm": "input_layernorm", "attn.out": "self_attention.dense"}),
-        **{
-            f"attn.qkv.{p}": W(f"self_attention.query_key_value.{p}", make=lambda z, n, c: per_head(z, n[0], c.n_heads))
-            for p in ("weight", "bias")
-        },  # fmt: skip
+        **fused_per_head("self_attention.query_key_value"),
         **linear({"mlp_residual.norm": "post_attention_layernorm"}),
         **linear({"mlp.up": "mlp.dense_h_to_4h", "mlp.down": "mlp.dense_4h_to_h"}),
     },

@@ -16,10 +16,18 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.plugin import REQUIRED, Converter, Count, Epsilon, F, Family, Fraction, ModelConfig, Rule, W, linear
-from zoo_modern.families.readers import ACTIVATIONS, ROPE_FIELDS, Rotary, per_head, refuse_unless, turned
+from zoo.plugin import Converter, Count, Epsilon, F, Family, Fraction, ModelConfig, Rule, W, linear
+from zoo_modern.families.readers import (
+    ACTIVATIONS,
+    IGNORED,
+    ROPE_FIELDS,
+    SIZES,
+    Rotary,
+    fused_per_head,
+    refuse_unless,
+    turned,
+)
 
-IGNORED = F("", None)
 ROPE = {k: ROPE_FIELDS[k] for k in ("rope_parameters", "rope_scaling")}
 SHARED_NORM = {"name": "parallel", "shared_norm": True}
 
@@ -47,11 +55,7 @@ NEOX = Family(
     head="embed_out.weight",
     top_level=("embed_out.weight",),
     fields={
-        "vocab_size": F("vocab_size", REQUIRED, Count),
-        "hidden_size": F("d_model", REQUIRED, Count),
-        "num_attention_heads": F("n_heads", REQUIRED, Count),
-        "num_hidden_layers": F("n_layers", REQUIRED, Count),
-        "intermediate_size": F("d_ff", REQUIRED, Count),
+        **SIZES,
         "hidden_act": F("activation", "gelu", str, ACTIVATIONS),
         "max_position_embeddings": F("max_seq_len", 2048, Count),
         "layer_norm_eps": F("norm_eps", 1e-5, Epsilon),
@@ -70,10 +74,7 @@ NEOX = Family(
     accepts={"attention": ("eager",)},
     layer={
         **linear({"attn_residual.norm": "input_layernorm", "attn.out": "attention.dense"}),
-        **{
-            f"attn.qkv.{p}": W(f"attention.query_key_value.{p}", make=lambda z, n, c: per_head(z, n[0], c.n_heads))
-            for p in ("weight", "bias")
-        },  # fmt: skip
+        **fused_per_head("attention.query_key_value"),
         **linear({"mlp_residual.norm": "post_attention_layernorm"}),
         **linear({"mlp.up": "mlp.dense_h_to_4h", "mlp.down": "mlp.dense_4h_to_h"}),
     },

@@ -26,9 +26,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from zoo.plugin import REQUIRED, Count, Epsilon, F, Family, ModelConfig, W
-from zoo_modern.families.readers import refuse_unless
+from zoo_modern.families.readers import IGNORED, refuse_unless
 
-IGNORED = F("", None)
 #: Fields transformers' Mamba-2 reads only to initialise weights, or only in half precision.
 INIT_ONLY = "time_step_rank time_step_min time_step_max time_step_floor rescale_prenorm_residual residual_in_fp32"
 MIXER = "mamba2"
