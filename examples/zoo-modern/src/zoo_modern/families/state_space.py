@@ -1,17 +1,9 @@
 """State-space families: layers that mix tokens by a recurrence, without attention.
 
-- Mamba-2 (state-spaces, Codestral Mamba): every layer is RMSNorm, then zoo-modern's
-  ``mamba2`` mixer, added to the residual stream: x + mixer(norm(x)), a ``parallel`` layer
-  with a shared norm whose MLP is ``none``; no positions, a final RMSNorm. ``num_heads`` is
-  the zoo's ``n_heads`` (``hook_z``'s heads are the scan's), ``head_dim`` the mixer's.
-- Mamba (state-spaces) and Falcon-Mamba (TII): Mamba-2's layout with zoo-modern's ``mamba``
-  mixer (the S6 scan, A per channel and state, a low-rank time step); Falcon-Mamba
-  RMS-normalises B, C and the time step (``bcdt_norm``). The scan has no heads: ``n_heads`` is 1.
-
-The fields transformers reads only to draw fresh weights (``time_step_min``, ...) are
-ignored; ``residual_in_fp32`` changes nothing in float32 and is ignored too (a half
-precision model keeps its residual stream in its own dtype). A ``time_step_limit`` other
-than (0, inf) is refused by name.
+- Mamba-2 (state-spaces, Codestral Mamba): RMSNorm, then zoo-modern's ``mamba2`` mixer, in every
+  layer (``parallel`` with a shared norm, MLP ``none``), no positions, a final RMSNorm.
+- Mamba and Falcon-Mamba (TII): Mamba-2's layout with the S6 ``mamba`` mixer (no heads: ``n_heads``
+  is 1); Falcon-Mamba RMS-normalises B, C and the time step (``bcdt_norm``).
 
 One known difference, left padding with ``use_bias`` (no released checkpoint has it):
 transformers zeroes a padded position's input, so ``in_proj``'s bias still reaches the
@@ -53,8 +45,7 @@ def mamba2_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> di
 
 
 def mamba2_blockers(config: ModelConfig, arch: str) -> list[str]:
-    """A model whose heads are not the scan's (hook_z's grouping, written as num_heads), or
-    whose scan is not ``expand`` times as wide as the model."""
+    """Heads other than the scan's (hook_z's, written as num_heads), or a scan not ``expand`` times as wide."""
     inner = config.attention.options.get("d_inner")
     if inner is not None and inner != config.attention.options.get("expand", 2) * config.d_model:
         return [f"a scan of d_inner={inner}, not expand * hidden_size ({arch} has no other width)"]
