@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from zoo.plugin import REQUIRED, Count, Epsilon, F, Family, ModelConfig, W
+from zoo.plugin import REQUIRED, Count, Epsilon, F, Family, ModelConfig, W, linear
 from zoo_modern.families.readers import IGNORED, refuse_unless
 
 #: Fields transformers' Mamba-2 reads only to initialise weights, or only in half precision.
@@ -162,13 +162,10 @@ MAMBA = MAMBA2.derive(
     fresh=("layer", "read", "blockers"),
     layer={
         "attn_residual.norm.weight": "norm.weight",
-        "attn.in_proj.weight": "mixer.in_proj.weight",
-        "attn.in_proj.bias": W("mixer.in_proj.bias", when=proj_bias),
-        "attn.conv.weight": "mixer.conv1d.weight",
-        "attn.conv.bias": W("mixer.conv1d.bias", when=option("conv_bias", True)),
+        **linear({"attn.in_proj": "mixer.in_proj"}, proj_bias),
+        **linear({"attn.conv": "mixer.conv1d"}, option("conv_bias", True)),
         **{f"attn.{p}": f"mixer.{p}" for p in ("x_proj.weight", "dt_proj.weight", "dt_proj.bias", "A_log", "D")},
-        "attn.out_proj.weight": "mixer.out_proj.weight",
-        "attn.out_proj.bias": W("mixer.out_proj.bias", when=proj_bias),
+        **linear({"attn.out_proj": "mixer.out_proj"}, proj_bias),
     },
     read=(mamba_read,),
     blockers=(plain_scan,),
