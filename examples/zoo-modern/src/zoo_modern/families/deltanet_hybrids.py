@@ -1,13 +1,6 @@
 """Gated DeltaNet hybrids: zoo-modern's ``gated_deltanet`` layers between attention layers by
-``layer_types`` (``linear_attention``/``full_attention``), the ``linear_*`` fields its sizes.
-
-- Qwen3.5 (its text model) extends Qwen3: attention every ``full_attention_interval``-th layer
-  without ``layer_types``, ``qknorm``'s ``output_gate`` (q_proj holds each head's query, then its
-  gate), rotary on a quarter of each head, 1 + w norms; the ``mtp.*`` weights read past.
-- Qwen3-Next extends Qwen3.5: routed experts with a gated shared expert; in_proj stored grouped
-  by key head (``in_proj_qkvz``, ``in_proj_ba``).
-- OLMo Hybrid extends OLMo 2: DeltaNet layers pre-norm, beta in [0, 2], the mixer's norm at 1e-5;
-  no positions where ``rope_parameters`` names no theta (as released).
+``layer_types`` (``linear_attention``/``full_attention``), the ``linear_*`` fields its sizes:
+Qwen3.5, Qwen3-Next (Qwen3.5 with routed experts) and OLMo Hybrid.
 """
 
 from __future__ import annotations

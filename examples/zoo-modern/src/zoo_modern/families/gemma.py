@@ -1,9 +1,5 @@
-"""Gemma's lineage after Gemma (``llama_like``): Gemma 2, Gemma 3 and VaultGemma, whose
-scores are scaled by ``query_pre_attn_scalar`` and may be soft-capped, over local
-(windowed) and global layers.
-
-Each family opens with the one it extends and how; the table says the rest.
-"""
+"""Gemma's lineage after Gemma (``llama_like``): Gemma 2, Gemma 3 and VaultGemma, whose scores are
+scaled by ``query_pre_attn_scalar`` and may be soft-capped, over local (windowed) and global layers."""
 
 from __future__ import annotations
 
@@ -101,8 +97,7 @@ def local_rotary(hf: Mapping[str, Any], where: str) -> tuple[float, float]:
 
 
 def gemma3_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
-    """Gemma 2's scores (never capped), windows and their own rotary base on the sliding
-    layers (5 of every ``sliding_window_pattern`` = 6 by default)."""
+    """Gemma 2's scores (never capped), windows and their own rotary base on the sliding layers (5 of 6 by default)."""
     base, local = local_rotary(hf, where)
     layers, every = fields["n_layers"], int(hf.get("sliding_window_pattern") or 6)
     types = hf.get("layer_types") or [
@@ -144,10 +139,8 @@ GEMMA3 = GEMMA2.derive(
     description="Gemma 3 (text): Gemma 2's layout, QK-norm, 5 local : 1 global layers, a local rotary base",
     fields={"rope_local_base_freq": F("", None, Positive), "sliding_window_pattern": F("", None, Count)}
     | {"partial_rotary_factor": F.must(1.0, "Gemma 3 rotates the whole head", Fraction)}
-    | {
-        "max_position_embeddings": F("max_seq_len", 131072, Count),
-        "_sliding_window_pattern": IGNORED,
-    },  # saved beside layer_types
+    | {"max_position_embeddings": F("max_seq_len", 131072, Count)}
+    | {"_sliding_window_pattern": IGNORED},  # saved beside layer_types
     zoo={"attention": qknorm("head", qk_norm_offset=True)},
     layer=QK_NORMS,
     engine_features=frozenset({"window", "scale", "logit_softcap", "layer_pattern"}),

@@ -1,18 +1,8 @@
 """Hybrid families with routed experts: each a hybrid of ``hybrids`` with its MLP zoo-modern's ``moe``.
 
-- Granite-MoE-Hybrid (IBM's Granite 4): Bamba's scans where ``layer_types`` says
-  ``linear_attention``, Granite's multipliers, rotary on the whole head only with
-  ``position_embedding_type`` "rope", Granite-MoE's routed experts beside an ungated fused
-  shared MLP (that MLP alone when ``num_local_experts`` is 0).
-
-LFM2-MoE extends LFM2: the first ``num_dense_layers`` a SwiGLU of ``intermediate_size`` as
-given (no width rule), the rest sigmoid-routed experts, chosen with ``expert_bias`` where
-``use_expert_bias``, renormalised over the top k plus 1e-6.
-
-Jamba extends Bamba: zoo-modern's ``mamba`` (Mamba's S6 scan, its time step, B and C
-RMS-normalised with learned scales) for Bamba's Mamba-2 scans, attention without positions
-where ``attn_layer_period`` and its offset say, routed experts (top-k softmax, not
-renormalised) where ``expert_layer_period`` and its offset say, a SwiGLU elsewhere.
+- Granite-MoE-Hybrid (IBM's Granite 4): Bamba's scans, Granite's multipliers, routed and shared experts.
+- LFM2-MoE: LFM2's convolutions and attention, leading dense layers, then sigmoid-routed experts.
+- Jamba: Bamba with Mamba's S6 scans, attention and routed experts each placed by a period.
 """
 
 from __future__ import annotations
@@ -26,15 +16,7 @@ from pydantic import Field
 
 from zoo.plugin import MAX_EXPERTS, Count, Epsilon, Experts, F, ModelConfig, Rule, W
 from zoo_modern.families.deepseek import dense_layers, has_score_bias
-from zoo_modern.families.hybrids import (
-    BAMBA,
-    LFM2,
-    bamba_write,
-    lfm2_blockers,
-    scan_blockers,
-    scan_layers,
-    scans,
-)
+from zoo_modern.families.hybrids import BAMBA, LFM2, bamba_write, lfm2_blockers, scan_blockers, scan_layers, scans
 from zoo_modern.families.llama_like import GRANITE, LLAMA, LLAMA_ROTARY, granite_read, head_dim, llama_read, mlp_hidden
 from zoo_modern.families.moe import (
     GRANITE_ROUTING,
@@ -55,9 +37,7 @@ ROUTER = replace(GRANITE_ROUTING, shared=None)  # the shared MLP is every layer'
 
 
 def granite_hybrid_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
-    """Scans where ``layer_types`` says ``linear_attention``; rotary on the whole head with
-    ``position_embedding_type`` "rope", else none; the routed experts plus the ungated fused
-    ``shared_mlp`` (alone, a dense fused SwiGLU, when ``num_local_experts`` is 0)."""
+    """Scans where ``layer_types`` says; rotary only with "rope"; experts beside the shared MLP, or it alone."""
     types = hf.get("layer_types") or ["linear_attention"] * fields["n_layers"]
     fields = scan_layers(hf, fields, where, [i for i, kind in enumerate(types) if kind == "full_attention"])
     kind = hf.get("position_embedding_type")
@@ -108,7 +88,7 @@ GRANITE_MOE_HYBRID = BAMBA.derive(
     layer={f"mlp.{p}.weight": None for p in ("gate", "up", "down")}
     | {"mlp.router.weight": W("block_sparse_moe.router.layer.weight", when=routes, make=granite_experts)}
     | {f"mlp.shared.{z}.weight": W(f"shared_mlp.{h}.weight", when=has_shared) for z, h in SHARED_MLP}
-    | {f"mlp.{z}.weight": W(f"shared_mlp.{h}.weight", when=lambda c: not routes(c)) for z, h in SHARED_MLP}
+    | {f"mlp.{z}.weight": W(f"shared_mlp.{h}.weight", when=dense) for z, h in SHARED_MLP}
     | {"mlp_residual.norm.weight": "post_attention_layernorm.weight"},
     top={"final_norm.weight": "norm.weight"},
     engine_features=frozenset({"layer_pattern", "scale"}),
@@ -119,6 +99,7 @@ GRANITE_MOE_HYBRID = BAMBA.derive(
 )
 
 
+LFM2_MLP = (("gate", "w1"), ("up", "w3"), ("down", "w2"))  # LFM2's names of a SwiGLU's projections
 LFM2_ROUTING = "num_experts num_experts_per_tok moe_intermediate_size num_dense_layers use_expert_bias".split()
 LFM2_ROUTING += ["norm_topk_prob", "routed_scaling_factor"]
 
@@ -164,11 +145,6 @@ def jamba_experts(zoo: str, names: tuple[str, ...], config: ModelConfig) -> list
     return [Rule.copy(zoo, names[0]), *stacked_experts(z + "experts.", h + "experts.", h + "experts.", ("gate_proj", "up_proj", "down_proj"), config)]  # fmt: skip
 
 
-def scan_free_blockers(config: ModelConfig, arch: str) -> list[str]:
-    """Positions: none (Jamba's attention has no rotary)."""
-    return [] if config.position.name == "none" else [f"position {config.position.name!r} ({arch} has none)"]
-
-
 # LFM2-MoE extends LFM2: leading dense layers, then sigmoid-routed experts chosen with an expert bias.
 LFM2_MOE = LFM2.derive(
     "Lfm2MoeForCausalLM",
@@ -179,10 +155,7 @@ LFM2_MOE = LFM2.derive(
     | {name: IGNORED for name in ("block_auto_adjust_ff_dim", "block_ffn_dim_multiplier", "block_multiple_of")}
     | {"output_router_logits": IGNORED},  # transformers' LFM2-MoE adds no balancing term
     zoo={"mlp": {"name": "moe"}},
-    layer={
-        f"mlp.{z}.weight": W(f"feed_forward.{h}.weight", when=dense)
-        for z, h in (("gate", "w1"), ("up", "w3"), ("down", "w2"))
-    }  # fmt: skip
+    layer={f"mlp.{z}.weight": W(f"feed_forward.{h}.weight", when=dense) for z, h in LFM2_MLP}
     | {"mlp.router.weight": W("feed_forward.gate.weight", when=routes, make=lfm2_experts)}
     | {"mlp.score_bias.bias": W("feed_forward.expert_bias", when=has_score_bias)},
     read=(lfm2_moe_read,),
@@ -291,15 +264,12 @@ JAMBA = BAMBA.derive(
         **{z: W(h, when=mamba) for z, h in MAMBA_NAMES.items()},
         **{z: W(h, when=scan_bias(o)) for z, (h, o) in MAMBA_BIASES.items()},
         "mlp_residual.norm.weight": "pre_ff_layernorm.weight",
-        **{
-            f"mlp.{p}.weight": W(f"feed_forward.{p}_proj.weight", when=lambda c: not routes(c))
-            for p in ("gate", "up", "down")
-        },  # fmt: skip
+        **{f"mlp.{p}.weight": W(f"feed_forward.{p}_proj.weight", when=dense) for p in ("gate", "up", "down")},
         "mlp.router.weight": W("feed_forward.router.weight", when=routes, make=jamba_experts),
     },
     read=(llama_read, jamba_read),
     write=(jamba_write,),
-    blockers=(scan_free_blockers, jamba_blockers),
+    blockers=(jamba_blockers,),  # a position other than none: refused by the table (zoo)
 )
 
 FAMILIES = (GRANITE_MOE_HYBRID, LFM2_MOE, JAMBA)

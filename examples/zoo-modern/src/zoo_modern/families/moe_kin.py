@@ -21,6 +21,7 @@ from zoo_modern.families.readers import IGNORED, refuse_unless, window_per_layer
 
 CHOICES = ("softmax", "sigmoid")
 COMBINE = ("sum", "average")
+SWIGLU = ("gate", "up", "down")  # a SwiGLU's projections, dense and shared
 
 
 def cohere2_moe_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
@@ -30,11 +31,8 @@ def cohere2_moe_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) 
     refuse_unless(choice in CHOICES, where, "expert_selection_fn", choice, "supported: softmax, sigmoid")
     refuse_unless(combine in COMBINE, where, "shared_expert_combination_strategy", combine, "supported: sum, average")
     refuse_unless(isinstance(types, list) and len(types) == layers and set(types) <= {"dense", "sparse"}, where, "mlp_layer_types", types, f"give {layers} of 'dense'/'sparse'")  # fmt: skip
-    mlp = {
-        "name": "moe",
-        "n_experts": int(hf.get("num_experts") or 8),
-        "top_k": int(hf.get("num_experts_per_tok") or 2),
-    }
+    experts, top_k = int(hf.get("num_experts") or 8), int(hf.get("num_experts_per_tok") or 2)
+    mlp = {"name": "moe", "n_experts": experts, "top_k": top_k}
     mlp |= {"hidden": width, "scoring": choice, "normalize_top_k": choice == "softmax" or bool(hf.get("norm_topk_prob", True))}  # fmt: skip
     mlp |= {"top_k_eps": 0.0, "shared_hidden": width * int(hf.get("num_shared_experts") or 0), "shared_gate": False}
     mlp |= {"shared_average": combine == "average", "aux_loss_weight": 0.0}
@@ -89,12 +87,9 @@ COHERE2_MOE = COHERE2.derive(
     fields=COHERE2_MOE_FIELDS,
     zoo={"mlp": {"name": "moe"}},
     accepts={"norm": ("rmsnorm",), "mlp": ("swiglu",)},
-    layer={f"mlp.{p}.weight": W(f"mlp.{p}_proj.weight", when=dense) for p in ("gate", "up", "down")}
+    layer={f"mlp.{p}.weight": W(f"mlp.{p}_proj.weight", when=dense) for p in SWIGLU}
     | {"mlp.router.weight": W("mlp.gate.weight", when=routes, make=Routing().experts)}
-    | {
-        f"mlp.shared.{p}.weight": W(f"mlp.shared_experts.{p}_proj.weight", when=has_shared)
-        for p in ("gate", "up", "down")
-    },  # fmt: skip
+    | {f"mlp.shared.{p}.weight": W(f"mlp.shared_experts.{p}_proj.weight", when=has_shared) for p in SWIGLU},
     fresh=("blockers",),
     read=(cohere2_moe_read,),
     write=(cohere2_moe_write,),
