@@ -47,6 +47,9 @@ from zoo.training import (
 )
 from zoo.training.state import read_state, state_path
 
+# One worker for the whole file: its module fixtures (runs, data, answers) are built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("training")
+
 # -- the loop ------------------------------------------------------------------------------
 
 TEXT = bundled_corpus()[:40_000]
