@@ -356,32 +356,29 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder / "prepared"
 
 
-# Both 2-rank runs in one torchrun launch: each rank trains DDP, then FSDP2 (the zoo closes
-# the process group it opened, so the second run opens its own), one launch's start-up for two.
-BOTH_STRATEGIES = """
-import sys
-from zoo.cli import main
-out, args = sys.argv[1], sys.argv[2:]
-for strategy in ("ddp", "fsdp"):
-    code = main(["train", *args, "--out", f"{out}/{strategy}", "--strategy", strategy])
-    if code:
-        sys.exit(code)
-"""
-
-
 @pytest.fixture(scope="module")
 def runs(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """One process in this one while one torchrun launch trains the 2-rank DDP and FSDP2 runs."""
+    """One process in this one, and 2-rank DDP and FSDP2 runs under torchrun, at once."""
     tmp = tmp_path_factory.mktemp("runs")
-    script = tmp / "both.py"
-    script.write_text(BOTH_STRATEGIES)
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script)]
-    command += [str(tmp), "gpt2-small", *MODEL, "--data", str(data), *FLAGS]
-    launched = subprocess.Popen(
-        command, env=environment(tmp), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    launched = {
+        strategy: torchrun(
+            tmp,
+            2,
+            "gpt2-small",
+            *MODEL,
+            "--data",
+            str(data),
+            "--out",
+            str(tmp / strategy),
+            "--strategy",
+            strategy,
+            *FLAGS,
+        )
+        for strategy in ("ddp", "fsdp")
+    }
     train("gpt2-small", data, SETTINGS, out=tmp / "single", overrides=OVERRIDES)
-    finish(launched)
+    for process in launched.values():
+        finish(process)
     return {name: tmp / name for name in ("single", "ddp", "fsdp")}
 
 
