@@ -1,10 +1,6 @@
 """The GPT-2 converter (``GPT2LMHeadModel``), registered through the same hook a
-third-party converter uses (``zoo_register_converters``).
-
-GPT-2's linear layers are ``Conv1D``s that store weights as (in, out), the transpose of
-``nn.Linear``; the fused ``c_attn`` is exactly the zoo attention's fused ``qkv``, so a
-transpose is the whole conversion. Anything the zoo would compute differently is
-refused with an ``InteropError``, never loaded into a model that silently differs.
+third-party converter uses (``zoo_register_converters``). GPT-2's ``Conv1D`` weights are
+stored (in, out) and its fused ``c_attn`` is the zoo's ``qkv``: a transpose is the whole conversion.
 """
 
 from __future__ import annotations
@@ -30,19 +26,11 @@ from zoo.plugin import (
 if TYPE_CHECKING:
     from zoo.plugin import ModelConfig
 
-# Hugging Face activation names -> zoo activation components. "gelu_new", "gelu_fast"
-# and "gelu_pytorch_tanh" are the same tanh approximation written three ways.
 #: GPT-2's Conv1D layers, stored (in, out): the transpose of the zoo's ``nn.Linear``.
 CONV1D = {"attn.qkv": "attn.c_attn", "attn.out": "attn.c_proj", "mlp.up": "mlp.c_fc", "mlp.down": "mlp.c_proj"}
-ACTIVATIONS = {
-    "gelu_new": "gelu_tanh",
-    "gelu_fast": "gelu_tanh",
-    "gelu_pytorch_tanh": "gelu_tanh",
-    "gelu": "gelu",
-    "relu": "relu",
-    "silu": "silu",
-    "swish": "silu",
-}
+#: Hugging Face activation names -> zoo activations ("gelu_new", "gelu_fast", "gelu_pytorch_tanh": one tanh GELU).
+ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+ACTIVATIONS |= {"relu": "relu", "silu": "silu", "swish": "silu"}
 OFF = "is not modelled by the zoo; set it to false, as GPT-2 has it"
 
 
@@ -58,21 +46,18 @@ def end_of_text(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
 
 
 def plain(config: ModelConfig, arch: str) -> list[str]:
-    """GPT-2's parts take no options; its attention is multi-head, every projection biased."""
-    blockers = [  # a part GPT-2 does not have is refused by the table; here its options
+    """GPT-2's parts take no options (the table refuses other parts and key/value heads); every projection biased."""
+    blockers = [
         f"{kind} {getattr(config, kind).name!r} (GPT-2's has no options)"
         for kind, name in (("placement", "pre"), ("norm", "layernorm"), ("position", "learned"), ("mlp", "standard"))
         if getattr(config, kind).options and getattr(config, kind).name == name
     ]
     n_kv, qkv_bias, out_bias = Converter.attention_layout(config)
-    if n_kv != config.n_heads:
-        blockers.append(f"attention {config.attention.name!r} (GPT-2 has plain multi-head attention, a fused c_attn)")
-    elif not (qkv_bias and out_bias) and config.bias:
+    if n_kv == config.n_heads and not (qkv_bias and out_bias) and config.bias:
         blockers.append("attention without some of its biases (GPT-2's c_attn and c_proj have them)")
     return blockers
 
 
-#: GPT-2 (``GPT2LMHeadModel``): pre-norm LayerNorm, learned positions, fused c_attn.
 GPT2 = Family(
     architecture="GPT2LMHeadModel",
     model_type="gpt2",
@@ -112,12 +97,8 @@ GPT2 = Family(
         **{f"{z}.weight": W(f"{h}.weight", "transposed") for z, h in CONV1D.items()},
         **{f"{z}.bias": f"{h}.bias" for z, h in CONV1D.items()},
     },
-    top={
-        "tok_emb.weight": "wte.weight",
-        "position.table.weight": "wpe.weight",
-        **linear({"final_norm": "ln_f"}),
-        "head.weight": "lm_head.weight",
-    },
+    top={"tok_emb.weight": "wte.weight", "position.table.weight": "wpe.weight", **linear({"final_norm": "ln_f"})}
+    | {"head.weight": "lm_head.weight"},
     skip=(".attn.bias", ".attn.masked_bias"),
     read=(context,),
     write=(end_of_text,),

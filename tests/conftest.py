@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+from types import ModuleType
+
 import pytest
 import torch
 
@@ -28,3 +31,21 @@ def _wandb_leaves_no_settings() -> object:
     wandb = sys.modules.get("wandb")
     if wandb is not None:
         wandb.teardown()
+
+
+_frozen_for: list[ModuleType | None] = [None]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before each test module's first test (ahead of its fixtures), what is alive by then
+    (torch, transformers, pytest's items, earlier modules' caches) is collected once and
+    moved out of the collector's way (``gc.freeze``, as the ``zoo`` command does after its
+    imports, zoo/_startup.py). Late in a full run a worker holds millions of long-lived
+    objects that every full collection walked (about 3 s each, many in dynamo's tracing);
+    what the module's own tests and fixtures make is collected as always."""
+    module = getattr(item, "module", None)
+    if module is not _frozen_for[0]:
+        _frozen_for[0] = module
+        gc.collect()
+        gc.freeze()

@@ -28,6 +28,9 @@ from zoo.cli import main
 from zoo.training import TrainSettings, bundled_corpus, load_corpus, prepare, validation_batches
 from zoo.training import mean_loss as evaluate
 
+# One worker for the whole file: its module fixtures (runs, data, answers) are built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("ablate")
+
 TINY_SCALE: dict[str, Any] = dict(
     d_model=16, layers=1, heads=2, seq_len=16, steps=16, batch=8, lr=1e-2, eval_every=8, max_chars=30_000
 )

@@ -28,6 +28,9 @@ from zoo.ablate.stats import mean_interval, paired_difference
 from zoo.ablate.study_report import write_study_report
 from zoo.cli import main
 
+# One worker for the whole file: its module fixtures (runs, data, answers) are built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("ablate-interactions")
+
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = "embedding_scale=none+init=gpt2"
 SWAPS = "embedding_scale,init,embedding_scale+init"

@@ -16,6 +16,9 @@ from zoo.ablate import AblationResult, run_ablation
 from zoo.ablate.ladder import Cell, Rung, StudyResult
 from zoo.ablate.results import PLATEAU, AblationRun, learning_cause, swap_interactions, unlearned_interactions
 
+# One worker for the whole file: its module fixtures (runs, data, answers) are built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("ablate-learning")
+
 TINY = dict(d_model=16, layers=1, heads=2, seq_len=16, steps=2, batch=2, eval_every=2, tokenizer="bytes")
 SWAPS = ["embedding_scale", "init", "embedding_scale+init"]
 

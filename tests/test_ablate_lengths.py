@@ -32,6 +32,9 @@ from zoo.nn.factory import build
 from zoo.nn.registry import default_registry
 from zoo.training import bundled_corpus, load_corpus
 
+# One worker for the whole file: its module fixtures (runs, data, answers) are built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("ablate-lengths")
+
 T = 16
 SCALE: dict[str, Any] = dict(
     d_model=16, layers=1, heads=2, seq_len=T, steps=4, batch=4, lr=1e-2, eval_every=4, max_chars=6000

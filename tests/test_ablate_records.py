@@ -28,6 +28,9 @@ from zoo.ablate.docs import region_markdown
 from zoo.ablate.report import report_markdown
 from zoo.checkpoint.store import write_safetensors
 
+# One worker for the whole file: its module fixtures (runs, data, answers) are built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("ablate-records")
+
 SCALE: dict[str, Any] = dict(d_model=16, layers=1, heads=2, seq_len=16, steps=8, batch=8, lr=1e-2, eval_every=8)
 HOSTILE = "d```x<script>y"  # a folder name: ``` and HTML in the data path
 BASE = "00-base-gpt2-small"

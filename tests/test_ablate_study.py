@@ -33,6 +33,9 @@ from zoo.cli import main
 from zoo.nn.registry import default_registry
 from zoo.training import TrainSettings, bundled_corpus, lm_loss, load_corpus, validation_batches
 
+# One worker for the whole file: its module fixtures (runs, data, answers) are built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("ablate-study")
+
 TINY: dict[str, Any] = dict(
     d_model=16,
     layers=2,

@@ -279,7 +279,8 @@ def runnable() -> list[Any]:
     for path in doc_files():
         blocks = [b for b in parse_blocks(path) if b.lang in RUN]
         for index, block in enumerate(blocks):
-            params.append(pytest.param(path, index, id=block.id, marks=pytest.mark.xdist_group(path.name)))
+            group = "hub-gpt2" if HUB_DOCS.get(path.name) else path.name  # one worker builds the 124M hub copy
+            params.append(pytest.param(path, index, id=block.id, marks=pytest.mark.xdist_group(group)))
     return params
 
 

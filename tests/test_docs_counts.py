@@ -1,4 +1,4 @@
-"""The counts the README and docs/install.md state are the installed zoo's: families,
+"""The counts the README, docs/families.md and docs/install.md state are the installed zoo's: families,
 presets with weights, and every extra the package declares."""
 
 from __future__ import annotations
@@ -22,6 +22,27 @@ def test_the_readme_counts_the_installed_families_and_presets_with_weights() -> 
     weights = re.search(r"with (\d+) presets that name released weights", text)
     with_weights = [name for name in zoo.list_models() if preset_pretrained(name)]
     assert weights is not None and int(weights[1]) == len(with_weights)
+
+
+UNITS = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen".split()
+UNITS += "seventeen eighteen nineteen".split()
+TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
+
+
+def spelled(words: str) -> int:
+    """A number spelled as docs/families.md opens its table ("Seventy-three")."""
+    tens, _, unit = words.lower().partition("-")
+    if tens in UNITS and not unit:
+        return UNITS.index(tens)
+    return TENS[tens] + (UNITS.index(unit) if unit else 0)
+
+
+def test_the_families_page_counts_the_installed_families() -> None:
+    text = (ROOT / "docs" / "families.md").read_text(encoding="utf-8")
+    found = re.search(r"^([A-Z][a-z]+(?:-[a-z]+)?) architectures besides nanoGPT's files", text, re.MULTILINE)
+    assert found is not None, "docs/families.md's family count"
+    assert spelled(found[1]) == len({entry.architecture for entry in zoo.default_registry().converters()})
+    assert spelled("Seventy-three") == 73 and spelled("Fifty") == 50 and spelled("twelve") == 12
 
 
 def test_every_extra_is_in_the_install_page_and_named_in_the_readme() -> None:

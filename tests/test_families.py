@@ -52,7 +52,7 @@ def reference_model(case: Family, seed: int = 0) -> Any:
     model_class = getattr(transformers, case.model)
     ids = {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None}
     lengths = {"max_position_embeddings": 64} if case.model_type != "gpt2" else {"n_positions": 64}
-    config = config_class(**{**lengths, **case.fields, "vocab_size": VOCAB, **ids})
+    config = config_class(**{**lengths, **ids, **case.fields, "vocab_size": VOCAB})  # a case may need an id (CWM)
     torch.manual_seed(seed)
     model = model_class(config).eval()
     perturb_(model, seed)

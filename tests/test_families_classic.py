@@ -36,6 +36,13 @@ SCALINGS = [
         "high_freq_factor": 4.0,
         "original_max_position_embeddings": 16,
     },
+    {  # Llama 4 Scout's: equal factors, no band to blend over
+        "rope_type": "llama3",
+        "factor": 16.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 1.0,
+        "original_max_position_embeddings": 16,
+    },
     {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32},
     {
         "rope_type": "yarn",

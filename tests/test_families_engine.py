@@ -573,3 +573,14 @@ def test_each_preset_is_its_released_config_with_transformers_parameter_count(pr
         reference = getattr(transformers, hf["architectures"][0])(config_class(**fields))
     model = zoo.build(preset, device="meta")
     assert model.num_parameters() == reference.num_parameters()
+
+
+def test_a_model_type_alias_reads_with_its_table_and_is_not_inherited() -> None:
+    """InternLM3's and IQuest-Coder's configs name Llama's classes: the Llama table reads them
+    (by architecture or model type alone); a family derived from Llama does not."""
+    from zoo.interop.hf import converter_for
+
+    assert converter_for({"architectures": ["LlamaForCausalLM"], "model_type": "internlm3"}).model_type == "llama"
+    assert converter_for({"model_type": "iquestcoder"}).architecture == "LlamaForCausalLM"
+    with pytest.raises(zoo.InteropError, match="contradicts itself"):
+        converter_for({"architectures": ["MistralForCausalLM"], "model_type": "internlm3"})

@@ -33,6 +33,11 @@ VARIANTS = {
     "unnormalized": {**ROUTING, "normalize_top_k": False},
     "shared": {**ROUTING, "top_k": 1, "shared_hidden": 24},
     "shared-ungated": {**ROUTING, "shared_hidden": 24, "shared_gate": False},
+    # GPT-OSS's: a router bias, the product clamped (a limit the random inputs pass) and sharpened
+    "clamped": {**ROUTING, "router_bias": True, "alpha": 1.702, "limit": 0.3, "up_shift": 1.0},
+    # Llama 4's: sigmoid scores, not renormalised, weighting each expert's input; an ungated shared expert
+    "weighted-inputs": {**ROUTING, "scoring": "sigmoid", "normalize_top_k": False, "weight_input": True}
+    | {"shared_hidden": 24, "shared_gate": False},
 }
 
 
@@ -49,11 +54,14 @@ def reference_moe(block: Any, x: torch.Tensor) -> torch.Tensor:
     """The MoE layer written out token by token, from its definition."""
     out = []
     for token in x.reshape(-1, x.shape[-1]):
-        probs = block.router(token).softmax(-1)
-        weights, chosen = probs.topk(block.top_k)
+        logits = block.router(token)
+        weights, chosen = (logits.softmax(-1) if block.scoring == "softmax" else logits.sigmoid()).topk(block.top_k)
         if block.normalize_top_k:
             weights = weights / weights.sum()
-        y = sum(w * expert(block, int(e), token) for w, e in zip(weights, chosen, strict=True))
+        if block.weight_input:  # Llama 4: the weight scales what the expert reads
+            y = sum(expert(block, int(e), w * token) for w, e in zip(weights, chosen, strict=True))
+        else:
+            y = sum(w * expert(block, int(e), token) for w, e in zip(weights, chosen, strict=True))
         if block.shared is not None:
             gate = torch.sigmoid(block.shared_gate(token)) if block.shared_gate is not None else 1.0
             y = y + gate * block.shared(token)
@@ -62,10 +70,14 @@ def reference_moe(block: Any, x: torch.Tensor) -> torch.Tensor:
 
 
 def expert(block: Any, e: int, token: torch.Tensor) -> torch.Tensor:
-    """Expert ``e`` of the stack on one token: down(silu(gate x) * up x), gate_up's rows [gate | up]."""
-    gate_up, down = block.experts.gate_up, block.experts.down
+    """Expert ``e`` of the stack on one token: down(silu(gate x) * up x), gate_up's rows [gate | up];
+    with GPT-OSS's options, down(g * sigmoid(alpha g) * (u + shift)), g <= limit and |u| <= limit."""
+    gate_up, down, unit = block.experts.gate_up, block.experts.down, block.experts.unit
     gate, up = (gate_up.weight[e] @ token + (0 if gate_up.bias is None else gate_up.bias[e])).chunk(2)
-    return down.weight[e] @ (F.silu(gate) * up) + (0 if down.bias is None else down.bias[e])
+    if unit.limit is not None:
+        gate, up = torch.minimum(gate, torch.tensor(unit.limit)), torch.clamp(up, -unit.limit, unit.limit)
+    product = gate * torch.sigmoid(unit.alpha * gate) * (up + unit.shift)
+    return down.weight[e] @ product + (0 if down.bias is None else down.bias[e])
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -77,6 +89,59 @@ def test_routing_matches_its_definition_token_by_token(variant: str) -> None:
         flat, chosen = x.reshape(-1, x.shape[-1]), block.router(x).reshape(-1, 4).topk(block.top_k).indices
         weights = torch.rand(chosen.shape, generator=torch.Generator().manual_seed(4))
         torch.testing.assert_close(block.dense(flat, weights, chosen), block.dispatch(flat, weights, chosen))
+
+
+def test_top_k_eps_is_added_to_the_sum_the_sigmoid_weights_are_renormalised_by() -> None:
+    """``top_k_eps`` (LFM2-MoE's 1e-6; by default DeepSeek's 1e-20 with sigmoid scores)."""
+    scores = torch.tensor([[0.02, 0.01, 0.005, 0.001]])
+    for eps, want in ((None, 1e-20), (1e-2, 1e-2)):
+        options = {**ROUTING, "scoring": "sigmoid", "top_k_eps": eps}
+        block = tiny({k: v for k, v in options.items() if v is not None}).blocks[0].mlp
+        weights, chosen = block.route(scores)
+        assert chosen.tolist() == [[0, 1]]
+        torch.testing.assert_close(weights, torch.tensor([[0.02, 0.01]]) / (0.03 + want))
+
+
+def test_sparsemixer_routing_equals_phimoes_at_inference() -> None:
+    """``scoring = "sparsemixer"`` chooses and weighs as transformers' ``sparsemixer`` (Phi-3.5-MoE)
+    in eval mode, near ties (masked by ``mixer_eps``) included."""
+    phimoe = pytest.importorskip("transformers.models.phimoe.modeling_phimoe")
+    options = {**ROUTING, "n_experts": 6, "scoring": "sparsemixer", "normalize_top_k": False, "mixer_eps": 0.05}
+    block = tiny(options).blocks[0].mlp.eval()
+    logits = torch.randn(64, 6, generator=torch.Generator().manual_seed(5))
+    logits[:8, 1] = logits[:8, 0] * 0.97  # within 2 * mixer_eps of the best: kept in its softmax
+    weights, chosen = block.sparse_mix(logits)
+    theirs, their_chosen = phimoe.sparsemixer(logits, jitter_eps=0.05, training=False, top_k=2)
+    assert torch.equal(chosen, their_chosen)
+    torch.testing.assert_close(weights, theirs)
+    assert not torch.allclose(weights[:, 0], torch.ones(64))  # some first weights share their softmax
+
+
+def test_shared_average_halves_the_sum_of_the_routed_and_shared_outputs() -> None:
+    """``shared_average`` (Cohere 2-MoE's "average"): (routed + shared) / 2, the same weights summed otherwise."""
+    mlp = {**ROUTING, "shared_hidden": 24, "shared_gate": False}
+    summed, averaged = tiny(mlp).blocks[0].mlp.eval(), tiny({**mlp, "shared_average": True}).blocks[0].mlp.eval()
+    averaged.load_state_dict(summed.state_dict())
+    x = torch.randn(2, 5, TINY["d_model"], generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        torch.testing.assert_close(averaged(x), summed(x) / 2)
+        assert not torch.allclose(averaged(x), summed(x))
+
+
+def test_a_fused_shared_expert_is_the_unfused_one_with_gate_and_up_stacked() -> None:
+    """``shared_fused`` (Granite-MoE's ``shared_mlp.input_linear``): one projection, rows
+    [gate | up], the same sums as separate gate and up holding its halves."""
+    fused = tiny({**ROUTING, "shared_hidden": 24, "shared_gate": False, "shared_fused": True}).blocks[0].mlp.eval()
+    split = tiny({**ROUTING, "shared_hidden": 24, "shared_gate": False}, seed=1).blocks[0].mlp.eval()
+    assert not hasattr(fused.shared, "gate") and fused.shared.gate_up.weight.shape == (48, TINY["d_model"])
+    with torch.no_grad():
+        for name in ("router.weight", "experts.gate_up.weight", "experts.down.weight", "shared.down.weight"):
+            split.get_parameter(name).copy_(fused.get_parameter(name))
+        split.shared.gate.weight.copy_(fused.shared.gate_up.weight[:24])
+        split.shared.up.weight.copy_(fused.shared.gate_up.weight[24:])
+        x = torch.randn(2, 5, TINY["d_model"], generator=torch.Generator().manual_seed(3))
+        torch.testing.assert_close(fused(x), split(x))
+        torch.testing.assert_close(fused(x), reference_moe(fused, x), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -93,6 +158,22 @@ def test_cached_decoding_and_padding_are_exact(variant: str) -> None:
         positions = torch.cat([torch.zeros(1, 3, dtype=torch.long), torch.arange(10)[None]], 1)
         out = model(padded, attention_mask=mask, positions=positions)
         torch.testing.assert_close(out[:, 3:], full[:1], rtol=1e-5, atol=1e-5)
+
+
+def test_clamped_product_is_gpt_oss_and_reaches_its_limit() -> None:
+    """The experts' ``GatedUnit`` at GPT-OSS's options is transformers' ``_apply_gate`` (on its
+    interleaved columns); at the defaults it is SwiGLU's; the clamp changes large inputs."""
+    gpt_oss = pytest.importorskip("transformers.models.gpt_oss.modeling_gpt_oss")
+    config = transformers.GptOssConfig(hidden_size=8, intermediate_size=6, num_local_experts=2)
+    theirs = gpt_oss.GptOssExperts(config)
+    gate, up = torch.randn(2, 5, 6, generator=torch.Generator().manual_seed(5)).mul(6).unbind(0)
+    unit = moe_module.GatedUnit(1.702, 7.0, 1.0)
+    interleaved = torch.stack([gate, up], dim=-1).flatten(-2)  # gate at the even columns
+    torch.testing.assert_close(unit(gate, up), theirs._apply_gate(interleaved))
+    torch.testing.assert_close(moe_module.GatedUnit()(gate, up), F.silu(gate) * up)
+    assert not torch.allclose(unit(gate, up), moe_module.GatedUnit(1.702, None, 1.0)(gate, up))
+    block = tiny(VARIANTS["clamped"]).blocks[0].mlp
+    assert block.router.bias is not None and block.experts.unit == moe_module.GatedUnit(1.702, 0.3, 1.0)
 
 
 def test_router_logits_are_a_hook_point_that_reroutes() -> None:
@@ -204,6 +285,41 @@ def test_converters_refuse_what_they_cannot_map(
         zoo.from_hf(folder)
 
 
+SMALL = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
+ROPE = {"rope_type": "default", "rope_theta": 10000.0}
+#: The families on the parts GPT-OSS, Llama 4 and DeepSeek brought, and what each refuses.
+PARTS_REFUSALS = [
+    (
+        "GptOssConfig",
+        "GptOssForCausalLM",
+        {"quantization_config": {"quant_method": "mxfp4"}},
+        "quantization_config.*Mxfp4Config",
+    ),
+    ("Llama4TextConfig", "Llama4ForCausalLM", {"interleave_moe_layer_step": 2}, "interleave_moe_layer_step"),
+    ("Llama4TextConfig", "Llama4ForCausalLM", {"moe_layers": [1]}, "moe_layers"),
+    ("Llama4TextConfig", "Llama4ForCausalLM", {"layer_types": ["sliding_attention"] * 2}, "layer_types"),
+    ("Ministral3Config", "Ministral3ForCausalLM", {"rope_parameters": ROPE}, "llama_4_scaling_beta"),
+    ("Apertus1p5TextConfig", "Apertus1p5TextForCausalLM", {"output_vocab_size": 50}, "output_vocab_size"),
+    (
+        "SolarOpenConfig",
+        "SolarOpenForCausalLM",
+        {"rope_parameters": {**ROPE, "partial_rotary_factor": 0.5}},
+        "partial_rotary_factor",
+    ),  # fmt: skip
+    ("Glm4MoeLiteConfig", "Glm4MoeLiteForCausalLM", {"mlp_layer_types": ["dense", "mixed"]}, "mlp_layer_types"),
+]
+
+
+@pytest.mark.parametrize(("config", "model", "change", "field"), PARTS_REFUSALS, ids=[r[3] for r in PARTS_REFUSALS])
+def test_the_families_on_the_new_parts_refuse_what_they_cannot_map(
+    config: str, model: str, change: dict[str, Any], field: str, tmp_path: Path
+) -> None:
+    hf = getattr(transformers, config)(**SMALL, vocab_size=97)
+    folder = saved_config(tmp_path, hf, **change, architectures=[model])
+    with pytest.raises(zoo.InteropError, match=field):
+        zoo.from_hf(folder)
+
+
 def test_export_refuses_an_moe_the_architecture_cannot_hold(tmp_path: Path) -> None:
     with pytest.raises(zoo.InteropError, match="shared expert"):
         zoo.to_hf(tiny({**ROUTING, "shared_hidden": 8}), tmp_path / "out", architecture="MixtralForCausalLM")
@@ -289,3 +405,51 @@ def test_summary_counts_every_expert_and_the_flops_of_the_routed_ones() -> None:
     d, hidden, layers, experts, top_k = 4096, 14336, 32, 8, 2
     assert summary.parameters["mlp"] == layers * (d * experts + experts * 3 * d * hidden)
     assert summary.flops_per_token["mlp"] == 2 * layers * (d * experts + top_k * 3 * d * hidden)
+
+
+GPT_OSS_20B = {  # openai/gpt-oss-20b's config.json, its quantization_config left out (dequantised)
+    "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "attention_bias": True, "attention_dropout": 0.0,
+    "eos_token_id": 200002, "experts_per_token": 4, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2880,
+    "initial_context_length": 4096, "initializer_range": 0.02, "intermediate_size": 2880,
+    "layer_types": ["sliding_attention", "full_attention"] * 12, "max_position_embeddings": 131072,
+    "num_attention_heads": 64, "num_experts_per_tok": 4, "num_hidden_layers": 24, "num_key_value_heads": 8,
+    "num_local_experts": 32, "output_router_logits": False, "pad_token_id": 199999, "rms_norm_eps": 1e-05,
+    "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096,
+                     "rope_type": "yarn", "truncate": False},
+    "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 128, "swiglu_limit": 7.0,
+    "tie_word_embeddings": False, "use_cache": True, "vocab_size": 201088,
+}  # fmt: skip
+
+
+def test_gpt_oss_20b_reads_as_its_released_shape() -> None:
+    """The released GPT-OSS 20B config: heads of 64 at d_model 2880, windows on every other layer,
+    YaRN, 32 clamped experts with biases; as many parameters as transformers' model of it."""
+    config = validate_config(config_from_hf(GPT_OSS_20B))
+    assert (config.head_dim, config.attention.name, config.mlp.options["limit"]) == (64, "sinks", 7.0)
+    assert [config.layer(i).attention.options.get("window") for i in range(3)] == [128, None, 128]
+    assert config.position.options["scaling"]["kind"] == "yarn"
+    theirs = transformers.GptOssConfig(**GPT_OSS_20B)
+    with torch.device("meta"):
+        expected = transformers.GptOssForCausalLM(theirs).num_parameters()
+    assert zoo.build(config, device="meta").num_parameters() == expected
+
+
+def test_llama4_scout_text_reads_as_its_released_shape() -> None:
+    """Llama 4 Scout's text model: 48 layers of 16 experts (top 1) and a shared one, chunked
+    rotary layers with NoPE every fourth; as many parameters as transformers' model of it."""
+    scout = {"hidden_size": 5120, "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8}
+    scout |= {"intermediate_size": 8192, "num_local_experts": 16, "num_experts_per_tok": 1, "vocab_size": 202048}
+    scout |= {"rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 16.0}}
+    scout["rope_parameters"] |= {
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 1.0,
+        "original_max_position_embeddings": 8192,
+    }
+    theirs = transformers.Llama4TextConfig(**scout)
+    config = validate_config(config_from_hf({**theirs.to_dict(), "architectures": ["Llama4ForCausalLM"]}))
+    kinds = [(config.layer(i).attention.name, config.layer(i).position.name) for i in range(4)]
+    assert kinds == [("chunked", "rotary")] * 3 + [("qknorm", "none")]
+    assert config.mlp.options["weight_input"] and config.mlp.options["shared_hidden"] == 8192
+    with torch.device("meta"):
+        expected = transformers.Llama4ForCausalLM(theirs).num_parameters()
+    assert zoo.build(config, device="meta").num_parameters() == expected

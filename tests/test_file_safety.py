@@ -206,19 +206,20 @@ def test_cli_convert_to_hf_refuses_a_users_folder_and_names_the_flag(
 # -- A. run folders: marker, lock, links ---------------------------------------------------------
 
 HOLD = """
-import sys, time
+import sys
 from pathlib import Path
 from zoo.checkpoint.owned import claim
 from zoo.errors import ZooError
 held = claim(Path(sys.argv[1]), "train", "zoo train", error=ZooError)
 print("held", flush=True)
-time.sleep(60)
+sys.stdin.read()  # holds until the test closes this stdin or kills it: no sleep that a slow test could outlast
 """
 
 
 def hold(folder: Path) -> subprocess.Popen[str]:
     """Another process that claims ``folder`` and keeps it."""
-    process = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE, text=True)
+    command = [sys.executable, "-c", HOLD, str(folder)]
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None and process.stdout.readline().strip() == "held"
     return process
 
@@ -236,7 +237,7 @@ def test_a_second_process_on_a_claimed_folder_gets_a_clear_error(tmp_path: Path)
         assert folder.is_dir() and (folder / MARKER).is_file()
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()  # closes its pipes
     with owned_folder(folder, "train", "zoo train", error=ZooError) as owned:  # free once the holder is gone
         assert not owned.fresh or list(folder.iterdir())
 
@@ -244,8 +245,7 @@ def test_a_second_process_on_a_claimed_folder_gets_a_clear_error(tmp_path: Path)
 def test_two_processes_started_together_on_a_new_folder_one_wins(tmp_path: Path) -> None:
     """Two processes claim one new folder at once: one holds it (until this test lets it
     go), the other is told the folder is in use, whatever the order they reach it in."""
-    script = HOLD.replace('print("held", flush=True)\ntime.sleep(60)', 'print("held", flush=True)\nsys.stdin.read()')
-    script = script.replace(
+    script = HOLD.replace(
         'held = claim(Path(sys.argv[1]), "train", "zoo train", error=ZooError)',
         "try:\n    held = claim(Path(sys.argv[1]), 'train', 'zoo train', error=ZooError)\n"
         "except ZooError as err:\n    print('refused', err, flush=True); sys.exit(1)",

@@ -15,6 +15,9 @@ import zoo
 from helpers import train_tokenizer
 from zoo.text.tokenizers import Tokenizer
 
+# One worker for the whole file: its module fixtures (runs, data, answers) are built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("generate-decode")
+
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 

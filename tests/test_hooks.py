@@ -39,8 +39,9 @@ CROSS = [n.replace("attn.", "cross_attn.") for n in ATTENTION] + ["hook_cross_ou
 # MLPs whose points are not the contract's activation input and output projection's input:
 # an MoE has one of each per expert (so neither point), and marks its router's logits.
 MLP_POINTS = {"moe": ["mlp.hook_router"], "none": []}
-# Points a token mixer without scores marks itself, before hook_z: Mamba-2's convolution and scan outputs.
-MIXER_POINTS = {"mamba2": ["attn.hook_conv", "attn.hook_scan"], "mamba": ["attn.hook_conv", "attn.hook_scan"]}
+# Points a token mixer without scores marks itself, before hook_z: Mamba-2's (and Mamba's, and the gated
+# DeltaNet's) convolution and scan outputs.
+MIXER_POINTS = {name: ["attn.hook_conv", "attn.hook_scan"] for name in ("mamba2", "mamba", "gated_deltanet")}
 # Mixers that mix nothing (Nemotron-H's MLP-only layers): no output projection, so no hook_z either.
 NO_MIXER = {"none"}
 
@@ -118,7 +119,7 @@ def test_every_component_exposes_every_point_and_leaves_the_forward_unchanged(ki
     assert cache["blocks.0.attn.hook_k"].shape == (2, kv_heads, 7, dk)
     assert cache["blocks.0.attn.hook_v"].shape == (2, kv_heads, 7, dv)
     pattern = cache["blocks.1.attn.hook_pattern"]
-    if hasattr(model.blocks[1].attn, "sinks"):  # a sink takes its share of each row (GPT-OSS)
+    if getattr(model.blocks[1].attn, "sinks", None) is not None:  # a sink takes its share of each row (GPT-OSS)
         assert ((pattern.sum(-1) > 0) & (pattern.sum(-1) < 1)).all()
     else:
         torch.testing.assert_close(pattern.sum(-1), torch.ones(2, heads, 7))

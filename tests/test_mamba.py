@@ -83,6 +83,32 @@ def test_the_mixer_equals_transformers_mixer(falcon: bool, fields: dict[str, Any
     assert scale > 0.1  # not a vanishing output that any mixer would match
 
 
+def test_bcdt_weights_equal_jambas_mixer_and_need_the_norms() -> None:
+    """``bcdt_weights``: Jamba's mixer, its RMSNorms on the time step, B and C learned scales."""
+    jamba = pytest.importorskip("transformers.models.jamba.modeling_jamba")
+    config = transformers.JambaConfig(hidden_size=32, mamba_d_state=8, mamba_dt_rank=4, rms_norm_eps=1e-5)
+    reference = jamba.JambaMambaMixer(config, layer_idx=0).eval()
+    with torch.no_grad():
+        for i, (name, p) in enumerate(reference.named_parameters()):
+            p.copy_(randn(*p.shape, seed=i) * 0.3 + (1.0 if "layernorm" in name else 0.0))
+    mixer = Mamba(32, d_state=8, dt_rank=4, bcdt_norm=True, bcdt_eps=1e-5, bcdt_weights=True).eval()
+    names = {"conv1d.": "conv.", "dt_layernorm.weight": "bcdt_scales.0", "b_layernorm.weight": "bcdt_scales.1"}
+    names |= {"c_layernorm.weight": "bcdt_scales.2"}
+    state = {}
+    for k, v in reference.state_dict().items():
+        for old, new in names.items():
+            k = k.replace(old, new)
+        state[k] = v
+    mixer.load_state_dict(state)  # strict: every scale found its name
+    x = randn(2, 11, 32, seed=1)
+    with torch.no_grad():
+        expected = reference(x)
+        torch.testing.assert_close(mixer(x, AttentionContext()), expected, rtol=0, atol=1e-5)
+    assert expected.abs().max() > 0.1
+    with pytest.raises(ValueError, match="bcdt_weights"):
+        Mamba(32, bcdt_weights=True)
+
+
 def test_the_scan_carries_its_state_across_calls() -> None:
     """Two halves, the second from the first's state, are the whole sequence."""
     x, b, c = randn(2, 10, 6, seed=1), randn(2, 10, 4, seed=2), randn(2, 10, 4, seed=3)

@@ -1,6 +1,6 @@
 """The 2025 token mixers of zoo-modern: attention sinks (GPT-OSS), chunked local attention
-(Llama 4), the short convolution (LFM2), Mamba-2's and Mamba's scans (more in test_mamba2 and
-test_mamba), each against a reference written out here or
+(Llama 4), the short convolution (LFM2), Mamba-2's and Mamba's scans, Qwen3-Next's gated DeltaNet
+(more in test_mamba2, test_mamba and test_deltanet), each against a reference written out here or
 transformers' own module, swapped into GPT-2, trained, decoded with the cache, probed.
 
 The registry-wide tests (test_components, test_hooks, test_compile, test_checkpoint,
@@ -24,19 +24,31 @@ from zoo.probe import probe
 from zoo_modern.local_attention import ChunkedAttention, SinkAttention, chunk_mask
 from zoo_modern.short_conv import ShortConv
 
-NEW = ["sinks", "chunked", "short_conv", "mamba2", "mamba"]
+NEW = ["sinks", "chunked", "short_conv", "mamba2", "mamba", "gated_deltanet"]
 # Options small enough that 5 prompt tokens and 8 new ones cross windows, chunks and kernels.
 DECODED: list[Any] = [
     "sinks",
     {"name": "sinks", "window": 4, "n_kv_heads": 2},
     {"name": "chunked", "chunk_size": 4},
     {"name": "chunked", "chunk_size": 5, "n_kv_heads": 1},
+    {"name": "sinks", "head_dim": 16, "qkv_bias": True},  # GPT-OSS's heads, wider than d_model / n_heads
+    {"name": "chunked", "chunk_size": 4, "qk_norm": "head", "qk_norm_plain": True, "qk_norm_after": True},  # Llama 4's
+    {"name": "qknorm", "qk_norm": "none", "temperature": 0.5, "temperature_floor": 2},  # Llama 4's NoPE layers
+    {
+        "name": "qknorm",
+        "temperature": 0.5,
+        "temperature_floor": 2,
+        "temperature_offset": 0,
+        "temperature_by_token": True,
+    },
     "short_conv",
     {"name": "short_conv", "kernel_size": 5, "conv_bias": True},
     {"name": "mamba2", "d_state": 8, "chunk_size": 3},
     {"name": "mamba2", "n_groups": 2, "conv_kernel": 2, "proj_bias": False, "head_dim": 4},
     {"name": "mamba", "d_state": 4},
     {"name": "mamba", "conv_kernel": 2, "dt_rank": 3, "bcdt_norm": True, "proj_bias": False},
+    {"name": "gated_deltanet", "chunk_size": 3},
+    {"name": "gated_deltanet", "n_k_heads": 2, "n_v_heads": 4, "v_head_dim": 6, "conv_kernel": 2},
 ]
 
 
@@ -66,6 +78,9 @@ EXTRA_PARAMETERS = {"sinks": 12 * 12, "chunked": 0, "short_conv": 12 * (3 + 1) *
 EXTRA_PARAMETERS["mamba2"] = 12 * (769 * 3352 + 5 * 1792 + 3 * 24 + 1536 + 1537 * 768 - 769 * 4 * 768)
 # Mamba's, dt_rank 48: in_proj to x and z (2d each), the kernel of 4 and its bias over x, x_proj to the rank
 # and B, C (16 each), dt_proj back with its bias, A_log (16 per channel), D, out_proj, less attention's.
+# Gated DeltaNet's, heads of 64: in_proj to q, k, v, z (d each) and b, a (12 each), the kernel of 4 over
+# q, k and v (no bias), A_log and dt_bias per head, the norm over one head, out_proj, less attention's.
+EXTRA_PARAMETERS["gated_deltanet"] = 12 * (768 * 3096 + 2304 * 4 + 24 + 64 + 768 * 768 - 769 * 4 * 768)
 EXTRA_PARAMETERS["mamba"] = 12 * (769 * 3072 + 5 * 1536 + 1536 * 80 + 49 * 1536 + 1536 * 16 + 1536 + 1537 * 768 - 769 * 4 * 768)  # fmt: skip
 
 
@@ -89,7 +104,7 @@ def test_it_swaps_into_gpt2_and_three_steps_lower_the_loss(name: str) -> None:
     assert losses[2] < losses[0], losses
 
 
-@pytest.mark.parametrize("name", ["chunked", "short_conv", "mamba2", "mamba"])
+@pytest.mark.parametrize("name", ["chunked", "short_conv", "mamba2", "mamba", "gated_deltanet"])
 def test_a_causal_only_mixer_is_refused_in_an_encoder_decoder(name: str) -> None:
     with pytest.raises(zoo.ConfigError, match=rf"'{name}'.*decoder-only"):
         zoo.get_config("transformer-2017-base", attention=name)
@@ -116,6 +131,35 @@ def test_greedy_decoding_with_the_cache_equals_recomputing_the_whole_sequence(sp
             assert torch.equal(step.tokens, step.scores.argmax(-1))
             seq = torch.cat([seq, step.tokens[:, None]], dim=1)
     assert torch.equal(model.generate(seq[:, :5], 8), seq)  # generate's own loop: the same tokens
+
+
+def test_temperature_scales_each_query_by_its_slot() -> None:
+    """q at slot p times 1 + t * log1p(floor((p + 1) / floor)) (Llama 4's tuning), keys untouched."""
+    spec = {"name": "qknorm", "qk_norm": "none", "temperature": 0.5, "temperature_floor": 3}
+    tuned, plain = tiny(attention=spec), tiny(attention={**spec, "temperature": 0.0})
+    names = ["blocks.0.attn.hook_q", "blocks.0.attn.hook_k"]
+    _, ours = tuned.run_with_cache(ids(1, 9), names=names)
+    _, theirs = plain.run_with_cache(ids(1, 9), names=names)
+    factor = 1 + 0.5 * torch.log1p(torch.floor((torch.arange(9.0) + 1) / 3))  # 1 for slots 0-1, then grows
+    torch.testing.assert_close(ours[names[0]], theirs[names[0]] * factor[:, None])
+    torch.testing.assert_close(ours[names[1]], theirs[names[1]])
+    assert factor[1] == 1 and factor[2] > 1
+
+
+def test_a_temperature_by_token_reads_a_left_padded_row_as_alone() -> None:
+    """With ``temperature_by_token`` (Ministral 3's position ids) the slots count from each
+    row's first real token, so padding changes nothing; by slot (Llama 4's) it shifts them."""
+    spec = {"name": "qknorm", "qk_norm": "none", "temperature": 8.0, "temperature_floor": 1, "temperature_offset": 0}
+    real = ids(1, 7)
+    padded, mask = torch.cat([ids(1, 3, seed=9), real], dim=1), torch.tensor([[0, 0, 0] + [1] * 7])
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    outs = []
+    for by_token in (True, False):
+        model = tiny(attention={**spec, "temperature_by_token": by_token})
+        with torch.no_grad():
+            outs.append((model(padded, attention_mask=mask, positions=positions)[:, 3:], model(real)))
+    torch.testing.assert_close(*outs[0], atol=1e-5, rtol=0)
+    assert not torch.allclose(*outs[1], atol=1e-4)
 
 
 @pytest.mark.parametrize(

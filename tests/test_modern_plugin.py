@@ -47,6 +47,7 @@ MODERN = {
     ("placement", "sandwich_scaled"),
     ("norm", "rmsnorm_plain"),
     ("activation", "xielu"),
+    ("attention", "gated_deltanet"),
 }
 PACKAGE = Path(__file__).resolve().parents[1] / "examples" / "zoo-modern"
 

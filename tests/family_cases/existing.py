@@ -32,3 +32,21 @@ CASES = [
         },
     ),
 ]
+# Model types transformers builds with Llama's classes (its config alone differs): read by the
+# Llama table (its aliases), as their config.json names LlamaForCausalLM; exported as llama.
+CASES += [
+    Family(
+        "internlm3",
+        "llama",
+        "InternLM3Config",
+        "LlamaForCausalLM",
+        {**LLAMA_SIZES, "num_key_value_heads": 2, "head_dim": 8},
+    ),
+    Family(
+        "iquestcoder",
+        "llama",
+        "IQuestCoderConfig",
+        "LlamaForCausalLM",
+        {**LLAMA_SIZES, "num_key_value_heads": 2, "head_dim": 8},
+    ),
+]

@@ -1,6 +1,6 @@
 """Hybrid families, whose layers mix tokens in more than one way: LFM2 (short gated
-convolutions between attention layers), Bamba and Nemotron-H (Mamba-2 scans between
-attention layers, and Nemotron-H's MLP-only layers)."""
+convolutions between attention layers), Bamba, Granite-MoE-Hybrid and Nemotron-H (Mamba-2 scans between
+attention layers, Granite's with routed experts, Nemotron-H's MLP-only layers)."""
 
 from __future__ import annotations
 
@@ -125,6 +125,169 @@ CASES += [
             "use_bias": True,
             "n_groups": 1,
             "mlp_hidden_act": "relu2",
+        },
+    ),
+]
+
+GRANITE_HYBRID = {
+    **{k: v for k, v in BAMBA.items() if k != "intermediate_size"},
+    **{"embedding_multiplier": 3.0, "residual_multiplier": 0.5, "attention_multiplier": 0.2, "logits_scaling": 2.0},
+    "intermediate_size": 16,
+    "shared_intermediate_size": 24,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+}
+CASES += [
+    # scan, attention, scan: Granite's multipliers, routed experts beside the shared MLP, no positions
+    Family(
+        "granitemoe-hybrid",
+        "granitemoehybrid",
+        "GraniteMoeHybridConfig",
+        "GraniteMoeHybridForCausalLM",
+        {
+            **GRANITE_HYBRID,
+            "num_hidden_layers": 3,
+            "layer_types": ["linear_attention", "full_attention", "linear_attention"],
+        },  # fmt: skip
+    ),
+    # attention first, rotary, no experts: the shared MLP alone (Granite 4.0-H-Micro's layout)
+    Family(
+        "granitemoe-hybrid-dense",
+        "granitemoehybrid",
+        "GraniteMoeHybridConfig",
+        "GraniteMoeHybridForCausalLM",
+        {
+            **GRANITE_HYBRID,
+            "num_hidden_layers": 2,
+            "layer_types": ["full_attention", "linear_attention"],
+            "position_embedding_type": "rope",
+            "num_local_experts": 0,
+        },
+    ),
+]
+CASES.append(
+    # conv, attention, conv: the first layer dense (48 wide, no width rule), then 6 experts chosen with an expert bias
+    Family(
+        "lfm2-moe",
+        "lfm2_moe",
+        "Lfm2MoeConfig",
+        "Lfm2MoeForCausalLM",
+        {
+            "hidden_size": 32,
+            "intermediate_size": 48,
+            "moe_intermediate_size": 16,
+            "num_hidden_layers": 3,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "num_dense_layers": 1,
+            "num_experts": 6,
+            "num_experts_per_tok": 2,
+            "routed_scaling_factor": 1.5,
+            "layer_types": ["conv", "full_attention", "conv"],
+        },
+    )
+)
+CASES.append(
+    # scan, attention, scan, scan: experts in layers 1 and 3, a SwiGLU in 0 and 2; RMSNorms on B, C and dt
+    Family(
+        "jamba",
+        "jamba",
+        "JambaConfig",
+        "JambaForCausalLM",
+        {
+            "hidden_size": 32,
+            "intermediate_size": 16,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "attn_layer_period": 4,
+            "attn_layer_offset": 1,
+            "mamba_d_state": 8,
+            "mamba_dt_rank": 4,
+        },
+    )
+)
+QWEN3_NEXT = {
+    "hidden_size": 32,
+    "intermediate_size": 40,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4,
+    "linear_key_head_dim": 8,
+    "linear_value_head_dim": 6,
+    "moe_intermediate_size": 16,
+    "shared_expert_intermediate_size": 24,
+    "num_experts": 4,
+    "num_experts_per_tok": 2,
+}
+CASES += [
+    # DeltaNet, DeltaNet, DeltaNet, attention (full_attention_interval's default of 4); rotary on a quarter of 16
+    Family(
+        "qwen3-next", "qwen3_next", "Qwen3NextConfig", "Qwen3NextForCausalLM", {**QWEN3_NEXT, "num_hidden_layers": 4}
+    ),
+    # attention first by layer_types, equal key and value heads, a kernel of 3, half the head rotated, unnormalised
+    Family(
+        "qwen3-next-layer-types",
+        "qwen3_next",
+        "Qwen3NextConfig",
+        "Qwen3NextForCausalLM",
+        {
+            **QWEN3_NEXT,
+            "num_hidden_layers": 3,
+            "layer_types": ["full_attention", "linear_attention", "linear_attention"],
+            "linear_num_value_heads": 2,
+            "linear_conv_kernel_dim": 3,
+            "partial_rotary_factor": 0.5,
+            "norm_topk_prob": False,
+        },
+    ),
+]
+CASES += [
+    # Qwen3.5: Qwen3-Next's layers with a dense SwiGLU MLP, its mixer's projections apart; rotary by rope_parameters
+    Family(
+        "qwen3.5",
+        "qwen3_5_text",
+        "Qwen3_5TextConfig",
+        "Qwen3_5ForCausalLM",
+        {
+            **{k: v for k, v in QWEN3_NEXT.items() if "expert" not in k and "moe" not in k},
+            "num_hidden_layers": 4,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1000.0, "partial_rotary_factor": 0.5},
+        },
+    ),
+]
+
+OLMO_HYBRID = {"hidden_size": 32, "intermediate_size": 40, "num_attention_heads": 4, "num_key_value_heads": 2}
+CASES += [
+    # DeltaNet (pre-norm) x3, attention (OLMo 2's post-norm) by the default pattern; key heads of 0.75 * 32 / 4 = 6,
+    # value heads of 12, beta in [0, 2], rotary
+    Family(
+        "olmo-hybrid",
+        "olmo_hybrid",
+        "OlmoHybridConfig",
+        "OlmoHybridForCausalLM",
+        {**OLMO_HYBRID, "num_hidden_layers": 4},
+    ),
+    # as released: no positions, beta in [0, 1], attention first, sizes given
+    Family(
+        "olmo-hybrid-nope",
+        "olmo_hybrid",
+        "OlmoHybridConfig",
+        "OlmoHybridForCausalLM",
+        {
+            **OLMO_HYBRID,
+            "num_hidden_layers": 3,
+            "layer_types": ["full_attention", "linear_attention", "linear_attention"],
+            "rope_parameters": {"rope_type": "default", "rope_theta": None},
+            "linear_allow_neg_eigval": False,
+            "linear_num_key_heads": 2,
+            "linear_key_head_dim": 8,
+            "linear_value_head_dim": 8,
+            "linear_conv_kernel_dim": 3,
         },
     ),
 ]

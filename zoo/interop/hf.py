@@ -63,6 +63,12 @@ KNOWN_PLUGINS = {name: ("zoo-lm-modern", "examples/zoo-modern") for name in ("ll
 # -- which converter ----------------------------------------------------------------------
 
 
+def aliases(entry: Any) -> tuple[str, ...]:
+    """The other model types a registered converter reads (``Converter.model_type_aliases``)."""
+    names = getattr(entry.converter, "model_type_aliases", ())
+    return tuple(names) if isinstance(names, tuple) else ()
+
+
 def converter_for(hf: Mapping[str, Any], *, where: str = "config.json", registry: Registry | None = None) -> Converter:
     """The registered converter for ``config.json`` ``hf``: by ``architectures``, else
     ``model_type`` (a config with neither is GPT-2's oldest form)."""
@@ -76,7 +82,7 @@ def converter_for(hf: Mapping[str, Any], *, where: str = "config.json", registry
         model_type = "gpt2"
     for entry in installed:
         if entry.architecture in architectures:
-            if model_type is not None and model_type != entry.model_type:
+            if model_type is not None and model_type not in (entry.model_type, *aliases(entry)):
                 raise InteropError(
                     f"{where}: architectures names {entry.architecture} (model_type {entry.model_type!r}) but "
                     f"model_type is {str(model_type)[:80]!r}; config.json contradicts itself, fix one of them"
@@ -84,7 +90,7 @@ def converter_for(hf: Mapping[str, Any], *, where: str = "config.json", registry
             found: Converter = entry.converter
             return found
     for entry in installed:
-        if entry.model_type == model_type:
+        if model_type in (entry.model_type, *aliases(entry)):
             by_type: Converter = entry.converter
             return by_type
     shown_names = [f"{e.architecture} ({e.provider})" for e in installed[:8]]

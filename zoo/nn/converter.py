@@ -1,17 +1,11 @@
 """How one Hugging Face architecture maps to the zoo: the class a converter subclasses.
 
-A converter answers, for its architecture (``config.json``'s ``architectures[0]``):
-
-- **config**: ``config_from_hf(hf, where)`` gives zoo config fields and raises
-  ``InteropError`` naming any setting the zoo would compute differently;
-  ``config_to_hf(config)`` writes one back, and ``blockers(config)`` says what in a zoo
-  config that architecture cannot express (an exporter overrides both).
-- **weights**: ``rules(config)`` lists, for every zoo tensor, the Hugging Face tensors it
-  is made of and how (copied, transposed, concatenated, ...), both ways.
-
-Converters are registered by plugins through the ``zoo_register_converters`` hook, the
-way components are; ``zoo.from_hf`` / ``zoo.to_hf`` apply them (``zoo.interop.hf``).
-This module holds the shared parts only, no family's knowledge.
+For its architecture (``config.json``'s ``architectures[0]``) a converter reads the config
+(``config_from_hf``, refusing with ``InteropError`` what the zoo would compute differently),
+writes one back (``config_to_hf``, with ``blockers`` naming what it cannot express), and
+maps every zoo tensor to stored tensors both ways (``rules``). Plugins register converters
+through the ``zoo_register_converters`` hook; ``zoo.interop.hf`` applies them. This module
+holds the shared parts only, no family's knowledge (the tables are ``zoo.nn.family``).
 """
 
 from __future__ import annotations
@@ -31,23 +25,8 @@ from zoo.nn.config import MAX_LAYERS
 if TYPE_CHECKING:
     from zoo.nn.config import ModelConfig
 
-__all__ = [
-    "ENGINE_FEATURES",
-    "engine_blockers",
-    "engine_features",
-    "MAX_EXPERTS",
-    "Count",
-    "Epsilon",
-    "Experts",
-    "Fraction",
-    "HFFields",
-    "Converter",
-    "Layers",
-    "Positive",
-    "RopeTable",
-    "Rule",
-    "refuse",
-]
+__all__ = ["ENGINE_FEATURES", "engine_blockers", "engine_features", "MAX_EXPERTS", "Count", "Epsilon", "Experts"]
+__all__ += ["Fraction", "HFFields", "Converter", "Layers", "Positive", "RopeTable", "Rule", "refuse"]
 
 KERNELS = ("sdpa", "eager")  # attention kernels; the same weights fit either
 
@@ -238,6 +217,9 @@ class Converter:
     architecture: ClassVar[str] = ""
     #: ``config.json``'s ``model_type``, e.g. ``"llama"``.
     model_type: ClassVar[str] = ""
+    #: Other model types transformers builds with this architecture's classes (its config
+    #: alone differs: InternLM3's ``LlamaForCausalLM``); read, exported as ``model_type``.
+    model_type_aliases: ClassVar[tuple[str, ...]] = ()
     description: ClassVar[str] = ""
     #: Prefix of the base model's tensors (``"model."``); rules name tensors without it.
     prefix: ClassVar[str] = ""

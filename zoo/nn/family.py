@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import create_model
 
 from zoo.errors import InteropError
-from zoo.nn.converter import LAYER_KINDS, Converter, Count, HFFields, Layers, Rule, refuse
+from zoo.nn.converter import LAYER_KINDS, Converter, Count, HFFields, Layers, Rule, check_layer_types, refuse
 
 if TYPE_CHECKING:
     from zoo.nn.config import ModelConfig
@@ -38,7 +38,7 @@ HARMLESS = frozenset(
     "problem_type return_dict output_attentions output_hidden_states chunk_size_feed_forward "
     "is_encoder_decoder bos_token_id eos_token_id pad_token_id sep_token_id decoder_start_token_id "
     "initializer_range init_std use_cache tokenizer_class task_specific_params _attn_implementation "
-    "finetuning_task prefix torchscript pruned_heads tie_encoder_decoder is_decoder".split()
+    "finetuning_task prefix torchscript pruned_heads tie_encoder_decoder is_decoder cache_implementation".split()
 )
 
 Reader = Callable[[Mapping[str, Any], dict[str, Any], str], dict[str, Any]]
@@ -73,7 +73,7 @@ class W:
 
     hf: str
     how: str = "copy"
-    parts: str = ""
+    parts: str | tuple[str, ...] = ""
     when: Callable[[ModelConfig], bool] | None = None
     make: Callable[[str, tuple[str, ...], ModelConfig], Rule | list[Rule] | None] | None = None
 
@@ -123,6 +123,9 @@ class Family:
     head: str = "lm_head.weight"
     top_level: tuple[str, ...] = ("lm_head.weight",)
     skip: tuple[str, ...] = ()
+    #: Prefixes of stored weights the architecture's own model never loads (transformers'
+    #: ``_keys_to_ignore_on_load_unexpected``: Qwen3-Next's multi-token-prediction ``mtp.``).
+    ignored: tuple[str, ...] = ()
     read: tuple[Reader, ...] = ()
     write: tuple[Writer, ...] = ()
     blockers: tuple[Blocker, ...] = ()
@@ -131,6 +134,7 @@ class Family:
     #: Zoo component kinds and the names export accepts beyond the ``zoo`` constant's.
     accepts: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     extends: str = ""
+    aliases: tuple[str, ...] = ()  # other model types of this architecture (not inherited)
 
     def derive(
         self, architecture: str, fresh: tuple[str, ...] = (), before: tuple[Reader, ...] = (), **changes: Any
@@ -139,7 +143,7 @@ class Family:
         ``layer``, ``top``, ``accepts``) merged, a ``None`` entry dropping the parent's;
         hooks (``read``, ``write``, ``blockers``) run after the parent's; a table or hook
         named in ``fresh`` is replaced instead; ``before``: readers that run before the parent's."""
-        merged: dict[str, Any] = {"architecture": architecture, "extends": self.architecture}
+        merged: dict[str, Any] = {"architecture": architecture, "extends": self.architecture, "aliases": ()}
         merged |= {name: type(getattr(self, name))() for name in fresh}
         for name, value in changes.items():
             old = getattr(self, name)
@@ -188,24 +192,33 @@ def _put(fields: dict[str, Any], path: str, value: Any) -> None:
     fields[head] = inner
 
 
+#: How to get full-precision weights from a quantised checkpoint, by ``quant_method``.
+QUANTIZED_FIXES = {
+    "fp8": "for FP8, dequantise them with their scales, e.g. DeepSeek's fp8_cast_bf16.py",
+    "mxfp4": "for MXFP4 (GPT-OSS's experts), load them with transformers' Mxfp4Config(dequantize=True) and save them",
+}
+
+
 def refuse_quantized(hf: Mapping[str, Any], where: str) -> None:
     """Refuse quantised weights (DeepSeek-V3's FP8 blocks and their scales) by name, with the
     fix: the zoo reads full-precision tensors only."""
     quantization = hf.get("quantization_config")
     if quantization:
         method = quantization.get("quant_method") if isinstance(quantization, Mapping) else quantization
+        hint = QUANTIZED_FIXES.get(str(method), "dequantised")
         raise InteropError(
             f"{where}: quantization_config (quant_method {method!r}): the weights are stored quantised, "
-            "which the zoo does not read; use the checkpoint's bf16 (or float32) weights (for FP8, "
-            "dequantise them with their scales, e.g. DeepSeek's fp8_cast_bf16.py) and remove "
-            "quantization_config from config.json"
+            f"which the zoo does not read; use the checkpoint's bf16 (or float32) weights ({hint}) and "
+            "remove quantization_config from config.json"
         )
 
 
 def read_config(family: Family, model: type[HFFields], hf: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """Zoo config fields of ``config.json`` ``hf`` by ``family``'s table."""
+    """Zoo config fields of ``config.json`` ``hf`` by ``family``'s table (``layer_types``
+    checked before a hook reads it)."""
     refuse_quantized(hf, where)
     model.read(hf, where)
+    check_layer_types(hf, where, family.layer_kinds)
     for name, value in hf.items():
         if name not in family.fields and name not in HARMLESS and value not in (None, False, [], {}):
             raise refuse(where, name, value, f"{family.architecture}'s converter does not read this setting")
@@ -344,7 +357,7 @@ def option_blockers(family: Family, config: ModelConfig, kind: str, spec: Mappin
         have = getattr(config, kind).options.get(option)
         if kind == "attention" and option in ("n_kv_heads", "qkv_bias", "out_bias"):
             have = layout[("n_kv_heads", "qkv_bias", "out_bias").index(option)]
-        if have != want:
+        if have != want and not (have is None and want is False):  # an option left unset is off
             blockers.append(f"{kind} {option}={have!r} ({family.architecture} has {option}={want!r})")
     return blockers
 
@@ -352,11 +365,11 @@ def option_blockers(family: Family, config: ModelConfig, kind: str, spec: Mappin
 def converter(family: Family) -> Converter:
     """The ``Converter`` of ``family``: reading, writing, refusals and weights from its table."""
     model = _fields_model(family)
-    exports = bool(family.fields)
 
     class TableConverter(Converter):
         architecture = family.architecture
         model_type = family.model_type
+        model_type_aliases = family.aliases
         description = family.description
         prefix = family.prefix
         top_level = family.top_level
@@ -367,7 +380,8 @@ def converter(family: Family) -> Converter:
         table = family
 
         def skip(self, name: str) -> bool:
-            return bool(family.skip) and name.endswith(family.skip)
+            stored_only = bool(family.ignored) and name.startswith(family.ignored)  # weights never loaded
+            return stored_only or (bool(family.skip) and name.endswith(family.skip))
 
         def config_from_hf(self, hf: Mapping[str, Any], where: str) -> dict[str, Any]:
             return read_config(family, model, hf, where)
@@ -385,7 +399,6 @@ def converter(family: Family) -> Converter:
             return write_config(family, config)
 
     TableConverter.__name__ = TableConverter.__qualname__ = family.architecture.removesuffix("ForCausalLM")
-    del exports
     return TableConverter()
 
 

@@ -5,11 +5,16 @@
 - ``xielu`` (Huang and Schlag 2024; Apertus): alpha_p x^2 + beta x for x > 0, else
   alpha_n (expm1(min(x, eps)) - x) + beta x, with alpha_p = softplus(a_p) and
   alpha_n = beta + softplus(a_n) learned in each layer (beta = 0.5, eps = -1e-6 kept as buffers).
+- ``GatedUnit``: the product of a gated MLP, gate * sigmoid(alpha * gate) * (up + shift),
+  with the gate clamped above at ``limit`` and up to +-``limit`` first. At its defaults
+  (alpha 1, no limit, shift 0) it is SwiGLU's silu(gate) * up; GPT-OSS's experts use
+  alpha 1.702, limit 7 and shift 1 (a clamped, sharper SiLU that keeps values bounded).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -66,6 +71,22 @@ class XIELU(nn.Module):
 def xielu() -> nn.Module:
     """xIELU: learned slopes for x > 0 and x <= 0 in each layer (Apertus)."""
     return XIELU()
+
+
+@dataclass(frozen=True)
+class GatedUnit:
+    """gate * sigmoid(alpha * gate) * (up + shift), gate clamped at most and up within
+    +-``limit`` first (see the module's docstring): silu(gate) * up at the defaults."""
+
+    alpha: float = 1.0
+    limit: float | None = None
+    shift: float = 0.0
+
+    def __call__(self, gate: Tensor, up: Tensor) -> Tensor:
+        if self.limit is not None:
+            gate, up = gate.clamp(max=self.limit), up.clamp(-self.limit, self.limit)
+        act = F.silu(gate) if self.alpha == 1.0 else gate * torch.sigmoid(self.alpha * gate)
+        return act * (up + self.shift) if self.shift else act * up
 
 
 def register_components(register: RegisterComponent) -> None:

@@ -10,8 +10,10 @@
   row reads as it would alone. The cache keeps only the last ``chunk_size - 1`` keys,
   all a later query can see.
 
-Both are ``Attention`` subclasses: the same projections and weight names, so every
-option of the zoo attention (``n_kv_heads``, ``softcap``, ``scale``, biases) applies.
+Both are ``qknorm`` attentions (``QkNormAttention``) with ``qk_norm`` off by default: the
+same projections and weight names, so every option of it (``n_kv_heads``, ``head_dim``,
+QK-norm, ``softcap``, ``scale``, biases) applies: GPT-OSS's heads are 64 wide at d_model
+2880, Llama 4's chunked layers norm q and k after the rotation.
 """
 
 from __future__ import annotations
@@ -22,73 +24,56 @@ import torch
 from pydantic import Field
 from torch import Tensor, nn
 
-from zoo.plugin import MASKED, Attention, AttentionContext, AttentionOptions, RegisterComponent, check_kv_heads
+from zoo.plugin import MASKED, AttentionContext, RegisterComponent
+from zoo_modern.qknorm import QkNorm, QkNormAttention, QkNormOptions, check_qknorm
 
 
-class SinkOptions(AttentionOptions):
-    """The zoo attention's options, and the kernel every attention takes (from_hf sets it)."""
+class SinkOptions(QkNormOptions):
+    """``qknorm``'s options (QK-norm off), and the kernel every attention takes (from_hf sets it)."""
 
-    kernel: Literal["sdpa", "eager"] | None = Field(
+    qk_norm: QkNorm = Field("none", description="RMSNorm on q and k: head, whole or none (qknorm's)")
+    kernel: Literal["sdpa", "eager"] | None = Field(  # type: ignore[assignment]
         None, description="unused: the scores are written out, for the sinks (taken as every attention's, for from_hf)"
     )
 
 
-class SinkAttention(Attention):
+class SinkAttention(QkNormAttention):
     """Attention with a learned sink logit per head in the softmax's denominator (GPT-OSS).
 
     The scores are written out (the fused kernel has no sinks); ``sinks`` (n_heads,)
     start at 0, a sink as likely as a key scoring 0."""
 
-    kernel = "eager"
     Options = SinkOptions
 
     def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        *,
-        bias: bool = True,
-        dropout: float = 0.0,
-        attn_dropout: float | None = None,
-        kernel: str | None = None,
-        **options: Any,
+        self, d_model: int, n_heads: int, head_dim: int | None = None, *, kernel: str | None = None, **options: Any
     ) -> None:
         del kernel  # the scores are always written out
-        super().__init__(d_model, n_heads, bias=bias, dropout=dropout, attn_dropout=attn_dropout, **options)
+        super().__init__(d_model, n_heads, head_dim, kernel="eager", **{"qk_norm": "none", **options})
         self.sinks = nn.Parameter(torch.zeros(n_heads))
 
     def reset_parameters(self) -> None:
         """Sinks at 0 (the projections are their own modules, drawn by the init scheme)."""
-        nn.init.zeros_(self.sinks)
-
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
-        dropout = self.attn_dropout if self.training else 0.0
-        return ctx.attend(q, k, v, dropout=dropout, scale=self.scale, softcap=self.softcap, sinks=self.sinks)
+        if self.sinks is not None:
+            nn.init.zeros_(self.sinks)
 
 
-class ChunkedOptions(AttentionOptions):
-    """The zoo attention's options and the chunk's length."""
+class ChunkedOptions(QkNormOptions):
+    """``qknorm``'s options (QK-norm off) and the chunk's length."""
 
+    qk_norm: QkNorm = Field("none", description="RMSNorm on q and k: head, whole or none (qknorm's)")
     chunk_size: int = Field(8192, gt=0, description="positions per chunk; a query sees its chunk's keys up to itself")
 
 
-class ChunkedAttention(Attention):
+class ChunkedAttention(QkNormAttention):
     """Attention within chunks of chunk_size positions, causal inside each (Llama 4)."""
 
     Options = ChunkedOptions
 
     def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        *,
-        chunk_size: int = 8192,
-        bias: bool = True,
-        dropout: float = 0.0,
-        attn_dropout: float | None = None,
-        **options: Any,
+        self, d_model: int, n_heads: int, head_dim: int | None = None, *, chunk_size: int = 8192, **options: Any
     ) -> None:
-        super().__init__(d_model, n_heads, bias=bias, dropout=dropout, attn_dropout=attn_dropout, **options)
+        super().__init__(d_model, n_heads, head_dim, **{"qk_norm": "none", **options})
         self.chunk_size = chunk_size
         self.cache_window = chunk_size  # the model keeps the last chunk_size - 1 keys
 
@@ -127,9 +112,14 @@ def check_decoder_only(config: Any, name: str) -> None:
         )
 
 
+def check_sinks(config: Any, options: SinkOptions) -> None:
+    """``qknorm``'s checks (equal key/value groups, a norm after the rotation per head)."""
+    check_qknorm(config, options)
+
+
 def check_chunked(config: Any, options: ChunkedOptions) -> None:
-    """Equal key/value groups, a decoder-only model, and no sliding window on top of the chunks."""
-    check_kv_heads(config, options)
+    """``qknorm``'s checks, a decoder-only model, and no sliding window on top of the chunks."""
+    check_qknorm(config, options)
     check_decoder_only(config, "chunked")
     if options.window is not None:
         raise ValueError(
@@ -140,5 +130,5 @@ def check_chunked(config: Any, options: ChunkedOptions) -> None:
 
 def register_components(register: RegisterComponent) -> None:
     """Register this module's attentions (called from ``zoo_modern.plugin``)."""
-    register("attention", "sinks", SinkAttention, check=check_kv_heads)
+    register("attention", "sinks", SinkAttention, check=check_sinks)
     register("attention", "chunked", ChunkedAttention, check=check_chunked)

@@ -1,5 +1,5 @@
 """Mamba's selective state-space mixer (S6) in place of attention (transformers' ``MambaMixer``;
-with ``bcdt_norm``, Falcon-Mamba's).
+with ``bcdt_norm``, Falcon-Mamba's; with learned scales, ``bcdt_weights``, Jamba's).
 
 ``in_proj`` makes two streams from x, the scan's input and a gate z (``expand * d`` each).
 The input passes a causal depthwise convolution of ``conv_kernel`` positions and a SiLU;
@@ -45,6 +45,7 @@ class MambaOptions(BaseModel):
     proj_bias: bool | None = Field(None, description="bias on in_proj and out_proj (default: the config's bias)")
     bcdt_norm: bool = Field(False, description="RMS-normalise B, C and the time step, without weights (Falcon-Mamba)")
     bcdt_eps: float = Field(1e-6, gt=0, description="that norm's epsilon (mixer_rms_eps)")
+    bcdt_weights: bool = Field(False, description="learned scales on those norms, RMSNorms (Jamba's b/c/dt_layernorm)")
     kernel: Literal["sdpa", "eager"] | None = Field(
         None, description="unused: a scan has no attention kernel (taken as every attention's, for from_hf)"
     )
@@ -91,13 +92,15 @@ class Mamba(nn.Module):
         proj_bias: bool | None = None,
         bcdt_norm: bool = False,
         bcdt_eps: float = 1e-6,
+        bcdt_weights: bool = False,
         bias: bool = False,
         dropout: float = 0.0,
         kernel: str | None = None,
     ) -> None:
         """``expand``: the scan's width over d_model; ``d_state``: the state's size per
         channel; ``dt_rank``: the time step's rank (default ceil(d / 16)); ``proj_bias``:
-        biases on in_proj and out_proj (default: the config's); ``bcdt_norm``: Falcon-Mamba's norms."""
+        biases on in_proj and out_proj (default: the config's); ``bcdt_norm``: Falcon-Mamba's norms
+        (``bcdt_weights``: with learned scales, Jamba's)."""
         super().__init__()
         if conv_kernel < 2 or min(d_state, expand) < 1:
             raise ValueError("attention 'mamba': conv_kernel >= 2 and d_state, expand >= 1")
@@ -116,6 +119,10 @@ class Mamba(nn.Module):
         self.scan_out = hook_point(nn.Identity(), "hook_scan")  # (B, S, inner): y with D's skip, before the gate
         self.out_proj = residual_output(nn.Linear(inner, d_model, bias=bias))
         self.resid_drop = nn.Dropout(dropout)
+        if bcdt_weights and not bcdt_norm:
+            raise ValueError("attention 'mamba': bcdt_weights scale the norms bcdt_norm turns on; set both")
+        sizes = (self.dt_rank, d_state, d_state) if bcdt_weights else ()
+        self.bcdt_scales = nn.ParameterList(nn.Parameter(torch.ones(n)) for n in sizes)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -127,6 +134,8 @@ class Mamba(nn.Module):
             self.D.fill_(1.0)
             dt = torch.exp(torch.rand(self.inner) * (math.log(0.1) - math.log(0.001)) + math.log(0.001))
             self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # softplus(bias) = dt
+            for scale in self.bcdt_scales:
+                scale.fill_(1.0)
 
     def forward(self, x: Tensor, ctx: AttentionContext) -> Tensor:
         seq = x.shape[1]
@@ -137,6 +146,8 @@ class Mamba(nn.Module):
         low, b, c = torch.split(self.x_proj(xs), [self.dt_rank, self.d_state, self.d_state], dim=-1)
         if self.bcdt_eps is not None:
             low, b, c = (weightless_rms(t, self.bcdt_eps) for t in (low, b, c))
+            if len(self.bcdt_scales):
+                low, b, c = (t * scale for t, scale in zip((low, b, c), self.bcdt_scales, strict=True))
         steps = F.softplus(F.linear(low, self.dt_proj.weight).float() + self.dt_proj.bias.float())  # (B, S, inner)
         steps = steps if real is None else steps * real.float()  # a padded position leaves the state as it was
         state = ctx.cache.state if ctx.cache is not None else None

@@ -14,6 +14,7 @@ from typing import Any
 import zoo.plugin
 from zoo_modern import (
     activations,
+    deltanet,
     local_attention,
     mamba,
     mamba2,
@@ -45,7 +46,14 @@ def zoo_register_components(register: zoo.plugin.RegisterComponent) -> None:
     for module in (qknorm, mlp, norms, placement):  # modern: qknorm, glu, rmsnorm_offset, post_sublayer
         module.register_components(register)
     activations.register_components(register)  # relu2 (Nemotron, Arcee, Jais 2), xielu
-    for module in (local_attention, short_conv, mamba2, mamba, mla):  # mixers: sinks, chunked, conv, scans, latent
+    for module in (
+        local_attention,
+        short_conv,
+        mamba2,
+        mamba,
+        mla,
+        deltanet,
+    ):  # sinks, chunked, conv, scans, latent, delta
         module.register_components(register)
     moe.register_components(register)
 

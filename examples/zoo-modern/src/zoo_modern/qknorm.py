@@ -15,8 +15,15 @@ score scale, on top of zoo's grouped-query ``Attention``.
   ``qk_norm_layernorm`` they are LayerNorms with a bias (Persimmon).
 - ``scale``: the factor on q k^T (default 1 / sqrt(head_dim)); Granite's
   ``attention_multiplier``, Gemma 2's query_pre_attn_scalar^-1/2.
+- ``temperature`` (Llama 4's NoPE layers' "temperature tuning"): q at cache slot p times
+  1 + temperature * log1p(floor((p + temperature_offset) / temperature_floor)), sharper
+  scores far into a long context where no rotation tells the positions apart; 0 (the
+  default) is off. Ministral 3 scales every layer so, p counted from each row's first
+  real token (``temperature_by_token``, its position ids) with an offset of 0.
+- ``output_gate`` (Qwen3-Next): each head's output times sigmoid of a gate projected
+  from x (one per output channel) before the output projection, ``out(y * sigmoid(g))``.
 
-q, k and v still come from one fused linear layer (rows ``[q | k | v]``).
+q, k and v still come from one fused linear layer (rows ``[q | k | v]``, then the gate's).
 """
 
 from __future__ import annotations
@@ -70,6 +77,15 @@ class QkNormOptions(AttentionOptions):
     qk_norm_plain: bool = Field(False, description="the q/k norms learn no scale (NanoChat)")
     qk_norm_layernorm: bool = Field(False, description="the q/k norms are LayerNorms with a bias (Persimmon)")
     scale: float | None = Field(None, gt=0.0, description="factor on q k^T (default 1 / sqrt(head_dim))")
+    temperature: float = Field(0.0, ge=0.0, description="q times 1 + this * log1p(floor((slot + 1) / floor)); 0: off")
+    temperature_floor: int = Field(8192, gt=0, description="slots per step of the temperature's log (Llama 4: 8192)")
+    temperature_offset: int = Field(
+        1, ge=0, description="added to the slot before dividing (Llama 4: 1, Ministral 3: 0)"
+    )
+    temperature_by_token: bool = Field(
+        False, description="count slots from each row's first real token (Ministral 3), not the cache's first (Llama 4)"
+    )
+    output_gate: bool = Field(False, description="the heads' output times sigmoid(a gate from x) (Qwen3-Next)")
     kernel: Literal["sdpa", "eager"] = Field("sdpa", description="sdpa: torch's fused kernel; eager: the explicit math")
     qkv_bias: bool | None = Field(None, description="bias on the q/k/v projection (default: the config's bias)")
     out_bias: bool | None = Field(None, description="bias on the output projection (default: the config's bias)")
@@ -95,9 +111,11 @@ class QkNormAttention(Attention):
     """Grouped-query attention with an explicit head_dim, QK-norm and a score scale (Qwen3, OLMo 2).
 
     See the module's docstring; with ``qk_norm="none"``, no scale and ``head_dim =
-    d_model / n_heads`` it is zoo's ``Attention``, weight for weight."""
+    d_model / n_heads`` it is zoo's ``Attention``, weight for weight. ``sinks``: per-head
+    sink logits a subclass learns (``zoo_modern.local_attention``), none here."""
 
     Options = QkNormOptions
+    sinks: nn.Parameter | None
 
     def __init__(
         self,
@@ -112,6 +130,11 @@ class QkNormAttention(Attention):
         qk_norm_plain: bool = False,
         qk_norm_layernorm: bool = False,
         scale: float | None = None,
+        temperature: float = 0.0,
+        temperature_floor: int = 8192,
+        temperature_offset: int = 1,
+        temperature_by_token: bool = False,
+        output_gate: bool = False,
         kernel: Literal["sdpa", "eager"] = "sdpa",
         bias: bool = True,
         qkv_bias: bool | None = None,
@@ -129,21 +152,33 @@ class QkNormAttention(Attention):
         head_dim = head_dim or d_model // n_heads  # None: the option left at its default
         self.head_dim, self.qk_norm, self.eager = head_dim, qk_norm, kernel == "eager"
         self.q_dim, self.kv_dim = n_heads * head_dim, self.n_kv_heads * head_dim
-        self.qkv = nn.Linear(d_model, self.q_dim + 2 * self.kv_dim, bias=bias if qkv_bias is None else qkv_bias)
+        self.gate_dim = self.q_dim if output_gate else 0  # the gate's rows follow q, k and v
+        rows = self.q_dim + 2 * self.kv_dim + self.gate_dim
+        self.qkv = nn.Linear(d_model, rows, bias=bias if qkv_bias is None else qkv_bias)
         self.out = residual_output(nn.Linear(self.q_dim, d_model, bias=bias if out_bias is None else out_bias))
         sizes = (head_dim, head_dim) if qk_norm == "head" else (self.q_dim, self.kv_dim)
         self.q_norm, self.k_norm = qk_norms(qk_norm, qk_norm_offset, sizes, norm_eps, qk_norm_plain, qk_norm_layernorm)
         self.after = qk_norm_after and qk_norm == "head"  # a norm over the whole projection precedes the heads
         # q is multiplied by this before the kernel divides by sqrt(head_dim): scores scale by ``scale``.
         self.q_factor = 1.0 if scale is None else scale * math.sqrt(head_dim)
+        self.register_parameter("sinks", None)
+        self.temperature, self.temperature_floor = temperature, temperature_floor
+        self.temperature_offset, self.temperature_by_token = temperature_offset, temperature_by_token
 
     def forward(self, x: Tensor, ctx: AttentionContext) -> Tensor:
         batch, seq, _ = x.shape
         q, k, v = self.project(x, ctx)  # (B, H, S, dk), (B, H_kv, S_k, dk) x 2
         y = self.attend(q, k, v, ctx)  # (B, H, S, dk)
         y = y.transpose(1, 2).reshape(batch, seq, self.q_dim)  # (B, S, H * dk)
+        if self.gate_dim:
+            y = y * torch.sigmoid(self.rows(x, -self.gate_dim, None))
         out: Tensor = self.resid_drop(self.out(y))  # (B, S, d)
         return out
+
+    def rows(self, x: Tensor, start: int | None, stop: int | None) -> Tensor:
+        """``qkv`` of x for its rows ``start:stop`` alone."""
+        bias = self.qkv.bias
+        return F.linear(x, self.qkv.weight[start:stop], None if bias is None else bias[start:stop])
 
     def heads(self, t: Tensor, norm: nn.Module, n: int) -> Tensor:
         """(B, S, n * dk) -> (B, n, S, dk), normed per head or as a whole."""
@@ -156,15 +191,15 @@ class QkNormAttention(Attention):
     def project(self, x: Tensor, ctx: AttentionContext) -> tuple[Tensor, Tensor, Tensor]:
         """Queries from ``x``; keys and values (H_kv heads) from ``x`` or ``ctx.memory``, cached;
         q and k normed before rotation."""
-        weight, bias = self.qkv.weight, self.qkv.bias
-        source = x if ctx.memory is None else ctx.memory
+        kv_end = self.q_dim + 2 * self.kv_dim
         if ctx.memory is None:
-            q, k, v = self.qkv(x).split((self.q_dim, self.kv_dim, self.kv_dim), dim=-1)
+            qkv = self.rows(x, None, kv_end) if self.gate_dim else self.qkv(x)
+            q, k, v = qkv.split((self.q_dim, self.kv_dim, self.kv_dim), dim=-1)
         else:  # cross-attention: queries from x, keys and values from the encoder's output
-            q = F.linear(x, weight[: self.q_dim], None if bias is None else bias[: self.q_dim])
+            q = self.rows(x, None, self.q_dim)
             if ctx.cache is not None and ctx.cache.length:
                 return self.heads(q, self.q_norm, self.n_heads), *ctx.cache.contents()
-            kv = F.linear(source, weight[self.q_dim :], None if bias is None else bias[self.q_dim :])
+            kv = self.rows(ctx.memory, self.q_dim, kv_end)
             k, v = torch.split(kv, [self.kv_dim, self.kv_dim], dim=-1)
         before = (nn.Identity(), nn.Identity()) if self.after else (self.q_norm, self.k_norm)
         q = self.heads(q, before[0], self.n_heads)  # (B, H, S, dk)
@@ -183,7 +218,19 @@ class QkNormAttention(Attention):
         dropout = self.attn_dropout if self.training else 0.0
         if self.q_factor != 1.0:
             q = q * self.q_factor
-        return ctx.attend(q, k, v, dropout=dropout, explicit=self.eager, softcap=self.softcap)
+        if self.temperature:
+            q = q * self.temperatures(q, k, ctx)
+        return ctx.attend(q, k, v, dropout=dropout, explicit=self.eager, softcap=self.softcap, sinks=self.sinks)
+
+    def temperatures(self, q: Tensor, k: Tensor, ctx: AttentionContext) -> Tensor:
+        """Each query's factor (S, 1), or (B, 1, S, 1) by token, at its slot p
+        (``temperature``'s definition)."""
+        end = ctx.cache.length if ctx.cache is not None else k.shape[2]  # slots seen, these included
+        slots = torch.arange(end - q.shape[2], end, device=q.device, dtype=torch.float32)[:, None]
+        if self.temperature_by_token and ctx.padding is not None:  # from each row's first real slot
+            slots = slots - ctx.padding.to(torch.int64).argmax(dim=-1)[:, None, None, None]
+        steps = torch.floor((slots + self.temperature_offset) / self.temperature_floor).clamp(min=0)
+        return (torch.log1p(steps) * self.temperature + 1.0).to(q.dtype)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, head_dim={self.head_dim}, qk_norm={self.qk_norm}"

@@ -13,7 +13,8 @@ released checkpoints that use it were trained (and as transformers computes them
   ramp between (beta_fast / beta_slow rotations), and cos/sin scaled by an attention
   factor (0.1 ln(factor) + 1 unless given);
 - ``llama3`` (Llama 3.1): wavelengths above L0 / low_freq_factor divided by factor,
-  below L0 / high_freq_factor kept, smoothly blended between.
+  below L0 / high_freq_factor kept, smoothly blended between (no blend where the two
+  factors are equal, Llama 4 Scout's).
 
 L0 is ``original_max_seq_len``, the context the model was pretrained with.
 """
@@ -56,8 +57,6 @@ def check_scaling(scaling: RopeScaling) -> None:
     missing = [name for name in needs if getattr(scaling, name) is None]
     if missing:
         raise ValueError(f"rotary scaling {scaling.kind!r} needs {', '.join(missing)}; add it to position.scaling")
-    if scaling.kind == "llama3" and scaling.low_freq_factor == scaling.high_freq_factor:
-        raise ValueError("rotary scaling 'llama3' needs low_freq_factor != high_freq_factor (they bound a blend)")
 
 
 def default_frequencies(dims: int, base: float | Tensor, device: torch.device | None = None) -> Tensor:
@@ -84,6 +83,8 @@ def llama3(inv_freq: Tensor, s: RopeScaling) -> Tensor:
     assert low is not None and high is not None and context is not None
     wavelen = 2 * math.pi / inv_freq
     scaled = torch.where(wavelen > context / low, inv_freq / factor, inv_freq)
+    if high == low:  # no band to blend over (Llama 4 Scout's 1 and 1): scaled above L0 / low, kept below
+        return scaled
     smooth = (context / wavelen - low) / (high - low)
     blended = (1 - smooth) * scaled / factor + smooth * scaled
     medium = (wavelen >= context / high) & (wavelen <= context / low)

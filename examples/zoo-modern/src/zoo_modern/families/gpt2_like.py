@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from zoo.plugin import REQUIRED, Count, Epsilon, F, Fraction, ModelConfig, W, builtin_family, linear
+from zoo.plugin import REQUIRED, Count, Epsilon, F, Fraction, ModelConfig, Rule, W, builtin_family, linear
 from zoo_modern.families.readers import (
     ACTIVATIONS,
+    IGNORED,
+    fused_per_head,
     layer_windows,
     per_head,
     refuse_unless,
@@ -25,17 +27,10 @@ from zoo_modern.families.readers import (
 
 GPT2 = builtin_family("hf_gpt2.GPT2")
 #: GPT-2's fields the relatives below do not have.
-GPT2_ONLY: tuple[str, ...] = (
-    "n_ctx",
-    "reorder_and_upcast_attn",
-    "scale_attn_by_inverse_layer_idx",
-    "is_encoder_decoder",
-)
-GPT2_ONLY += ("pruned_heads", *(f"summary_{k}" for k in ("activation", "first_dropout", "proj_to_labels", "type")))
-GPT2_ONLY += ("summary_use_proj",)
+GPT2_ONLY = "n_ctx reorder_and_upcast_attn scale_attn_by_inverse_layer_idx is_encoder_decoder pruned_heads".split()
+GPT2_ONLY += [f"summary_{k}" for k in ("activation", "first_dropout", "proj_to_labels", "type", "use_proj")]
 NOT_GPT2: dict[str, Any] = dict.fromkeys(GPT2_ONLY)
 LINEAR = {"attn_residual.norm": "ln_1", "mlp_residual.norm": "ln_2", "mlp.up": "mlp.c_fc", "mlp.down": "mlp.c_proj"}
-IGNORED = F("", None)  # read by transformers, changes nothing the zoo computes
 
 
 def neo_windows(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
@@ -152,15 +147,12 @@ OPT = GPT2.derive(
         **{f"attn.qkv.{p}": W(f"self_attn.{{}}_proj.{p}", "concat", "qkv") for p in ("weight", "bias")},
         **linear({"mlp_residual.norm": "final_layer_norm", "mlp.up": "fc1", "mlp.down": "fc2"}),
     },
-    top={
-        "tok_emb.weight": "embed_tokens.weight",
-        "position.table.weight": "embed_positions.weight",
-        **{
-            f"final_norm.{p}": W(f"final_layer_norm.{p}", when=lambda c: c.final_norm is not False)
-            for p in ("weight", "bias")
-        },  # fmt: skip
-        "head.weight": "lm_head.weight",
-    },
+    top={"tok_emb.weight": "embed_tokens.weight", "position.table.weight": "embed_positions.weight"}
+    | {
+        f"final_norm.{p}": W(f"final_layer_norm.{p}", when=lambda c: c.final_norm is not False)
+        for p in ("weight", "bias")
+    }
+    | {"head.weight": "lm_head.weight"},
     skip=(),
     read=(opt_layers,),
     blockers=(opt_blockers,),
@@ -174,11 +166,8 @@ def multi_query(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> di
 
 def bigcode_qkv(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Any:
     """c_attn: [q | k | v] with one key/value head (the zoo's rows), else fused per head."""
-    return (
-        W(names[0]).rule(zoo, "", config)
-        if config.attention.options.get("n_kv_heads") == 1
-        else per_head(zoo, names[0], config.n_heads)
-    )
+    one = config.attention.options.get("n_kv_heads") == 1
+    return Rule.copy(zoo, names[0]) if one else per_head(zoo, names[0], config.n_heads)
 
 
 def bigcode_blockers(config: ModelConfig, arch: str) -> list[str]:
@@ -209,11 +198,14 @@ GPT_BIGCODE = GPT2.derive(
 )
 
 
+def four_d_model(config: ModelConfig, name: str) -> list[str]:
+    """A d_ff other than the 4 * d_model of BLOOM's and MPT's MLPs."""
+    ok = config.d_ff in (None, 4 * config.d_model)
+    return [] if ok else [f"d_ff={config.d_ff} ({name}'s MLP is 4 * d_model)"]
+
+
 def bloom_blockers(config: ModelConfig, arch: str) -> list[str]:
-    blockers = (
-        [f"d_ff={config.d_ff} (BLOOM's MLP is 4 * d_model)"] if config.d_ff not in (None, 4 * config.d_model) else []
-    )
-    return blockers + (["embedding dropout (BLOOM has none)"] if config.dropout.embedding else [])
+    return four_d_model(config, "BLOOM") + (["embedding dropout (BLOOM has none)"] if config.dropout.embedding else [])
 
 
 BLOOM = GPT2.derive(
@@ -240,19 +232,13 @@ BLOOM = GPT2.derive(
     zoo={"embedding_norm": True, "activation": "gelu_tanh", "position": {"name": "alibi", "max_bias": 8.0}},
     layer={
         **linear({"attn_residual.norm": "input_layernorm", "attn.out": "self_attention.dense"}),
-        **{
-            f"attn.qkv.{p}": W(f"self_attention.query_key_value.{p}", make=lambda z, n, c: per_head(z, n[0], c.n_heads))
-            for p in ("weight", "bias")
-        },  # fmt: skip
+        **fused_per_head("self_attention.query_key_value"),
         **linear({"mlp_residual.norm": "post_attention_layernorm"}),
         **linear({"mlp.up": "mlp.dense_h_to_4h", "mlp.down": "mlp.dense_4h_to_h"}),
     },
-    top={
-        "tok_emb.weight": "word_embeddings.weight",
-        **linear({"embed_norm": "word_embeddings_layernorm"}),
-        **linear({"final_norm": "ln_f"}),
-        "head.weight": "lm_head.weight",
-    },  # fmt: skip
+    top={"tok_emb.weight": "word_embeddings.weight", **linear({"embed_norm": "word_embeddings_layernorm"})}
+    | linear({"final_norm": "ln_f"})
+    | {"head.weight": "lm_head.weight"},
     skip=(),
     read=(
         lambda hf, fields, where: {**fields, "max_seq_len": hf.get("max_position_embeddings") or fields["max_seq_len"]},
@@ -261,13 +247,9 @@ BLOOM = GPT2.derive(
 )
 
 # attn_config entries transformers' MPT reads or ignores, with the value it computes with.
-MPT_ATTENTION: dict[str, Any] = {
-    "attn_type": "multihead_attention",
-    "clip_qkv": None,
-    "softmax_scale": None,
-    "prefix_lm": False,
-}
-MPT_ATTENTION |= {"qk_ln": False, "attn_uses_sequence_id": False, "alibi": True, "alibi_bias_max": 8}
+MPT_ATTENTION: dict[str, Any] = {"attn_type": "multihead_attention", "clip_qkv": None, "softmax_scale": None}
+MPT_ATTENTION |= {"prefix_lm": False, "qk_ln": False, "attn_uses_sequence_id": False, "alibi": True}
+MPT_ATTENTION |= {"alibi_bias_max": 8}
 
 
 def mpt_attention(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
@@ -275,14 +257,9 @@ def mpt_attention(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> 
     attention = hf.get("attn_config") or {}
     default_scale = (fields["d_model"] / fields["n_heads"]) ** -0.5
     for key, value in attention.items():
-        ok = (
-            key not in MPT_ATTENTION
-            or value == MPT_ATTENTION[key]
-            or (key == "softmax_scale" and value == default_scale)
-        )
-        refuse_unless(
-            ok, where, f"attn_config.{key}", value, f"transformers' MPT computes with {MPT_ATTENTION.get(key)!r}"
-        )
+        ok = key not in MPT_ATTENTION or value == MPT_ATTENTION[key] or (key, value) == ("softmax_scale", default_scale)
+        why = f"transformers' MPT computes with {MPT_ATTENTION.get(key)!r}"
+        refuse_unless(ok, where, f"attn_config.{key}", value, why)
     pdrop = attention.get("attn_pdrop", 0.0)
     ok = isinstance(pdrop, (int, float)) and not isinstance(pdrop, bool) and 0 <= pdrop < 1
     refuse_unless(ok, where, "attn_config.attn_pdrop", pdrop, "a dropout is a number in [0, 1)")
@@ -295,12 +272,8 @@ def mpt_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
 
 
 def mpt_blockers(config: ModelConfig, arch: str) -> list[str]:
-    blockers = (
-        [f"d_ff={config.d_ff} (MPT's MLP is 4 * d_model)"] if config.d_ff not in (None, 4 * config.d_model) else []
-    )
-    if config.dropout.attention != config.dropout.residual:
-        blockers.append("attention and residual dropouts that differ (MPT has one, attn_pdrop)")
-    return blockers
+    one = ["attention and residual dropouts that differ (MPT has one, attn_pdrop)"]
+    return four_d_model(config, "MPT") + (one if config.dropout.attention != config.dropout.residual else [])
 
 
 MPT = GPT2.derive(
@@ -328,14 +301,8 @@ MPT = GPT2.derive(
     zoo={"bias": False, "norm": {"name": "layernorm", "shift": False}, "activation": "gelu"}
     | {"position": {"name": "alibi", "max_bias": 8.0}},
     layer_prefix="blocks.{}.",
-    layer={
-        "attn_residual.norm.weight": "norm_1.weight",
-        "attn.qkv.weight": "attn.Wqkv.weight",
-        "attn.out.weight": "attn.out_proj.weight",
-        "mlp_residual.norm.weight": "norm_2.weight",
-        "mlp.up.weight": "ffn.up_proj.weight",
-        "mlp.down.weight": "ffn.down_proj.weight",
-    },
+    layer=linear({"attn_residual.norm": "norm_1", "attn.qkv": "attn.Wqkv", "attn.out": "attn.out_proj"}, False)
+    | linear({"mlp_residual.norm": "norm_2", "mlp.up": "ffn.up_proj", "mlp.down": "ffn.down_proj"}, False),
     top={"tok_emb.weight": "wte.weight", "final_norm.weight": "norm_f.weight", "head.weight": "lm_head.weight"},
     skip=(),
     read=(mpt_attention,),
@@ -370,8 +337,7 @@ BIOGPT = OPT.derive(
     },
     zoo={"placement": "pre", "norm_eps": None},
     accepts={"final_norm": (), "embedding_scale": ("sqrt_d_model",)},
-    top={"final_norm.weight": "layer_norm.weight", "final_norm.bias": "layer_norm.bias"}
-    | {"head.weight": "output_projection.weight"},
+    top=linear({"final_norm": "layer_norm"}) | {"head.weight": "output_projection.weight"},
 )
 
 # GPT (OpenAI's first) extends GPT-2: the norm after each residual sum (post-norm), no final norm, exact

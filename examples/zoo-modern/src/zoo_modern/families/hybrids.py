@@ -32,11 +32,10 @@ from typing import Any
 
 from zoo.plugin import REQUIRED, Count, Epsilon, F, Family, Fraction, ModelConfig, Positive, W
 from zoo_modern.families.llama_like import LLAMA, LLAMA_ROTARY, ROPE, llama_read, mlp_hidden
-from zoo_modern.families.readers import ACTIVATIONS, Rotary, periodic, refuse_unless
+from zoo_modern.families.readers import ACTIVATIONS, IGNORED, SIZES, Rotary, periodic, qknorm, refuse_unless
 from zoo_modern.families.state_space import MAMBA2, mamba2_weights, unlimited
 
 LAYER_TYPES = ("conv", "full_attention")
-IGNORED = F("", None)
 #: Fields of the released checkpoints' config.json that transformers' LFM2 never reads
 #: (its sizes come from hidden_size, norm_eps and rope_parameters; its MLP is always SwiGLU).
 UNREAD = (
@@ -65,8 +64,6 @@ def layer_types(hf: Mapping[str, Any], layers: int, where: str) -> list[str]:
         attends = hf.get("full_attn_idxs")
         attends = range(layers) if attends is None else attends
         types = ["full_attention" if i in attends else "conv" for i in range(layers)]
-    ok = isinstance(types, list) and len(types) == layers and set(types) <= set(LAYER_TYPES)
-    refuse_unless(ok, where, "layer_types", types, f"give {layers} of 'conv'/'full_attention'")
     return list(types)
 
 
@@ -76,13 +73,8 @@ def lfm2_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict
     why = f"the zoo's head_dim is hidden_size / num_attention_heads = {d // heads}"
     refuse_unless(hf.get("head_dim") in (None, d // heads), where, "head_dim", hf.get("head_dim"), why)
     kernel = hf.get("conv_L_cache", 3)
-    refuse_unless(
-        type(kernel) is int and kernel >= 2,
-        where,
-        "conv_L_cache",
-        kernel,
-        "a short convolution reads 2 positions or more",
-    )
+    why = "a short convolution reads 2 positions or more"
+    refuse_unless(type(kernel) is int and kernel >= 2, where, "conv_L_cache", kernel, why)
     conv = {"attention": {"name": "short_conv", "kernel_size": kernel, "conv_bias": bool(hf.get("conv_bias"))}}
     kinds = layer_types(hf, fields["n_layers"], where)
     pattern = periodic([conv if kind == "conv" else {} for kind in kinds])
@@ -143,10 +135,7 @@ LFM2 = Family(
     prefix="model.",
     embedding="embed_tokens.weight",
     fields={
-        "vocab_size": F("vocab_size", REQUIRED, Count),
-        "hidden_size": F("d_model", REQUIRED, Count),
-        "num_attention_heads": F("n_heads", REQUIRED, Count),
-        "num_hidden_layers": F("n_layers", REQUIRED, Count),
+        **SIZES,
         "intermediate_size": F("d_ff", REQUIRED, Count, out=mlp_hidden),
         "block_auto_adjust_ff_dim": F("", True, bool, out=lambda c: False),  # export writes the width itself
         "block_ffn_dim_multiplier": F("", None, Positive, out=lambda c: 1.0),
@@ -167,7 +156,7 @@ LFM2 = Family(
         "tie_embedding": F("", None, bool),  # and of tie_word_embeddings
         **{name: IGNORED for name in UNREAD},
     },
-    zoo={"bias": False, "attention": {"name": "qknorm", "qk_norm": "head", "qkv_bias": False, "out_bias": False}}
+    zoo={"bias": False, "attention": qknorm("head")}
     | {"norm": "rmsnorm", "placement": "pre", "position": "rotary", "mlp": {"name": "swiglu"}, "init": "gpt2"},
     layer={
         "attn_residual.norm.weight": "operator_norm.weight",
@@ -267,9 +256,8 @@ def scan_blockers(config: ModelConfig, arch: str) -> list[str]:
     return blockers
 
 
-def bamba_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
-    """Scans in every layer but ``attn_layer_indices``; rotary on half of each head, as
-    transformers fixes it (a top-level ``partial_rotary_factor`` is overridden there too)."""
+def scan_layers(hf: Mapping[str, Any], fields: dict[str, Any], where: str, attends: Any) -> dict[str, Any]:
+    """Scans (the ``mamba_*`` fields) in every layer but those ``attends`` lists."""
     hf = {**{name: BAMBA_DEFAULTS[o] for o, name in BAMBA_SCAN.items()}, "mamba_n_heads": 128, **{k: v for k, v in hf.items() if v is not None}}  # fmt: skip
     d_head = hf.get("mamba_d_head", "auto")
     d_head = hf["mamba_expand"] * fields["d_model"] // hf["mamba_n_heads"] if d_head == "auto" else d_head
@@ -277,17 +265,21 @@ def bamba_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dic
     scan = {
         "attention": scan_spec({**hf, "hidden_size": fields["d_model"]}, where, BAMBA_SCAN, "mamba_n_heads", d_head)
     }
-    attends = hf.get("attn_layer_indices") or []
     layers = fields["n_layers"]
     ok = isinstance(attends, list) and all(type(i) is int and 0 <= i < layers for i in attends)
     refuse_unless(ok, where, "attn_layer_indices", attends, f"layer numbers below num_hidden_layers={layers}")
     pattern = periodic([{} if i in attends else scan for i in range(layers)])
-    hf.pop("partial_rotary_factor", None)
-    half = fields["d_model"] // fields["n_heads"] // 2
-    turned = hf.get("attn_rotary_emb", half)
-    refuse_unless(turned == half, where, "attn_rotary_emb", turned, f"transformers turns half of each head: {half}")
-    fields = BAMBA_ROTARY.read(hf, fields, where)
     return {**fields, "layer_pattern": [] if pattern == [{}] else pattern}
+
+
+def bamba_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """Scans in every layer but ``attn_layer_indices``; rotary on half of each head, as
+    transformers fixes it (a top-level ``partial_rotary_factor`` is overridden there too)."""
+    fields = scan_layers(hf, fields, where, hf.get("attn_layer_indices") or [])
+    half = fields["d_model"] // fields["n_heads"] // 2
+    turned = hf.get("attn_rotary_emb") or half
+    refuse_unless(turned == half, where, "attn_rotary_emb", turned, f"transformers turns half of each head: {half}")
+    return BAMBA_ROTARY.read({k: v for k, v in hf.items() if k != "partial_rotary_factor"}, fields, where)
 
 
 def bamba_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
@@ -452,7 +444,7 @@ NEMOTRON_H = MAMBA2.derive(
         "num_logits_to_keep": IGNORED,
         "max_position_embeddings": F("max_seq_len", 4096, Count),
     },
-    zoo={"attention": {"name": "qknorm", "qk_norm": "none", "qkv_bias": False, "out_bias": False}},
+    zoo={"attention": qknorm("none")},
     layer={
         **{name: None for name in MAMBA2.layer if name.startswith("attn.")},
         "attn.qkv.weight": W("mixer.{}_proj.weight", "concat", "qkv", when=attends_only),

@@ -1,6 +1,6 @@
 """Llama's lineage, continued: the dense families of 2024-2025 that extend a table of
-``llama_like`` by a field or two (Ministral, Seed-OSS, Helium, ERNIE 4.5, GLM, GLM-4,
-OLMo 3, Cohere 2, EXAONE 4, OLMo, HunYuan, HyperCLOVA X, Granite SWA, VaultGemma); the ungated-MLP ones are in
+``llama_like`` by a field or two (Ministral, CWM, Ministral 3, Seed-OSS, Helium, ERNIE 4.5, GLM,
+GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo, HunYuan, HyperCLOVA X, Granite SWA, SmolLM3); the ungated-MLP ones are in
 ``ungated``.
 
 Each family opens with the one it extends and how; the table says the rest.
@@ -11,11 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from zoo.plugin import Converter, Count, F, Fraction, ModelConfig, Positive, W
+from zoo.plugin import Converter, Count, F, Family, Fraction, ModelConfig, Positive, W
 from zoo_modern.families.llama_like import (
     COHERE,
-    GELU_TANH,
-    GEMMA,
     GRANITE,
     HEAD_DIM,
     LLAMA,
@@ -29,9 +27,12 @@ from zoo_modern.families.llama_like import (
     llama_read,
 )
 from zoo_modern.families.readers import (
+    IGNORED,
     Rotary,
+    layer_positions,
     layer_windows,
     periodic,
+    qknorm,
     refuse_unless,
     window_blockers,
     window_per_layer,
@@ -54,6 +55,19 @@ def write_layer_types(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]
     return {**hf, "sliding_window": sizes.pop() if sizes else None, "layer_types": types}
 
 
+def default_types(window: int | None, sliding: Callable[[int], bool]) -> Reader:
+    """A reader of ``sliding_window`` (``window`` by default) on the layers ``layer_types``
+    names sliding, or where it is unset, on the layers ``sliding(i)`` picks."""
+
+    def read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+        layers = fields["n_layers"]
+        types = hf.get("layer_types") or ["sliding_attention" if sliding(i) else "full_attention" for i in range(layers)]  # fmt: skip
+        size = hf.get("sliding_window", window)
+        return with_windows(fields, layer_windows({"layer_types": types}, layers, fields["max_seq_len"], size))
+
+    return read
+
+
 LAYER_TYPES = {"sliding_window": F("", None, Count), "layer_types": F("", None)}
 # Ministral extends Mistral: the window on the layers layer_types names sliding.
 MINISTRAL = MISTRAL.derive(
@@ -69,7 +83,55 @@ MINISTRAL = MISTRAL.derive(
 )
 
 QKNORM_NONE = {"name": "qknorm", "qk_norm": "none"}  # qknorm for its head_dim alone, no norms
+# CWM extends Ministral: an explicit head_dim, a window of 8192 on 3 layers of 4 (full at 0, 4, ...), Llama 3's rotary.
+CWM = MINISTRAL.derive(
+    "CwmForCausalLM",
+    model_type="cwm",
+    description="CWM: Llama's layout, an explicit head_dim, windows on 3 layers of 4",
+    fields={
+        "head_dim": HEAD_DIM,
+        "mlp_bias": LLAMA.fields["mlp_bias"],
+        "pretraining_tp": LLAMA.fields["pretraining_tp"],
+    }
+    | {"max_position_embeddings": F("max_seq_len", 131072, Count)},
+    zoo={"attention": qknorm("none")},
+    accepts={"attention": ()},
+    fresh=("read",),
+    read=(head_dim(128), *LLAMA.read, default_types(8192, lambda i: i % 4 != 0)),
+)
 OUT_BIAS = {"attn.out.bias": W("self_attn.o_proj.bias", when=lambda c: Converter.attention_layout(c)[2])}
+
+
+def llama4_scaling(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """Ministral 3's queries at position p times 1 + beta * log1p(floor(p / original_max)),
+    from its rope_parameters' llama_4_scaling_beta and original_max_position_embeddings."""
+    params: Mapping[str, Any] = hf.get("rope_parameters") or {}
+    beta: Any = params.get("llama_4_scaling_beta")
+    floor: Any = params.get("original_max_position_embeddings")
+    for name, value, least in (("llama_4_scaling_beta", beta, 0), ("original_max_position_embeddings", floor, 1)):
+        refuse_unless(isinstance(value, (int, float)) and not isinstance(value, bool) and value >= least, where, f"rope_parameters.{name}", value, f"Ministral 3's query scaling needs a number >= {least}")  # fmt: skip
+    attention = {**fields["attention"], "temperature": float(beta), "temperature_floor": int(floor)}
+    return {**fields, "attention": attention | {"temperature_offset": 0, "temperature_by_token": True}}
+
+
+def llama4_scaling_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    options = config.attention.options
+    extra = {"llama_4_scaling_beta": options.get("temperature", 0.0), "original_max_position_embeddings": options.get("temperature_floor", 8192)}  # fmt: skip
+    return {**hf, "rope_parameters": {**hf["rope_parameters"], **extra}}
+
+
+# Ministral 3 extends Mistral: an explicit head_dim, YaRN rotary, every query scaled by its position (Llama 4's rule).
+MINISTRAL3 = MISTRAL.derive(
+    "Ministral3ForCausalLM",
+    model_type="ministral3",
+    description="Ministral 3: Mistral's layout, an explicit head_dim, queries scaled by position as Llama 4's NoPE layers",
+    fields={"head_dim": HEAD_DIM, "max_position_embeddings": F("max_seq_len", 262144, Count)},
+    zoo={"attention": qknorm("none", temperature_offset=0, temperature_by_token=True)},
+    accepts={"attention": ()},
+    before=(head_dim(128),),
+    read=(llama4_scaling,),
+    write=(llama4_scaling_out,),
+)
 
 
 # Seed-OSS extends Llama: an explicit head_dim (128), biases on q/k/v (and optionally the output), a residual dropout.
@@ -145,6 +207,7 @@ GLM4 = GLM.derive(
 )
 
 KINDS = ("sliding_attention", "full_attention")
+VARIES = ("attention", "position")  # what a layer of a family with rotary on some layers only may change
 
 
 def one_rope_table(hf: Mapping[str, Any], where: str) -> Mapping[str, Any]:
@@ -195,7 +258,6 @@ def rotary_on_sliding(without_window: bool) -> Reader:
         every = hf.get("sliding_window_pattern", 4) if window is not None else 0
         refuse_unless(isinstance(every, int) and not isinstance(every, bool), where, "sliding_window_pattern", every, "give a whole number")  # fmt: skip
         types = hf.get("layer_types") or ["sliding_attention" if every and (i + 1) % every else "full_attention" for i in range(layers)]  # fmt: skip
-        refuse_unless(len(types) == layers and not set(types) - set(KINDS), where, "layer_types", types, f"give {layers} of 'sliding_attention'/'full_attention'")  # fmt: skip
         if window is None and without_window:
             return fields
         windows = layer_windows({"layer_types": types}, layers, fields["max_seq_len"], window)
@@ -214,17 +276,11 @@ def rotary_on_sliding_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, 
 
 
 def rotary_on_sliding_blockers(config: ModelConfig, arch: str) -> list[str]:
-    blockers = [b for b in window_blockers(config, arch) if not b.startswith("per-layer position")]
-    changes = {kind for i in range(config.n_layers) for kind in config.layer_changes(i)} - {"attention", "position"}
-    blockers += [f"per-layer {', '.join(sorted(changes))} ({arch} has one design)"] if changes else []
+    blockers = window_blockers(config, arch, VARIES) + layer_positions(config, arch)
     windows, sizes = window_per_layer(config), {w for w in window_per_layer(config) if w is not None}
     for i in range(config.n_layers):
         turns = config.layer(i).position.name != "none"
-        if config.layer(i).position.name not in ("rotary", "none") or (
-            turns and config.layer(i).position != config.position
-        ):
-            blockers.append(f"layer {i}'s position ({arch} turns its sliding layers by one rotary, its full ones not)")
-        elif turns != (windows[i] is not None) and sizes:
+        if turns != (windows[i] is not None) and sizes:
             blockers.append(f"layer {i} has {'rotary' if turns else 'a window'} alone ({arch} has both or neither)")
     return blockers
 
@@ -248,7 +304,7 @@ EXAONE4 = OLMO2.derive(
     model_type="exaone4",
     description="EXAONE 4: OLMo 2's norms after each sub-layer, QK-norm per head, Cohere 2's windows (rotary on the sliding layers)",
     fields={**WINDOW_PATTERN, "head_dim": None, "attention_bias": None},
-    zoo={"attention": {"name": "qknorm", "qk_norm": "head", "qkv_bias": False, "out_bias": False}},
+    zoo={"attention": qknorm("head")},
     engine_features=frozenset({"window", "layer_pattern"}),
     read=(rotary_on_sliding(True),),
     write=(rotary_on_sliding_out,),
@@ -294,9 +350,7 @@ HUNYUAN = LLAMA.derive(
     model_type="hunyuan_v1_dense",
     description="HunYuan (dense): Llama's layout, QK-norm per head after the rotation, NTK-alpha rotary",
     fields={"mlp_bias": None, "eod_token_id": F("", None), "head_dim": HEAD_DIM},
-    zoo={
-        "attention": {"name": "qknorm", "qk_norm": "head", "qk_norm_after": True, "qkv_bias": False, "out_bias": False}
-    },
+    zoo={"attention": qknorm("head", qk_norm_after=True)},
     accepts={"attention": ()},
     layer={f"attn.{p}_norm.weight": f"self_attn.{n}_layernorm.weight" for p, n in (("q", "query"), ("k", "key"))},
     fresh=("read",),
@@ -332,7 +386,6 @@ def per_layer_rotary(hf: Mapping[str, Any], fields: dict[str, Any], where: str) 
     every 4 by default), each layer's rotary base from ``layer_rope_theta`` (0: no rotary)."""
     layers, base = fields["n_layers"], fields["position"]["base"]
     types = hf.get("layer_types") or ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(layers)]
-    refuse_unless(len(types) == layers and not set(types) - set(KINDS), where, "layer_types", types, f"give {layers} of 'sliding_attention'/'full_attention'")  # fmt: skip
     thetas = hf.get("layer_rope_theta") or [base] * layers
     good = len(thetas) == layers and all(isinstance(t, (int, float)) and not isinstance(t, bool) and (t == 0 or t > 1) for t in thetas)  # fmt: skip
     refuse_unless(good, where, "layer_rope_theta", thetas, f"give {layers} rotary bases > 1 (0: no rotary)")
@@ -360,15 +413,7 @@ def per_layer_rotary_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, A
 
 
 def per_layer_rotary_blockers(config: ModelConfig, arch: str) -> list[str]:
-    blockers = [b for b in window_blockers(config, arch) if not b.startswith("per-layer position")]
-    changes = {kind for i in range(config.n_layers) for kind in config.layer_changes(i)} - {"attention", "position"}
-    blockers += [f"per-layer {', '.join(sorted(changes))} ({arch} has one design)"] if changes else []
-    rest = {k: v for k, v in config.position.options.items() if k != "base"}
-    for i in range(config.n_layers):
-        p = config.layer(i).position
-        if p.name not in ("rotary", "none") or (p.name == "rotary" and {k: v for k, v in p.options.items() if k != "base"} != rest):  # fmt: skip
-            blockers.append(f"layer {i}'s position ({arch} has a rotary base per layer, or none)")
-    return blockers
+    return window_blockers(config, arch, VARIES) + layer_positions(config, arch, bases=True)
 
 
 # Granite SWA extends Granite: a learned sink per head, windows on 3 layers of 4, a rotary base per layer (0: none).
@@ -387,59 +432,52 @@ GRANITE_SWA = GRANITE.derive(
 )
 
 
-def capped_scores(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
-    """Gemma 2's scores scaled by query_pre_attn_scalar^-1/2 and soft-capped, its logits capped
-    (a null cap: none), local windows on the sliding layers (every other one by default)."""
-    attention = {**fields["attention"], "scale": float(hf.get("query_pre_attn_scalar", 256)) ** -0.5}
-    cap, final = hf.get("attn_logit_softcapping", 50.0), hf.get("final_logit_softcapping", 30.0)
-    attention |= {} if cap is None else {"softcap": float(cap)}
-    fields = {**fields, "attention": attention, "logit_softcap": None if final is None else float(final)}
-    layers = fields["n_layers"]
-    types = hf.get("layer_types") or ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)]
-    refuse_unless(len(types) == layers and not set(types) - set(KINDS), where, "layer_types", types, f"give {layers} of 'sliding_attention'/'full_attention'")  # fmt: skip
-    return with_windows(fields, layer_windows({"layer_types": types}, layers, fields["max_seq_len"], hf.get("sliding_window", 4096)))  # fmt: skip
+def nope_layers(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """SmolLM3's layers: no rotary where ``no_rope_layers`` is 0 (every
+    ``no_rope_layer_interval``-th, 4, by default); with ``use_sliding_window``, the window on
+    the layers ``layer_types`` names sliding (by default the ones without rotary)."""
+    layers, every = fields["n_layers"], int(hf.get("no_rope_layer_interval") or 4)
+    rope = hf.get("no_rope_layers") or [int((i + 1) % every != 0) for i in range(layers)]
+    why = f"give {layers} of 1 (rotary) or 0 (none)"
+    refuse_unless(len(rope) == layers and not set(rope) - {0, 1}, where, "no_rope_layers", rope, why)
+    window = hf.get("sliding_window") if hf.get("use_sliding_window") else None
+    types = hf.get("layer_types") or [
+        "sliding_attention" if window is not None and not r else "full_attention" for r in rope
+    ]
+    windows = layer_windows({"layer_types": types}, layers, fields["max_seq_len"], window)
+    entries = [
+        ({} if r else {"position": "none"}) | ({"attention": {"window": w}} if w is not None else {})
+        for r, w in zip(rope, windows, strict=True)
+    ]
+    return {**fields, "layer_pattern": periodic(entries)} if any(entries) else fields
 
 
-def capped_scores_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
-    options = config.attention.options
-    scalar = config.head_dim if options.get("scale") is None else float(options["scale"]) ** -2
-    scalar = round(scalar) if abs(scalar - round(scalar)) < 1e-6 else scalar
-    caps = {"attn_logit_softcapping": options.get("softcap"), "final_logit_softcapping": config.logit_softcap}
-    return {**write_layer_types(config, hf), "query_pre_attn_scalar": scalar, **caps}
+def nope_layers_out(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    hf = write_layer_types(config, hf)
+    rope = [int(config.layer(i).position.name != "none") for i in range(config.n_layers)]
+    return {**hf, "no_rope_layers": rope, "use_sliding_window": hf["sliding_window"] is not None}
 
 
-# VaultGemma extends Gemma: Gemma 2's capped, scaled scores and local/global layers, a norm before each sub-layer only.
-VAULTGEMMA = GEMMA.derive(
-    "VaultGemmaForCausalLM",
-    model_type="vaultgemma",
-    description="VaultGemma: Gemma 2's soft-capped scores and logits and local/global layers, pre-norm only",
-    fields={**LAYER_TYPES, "hidden_act": None, "use_bidirectional_attention": None}
+def nope_blockers(config: ModelConfig, arch: str) -> list[str]:
+    return window_blockers(config, arch, VARIES) + layer_positions(config, arch)
+
+
+# SmolLM3 extends Llama: no rotary (NoPE) every 4th layer, optional windows, a tied head.
+SMOLLM3 = LLAMA.derive(
+    "SmolLM3ForCausalLM",
+    model_type="smollm3",
+    description="SmolLM3: Llama's layout, no rotary (NoPE) every 4th layer, a tied head",
+    fields={**LAYER_TYPES, "no_rope_layers": F("", None, list[int]), "no_rope_layer_interval": F("", None, Count)}
+    | {"use_sliding_window": F("", None, bool), "tie_word_embeddings": F("tie_embeddings", True, bool)}
     | {
-        "hidden_activation": F("activation", "gelu_pytorch_tanh", str, GELU_TANH),
-        "query_pre_attn_scalar": F("", 256, Positive),
-    }
-    | {"attn_logit_softcapping": F("", 50.0, Positive), "final_logit_softcapping": F("", 30.0, Positive)}
-    | {"max_position_embeddings": F("max_seq_len", 8192, Count)},
-    layer={"mlp_residual.norm.weight": "pre_feedforward_layernorm.weight"},
-    engine_features=frozenset({"window", "softcap", "scale", "logit_softcap", "layer_pattern"}),
-    read=(capped_scores,),
-    write=(capped_scores_out,),
-    blockers=(window_blockers,),
+        "max_position_embeddings": F("max_seq_len", 32768, Count),
+        "max_window_layers": IGNORED,
+    },  # released files have it
+    engine_features=frozenset({"window", "layer_pattern"}),
+    read=(nope_layers,),
+    write=(nope_layers_out,),
+    blockers=(nope_blockers,),
 )
 
-FAMILIES = (
-    MINISTRAL,
-    SEED_OSS,
-    HELIUM,
-    ERNIE4_5,
-    GLM,
-    GLM4,
-    OLMO3,
-    COHERE2,
-    EXAONE4,
-    OLMO,
-    HUNYUAN,
-    HYPERCLOVAX,
-    GRANITE_SWA,
-    VAULTGEMMA,
-)
+FAMILIES: tuple[Family, ...] = (MINISTRAL, CWM, MINISTRAL3, SEED_OSS, HELIUM, ERNIE4_5, GLM, GLM4, OLMO3, COHERE2)
+FAMILIES += (EXAONE4, OLMO, HUNYUAN, HYPERCLOVAX, GRANITE_SWA, SMOLLM3)

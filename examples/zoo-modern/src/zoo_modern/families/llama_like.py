@@ -14,9 +14,12 @@ from torch import Tensor
 from zoo.plugin import REQUIRED, Converter, Count, Epsilon, F, Family, Fraction, ModelConfig, Positive, Rule, W
 from zoo_modern.families.readers import (
     ACTIVATIONS,
+    IGNORED,
     ROPE_FIELDS,
+    SIZES,
     Rotary,
     layer_windows,
+    qknorm,
     qwen_windows,
     refuse_unless,
     window_blockers,
@@ -28,7 +31,6 @@ from zoo_modern.mlp import swiglu_hidden
 #: A reordering of a q or k projection's rows, given its number of heads.
 Reorder = Callable[[Tensor, int], Tensor]
 
-IGNORED = F("", None)
 ROPE = ROPE_FIELDS
 NO_BIAS = {"attention_bias": None, "mlp_bias": None}  # fields of Llama's config its relatives lack
 LLAMA_ROTARY = Rotary(scaled=True)
@@ -71,14 +73,12 @@ HEAD_DIM = F("", None, Count, out=lambda c: c.head_dim)
 LLAMA = Family(
     architecture="LlamaForCausalLM",
     model_type="llama",
+    aliases=("internlm3", "iquestcoder"),  # InternLM3's and IQuest-Coder's configs, Llama's classes
     description="LLaMA: RMSNorm, rotary, SwiGLU, grouped-query attention, no biases",
     prefix="model.",
     embedding="embed_tokens.weight",
     fields={
-        "vocab_size": F("vocab_size", REQUIRED, Count),
-        "hidden_size": F("d_model", REQUIRED, Count),
-        "num_attention_heads": F("n_heads", REQUIRED, Count),
-        "num_hidden_layers": F("n_layers", REQUIRED, Count),
+        **SIZES,
         "intermediate_size": F("d_ff", REQUIRED, Count, out=mlp_hidden),
         "num_key_value_heads": F("attention.n_kv_heads", None, Count),
         "head_dim": HEAD_DIM,
@@ -138,10 +138,6 @@ MISTRAL = LLAMA.derive(
 )
 
 
-def qwen_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
-    return qwen_windows(Converter(), hf, where, fields)
-
-
 def qwen_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
     windows = window_per_layer(config)
     sizes = {w for w in windows if w is not None}
@@ -161,7 +157,7 @@ QWEN2 = LLAMA.derive(
     fields={**NO_BIAS, **QWEN_WINDOWS, "head_dim": None, "max_position_embeddings": F("max_seq_len", 32768, Count)},
     zoo={"attention": {"name": "sdpa", "qkv_bias": True, "out_bias": False}},
     engine_features=frozenset({"window", "layer_pattern"}),
-    read=(qwen_read,),
+    read=(qwen_windows,),
     write=(qwen_write,),
     blockers=(window_blockers,),
 )
@@ -172,7 +168,7 @@ QWEN3 = QWEN2.derive(
     model_type="qwen3",
     description="Qwen3: Llama's layout plus QK-norm per head and an explicit head_dim",
     fields={"attention_bias": LLAMA.fields["attention_bias"], "head_dim": HEAD_DIM},
-    zoo={"attention": {"name": "qknorm", "qk_norm": "head", "qkv_bias": False, "out_bias": False}},
+    zoo={"attention": qknorm("head")},
     accepts={"attention": ()},
     layer=QK_NORMS,
     before=(head_dim(128),),
@@ -212,10 +208,7 @@ OLMO2 = LLAMA.derive(
     model_type="olmo2",
     description="OLMo 2: norm after each sub-layer (x + norm(f(x))), QK-norm over the whole q and k",
     fields={"mlp_bias": None},
-    zoo={
-        "placement": "post_sublayer",
-        "attention": {"name": "qknorm", "qk_norm": "whole", "qkv_bias": False, "out_bias": False},
-    },  # fmt: skip
+    zoo={"placement": "post_sublayer", "attention": qknorm("whole")},
     accepts={"attention": ()},
     layer={"attn_residual.norm.weight": "post_attention_layernorm.weight"}
     | {"mlp_residual.norm.weight": "post_feedforward_layernorm.weight", **QK_NORMS},
@@ -236,11 +229,9 @@ PHI3 = MISTRAL.derive(
     fields={
         "max_position_embeddings": F("max_seq_len", 4096, Count),
         "resid_pdrop": F("dropout.residual", 0.0, Fraction),
-    }  # fmt: skip
-    | {
         "embd_pdrop": F("dropout.embedding", 0.0, Fraction),
         "original_max_position_embeddings": F("", None, Count, out=lambda c: c.max_seq_len),
-    },  # fmt: skip
+    },
     zoo={"mlp": {"name": "glu", "fused": True}, "activation": "silu"},
     layer={"attn.qkv.weight": "self_attn.qkv_proj.weight", "attn.qkv.bias": None}
     | {"mlp.gate.weight": None, "mlp.up.weight": None, "mlp.gate_up.weight": "mlp.gate_up_proj.weight"},
@@ -273,10 +264,7 @@ GRANITE = LLAMA.derive(
         ),  # fmt: skip
         "logits_scaling": F("", None, Positive, out=lambda c: 1.0 / c.logit_scale),
     },
-    zoo={
-        "placement": {"name": "pre_scaled"},
-        "attention": {"name": "qknorm", "qk_norm": "none", "qkv_bias": False, "out_bias": False},
-    },  # fmt: skip
+    zoo={"placement": {"name": "pre_scaled"}, "attention": qknorm("none")},
     accepts={"attention": (), "embedding_scale": ("*",), "logit_scale": ("*",)},
     engine_features=frozenset({"scale"}),
     read=(head_dim(None), granite_read),
@@ -326,11 +314,8 @@ COHERE = LLAMA.derive(
     model_type="cohere",
     description="Cohere / Command R: parallel attention and MLP from one LayerNorm (no bias), logit_scale",
     fields={"mlp_bias": None, "rms_norm_eps": IGNORED, "layer_norm_eps": F("norm_eps", 1e-5, Epsilon)}
-    | {
-        "logit_scale": F("logit_scale", 0.0625, Positive),
-        "use_qk_norm": F.must(False, "Cohere's per-head LayerNorm on q and k is not modelled", bool),
-    }  # fmt: skip
-    | {"tie_word_embeddings": F("tie_embeddings", True, bool)},
+    | {"logit_scale": F("logit_scale", 0.0625, Positive), "tie_word_embeddings": F("tie_embeddings", True, bool)}
+    | {"use_qk_norm": F.must(False, "Cohere's per-head LayerNorm on q and k is not modelled", bool)},
     zoo={"norm": "layernorm", "placement": {"name": "parallel", "shared_norm": True}},
     accepts={"logit_scale": ("*",)},
     layer={
@@ -374,22 +359,15 @@ STARCODER2 = MISTRAL.derive(
         "rms_norm_eps": None,
         "norm_epsilon": F("norm_eps", 1e-5, Epsilon),
         "max_position_embeddings": F("max_seq_len", 4096, Count),
-    }  # fmt: skip
-    | {
         "hidden_act": F("activation", "gelu_pytorch_tanh", str, ACTIVATIONS),
         "use_bias": F.must(True, "the zoo's norms would lose their biases with the projections'", bool),
-    }  # fmt: skip
-    | {
         "residual_dropout": F("dropout.residual", 0.0, Fraction),
         "embedding_dropout": F("dropout.embedding", 0.0, Fraction),
-    }  # fmt: skip
-    | {"tie_word_embeddings": F("tie_embeddings", True, bool), "intermediate_size": F("d_ff", REQUIRED, Count)},
-    zoo={
-        "bias": True,
-        "norm": "layernorm",
-        "mlp": "standard",
-        "attention": {"name": "sdpa", "qkv_bias": True, "out_bias": True},
-    },  # fmt: skip
+        "tie_word_embeddings": F("tie_embeddings", True, bool),
+        "intermediate_size": F("d_ff", REQUIRED, Count),
+    },
+    zoo={"bias": True, "norm": "layernorm", "mlp": "standard"}
+    | {"attention": {"name": "sdpa", "qkv_bias": True, "out_bias": True}},
     fresh=("layer", "read", "write", "blockers"),
     layer={
         **{f"attn.qkv.{p}": W(f"self_attn.{{}}_proj.{p}", "concat", "qkv") for p in ("weight", "bias")},

@@ -16,10 +16,18 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.plugin import REQUIRED, Converter, Count, Epsilon, F, Family, Fraction, ModelConfig, Rule, W, linear
-from zoo_modern.families.readers import ACTIVATIONS, ROPE_FIELDS, Rotary, per_head, refuse_unless, turned
+from zoo.plugin import Converter, Count, Epsilon, F, Family, Fraction, ModelConfig, Rule, W, linear
+from zoo_modern.families.readers import (
+    ACTIVATIONS,
+    IGNORED,
+    ROPE_FIELDS,
+    SIZES,
+    Rotary,
+    fused_per_head,
+    refuse_unless,
+    turned,
+)
 
-IGNORED = F("", None)
 ROPE = {k: ROPE_FIELDS[k] for k in ("rope_parameters", "rope_scaling")}
 SHARED_NORM = {"name": "parallel", "shared_norm": True}
 
@@ -47,11 +55,7 @@ NEOX = Family(
     head="embed_out.weight",
     top_level=("embed_out.weight",),
     fields={
-        "vocab_size": F("vocab_size", REQUIRED, Count),
-        "hidden_size": F("d_model", REQUIRED, Count),
-        "num_attention_heads": F("n_heads", REQUIRED, Count),
-        "num_hidden_layers": F("n_layers", REQUIRED, Count),
-        "intermediate_size": F("d_ff", REQUIRED, Count),
+        **SIZES,
         "hidden_act": F("activation", "gelu", str, ACTIVATIONS),
         "max_position_embeddings": F("max_seq_len", 2048, Count),
         "layer_norm_eps": F("norm_eps", 1e-5, Epsilon),
@@ -70,10 +74,7 @@ NEOX = Family(
     accepts={"attention": ("eager",)},
     layer={
         **linear({"attn_residual.norm": "input_layernorm", "attn.out": "attention.dense"}),
-        **{
-            f"attn.qkv.{p}": W(f"attention.query_key_value.{p}", make=lambda z, n, c: per_head(z, n[0], c.n_heads))
-            for p in ("weight", "bias")
-        },  # fmt: skip
+        **fused_per_head("attention.query_key_value"),
         **linear({"mlp_residual.norm": "post_attention_layernorm"}),
         **linear({"mlp.up": "mlp.dense_h_to_4h", "mlp.down": "mlp.dense_4h_to_h"}),
     },
@@ -81,7 +82,7 @@ NEOX = Family(
         "tok_emb.weight": "embed_in.weight",
         **linear({"final_norm": "final_layer_norm"}),
         "head.weight": "embed_out.weight",
-    },  # fmt: skip
+    },
     skip=("rotary_emb.inv_freq", "attention.bias", "attention.masked_bias"),
     read=(NEOX_ROTARY.read,),
     write=(NEOX_ROTARY.write,),
@@ -89,11 +90,13 @@ NEOX = Family(
 )
 
 
+INTERLEAVED = {"name": "rotary", "base": 10000.0, "interleaved": True}
+
+
 def gptj_rotary(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
     head_dim, dims = fields["d_model"] // fields["n_heads"], hf.get("rotary_dim") or 64
     refuse_unless(dims % 2 == 0 and dims <= head_dim, where, "rotary_dim", dims, f"the zoo turns an even number <= head_dim={head_dim}")  # fmt: skip
-    position = {"name": "rotary", "base": 10000.0, "interleaved": True}
-    return {**fields, "position": position | ({"rotary_dim": dims} if dims != head_dim else {})}
+    return {**fields, "position": INTERLEAVED | ({"rotary_dim": dims} if dims != head_dim else {})}
 
 
 GPTJ = NEOX.derive(
@@ -120,12 +123,8 @@ GPTJ = NEOX.derive(
         "layer_norm_epsilon": F("norm_eps", 1e-5, Epsilon),
         "tie_word_embeddings": F("tie_embeddings", False, bool),
     },
-    zoo={
-        "head_bias": True,
-        "placement": SHARED_NORM,
-        "attention": {"name": "sdpa", "qkv_bias": False, "out_bias": False},
-    }
-    | {"position": {"name": "rotary", "base": 10000.0, "interleaved": True}},
+    zoo={"head_bias": True, "placement": SHARED_NORM, "position": INTERLEAVED}
+    | {"attention": {"name": "sdpa", "qkv_bias": False, "out_bias": False}},
     layer_prefix="h.{}.",
     layer={
         **linear({"attn_residual.norm": "ln_1"}),
@@ -188,9 +187,7 @@ PHI = GPTJ.derive(
         "max_position_embeddings": F("max_seq_len", 2048, Count),
         "layer_norm_eps": F("norm_eps", 1e-5, Epsilon),
         "tie_word_embeddings": F("tie_embeddings", False, bool),
-        "rope_theta": ROPE_FIELDS["rope_theta"],
-        "partial_rotary_factor": F("", None, Fraction),
-        **ROPE,
+        **ROPE_FIELDS,
         "qk_layernorm": F.must(False, "LayerNorms on queries and keys are not modelled for Phi", bool),
     },
     zoo={"attention": {"name": "sdpa", "qkv_bias": True, "out_bias": True}, "position": "rotary"},
@@ -257,12 +254,11 @@ def falcon_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
 
 
 def falcon_blockers(config: ModelConfig, arch: str) -> list[str]:
-    kv, blockers = Converter.attention_layout(config)[0], []
+    (kv, qkv_bias, out_bias), blockers = Converter.attention_layout(config), []
     if config.placement.name not in ("parallel", "pre"):
         blockers.append(f"placement {config.placement.name!r} (Falcon is parallel, or pre-norm)")
     if config.placement.name == "pre" and kv not in (1, config.n_heads):
         blockers.append(f"{kv} key/value heads in a pre-norm layout (Falcon's sequential layers have 1 or n_heads)")
-    _, qkv_bias, out_bias = Converter.attention_layout(config)
     if (qkv_bias, out_bias) != (config.bias, config.bias):
         blockers.append(f"attention biases q/k/v={qkv_bias}, out={out_bias} (Falcon: {config.bias}, {config.bias})")
     if config.norm.name == "layernorm" and config.norm.options.get("shift") is not True:
@@ -287,6 +283,7 @@ def falcon_norm(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Rule |
 
 
 FALCON_ROTARY = Rotary(scaled=True)
+FALCON_NORMS = [f"{n}.{p}" for n in ("attn_residual.norm", "mlp_residual.norm") for p in ("weight", "bias")]
 FALCON = NEOX.derive(
     "FalconForCausalLM",
     model_type="falcon",
@@ -323,10 +320,7 @@ FALCON = NEOX.derive(
     accepts={"n_kv_heads": ("any",)},
     layer_prefix="h.{}.",
     layer={
-        "attn_residual.norm.weight": W("", make=falcon_norm),
-        "attn_residual.norm.bias": W("", make=falcon_norm),
-        "mlp_residual.norm.weight": W("", make=falcon_norm),
-        "mlp_residual.norm.bias": W("", make=falcon_norm),
+        **dict.fromkeys(FALCON_NORMS, W("", make=falcon_norm)),
         "attn.qkv.weight": W("self_attention.query_key_value.weight", make=grouped),
         "attn.qkv.bias": W("self_attention.query_key_value.bias", make=grouped, when=lambda c: c.bias),
         **linear({"attn.out": "self_attention.dense", "mlp.up": "mlp.dense_h_to_4h"}, bias=lambda c: c.bias),

@@ -11,7 +11,7 @@ from typing import Any
 
 from torch import Tensor
 
-from zoo.plugin import Converter, F, Fraction, InteropError, ModelConfig, Positive, RopeTable, Rule
+from zoo.plugin import REQUIRED, Converter, Count, F, Fraction, InteropError, ModelConfig, Positive, RopeTable, Rule, W
 from zoo_modern.positions import rotary_dims
 
 DEFAULT_ROPE = ("default", None)
@@ -23,6 +23,22 @@ ROPE_FIELDS = {
     "rope_parameters": F("", None, RopeTable),
     "rope_scaling": F("", None, RopeTable),
 }
+IGNORED = F("", None)  # read by transformers, changes nothing the zoo computes
+#: The sizes a Llama- or NeoX-style config.json must give, under transformers' names.
+SIZES = {
+    "vocab_size": F("vocab_size", REQUIRED, Count),
+    "hidden_size": F("d_model", REQUIRED, Count),
+    "num_attention_heads": F("n_heads", REQUIRED, Count),
+    "num_hidden_layers": F("n_layers", REQUIRED, Count),
+    "intermediate_size": F("d_ff", REQUIRED, Count),
+}
+
+
+def qknorm(qk_norm: str, **options: Any) -> dict[str, Any]:
+    """The ``qknorm`` attention with ``qk_norm`` (``none``: for its own head_dim alone), no biases."""
+    return {"name": "qknorm", "qk_norm": qk_norm, "qkv_bias": False, "out_bias": False, **options}
+
+
 # Hugging Face activation names with an exact zoo activation component.
 ACTIVATIONS = {
     "gelu": "gelu",
@@ -32,7 +48,6 @@ ACTIVATIONS = {
     "relu": "relu",
     "silu": "silu",
 }
-ACTIVATIONS_OUT = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "silu": "silu"}
 
 
 def rope(
@@ -141,24 +156,6 @@ def scaling_to_hf(config: ModelConfig) -> dict[str, Any]:
     return {"rope_type": scaling["kind"], **out}
 
 
-def rotary_spec(base: float, rotary_dim: int | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"name": "rotary", "base": base}
-    if rotary_dim is not None:
-        spec["rotary_dim"] = rotary_dim
-    return spec
-
-
-def attention_spec(n_kv_heads: int, qkv_bias: bool = False) -> dict[str, Any]:
-    """zoo's attention for a Llama-family layer: grouped-query (``n_kv_heads``), with
-    q/k/v biases for Qwen2, never an output bias."""
-    return {"name": "sdpa", "n_kv_heads": n_kv_heads, "qkv_bias": qkv_bias, "out_bias": False}
-
-
-def n_kv_heads(config: ModelConfig) -> int:
-    """Key/value heads of a config's attention (n_heads for plain multi-head attention)."""
-    return Converter.attention_layout(config)[0]
-
-
 def turned(config: ModelConfig) -> int:
     """Dimensions per head a rotary config turns."""
     options = config.position.options
@@ -167,54 +164,6 @@ def turned(config: ModelConfig) -> int:
 
 def rotary_base(config: ModelConfig) -> float:
     return float(config.position.options.get("base", 10000.0))
-
-
-def rotary_blockers(
-    config: ModelConfig, architecture: str, *, interleaved: bool = False, scaling: bool = False
-) -> list[str]:
-    """A rotary config's pair layout and scaling, where ``architecture`` has another."""
-    options, blockers = config.position.options, list[str]()
-    if config.position.name != "rotary":
-        return blockers
-    if bool(options.get("interleaved")) != interleaved:
-        pairs = "neighbouring pairs (2i, 2i+1)" if interleaved else "halves (i, i + r/2)"
-        blockers.append(f"interleaved={bool(options.get('interleaved'))} ({architecture} turns {pairs})")
-    if options.get("scaling") and not scaling:
-        blockers.append(f"a rotary scaling ({architecture}'s converter writes plain rotary)")
-    return blockers
-
-
-def common_blockers(
-    config: ModelConfig,
-    architecture: str,
-    embedding_scale: str = "none",
-    multipliers: bool = False,
-    *,
-    head_bias: bool = False,
-    embedding_norm: bool = False,
-) -> list[str]:
-    """Switches no Hugging Face causal LM of these families has (``embedding_scale``: the
-    family's; ``multipliers``: the family writes any numeric embedding and logit scale;
-    ``head_bias`` and ``embedding_norm``: what ``architecture`` has of those two)."""
-    blockers = []
-    if config.architecture != "decoder":
-        blockers.append(f"architecture {config.architecture!r} ({architecture} is decoder-only)")
-    if config.final_norm is False:
-        blockers.append(f"final_norm=false ({architecture} always has a final norm)")
-    numeric = multipliers and not isinstance(config.embedding_scale, str)
-    if config.embedding_scale != embedding_scale and not numeric:
-        blockers.append(f"embedding_scale={config.embedding_scale!r} ({architecture} has {embedding_scale!r})")
-    if config.head_output != "logits":
-        blockers.append(f"head_output={config.head_output!r} ({architecture}'s head returns logits)")
-    if config.logit_scale != 1.0 and not multipliers:
-        blockers.append(f"logit_scale={config.logit_scale!r} ({architecture} does not scale its logits)")
-    if config.head_bias != head_bias:
-        has = "has" if head_bias else "has no"
-        blockers.append(f"head_bias={str(config.head_bias).lower()} ({architecture}'s output head {has} bias)")
-    if config.embedding_norm != embedding_norm:
-        does = "normalises" if embedding_norm else "does not normalise"
-        blockers.append(f"embedding_norm={str(config.embedding_norm).lower()} ({architecture} {does} its embeddings)")
-    return blockers
 
 
 def layer_windows(hf: Mapping[str, Any], n_layers: int, length: int, window: Any) -> list[int | None]:
@@ -246,17 +195,26 @@ def periodic(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return entries
 
 
+def with_layer_changes(fields: dict[str, Any], entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """``fields`` with ``entries`` (one per layer, each the changes of that layer) merged into
+    the layer pattern they have (a hybrid's mixers, a family's windows)."""
+    have = fields.get("layer_pattern") or [{}]
+    pattern = periodic([{**have[i % len(have)], **entry} for i, entry in enumerate(entries)])
+    return {**fields, "layer_pattern": [] if pattern == [{}] else pattern}
+
+
 def window_per_layer(config: ModelConfig) -> list[int | None]:
     """The sliding window of each layer of ``config`` (None: full attention)."""
     return [config.layer(i).attention.options.get("window") for i in range(config.n_layers)]
 
 
-def window_blockers(config: ModelConfig, architecture: str) -> list[str]:
-    """What a pattern changes besides the attention window, and more than one window size."""
+def window_blockers(config: ModelConfig, architecture: str, varies: tuple[str, ...] = ("attention",)) -> list[str]:
+    """What a pattern changes besides the parts that may vary by layer (``varies``: the
+    attention window, a family's own per-layer positions), and more than one window size."""
     blockers = []
-    changes = {kind for i in range(config.n_layers) for kind in config.layer_changes(i)}
-    if changes - {"attention"}:
-        blockers.append(f"per-layer {', '.join(sorted(changes - {'attention'}))} ({architecture} has one design)")
+    changes = {kind for i in range(config.n_layers) for kind in config.layer_changes(i)} - set(varies)
+    if changes:
+        blockers.append(f"per-layer {', '.join(sorted(changes))} ({architecture} has one design)")
     for i in range(config.n_layers):
         options = config.layer(i).attention.options
         if {k: v for k, v in options.items() if k != "window"} != {
@@ -269,23 +227,31 @@ def window_blockers(config: ModelConfig, architecture: str) -> list[str]:
     return blockers
 
 
-def qwen_windows(converter: Converter, hf: Mapping[str, Any], where: str, fields: dict[str, Any]) -> dict[str, Any]:
+def layer_positions(config: ModelConfig, arch: str, bases: bool = False) -> list[str]:
+    """The layers whose position is neither none nor the model's rotary (``bases``: a rotary
+    that differs from the model's in its base alone is the layer's own)."""
+    model, own = config.position, "rotary, of a base per layer," if bases else "rotary"
+
+    def rest(options: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in options.items() if not (bases and k == "base")}
+
+    return [
+        f"layer {i}'s position {p.name!r} ({arch} has the model's {own} or none)"
+        for i, p in enumerate(config.layer(i).position for i in range(config.n_layers))
+        if p.name != "none" and ({p.name, model.name} != {"rotary"} or rest(p.options) != rest(model.options))
+    ]
+
+
+def qwen_windows(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
     """``fields`` with Qwen's sliding windows: with ``use_sliding_window``, the layers that
     ``layer_types`` names sliding, else those from ``max_window_layers`` on (Qwen2, Qwen3)."""
     layers = fields["n_layers"]
     window = hf.get("sliding_window") if hf.get("use_sliding_window") else None
     if window is not None and not hf.get("layer_types"):
         first = hf.get("max_window_layers", 28)
-        if not isinstance(first, int) or isinstance(first, bool) or first < 0:
-            raise converter.refuse(where, "max_window_layers", first, "it must be a whole number >= 0")
+        good = isinstance(first, int) and not isinstance(first, bool) and first >= 0
+        refuse_unless(good, where, "max_window_layers", first, "it must be a whole number >= 0")
         hf = {**hf, "layer_types": ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]}
-    types = hf.get("layer_types")
-    if (
-        window is not None
-        and types is not None
-        and (len(types) != layers or set(types) - {"sliding_attention", "full_attention"})
-    ):
-        raise converter.refuse(where, "layer_types", types, f"give {layers} of 'sliding_attention'/'full_attention'")
     return with_windows(fields, layer_windows(hf, layers, fields["max_seq_len"], window))
 
 
@@ -301,6 +267,15 @@ def zoo_to_per_head(t: Tensor, heads: int) -> Tensor:
 
 def per_head(zoo: str, hf: str, heads: int) -> Rule:
     return Rule(zoo, (hf,), lambda ts: per_head_to_zoo(ts[0], heads), lambda t: [zoo_to_per_head(t, heads)])
+
+
+def fused_per_head(hf: str) -> dict[str, W]:
+    """The zoo's ``attn.qkv`` weight and bias from ``hf`` (``weight``/``bias``) fused per head."""
+
+    def make(zoo: str, names: tuple[str, ...], config: ModelConfig) -> Rule:
+        return per_head(zoo, names[0], config.n_heads)
+
+    return {f"attn.qkv.{p}": W(f"{hf}.{p}", make=make) for p in ("weight", "bias")}
 
 
 def refuse_unless(ok: bool, where: str, setting: str, value: Any, why: str) -> None:
@@ -347,7 +322,15 @@ class Rotary:
         return {**hf, self.theta: base, **({self.pct: fraction} if self.partial else {}), "rope_parameters": params}
 
     def blockers(self, config: ModelConfig, arch: str) -> list[str]:
-        blockers = rotary_blockers(config, arch, interleaved=self.interleaved, scaling=self.scaled)
-        if config.position.name == "rotary" and not self.partial and turned(config) != config.head_dim:
+        """A rotary config's pair layout, scaling and share of each head, where ``arch`` has another."""
+        options, blockers = config.position.options, list[str]()
+        if config.position.name != "rotary":
+            return blockers
+        if bool(options.get("interleaved")) != self.interleaved:
+            pairs = "neighbouring pairs (2i, 2i+1)" if self.interleaved else "halves (i, i + r/2)"
+            blockers.append(f"interleaved={bool(options.get('interleaved'))} ({arch} turns {pairs})")
+        if options.get("scaling") and not self.scaled:
+            blockers.append(f"a rotary scaling ({arch}'s converter writes plain rotary)")
+        if not self.partial and turned(config) != config.head_dim:
             blockers.append(f"partial rotary ({arch} rotates the whole head)")
         return blockers

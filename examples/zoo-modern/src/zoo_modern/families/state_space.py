@@ -1,17 +1,9 @@
 """State-space families: layers that mix tokens by a recurrence, without attention.
 
-- Mamba-2 (state-spaces, Codestral Mamba): every layer is RMSNorm, then zoo-modern's
-  ``mamba2`` mixer, added to the residual stream: x + mixer(norm(x)), a ``parallel`` layer
-  with a shared norm whose MLP is ``none``; no positions, a final RMSNorm. ``num_heads`` is
-  the zoo's ``n_heads`` (``hook_z``'s heads are the scan's), ``head_dim`` the mixer's.
-- Mamba (state-spaces) and Falcon-Mamba (TII): Mamba-2's layout with zoo-modern's ``mamba``
-  mixer (the S6 scan, A per channel and state, a low-rank time step); Falcon-Mamba
-  RMS-normalises B, C and the time step (``bcdt_norm``). The scan has no heads: ``n_heads`` is 1.
-
-The fields transformers reads only to draw fresh weights (``time_step_min``, ...) are
-ignored; ``residual_in_fp32`` changes nothing in float32 and is ignored too (a half
-precision model keeps its residual stream in its own dtype). A ``time_step_limit`` other
-than (0, inf) is refused by name.
+- Mamba-2 (state-spaces, Codestral Mamba): RMSNorm, then zoo-modern's ``mamba2`` mixer, in every
+  layer (``parallel`` with a shared norm, MLP ``none``), no positions, a final RMSNorm.
+- Mamba and Falcon-Mamba (TII): Mamba-2's layout with the S6 ``mamba`` mixer (no heads: ``n_heads``
+  is 1); Falcon-Mamba RMS-normalises B, C and the time step (``bcdt_norm``).
 
 One known difference, left padding with ``use_bias`` (no released checkpoint has it):
 transformers zeroes a padded position's input, so ``in_proj``'s bias still reaches the
@@ -25,10 +17,9 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from zoo.plugin import REQUIRED, Count, Epsilon, F, Family, ModelConfig, W
-from zoo_modern.families.readers import refuse_unless
+from zoo.plugin import REQUIRED, Count, Epsilon, F, Family, ModelConfig, W, linear
+from zoo_modern.families.readers import IGNORED, refuse_unless
 
-IGNORED = F("", None)
 #: Fields transformers' Mamba-2 reads only to initialise weights, or only in half precision.
 INIT_ONLY = "time_step_rank time_step_min time_step_max time_step_floor rescale_prenorm_residual residual_in_fp32"
 INIT_ONLY += " time_step_init_scheme time_step_scale"
@@ -55,8 +46,7 @@ def mamba2_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> di
 
 
 def mamba2_blockers(config: ModelConfig, arch: str) -> list[str]:
-    """A model whose heads are not the scan's (hook_z's grouping, written as num_heads), or
-    whose scan is not ``expand`` times as wide as the model."""
+    """Heads other than the scan's (hook_z's, written as num_heads), or a scan not ``expand`` times as wide."""
     inner = config.attention.options.get("d_inner")
     if inner is not None and inner != config.attention.options.get("expand", 2) * config.d_model:
         return [f"a scan of d_inner={inner}, not expand * hidden_size ({arch} has no other width)"]
@@ -176,13 +166,10 @@ MAMBA = MAMBA2.derive(
     fresh=("layer", "read", "blockers"),
     layer={
         "attn_residual.norm.weight": "norm.weight",
-        "attn.in_proj.weight": "mixer.in_proj.weight",
-        "attn.in_proj.bias": W("mixer.in_proj.bias", when=proj_bias),
-        "attn.conv.weight": "mixer.conv1d.weight",
-        "attn.conv.bias": W("mixer.conv1d.bias", when=option("conv_bias", True)),
+        **linear({"attn.in_proj": "mixer.in_proj"}, proj_bias),
+        **linear({"attn.conv": "mixer.conv1d"}, option("conv_bias", True)),
         **{f"attn.{p}": f"mixer.{p}" for p in ("x_proj.weight", "dt_proj.weight", "dt_proj.bias", "A_log", "D")},
-        "attn.out_proj.weight": "mixer.out_proj.weight",
-        "attn.out_proj.bias": W("mixer.out_proj.bias", when=proj_bias),
+        **linear({"attn.out_proj": "mixer.out_proj"}, proj_bias),
     },
     read=(mamba_read,),
     blockers=(plain_scan,),

@@ -1,5 +1,5 @@
 """Llama's lineage with an ungated MLP (up, activation, down): Arcee's ReLU squared and
-the families that extend it (Nemotron, Jais 2, NanoChat, Apertus, Persimmon).
+the families that extend it (Nemotron, Jais 2, NanoChat, Apertus, Persimmon, Apertus 1.5).
 
 Each family opens with the one it extends and how; the table says the rest.
 """
@@ -15,7 +15,7 @@ from torch import Tensor
 from zoo.plugin import REQUIRED, Count, Epsilon, F, Fraction, ModelConfig, Positive, Rule, W
 from zoo_modern.families.llama_kin import NORM_WEIGHTS
 from zoo_modern.families.llama_like import LLAMA, QK_NORMS, llama_read, qk_reordered
-from zoo_modern.families.readers import Rotary, per_head
+from zoo_modern.families.readers import Rotary, fused_per_head, qknorm
 
 
 def ungated(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
@@ -131,7 +131,7 @@ APERTUS = ARCEE.derive(
         "hidden_act": F("activation", "xielu", str, {"xielu": "xielu"}),
         "max_position_embeddings": F("max_seq_len", 65536, Count),
     },
-    zoo={"attention": {"name": "qknorm", "qk_norm": "head", "qkv_bias": False, "out_bias": False}},
+    zoo={"attention": qknorm("head")},
     accepts={"attention": ()},
     layer={
         "attn_residual.norm.weight": "attention_layernorm.weight",
@@ -169,10 +169,7 @@ PERSIMMON = JAIS2.derive(
     },
     zoo={"attention": {"name": "qknorm", "qk_norm_layernorm": True, "qkv_bias": True, "out_bias": True}},
     accepts={"attention": ()},
-    layer={
-        f"attn.qkv.{p}": W(f"self_attn.query_key_value.{p}", make=lambda z, n, c: per_head(z, n[0], c.n_heads))
-        for p in ("weight", "bias")
-    }
+    layer=fused_per_head("self_attn.query_key_value")
     | {f"attn.out.{p}": f"self_attn.dense.{p}" for p in ("weight", "bias")}
     | {
         f"attn.{q}_norm.{p}": W(f"self_attn.{q}_layernorm.{p}", when=qk_layernorm)
@@ -192,4 +189,12 @@ PERSIMMON = JAIS2.derive(
 )
 
 
-FAMILIES = (ARCEE, NEMOTRON, JAIS2, NANOCHAT, APERTUS, PERSIMMON)
+# Apertus 1.5 (text) extends Apertus: a larger vocabulary (the multimodal tokens); a pruned head refused.
+APERTUS1P5 = APERTUS.derive(
+    "Apertus1p5TextForCausalLM",
+    model_type="apertus1p5_text",
+    description="Apertus 1.5 (text): Apertus's layers over a vocabulary with image and audio tokens",
+    fields={"output_vocab_size": F.must(None, "an output head narrower than the vocabulary is not modelled")},
+)
+
+FAMILIES = (ARCEE, NEMOTRON, JAIS2, NANOCHAT, APERTUS, PERSIMMON, APERTUS1P5)
