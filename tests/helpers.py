@@ -687,3 +687,13 @@ def perturbed_transformers_model(config: str, model: str, fields: dict[str, Any]
         for p in hf.parameters():
             p.add_(torch.randn_like(p) * 0.2)
     return hf.eval()
+
+
+def released_model(hf: dict[str, Any]) -> Any:
+    """transformers' model of a released ``config.json`` ``hf`` on the meta device: its
+    parameter count and shapes, without the weights (imports transformers on first use)."""
+    import transformers
+
+    config = getattr(transformers, hf["architectures"][0].replace("ForCausalLM", "Config"))(**hf)
+    with torch.device("meta"):
+        return getattr(transformers, hf["architectures"][0])(config)

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 import zoo
-from helpers import TINY, tiny
+from helpers import TINY, released_model, tiny
 from zoo.interop.hf import config_from_hf
 from zoo.interop.pretrained import config_mismatches
 from zoo.nn.attention import AttentionContext, SdpaAttention
@@ -283,10 +283,7 @@ PRESETS = {"qwen3-0.6b": "Qwen/Qwen3-0.6B", "gemma-2b": "google/gemma-2b", "olmo
 @pytest.mark.parametrize(("preset", "repo"), sorted(PRESETS.items()))
 def test_each_preset_has_as_many_parameters_as_its_released_model(preset: str, repo: str) -> None:
     assert preset_pretrained(preset) == repo
-    hf = RELEASED[repo]
-    config = getattr(transformers, hf["architectures"][0].replace("ForCausalLM", "Config"))(**hf)
-    with torch.device("meta"):
-        reference = getattr(transformers, hf["architectures"][0])(config)
+    reference = released_model(RELEASED[repo])
     assert zoo.build(preset, device="meta").num_parameters() == reference.num_parameters()
 
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import zoo
 import zoo.cli
-from helpers import prepared_bytes
+from helpers import prepared_bytes, released_model
 from zoo.interop.hf import config_from_hf
 from zoo.interop.pretrained import config_mismatches
 from zoo.nn.config import preset_pretrained, validate_config
@@ -373,19 +373,12 @@ PRESETS = {
 }
 
 
-def released_model(repo: str) -> Any:
-    hf = RELEASED[repo]
-    config = getattr(transformers, hf["architectures"][0].replace("ForCausalLM", "Config"))(**hf)
-    with torch.device("meta"):
-        return getattr(transformers, hf["architectures"][0])(config)
-
-
 @pytest.mark.parametrize(("preset", "repo"), sorted(PRESETS.items()))
 def test_each_preset_has_as_many_parameters_as_its_released_model(
     preset: str, repo: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert preset_pretrained(preset) == repo
-    expected = released_model(repo).num_parameters()
+    expected = released_model(RELEASED[repo]).num_parameters()
     assert zoo.build(preset, device="meta").num_parameters() == expected
     assert zoo.cli.main(["list", preset, "--json"]) == 0  # counted from one layer (zoo.summary.layered_counts)
     assert [entry["parameters"] for entry in json.loads(capsys.readouterr().out)] == [expected]

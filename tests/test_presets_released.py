@@ -18,6 +18,7 @@ import torch
 
 import zoo
 import zoo.cli
+from helpers import released_model
 from zoo.interop.hf import config_from_hf
 from zoo.interop.pretrained import config_mismatches
 from zoo.nn.config import preset_pretrained, validate_config
@@ -140,19 +141,12 @@ def unquantized(repo: str) -> dict[str, Any]:
     return {k: v for k, v in RELEASED[repo].items() if k != "quantization_config"}
 
 
-def released_model(repo: str) -> Any:
-    hf = unquantized(repo)
-    config = getattr(transformers, hf["architectures"][0].replace("ForCausalLM", "Config"))(**hf)
-    with torch.device("meta"):
-        return getattr(transformers, hf["architectures"][0])(config)
-
-
 @pytest.mark.parametrize(("preset", "repo"), sorted(PRESETS.items()))
 def test_each_preset_has_as_many_parameters_as_its_released_model(
     preset: str, repo: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert preset_pretrained(preset) == repo
-    expected = released_model(repo).num_parameters()
+    expected = released_model(unquantized(repo)).num_parameters()
     started = time.perf_counter()
     assert zoo.build(preset, device="meta").num_parameters() == expected
     assert time.perf_counter() - started < 20  # stacked experts: DeepSeek-V3's 671 B in 1 s or so
@@ -184,7 +178,7 @@ def test_deepseeks_yarn_scales_scores_and_rotary_as_transformers_does(repo: str)
     """The released YaRN (factor 40 over 4,096 positions): every score scaled by
     192^-1/2 * mscale(40, mscale_all_dim)^2, cos/sin by mscale / mscale_all_dim's ratio (1
     here), and the same stretched frequencies, as transformers' model of the config has them."""
-    reference = released_model(repo).model
+    reference = released_model(unquantized(repo)).model
     model = zoo.build(PRESETS_OF[repo], device="meta")
     m = 0.1 * RELEASED[repo]["rope_scaling"]["mscale_all_dim"] * math.log(40) + 1
     assert model.blocks[0].attn.scale == pytest.approx(m * m / math.sqrt(192), rel=1e-12)
