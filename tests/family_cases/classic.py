@@ -1,5 +1,5 @@
 """The older families and the scalings of the ones already read: GPT-J, OPT, GPTBigCode,
-Phi, StableLM, BLOOM, Falcon, MPT, and Llama 3's (and the other) rotary scalings."""
+Phi, StableLM, BLOOM, Falcon, MPT, XGLM, CTRL, and Llama 3's (and the other) rotary scalings."""
 
 from __future__ import annotations
 
@@ -48,6 +48,17 @@ CASES = [
     ),
     Family("mpt", "mpt", "MptConfig", "MptForCausalLM", {"d_model": 32, "n_layers": 2, "n_heads": 4}),
     Family("mpt-6-heads", "mpt", "MptConfig", "MptForCausalLM", {"d_model": 36, "n_layers": 2, "n_heads": 6}),
+    # fairseq's sinusoids from row 2, sqrt(d_model) embeddings, dropout on the embeddings too
+    Family(
+        "xglm",
+        "xglm",
+        "XGLMConfig",
+        "XGLMForCausalLM",
+        {"d_model": 32, "ffn_dim": 48, "num_layers": 2, "attention_heads": 4},
+    ),
+    Family(
+        "ctrl", "ctrl", "CTRLConfig", "CTRLLMHeadModel", {**GPT2_SIZES, "dff": 48}
+    ),  # sines then cosines, a biased head
     Family("bloom", "bloom", "BloomConfig", "BloomForCausalLM", {"hidden_size": 36, "n_layer": 2, "n_head": 6}),
     Family(
         "gptj",

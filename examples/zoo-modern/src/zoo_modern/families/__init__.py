@@ -1,6 +1,6 @@
 """zoo-modern's Hugging Face families as tables (``zoo.plugin.Family``), sorted by lineage:
 
-- ``gpt2_like``: GPT-Neo, OPT, GPTBigCode, BLOOM, MPT, BioGPT, GPT (OpenAI's first); GPT-2 itself is the
+- ``gpt2_like``: GPT-Neo, OPT, GPTBigCode, BLOOM, MPT, BioGPT, GPT (OpenAI's first), XGLM, CTRL; GPT-2 itself is the
   built-in ``zoo.plugins.hf_gpt2``;
 - ``llama_like``: Llama, Mistral, Qwen2, Qwen3, Gemma, OLMo 2, Phi-3, Granite, Cohere, StableLM, Starcoder2;
 - ``llama_kin``: Ministral, CWM, Ministral 3, Seed-OSS, Helium, ERNIE 4.5, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo,
