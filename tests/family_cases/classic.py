@@ -1,5 +1,5 @@
 """The older families and the scalings of the ones already read: GPT-J, OPT, GPTBigCode,
-Phi, StableLM, BLOOM, Falcon, MPT, XGLM, CTRL, and Llama 3's (and the other) rotary scalings."""
+Phi, StableLM, BLOOM, Falcon, MPT, XGLM, CTRL, GPT-NeoX Japanese, and Llama 3's (and the other) rotary scalings."""
 
 from __future__ import annotations
 
@@ -59,6 +59,20 @@ CASES = [
     Family(
         "ctrl", "ctrl", "CTRLConfig", "CTRLLMHeadModel", {**GPT2_SIZES, "dff": 48}
     ),  # sines then cosines, a biased head
+    # the last layer's attention alone adds an output bias; half of each head rotates
+    Family(
+        "gpt-neox-japanese",
+        "gpt_neox_japanese",
+        "GPTNeoXJapaneseConfig",
+        "GPTNeoXJapaneseForCausalLM",
+        {
+            "hidden_size": 32,
+            "num_attention_heads": 4,
+            "num_hidden_layers": 3,
+            "intermediate_multiple_size": 2,
+            "rope_parameters": {"rope_theta": 500.0, "partial_rotary_factor": 0.5},
+        },
+    ),
     Family("bloom", "bloom", "BloomConfig", "BloomForCausalLM", {"hidden_size": 36, "n_layer": 2, "n_head": 6}),
     Family(
         "gptj",
