@@ -24,6 +24,7 @@ from zoo.nn.attention import SdpaAttention
 MODERN = {
     ("position", "rotary"),
     ("position", "alibi"),
+    ("position", "sinusoidal_halves"),
     ("mlp", "swiglu"),
     ("mlp", "moe"),
     ("attention", "gqa"),

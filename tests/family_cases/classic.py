@@ -1,5 +1,5 @@
 """The older families and the scalings of the ones already read: GPT-J, OPT, GPTBigCode,
-Phi, StableLM, BLOOM, Falcon, MPT, and Llama 3's (and the other) rotary scalings."""
+Phi, StableLM, BLOOM, Falcon, MPT, XGLM, CTRL, GPT-NeoX Japanese, and Llama 3's (and the other) rotary scalings."""
 
 from __future__ import annotations
 
@@ -48,6 +48,31 @@ CASES = [
     ),
     Family("mpt", "mpt", "MptConfig", "MptForCausalLM", {"d_model": 32, "n_layers": 2, "n_heads": 4}),
     Family("mpt-6-heads", "mpt", "MptConfig", "MptForCausalLM", {"d_model": 36, "n_layers": 2, "n_heads": 6}),
+    # fairseq's sinusoids from row 2, sqrt(d_model) embeddings, dropout on the embeddings too
+    Family(
+        "xglm",
+        "xglm",
+        "XGLMConfig",
+        "XGLMForCausalLM",
+        {"d_model": 32, "ffn_dim": 48, "num_layers": 2, "attention_heads": 4},
+    ),
+    Family(
+        "ctrl", "ctrl", "CTRLConfig", "CTRLLMHeadModel", {**GPT2_SIZES, "dff": 48}
+    ),  # sines then cosines, a biased head
+    # the last layer's attention alone adds an output bias; half of each head rotates
+    Family(
+        "gpt-neox-japanese",
+        "gpt_neox_japanese",
+        "GPTNeoXJapaneseConfig",
+        "GPTNeoXJapaneseForCausalLM",
+        {
+            "hidden_size": 32,
+            "num_attention_heads": 4,
+            "num_hidden_layers": 3,
+            "intermediate_multiple_size": 2,
+            "rope_parameters": {"rope_theta": 500.0, "partial_rotary_factor": 0.5},
+        },
+    ),
     Family("bloom", "bloom", "BloomConfig", "BloomForCausalLM", {"hidden_size": 36, "n_layer": 2, "n_head": 6}),
     Family(
         "gptj",

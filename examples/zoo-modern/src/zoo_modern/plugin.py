@@ -32,13 +32,14 @@ from zoo_modern.families import CONVERTERS as TABLES
 from zoo_modern.families import PRESETS
 from zoo_modern.mlp import SwiGluOptions, swiglu
 from zoo_modern.placement import Parallel, SandwichNorm
-from zoo_modern.positions import ALiBi, Rotary, check_rotary
+from zoo_modern.positions import ALiBi, Rotary, SinusoidalHalves, check_halves, check_rotary
 
 
 @zoo.plugin.hookimpl
 def zoo_register_components(register: zoo.plugin.RegisterComponent) -> None:
     register("position", "rotary", Rotary, check=check_rotary)
     register("position", "alibi", ALiBi)
+    register("position", "sinusoidal_halves", SinusoidalHalves, check=check_halves)
     register("mlp", "swiglu", swiglu, SwiGluOptions)
     register("attention", "gqa", gqa, GqaOptions, check=check_gqa)
     register("placement", "sandwich", SandwichNorm)

@@ -1,11 +1,13 @@
-"""Position encodings that act inside attention instead of on the embeddings.
+"""Position encodings that act inside attention instead of on the embeddings, and one more sinusoid.
 
 - ``rotary`` (RoPE, Su et al. 2021) rotates queries and keys by their positions, so a
   query-key score depends only on how far apart the two tokens are.
 - ``alibi`` (Press et al. 2022) adds ``-slope * distance`` to each score, one slope per
   head, and needs no parameters at all.
+- ``sinusoidal_halves``: the 2017 sinusoids added to the embeddings, sines then cosines
+  (CTRL's and fairseq's layout) where the built-in ``sinusoidal`` interleaves them.
 
-Neither has a length limit (``max_positions = None``).
+None has a length limit (``max_positions = None``).
 """
 
 from __future__ import annotations
@@ -204,6 +206,53 @@ class ALiBi(PositionEncoding):
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}, max_bias={self.max_bias:g}"
+
+
+class HalvesOptions(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    base: float = Field(10000.0, gt=1.0, description="wavelengths run from 2*pi to base*2*pi")
+    offset: int = Field(0, ge=0, le=1 << 16, description="position p is encoded as p + offset (fairseq's XGLM: 2)")
+    fairseq: bool = Field(False, description="frequencies base^(-i/(d/2 - 1)), fairseq's, not base^(-2i/d)")
+
+
+class SinusoidalHalves(PositionEncoding):
+    """Fixed sinusoidal positions, added to the embeddings, in halves; no parameters, any length.
+
+    PE(p, i) = sin((p + offset) w_i) and PE(p, d/2 + i) = cos(...), for i < d/2, with
+    w_i = base^(-2i/d) (CTRL) or, ``fairseq``, base^(-i/(d/2 - 1)) (XGLM's, from row
+    ``offset`` = 2 of its table); each computed in float32 as those models compute it.
+    """
+
+    Options = HalvesOptions
+
+    def __init__(self, d_model: int, base: float = 10000.0, offset: int = 0, fairseq: bool = False) -> None:
+        super().__init__()
+        self.d_model, self.base, self.offset, self.fairseq = d_model, base, offset, fairseq
+
+    def table(self, positions: Tensor) -> Tensor:
+        """The encodings of ``positions`` (B|1, S) as (B|1, S, d), in float32."""
+        half = self.d_model // 2
+        i = torch.arange(half, device=positions.device, dtype=torch.float32)
+        if self.fairseq:
+            inv_freq = torch.exp(i * -(math.log(self.base) / (half - 1)))  # (d/2,)
+        else:
+            inv_freq = 1 / torch.pow(self.base, 2 * i / self.d_model)
+        angles = (positions[..., None] + self.offset).float() * inv_freq  # (B|1, S, d/2)
+        return torch.cat((angles.sin(), angles.cos()), dim=-1)
+
+    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
+        return x + self.table(positions).to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, base={self.base:g}, offset={self.offset}" + (
+            ", fairseq" if self.fairseq else ""
+        )
+
+
+def check_halves(config: Any, options: HalvesOptions) -> None:
+    least = 4 if options.fairseq else 2
+    if config.d_model % 2 or config.d_model < least:
+        raise ValueError(f"sinusoidal_halves needs an even d_model of at least {least}, got {config.d_model}")
 
 
 def check_rotary(config: Any, options: RotaryOptions) -> None:

@@ -1,6 +1,6 @@
 """zoo-modern's Hugging Face families as tables (``zoo.plugin.Family``), sorted by lineage:
 
-- ``gpt2_like``: GPT-Neo, OPT, GPTBigCode, BLOOM, MPT, BioGPT, GPT (OpenAI's first); GPT-2 itself is the
+- ``gpt2_like``: GPT-Neo, OPT, GPTBigCode, BLOOM, MPT, BioGPT, GPT (OpenAI's first), XGLM, CTRL; GPT-2 itself is the
   built-in ``zoo.plugins.hf_gpt2``;
 - ``llama_like``: Llama, Mistral, Qwen2, Qwen3, Gemma, OLMo 2, Phi-3, Granite, Cohere, StableLM, Starcoder2;
 - ``llama_kin``: Ministral, CWM, Ministral 3, Seed-OSS, Helium, ERNIE 4.5, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo,
@@ -12,7 +12,7 @@
   GLM-4 MoE Lite, Youtu and MiniCPM3 (latent attention over a dense MLP), Solar Open (V3's routing, Llama's attention);
 - ``local_moe``: GPT-OSS (attention sinks, alternating windows, clamped experts), Llama 4 (chunked and NoPE layers);
 - ``gemma``: Gemma 2, Gemma 3, VaultGemma (Gemma's, with scaled and capped scores over local/global layers);
-- ``neox_like``: GPT-NeoX, GPT-J, CodeGen, Phi, Falcon;
+- ``neox_like``: GPT-NeoX, GPT-J, CodeGen, Phi, Falcon, GPT-NeoX Japanese;
 - ``hybrids``: LFM2, Bamba, Nemotron-H (short convolutions, Mamba-2 scans, between attention layers);
   ``hybrid_moe``: Granite-MoE-Hybrid, LFM2-MoE, Jamba (hybrids with routed experts);
 - ``deltanet_hybrids``: Qwen3-Next, Qwen3.5, OLMo Hybrid (gated DeltaNet layers between attention layers);

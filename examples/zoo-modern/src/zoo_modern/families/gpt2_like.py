@@ -5,6 +5,7 @@
 - GPTBigCode (SantaCoder, StarCoder 1): GPT-2 with ``nn.Linear`` weights and multi-query attention.
 - BLOOM: GPT-2's parts with ALiBi, a LayerNorm on the embeddings and per-head fused q/k/v.
 - MPT: ALiBi, LayerNorm without its shift, no biases, a fused [q | k | v] ``Wqkv``.
+- XGLM (OPT's layers) and CTRL (GPT-2's): sinusoids in halves, no stored table, embeddings scaled by sqrt(d_model).
 """
 
 from __future__ import annotations
@@ -340,6 +341,8 @@ BIOGPT = OPT.derive(
     top=linear({"final_norm": "layer_norm"}) | {"head.weight": "output_projection.weight"},
 )
 
+#: GPT-2's fields that GPT (OpenAI's first) and CTRL do not have.
+NOT_GPT = dict.fromkeys("n_inner activation_function scale_attn_weights add_cross_attention".split() + GPT2_ONLY[1:3])
 # GPT (OpenAI's first) extends GPT-2: the norm after each residual sum (post-norm), no final norm, exact
 # "gelu" meaning the tanh one, its own names for the embeddings.
 OPENAI_GPT = GPT2.derive(
@@ -347,9 +350,8 @@ OPENAI_GPT = GPT2.derive(
     model_type="openai-gpt",
     description="GPT (OpenAI, 2018): GPT-2's parts with the norm after each residual sum and no final norm",
     embedding="tokens_embed.weight",
-    fields={"vocab_size": F("vocab_size", 40478, Count), "n_positions": F("max_seq_len", 512, Count)}
-    | {"n_ctx": None, "n_inner": None, "activation_function": None, "scale_attn_weights": None}
-    | {"add_cross_attention": None, "scale_attn_by_inverse_layer_idx": None, "reorder_and_upcast_attn": None}
+    fields={"vocab_size": F("vocab_size", 40478, Count), "n_positions": F("max_seq_len", 512, Count), "n_ctx": None}
+    | NOT_GPT
     | {"afn": F("activation", "gelu", str, {"gelu": "gelu_tanh", "relu": "relu", "silu": "silu", "swish": "silu"})},
     zoo={"placement": "post"},
     top={"tok_emb.weight": "tokens_embed.weight", "position.table.weight": "positions_embed.weight"}
@@ -358,4 +360,51 @@ OPENAI_GPT = GPT2.derive(
     skip=(".attn.bias", "position_ids"),
 )
 
-FAMILIES = (GPT_NEO, OPT, GPT_BIGCODE, BLOOM, MPT, BIOGPT, OPENAI_GPT)
+# XGLM extends OPT: fairseq's sinusoids from row 2 (no stored table), sqrt(d_model) embeddings, pre-norm only,
+# ``dropout`` on the embeddings too.
+XGLM = OPT.derive(
+    "XGLMForCausalLM",
+    model_type="xglm",
+    description="XGLM: OPT's pre-norm layers, fairseq's sinusoidal positions, embeddings scaled by sqrt(d_model)",
+    fresh=("fields", "read"),
+    prefix="model.",
+    fields={"vocab_size": F("vocab_size", 256008, Count), "max_position_embeddings": F("max_seq_len", 2048, Count)}
+    | {"d_model": F("d_model", 1024, Count), "ffn_dim": F("d_ff", 4096, Count), "num_layers": F("n_layers", 24, Count)}
+    | {"attention_heads": F("n_heads", 16, Count), "activation_function": F("activation", "gelu", str, ACTIVATIONS)}
+    | {"dropout": F("dropout.residual", 0.1, Fraction), "attention_dropout": F("dropout.attention", 0.1, Fraction)}
+    | {"activation_dropout": F.must(0.0, "a dropout inside the MLP is not modelled"), "layerdrop": IGNORED}
+    | {"scale_embedding": F("embedding_scale", True, bool, {True: "sqrt_d_model", False: "none"})}
+    | {"add_cross_attention": F.must(False, "cross-attention layers (XGLM in an encoder-decoder) are not modelled")}
+    | {"tie_word_embeddings": F("tie_embeddings", True, bool)},
+    zoo={"placement": "pre", "position": {"name": "sinusoidal_halves", "offset": 2, "fairseq": True}},
+    accepts={"final_norm": (), "embedding_scale": ("sqrt_d_model",)},
+    top={"position.table.weight": None, **linear({"final_norm": "layer_norm"})},
+    read=(lambda hf, f, where: {**f, "dropout": {**f["dropout"], "embedding": f["dropout"]["residual"]}},),
+    blockers=(lambda c, arch: [f"two dropouts ({arch} has one)"] if c.dropout.embedding != c.dropout.residual else [],),
+)
+
+# CTRL extends GPT-2: sinusoids in halves (no stored table), sqrt(d_model) embeddings, separate q/k/v, ReLU, a
+# biased head, layer norms of 1e-6.
+CTRL = GPT2.derive(
+    "CTRLLMHeadModel",
+    model_type="ctrl",
+    description="CTRL: GPT-2's pre-norm layout, sinusoidal positions in halves, sqrt(d_model) embeddings, a biased head",
+    fields=NOT_GPT
+    | {"n_embd": F("d_model", 1280, Count), "n_layer": F("n_layers", 48, Count), "dff": F("d_ff", 8192, Count)}
+    | {"vocab_size": F("vocab_size", 246534, Count), "n_positions": F("max_seq_len", 256, Count)}
+    | {"n_head": F("n_heads", 16, Count), "attn_pdrop": IGNORED}  # transformers' CTRL has no attention dropout
+    | {"layer_norm_epsilon": F.must(1e-6, "CTRL's layer norms use 1e-6 (fixed)")},
+    zoo={"position": "sinusoidal_halves", "embedding_scale": "sqrt_d_model", "head_bias": True, "activation": "relu"}
+    | {"norm_eps": 1e-6},
+    layer=linear({"attn_residual.norm": "layernorm1", "mlp_residual.norm": "layernorm2", "mlp.up": "ffn.0"})
+    | linear({"mlp.down": "ffn.2", "attn.out": "multi_head_attention.dense"})
+    | {f"attn.qkv.{p}": W(f"multi_head_attention.W{{}}.{p}", "concat", "qkv") for p in ("weight", "bias")},
+    top={"tok_emb.weight": "w.weight", "position.table.weight": None, **linear({"final_norm": "layernorm"})}
+    | linear({"head": "lm_head"}),
+    top_level=("lm_head.weight", "lm_head.bias"),
+    embedding="w.weight",
+    fresh=("layer", "read", "write"),
+    blockers=(lambda c, arch: [f"norm_eps={c.norm_eps:g} ({arch}'s is 1e-6)"] if c.norm_eps != 1e-6 else [],),
+)
+
+FAMILIES = (GPT_NEO, OPT, GPT_BIGCODE, BLOOM, MPT, BIOGPT, OPENAI_GPT, XGLM, CTRL)

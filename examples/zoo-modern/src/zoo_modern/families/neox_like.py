@@ -6,6 +6,7 @@
 - CodeGen: GPT-J with q, v and k fused in one ``qkv_proj``, split over four shards.
 - Phi (1, 1.5, 2): GPT-J's layout with rotary in halves and biases everywhere.
 - Falcon: NeoX's layout with multi-query or grouped attention fused per group, or sequential.
+- GPT-NeoX Japanese: NeoX's sequential layout, no biases but the last layer's attention output.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from zoo_modern.families.readers import (
     fused_per_head,
     refuse_unless,
     turned,
+    with_layer_changes,
 )
 
 ROPE = {k: ROPE_FIELDS[k] for k in ("rope_parameters", "rope_scaling")}
@@ -333,4 +335,39 @@ FALCON = NEOX.derive(
     blockers=(FALCON_ROTARY.blockers, falcon_blockers),
 )
 
-FAMILIES = (NEOX, GPTJ, CODEGEN, PHI, FALCON)
+
+def last_bias(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """d_ff = ``intermediate_multiple_size`` * hidden; an output bias on the last layer's attention alone."""
+    fields = {**fields, "d_ff": fields["d_model"] * int(hf.get("intermediate_multiple_size") or 4)}
+    return with_layer_changes(fields, [{}] * (fields["n_layers"] - 1) + [{"attention": {"out_bias": True}}])
+
+
+def last_bias_blockers(config: ModelConfig, arch: str) -> list[str]:
+    want = last_bias({}, {"n_layers": config.n_layers, "d_model": 0}, "")["layer_pattern"]
+    wrong = [f"d_ff={config.d_ff} ({arch}'s is a multiple of d_model)"] if (config.d_ff or 0) % config.d_model else []
+    if [entry.changes() for entry in config.layer_pattern] != want:
+        wrong.append(f"a layer pattern ({arch}'s layers differ in the last one's output bias alone)")
+    return wrong
+
+
+# GPT-NeoX Japanese extends GPT-NeoX: sequential, no biases but the norms' and the last layer's attention output
+# (``dense_bias``), d_ff a multiple of hidden_size, a tied head.
+NEOX_JAPANESE = NEOX.derive(
+    "GPTNeoXJapaneseForCausalLM",
+    model_type="gpt_neox_japanese",
+    description="GPT-NeoX Japanese: NeoX's fused qkv and partial rotary, sequential, one bias on the last layer's output",
+    prefix="gpt_neox_japanese.",
+    fields={"intermediate_size": None, "use_parallel_residual": None, "attention_bias": None}
+    | {"tie_word_embeddings": F("tie_embeddings", True, bool), "classifier_dropout": None}
+    | {"attention_dropout": F("dropout.attention", 0.1, Fraction)}
+    | {"intermediate_multiple_size": F("", 4, Count, out=lambda c: (c.d_ff or 4 * c.d_model) // c.d_model)},
+    zoo={"bias": False, "norm": {"name": "layernorm", "shift": True}, "placement": "pre"}
+    | {"attention": {"name": "sdpa", "qkv_bias": False, "out_bias": False}},
+    layer={"attn.qkv.bias": None, "mlp.up.bias": None, "mlp.down.bias": None}
+    | {"attn.out.bias": W("attention.dense_bias", when=lambda c: Converter.attention_layout(c)[2])},
+    engine_features=frozenset({"layer_pattern"}),
+    read=(last_bias,),
+    blockers=(last_bias_blockers,),
+)
+
+FAMILIES = (NEOX, GPTJ, CODEGEN, PHI, FALCON, NEOX_JAPANESE)
