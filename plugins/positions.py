@@ -14,19 +14,21 @@ from zoo.plugin import PositionEncoding, RegisterComponent, hookimpl
 class LearnedOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     offset: int | None = Field(None, ge=1, le=1 << 16, description="rows before position 0's (OPT keeps 2)")
+    count_padding: bool = Field(False, description="number slots, padding included, as BART's decoders do")
 
 
 class LearnedPositions(PositionEncoding):
     """Learned absolute positions, added to the embeddings (GPT-2); limited to max_seq_len.
 
     With an ``offset``, position p reads row p + offset of a table that many rows longer
-    (OPT's ``embed_positions`` starts at row 2), so such weights load as they are."""
+    (OPT's ``embed_positions`` starts at row 2), so such weights load as they are. With
+    ``count_padding``, a left-padded row's positions are its slots (BART's decoders)."""
 
     Options = LearnedOptions
 
-    def __init__(self, max_seq_len: int, d_model: int, offset: int | None = None) -> None:
+    def __init__(self, max_seq_len: int, d_model: int, offset: int | None = None, count_padding: bool = False) -> None:
         super().__init__()
-        self.offset = offset or 0
+        self.offset, self.counts_padding = offset or 0, count_padding
         self.table = nn.Embedding(max_seq_len + self.offset, d_model)  # GPT-2's wpe
         self.max_positions = max_seq_len
 

@@ -118,3 +118,27 @@ def test_zoo_generate_leaves_sampling_to_the_models_generation_config(
     assert sampled != greedy
     assert shell("--seed", "0") == sampled  # the model samples, as its generation_config.json says
     assert shell("--greedy") == greedy
+
+
+@pytest.mark.parametrize("count_padding", [False, True])
+def test_left_padded_decoding_numbers_tokens_or_slots_as_the_position_encoding_says(count_padding: bool) -> None:
+    """Positions count a row's real tokens (transformers' position ids), or, where the
+    encoding ``counts_padding`` (BART's decoders), every slot: cached greedy decoding of a
+    left-padded batch equals the full forward at those positions, step by step."""
+    torch.manual_seed(0)
+    position = {"name": "learned", "count_padding": True} if count_padding else "learned"
+    model = zoo.build("gpt2-small", d_model=32, n_layers=2, n_heads=4, vocab_size=64, position=position).eval()
+    assert model.position.counts_padding is count_padding
+    ids = torch.randint(1, 64, (2, 6), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0  # the second prompt is 3 tokens shorter
+    out = model.generate(ids, 5, attention_mask=mask)
+    full, steps = ids, torch.ones(2, 5, dtype=mask.dtype)
+    with torch.no_grad():
+        for _ in range(5):
+            m = torch.cat([mask, steps[:, : full.shape[1] - ids.shape[1]]], dim=1)
+            slots = torch.arange(full.shape[1]).expand(2, -1)
+            positions = slots if count_padding else (m.cumsum(-1) - 1).clamp(min=0)
+            logits = model(full, attention_mask=m, positions=positions)
+            full = torch.cat([full, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(out, full)

@@ -172,6 +172,10 @@ class PositionEncoding(nn.Module):
 
     #: Longest position this encoding can represent, or ``None`` for no limit.
     max_positions: int | None = None
+    #: Whether positions number a row's slots, padding included, as BART's decoders do
+    #: (transformers gives them no position ids): decoding a left-padded batch then starts a
+    #: row's first token at its slot, not at 0.
+    counts_padding: bool = False
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
         """Token embeddings (B, S, d) plus position information; ``positions`` is (B|1, S)."""
