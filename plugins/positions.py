@@ -14,7 +14,7 @@ from zoo.plugin import PositionEncoding, RegisterComponent, hookimpl
 class LearnedOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     offset: int | None = Field(None, ge=1, le=1 << 16, description="rows before position 0's (OPT keeps 2)")
-    count_padding: bool = Field(False, description="number slots, padding included, as BART's decoders do")
+    count_padding: bool | None = Field(None, description="number slots, padding included, as BART's decoders do")
 
 
 class LearnedPositions(PositionEncoding):
@@ -26,9 +26,11 @@ class LearnedPositions(PositionEncoding):
 
     Options = LearnedOptions
 
-    def __init__(self, max_seq_len: int, d_model: int, offset: int | None = None, count_padding: bool = False) -> None:
+    def __init__(
+        self, max_seq_len: int, d_model: int, offset: int | None = None, count_padding: bool | None = None
+    ) -> None:
         super().__init__()
-        self.offset, self.counts_padding = offset or 0, count_padding
+        self.offset, self.counts_padding = offset or 0, bool(count_padding)
         self.table = nn.Embedding(max_seq_len + self.offset, d_model)  # GPT-2's wpe
         self.max_positions = max_seq_len
 
