@@ -17,6 +17,7 @@
   ``hybrid_moe``: Granite-MoE-Hybrid, LFM2-MoE, Jamba (hybrids with routed experts);
 - ``deltanet_hybrids``: Qwen3-Next, Qwen3.5, OLMo Hybrid (gated DeltaNet layers between attention layers);
 - ``state_space``: Mamba-2, Mamba, Falcon-Mamba (a selective state-space scan in every layer, no attention);
+- ``seq2seq_decoders``: BART, PLBart, MVP, TrOCR, mBART, Pegasus, Blenderbot, Marian (decoders read as causal LMs);
 
 one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.
 """
@@ -37,6 +38,7 @@ from zoo_modern.families import (
     moe,
     moe_kin,
     neox_like,
+    seq2seq_decoders,
     state_space,
     ungated,
 )
@@ -51,7 +53,7 @@ FAMILIES: tuple[Family, ...] = (
     *local_moe.FAMILIES,
 )
 FAMILIES += (*gpt2_like.FAMILIES, *neox_like.FAMILIES, *hybrids.FAMILIES, *state_space.FAMILIES, *gemma.FAMILIES)
-FAMILIES += (*deltanet_hybrids.FAMILIES, *hybrid_moe.FAMILIES)
+FAMILIES += (*deltanet_hybrids.FAMILIES, *hybrid_moe.FAMILIES, *seq2seq_decoders.FAMILIES)
 CONVERTERS: tuple[Converter, ...] = tuple(converter(family) for family in FAMILIES)
 #: The presets zoo-modern ships (``presets/<name>.toml``): its own designs and released checkpoints.
 PRESETS = tuple(
