@@ -6,7 +6,7 @@
 - ``llama_kin``: Ministral, CWM, Ministral 3, Seed-OSS, Helium, ERNIE 4.5, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo,
   HunYuan, HyperCLOVA X, Granite SWA, SmolLM3 (Llama's lineage, continued);
 - ``ungated``: Arcee, Nemotron, Jais 2, NanoChat, Apertus, Persimmon, Apertus 1.5 (Llama's, with an ungated MLP);
-- ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, Granite-MoE (and Shared), ERNIE 4.5-MoE, HunYuan-MoE, Phi-3.5-MoE,
+- ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, Granite-MoE (and Shared, SWA), ERNIE 4.5-MoE, HunYuan-MoE, Phi-3.5-MoE,
   FlexOlmo, MiniMax-M2; ``moe_kin``: Cohere 2-MoE (windows and dense layers beside the experts);
 - ``deepseek``: DeepSeek-V3 and V2 (latent attention, grouped routing), GLM-4-MoE, dots.llm1, EXAONE-MoE,
   GLM-4 MoE Lite, Youtu and MiniCPM3 (latent attention over a dense MLP), Solar Open (V3's routing, Llama's attention);
