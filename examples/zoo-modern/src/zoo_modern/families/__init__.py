@@ -10,6 +10,7 @@
   FlexOlmo, MiniMax-M2; ``moe_kin``: Cohere 2-MoE (windows and dense layers beside the experts);
 - ``deepseek``: DeepSeek-V3 and V2 (latent attention, grouped routing), GLM-4-MoE, dots.llm1, EXAONE-MoE,
   GLM-4 MoE Lite, Youtu and MiniCPM3 (latent attention over a dense MLP), Solar Open (V3's routing, Llama's attention);
+- ``moe_2026``: HY3;
 - ``local_moe``: GPT-OSS (attention sinks, alternating windows, clamped experts), Llama 4 (chunked and NoPE layers);
 - ``gemma``: Gemma 2, Gemma 3, VaultGemma (Gemma's, with scaled and capped scores over local/global layers);
 - ``neox_like``: GPT-NeoX, GPT-J, CodeGen, Phi, Falcon;
@@ -35,6 +36,7 @@ from zoo_modern.families import (
     llama_like,
     local_moe,
     moe,
+    moe_2026,
     moe_kin,
     neox_like,
     state_space,
@@ -51,7 +53,7 @@ FAMILIES: tuple[Family, ...] = (
     *local_moe.FAMILIES,
 )
 FAMILIES += (*gpt2_like.FAMILIES, *neox_like.FAMILIES, *hybrids.FAMILIES, *state_space.FAMILIES, *gemma.FAMILIES)
-FAMILIES += (*deltanet_hybrids.FAMILIES, *hybrid_moe.FAMILIES)
+FAMILIES += (*deltanet_hybrids.FAMILIES, *hybrid_moe.FAMILIES, *moe_2026.FAMILIES)
 CONVERTERS: tuple[Converter, ...] = tuple(converter(family) for family in FAMILIES)
 #: The presets zoo-modern ships (``presets/<name>.toml``): its own designs and released checkpoints.
 PRESETS = tuple(
