@@ -1,4 +1,4 @@
-"""Mixture-of-experts families of 2025-2026 (zoo-modern's ``families/moe_2026.py``): HY3."""
+"""Mixture-of-experts families of 2025-2026 (zoo-modern's ``families/moe_2026.py``): HY3, Mellum."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from family_cases import Family
 SIZES = {"hidden_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2}
 EXPERTS = {"intermediate_size": 40, "moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_tok": 2}
 
+RoPE_BASES = {"full_attention": 50000.0, "sliding_attention": 100.0}
+
 CASES = [
     Family(  # QK-norm per head (head_dim 16), a dense first layer, then sigmoid-routed experts scaled by 2.5
         "hy-v3",
@@ -14,5 +16,17 @@ CASES = [
         "HYV3Config",
         "HYV3ForCausalLM",
         {**SIZES, **EXPERTS, "head_dim": 16, "router_scaling_factor": 2.5, "num_shared_experts": 2},
+    ),
+]
+CASES += [
+    Family(  # a dense first layer, windows of 5 on the sliding layers, each layer type's rotary base
+        "mellum",
+        "mellum",
+        "MellumConfig",
+        "MellumForCausalLM",
+        {**SIZES, **EXPERTS, "num_hidden_layers": 4, "head_dim": 16, "sliding_window": 5}
+        | {"layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]}
+        | {"mlp_layer_types": ["dense", "sparse", "sparse", "sparse"], "norm_topk_prob": False}
+        | {"rope_parameters": {k: {"rope_type": "default", "rope_theta": t} for k, t in RoPE_BASES.items()}},
     ),
 ]

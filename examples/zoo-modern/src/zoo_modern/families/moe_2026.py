@@ -3,6 +3,7 @@
 - HY3 (``hy_v3``) extends EXAONE-MoE: V3's sigmoid routing in one group, always renormalised, over
   QK-normed grouped-query attention, no windows; its own names (``router_scaling_factor``,
   ``router.gate``, ``expert_bias``, ``shared_mlp``).
+- Mellum extends Qwen3-MoE: Gemma 3's windows and rotary base per layer type, dense layers by ``mlp_layer_types``.
 """
 
 from __future__ import annotations
@@ -12,14 +13,16 @@ from dataclasses import replace
 from typing import Any
 
 from zoo.plugin import F, ModelConfig, Positive, Rule, W
-from zoo_modern.families.deepseek import EXAONE_MOE, EXAONE_NAMES, Version, exaone_write, experts, has_score_bias
+from zoo_modern.families import deepseek as ds
+from zoo_modern.families.gemma import gemma3_blockers, gemma3_write, typed_bases
+from zoo_modern.families.llama_kin import write_layer_types
 from zoo_modern.families.llama_like import LLAMA_ROTARY, head_dim, llama_read
-from zoo_modern.families.moe import routes, unlike
-from zoo_modern.families.readers import IGNORED, window_blockers
+from zoo_modern.families.moe import QWEN3_MOE, Routing, dense, routes, unlike
+from zoo_modern.families.readers import IGNORED, Rotary, refuse_unless, window_blockers, with_layer_changes
 
 NO_BIAS = "biases on the projections are not modelled"
-HY3 = Version("HY3", True, (192, 8, 1536, 1, 1, 1, 2.826, 1))
-HY3_NAMES = {**EXAONE_NAMES, "routed_scaling_factor": "router_scaling_factor"}
+HY3 = ds.Version("HY3", True, (192, 8, 1536, 1, 1, 1, 2.826, 1))
+HY3_NAMES = {**ds.EXAONE_NAMES, "routed_scaling_factor": "router_scaling_factor"}
 V3_ONLY = ("first_k_dense_replace", "n_group", "topk_group", "norm_topk_prob")  # V3's, not HY3's
 
 
@@ -31,12 +34,12 @@ def hy3_route(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict
 
 def hy3_experts(zoo: str, names: tuple[str, ...], config: ModelConfig) -> list[Rule]:
     """The router under ``router.gate`` (transformers 5's ``gate`` too), the experts as V3's."""
-    router, *rest = experts(zoo, (names[0].replace("router.gate", "gate"),), config)
+    router, *rest = ds.experts(zoo, (names[0].replace("router.gate", "gate"),), config)
     return [replace(Rule.copy(zoo, names[0]), also=(router,)), *rest]
 
 
 # HY3 extends EXAONE-MoE: no windows, one group of experts, always renormalised, its own names.
-HY_V3 = EXAONE_MOE.derive(
+HY_V3 = ds.EXAONE_MOE.derive(
     "HYV3ForCausalLM",
     model_type="hy_v3",
     description="HY3: QK-normed grouped-query attention, sigmoid-routed experts with a score bias and a shared one",
@@ -44,14 +47,45 @@ HY_V3 = EXAONE_MOE.derive(
     | {"router_scaling_factor": F("", None, Positive), "enable_moe_fp32_combine": IGNORED}  # float32 sums: no change
     | {"attention_bias": F.must(False, NO_BIAS, bool), "mlp_bias": F.must(False, NO_BIAS, bool)},
     layer={"mlp.router.weight": W("mlp.router.gate.weight", when=routes, make=hy3_experts)}
-    | {"mlp.score_bias.bias": W("mlp.expert_bias", when=has_score_bias)}
+    | {"mlp.score_bias.bias": W("mlp.expert_bias", when=ds.has_score_bias)}
     | {f"mlp.shared.{p}.weight": W(f"mlp.shared_mlp.{p}_proj.weight", when=routes) for p in ("gate", "up", "down")},
     engine_features=frozenset({"layer_pattern"}),
     fresh=("read", "write", "blockers"),
     read=(head_dim(128), llama_read, LLAMA_ROTARY.read, hy3_route),
-    write=(LLAMA_ROTARY.write, lambda c, hf: {HY3_NAMES.get(k, k): v for k, v in exaone_write(c, hf).items() if k not in V3_ONLY}),
+    write=(LLAMA_ROTARY.write, lambda c, hf: {HY3_NAMES.get(k, k): v for k, v in ds.exaone_write(c, hf).items() if k not in V3_ONLY}),
     blockers=(LLAMA_ROTARY.blockers, lambda c, arch: [b for b in HY3.blockers(c, arch) if not b.startswith("dense layers after")])
     + (lambda c, arch: window_blockers(c, arch, ("mlp",)) + (unlike(c, arch, {"n_groups": 1, "normalize_top_k": True}) if routes(c) else []),),
 )  # fmt: skip
 
-FAMILIES = (HY_V3,)
+
+def dense_by_types(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """A dense SwiGLU ``intermediate_size`` wide on the layers ``mlp_layer_types`` names dense."""
+    layers, types = fields["n_layers"], hf.get("mlp_layer_types") or ["sparse"] * fields["n_layers"]
+    refuse_unless(isinstance(types, list) and len(types) == layers and set(types) <= {"dense", "sparse"}, where, "mlp_layer_types", types, f"give {layers} of 'dense'/'sparse'")  # fmt: skip
+    return with_layer_changes(fields, [{"mlp": {"name": "swiglu", "hidden": fields["d_ff"]}} if t == "dense" else {} for t in types])  # fmt: skip
+
+
+def typed_windows_blockers(config: ModelConfig, arch: str) -> list[str]:
+    """Gemma 3's windows and rotary bases per layer type, each layer's MLP its own (dense or routed)."""
+    found = [b for b in gemma3_blockers(config, arch) if not b.startswith("per-layer ")]
+    return found + [b for b in window_blockers(config, arch, ("attention", "position", "mlp")) if b.startswith("per-layer ")]  # fmt: skip
+
+
+MELLUM_ROUTING = Routing(defaults=(64, 8, 896, True))
+# Mellum extends Qwen3-MoE: windows on the sliding layers, a rotary base per layer type, dense layers by mlp_layer_types.
+MELLUM = QWEN3_MOE.derive(
+    "MellumForCausalLM",
+    model_type="mellum",
+    description="Mellum: Qwen3-MoE's layers, windows and a rotary base per layer type, dense layers by mlp_layer_types",
+    fields=dict.fromkeys(("use_sliding_window", "max_window_layers", "decoder_sparse_step", "mlp_only_layers"))
+    | {"mlp_layer_types": F("", None)} | dict.fromkeys(("num_nextn_predict_layers", "mtp_layer_types", "mtp_mlp_layer_types"), IGNORED),
+    layer={f"mlp.{p}.weight": W(f"mlp.{p}_proj.weight", when=dense) for p in ("gate", "up", "down")}
+    | {"mlp.router.weight": W("mlp.gate.weight", when=routes, make=MELLUM_ROUTING.experts)},
+    ignored=("mtp.",),  # the multi-token-prediction layer, which transformers never loads either
+    fresh=("read", "write", "blockers"),
+    read=(head_dim(128), llama_read, lambda hf, f, where: typed_bases(hf, f, where, hf.get("layer_types") or ["full_attention"] * f["n_layers"], 1024), MELLUM_ROUTING.read, dense_by_types),
+    write=(gemma3_write, write_layer_types, MELLUM_ROUTING.write, ds.mlp_types_out),
+    blockers=(Rotary().blockers, MELLUM_ROUTING.blockers, typed_windows_blockers),
+)  # fmt: skip
+
+FAMILIES = (HY_V3, MELLUM)
