@@ -1,4 +1,4 @@
-"""Mixture-of-experts families of 2025-2026 (zoo-modern's ``families/moe_2026.py``): HY3, Mellum."""
+"""Mixture-of-experts families of 2025-2026 (zoo-modern's ``families/moe_2026.py``): HY3, Mellum, Flint."""
 
 from __future__ import annotations
 
@@ -28,5 +28,16 @@ CASES += [
         | {"layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]}
         | {"mlp_layer_types": ["dense", "sparse", "sparse", "sparse"], "norm_topk_prob": False}
         | {"rope_parameters": {k: {"rope_type": "default", "rope_theta": t} for k, t in RoPE_BASES.items()}},
+    ),
+]
+CASES += [
+    Family(  # full, full, sliding, sliding (rotary on these alone), a dense first layer, an ungated shared expert
+        "flint",
+        "flint",
+        "FlintConfig",
+        "FlintForCausalLM",
+        {**SIZES, **EXPERTS, "num_hidden_layers": 4, "head_dim": 16, "sliding_window": 5, "mlp_only_layers": [0]}
+        | {"layer_types": ["full_attention", "full_attention", "sliding_attention", "sliding_attention"]}
+        | {"shared_expert_intermediate_size": 24},
     ),
 ]

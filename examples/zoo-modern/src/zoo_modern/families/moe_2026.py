@@ -4,6 +4,8 @@
   QK-normed grouped-query attention, no windows; its own names (``router_scaling_factor``,
   ``router.gate``, ``expert_bias``, ``shared_mlp``).
 - Mellum extends Qwen3-MoE: Gemma 3's windows and rotary base per layer type, dense layers by ``mlp_layer_types``.
+- Flint extends Mellum: sinks, rotary on the sliding layers only (Cohere 2's), sigmoid-routed experts beside an
+  ungated shared one, dense layers at ``mlp_only_layers`` (and off ``decoder_sparse_step``).
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from typing import Any
 from zoo.plugin import F, ModelConfig, Positive, Rule, W
 from zoo_modern.families import deepseek as ds
 from zoo_modern.families.gemma import gemma3_blockers, gemma3_write, typed_bases
-from zoo_modern.families.llama_kin import write_layer_types
+from zoo_modern.families.llama_kin import rotary_on_sliding, rotary_on_sliding_out, write_layer_types
 from zoo_modern.families.llama_like import LLAMA_ROTARY, head_dim, llama_read
-from zoo_modern.families.moe import QWEN3_MOE, Routing, dense, routes, unlike
+from zoo_modern.families.moe import QWEN3_MOE, Routing, dense, has_shared, options, routes, unlike
 from zoo_modern.families.readers import IGNORED, Rotary, refuse_unless, window_blockers, with_layer_changes
 
 NO_BIAS = "biases on the projections are not modelled"
@@ -88,4 +90,43 @@ MELLUM = QWEN3_MOE.derive(
     blockers=(Rotary().blockers, MELLUM_ROUTING.blockers, typed_windows_blockers),
 )  # fmt: skip
 
-FAMILIES = (HY_V3, MELLUM)
+
+def flint_route(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """Sigmoid scores (no bias), an ungated shared expert; dense layers at mlp_only_layers and off decoder_sparse_step."""
+    only, step = hf.get("mlp_only_layers"), int(hf.get("decoder_sparse_step") or 1)
+    only = [0, 1] if only is None else only
+    refuse_unless(isinstance(only, list), where, "mlp_only_layers", only, "give a list of layer indices")
+    swiglu = {"mlp": {"name": "swiglu", "hidden": fields["d_ff"]}}
+    fields = with_layer_changes(
+        fields, [swiglu if i in only or (i + 1) % step else {} for i in range(fields["n_layers"])]
+    )
+    shared = {"shared_hidden": int(hf.get("shared_expert_intermediate_size", 1024) or 0), "shared_gate": False}
+    return {**fields, "mlp": {**fields["mlp"], "scoring": "sigmoid", "top_k_eps": 0.0, **shared}}
+
+
+def flint_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
+    dense_at = [i for i in range(config.n_layers) if dense(config.layer(i))]
+    return {**hf, "mlp_only_layers": dense_at, "decoder_sparse_step": 1, "shared_expert_intermediate_size": options(config).shared_hidden}  # fmt: skip
+
+
+FLINT_ROUTING = Routing(defaults=(256, 6, 512, True), shared=None)
+FLINT_WANTS = {"scoring": "sigmoid", "score_bias": False, "n_groups": 1, "shared_gate": False, "routed_scale": 1.0, "top_k_eps": 0.0}  # fmt: skip
+# Flint extends Mellum: sinks, rotary on the sliding layers alone, sigmoid routing beside an ungated shared expert.
+FLINT = MELLUM.derive(
+    "FlintForCausalLM",
+    model_type="flint",
+    description="Flint: QK-normed attention with sinks, windows and rotary on the sliding layers, sigmoid-routed experts",
+    fields={"mlp_layer_types": None, "decoder_sparse_step": F("", None, int), "mlp_only_layers": F("", None)}
+    | dict.fromkeys(("num_nextn_predict_layers", "mtp_layer_types", "mtp_mlp_layer_types")),
+    zoo={"attention": {**QWEN3_MOE.zoo["attention"], "name": "sinks"}},
+    layer={"attn.sinks": "self_attn.softmax_offset", "mlp.router.weight": W("mlp.gate.weight", when=routes, make=FLINT_ROUTING.experts)}
+    | {f"mlp.shared.{p}.weight": W(f"mlp.shared_expert.{p}_proj.weight", when=has_shared) for p in ("gate", "up", "down")},
+    ignored=(),
+    fresh=("read", "write", "blockers"),
+    read=(head_dim(128), llama_read, LLAMA_ROTARY.read, rotary_on_sliding(False), FLINT_ROUTING.read, flint_route),
+    write=(LLAMA_ROTARY.write, rotary_on_sliding_out, FLINT_ROUTING.write, flint_write),
+    blockers=(LLAMA_ROTARY.blockers, FLINT_ROUTING.blockers, ds.exaone_window_blockers)
+    + (lambda c, arch: unlike(c, arch, FLINT_WANTS) if routes(c) else [],),
+)  # fmt: skip
+
+FAMILIES = (HY_V3, MELLUM, FLINT)
