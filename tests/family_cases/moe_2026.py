@@ -1,4 +1,4 @@
-"""Mixture-of-experts families of 2025-2026 (zoo-modern's ``families/moe_2026.py``): HY3, Mellum, Flint."""
+"""Mixture-of-experts families of 2025-2026 (zoo-modern's ``families/moe_2026.py``): HY3, Mellum, Flint, MiniCPM5-MoE."""
 
 from __future__ import annotations
 
@@ -39,5 +39,15 @@ CASES += [
         {**SIZES, **EXPERTS, "num_hidden_layers": 4, "head_dim": 16, "sliding_window": 5, "mlp_only_layers": [0]}
         | {"layer_types": ["full_attention", "full_attention", "sliding_attention", "sliding_attention"]}
         | {"shared_expert_intermediate_size": 24},
+    ),
+]
+CASES += [
+    Family(  # output-gated attention, a dense first layer, V3's routing in 2 groups of 2, scaled by 1.5
+        "minicpm5-moe",
+        "minicpm5_moe",
+        "MiniCPM5MoeConfig",
+        "MiniCPM5MoeForCausalLM",
+        {**SIZES, **{k: v for k, v in EXPERTS.items() if k != "num_experts"}, "n_routed_experts": 4, "head_dim": 16}
+        | {"n_group": 2, "topk_group": 1, "routed_scaling_factor": 1.5},
     ),
 ]

@@ -6,6 +6,8 @@
 - Mellum extends Qwen3-MoE: Gemma 3's windows and rotary base per layer type, dense layers by ``mlp_layer_types``.
 - Flint extends Mellum: sinks, rotary on the sliding layers only (Cohere 2's), sigmoid-routed experts beside an
   ungated shared one, dense layers at ``mlp_only_layers`` (and off ``decoder_sparse_step``).
+- MiniCPM5-MoE extends GLM-4-MoE: Qwen3.5's output-gated attention (each head's query, then its gate, in
+  q_proj), no QK-norm, the whole head turned, dense layers by ``mlp_layer_types``.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from typing import Any
 
 from zoo.plugin import F, ModelConfig, Positive, Rule, W
 from zoo_modern.families import deepseek as ds
+from zoo_modern.families.deltanet_hybrids import gated_qkv
 from zoo_modern.families.gemma import gemma3_blockers, gemma3_write, typed_bases
 from zoo_modern.families.llama_kin import rotary_on_sliding, rotary_on_sliding_out, write_layer_types
 from zoo_modern.families.llama_like import LLAMA_ROTARY, head_dim, llama_read
 from zoo_modern.families.moe import QWEN3_MOE, Routing, dense, has_shared, options, routes, unlike
-from zoo_modern.families.readers import IGNORED, Rotary, refuse_unless, window_blockers, with_layer_changes
+from zoo_modern.families.readers import IGNORED, Rotary, qknorm, refuse_unless, window_blockers, with_layer_changes
 
 NO_BIAS = "biases on the projections are not modelled"
 HY3 = ds.Version("HY3", True, (192, 8, 1536, 1, 1, 1, 2.826, 1))
@@ -129,4 +132,20 @@ FLINT = MELLUM.derive(
     + (lambda c, arch: unlike(c, arch, FLINT_WANTS) if routes(c) else [],),
 )  # fmt: skip
 
-FAMILIES = (HY_V3, MELLUM, FLINT)
+MINICPM5 = ds.Version("MiniCPM5-MoE", True, (160, 16, 512, 1, 1, 1, 3.66, 1))
+# MiniCPM5-MoE extends GLM-4-MoE: an output gate per head's channel (q_proj's second half per head), no QK-norm, whole heads turned.
+MINICPM5_MOE = ds.GLM4_MOE.derive(
+    "MiniCPM5MoeForCausalLM",
+    model_type="minicpm5_moe",
+    description="MiniCPM5-MoE: output-gated grouped-query attention, DeepSeek-V3's routing, dense layers by mlp_layer_types",
+    fields={"use_qk_norm": None, "attention_bias": F.must(False, NO_BIAS, bool), "mlp_layer_types": F("", None)}
+    | {"use_gated_attention": F.must(True, "MiniCPM5-MoE's attention is gated (transformers refuses false)", bool)},
+    zoo={"attention": qknorm("none", output_gate=True)},
+    layer={"attn.qkv.weight": W("self_attn.{}_proj.weight", parts="qkv", make=gated_qkv), "attn.qkv.bias": None},
+    fresh=("read", "write", "blockers"),
+    read=(head_dim(128), llama_read, LLAMA_ROTARY.read, MINICPM5.route),
+    write=(LLAMA_ROTARY.write, MINICPM5.write_routing, ds.mlp_types_out),
+    blockers=(LLAMA_ROTARY.blockers, lambda c, arch: [b for b in MINICPM5.blockers(c, arch) if not b.startswith("dense layers after")]),
+)  # fmt: skip
+
+FAMILIES = (HY_V3, MELLUM, FLINT, MINICPM5_MOE)
