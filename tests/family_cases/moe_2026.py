@@ -1,4 +1,4 @@
-"""Mixture-of-experts families of 2025-2026 (zoo-modern's ``families/moe_2026.py``): HY3, Mellum, Flint, MiniCPM5-MoE."""
+"""Mixture-of-experts families of 2025-2026 (zoo-modern's ``families/moe_2026.py``): HY3, Mellum, Flint, MiniCPM5-MoE, Aria (text)."""
 
 from __future__ import annotations
 
@@ -49,5 +49,14 @@ CASES += [
         "MiniCPM5MoeForCausalLM",
         {**SIZES, **{k: v for k, v in EXPERTS.items() if k != "num_experts"}, "n_routed_experts": 4, "head_dim": 16}
         | {"n_group": 2, "topk_group": 1, "routed_scaling_factor": 1.5},
+    ),
+]
+CASES += [
+    Family(  # experts stored (in, out), top-2 of 4, a shared expert three experts wide
+        "aria-text",
+        "aria_text",
+        "AriaTextConfig",
+        "AriaTextForCausalLM",
+        {**SIZES, "intermediate_size": 16, "moe_num_experts": 4, "moe_topk": 2, "moe_num_shared_experts": 3},
     ),
 ]

@@ -8,6 +8,8 @@
   ungated shared one, dense layers at ``mlp_only_layers`` (and off ``decoder_sparse_step``).
 - MiniCPM5-MoE extends GLM-4-MoE: Qwen3.5's output-gated attention (each head's query, then its gate, in
   q_proj), no QK-norm, the whole head turned, dense layers by ``mlp_layer_types``.
+- Aria (text) extends Llama: top-k routed experts (renormalised), stored stacked as (in, out), beside an ungated
+  shared SwiGLU ``moe_num_shared_experts`` times as wide.
 """
 
 from __future__ import annotations
@@ -16,13 +18,23 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from zoo.plugin import F, ModelConfig, Positive, Rule, W
+from zoo.plugin import Experts, F, ModelConfig, Positive, Rule, W
 from zoo_modern.families import deepseek as ds
 from zoo_modern.families.deltanet_hybrids import gated_qkv
 from zoo_modern.families.gemma import gemma3_blockers, gemma3_write, typed_bases
 from zoo_modern.families.llama_kin import rotary_on_sliding, rotary_on_sliding_out, write_layer_types
-from zoo_modern.families.llama_like import LLAMA_ROTARY, head_dim, llama_read
-from zoo_modern.families.moe import QWEN3_MOE, Routing, dense, has_shared, options, routes, unlike
+from zoo_modern.families.llama_like import LLAMA, LLAMA_ROTARY, head_dim, llama_read
+from zoo_modern.families.moe import (
+    QWEN3_MOE,
+    Routing,
+    dense,
+    expert_hidden,
+    has_shared,
+    options,
+    routed,
+    routes,
+    unlike,
+)
 from zoo_modern.families.readers import IGNORED, Rotary, qknorm, refuse_unless, window_blockers, with_layer_changes
 
 NO_BIAS = "biases on the projections are not modelled"
@@ -148,4 +160,35 @@ MINICPM5_MOE = ds.GLM4_MOE.derive(
     blockers=(LLAMA_ROTARY.blockers, lambda c, arch: [b for b in MINICPM5.blockers(c, arch) if not b.startswith("dense layers after")]),
 )  # fmt: skip
 
-FAMILIES = (HY_V3, MELLUM, FLINT, MINICPM5_MOE)
+
+def aria_experts(zoo: str, names: tuple[str, ...], config: ModelConfig) -> list[Rule]:
+    """The router, and the experts stacked as (in, out): ``fc1`` (E, d, 2 x hidden), columns [gate | up], ``fc2``."""
+    z, h, pairs = zoo.removesuffix("router.weight"), names[0].removesuffix("router.weight"), (("gate_up", "fc1"), ("down", "fc2"))  # fmt: skip
+    return [Rule.copy(zoo, names[0])] + [Rule(f"{z}experts.{a}.weight", (f"{h}experts.{b}.weight",), lambda ts: ts[0].transpose(1, 2), lambda t: [t.transpose(1, 2).contiguous()]) for a, b in pairs]  # fmt: skip
+
+
+def aria_shared(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """An ungated shared SwiGLU, ``moe_num_shared_experts`` experts wide."""
+    return {**fields, "mlp": {**fields["mlp"], "shared_hidden": fields["mlp"]["hidden"] * int(hf.get("moe_num_shared_experts", 2) or 0), "shared_gate": False}}  # fmt: skip
+
+
+def aria_blockers(config: ModelConfig, arch: str) -> list[str]:
+    o = options(config) if routes(config) else None
+    return [] if o is None or o.shared_hidden % expert_hidden(config) == 0 and not o.shared_gate else [f"a gated shared expert or one not a whole number of experts wide ({arch})"]  # fmt: skip
+
+
+# Aria (text) extends Llama: top-k routed experts stored (in, out), an ungated shared expert as wide as some experts.
+ARIA_TEXT = routed(
+    LLAMA, "AriaTextForCausalLM",
+    Routing(experts_field="moe_num_experts", hidden_field="intermediate_size", top_k_field="moe_topk", defaults=(8, 2, 4096, True), always_normalized=True, shared=None),
+    model_type="aria_text",
+    description="Aria (text): Llama's attention, top-k routed SwiGLU experts beside an ungated shared one",
+    fields={"moe_num_experts": F("", None, Experts), "moe_topk": F("", None, Experts), "moe_num_shared_experts": F("", None, int)},
+    layer={"mlp.router.weight": W("mlp.router.weight", make=aria_experts)}
+    | {f"mlp.shared.{p}.weight": W(f"mlp.shared_experts.{p}_proj.weight", when=has_shared) for p in ("gate", "up", "down")},
+    read=(aria_shared,),
+    write=(lambda c, hf: {**hf, "moe_num_shared_experts": options(c).shared_hidden // expert_hidden(c)},),
+    blockers=(aria_blockers,),
+)  # fmt: skip
+
+FAMILIES = (HY_V3, MELLUM, FLINT, MINICPM5_MOE, ARIA_TEXT)
