@@ -1,15 +1,5 @@
-"""Mixture-of-experts families of 2025-2026, each a table of ``deepseek`` or ``moe`` and the few fields it adds.
-
-- HY3 (``hy_v3``) extends EXAONE-MoE: V3's sigmoid routing in one group, always renormalised, over
-  QK-normed grouped-query attention, no windows; its own names (``router_scaling_factor``,
-  ``router.gate``, ``expert_bias``, ``shared_mlp``).
-- Mellum extends Qwen3-MoE: Gemma 3's windows and rotary base per layer type, dense layers by ``mlp_layer_types``.
-- Flint extends Mellum: sinks, rotary on the sliding layers only (Cohere 2's), sigmoid-routed experts beside an
-  ungated shared one, dense layers at ``mlp_only_layers`` (and off ``decoder_sparse_step``).
-- MiniCPM5-MoE extends GLM-4-MoE: Qwen3.5's output-gated attention (each head's query, then its gate, in
-  q_proj), no QK-norm, the whole head turned, dense layers by ``mlp_layer_types``.
-- Aria (text) extends Llama: top-k routed experts (renormalised), stored stacked as (in, out), beside an ungated
-  shared SwiGLU ``moe_num_shared_experts`` times as wide.
+"""Mixture-of-experts families of 2025-2026: HY3, Mellum, Flint, MiniCPM5-MoE, Aria (text), each its nearest
+relative's table (``deepseek``, ``moe``) and what differs, said in the comment above it (``docs/families.md``: the rest).
 """
 
 from __future__ import annotations
