@@ -1,4 +1,4 @@
-"""Mixture-of-experts families of 2025-2026 (zoo-modern's ``families/moe_2026.py``): HY3, Mellum, Flint, MiniCPM5-MoE, Aria (text)."""
+"""Mixture-of-experts families of 2025-2026 (zoo-modern's ``families/moe_2026.py``): HY3, Mellum, Flint, Kolibri 1, MiniCPM5-MoE, Aria (text)."""
 
 from __future__ import annotations
 
@@ -58,5 +58,15 @@ CASES += [
         "AriaTextConfig",
         "AriaTextForCausalLM",
         {**SIZES, "intermediate_size": 16, "moe_num_experts": 4, "moe_topk": 2, "moe_num_shared_experts": 3},
+    ),
+]
+CASES += [
+    Family(  # sliding, full (no rotary), sliding, full; sigmoid routing renormalised, an ungated shared expert
+        "kolibri1",
+        "kolibri1",
+        "Kolibri1Config",
+        "Kolibri1ForCausalLM",
+        {**SIZES, **{k: v for k, v in EXPERTS.items() if k != "intermediate_size"}, "num_hidden_layers": 4}
+        | {"head_dim": 16, "sliding_window": 5, "norm_topk_prob": True, "shared_expert_intermediate_size": 24},
     ),
 ]

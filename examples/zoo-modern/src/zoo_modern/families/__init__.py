@@ -10,7 +10,7 @@
   FlexOlmo, MiniMax-M2; ``moe_kin``: Cohere 2-MoE (windows and dense layers beside the experts);
 - ``deepseek``: DeepSeek-V3 and V2 (latent attention, grouped routing), GLM-4-MoE, dots.llm1, EXAONE-MoE,
   GLM-4 MoE Lite, Youtu and MiniCPM3 (latent attention over a dense MLP), Solar Open (V3's routing, Llama's attention);
-- ``moe_2026``: HY3, Mellum, Flint, MiniCPM5-MoE, Aria (text);
+- ``moe_2026``: HY3, Mellum, Flint, Kolibri 1, MiniCPM5-MoE, Aria (text);
 - ``local_moe``: GPT-OSS (attention sinks, alternating windows, clamped experts), Llama 4 (chunked and NoPE layers);
 - ``gemma``: Gemma 2, Gemma 3, VaultGemma (Gemma's, with scaled and capped scores over local/global layers);
 - ``neox_like``: GPT-NeoX, GPT-J, CodeGen, Phi, Falcon;

@@ -1,4 +1,4 @@
-"""Mixture-of-experts families of 2025-2026: HY3, Mellum, Flint, MiniCPM5-MoE, Aria (text), each its nearest
+"""Mixture-of-experts families of 2025-2026: HY3, Mellum, Flint, Kolibri 1, MiniCPM5-MoE, Aria (text), each its nearest
 relative's table (``deepseek``, ``moe``) and what differs, said in the comment above it (``docs/families.md``: the rest).
 """
 
@@ -8,15 +8,16 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from zoo.plugin import Experts, F, ModelConfig, Positive, Rule, W
+from zoo.plugin import Count, Experts, F, ModelConfig, Positive, Rule, W
 from zoo_modern.families import deepseek as ds
 from zoo_modern.families.deltanet_hybrids import gated_qkv
 from zoo_modern.families.gemma import gemma3_blockers, gemma3_write, typed_bases
-from zoo_modern.families.llama_kin import rotary_on_sliding, rotary_on_sliding_out, write_layer_types
+from zoo_modern.families.llama_kin import SANDWICH, rotary_on_sliding, rotary_on_sliding_out, write_layer_types
 from zoo_modern.families.llama_like import LLAMA, LLAMA_ROTARY, head_dim, llama_read
 from zoo_modern.families.moe import (
     QWEN3_MOE,
     Routing,
+    also_at,
     dense,
     expert_hidden,
     has_shared,
@@ -134,6 +135,39 @@ FLINT = MELLUM.derive(
     + (lambda c, arch: unlike(c, arch, FLINT_WANTS) if routes(c) else [],),
 )  # fmt: skip
 
+
+def kolibri1_route(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """Flint's routing in every layer, a score bias added to the logits choosing the experts."""
+    fields = flint_route({**hf, "mlp_only_layers": [], "decoder_sparse_step": 1}, fields, where)
+    return {**fields, "mlp": {**fields["mlp"], "score_bias": True, "logit_bias": True}}
+
+
+KOLIBRI1_ROUTING = Routing(defaults=(384, 6, 512, False), shared=None)
+KOLIBRI1_DROPS = (
+    "mlp_only_layers",
+    "decoder_sparse_step",
+    "intermediate_size",
+    "router_aux_loss_coef",
+)  # not Kolibri's
+# Kolibri 1 extends Flint: EXAONE 4's attention and windows in GLM-4's sandwich, every layer routed, the bias on the logits.
+KOLIBRI1 = FLINT.derive(
+    "Kolibri1ForCausalLM",
+    model_type="kolibri1",
+    description="Kolibri 1: QK-normed attention, windows and rotary on the sliding layers, sandwich norms, routed experts",
+    fields={"intermediate_size": F("d_ff", None, Count), "attention_bias": None, "decoder_sparse_step": None, "mlp_only_layers": None},
+    zoo={"attention": QWEN3_MOE.zoo["attention"], "placement": "sandwich"},
+    layer={"attn.sinks": None, "attn_residual.norm.weight": None, "mlp_residual.norm.weight": None, **SANDWICH}
+    | {"attn_residual.norm_out.weight": W("post_attn_norm.weight", make=also_at("post_attn_norm", "post_self_attn_layernorm"))}
+    | {"mlp_residual.norm_out.weight": W("post_ffn_norm.weight", make=also_at("post_ffn_norm", "post_mlp_layernorm"))}
+    | {"mlp.score_bias.bias": W("moe.router.expert_bias", make=also_at("moe.router.expert_bias", "mlp.gate.e_score_correction_bias"))}
+    | {f"mlp.shared.{p}.weight": W(f"mlp.shared_experts.{p}_proj.weight", when=has_shared) for p in ("gate", "up", "down")},
+    fresh=("read", "write", "blockers"),
+    read=(head_dim(128), llama_read, LLAMA_ROTARY.read, rotary_on_sliding(True), KOLIBRI1_ROUTING.read, kolibri1_route),
+    write=(LLAMA_ROTARY.write, rotary_on_sliding_out, KOLIBRI1_ROUTING.write, lambda c, hf: {k: v for k, v in flint_write(c, hf).items() if k not in KOLIBRI1_DROPS}),
+    blockers=(LLAMA_ROTARY.blockers, KOLIBRI1_ROUTING.blockers, ds.exaone_window_blockers)
+    + (lambda c, arch: [f"dense layers ({arch} routes in every one)"] if any(dense(c.layer(i)) for i in range(c.n_layers)) else unlike(c, arch, FLINT_WANTS | {"score_bias": True, "logit_bias": True}),),
+)  # fmt: skip
+
 MINICPM5 = ds.Version("MiniCPM5-MoE", True, (160, 16, 512, 1, 1, 1, 3.66, 1))
 # MiniCPM5-MoE extends GLM-4-MoE: an output gate per head's channel (q_proj's second half per head), no QK-norm, whole heads turned.
 MINICPM5_MOE = ds.GLM4_MOE.derive(
@@ -181,4 +215,4 @@ ARIA_TEXT = routed(
     blockers=(aria_blockers,),
 )  # fmt: skip
 
-FAMILIES = (HY_V3, MELLUM, FLINT, MINICPM5_MOE, ARIA_TEXT)
+FAMILIES = (HY_V3, MELLUM, FLINT, KOLIBRI1, MINICPM5_MOE, ARIA_TEXT)
