@@ -14,18 +14,7 @@ from zoo_modern.families.deltanet_hybrids import gated_qkv
 from zoo_modern.families.gemma import gemma3_blockers, gemma3_write, typed_bases
 from zoo_modern.families.llama_kin import SANDWICH, rotary_on_sliding, rotary_on_sliding_out, write_layer_types
 from zoo_modern.families.llama_like import LLAMA, LLAMA_ROTARY, head_dim, llama_read
-from zoo_modern.families.moe import (
-    QWEN3_MOE,
-    Routing,
-    also_at,
-    dense,
-    expert_hidden,
-    has_shared,
-    options,
-    routed,
-    routes,
-    unlike,
-)
+from zoo_modern.families.moe import QWEN3_MOE, Routing, also_at, dense, has_shared, options, routed, routes, unlike
 from zoo_modern.families.readers import IGNORED, Rotary, qknorm, refuse_unless, window_blockers, with_layer_changes
 
 NO_BIAS = "biases on the projections are not modelled"
@@ -103,9 +92,7 @@ def flint_route(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> di
     only = [0, 1] if only is None else only
     refuse_unless(isinstance(only, list), where, "mlp_only_layers", only, "give a list of layer indices")
     swiglu = {"mlp": {"name": "swiglu", "hidden": fields["d_ff"]}}
-    fields = with_layer_changes(
-        fields, [swiglu if i in only or (i + 1) % step else {} for i in range(fields["n_layers"])]
-    )
+    fields = with_layer_changes(fields, [swiglu if i in only or (i + 1) % step else {} for i in range(fields["n_layers"])])  # fmt: skip
     shared = {"shared_hidden": int(hf.get("shared_expert_intermediate_size", 1024) or 0), "shared_gate": False}
     return {**fields, "mlp": {**fields["mlp"], "scoring": "sigmoid", "top_k_eps": 0.0, **shared}}
 
@@ -143,12 +130,7 @@ def kolibri1_route(hf: Mapping[str, Any], fields: dict[str, Any], where: str) ->
 
 
 KOLIBRI1_ROUTING = Routing(defaults=(384, 6, 512, False), shared=None)
-KOLIBRI1_DROPS = (
-    "mlp_only_layers",
-    "decoder_sparse_step",
-    "intermediate_size",
-    "router_aux_loss_coef",
-)  # not Kolibri's
+KOLIBRI1_LACKS = ("mlp_only_layers", "decoder_sparse_step", "intermediate_size", "router_aux_loss_coef")
 # Kolibri 1 extends Flint: EXAONE 4's attention and windows in GLM-4's sandwich, every layer routed, the bias on the logits.
 KOLIBRI1 = FLINT.derive(
     "Kolibri1ForCausalLM",
@@ -163,7 +145,7 @@ KOLIBRI1 = FLINT.derive(
     | {f"mlp.shared.{p}.weight": W(f"mlp.shared_experts.{p}_proj.weight", when=has_shared) for p in ("gate", "up", "down")},
     fresh=("read", "write", "blockers"),
     read=(head_dim(128), llama_read, LLAMA_ROTARY.read, rotary_on_sliding(True), KOLIBRI1_ROUTING.read, kolibri1_route),
-    write=(LLAMA_ROTARY.write, rotary_on_sliding_out, KOLIBRI1_ROUTING.write, lambda c, hf: {k: v for k, v in flint_write(c, hf).items() if k not in KOLIBRI1_DROPS}),
+    write=(LLAMA_ROTARY.write, rotary_on_sliding_out, KOLIBRI1_ROUTING.write, lambda c, hf: {k: v for k, v in flint_write(c, hf).items() if k not in KOLIBRI1_LACKS}),
     blockers=(LLAMA_ROTARY.blockers, KOLIBRI1_ROUTING.blockers, ds.exaone_window_blockers)
     + (lambda c, arch: [f"dense layers ({arch} routes in every one)"] if any(dense(c.layer(i)) for i in range(c.n_layers)) else unlike(c, arch, FLINT_WANTS | {"score_bias": True, "logit_bias": True}),),
 )  # fmt: skip
@@ -198,7 +180,7 @@ def aria_shared(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> di
 
 def aria_blockers(config: ModelConfig, arch: str) -> list[str]:
     o = options(config) if routes(config) else None
-    return [] if o is None or o.shared_hidden % expert_hidden(config) == 0 and not o.shared_gate else [f"a gated shared expert or one not a whole number of experts wide ({arch})"]  # fmt: skip
+    return [] if o is None or o.shared_hidden % (o.hidden or 1) == 0 and not o.shared_gate else [f"a gated shared expert or one not a whole number of experts wide ({arch})"]  # fmt: skip
 
 
 # Aria (text) extends Llama: top-k routed experts stored (in, out), an ungated shared expert as wide as some experts.
@@ -211,7 +193,7 @@ ARIA_TEXT = routed(
     layer={"mlp.router.weight": W("mlp.router.weight", make=aria_experts)}
     | {f"mlp.shared.{p}.weight": W(f"mlp.shared_experts.{p}_proj.weight", when=has_shared) for p in ("gate", "up", "down")},
     read=(aria_shared,),
-    write=(lambda c, hf: {**hf, "moe_num_shared_experts": options(c).shared_hidden // expert_hidden(c)},),
+    write=(lambda c, hf: {**hf, "moe_num_shared_experts": options(c).shared_hidden // (options(c).hidden or 1)},),
     blockers=(aria_blockers,),
 )  # fmt: skip
 
