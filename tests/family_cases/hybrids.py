@@ -266,6 +266,18 @@ CASES += [
         },
     ),
 ]
+CASES += [
+    # Qwen3.5-MoE: Qwen3-Next's experts (always renormalised) over Qwen3.5's mixer, its projections apart; two layers
+    # (four carry the DeltaNet scan's float32 noise past 1e-4, as qwen3-next's do)
+    Family(
+        "qwen3.5-moe",
+        "qwen3_5_moe_text",
+        "Qwen3_5MoeTextConfig",
+        "Qwen3_5MoeForCausalLM",
+        {k: v for k, v in QWEN3_NEXT.items() if k != "intermediate_size"}
+        | {"num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"]},
+    ),
+]
 
 OLMO_HYBRID = {"hidden_size": 32, "intermediate_size": 40, "num_attention_heads": 4, "num_key_value_heads": 2}
 CASES += [

@@ -172,6 +172,14 @@ CASES = [
         "GraniteMoeSharedForCausalLM",
         {**SIZES, **GRANITE, "intermediate_size": 16, "shared_intermediate_size": 24, "num_local_experts": 4},
     ),
+    Family(  # Granite SWA's sinks, windows (full, sliding x3) and rotary bases (one layer without) over those experts
+        "granitemoe-swa",
+        "granitemoe_swa",
+        "GraniteMoeSWAConfig",
+        "GraniteMoeSWAForCausalLM",
+        {**SIZES, **GRANITE, "intermediate_size": 16, "shared_intermediate_size": 24, "num_local_experts": 4}
+        | {"num_hidden_layers": 4, "sliding_window": 5, "layer_rope_theta": [10000.0, 500.0, 0, 500.0]},
+    ),
     Family(  # V3's routing over grouped-query attention with biases and QK-norm, head_dim 16, half of each head turned
         "glm4-moe",
         "glm4_moe",

@@ -9,7 +9,8 @@ scaled by a sigmoid gate of its own (``shared_hidden``, ``shared_gate``; ``share
 its gate and up one projection, as Granite-MoE stores them; ``shared_average``: the routed and
 shared outputs averaged, Cohere 2-MoE's). DeepSeek's
 routing is options too: sigmoid scores (``scoring``), a frozen per-expert ``score_bias``
-that chooses but does not weight (V3's ``e_score_correction_bias``), experts in
+that chooses but does not weight (V3's ``e_score_correction_bias``; with ``logit_bias`` it is added
+to the router's logits rather than the scores, as Kolibri 1 chooses), experts in
 ``n_groups`` groups of which a token uses the ``top_groups`` best (a group worth the sum
 of its best ``group_by``), ``routed_scale``, and ``top_k_eps`` added to the top-k sum
 renormalised by (DeepSeek's 1e-20 with sigmoid scores by default; LFM2-MoE's 1e-6).
@@ -92,6 +93,7 @@ class MoeOptions(BaseModel):
     )
     mixer_eps: float = Field(0.01, ge=0.0, lt=1.0, description="SparseMixer's relative distance (router_jitter_noise)")
     score_bias: bool = Field(False, description="a per-expert bias added to the scores to choose, not to weight (V3)")
+    logit_bias: bool = Field(False, description="score_bias added to the router's logits, not its scores (Kolibri 1)")
     n_groups: int = Field(1, gt=0, description="experts in this many groups; a token chooses within top_groups of them")
     top_groups: int = Field(1, gt=0, description="the groups a token may use, by each group's worth")
     group_by: int = Field(2, gt=0, description="a group's worth: the sum of its best this many scores (V3: 2; V2: 1)")
@@ -252,6 +254,7 @@ class MixtureOfExperts(nn.Module):
         aux_loss_weight: float = 0.01,
         scoring: str = "softmax",
         score_bias: bool = False,
+        logit_bias: bool = False,
         n_groups: int = 1,
         top_groups: int = 1,
         group_by: int = 2,
@@ -271,7 +274,7 @@ class MixtureOfExperts(nn.Module):
         self.n_experts, self.top_k, self.normalize_top_k = n_experts, top_k, normalize_top_k
         self.scoring, self.routed_scale, self.weight_input = scoring, routed_scale, weight_input
         self.top_k_eps = (1e-20 if scoring == "sigmoid" else 0.0) if top_k_eps is None else top_k_eps
-        self.mixer_eps, self.shared_average = mixer_eps, shared_average
+        self.mixer_eps, self.shared_average, self.logit_bias = mixer_eps, shared_average, logit_bias
         self.n_groups, self.top_groups, self.group_by = n_groups, top_groups, group_by
         self.score_bias = ScoreBias(n_experts) if score_bias else None
         self.aux_weight = aux_loss_weight / n_layers  # summed over the layers: the weight times their mean
@@ -289,7 +292,8 @@ class MixtureOfExperts(nn.Module):
         if self.scoring == "sparsemixer":
             weights, chosen = self.sparse_mix(logits)
         else:
-            weights, chosen = self.route(probs if self.scoring == "softmax" else logits.sigmoid())  # (N, k)
+            scores = probs if self.scoring == "softmax" else logits.sigmoid()
+            weights, chosen = self.route(scores, logits if self.logit_bias else None)  # (N, k)
         flat = x.reshape(-1, shape[-1])  # (N, d)
         out = self.dispatch(flat, weights.to(x.dtype), chosen)
         if self.shared is not None:
@@ -300,11 +304,13 @@ class MixtureOfExperts(nn.Module):
         result: Tensor = self.drop(out.view(shape))
         return result
 
-    def route(self, scores: Tensor) -> tuple[Tensor, Tensor]:
+    def route(self, scores: Tensor, by: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """The top-k experts of each token and their weights, (N, k) each, from ``scores`` (N, E):
-        chosen by the scores plus ``score_bias`` within the ``top_groups`` best groups (a
-        group's worth: its best ``group_by``), weighted by the scores, renormalised, times ``routed_scale``."""
-        choice = scores if self.score_bias is None else scores + self.score_bias.bias
+        chosen by ``by`` (default the scores; with ``logit_bias`` the logits) plus ``score_bias`` within the
+        ``top_groups`` best groups (a group's worth: its best ``group_by``), weighted by the scores,
+        renormalised, times ``routed_scale``."""
+        by = scores if by is None else by
+        choice = by if self.score_bias is None else by + self.score_bias.bias
         if self.n_groups > 1:
             grouped = choice.view(len(choice), self.n_groups, -1)  # (N, G, E / G)
             best = (

@@ -6,16 +6,17 @@
 - ``llama_kin``: Ministral, CWM, Ministral 3, Seed-OSS, Helium, ERNIE 4.5, GLM, GLM-4, OLMo 3, Cohere 2, EXAONE 4, OLMo,
   HunYuan, HyperCLOVA X, Granite SWA, SmolLM3 (Llama's lineage, continued);
 - ``ungated``: Arcee, Nemotron, Jais 2, NanoChat, Apertus, Persimmon, Apertus 1.5 (Llama's, with an ungated MLP);
-- ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, Granite-MoE (and Shared), ERNIE 4.5-MoE, HunYuan-MoE, Phi-3.5-MoE,
+- ``moe``: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, Granite-MoE (and Shared, SWA), ERNIE 4.5-MoE, HunYuan-MoE, Phi-3.5-MoE,
   FlexOlmo, MiniMax-M2; ``moe_kin``: Cohere 2-MoE (windows and dense layers beside the experts);
 - ``deepseek``: DeepSeek-V3 and V2 (latent attention, grouped routing), GLM-4-MoE, dots.llm1, EXAONE-MoE,
   GLM-4 MoE Lite, Youtu and MiniCPM3 (latent attention over a dense MLP), Solar Open (V3's routing, Llama's attention);
+- ``moe_2026``: HY3, Mellum, Flint, Kolibri 1, MiniCPM5-MoE, Aria (text);
 - ``local_moe``: GPT-OSS (attention sinks, alternating windows, clamped experts), Llama 4 (chunked and NoPE layers);
 - ``gemma``: Gemma 2, Gemma 3, VaultGemma (Gemma's, with scaled and capped scores over local/global layers);
 - ``neox_like``: GPT-NeoX, GPT-J, CodeGen, Phi, Falcon, GPT-NeoX Japanese;
 - ``hybrids``: LFM2, Bamba, Nemotron-H (short convolutions, Mamba-2 scans, between attention layers);
   ``hybrid_moe``: Granite-MoE-Hybrid, LFM2-MoE, Jamba (hybrids with routed experts);
-- ``deltanet_hybrids``: Qwen3-Next, Qwen3.5, OLMo Hybrid (gated DeltaNet layers between attention layers);
+- ``deltanet_hybrids``: Qwen3-Next, Qwen3.5, Qwen3.5-MoE, OLMo Hybrid (gated DeltaNet layers between attention layers);
 - ``state_space``: Mamba-2, Mamba, Falcon-Mamba (a selective state-space scan in every layer, no attention);
 - ``seq2seq_decoders``: BART, PLBart, MVP, TrOCR, mBART, Pegasus, Blenderbot, Marian (decoders read as causal LMs);
 
@@ -36,6 +37,7 @@ from zoo_modern.families import (
     llama_like,
     local_moe,
     moe,
+    moe_2026,
     moe_kin,
     neox_like,
     seq2seq_decoders,
@@ -53,7 +55,7 @@ FAMILIES: tuple[Family, ...] = (
     *local_moe.FAMILIES,
 )
 FAMILIES += (*gpt2_like.FAMILIES, *neox_like.FAMILIES, *hybrids.FAMILIES, *state_space.FAMILIES, *gemma.FAMILIES)
-FAMILIES += (*deltanet_hybrids.FAMILIES, *hybrid_moe.FAMILIES, *seq2seq_decoders.FAMILIES)
+FAMILIES += (*deltanet_hybrids.FAMILIES, *hybrid_moe.FAMILIES, *seq2seq_decoders.FAMILIES, *moe_2026.FAMILIES)
 CONVERTERS: tuple[Converter, ...] = tuple(converter(family) for family in FAMILIES)
 #: The presets zoo-modern ships (``presets/<name>.toml``): its own designs and released checkpoints.
 PRESETS = tuple(

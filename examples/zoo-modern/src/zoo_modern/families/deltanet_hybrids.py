@@ -1,6 +1,6 @@
 """Gated DeltaNet hybrids: zoo-modern's ``gated_deltanet`` layers between attention layers by
 ``layer_types`` (``linear_attention``/``full_attention``), the ``linear_*`` fields its sizes:
-Qwen3.5, Qwen3-Next (Qwen3.5 with routed experts) and OLMo Hybrid.
+Qwen3.5, Qwen3-Next and Qwen3.5-MoE (Qwen3.5 with routed experts) and OLMo Hybrid.
 """
 
 from __future__ import annotations
@@ -141,6 +141,16 @@ QWEN3_NEXT = routed(
 )  # fmt: skip
 
 
+# Qwen3.5-MoE extends Qwen3.5 as Qwen3-Next does, its in_proj stored apart: no intermediate_size, always renormalised.
+QWEN3_5_MOE = routed(
+    QWEN3_5, "Qwen3_5MoeForCausalLM", Routing(defaults=(256, 8, 512, True), always_normalized=True, shared=True),
+    model_type="qwen3_5_moe_text",
+    description="Qwen3.5-MoE: Qwen3.5's gated DeltaNet and gated attention layers, routed experts with a shared one",
+    fields={"intermediate_size": F("d_ff", None, Count)},
+    write=(lambda config, hf: {k: v for k, v in hf.items() if k != "intermediate_size"},),
+)  # fmt: skip
+
+
 def olmo_hybrid_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
     """transformers' defaults: attention every 4th layer (or the last), key heads 3/4 d / n_k wide, values twice."""
     layers, heads, rope = fields["n_layers"], fields["n_heads"], hf.get("rope_parameters")
@@ -184,4 +194,4 @@ OLMO_HYBRID = OLMO2.derive(
     blockers=(LLAMA_ROTARY.blockers, delta_blockers({"placement": "pre"}, {"gate_norm_eps": 1e-5}, gated=False)),
 )  # fmt: skip
 
-FAMILIES = (QWEN3_5, QWEN3_NEXT, OLMO_HYBRID)
+FAMILIES = (QWEN3_5, QWEN3_NEXT, QWEN3_5_MOE, OLMO_HYBRID)

@@ -13,12 +13,12 @@ from zoo_modern.families.readers import (
     IGNORED,
     Rotary,
     layer_windows,
-    periodic,
     qknorm,
     refuse_unless,
     rotary_base,
     window_blockers,
     window_per_layer,
+    with_layer_changes,
 )
 
 
@@ -98,20 +98,25 @@ def local_rotary(hf: Mapping[str, Any], where: str) -> tuple[float, float]:
 
 def gemma3_read(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
     """Gemma 2's scores (never capped), windows and their own rotary base on the sliding layers (5 of 6 by default)."""
-    base, local = local_rotary(hf, where)
     layers, every = fields["n_layers"], int(hf.get("sliding_window_pattern") or 6)
     types = hf.get("layer_types") or [
         "sliding_attention" if (i + 1) % every else "full_attention" for i in range(layers)
     ]
     capped = {**hf, "layer_types": types, "attn_logit_softcapping": None}  # read, but never capping scores
     fields = capped_scores({**capped, "final_logit_softcapping": hf.get("final_logit_softcapping")}, fields, where)
-    fields = {k: v for k, v in fields.items() if k != "layer_pattern"} | {"position": {"name": "rotary", "base": base}}
-    windows = layer_windows({"layer_types": types}, layers, fields["max_seq_len"], hf.get("sliding_window", 4096))
+    return typed_bases(hf, {k: v for k, v in fields.items() if k != "layer_pattern"}, where, types, 4096)
+
+
+def typed_bases(hf: Mapping[str, Any], fields: dict[str, Any], where: str, types: Any, window: int) -> dict[str, Any]:
+    """Windows (``sliding_window``, ``window`` by default) on the layers ``types`` names sliding, their rotary base
+    the sliding type's, the model's the full type's (``local_rotary``), merged into the fields' layer pattern."""
+    base, local = local_rotary(hf, where)
+    windows = layer_windows({"layer_types": types}, fields["n_layers"], fields["max_seq_len"], hf.get("sliding_window", window))  # fmt: skip
     entries: list[dict[str, Any]] = []
-    for kind, window in zip(types, windows, strict=True):
-        entry: dict[str, Any] = {"attention": {"window": window}} if window is not None else {}
+    for kind, size in zip(types, windows, strict=True):
+        entry: dict[str, Any] = {"attention": {"window": size}} if size is not None else {}
         entries.append(entry | ({"position": {"base": local}} if kind == "sliding_attention" and local != base else {}))
-    return {**fields, "layer_pattern": periodic(entries)} if any(entries) else fields
+    return with_layer_changes({**fields, "position": {"name": "rotary", "base": base}}, entries)
 
 
 def gemma3_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,8 @@
 - Qwen3-MoE extends Qwen3: top-8 of 128.
 - OLMoE extends Llama: QK-norm over the whole projection, top-8 of 64, not renormalised.
 - Granite-MoE extends Granite: its multipliers, top-k renormalised, the experts stored stacked;
-  Granite-MoE-Shared adds an ungated shared expert (``shared_intermediate_size``).
+  Granite-MoE-Shared adds an ungated shared expert (``shared_intermediate_size``); Granite-MoE-SWA
+  adds Granite SWA's attention sinks, windows and rotary base per layer.
 - ERNIE 4.5-MoE extends ERNIE 4.5: softmax scores chosen with a score bias, renormalised,
   ungated shared experts, dense layers off ``moe_layer_interval`` and its start and end.
 - HunYuan-MoE extends HunYuan (dense): top-k renormalised, an ungated shared MLP as wide as
@@ -32,7 +33,7 @@ import torch
 from torch import Tensor
 
 from zoo.plugin import Converter, Count, Experts, F, Family, Fraction, ModelConfig, Rule, W
-from zoo_modern.families.llama_kin import ERNIE4_5, HUNYUAN
+from zoo_modern.families.llama_kin import ERNIE4_5, GRANITE_SWA, HUNYUAN, LAYER_TYPES
 from zoo_modern.families.llama_like import (
     GRANITE,
     HEAD_DIM,
@@ -307,6 +308,24 @@ GRANITE_MOE_SHARED = routed(
 )
 
 
+def native_first(zoo: str, names: tuple[str, ...], config: ModelConfig) -> list[Rule]:
+    """Granite-MoE's rules, written under transformers 5's names (Granite-MoE-SWA reads no others)."""
+    return [replace(r.also[0], also=(replace(r, also=()),)) for r in granite_experts(zoo, names, config)]
+
+
+# Granite-MoE-SWA extends Granite-MoE-Shared: Granite SWA's sinks, windows on 3 layers of 4 and rotary base per layer.
+GRANITE_MOE_SWA = GRANITE_MOE_SHARED.derive(
+    "GraniteMoeSWAForCausalLM",
+    model_type="granitemoe_swa",
+    description="Granite-MoE-SWA: Granite-MoE-Shared's experts, Granite SWA's sinks, windows and rotary bases per layer",
+    fields={**LAYER_TYPES, "layer_rope_theta": F("", None)},
+    zoo={"attention": GRANITE_SWA.zoo["attention"]},
+    layer={"attn.sinks": "self_attn.sinks", "mlp.router.weight": W("block_sparse_moe.router.layer.weight", make=native_first)},
+    engine_features=GRANITE_SWA.engine_features,
+    read=GRANITE_SWA.read[-2:], write=GRANITE_SWA.write[-1:], blockers=GRANITE_SWA.blockers[-1:],
+)  # fmt: skip
+
+
 def moe_layers(hf: Mapping[str, Any], layers: int) -> list[bool]:
     """ERNIE 4.5-MoE's routed layers: every ``moe_layer_interval``-th from ``moe_layer_start_index`` to the end index."""
     given = {k: hf.get(k) for k in ("moe_layer_start_index", "moe_layer_end_index", "moe_layer_interval")}
@@ -529,4 +548,4 @@ PHIMOE = routed(
 )
 
 FAMILIES: tuple[Family, ...] = (MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMOE, GRANITE_MOE, GRANITE_MOE_SHARED, ERNIE4_5_MOE)
-FAMILIES += (HUNYUAN_MOE, PHIMOE, FLEX_OLMO, MINIMAX_M2)
+FAMILIES += (GRANITE_MOE_SWA, HUNYUAN_MOE, PHIMOE, FLEX_OLMO, MINIMAX_M2)
