@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-GROUPS = ("existing", "engine", "modern", "moe", "classic", "hybrids", "state_space", "dense")
+GROUPS = ("existing", "engine", "modern", "moe", "classic", "hybrids", "state_space", "dense", "dense_2026")
 
 
 @dataclass(frozen=True)

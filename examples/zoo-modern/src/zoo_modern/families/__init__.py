@@ -17,6 +17,7 @@
   ``hybrid_moe``: Granite-MoE-Hybrid, LFM2-MoE, Jamba (hybrids with routed experts);
 - ``deltanet_hybrids``: Qwen3-Next, Qwen3.5, OLMo Hybrid (gated DeltaNet layers between attention layers);
 - ``state_space``: Mamba-2, Mamba, Falcon-Mamba (a selective state-space scan in every layer, no attention);
+- ``dense_2026``: BitNet (unquantised), Cohere Compass (text) (Llama's lineage, 2025-2026);
 
 one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.
 """
@@ -27,6 +28,7 @@ from zoo.plugin import Converter, Family, converter
 from zoo_modern.families import (
     deepseek,
     deltanet_hybrids,
+    dense_2026,
     gemma,
     gpt2_like,
     hybrid_moe,
@@ -51,7 +53,7 @@ FAMILIES: tuple[Family, ...] = (
     *local_moe.FAMILIES,
 )
 FAMILIES += (*gpt2_like.FAMILIES, *neox_like.FAMILIES, *hybrids.FAMILIES, *state_space.FAMILIES, *gemma.FAMILIES)
-FAMILIES += (*deltanet_hybrids.FAMILIES, *hybrid_moe.FAMILIES)
+FAMILIES += (*deltanet_hybrids.FAMILIES, *hybrid_moe.FAMILIES, *dense_2026.FAMILIES)
 CONVERTERS: tuple[Converter, ...] = tuple(converter(family) for family in FAMILIES)
 #: The presets zoo-modern ships (``presets/<name>.toml``): its own designs and released checkpoints.
 PRESETS = tuple(
