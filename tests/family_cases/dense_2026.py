@@ -1,4 +1,5 @@
-"""The dense families of 2025-2026 that extend a Llama-like table: BitNet (unquantised), Cohere Compass (text)."""
+"""The families of 2025-2026 that extend a Llama-like table: BitNet (unquantised), Cohere Compass (text);
+EXAONE-MoE's kin AFMoE."""
 
 from __future__ import annotations
 
@@ -38,3 +39,8 @@ CASES += [
         },
     ),
 ]
+# a dense layer, then routed ones; a full layer every 2nd (rotary on the sliding ones only); sqrt(d) embeddings
+AFMOE = {**SIZES, "num_hidden_layers": 4, "num_key_value_heads": 2, "head_dim": 8, "moe_intermediate_size": 16}
+AFMOE |= {"num_experts": 4, "num_experts_per_tok": 2, "num_shared_experts": 1, "route_scale": 2.5}
+AFMOE |= {"sliding_window": 5, "global_attn_every_n_layers": 2, "mup_enabled": True}
+CASES.append(Family("afmoe", "afmoe", "AfmoeConfig", "AfmoeForCausalLM", AFMOE))
