@@ -1,5 +1,5 @@
-"""The families of 2025-2026 that extend a Llama-like table: BitNet (unquantised), Cohere Compass (text);
-EXAONE-MoE's kin AFMoE."""
+"""The families of 2025-2026 that extend a Llama-like table: BitNet (unquantised), Cohere Compass (text),
+DiffLlama; EXAONE-MoE's kin AFMoE."""
 
 from __future__ import annotations
 
@@ -44,3 +44,6 @@ AFMOE = {**SIZES, "num_hidden_layers": 4, "num_key_value_heads": 2, "head_dim": 
 AFMOE |= {"num_experts": 4, "num_experts_per_tok": 2, "num_shared_experts": 1, "route_scale": 2.5}
 AFMOE |= {"sliding_window": 5, "global_attn_every_n_layers": 2, "mup_enabled": True}
 CASES.append(Family("afmoe", "afmoe", "AfmoeConfig", "AfmoeForCausalLM", AFMOE))
+# differential attention: 4 heads (16 wide) in 2 pairs, 2 key/value heads; 3 layers, each its own lambda_init
+DIFF = {**SIZES, "num_hidden_layers": 3, "num_key_value_heads": 2, "head_dim": 16}
+CASES.append(Family("diffllama", "diffllama", "DiffLlamaConfig", "DiffLlamaForCausalLM", DIFF))

@@ -17,7 +17,7 @@
   ``hybrid_moe``: Granite-MoE-Hybrid, LFM2-MoE, Jamba (hybrids with routed experts);
 - ``deltanet_hybrids``: Qwen3-Next, Qwen3.5, OLMo Hybrid (gated DeltaNet layers between attention layers);
 - ``state_space``: Mamba-2, Mamba, Falcon-Mamba (a selective state-space scan in every layer, no attention);
-- ``dense_2026``: BitNet (unquantised), Cohere Compass (text) (Llama's lineage, 2025-2026); AFMoE (EXAONE-MoE's kin);
+- ``dense_2026``: BitNet (unquantised), Cohere Compass (text), DiffLlama (Llama's lineage, 2025-2026); AFMoE (EXAONE-MoE's kin);
 
 one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.
 """

@@ -1,11 +1,12 @@
 """Families of 2025-2026 that extend a table of ``llama_like``, ``llama_kin`` or ``deepseek``: BitNet
-(unquantised weights), Cohere Compass (text); AFMoE (EXAONE-MoE's kin).
+(unquantised weights), Cohere Compass (text), DiffLlama; AFMoE (EXAONE-MoE's kin).
 
 Each family opens with the one it extends and how; the table says the rest.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -139,4 +140,32 @@ AFMOE = EXAONE_MOE.derive(
     blockers=(LLAMA_ROTARY.blockers, AFMOE_ROUTING.blockers, exaone_window_blockers, afmoe_blockers),
 )
 
-FAMILIES: tuple[Family, ...] = (BITNET, COHERE_COMPASS, AFMOE)
+
+def diff_layers(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+    """Each layer's lambda_init, 0.8 - 0.6 exp(-0.3 l) at depth l, as transformers' DiffLlama sets it."""
+    return {**fields, "layer_pattern": [{"attention": {"lambda_init": 0.8 - 0.6 * math.exp(-0.3 * i)}} for i in range(fields["n_layers"])]}  # fmt: skip
+
+
+def diff_blockers(config: ModelConfig, arch: str) -> list[str]:
+    want = [e["attention"]["lambda_init"] for e in diff_layers({}, {"n_layers": config.n_layers}, "")["layer_pattern"]]
+    found = [i for i, w in enumerate(want) if config.layer(i).attention.options.get("lambda_init") != w]
+    return [f"lambda_init of layers {found} ({arch}'s is 0.8 - 0.6 exp(-0.3 l) at layer l)"] if found else []
+
+
+# DiffLlama extends Llama: differential attention (pairs of heads, a lambda_init per layer).
+DIFFLLAMA = LLAMA.derive(
+    "DiffLlamaForCausalLM",
+    model_type="diffllama",
+    description="DiffLlama: Llama's layout with differential attention (two softmaxes per head pair, their difference)",
+    fields={"mlp_bias": None, "pretraining_tp": None, "lambda_std_dev": IGNORED}  # lambda_std_dev: the initialisation's
+    | {"attention_dropout": F.must(0.0, "transformers' DiffLlama has no dropout in its attention", float)},
+    zoo={"attention": {"name": "diff", "qk_norm": "none", "qkv_bias": False, "out_bias": False}},
+    accepts={"attention": ()},
+    layer={f"attn.lambda_{p}": f"self_attn.lambda_{p}" for p in ("q1", "k1", "q2", "k2")},
+    engine_features=frozenset({"layer_pattern"}),
+    before=(head_dim(None),),
+    read=(diff_layers,),
+    blockers=(diff_blockers,),
+)
+
+FAMILIES: tuple[Family, ...] = (BITNET, COHERE_COMPASS, AFMOE, DIFFLLAMA)
