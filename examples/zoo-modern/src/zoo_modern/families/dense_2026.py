@@ -13,7 +13,7 @@ from typing import Any
 from zoo.plugin import Converter, Count, Epsilon, F, Family, ModelConfig, Positive, Rule, W
 from zoo_modern.families import llama_kin as kin
 from zoo_modern.families.deepseek import EXAONE_MOE, Version, exaone_window_blockers, experts, has_score_bias
-from zoo_modern.families.llama_like import LLAMA, LLAMA_ROTARY, head_dim, llama_read
+from zoo_modern.families.llama_like import LLAMA, LLAMA_ONLY, LLAMA_ROTARY, head_dim, llama_read
 from zoo_modern.families.moe import routes, unlike
 from zoo_modern.families.readers import IGNORED, Rotary, qknorm, refuse_unless
 from zoo_modern.families.ungated import RELU2
@@ -23,8 +23,7 @@ BITNET = LLAMA.derive(
     "BitNetForCausalLM",
     model_type="bitnet",
     description="BitNet b1.58 (unquantised weights): Llama's layout, a ReLU-squared gate, RMSNorms before o_proj and down_proj",
-    fields={"mlp_bias": None, "head_dim": None, "pretraining_tp": None, "hidden_act": RELU2}
-    | {"rms_norm_eps": F("norm_eps", 1e-5, Epsilon)},
+    fields={**LLAMA_ONLY, "hidden_act": RELU2, "rms_norm_eps": F("norm_eps", 1e-5, Epsilon)},
     zoo={"attention": qknorm("none", sub_norm=True), "mlp": {"name": "glu", "sub_norm": True}, "activation": "relu2"},
     accepts={"attention": ()},
     layer={"attn.sub_norm.weight": "self_attn.attn_sub_norm.weight", "mlp.sub_norm.weight": "mlp.ffn_sub_norm.weight"},

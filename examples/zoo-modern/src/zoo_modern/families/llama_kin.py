@@ -17,6 +17,7 @@ from zoo_modern.families.llama_like import (
     GRANITE,
     HEAD_DIM,
     LLAMA,
+    LLAMA_ONLY,
     LLAMA_ROTARY,
     MISTRAL,
     NO_BIAS,
@@ -322,7 +323,7 @@ OLMO = LLAMA.derive(
     "OlmoForCausalLM",
     model_type="olmo",
     description="OLMo: Llama's layout with LayerNorm that learns no scale or shift",
-    fields={"rms_norm_eps": None, "mlp_bias": None, "head_dim": None, "pretraining_tp": None}
+    fields={**LLAMA_ONLY, "rms_norm_eps": None}
     | {"clip_qkv": F.must(None, "clamping q, k and v is not modelled (OLMo 1.7's clip_qkv)")},
     zoo={"norm": "layernorm_plain", "norm_eps": 1e-5},
     layer=NORM_WEIGHTS,

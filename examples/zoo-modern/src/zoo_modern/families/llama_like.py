@@ -33,6 +33,7 @@ Reorder = Callable[[Tensor, int], Tensor]
 
 ROPE = ROPE_FIELDS
 NO_BIAS = {"attention_bias": None, "mlp_bias": None}  # fields of Llama's config its relatives lack
+LLAMA_ONLY = dict.fromkeys(("mlp_bias", "head_dim", "pretraining_tp"))  # and others
 LLAMA_ROTARY = Rotary(scaled=True)
 
 
@@ -350,6 +351,8 @@ STABLELM = LLAMA.derive(
 )
 
 STARCODER2_ROTARY = Rotary()
+STARCODER2_NAMES = {"attn_residual.norm": "input_layernorm", "attn.out": "self_attn.o_proj", "mlp.up": "mlp.c_fc"}
+STARCODER2_NAMES |= {"mlp_residual.norm": "post_attention_layernorm", "mlp.down": "mlp.c_proj"}
 # Starcoder2 extends Mistral: LayerNorm, a GELU MLP, biases on every projection.
 STARCODER2 = MISTRAL.derive(
     "Starcoder2ForCausalLM",
@@ -369,20 +372,8 @@ STARCODER2 = MISTRAL.derive(
     zoo={"bias": True, "norm": "layernorm", "mlp": "standard"}
     | {"attention": {"name": "sdpa", "qkv_bias": True, "out_bias": True}},
     fresh=("layer", "read", "write", "blockers"),
-    layer={
-        **{f"attn.qkv.{p}": W(f"self_attn.{{}}_proj.{p}", "concat", "qkv") for p in ("weight", "bias")},
-        **{
-            f"{z}.{p}": f"{h}.{p}"
-            for z, h in (
-                ("attn_residual.norm", "input_layernorm"),
-                ("attn.out", "self_attn.o_proj"),
-                ("mlp_residual.norm", "post_attention_layernorm"),
-                ("mlp.up", "mlp.c_fc"),
-                ("mlp.down", "mlp.c_proj"),
-            )
-            for p in ("weight", "bias")
-        },  # fmt: skip
-    },
+    layer={f"attn.qkv.{p}": W(f"self_attn.{{}}_proj.{p}", "concat", "qkv") for p in ("weight", "bias")}
+    | {f"{z}.{p}": f"{h}.{p}" for z, h in STARCODER2_NAMES.items() for p in ("weight", "bias")},
     top={"final_norm.bias": "norm.bias"},
     read=(
         lambda hf, fields, where: {
