@@ -193,12 +193,8 @@ GEMMA = LLAMA.derive(
     description="Gemma: GeGLU, unit-offset RMSNorm, sqrt(d_model)-scaled embeddings, head_dim 256",
     fields={"mlp_bias": None, "hidden_act": F("activation", "gelu_pytorch_tanh", str, GELU_TANH)}
     | {"tie_word_embeddings": F("tie_embeddings", True, bool), "use_bidirectional_attention": BIDIRECTIONAL},
-    zoo={
-        "norm": "rmsnorm_offset",
-        "mlp": {"name": "glu"},
-        "embedding_scale": "sqrt_d_model",
-        "activation": "gelu_tanh",
-    },
+    zoo={"norm": "rmsnorm_offset", "mlp": {"name": "glu"}, "embedding_scale": "sqrt_d_model"}
+    | {"activation": "gelu_tanh"},
     accepts={"attention": ("eager", "gqa", "qknorm")},
     before=(gemma_attention,),
 )
@@ -227,12 +223,9 @@ PHI3 = MISTRAL.derive(
     "Phi3ForCausalLM",
     model_type="phi3",
     description="Phi-3: Llama's math with fused qkv_proj and gate_up_proj, a sliding window (no longrope scaling)",
-    fields={
-        "max_position_embeddings": F("max_seq_len", 4096, Count),
-        "resid_pdrop": F("dropout.residual", 0.0, Fraction),
-        "embd_pdrop": F("dropout.embedding", 0.0, Fraction),
-        "original_max_position_embeddings": F("", None, Count, out=lambda c: c.max_seq_len),
-    },
+    fields={"resid_pdrop": F("dropout.residual", 0.0, Fraction), "embd_pdrop": F("dropout.embedding", 0.0, Fraction)}
+    | {"max_position_embeddings": F("max_seq_len", 4096, Count)}
+    | {"original_max_position_embeddings": F("", None, Count, out=lambda c: c.max_seq_len)},
     zoo={"mlp": {"name": "glu", "fused": True}, "activation": "silu"},
     layer={"attn.qkv.weight": "self_attn.qkv_proj.weight", "attn.qkv.bias": None}
     | {"mlp.gate.weight": None, "mlp.up.weight": None, "mlp.gate_up.weight": "mlp.gate_up_proj.weight"},
@@ -319,13 +312,13 @@ COHERE = LLAMA.derive(
     | {"use_qk_norm": F.must(False, "Cohere's per-head LayerNorm on q and k is not modelled", bool)},
     zoo={"norm": "layernorm", "placement": {"name": "parallel", "shared_norm": True}},
     accepts={"logit_scale": ("*",)},
-    layer={
-        "attn.qkv.weight": W("self_attn.{}_proj.weight", parts="qkv", make=interleaved_qkv),
-        "mlp_residual.norm.weight": None,
-    },  # fmt: skip
+    layer={"attn.qkv.weight": W("self_attn.{}_proj.weight", parts="qkv", make=interleaved_qkv)}
+    | {"mlp_residual.norm.weight": None},
 )
 
 STABLELM_ROTARY = Rotary(share=0.25, partial=True)
+NAMES = {"attn_residual.norm": "input_layernorm", "attn.out": "self_attn.o_proj", "mlp.up": "mlp.c_fc"}
+NAMES |= {"mlp_residual.norm": "post_attention_layernorm", "mlp.down": "mlp.c_proj"}
 # StableLM extends Llama: LayerNorm (with its shift), partial rotary, optional q/k/v biases.
 STABLELM = LLAMA.derive(
     "StableLmForCausalLM",
@@ -333,16 +326,11 @@ STABLELM = LLAMA.derive(
     description="StableLM: Llama's layout with LayerNorm, partial rotary, optional q/k/v biases",
     fields={**NO_BIAS, "rms_norm_eps": None, "layer_norm_eps": F("norm_eps", 1e-5, Epsilon)}
     | {"use_qkv_bias": F("attention.qkv_bias", False, bool), "hidden_dropout": F("dropout.residual", 0.0, Fraction)}
-    | {
-        "qk_layernorm": F.must(False, "this StableLM variant is not modelled", bool),
-        "max_position_embeddings": F("max_seq_len", 4096, Count),
-    }  # fmt: skip
-    | {"use_parallel_residual": F.must(False, "this StableLM variant is not modelled", bool)},
+    | {"qk_layernorm": F.must(False, "this StableLM variant is not modelled", bool)}
+    | {"use_parallel_residual": F.must(False, "this StableLM variant is not modelled", bool)}
+    | {"max_position_embeddings": F("max_seq_len", 4096, Count)},
     zoo={"norm": {"name": "layernorm", "shift": True}, "attention": {"name": "sdpa", "out_bias": False}},
-    layer={
-        f"{z}.bias": f"{h}.bias"
-        for z, h in (("attn_residual.norm", "input_layernorm"), ("mlp_residual.norm", "post_attention_layernorm"))
-    },  # fmt: skip
+    layer={f"{z}.bias": f"{NAMES[z]}.bias" for z in ("attn_residual.norm", "mlp_residual.norm")},
     top={"final_norm.bias": "norm.bias"},
     fresh=("read", "write", "blockers"),
     read=(llama_read, STABLELM_ROTARY.read),
@@ -351,8 +339,6 @@ STABLELM = LLAMA.derive(
 )
 
 STARCODER2_ROTARY = Rotary()
-STARCODER2_NAMES = {"attn_residual.norm": "input_layernorm", "attn.out": "self_attn.o_proj", "mlp.up": "mlp.c_fc"}
-STARCODER2_NAMES |= {"mlp_residual.norm": "post_attention_layernorm", "mlp.down": "mlp.c_proj"}
 # Starcoder2 extends Mistral: LayerNorm, a GELU MLP, biases on every projection.
 STARCODER2 = MISTRAL.derive(
     "Starcoder2ForCausalLM",
@@ -373,7 +359,7 @@ STARCODER2 = MISTRAL.derive(
     | {"attention": {"name": "sdpa", "qkv_bias": True, "out_bias": True}},
     fresh=("layer", "read", "write", "blockers"),
     layer={f"attn.qkv.{p}": W(f"self_attn.{{}}_proj.{p}", "concat", "qkv") for p in ("weight", "bias")}
-    | {f"{z}.{p}": f"{h}.{p}" for z, h in STARCODER2_NAMES.items() for p in ("weight", "bias")},
+    | {f"{z}.{p}": f"{h}.{p}" for z, h in NAMES.items() for p in ("weight", "bias")},
     top={"final_norm.bias": "norm.bias"},
     read=(
         lambda hf, fields, where: {
