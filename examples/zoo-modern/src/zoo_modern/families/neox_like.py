@@ -108,21 +108,13 @@ GPTJ = NEOX.derive(
     embedding="wte.weight",
     head="lm_head.weight",
     top_level=("lm_head.weight", "lm_head.bias"),
-    fields={
-        "vocab_size": F("vocab_size", 50400, Count),
-        "n_positions": F("max_seq_len", 2048, Count),
-        "n_embd": F("d_model", 4096, Count),
-        "n_layer": F("n_layers", 28, Count),
-        "n_head": F("n_heads", 16, Count),
-        "rotary_dim": F("", 64, Count, out=turned),
-        "n_inner": F("d_ff", None, Count),
-        "activation_function": F("activation", "gelu_new", str, ACTIVATIONS),
-        "resid_pdrop": F("dropout.residual", 0.0, Fraction),
-        "embd_pdrop": F("dropout.embedding", 0.0, Fraction),
-        "attn_pdrop": F("dropout.attention", 0.0, Fraction),
-        "layer_norm_epsilon": F("norm_eps", 1e-5, Epsilon),
-        "tie_word_embeddings": F("tie_embeddings", False, bool),
-    },
+    fields={"vocab_size": F("vocab_size", 50400, Count), "n_positions": F("max_seq_len", 2048, Count)}
+    | {"n_embd": F("d_model", 4096, Count), "n_layer": F("n_layers", 28, Count), "n_head": F("n_heads", 16, Count)}
+    | {"rotary_dim": F("", 64, Count, out=turned), "n_inner": F("d_ff", None, Count)}
+    | {"activation_function": F("activation", "gelu_new", str, ACTIVATIONS)}
+    | {"resid_pdrop": F("dropout.residual", 0.0, Fraction), "embd_pdrop": F("dropout.embedding", 0.0, Fraction)}
+    | {"attn_pdrop": F("dropout.attention", 0.0, Fraction), "layer_norm_epsilon": F("norm_eps", 1e-5, Epsilon)}
+    | {"tie_word_embeddings": F("tie_embeddings", False, bool)},
     zoo={"head_bias": True, "placement": SHARED_NORM, "position": INTERLEAVED}
     | {"attention": {"name": "sdpa", "qkv_bias": False, "out_bias": False}},
     layer_prefix="h.{}.",
