@@ -27,6 +27,8 @@ BITNET = LLAMA.derive(
     zoo={"attention": qknorm("none", sub_norm=True), "mlp": {"name": "glu", "sub_norm": True}, "activation": "relu2"},
     accepts={"attention": ()},
     layer={"attn.sub_norm.weight": "self_attn.attn_sub_norm.weight", "mlp.sub_norm.weight": "mlp.ffn_sub_norm.weight"},
+    fresh=("read",),  # transformers' BitNet turns by a base of 500000 where config.json names none
+    read=(llama_read, lambda hf, fields, where: LLAMA_ROTARY.read({"rope_theta": 500000.0, **hf}, fields, where)),
 )
 
 PLAIN_ROTARY = Rotary()
@@ -67,8 +69,9 @@ COHERE_COMPASS = kin.COHERE2.derive(
     "CohereCompassForCausalLM",
     model_type="cohere_compass_text",
     description="Cohere Compass (text): Cohere's parallel layout, a window and a rotary table per layer type",
-    fields={"sliding_window_pattern": None, "pooling": IGNORED}  # the classifier's
-    | {"logit_scale": F("", None, Positive, out=lambda c: c.logit_scale)},
+    fields={"sliding_window_pattern": None, "pooling": IGNORED}  # pooling: the classifier's
+    | {"logit_scale": F("", None, Positive, out=lambda c: c.logit_scale)}
+    | dict.fromkeys(("rope_theta", "partial_rotary_factor", "rope_scaling")),  # rope_parameters' tables only
     layer={"attn.qkv.weight": LLAMA.layer["attn.qkv.weight"]},
     fresh=("read", "write", "blockers"),
     read=(llama_read, rope_per_type),
