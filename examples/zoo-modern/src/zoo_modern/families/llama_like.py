@@ -78,21 +78,14 @@ LLAMA = Family(
     description="LLaMA: RMSNorm, rotary, SwiGLU, grouped-query attention, no biases",
     prefix="model.",
     embedding="embed_tokens.weight",
-    fields={
-        **SIZES,
-        "intermediate_size": F("d_ff", REQUIRED, Count, out=mlp_hidden),
-        "num_key_value_heads": F("attention.n_kv_heads", None, Count),
-        "head_dim": HEAD_DIM,
-        "hidden_act": F("activation", "silu", str, {"silu": "silu"}),
-        "max_position_embeddings": F("max_seq_len", 2048, Count),
-        "rms_norm_eps": F("norm_eps", 1e-6, Epsilon),
-        **ROPE,
-        "attention_dropout": F("dropout.attention", 0.0, Fraction),
-        "tie_word_embeddings": F("tie_embeddings", False, bool),
-        "attention_bias": F.must(False, "biases on q/k/v/o projections are not modelled for this family", bool),
-        "mlp_bias": F.must(False, "biases in the SwiGLU projections are not modelled", bool),
-        "pretraining_tp": IGNORED,  # the same sums, split
-    },
+    fields={**SIZES, "intermediate_size": F("d_ff", REQUIRED, Count, out=mlp_hidden), "head_dim": HEAD_DIM}
+    | {"num_key_value_heads": F("attention.n_kv_heads", None, Count), "pretraining_tp": IGNORED}  # tp: the same sums
+    | {**ROPE, "hidden_act": F("activation", "silu", str, {"silu": "silu"})}
+    | {"tie_word_embeddings": F("tie_embeddings", False, bool), "rms_norm_eps": F("norm_eps", 1e-6, Epsilon)}
+    | {"max_position_embeddings": F("max_seq_len", 2048, Count)}
+    | {"attention_dropout": F("dropout.attention", 0.0, Fraction)}
+    | {"attention_bias": F.must(False, "biases on q/k/v/o projections are not modelled for this family", bool)}
+    | {"mlp_bias": F.must(False, "biases in the SwiGLU projections are not modelled", bool)},
     zoo={"bias": False, "attention": {"name": "sdpa", "qkv_bias": False, "out_bias": False}, "norm": "rmsnorm"}
     | {"placement": "pre", "position": "rotary", "mlp": {"name": "swiglu"}, "init": "gpt2"},
     accepts={"attention": ("eager", "gqa")},
