@@ -49,6 +49,7 @@ MODERN = {
     ("norm", "rmsnorm_plain"),
     ("activation", "xielu"),
     ("attention", "gated_deltanet"),
+    ("attention", "diff"),
 }
 PACKAGE = Path(__file__).resolve().parents[1] / "examples" / "zoo-modern"
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 GROUPS = ("existing", "engine", "modern", "moe", "classic", "hybrids", "state_space", "dense", "seq2seq", "moe_2026")
+GROUPS += ("dense_2026",)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 - ``swiglu`` (PaLM, LLaMA): the gate is always SiLU.
 - ``glu``: the gate is the config's ``activation``, so one component is every variant:
-  ``silu`` SwiGLU, ``gelu`` / ``gelu_tanh`` GeGLU (Gemma), ``relu`` ReGLU.
+  ``silu`` SwiGLU, ``gelu`` / ``gelu_tanh`` GeGLU (Gemma), ``relu`` ReGLU; with ``sub_norm``
+  an RMSNorm over the hidden width before ``down`` (BitNet).
 """
 
 from __future__ import annotations
@@ -37,10 +38,19 @@ def swiglu_hidden(d_ff: int, multiple_of: int = 256) -> int:
 
 class GLU(nn.Module):
     """down(act(gate(x)) * up(x)): a gated MLP whose gate is ``activation``; ``fused``: gate
-    and up as one projection ``gate_up`` of rows [gate | up] (Phi-3's ``gate_up_proj``)."""
+    and up as one projection ``gate_up`` of rows [gate | up] (Phi-3's ``gate_up_proj``);
+    ``sub_norm``: an RMSNorm (epsilon ``norm_eps``) on the product before ``down``."""
 
     def __init__(
-        self, d_model: int, hidden: int, activation: nn.Module, bias: bool, dropout: float, fused: bool = False
+        self,
+        d_model: int,
+        hidden: int,
+        activation: nn.Module,
+        bias: bool,
+        dropout: float,
+        fused: bool = False,
+        sub_norm: bool = False,
+        norm_eps: float = 1e-6,
     ) -> None:
         super().__init__()
         self.fused = fused
@@ -52,13 +62,15 @@ class GLU(nn.Module):
         self.act = activation  # a module, so the contract's mlp.hook_pre sees the gate
         self.down = residual_output(nn.Linear(hidden, d_model, bias=bias))
         self.drop = nn.Dropout(dropout)
+        self.sub_norm = nn.RMSNorm(hidden, eps=norm_eps) if sub_norm else None
 
     def forward(self, x: Tensor) -> Tensor:
         if self.fused:
             gate, up = self.gate_up(x).chunk(2, dim=-1)  # (B, S, hidden) each
         else:
             gate, up = self.gate(x), self.up(x)
-        out: Tensor = self.drop(self.down(self.act(gate) * up))  # (B, S, d)
+        h = self.act(gate) * up  # (B, S, hidden)
+        out: Tensor = self.drop(self.down(h if self.sub_norm is None else self.sub_norm(h)))  # (B, S, d)
         return out
 
 
@@ -78,6 +90,7 @@ def swiglu(
 
 class GluOptions(SwiGluOptions):
     fused: bool = Field(False, description="gate and up as one projection, rows [gate | up] (Phi-3)")
+    sub_norm: bool = Field(False, description="an RMSNorm over the hidden width before the down projection (BitNet)")
 
 
 def glu(
@@ -87,13 +100,17 @@ def glu(
     hidden: int | None = None,
     multiple_of: int = 256,
     fused: bool = False,
+    sub_norm: bool = False,
     bias: bool = True,
     dropout: float = 0.0,
+    norm_eps: float = 1e-6,
 ) -> GLU:
     """Gated MLP down(act(gate(x)) * up(x)) gated by the config's activation: SwiGLU, GeGLU, ReGLU.
 
     The hidden size defaults to 2/3 of d_ff, rounded up to ``multiple_of``."""
-    return GLU(d_model, hidden or swiglu_hidden(d_ff, multiple_of), activation, bias, dropout, fused)
+    return GLU(
+        d_model, hidden or swiglu_hidden(d_ff, multiple_of), activation, bias, dropout, fused, sub_norm, norm_eps
+    )
 
 
 def register_components(register: RegisterComponent) -> None:

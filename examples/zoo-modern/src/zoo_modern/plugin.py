@@ -15,6 +15,7 @@ import zoo.plugin
 from zoo_modern import (
     activations,
     deltanet,
+    diff_attention,
     local_attention,
     mamba,
     mamba2,
@@ -54,7 +55,8 @@ def zoo_register_components(register: zoo.plugin.RegisterComponent) -> None:
         mamba,
         mla,
         deltanet,
-    ):  # sinks, chunked, conv, scans, latent, delta
+        diff_attention,
+    ):  # sinks, chunked, conv, scans, latent, delta, diff
         module.register_components(register)
     moe.register_components(register)
 

@@ -22,6 +22,8 @@ score scale, on top of zoo's grouped-query ``Attention``.
   real token (``temperature_by_token``, its position ids) with an offset of 0.
 - ``output_gate`` (Qwen3-Next): each head's output times sigmoid of a gate projected
   from x (one per output channel) before the output projection, ``out(y * sigmoid(g))``.
+- ``sub_norm`` (BitNet): an RMSNorm over the heads' output (n_heads * head_dim) before the
+  output projection, ``out(norm(y))``.
 
 q, k and v still come from one fused linear layer (rows ``[q | k | v]``, then the gate's).
 """
@@ -86,6 +88,7 @@ class QkNormOptions(AttentionOptions):
         False, description="count slots from each row's first real token (Ministral 3), not the cache's first (Llama 4)"
     )
     output_gate: bool = Field(False, description="the heads' output times sigmoid(a gate from x) (Qwen3-Next)")
+    sub_norm: bool = Field(False, description="an RMSNorm over the heads' output before the output projection (BitNet)")
     kernel: Literal["sdpa", "eager"] = Field("sdpa", description="sdpa: torch's fused kernel; eager: the explicit math")
     qkv_bias: bool | None = Field(None, description="bias on the q/k/v projection (default: the config's bias)")
     out_bias: bool | None = Field(None, description="bias on the output projection (default: the config's bias)")
@@ -135,6 +138,7 @@ class QkNormAttention(Attention):
         temperature_offset: int = 1,
         temperature_by_token: bool = False,
         output_gate: bool = False,
+        sub_norm: bool = False,
         kernel: Literal["sdpa", "eager"] = "sdpa",
         bias: bool = True,
         qkv_bias: bool | None = None,
@@ -162,6 +166,7 @@ class QkNormAttention(Attention):
         # q is multiplied by this before the kernel divides by sqrt(head_dim): scores scale by ``scale``.
         self.q_factor = 1.0 if scale is None else scale * math.sqrt(head_dim)
         self.register_parameter("sinks", None)
+        self.sub_norm = nn.RMSNorm(self.q_dim, eps=norm_eps) if sub_norm else None
         self.temperature, self.temperature_floor = temperature, temperature_floor
         self.temperature_offset, self.temperature_by_token = temperature_offset, temperature_by_token
 
@@ -172,6 +177,8 @@ class QkNormAttention(Attention):
         y = y.transpose(1, 2).reshape(batch, seq, self.q_dim)  # (B, S, H * dk)
         if self.gate_dim:
             y = y * torch.sigmoid(self.rows(x, -self.gate_dim, None))
+        if self.sub_norm is not None:
+            y = self.sub_norm(y)
         out: Tensor = self.resid_drop(self.out(y))  # (B, S, d)
         return out
 

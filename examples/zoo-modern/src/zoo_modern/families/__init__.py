@@ -19,6 +19,7 @@
 - ``deltanet_hybrids``: Qwen3-Next, Qwen3.5, Qwen3.5-MoE, OLMo Hybrid (gated DeltaNet layers between attention layers);
 - ``state_space``: Mamba-2, Mamba, Falcon-Mamba (a selective state-space scan in every layer, no attention);
 - ``seq2seq_decoders``: BART, PLBart, MVP, TrOCR, mBART, Pegasus, Blenderbot, Marian (decoders read as causal LMs);
+- ``dense_2026``: BitNet (unquantised), Cohere Compass (text), DiffLlama (Llama's lineage, 2025-2026); AFMoE (EXAONE-MoE's kin);
 
 one registry of them, ``FAMILIES``, registered by ``zoo_modern.plugin``.
 """
@@ -29,6 +30,7 @@ from zoo.plugin import Converter, Family, converter
 from zoo_modern.families import (
     deepseek,
     deltanet_hybrids,
+    dense_2026,
     gemma,
     gpt2_like,
     hybrid_moe,
@@ -56,6 +58,7 @@ FAMILIES: tuple[Family, ...] = (
 )
 FAMILIES += (*gpt2_like.FAMILIES, *neox_like.FAMILIES, *hybrids.FAMILIES, *state_space.FAMILIES, *gemma.FAMILIES)
 FAMILIES += (*deltanet_hybrids.FAMILIES, *hybrid_moe.FAMILIES, *seq2seq_decoders.FAMILIES, *moe_2026.FAMILIES)
+FAMILIES += dense_2026.FAMILIES
 CONVERTERS: tuple[Converter, ...] = tuple(converter(family) for family in FAMILIES)
 #: The presets zoo-modern ships (``presets/<name>.toml``): its own designs and released checkpoints.
 PRESETS = tuple(

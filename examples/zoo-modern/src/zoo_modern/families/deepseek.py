@@ -249,41 +249,26 @@ def experts(zoo: str, names: tuple[str, ...], config: ModelConfig) -> list[Rule]
 
 
 ATTN = "self_attn."
+COUNT = F("", None, Count)
 DEEPSEEK_V3 = LLAMA.derive(
     "DeepseekV3ForCausalLM",
     fresh=("layer", "read", "write", "blockers"),
     model_type="deepseek_v3",
     aliases=("sarvam_mla",),  # Sarvam's config, DeepSeek-V3's classes
     description="DeepSeek-V3: multi-head latent attention, leading dense layers, sigmoid-routed grouped experts",
-    fields={
-        "num_key_value_heads": IGNORED,  # MLA's keys and values are per head, from the latent
-        "head_dim": F("", None, Count),
-        "qk_head_dim": F("", None, Count),
-        "intermediate_size": F("d_ff", REQUIRED, Count, out=lambda c: c.d_ff),
-        "moe_intermediate_size": F("", None, Count),
-        "n_routed_experts": F("", None, Experts),
-        "num_experts_per_tok": F("", None, Experts),
-        "n_shared_experts": F("", None, Count),
-        "n_group": F("", None, Count),
-        "topk_group": F("", None, Count),
-        "first_k_dense_replace": F("", None, int),
-        "norm_topk_prob": F("", None, bool),
-        "routed_scaling_factor": F("", None, Positive),
-        "output_router_logits": IGNORED,  # transformers' DeepSeek-V3 adds no balancing term
-        "kv_lora_rank": F("", None, Count),
-        "q_lora_rank": F("", None, Count),
-        "qk_rope_head_dim": F("", None, Count),
-        "qk_nope_head_dim": F("", None, Count),
-        "v_head_dim": F("", None, Count),
-        "rope_interleave": F("", None, bool),
-        "num_nextn_predict_layers": IGNORED,  # multi-token prediction: not in transformers' forward
-        "num_mtp_layers": IGNORED,
-        "moe_layer_freq": F.must(1, "transformers routes every layer from first_k_dense_replace on", int),
-        "scoring_func": F.must("sigmoid", "transformers' DeepSeek-V3 scores experts by sigmoid", str),
-        "topk_method": F.must("noaux_tc", "transformers' DeepSeek-V3 chooses by the biased scores (noaux_tc)", str),
-        **{name: IGNORED for name in ("ep_size", "aux_loss_alpha", "seq_aux")},  # deployment and training only
-        "mlp_bias": None,
-    },
+    fields=dict.fromkeys(("head_dim", "qk_head_dim", "moe_intermediate_size", "n_shared_experts", "n_group"), COUNT)
+    | dict.fromkeys(("topk_group", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim"), COUNT)
+    | {"v_head_dim": COUNT, "rope_interleave": F("", None, bool)}
+    | dict.fromkeys(("n_routed_experts", "num_experts_per_tok"), F("", None, Experts))
+    | {"intermediate_size": F("d_ff", REQUIRED, Count, out=lambda c: c.d_ff), "first_k_dense_replace": F("", None, int)}
+    | {"norm_topk_prob": F("", None, bool), "routed_scaling_factor": F("", None, Positive), "mlp_bias": None}
+    | {"num_key_value_heads": IGNORED}  # MLA's keys and values are per head, from the latent
+    | {"output_router_logits": IGNORED}  # transformers' DeepSeek-V3 adds no balancing term
+    | {"num_nextn_predict_layers": IGNORED, "num_mtp_layers": IGNORED}  # multi-token prediction: not in its forward
+    | {"moe_layer_freq": F.must(1, "transformers routes every layer from first_k_dense_replace on", int)}
+    | {"scoring_func": F.must("sigmoid", "transformers' DeepSeek-V3 scores experts by sigmoid", str)}
+    | {"topk_method": F.must("noaux_tc", "transformers' DeepSeek-V3 chooses by the biased scores (noaux_tc)", str)}
+    | {name: IGNORED for name in ("ep_size", "aux_loss_alpha", "seq_aux")},  # deployment and training only
     zoo={"attention": {"name": "mla"}, "mlp": {"name": "moe"}},
     accepts={"attention": ()},
     layer={

@@ -50,12 +50,9 @@ CAPPED = {
     "final_logit_softcapping": F("", None, Positive),  # absent: 30; null: no cap
     "max_position_embeddings": F("max_seq_len", 8192, Count),
 }
-SANDWICH = {"attn_residual.norm.weight": None, "mlp_residual.norm.weight": None} | {
-    "attn_residual.norm_in.weight": "input_layernorm.weight",
-    "attn_residual.norm_out.weight": "post_attention_layernorm.weight",
-    "mlp_residual.norm_in.weight": "pre_feedforward_layernorm.weight",
-    "mlp_residual.norm_out.weight": "post_feedforward_layernorm.weight",
-}
+SANDWICH: dict[str, str | None] = {"attn_residual.norm.weight": None, "mlp_residual.norm.weight": None}
+SANDWICH |= {"attn_residual.norm_in.weight": "input_layernorm.weight", "attn_residual.norm_out.weight": "post_attention_layernorm.weight"}  # fmt: skip
+SANDWICH |= {"mlp_residual.norm_in.weight": "pre_feedforward_layernorm.weight", "mlp_residual.norm_out.weight": "post_feedforward_layernorm.weight"}  # fmt: skip
 
 # Gemma 2 extends Gemma: sandwich norms, scaled and soft-capped scores, local/global layers, capped logits.
 GEMMA2 = GEMMA.derive(

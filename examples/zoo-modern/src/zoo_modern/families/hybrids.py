@@ -172,11 +172,7 @@ LFM2 = Family(
             for zoo, hf in (("gate", "w1"), ("up", "w3"), ("down", "w2"))
         },  # fmt: skip
     },
-    top={
-        "tok_emb.weight": "embed_tokens.weight",
-        "final_norm.weight": "embedding_norm.weight",
-        "head.weight": "lm_head.weight",
-    },  # fmt: skip
+    top={**LLAMA.top, "final_norm.weight": "embedding_norm.weight"},
     skip=("rotary_emb.inv_freq", "rotary_emb.original_inv_freq"),
     engine_features=frozenset({"layer_pattern"}),
     layer_kinds=LAYER_TYPES,
@@ -189,15 +185,8 @@ LFM2 = Family(
 # -- Mamba-2 hybrids -------------------------------------------------------------------------
 
 #: The zoo's ``mamba2`` options and Bamba's config.json names of them (Nemotron-H's below).
-BAMBA_SCAN = {
-    "d_state": "mamba_d_state",
-    "expand": "mamba_expand",
-    "n_groups": "mamba_n_groups",
-    "conv_kernel": "mamba_d_conv",
-    "chunk_size": "mamba_chunk_size",
-    "conv_bias": "mamba_conv_bias",
-    "proj_bias": "mamba_proj_bias",
-}
+BAMBA_SCAN = {"d_state": "mamba_d_state", "expand": "mamba_expand", "n_groups": "mamba_n_groups", "conv_kernel": "mamba_d_conv"}  # fmt: skip
+BAMBA_SCAN |= {"chunk_size": "mamba_chunk_size", "conv_bias": "mamba_conv_bias", "proj_bias": "mamba_proj_bias"}
 BAMBA_DEFAULTS = {"d_state": 256, "expand": 2, "n_groups": 1, "conv_kernel": 4, "chunk_size": 256}
 BAMBA_DEFAULTS |= {"conv_bias": True, "proj_bias": False}
 

@@ -17,6 +17,7 @@ from zoo_modern.families.llama_like import (
     GRANITE,
     HEAD_DIM,
     LLAMA,
+    LLAMA_ONLY,
     LLAMA_ROTARY,
     MISTRAL,
     NO_BIAS,
@@ -88,12 +89,8 @@ CWM = MINISTRAL.derive(
     "CwmForCausalLM",
     model_type="cwm",
     description="CWM: Llama's layout, an explicit head_dim, windows on 3 layers of 4",
-    fields={
-        "head_dim": HEAD_DIM,
-        "mlp_bias": LLAMA.fields["mlp_bias"],
-        "pretraining_tp": LLAMA.fields["pretraining_tp"],
-    }
-    | {"max_position_embeddings": F("max_seq_len", 131072, Count)},
+    fields={"head_dim": HEAD_DIM, "mlp_bias": LLAMA.fields["mlp_bias"]}
+    | {"pretraining_tp": LLAMA.fields["pretraining_tp"], "max_position_embeddings": F("max_seq_len", 131072, Count)},
     zoo={"attention": qknorm("none")},
     accepts={"attention": ()},
     fresh=("read",),
@@ -140,10 +137,8 @@ SEED_OSS = LLAMA.derive(
     model_type="seed_oss",
     description="Seed-OSS: Llama's layout with q/k/v biases, an explicit head_dim and a residual dropout",
     fields={"attention_bias": F("attention.qkv_bias", True, bool), "head_dim": HEAD_DIM}
-    | {
-        "attention_out_bias": F("attention.out_bias", False, bool),
-        "residual_dropout": F("dropout.residual", 0.1, Fraction),
-    },  # fmt: skip
+    | {"attention_out_bias": F("attention.out_bias", False, bool)}
+    | {"residual_dropout": F("dropout.residual", 0.1, Fraction)},
     zoo={"attention": QKNORM_NONE},
     accepts={"attention": ()},
     layer=OUT_BIAS,
@@ -191,12 +186,8 @@ GLM = LLAMA.derive(
     blockers=(GLM_ROTARY.blockers, fused_glu),
 )
 
-SANDWICH = {
-    "attn_residual.norm_in.weight": "input_layernorm.weight",
-    "attn_residual.norm_out.weight": "post_self_attn_layernorm.weight",
-    "mlp_residual.norm_in.weight": "post_attention_layernorm.weight",
-    "mlp_residual.norm_out.weight": "post_mlp_layernorm.weight",
-}
+SANDWICH = {"attn_residual.norm_in.weight": "input_layernorm.weight", "mlp_residual.norm_out.weight": "post_mlp_layernorm.weight"}  # fmt: skip
+SANDWICH |= {"attn_residual.norm_out.weight": "post_self_attn_layernorm.weight", "mlp_residual.norm_in.weight": "post_attention_layernorm.weight"}  # fmt: skip
 # GLM-4 extends GLM: a norm before and after each sub-layer (sandwich).
 GLM4 = GLM.derive(
     "Glm4ForCausalLM",
@@ -322,7 +313,7 @@ OLMO = LLAMA.derive(
     "OlmoForCausalLM",
     model_type="olmo",
     description="OLMo: Llama's layout with LayerNorm that learns no scale or shift",
-    fields={"rms_norm_eps": None, "mlp_bias": None, "head_dim": None, "pretraining_tp": None}
+    fields={**LLAMA_ONLY, "rms_norm_eps": None}
     | {"clip_qkv": F.must(None, "clamping q, k and v is not modelled (OLMo 1.7's clip_qkv)")},
     zoo={"norm": "layernorm_plain", "norm_eps": 1e-5},
     layer=NORM_WEIGHTS,
@@ -371,12 +362,8 @@ HYPERCLOVAX = GRANITE.derive(
         ),
     },
     zoo={"placement": {"name": "sandwich_scaled"}},
-    layer={"attn_residual.norm.weight": None, "mlp_residual.norm.weight": None}
-    | {"attn_residual.norm_in.weight": "input_layernorm.weight", "attn_residual.norm_out.weight": "post_norm1.weight"}
-    | {
-        "mlp_residual.norm_in.weight": "post_attention_layernorm.weight",
-        "mlp_residual.norm_out.weight": "post_norm2.weight",
-    },
+    layer={**NORM_WEIGHTS, **SANDWICH}
+    | {"attn_residual.norm_out.weight": "post_norm1.weight", "mlp_residual.norm_out.weight": "post_norm2.weight"},
     read=(lambda hf, fields, where: {**fields, "logit_scale": float(hf.get("logits_scaling") or 1.0)},),
 )
 
@@ -469,10 +456,7 @@ SMOLLM3 = LLAMA.derive(
     description="SmolLM3: Llama's layout, no rotary (NoPE) every 4th layer, a tied head",
     fields={**LAYER_TYPES, "no_rope_layers": F("", None, list[int]), "no_rope_layer_interval": F("", None, Count)}
     | {"use_sliding_window": F("", None, bool), "tie_word_embeddings": F("tie_embeddings", True, bool)}
-    | {
-        "max_position_embeddings": F("max_seq_len", 32768, Count),
-        "max_window_layers": IGNORED,
-    },  # released files have it
+    | {"max_position_embeddings": F("max_seq_len", 32768, Count), "max_window_layers": IGNORED},  # in released files
     engine_features=frozenset({"window", "layer_pattern"}),
     read=(nope_layers,),
     write=(nope_layers_out,),

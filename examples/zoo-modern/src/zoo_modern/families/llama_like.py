@@ -33,6 +33,7 @@ Reorder = Callable[[Tensor, int], Tensor]
 
 ROPE = ROPE_FIELDS
 NO_BIAS = {"attention_bias": None, "mlp_bias": None}  # fields of Llama's config its relatives lack
+LLAMA_ONLY = dict.fromkeys(("mlp_bias", "head_dim", "pretraining_tp"))  # and others
 LLAMA_ROTARY = Rotary(scaled=True)
 
 
@@ -77,21 +78,14 @@ LLAMA = Family(
     description="LLaMA: RMSNorm, rotary, SwiGLU, grouped-query attention, no biases",
     prefix="model.",
     embedding="embed_tokens.weight",
-    fields={
-        **SIZES,
-        "intermediate_size": F("d_ff", REQUIRED, Count, out=mlp_hidden),
-        "num_key_value_heads": F("attention.n_kv_heads", None, Count),
-        "head_dim": HEAD_DIM,
-        "hidden_act": F("activation", "silu", str, {"silu": "silu"}),
-        "max_position_embeddings": F("max_seq_len", 2048, Count),
-        "rms_norm_eps": F("norm_eps", 1e-6, Epsilon),
-        **ROPE,
-        "attention_dropout": F("dropout.attention", 0.0, Fraction),
-        "tie_word_embeddings": F("tie_embeddings", False, bool),
-        "attention_bias": F.must(False, "biases on q/k/v/o projections are not modelled for this family", bool),
-        "mlp_bias": F.must(False, "biases in the SwiGLU projections are not modelled", bool),
-        "pretraining_tp": IGNORED,  # the same sums, split
-    },
+    fields={**SIZES, "intermediate_size": F("d_ff", REQUIRED, Count, out=mlp_hidden), "head_dim": HEAD_DIM}
+    | {"num_key_value_heads": F("attention.n_kv_heads", None, Count), "pretraining_tp": IGNORED}  # tp: the same sums
+    | {**ROPE, "hidden_act": F("activation", "silu", str, {"silu": "silu"})}
+    | {"tie_word_embeddings": F("tie_embeddings", False, bool), "rms_norm_eps": F("norm_eps", 1e-6, Epsilon)}
+    | {"max_position_embeddings": F("max_seq_len", 2048, Count)}
+    | {"attention_dropout": F("dropout.attention", 0.0, Fraction)}
+    | {"attention_bias": F.must(False, "biases on q/k/v/o projections are not modelled for this family", bool)}
+    | {"mlp_bias": F.must(False, "biases in the SwiGLU projections are not modelled", bool)},
     zoo={"bias": False, "attention": {"name": "sdpa", "qkv_bias": False, "out_bias": False}, "norm": "rmsnorm"}
     | {"placement": "pre", "position": "rotary", "mlp": {"name": "swiglu"}, "init": "gpt2"},
     accepts={"attention": ("eager", "gqa")},
@@ -192,12 +186,8 @@ GEMMA = LLAMA.derive(
     description="Gemma: GeGLU, unit-offset RMSNorm, sqrt(d_model)-scaled embeddings, head_dim 256",
     fields={"mlp_bias": None, "hidden_act": F("activation", "gelu_pytorch_tanh", str, GELU_TANH)}
     | {"tie_word_embeddings": F("tie_embeddings", True, bool), "use_bidirectional_attention": BIDIRECTIONAL},
-    zoo={
-        "norm": "rmsnorm_offset",
-        "mlp": {"name": "glu"},
-        "embedding_scale": "sqrt_d_model",
-        "activation": "gelu_tanh",
-    },
+    zoo={"norm": "rmsnorm_offset", "mlp": {"name": "glu"}, "embedding_scale": "sqrt_d_model"}
+    | {"activation": "gelu_tanh"},
     accepts={"attention": ("eager", "gqa", "qknorm")},
     before=(gemma_attention,),
 )
@@ -226,12 +216,9 @@ PHI3 = MISTRAL.derive(
     "Phi3ForCausalLM",
     model_type="phi3",
     description="Phi-3: Llama's math with fused qkv_proj and gate_up_proj, a sliding window (no longrope scaling)",
-    fields={
-        "max_position_embeddings": F("max_seq_len", 4096, Count),
-        "resid_pdrop": F("dropout.residual", 0.0, Fraction),
-        "embd_pdrop": F("dropout.embedding", 0.0, Fraction),
-        "original_max_position_embeddings": F("", None, Count, out=lambda c: c.max_seq_len),
-    },
+    fields={"resid_pdrop": F("dropout.residual", 0.0, Fraction), "embd_pdrop": F("dropout.embedding", 0.0, Fraction)}
+    | {"max_position_embeddings": F("max_seq_len", 4096, Count)}
+    | {"original_max_position_embeddings": F("", None, Count, out=lambda c: c.max_seq_len)},
     zoo={"mlp": {"name": "glu", "fused": True}, "activation": "silu"},
     layer={"attn.qkv.weight": "self_attn.qkv_proj.weight", "attn.qkv.bias": None}
     | {"mlp.gate.weight": None, "mlp.up.weight": None, "mlp.gate_up.weight": "mlp.gate_up_proj.weight"},
@@ -318,13 +305,13 @@ COHERE = LLAMA.derive(
     | {"use_qk_norm": F.must(False, "Cohere's per-head LayerNorm on q and k is not modelled", bool)},
     zoo={"norm": "layernorm", "placement": {"name": "parallel", "shared_norm": True}},
     accepts={"logit_scale": ("*",)},
-    layer={
-        "attn.qkv.weight": W("self_attn.{}_proj.weight", parts="qkv", make=interleaved_qkv),
-        "mlp_residual.norm.weight": None,
-    },  # fmt: skip
+    layer={"attn.qkv.weight": W("self_attn.{}_proj.weight", parts="qkv", make=interleaved_qkv)}
+    | {"mlp_residual.norm.weight": None},
 )
 
 STABLELM_ROTARY = Rotary(share=0.25, partial=True)
+NAMES = {"attn_residual.norm": "input_layernorm", "attn.out": "self_attn.o_proj", "mlp.up": "mlp.c_fc"}
+NAMES |= {"mlp_residual.norm": "post_attention_layernorm", "mlp.down": "mlp.c_proj"}
 # StableLM extends Llama: LayerNorm (with its shift), partial rotary, optional q/k/v biases.
 STABLELM = LLAMA.derive(
     "StableLmForCausalLM",
@@ -332,16 +319,11 @@ STABLELM = LLAMA.derive(
     description="StableLM: Llama's layout with LayerNorm, partial rotary, optional q/k/v biases",
     fields={**NO_BIAS, "rms_norm_eps": None, "layer_norm_eps": F("norm_eps", 1e-5, Epsilon)}
     | {"use_qkv_bias": F("attention.qkv_bias", False, bool), "hidden_dropout": F("dropout.residual", 0.0, Fraction)}
-    | {
-        "qk_layernorm": F.must(False, "this StableLM variant is not modelled", bool),
-        "max_position_embeddings": F("max_seq_len", 4096, Count),
-    }  # fmt: skip
-    | {"use_parallel_residual": F.must(False, "this StableLM variant is not modelled", bool)},
+    | {"qk_layernorm": F.must(False, "this StableLM variant is not modelled", bool)}
+    | {"use_parallel_residual": F.must(False, "this StableLM variant is not modelled", bool)}
+    | {"max_position_embeddings": F("max_seq_len", 4096, Count)},
     zoo={"norm": {"name": "layernorm", "shift": True}, "attention": {"name": "sdpa", "out_bias": False}},
-    layer={
-        f"{z}.bias": f"{h}.bias"
-        for z, h in (("attn_residual.norm", "input_layernorm"), ("mlp_residual.norm", "post_attention_layernorm"))
-    },  # fmt: skip
+    layer={f"{z}.bias": f"{NAMES[z]}.bias" for z in ("attn_residual.norm", "mlp_residual.norm")},
     top={"final_norm.bias": "norm.bias"},
     fresh=("read", "write", "blockers"),
     read=(llama_read, STABLELM_ROTARY.read),
@@ -369,20 +351,8 @@ STARCODER2 = MISTRAL.derive(
     zoo={"bias": True, "norm": "layernorm", "mlp": "standard"}
     | {"attention": {"name": "sdpa", "qkv_bias": True, "out_bias": True}},
     fresh=("layer", "read", "write", "blockers"),
-    layer={
-        **{f"attn.qkv.{p}": W(f"self_attn.{{}}_proj.{p}", "concat", "qkv") for p in ("weight", "bias")},
-        **{
-            f"{z}.{p}": f"{h}.{p}"
-            for z, h in (
-                ("attn_residual.norm", "input_layernorm"),
-                ("attn.out", "self_attn.o_proj"),
-                ("mlp_residual.norm", "post_attention_layernorm"),
-                ("mlp.up", "mlp.c_fc"),
-                ("mlp.down", "mlp.c_proj"),
-            )
-            for p in ("weight", "bias")
-        },  # fmt: skip
-    },
+    layer={f"attn.qkv.{p}": W(f"self_attn.{{}}_proj.{p}", "concat", "qkv") for p in ("weight", "bias")}
+    | {f"{z}.{p}": f"{h}.{p}" for z, h in NAMES.items() for p in ("weight", "bias")},
     top={"final_norm.bias": "norm.bias"},
     read=(
         lambda hf, fields, where: {

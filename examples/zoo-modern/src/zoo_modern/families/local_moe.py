@@ -61,11 +61,8 @@ GPT_OSS = routed(
     Routing(experts_field="num_local_experts", hidden_field="intermediate_size", always_normalized=True),
     model_type="gpt_oss",
     description="GPT-OSS: attention sinks, sliding/full layers alternating, top-k experts with biases, clamped SwiGLU",
-    fields={
-        "sliding_window": F("", 128, Count),
-        "layer_types": F("", None),
-        "head_dim": F("", 64, Count, out=lambda c: c.head_dim),
-    }  # fmt: skip
+    fields={"sliding_window": F("", 128, Count), "layer_types": F("", None)}
+    | {"head_dim": F("", 64, Count, out=lambda c: c.head_dim)}
     | {"swiglu_alpha": F("", 1.702, Positive, out=lambda c: options(c).alpha)}
     | {"swiglu_limit": F("", 7.0, Positive, out=lambda c: options(c).limit)}
     | {"attention_bias": F.must(True, "GPT-OSS's q/k/v/o projections have biases", bool), "mlp_bias": None}
@@ -191,10 +188,8 @@ LLAMA4 = routed(
     zoo={"attention": {"name": "chunked", "qkv_bias": False, "out_bias": False}},
     accepts={"attention": ("qknorm",)},
     layer={"attn.qkv.weight": W("self_attn.{}_proj.weight", parts="qkv", make=interleaved_qkv)}
-    | {
-        "mlp.router.weight": FF + "router.weight",
-        "mlp.experts.gate_up.weight": W(FF + "experts.gate_up_proj", make=transposed_stack),
-    }  # fmt: skip
+    | {"mlp.router.weight": FF + "router.weight"}
+    | {"mlp.experts.gate_up.weight": W(FF + "experts.gate_up_proj", make=transposed_stack)}
     | {"mlp.experts.down.weight": W(FF + "experts.down_proj", make=transposed_stack)}
     | {f"mlp.shared.{p}.weight": f"{FF}shared_expert.{p}_proj.weight" for p in ("gate", "up", "down")},
     engine_features=frozenset({"layer_pattern"}),

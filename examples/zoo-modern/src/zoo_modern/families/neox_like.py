@@ -110,21 +110,13 @@ GPTJ = NEOX.derive(
     embedding="wte.weight",
     head="lm_head.weight",
     top_level=("lm_head.weight", "lm_head.bias"),
-    fields={
-        "vocab_size": F("vocab_size", 50400, Count),
-        "n_positions": F("max_seq_len", 2048, Count),
-        "n_embd": F("d_model", 4096, Count),
-        "n_layer": F("n_layers", 28, Count),
-        "n_head": F("n_heads", 16, Count),
-        "rotary_dim": F("", 64, Count, out=turned),
-        "n_inner": F("d_ff", None, Count),
-        "activation_function": F("activation", "gelu_new", str, ACTIVATIONS),
-        "resid_pdrop": F("dropout.residual", 0.0, Fraction),
-        "embd_pdrop": F("dropout.embedding", 0.0, Fraction),
-        "attn_pdrop": F("dropout.attention", 0.0, Fraction),
-        "layer_norm_epsilon": F("norm_eps", 1e-5, Epsilon),
-        "tie_word_embeddings": F("tie_embeddings", False, bool),
-    },
+    fields={"vocab_size": F("vocab_size", 50400, Count), "n_positions": F("max_seq_len", 2048, Count)}
+    | {"n_embd": F("d_model", 4096, Count), "n_layer": F("n_layers", 28, Count), "n_head": F("n_heads", 16, Count)}
+    | {"rotary_dim": F("", 64, Count, out=turned), "n_inner": F("d_ff", None, Count)}
+    | {"activation_function": F("activation", "gelu_new", str, ACTIVATIONS)}
+    | {"resid_pdrop": F("dropout.residual", 0.0, Fraction), "embd_pdrop": F("dropout.embedding", 0.0, Fraction)}
+    | {"attn_pdrop": F("dropout.attention", 0.0, Fraction), "layer_norm_epsilon": F("norm_eps", 1e-5, Epsilon)}
+    | {"tie_word_embeddings": F("tie_embeddings", False, bool)},
     zoo={"head_bias": True, "placement": SHARED_NORM, "position": INTERLEAVED}
     | {"attention": {"name": "sdpa", "qkv_bias": False, "out_bias": False}},
     layer_prefix="h.{}.",
@@ -175,23 +167,15 @@ PHI = GPTJ.derive(
     fresh=("fields", "layer", "top", "read", "blockers"),
     prefix="model.",
     embedding="embed_tokens.weight",
-    fields={
-        "vocab_size": F("vocab_size", 51200, Count),
-        "hidden_size": F("d_model", 2048, Count),
-        "intermediate_size": F("d_ff", 8192, Count),
-        "num_hidden_layers": F("n_layers", 24, Count),
-        "num_attention_heads": F("n_heads", 32, Count),
-        "num_key_value_heads": F("attention.n_kv_heads", None, Count),
-        "resid_pdrop": F("dropout.residual", 0.0, Fraction),
-        "embd_pdrop": F("dropout.embedding", 0.0, Fraction),
-        "attention_dropout": F("dropout.attention", 0.0, Fraction),
-        "hidden_act": F("activation", "gelu_new", str, ACTIVATIONS),
-        "max_position_embeddings": F("max_seq_len", 2048, Count),
-        "layer_norm_eps": F("norm_eps", 1e-5, Epsilon),
-        "tie_word_embeddings": F("tie_embeddings", False, bool),
-        **ROPE_FIELDS,
-        "qk_layernorm": F.must(False, "LayerNorms on queries and keys are not modelled for Phi", bool),
-    },
+    fields={"vocab_size": F("vocab_size", 51200, Count), "hidden_size": F("d_model", 2048, Count), **ROPE_FIELDS}
+    | {"intermediate_size": F("d_ff", 8192, Count), "num_hidden_layers": F("n_layers", 24, Count)}
+    | {"num_attention_heads": F("n_heads", 32, Count), "num_key_value_heads": F("attention.n_kv_heads", None, Count)}
+    | {"resid_pdrop": F("dropout.residual", 0.0, Fraction), "embd_pdrop": F("dropout.embedding", 0.0, Fraction)}
+    | {"max_position_embeddings": F("max_seq_len", 2048, Count)}
+    | {"tie_word_embeddings": F("tie_embeddings", False, bool)}
+    | {"hidden_act": F("activation", "gelu_new", str, ACTIVATIONS), "layer_norm_eps": F("norm_eps", 1e-5, Epsilon)}
+    | {"attention_dropout": F("dropout.attention", 0.0, Fraction)}
+    | {"qk_layernorm": F.must(False, "LayerNorms on queries and keys are not modelled for Phi", bool)},
     zoo={"attention": {"name": "sdpa", "qkv_bias": True, "out_bias": True}, "position": "rotary"},
     layer_prefix="layers.{}.",
     layer={
@@ -295,29 +279,16 @@ FALCON = NEOX.derive(
     embedding="word_embeddings.weight",
     head="lm_head.weight",
     top_level=("lm_head.weight",),
-    fields={
-        "vocab_size": F("vocab_size", 65024, Count),
-        "hidden_size": F("d_model", 4544, Count),
-        "num_hidden_layers": F("n_layers", 32, Count),
-        "num_attention_heads": F("n_heads", 71, Count),
-        "num_ln_in_parallel_attn": F("", None, Count),
-        "layer_norm_epsilon": F("norm_eps", 1e-5, Epsilon),
-        "hidden_dropout": F("dropout.residual", 0.0, Fraction),
-        "attention_dropout": F("dropout.attention", 0.0, Fraction),
-        "num_kv_heads": F("", None, Count),
-        "num_key_value_heads": F("", None, Count),
-        "alibi": F.must(False, "Falcon's ALiBi (biases scaled with the scores) is not modelled", bool),
-        "new_decoder_architecture": F("", False, bool),
-        "multi_query": F("", True, bool),
-        "parallel_attn": F("", True, bool),
-        "bias": F("bias", False, bool),
-        "max_position_embeddings": F("max_seq_len", 2048, Count),
-        "rope_theta": ROPE_FIELDS["rope_theta"],
-        **ROPE,
-        "ffn_hidden_size": F("d_ff", None, Count),
-        "activation": F("activation", "gelu", str, ACTIVATIONS),
-        "tie_word_embeddings": F("tie_embeddings", True, bool),
-    },
+    fields={"vocab_size": F("vocab_size", 65024, Count), "hidden_size": F("d_model", 4544, Count), **ROPE}
+    | {"num_hidden_layers": F("n_layers", 32, Count), "num_attention_heads": F("n_heads", 71, Count)}
+    | {"layer_norm_epsilon": F("norm_eps", 1e-5, Epsilon), "hidden_dropout": F("dropout.residual", 0.0, Fraction)}
+    | {"attention_dropout": F("dropout.attention", 0.0, Fraction), "rope_theta": ROPE_FIELDS["rope_theta"]}
+    | dict.fromkeys(("num_ln_in_parallel_attn", "num_kv_heads", "num_key_value_heads"), F("", None, Count))
+    | {"alibi": F.must(False, "Falcon's ALiBi (biases scaled with the scores) is not modelled", bool)}
+    | {"new_decoder_architecture": F("", False, bool), "multi_query": F("", True, bool), "bias": F("bias", False, bool)}
+    | {"parallel_attn": F("", True, bool), "max_position_embeddings": F("max_seq_len", 2048, Count)}
+    | {"ffn_hidden_size": F("d_ff", None, Count), "activation": F("activation", "gelu", str, ACTIVATIONS)}
+    | {"tie_word_embeddings": F("tie_embeddings", True, bool)},
     zoo={"bias": None, "attention": "sdpa", "norm": {"name": "layernorm", "shift": True}, "placement": None},
     accepts={"n_kv_heads": ("any",)},
     layer_prefix="h.{}.",

@@ -17,21 +17,13 @@ from zoo_modern.positions import rotary_dims
 DEFAULT_ROPE = ("default", None)
 # config.json's rotary fields, typed: a table that is a list or a string, or a base that is
 # a string, is refused naming the field before ``rope`` reads them.
-ROPE_FIELDS = {
-    "rope_theta": F("", None, Positive),
-    "partial_rotary_factor": F("", None, Fraction),
-    "rope_parameters": F("", None, RopeTable),
-    "rope_scaling": F("", None, RopeTable),
-}
+ROPE_FIELDS = {"rope_theta": F("", None, Positive), "partial_rotary_factor": F("", None, Fraction)}
+ROPE_FIELDS |= {"rope_parameters": F("", None, RopeTable), "rope_scaling": F("", None, RopeTable)}
 IGNORED = F("", None)  # read by transformers, changes nothing the zoo computes
 #: The sizes a Llama- or NeoX-style config.json must give, under transformers' names.
-SIZES = {
-    "vocab_size": F("vocab_size", REQUIRED, Count),
-    "hidden_size": F("d_model", REQUIRED, Count),
-    "num_attention_heads": F("n_heads", REQUIRED, Count),
-    "num_hidden_layers": F("n_layers", REQUIRED, Count),
-    "intermediate_size": F("d_ff", REQUIRED, Count),
-}
+SIZES = {"vocab_size": F("vocab_size", REQUIRED, Count), "hidden_size": F("d_model", REQUIRED, Count)}
+SIZES |= {"num_attention_heads": F("n_heads", REQUIRED, Count), "num_hidden_layers": F("n_layers", REQUIRED, Count)}
+SIZES |= {"intermediate_size": F("d_ff", REQUIRED, Count)}
 
 
 def qknorm(qk_norm: str, **options: Any) -> dict[str, Any]:
@@ -40,14 +32,8 @@ def qknorm(qk_norm: str, **options: Any) -> dict[str, Any]:
 
 
 # Hugging Face activation names with an exact zoo activation component.
-ACTIVATIONS = {
-    "gelu": "gelu",
-    "gelu_new": "gelu_tanh",
-    "gelu_fast": "gelu_tanh",
-    "gelu_pytorch_tanh": "gelu_tanh",
-    "relu": "relu",
-    "silu": "silu",
-}
+ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+ACTIVATIONS |= {"relu": "relu", "silu": "silu"}
 
 
 def rope(
@@ -83,12 +69,8 @@ def rope(
 
 # config.json's rotary scalings the zoo computes exactly (zoo_modern.rope_scaling), with
 # the keys each reads besides factor; the zoo's names of them.
-SCALINGS = {
-    "linear": (),
-    "dynamic": (),
-    "yarn": ("original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor", "truncate"),
-    "llama3": ("original_max_position_embeddings", "low_freq_factor", "high_freq_factor"),
-}
+SCALINGS = {"linear": (), "dynamic": (), "llama3": ("original_max_position_embeddings", "low_freq_factor", "high_freq_factor")}  # fmt: skip
+SCALINGS["yarn"] = ("original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor", "truncate")
 SCALING_NAMES = {"original_max_position_embeddings": "original_max_seq_len"}
 
 

@@ -12,9 +12,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.plugin import REQUIRED, Count, Epsilon, F, Fraction, ModelConfig, Positive, Rule, W
+from zoo.plugin import REQUIRED, Count, Epsilon, F, Fraction, ModelConfig, Positive, Rule, W, linear
 from zoo_modern.families.llama_kin import NORM_WEIGHTS
-from zoo_modern.families.llama_like import LLAMA, QK_NORMS, llama_read, qk_reordered
+from zoo_modern.families.llama_like import LLAMA, LLAMA_ONLY, QK_NORMS, llama_read, qk_reordered
 from zoo_modern.families.readers import Rotary, fused_per_head, qknorm
 
 
@@ -24,6 +24,7 @@ def ungated(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[s
 
 
 RELU2 = F("activation", "relu2", str, {"relu2": "relu2"})
+NO_BIASES = {"qkv_bias": False, "out_bias": False}
 # Arcee extends Llama: an ungated MLP, up then ReLU squared then down.
 ARCEE = LLAMA.derive(
     "ArceeForCausalLM",
@@ -97,21 +98,10 @@ NANOCHAT = ARCEE.derive(
     "NanoChatForCausalLM",
     model_type="nanochat",
     description="NanoChat: Arcee's ReLU-squared MLP, RMSNorms without scales (embeddings too), QK-norm after rotary, capped logits",
-    fields={"mlp_bias": None, "head_dim": None, "pretraining_tp": None}
-    | {
-        "final_logit_softcapping": F("logit_softcap", 15.0, Positive),
-        "max_position_embeddings": F("max_seq_len", 2048, Count),
-    },
+    fields={**LLAMA_ONLY, "final_logit_softcapping": F("logit_softcap", 15.0, Positive)}
+    | {"max_position_embeddings": F("max_seq_len", 2048, Count)},
     zoo={"norm": "rmsnorm_plain", "embedding_norm": True}
-    | {
-        "attention": {
-            "name": "qknorm",
-            "qk_norm_after": True,
-            "qk_norm_plain": True,
-            "qkv_bias": False,
-            "out_bias": False,
-        }
-    },
+    | {"attention": {"name": "qknorm", "qk_norm_after": True, "qk_norm_plain": True, **NO_BIASES}},
     engine_features=frozenset({"logit_softcap"}),
     accepts={"attention": ()},
     layer=NORM_WEIGHTS
@@ -126,11 +116,8 @@ APERTUS = ARCEE.derive(
     "ApertusForCausalLM",
     model_type="apertus",
     description="Apertus: Arcee's ungated MLP with a learned xIELU, QK-norm per head, Llama 3's rotary",
-    fields={"mlp_bias": None, "head_dim": None, "pretraining_tp": None}
-    | {
-        "hidden_act": F("activation", "xielu", str, {"xielu": "xielu"}),
-        "max_position_embeddings": F("max_seq_len", 65536, Count),
-    },
+    fields={**LLAMA_ONLY, "hidden_act": F("activation", "xielu", str, {"xielu": "xielu"})}
+    | {"max_position_embeddings": F("max_seq_len", 65536, Count)},
     zoo={"attention": qknorm("head")},
     accepts={"attention": ()},
     layer={
@@ -147,41 +134,24 @@ def qk_layernorm(config: ModelConfig) -> bool:
 
 
 PERSIMMON_ROTARY = Rotary(share=0.5, partial=True)
+PERSIMMON_QK = {
+    f"attn.{q}_norm.{p}": W(f"self_attn.{q}_layernorm.{p}", when=qk_layernorm) for q in "qk" for p in ("weight", "bias")
+}
 # Persimmon extends Jais 2: q/k/v fused per head, a LayerNorm with a bias on each q and k head, half of each head rotated.
 PERSIMMON = JAIS2.derive(
     "PersimmonForCausalLM",
     model_type="persimmon",
     description="Persimmon: Jais 2's ReLU-squared layout, q/k/v fused per head, LayerNorm per q and k head, partial rotary",
-    fields={
-        "attention_bias": None,
-        "mlp_bias": None,
-        "head_dim": None,
-        "pretraining_tp": None,
-        "attention_dropout": None,
-    }
-    | {
-        "qk_layernorm": F("attention.qk_norm", True, bool, {True: "head", False: "none"}),
-        "hidden_dropout": F("dropout.residual", 0.0, Fraction),
-    }
-    | {
-        "max_position_embeddings": F("max_seq_len", 16384, Count),
-        "attention_dropout": F("dropout.attention", 0.0, Fraction),
-    },
+    fields={**LLAMA_ONLY, "attention_bias": None, "hidden_dropout": F("dropout.residual", 0.0, Fraction)}
+    | {"qk_layernorm": F("attention.qk_norm", True, bool, {True: "head", False: "none"})}
+    | {"max_position_embeddings": F("max_seq_len", 16384, Count)}
+    | {"attention_dropout": F("dropout.attention", 0.0, Fraction)},
     zoo={"attention": {"name": "qknorm", "qk_norm_layernorm": True, "qkv_bias": True, "out_bias": True}},
     accepts={"attention": ()},
     layer=fused_per_head("self_attn.query_key_value")
-    | {f"attn.out.{p}": f"self_attn.dense.{p}" for p in ("weight", "bias")}
-    | {
-        f"attn.{q}_norm.{p}": W(f"self_attn.{q}_layernorm.{p}", when=qk_layernorm)
-        for q in "qk"
-        for p in ("weight", "bias")
-    }
-    | {
-        f"mlp.{z}.{p}": f"mlp.{h}.{p}"
-        for z, h in (("up", "dense_h_to_4h"), ("down", "dense_4h_to_h"))
-        for p in ("weight", "bias")
-    },
-    top={"final_norm.weight": "final_layernorm.weight", "final_norm.bias": "final_layernorm.bias"},
+    | linear({"attn.out": "self_attn.dense", "mlp.up": "mlp.dense_h_to_4h", "mlp.down": "mlp.dense_4h_to_h"})
+    | PERSIMMON_QK,
+    top=linear({"final_norm": "final_layernorm"}),
     fresh=("read", "write", "blockers"),
     read=(llama_read, PERSIMMON_ROTARY.read, ungated),
     write=(PERSIMMON_ROTARY.write,),
