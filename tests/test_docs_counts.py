@@ -30,8 +30,12 @@ TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seve
 
 
 def spelled(words: str) -> int:
-    """A number spelled as docs/families.md opens its table ("Seventy-three")."""
-    tens, _, unit = words.lower().partition("-")
+    """A number spelled as docs/families.md opens its table ("Seventy-three", "One hundred and eight")."""
+    words = words.lower()
+    if words.startswith("one hundred"):
+        rest = words.removeprefix("one hundred").removeprefix(" and ").strip()
+        return 100 + (spelled(rest) if rest else 0)
+    tens, _, unit = words.partition("-")
     if tens in UNITS and not unit:
         return UNITS.index(tens)
     return TENS[tens] + (UNITS.index(unit) if unit else 0)
@@ -39,10 +43,11 @@ def spelled(words: str) -> int:
 
 def test_the_families_page_counts_the_installed_families() -> None:
     text = (ROOT / "docs" / "families.md").read_text(encoding="utf-8")
-    found = re.search(r"^([A-Z][a-z]+(?:-[a-z]+)?) architectures besides nanoGPT's files", text, re.MULTILINE)
+    found = re.search(r"^((?:One hundred(?: and )?)?[A-Za-z]*(?:-[a-z]+)?) architectures besides nanoGPT's files", text, re.MULTILINE)
     assert found is not None, "docs/families.md's family count"
     assert spelled(found[1]) == len({entry.architecture for entry in zoo.default_registry().converters()})
     assert spelled("Seventy-three") == 73 and spelled("Fifty") == 50 and spelled("twelve") == 12
+    assert spelled("One hundred and eight") == 108 and spelled("One hundred and twenty-one") == 121
 
 
 def test_every_extra_is_in_the_install_page_and_named_in_the_readme() -> None:

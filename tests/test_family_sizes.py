@@ -19,10 +19,10 @@ CODE = (
     ROOT / "zoo/nn/converter.py",
     ROOT / "plugins/hf_gpt2.py",
 )
-LIMIT = 69  # lines per architecture (4,286 over 59 when set, 5,402 over 76, 5,827 over 85, 5,830 over 85 with the released presets; issue 40 asks for 60)
+LIMIT = 59  # lines per architecture (4,286 over 59 when set, 5,402 over 76, 5,830 over 85, 6,303 over 108; issue 40 asks for 60)
 
 
-def test_the_converter_code_is_at_most_69_lines_per_architecture() -> None:
+def test_the_converter_code_is_at_most_59_lines_per_architecture() -> None:
     from zoo_modern.families import FAMILIES
 
     lines = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in CODE)
