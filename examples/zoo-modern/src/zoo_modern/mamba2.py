@@ -79,31 +79,61 @@ class GatedRMSNorm(nn.Module):
         nn.init.ones_(self.weight)
 
 
+def chunk_terms(x: Tensor, dt: Tensor, a: Tensor, b: Tensor, c: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Each chunk's own part, for K chunks of L positions at once: x (B, K, L, H, P), dt
+    (B, K, L, H), B and C (B, K, L, H, N). Returns what a chunk's inputs add to its outputs
+    (B, K, L, H, P) and to the state at its end (B, K, H, P, N), the log decay from its start
+    to each position (B, K, L, H) and its whole decay (B, K, H, 1, 1)."""
+    length = x.shape[2]
+    decay = torch.cumsum(dt * a, dim=2)  # log of the decay from the chunk's start to t
+    gaps = decay[:, :, :, None] - decay[:, :, None]  # (B, K, L_t, L_s, H): log decay from s to t
+    later = torch.ones(length, length, dtype=torch.bool, device=x.device).triu(1)
+    weights = torch.exp(gaps.masked_fill(later[:, :, None], -math.inf))  # 0 where s > t
+    scores = torch.einsum("bkthn,bkshn->bktsh", c, b) * weights * dt[:, :, None]
+    within = torch.einsum("bktsh,bkshp->bkthp", scores, x)
+    rest = torch.exp(decay[:, :, -1:] - decay) * dt  # (B, K, L, H): each input's weight at the chunk's end
+    added = torch.einsum("bksh,bkshn,bkshp->bkhpn", rest, b, x)
+    return within, added, decay, torch.exp(decay[:, :, -1])[..., None, None]
+
+
+def chunk_states(state: Tensor, whole: Tensor, added: Tensor) -> Tensor:
+    """The states at the ends of K chunks (B, K, H, P, N), S_k = whole_k * S_{k-1} + added_k
+    from ``state`` (B, H, P, N), as a scan in log2(K) steps (Hillis and Steele's): after the
+    step of ``span``, entry k holds chunks k - 2 * span + 1 .. k combined (their decay and
+    what they add), so a million positions take a dozen steps rather than a loop per chunk."""
+    added = torch.cat([added[:, :1] + whole[:, :1] * state[:, None], added[:, 1:]], dim=1)
+    span = 1
+    while span < added.shape[1]:
+        added = torch.cat([added[:, :span], added[:, span:] + whole[:, span:] * added[:, :-span]], dim=1)
+        whole = torch.cat([whole[:, :span], whole[:, span:] * whole[:, :-span]], dim=1)
+        span *= 2
+    return added
+
+
 def ssd_scan(
     x: Tensor, dt: Tensor, a: Tensor, b: Tensor, c: Tensor, chunk: int, state: Tensor | None
 ) -> tuple[Tensor, Tensor]:
     """The selective scan without its D skip: outputs (B, S, H, P) and the state after the
     last position (B, H, P, N), for x (B, S, H, P), time steps dt (B, S, H), A (H,), and
     B, C (B, S, H, N) per head; ``state`` the state before the first position (None: zero).
-    All in float32, as transformers computes it."""
+    All in float32, as transformers computes it. The chunks' own parts are computed for all
+    full chunks at once (and the last, shorter one apart), then the states at their ends by
+    ``chunk_states``."""
     batch, seq, heads, width = x.shape
     x, dt, b, c = x.float(), dt.float(), b.float(), c.float()
     state = x.new_zeros(batch, heads, width, b.shape[-1]) if state is None else state.float()
+    full = seq - seq % chunk
+    spans = [(0, full, chunk)] if full else []
+    spans += [(full, seq, seq - full)] if seq > full else []
     outputs = []
-    for start in range(0, seq, chunk):
-        xs, steps, bs, cs = (t[:, start : start + chunk] for t in (x, dt, b, c))
-        length = xs.shape[1]
-        decay = torch.cumsum(steps * a, dim=1)  # (B, L, H): log of the decay from the chunk's start to t
-        gaps = decay[:, :, None] - decay[:, None]  # (B, L_t, L_s, H): log decay from s to t
-        later = torch.ones(length, length, dtype=torch.bool, device=x.device).triu(1)
-        weights = torch.exp(gaps.masked_fill(later[None, :, :, None], -math.inf))  # 0 where s > t
-        scores = torch.einsum("bthn,bshn->btsh", cs, bs) * weights * steps[:, None]
-        within = torch.einsum("btsh,bshp->bthp", scores, xs)  # what this chunk's inputs add
-        carried = torch.einsum("bthn,bhpn->bthp", cs, state) * torch.exp(decay)[..., None]  # the state before it
-        outputs.append(within + carried)
-        rest = torch.exp(decay[:, -1:] - decay) * steps  # (B, L, H): each input's weight at the chunk's end
-        added = torch.einsum("bsh,bshn,bshp->bhpn", rest, bs, xs)
-        state = state * torch.exp(decay[:, -1])[:, :, None, None] + added
+    for begin, stop, length in spans:
+        parts = [t[:, begin:stop].unflatten(1, (-1, length)) for t in (x, dt, b, c)]
+        within, added, decay, whole = chunk_terms(*parts[:2], a, *parts[2:])
+        ends = chunk_states(state, whole, added)
+        before = torch.cat([state[:, None], ends[:, :-1]], dim=1)  # the state at each chunk's start
+        state = ends[:, -1]
+        carried = torch.einsum("bkthn,bkhpn->bkthp", parts[3], before)
+        outputs.append((within + carried * torch.exp(decay)[..., None]).flatten(1, 2))
     return torch.cat(outputs, dim=1), state
 
 
