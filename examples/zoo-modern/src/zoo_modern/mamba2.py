@@ -127,12 +127,12 @@ def ssd_scan(
     spans += [(full, seq, seq - full)] if seq > full else []
     outputs = []
     for begin, stop, length in spans:
-        parts = [t[:, begin:stop].unflatten(1, (-1, length)) for t in (x, dt, b, c)]
-        within, added, decay, whole = chunk_terms(*parts[:2], a, *parts[2:])
+        xk, dtk, bk, ck = (t[:, begin:stop].reshape(batch, -1, length, *t.shape[2:]) for t in (x, dt, b, c))
+        within, added, decay, whole = chunk_terms(xk, dtk, a, bk, ck)
         ends = chunk_states(state, whole, added)
         before = torch.cat([state[:, None], ends[:, :-1]], dim=1)  # the state at each chunk's start
         state = ends[:, -1]
-        carried = torch.einsum("bkthn,bkhpn->bkthp", parts[3], before)
+        carried = torch.einsum("bkthn,bkhpn->bkthp", ck, before)
         outputs.append((within + carried * torch.exp(decay)[..., None]).flatten(1, 2))
     return torch.cat(outputs, dim=1), state
 
