@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from family_cases import all_cases
 
 import zoo
 import zoo.cli
@@ -318,6 +319,46 @@ def test_the_families_on_the_new_parts_refuse_what_they_cannot_map(
     folder = saved_config(tmp_path, hf, **change, architectures=[model])
     with pytest.raises(zoo.InteropError, match=field):
         zoo.from_hf(folder)
+
+
+#: Settings a case leaves at transformers' default, changed: the zoo must compute them too.
+CHANGED = [("flint", {"rms_norm_eps": 1e-2}), ("llama4", {"rms_norm_eps": 1e-2})]  # the QK-norm's epsilon too
+
+
+@pytest.mark.parametrize(("case", "change"), CHANGED, ids=[f"{c}-{next(iter(v))}" for c, v in CHANGED])
+def test_a_changed_setting_gives_transformers_logits(case: str, change: dict[str, Any], tmp_path: Path) -> None:
+    family = next(c for c in all_cases() if c.id == case)
+    config = getattr(transformers, family.config)(**{**family.fields, **change, "vocab_size": 97})
+    torch.manual_seed(0)
+    reference = getattr(transformers, family.model)(config).eval()
+    with torch.no_grad():
+        for name, p in reference.named_parameters():  # norm scales around 1, the rest around 0
+            p.copy_(torch.randn_like(p) * 0.2 + (1.0 if "norm" in name and p.dim() == 1 else 0.0))
+    reference.save_pretrained(tmp_path)
+    with torch.no_grad():
+        torch.testing.assert_close(zoo.from_hf(tmp_path)(ids(2, 12)), reference(ids(2, 12)).logits, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["sinks", "chunked"])
+def test_attention_with_sinks_or_chunks_takes_the_configs_epsilon_and_dropouts(name: str) -> None:
+    attention = tiny(ROUTING, norm_eps=1e-2, dropout={"attention": 0.25}, attention={"name": name, "qk_norm": "head"})
+    attn = attention.blocks[0].attn
+    assert (attn.q_norm.eps, attn.k_norm.eps, attn.attn_dropout) == (1e-2, 1e-2, 0.25)
+
+
+#: Fields a config.json may leave out, where transformers' default is not the zoo's usual one.
+LEFT_OUT = [("hy-v3", "rms_norm_eps"), ("hy-v3", "rope_parameters"), ("minicpm5-moe", "rope_parameters")]
+LEFT_OUT += [("mellum", "rope_parameters"), ("diffllama", "rms_norm_eps")]
+
+
+@pytest.mark.parametrize(("case", "field"), LEFT_OUT, ids=[f"{c}-{f}" for c, f in LEFT_OUT])
+def test_a_field_left_out_reads_as_transformers_default(case: str, field: str) -> None:
+    family = next(c for c in all_cases() if c.id == case)
+    config_class = getattr(transformers, family.config)
+    given = {k: v for k, v in config_class(**family.fields, vocab_size=97).to_dict().items() if k != field}
+    filled = config_class.from_dict({k: v for k, v in given.items() if k != "transformers_version"}).to_dict()
+    arch = {"architectures": [family.model]}
+    assert config_from_hf({**given, **arch}) == config_from_hf({**filled, **arch})
 
 
 def test_export_refuses_an_moe_the_architecture_cannot_hold(tmp_path: Path) -> None:

@@ -46,10 +46,20 @@ class SinkAttention(QkNormAttention):
     Options = SinkOptions
 
     def __init__(
-        self, d_model: int, n_heads: int, head_dim: int | None = None, *, kernel: str | None = None, **options: Any
+        self,
+        d_model: int,
+        n_heads: int,
+        head_dim: int | None = None,
+        *,
+        kernel: str | None = None,
+        norm_eps: float = 1e-6,
+        dropout: float = 0.0,
+        attn_dropout: float | None = None,
+        **options: Any,
     ) -> None:
         del kernel  # the scores are always written out
-        super().__init__(d_model, n_heads, head_dim, kernel="eager", **{"qk_norm": "none", **options})
+        config = {"norm_eps": norm_eps, "dropout": dropout, "attn_dropout": attn_dropout}  # named: the model fills them
+        super().__init__(d_model, n_heads, head_dim, kernel="eager", **{"qk_norm": "none", **config, **options})
         self.sinks = nn.Parameter(torch.zeros(n_heads))
 
     def reset_parameters(self) -> None:
@@ -71,9 +81,19 @@ class ChunkedAttention(QkNormAttention):
     Options = ChunkedOptions
 
     def __init__(
-        self, d_model: int, n_heads: int, head_dim: int | None = None, *, chunk_size: int = 8192, **options: Any
+        self,
+        d_model: int,
+        n_heads: int,
+        head_dim: int | None = None,
+        *,
+        chunk_size: int = 8192,
+        norm_eps: float = 1e-6,
+        dropout: float = 0.0,
+        attn_dropout: float | None = None,
+        **options: Any,
     ) -> None:
-        super().__init__(d_model, n_heads, head_dim, **{"qk_norm": "none", **options})
+        config = {"norm_eps": norm_eps, "dropout": dropout, "attn_dropout": attn_dropout}  # named: the model fills them
+        super().__init__(d_model, n_heads, head_dim, **{"qk_norm": "none", **config, **options})
         self.chunk_size = chunk_size
         self.cache_window = chunk_size  # the model keeps the last chunk_size - 1 keys
 

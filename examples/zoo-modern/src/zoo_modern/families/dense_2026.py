@@ -160,7 +160,8 @@ DIFFLLAMA = LLAMA.derive(
     model_type="diffllama",
     description="DiffLlama: Llama's layout with differential attention (two softmaxes per head pair, their difference)",
     fields={"mlp_bias": None, "pretraining_tp": None, "lambda_std_dev": IGNORED}  # lambda_std_dev: the initialisation's
-    | {"attention_dropout": F.must(0.0, "transformers' DiffLlama has no dropout in its attention", float)},
+    | {"attention_dropout": F.must(0.0, "transformers' DiffLlama has no dropout in its attention", float)}
+    | {"rms_norm_eps": F("norm_eps", 1e-5, Epsilon)},
     zoo={"attention": {"name": "diff", "qk_norm": "none", "qkv_bias": False, "out_bias": False}},
     accepts={"attention": ()},
     layer={f"attn.lambda_{p}": f"self_attn.lambda_{p}" for p in ("q1", "k1", "q2", "k2")},

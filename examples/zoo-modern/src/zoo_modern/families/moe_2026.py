@@ -8,11 +8,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from zoo.plugin import Count, Experts, F, ModelConfig, Positive, Rule, W
+from zoo.plugin import Count, Epsilon, Experts, F, ModelConfig, Positive, Rule, W
 from zoo_modern.families import deepseek as ds
 from zoo_modern.families.deltanet_hybrids import gated_qkv
 from zoo_modern.families.gemma import gemma3_blockers, gemma3_write, typed_bases
-from zoo_modern.families.llama_kin import SANDWICH, rotary_on_sliding, rotary_on_sliding_out, write_layer_types
+from zoo_modern.families.llama_kin import SANDWICH, Reader, rotary_on_sliding, rotary_on_sliding_out, write_layer_types
 from zoo_modern.families.llama_like import LLAMA, LLAMA_ROTARY, head_dim, llama_read
 from zoo_modern.families.moe import QWEN3_MOE, Routing, also_at, dense, has_shared, options, routed, routes, unlike
 from zoo_modern.families.readers import IGNORED, Rotary, qknorm, refuse_unless, window_blockers, with_layer_changes
@@ -21,6 +21,11 @@ NO_BIAS = "biases on the projections are not modelled"
 HY3 = ds.Version("HY3", True, (192, 8, 1536, 1, 1, 1, 2.826, 1))
 HY3_NAMES = {**ds.EXAONE_NAMES, "routed_scaling_factor": "router_scaling_factor"}
 V3_ONLY = ("first_k_dense_replace", "n_group", "topk_group", "norm_topk_prob")  # V3's, not HY3's
+
+
+def rotary_from(base: float) -> Reader:
+    """Llama's rotary reader, ``base`` where config.json names none (the config class's ``default_theta``)."""
+    return lambda hf, fields, where: LLAMA_ROTARY.read({"rope_theta": base, **hf}, fields, where)
 
 
 def hy3_route(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
@@ -42,13 +47,14 @@ HY_V3 = ds.EXAONE_MOE.derive(
     description="HY3: QK-normed grouped-query attention, sigmoid-routed experts with a score bias and a shared one",
     fields=dict.fromkeys(("sliding_window", "sliding_window_pattern", "layer_types", "routed_scaling_factor", *V3_ONLY))
     | {"router_scaling_factor": F("", None, Positive), "enable_moe_fp32_combine": IGNORED}  # float32 sums: no change
-    | {"attention_bias": F.must(False, NO_BIAS, bool), "mlp_bias": F.must(False, NO_BIAS, bool)},
+    | {"attention_bias": F.must(False, NO_BIAS, bool), "mlp_bias": F.must(False, NO_BIAS, bool)}
+    | {"rms_norm_eps": F("norm_eps", 1e-5, Epsilon)},
     layer={"mlp.router.weight": W("mlp.router.gate.weight", when=routes, make=hy3_experts)}
     | {"mlp.score_bias.bias": W("mlp.expert_bias", when=ds.has_score_bias)}
     | {f"mlp.shared.{p}.weight": W(f"mlp.shared_mlp.{p}_proj.weight", when=routes) for p in ("gate", "up", "down")},
     engine_features=frozenset({"layer_pattern"}),
     fresh=("read", "write", "blockers"),
-    read=(head_dim(128), llama_read, LLAMA_ROTARY.read, hy3_route),
+    read=(head_dim(128), llama_read, rotary_from(11_158_840.0), hy3_route),
     write=(LLAMA_ROTARY.write, lambda c, hf: {HY3_NAMES.get(k, k): v for k, v in ds.exaone_write(c, hf).items() if k not in V3_ONLY}),
     blockers=(LLAMA_ROTARY.blockers, lambda c, arch: [b for b in HY3.blockers(c, arch) if not b.startswith("dense layers after")])
     + (lambda c, arch: window_blockers(c, arch, ("mlp",)) + (unlike(c, arch, {"n_groups": 1, "normalize_top_k": True}) if routes(c) else []),),
@@ -69,6 +75,7 @@ def typed_windows_blockers(config: ModelConfig, arch: str) -> list[str]:
 
 
 MELLUM_ROUTING = Routing(defaults=(64, 8, 896, True))
+MELLUM_ROPE = {"full_attention": {"rope_type": "default", "rope_theta": 500000.0}, "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}  # fmt: skip
 # Mellum extends Qwen3-MoE: windows on the sliding layers, a rotary base per layer type, dense layers by mlp_layer_types.
 MELLUM = QWEN3_MOE.derive(
     "MellumForCausalLM",
@@ -80,7 +87,7 @@ MELLUM = QWEN3_MOE.derive(
     | {"mlp.router.weight": W("mlp.gate.weight", when=routes, make=MELLUM_ROUTING.experts)},
     ignored=("mtp.",),  # the multi-token-prediction layer, which transformers never loads either
     fresh=("read", "write", "blockers"),
-    read=(head_dim(128), llama_read, lambda hf, f, where: typed_bases(hf, f, where, hf.get("layer_types") or ["full_attention"] * f["n_layers"], 1024), MELLUM_ROUTING.read, dense_by_types),
+    read=(head_dim(128), llama_read, lambda hf, f, where: typed_bases({**hf, "rope_parameters": hf.get("rope_parameters") or MELLUM_ROPE}, f, where, hf.get("layer_types") or ["full_attention"] * f["n_layers"], 1024), MELLUM_ROUTING.read, dense_by_types),
     write=(gemma3_write, write_layer_types, MELLUM_ROUTING.write, ds.mlp_types_out),
     blockers=(Rotary().blockers, MELLUM_ROUTING.blockers, typed_windows_blockers),
 )  # fmt: skip
@@ -161,7 +168,7 @@ MINICPM5_MOE = ds.GLM4_MOE.derive(
     zoo={"attention": qknorm("none", output_gate=True)},
     layer={"attn.qkv.weight": W("self_attn.{}_proj.weight", parts="qkv", make=gated_qkv), "attn.qkv.bias": None},
     fresh=("read", "write", "blockers"),
-    read=(head_dim(128), llama_read, LLAMA_ROTARY.read, MINICPM5.route),
+    read=(head_dim(128), llama_read, rotary_from(5e6), MINICPM5.route),
     write=(LLAMA_ROTARY.write, MINICPM5.write_routing, ds.mlp_types_out),
     blockers=(LLAMA_ROTARY.blockers, lambda c, arch: [b for b in MINICPM5.blockers(c, arch) if not b.startswith("dense layers after")]),
 )  # fmt: skip
