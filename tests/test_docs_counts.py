@@ -43,7 +43,9 @@ def spelled(words: str) -> int:
 
 def test_the_families_page_counts_the_installed_families() -> None:
     text = (ROOT / "docs" / "families.md").read_text(encoding="utf-8")
-    found = re.search(r"^((?:One hundred(?: and )?)?[A-Za-z]*(?:-[a-z]+)?) architectures besides nanoGPT's files", text, re.MULTILINE)
+    found = re.search(
+        r"^((?:One hundred(?: and )?)?[A-Za-z]*(?:-[a-z]+)?) architectures besides nanoGPT's files", text, re.MULTILINE
+    )
     assert found is not None, "docs/families.md's family count"
     assert spelled(found[1]) == len({entry.architecture for entry in zoo.default_registry().converters()})
     assert spelled("Seventy-three") == 73 and spelled("Fifty") == 50 and spelled("twelve") == 12
