@@ -17,6 +17,8 @@ from zoo_modern.families.readers import ACTIVATIONS, IGNORED, refuse_unless
 
 CROSS = tuple(f".encoder_attn{p}.{w}" for p in (".q_proj", ".k_proj", ".v_proj", ".out_proj", "_layer_norm") for w in ("weight", "bias"))  # fmt: skip
 ENCODER_ONLY = "encoder_layers encoder_ffn_dim encoder_attention_heads encoder_layerdrop classifier_dropout"
+# keys of released fairseq-era configs that transformers 5 reads nowhere (each design is fixed by its class)
+ENCODER_ONLY += " normalize_before add_final_layer_norm static_position_embeddings normalize_embedding add_bias_logits"
 NO_EMBED_NORM = {"embed_norm.weight": None, "embed_norm.bias": None}
 BY_SLOT = {"name": "learned", "count_padding": True}  # positions numbered by slot, padding included
 
