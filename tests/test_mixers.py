@@ -24,7 +24,7 @@ from zoo.probe import probe
 from zoo_modern.local_attention import ChunkedAttention, SinkAttention, chunk_mask
 from zoo_modern.short_conv import ShortConv
 
-NEW = ["sinks", "chunked", "short_conv", "mamba2", "mamba", "gated_deltanet"]
+NEW = ["sinks", "chunked", "short_conv", "mamba2", "mamba", "gated_deltanet", "diff"]
 # Options small enough that 5 prompt tokens and 8 new ones cross windows, chunks and kernels.
 DECODED: list[Any] = [
     "sinks",
@@ -49,6 +49,8 @@ DECODED: list[Any] = [
     {"name": "mamba", "conv_kernel": 2, "dt_rank": 3, "bcdt_norm": True, "proj_bias": False},
     {"name": "gated_deltanet", "chunk_size": 3},
     {"name": "gated_deltanet", "n_k_heads": 2, "n_v_heads": 4, "v_head_dim": 6, "conv_kernel": 2},
+    "diff",
+    {"name": "diff", "n_kv_heads": 2, "lambda_init": 0.3, "qk_norm": "head"},
 ]
 
 
@@ -81,6 +83,8 @@ EXTRA_PARAMETERS["mamba2"] = 12 * (769 * 3352 + 5 * 1792 + 3 * 24 + 1536 + 1537 
 # Gated DeltaNet's, heads of 64: in_proj to q, k, v, z (d each) and b, a (12 each), the kernel of 4 over
 # q, k and v (no bias), A_log and dt_bias per head, the norm over one head, out_proj, less attention's.
 EXTRA_PARAMETERS["gated_deltanet"] = 12 * (768 * 3096 + 2304 * 4 + 24 + 64 + 768 * 768 - 769 * 4 * 768)
+# Differential attention's four lambda vectors of head_dim (64) per layer; its pair norm has no scale.
+EXTRA_PARAMETERS["diff"] = 12 * 4 * 64
 EXTRA_PARAMETERS["mamba"] = 12 * (769 * 3072 + 5 * 1536 + 1536 * 80 + 49 * 1536 + 1536 * 16 + 1536 + 1537 * 768 - 769 * 4 * 768)  # fmt: skip
 
 
