@@ -349,6 +349,7 @@ def test_attention_with_sinks_or_chunks_takes_the_configs_epsilon_and_dropouts(n
 #: Fields a config.json may leave out, where transformers' default is not the zoo's usual one.
 LEFT_OUT = [("hy-v3", "rms_norm_eps"), ("hy-v3", "rope_parameters"), ("minicpm5-moe", "rope_parameters")]
 LEFT_OUT += [("mellum", "rope_parameters"), ("diffllama", "rms_norm_eps")]
+LEFT_OUT += [(case, field) for case in ("flint", "kolibri1") for field in ("sliding_window", "layer_types")]
 
 
 @pytest.mark.parametrize(("case", "field"), LEFT_OUT, ids=[f"{c}-{f}" for c, f in LEFT_OUT])

@@ -4,7 +4,7 @@ relative's table (``deepseek``, ``moe``) and what differs, said in the comment a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -109,6 +109,19 @@ def flint_write(config: ModelConfig, hf: dict[str, Any]) -> dict[str, Any]:
     return {**hf, "mlp_only_layers": dense_at, "decoder_sparse_step": 1, "shared_expert_intermediate_size": options(config).shared_hidden}  # fmt: skip
 
 
+def sliding_defaults(full: Callable[[int, int], bool], without_window: bool) -> Reader:
+    """``rotary_on_sliding``, with transformers' defaults where config.json leaves them out: a
+    window of 513, full attention on the layers ``full(i, layers)`` picks."""
+    read = rotary_on_sliding(without_window)
+
+    def fill(hf: Mapping[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+        layers = fields["n_layers"]
+        types = hf.get("layer_types") or ["full_attention" if full(i, layers) else "sliding_attention" for i in range(layers)]  # fmt: skip
+        return read({**hf, "sliding_window": hf.get("sliding_window", 513), "layer_types": types}, fields, where)
+
+    return fill
+
+
 FLINT_ROUTING = Routing(defaults=(256, 6, 512, True), shared=None)
 FLINT_WANTS = {"scoring": "sigmoid", "score_bias": False, "n_groups": 1, "shared_gate": False, "routed_scale": 1.0, "top_k_eps": 0.0}  # fmt: skip
 # Flint extends Mellum: sinks, rotary on the sliding layers alone, sigmoid routing beside an ungated shared expert.
@@ -123,7 +136,8 @@ FLINT = MELLUM.derive(
     | {f"mlp.shared.{p}.weight": W(f"mlp.shared_expert.{p}_proj.weight", when=has_shared) for p in ("gate", "up", "down")},
     ignored=(),
     fresh=("read", "write", "blockers"),
-    read=(head_dim(128), llama_read, LLAMA_ROTARY.read, rotary_on_sliding(False), FLINT_ROUTING.read, flint_route),
+    read=(head_dim(128), llama_read, LLAMA_ROTARY.read, sliding_defaults(lambda i, n: i < 2 or i % 4 == 1 or i == n - 1, False))
+    + (FLINT_ROUTING.read, flint_route),
     write=(LLAMA_ROTARY.write, rotary_on_sliding_out, FLINT_ROUTING.write, flint_write),
     blockers=(LLAMA_ROTARY.blockers, FLINT_ROUTING.blockers, ds.exaone_window_blockers)
     + (lambda c, arch: unlike(c, arch, FLINT_WANTS) if routes(c) else [],),
@@ -151,7 +165,8 @@ KOLIBRI1 = FLINT.derive(
     | {"mlp.score_bias.bias": W("moe.router.expert_bias", make=also_at("moe.router.expert_bias", "mlp.gate.e_score_correction_bias"))}
     | {f"mlp.shared.{p}.weight": W(f"mlp.shared_experts.{p}_proj.weight", when=has_shared) for p in ("gate", "up", "down")},
     fresh=("read", "write", "blockers"),
-    read=(head_dim(128), llama_read, LLAMA_ROTARY.read, rotary_on_sliding(True), KOLIBRI1_ROUTING.read, kolibri1_route),
+    read=(head_dim(128), llama_read, LLAMA_ROTARY.read, sliding_defaults(lambda i, n: (i + 1) % 5 == 0, True))
+    + (KOLIBRI1_ROUTING.read, kolibri1_route),
     write=(LLAMA_ROTARY.write, rotary_on_sliding_out, KOLIBRI1_ROUTING.write, lambda c, hf: {k: v for k, v in flint_write(c, hf).items() if k not in KOLIBRI1_LACKS}),
     blockers=(LLAMA_ROTARY.blockers, KOLIBRI1_ROUTING.blockers, ds.exaone_window_blockers)
     + (lambda c, arch: [f"dense layers ({arch} routes in every one)"] if any(dense(c.layer(i)) for i in range(c.n_layers)) else unlike(c, arch, FLINT_WANTS | {"score_bias": True, "logit_bias": True}),),
