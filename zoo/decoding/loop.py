@@ -130,9 +130,10 @@ class _Decoding:
             self.mask = mask
             self.full_mask = torch.ones(batch, self.prompt_len + max_new_tokens, dtype=torch.bool, device=ids.device)
             self.full_mask[:, : self.prompt_len] = mask
-            self.positions = (mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, S)
             if getattr(getattr(engine.model, "position", None), "counts_padding", False):
-                self.positions = torch.arange(self.prompt_len, device=ids.device).expand(batch, -1)
+                self.positions = torch.arange(self.prompt_len, device=ids.device).expand(batch, -1)  # (B, S)
+            else:
+                self.positions = (mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, S)
         self.seen = None
         if sampling.repetition_penalty != 1.0:  # the tokens each row holds, padding excluded
             real = mask.float() if mask is not None else torch.ones_like(ids, dtype=torch.float)
